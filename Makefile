@@ -1,0 +1,52 @@
+# pfnic: the front door. `make run` boots the NIC in a guest, `make test`
+# runs every test. Everything is built in $(PFNIC_CACHE) (default
+# ~/.cache/pfnic), incrementally. See README.md.
+
+SCRIPTS := $(CURDIR)/scripts
+
+# make run knobs (see README.md): CMD='command in the guest', OVERLAY=dir
+CMD ?=
+OVERLAY ?=
+# make test knob: FILTER=name (guest tests whose name contains it)
+FILTER ?=
+
+.PHONY: all setup sources kernel qemu module userspace rootfs run test check clean help
+
+all:
+	$(SCRIPTS)/build-all.sh
+
+setup:
+	$(SCRIPTS)/setup-host.sh
+
+sources: setup
+	$(SCRIPTS)/fetch-sources.sh
+
+kernel: sources
+	$(SCRIPTS)/build-kernel.sh
+
+qemu: sources
+	$(SCRIPTS)/build-qemu.sh
+
+module: kernel
+	$(SCRIPTS)/build-module.sh
+
+userspace: setup
+	$(SCRIPTS)/build-userspace.sh
+
+rootfs: module userspace
+	$(SCRIPTS)/build-rootfs.sh
+
+run: all
+	$(SCRIPTS)/run-guest.sh $(if $(CMD),--cmd '$(CMD)') $(if $(OVERLAY),--overlay '$(OVERLAY)')
+
+test:
+	$(SCRIPTS)/test.sh $(if $(FILTER),--filter '$(FILTER)')
+
+check: all
+	$(SCRIPTS)/check.sh
+
+clean:
+	$(SCRIPTS)/clean.sh
+
+help:
+	@sed -n 's/^## //p' README.md

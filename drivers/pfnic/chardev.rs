@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The character device `/dev/pfnicN` and its ioctls.
+
+use crate::{nic::Nic, uapi};
+use kernel::{
+    fs::File,
+    ioctl::{_IOR, _IOWR},
+    miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
+    prelude::*,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc,
+    },
+    uaccess::{UserPtr, UserSlice, UserSliceReader, UserSliceWriter},
+};
+use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes};
+
+// The uAPI file computes its ioctl numbers itself (user space uses it too); they must be the
+// numbers the kernel's own macros give.
+const _: () = assert!(
+    uapi::PFNIC_IOCTL_QUERY_DEVICE
+        == _IOR::<uapi::QueryDevice>(uapi::PFNIC_IOCTL_MAGIC, 0x00)
+);
+const _: () = assert!(
+    uapi::PFNIC_IOCTL_SELFTEST == _IOWR::<uapi::Selftest>(uapi::PFNIC_IOCTL_MAGIC, 0x01)
+);
+
+/// How many pfnics one system can have (`/dev/pfnic0` .. `/dev/pfnic15`).
+pub(crate) const MAX_NICS: usize = 16;
+
+/// misc device names need `'static` storage.
+const NAMES: [&CStr; MAX_NICS] = [
+    c"pfnic0", c"pfnic1", c"pfnic2", c"pfnic3", c"pfnic4", c"pfnic5", c"pfnic6", c"pfnic7",
+    c"pfnic8", c"pfnic9", c"pfnic10", c"pfnic11", c"pfnic12", c"pfnic13", c"pfnic14", c"pfnic15",
+];
+
+/// Bitmap of the `/dev/pfnicN` indices in use.
+static INDICES: Atomic<u32> = Atomic::new(0);
+
+/// An index `N` of `/dev/pfnicN`, released when dropped.
+pub(crate) struct NicIndex(u32);
+
+impl NicIndex {
+    /// Takes the lowest free index, or fails with `ENOSPC`.
+    pub(crate) fn alloc() -> Result<Self> {
+        let mut used = INDICES.load(Relaxed);
+        loop {
+            let free = (!used).trailing_zeros();
+            if free as usize >= MAX_NICS {
+                return Err(ENOSPC);
+            }
+            match INDICES.cmpxchg(used, used | (1 << free), Relaxed) {
+                Ok(_) => return Ok(Self(free)),
+                Err(now) => used = now,
+            }
+        }
+    }
+
+    pub(crate) fn get(&self) -> u32 {
+        self.0
+    }
+
+    fn name(&self) -> &'static CStr {
+        NAMES[self.0 as usize]
+    }
+}
+
+impl Drop for NicIndex {
+    fn drop(&mut self) {
+        let mut used = INDICES.load(Relaxed);
+        while let Err(now) = INDICES.cmpxchg(used, used & !(1 << self.0), Relaxed) {
+            used = now;
+        }
+    }
+}
+
+/// Registers `/dev/pfnicN` for `nic`.
+pub(crate) fn register(
+    index: &NicIndex,
+    nic: Arc<Nic>,
+) -> impl PinInit<MiscDeviceRegistration<PfnicFile>, Error> {
+    MiscDeviceRegistration::register(MiscDeviceOptions { name: index.name() }, nic)
+}
+
+/// An open `/dev/pfnicN`.
+pub(crate) struct PfnicFile {
+    nic: Arc<Nic>,
+}
+
+#[vtable]
+impl MiscDevice for PfnicFile {
+    type Ptr = KBox<Self>;
+    type RegistrationData = Arc<Nic>;
+
+    fn open(_file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<KBox<Self>> {
+        KBox::new(
+            PfnicFile {
+                nic: misc.data().clone(),
+            },
+            GFP_KERNEL,
+        )
+    }
+
+    fn ioctl(me: &PfnicFile, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
+        let arg = UserPtr::from_addr(arg);
+        match cmd {
+            uapi::PFNIC_IOCTL_QUERY_DEVICE => me.query_device(user_slice::<uapi::QueryDevice>(arg).writer()),
+            uapi::PFNIC_IOCTL_SELFTEST => {
+                let (reader, writer) = user_slice::<uapi::Selftest>(arg).reader_writer();
+                me.selftest(reader, writer)
+            }
+            _ => Err(ENOTTY),
+        }?;
+        Ok(0)
+    }
+}
+
+/// The user memory of an ioctl argument of type `T`.
+fn user_slice<T>(arg: UserPtr) -> UserSlice {
+    UserSlice::new(arg, size_of::<T>())
+}
+
+/// Copies an argument in, exactly once.
+fn read_arg<T: FromBytes + IntoBytes>(reader: &mut UserSliceReader) -> Result<T> {
+    let mut value = T::new_zeroed();
+    reader.read_slice(value.as_mut_bytes())?;
+    Ok(value)
+}
+
+/// Copies a result out.
+fn write_arg<T: IntoBytes + Immutable>(mut writer: UserSliceWriter, value: &T) -> Result {
+    writer.write_slice(value.as_bytes())
+}
+
+impl PfnicFile {
+    fn query_device(&self, writer: UserSliceWriter) -> Result {
+        // Fail like every other ioctl once the device is gone.
+        self.nic.with_bar(|_| ())?;
+        write_arg(writer, &self.nic.query())
+    }
+
+    fn selftest(&self, mut reader: UserSliceReader, writer: UserSliceWriter) -> Result {
+        let mut arg: uapi::Selftest = read_arg(&mut reader)?;
+        if arg.flags != 0 || arg.vector >= self.nic.info.num_vectors {
+            return Err(EINVAL);
+        }
+        let result = self.nic.selftest(arg.vector, arg.cookie)?;
+        arg.echo = result.echo;
+        arg.latency_ns = u64::try_from(result.latency.as_nanos()).unwrap_or(u64::MAX);
+        arg.interrupts = result.interrupts;
+        write_arg(writer, &arg)
+    }
+}

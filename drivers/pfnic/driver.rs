@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Binding to the PCI device: probe brings a pfnic up, unbind quiesces it.
+
+use crate::{
+    chardev::{self, NicIndex, PfnicFile},
+    irq::{self, VectorRegistration},
+    nic::{self, Nic, NicInfo},
+    pci_caps::ExtCaps,
+    regs, uapi,
+};
+use kernel::{
+    device::Core,
+    io::Io,
+    miscdevice::MiscDeviceRegistration,
+    pci,
+    prelude::*,
+    sync::Arc,
+};
+
+/// The device's vendor and device ID (docs/registers.md).
+const PFNIC_VENDOR: pci::Vendor = pci::Vendor::REDHAT_QUMRANET;
+const PFNIC_DEVICE: u16 = 0x10f5;
+/// At least an admin/event vector and one completion vector.
+const MIN_VECTORS: u32 = 2;
+
+pub(crate) struct PfnicDriver;
+
+kernel::pci_device_table!(
+    PCI_TABLE,
+    MODULE_PCI_TABLE,
+    <PfnicDriver as pci::Driver>::IdInfo,
+    [(pci::DeviceId::from_id(PFNIC_VENDOR, PFNIC_DEVICE), ())]
+);
+
+/// Driver data of one bound pfnic. Fields drop in order: the character device goes first so
+/// nothing new can start, then the interrupt handlers, then the driver's reference to the
+/// [`Nic`] (open files may hold more).
+#[pin_data]
+pub(crate) struct PfnicData<'bound> {
+    #[pin]
+    misc: MiscDeviceRegistration<PfnicFile>,
+    irqs: KVec<Pin<KBox<VectorRegistration<'bound>>>>,
+    nic: Arc<Nic>,
+    index: NicIndex,
+    pdev: &'bound pci::Device,
+}
+
+impl pci::Driver for PfnicDriver {
+    type IdInfo = ();
+    type Data<'bound> = PfnicData<'bound>;
+    const ID_TABLE: pci::IdTable<Self::IdInfo> = &PCI_TABLE;
+
+    fn probe<'bound>(
+        pdev: &'bound pci::Device<Core<'_>>,
+        _info: Option<&'bound Self::IdInfo>,
+    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
+        pin_init::pin_init_scope(move || {
+            pdev.enable_device_mem()?;
+            pdev.set_master();
+
+            let bar = pdev.iomap_region_sized::<{ regs::BAR0_SIZE }>(0, c"pfnic/bar0")?;
+            let (device_abi, fw_version, hw_caps) = nic::identify(pdev, &bar)?;
+            Nic::reset(&bar).inspect_err(|_| dev_err!(pdev, "device did not come out of reset\n"))?;
+            let hw_caps = regs::CAPS::from_raw(hw_caps);
+            let hw_vectors = bar.read(regs::NUM_VECTORS).value().get();
+            let num_contexts = bar.read(regs::NUM_CONTEXTS).value().get();
+            let ext = ExtCaps::read(pdev)?;
+
+            let msix = pci::IrqTypes::default().with(pci::IrqType::MsiX);
+            let vectors = pdev
+                .alloc_irq_vectors_managed(MIN_VECTORS, hw_vectors.max(MIN_VECTORS), msix)
+                .inspect_err(|e| dev_err!(pdev, "cannot allocate MSI-X vectors: {:?}\n", e))?;
+
+            let index = NicIndex::alloc()
+                .inspect_err(|_| dev_err!(pdev, "more than {} pfnics\n", chardev::MAX_NICS))?;
+            let info = NicInfo {
+                index: index.get(),
+                device_abi,
+                fw_version,
+                vendor_id: pdev.vendor_id().as_raw(),
+                device_id: pdev.device_id(),
+                subsystem_vendor_id: pdev.subsystem_vendor_id(),
+                subsystem_id: pdev.subsystem_device_id(),
+                revision: pdev.revision_id(),
+                pci_rid: pdev.dev_id(),
+                caps: caps(pdev, hw_caps, &ext),
+                pasid_width: if ext.pasid.is_some() { ext.pasid_width } else { 0 },
+                pri_max_requests: if ext.pri.is_some() { ext.pri_max_requests } else { 0 },
+                num_vectors: u32::try_from(vectors.len())?,
+                num_contexts,
+            };
+
+            let nic = Arc::pin_init(Nic::new(bar.into_devres()?, info)?, GFP_KERNEL)?;
+            let irqs = irq::register_all(vectors, &nic)?;
+
+            // Prove the interrupt path before anyone can use the device.
+            let test = nic.selftest(0, 0x5eed_cafe).inspect_err(|e| {
+                dev_err!(pdev, "interrupt self-test on vector 0 failed: {:?}\n", e)
+            })?;
+            if test.echo != !0x5eed_cafe_u32 {
+                dev_err!(pdev, "self-test echoed {:#x}\n", test.echo);
+                return Err(EIO);
+            }
+
+            dev_info!(
+                pdev,
+                "pfnic{}: ABI {}.{} fw {:#x}, {} MSI-X vectors (self-test {} us), {} contexts, \
+                 ATS {}, PASID {} ({} bits), PRI {} ({} requests)\n",
+                info.index,
+                device_abi >> 16,
+                device_abi & 0xffff,
+                fw_version,
+                info.num_vectors,
+                test.latency.as_micros_ceil(),
+                num_contexts,
+                on_off(info.caps & uapi::PFNIC_CAP_ATS != 0),
+                on_off(info.caps & uapi::PFNIC_CAP_PASID != 0),
+                info.pasid_width,
+                on_off(info.caps & uapi::PFNIC_CAP_PRI != 0),
+                info.pri_max_requests,
+            );
+
+            Ok(try_pin_init!(PfnicData {
+                misc <- chardev::register(&index, nic.clone()),
+                irqs,
+                nic,
+                index,
+                pdev,
+            }? Error))
+        })
+    }
+
+    fn unbind<'bound>(_pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
+        // Quiesce the hardware while its interrupt handlers are still registered.
+        if this.nic.with_bar(Nic::reset).is_err() {
+            dev_warn!(this.pdev, "device did not reset at unbind\n");
+        }
+        dev_info!(this.pdev, "pfnic{} unbound\n", this.index.get());
+    }
+}
+
+fn on_off(on: bool) -> &'static str {
+    if on {
+        "on"
+    } else {
+        "off"
+    }
+}
+
+/// The capabilities userspace may rely on: what the device implements *and* what its config
+/// space advertises. A mismatch means a broken device model and is reported.
+fn caps(pdev: &pci::Device<Core<'_>>, hw: regs::CAPS, ext: &ExtCaps) -> u64 {
+    let mut caps = 0;
+    for (name, in_hw, in_cfg, bit) in [
+        ("ATS", hw.ats(), ext.ats.is_some(), uapi::PFNIC_CAP_ATS),
+        ("PASID", hw.pasid(), ext.pasid.is_some(), uapi::PFNIC_CAP_PASID),
+        ("PRI", hw.pri(), ext.pri.is_some(), uapi::PFNIC_CAP_PRI),
+    ] {
+        if in_hw != in_cfg {
+            dev_warn!(
+                pdev,
+                "{} is {} in CAPS but {} in config space; not using it\n",
+                name,
+                on_off(in_hw),
+                on_off(in_cfg)
+            );
+        }
+        if in_hw && in_cfg {
+            caps |= bit;
+        }
+    }
+    if hw.selftest() {
+        caps |= uapi::PFNIC_CAP_SELFTEST;
+    }
+    caps
+}

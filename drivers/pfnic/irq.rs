@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! MSI-X interrupt handlers: one registration per allocated vector.
+
+use crate::nic::Nic;
+use kernel::{
+    irq::{self, IrqReturn},
+    pci,
+    prelude::*,
+    sync::Arc,
+};
+
+/// The handler of one MSI-X vector. MSI-X vectors are never shared, but the device's cause
+/// register is: the handler acknowledges whatever it finds and reports `None` when nothing was
+/// pending, so that a device that interrupts for no reason shows up as spurious.
+pub(crate) struct VectorHandler {
+    nic: Arc<Nic>,
+    vector: usize,
+}
+
+impl irq::Handler for VectorHandler {
+    fn handle(&self) -> IrqReturn {
+        if self.nic.handle_irq(self.vector) {
+            IrqReturn::Handled
+        } else {
+            IrqReturn::None
+        }
+    }
+}
+
+/// A registered handler for one vector.
+pub(crate) type VectorRegistration<'bound> = irq::Registration<'bound, VectorHandler>;
+
+/// Registers a handler on every vector in `vectors`.
+pub(crate) fn register_all<'bound>(
+    vectors: pci::BoundIrqVectors<'bound>,
+    nic: &Arc<Nic>,
+) -> Result<KVec<Pin<KBox<VectorRegistration<'bound>>>>> {
+    let mut regs = KVec::with_capacity(vectors.len(), GFP_KERNEL)?;
+    for vector in 0..vectors.len() {
+        let handler = VectorHandler {
+            nic: nic.clone(),
+            vector,
+        };
+        // SAFETY: the registration is pinned in a `KBox` that the driver data owns; it is
+        // dropped, never leaked, when the driver unbinds.
+        let reg = unsafe {
+            irq::Registration::new(vectors.index(vector)?, irq::Flags::TRIGGER_NONE, c"pfnic", handler)
+        };
+        regs.push(KBox::pin_init(reg, GFP_KERNEL)?, GFP_KERNEL)?;
+    }
+    Ok(regs)
+}

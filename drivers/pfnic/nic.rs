@@ -1,0 +1,221 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! State of one pfnic shared by the PCI binding, the interrupt handlers and open files.
+//!
+//! A [`Nic`] is reference counted: open files keep it alive after the PCI device is unbound,
+//! but its BAR is a device-managed resource that is revoked at unbind, so every hardware
+//! access goes through [`Nic::with_bar`] and fails with `ENODEV` once the device is gone.
+
+use crate::{regs, uapi};
+use kernel::{
+    device::Bound,
+    io::{poll::read_poll_timeout, Io},
+    new_mutex, pci,
+    prelude::*,
+    sync::{
+        atomic::{Acquire, Atomic, Relaxed, Release},
+        Mutex,
+    },
+    time::{Delta, Instant, Monotonic},
+};
+
+/// The mapped control registers.
+pub(crate) type Bar0<'a> = pci::Bar<'a, { regs::BAR0_SIZE }>;
+
+/// How long a reset may take before the device is declared dead (docs/registers.md).
+const RESET_TIMEOUT: Delta = Delta::from_millis(100);
+/// How long a self-test interrupt may take (TCG guests on a loaded host are slow).
+const SELFTEST_TIMEOUT: Delta = Delta::from_millis(2000);
+
+/// What the driver learnt about the device at probe time; immutable afterwards.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NicInfo {
+    pub(crate) index: u32,
+    pub(crate) device_abi: u32,
+    pub(crate) fw_version: u32,
+    pub(crate) vendor_id: u16,
+    pub(crate) device_id: u16,
+    pub(crate) subsystem_vendor_id: u16,
+    pub(crate) subsystem_id: u16,
+    pub(crate) revision: u8,
+    pub(crate) pci_rid: u16,
+    /// `uapi::PFNIC_CAP_*`.
+    pub(crate) caps: u64,
+    pub(crate) pasid_width: u32,
+    pub(crate) pri_max_requests: u32,
+    pub(crate) num_vectors: u32,
+    pub(crate) num_contexts: u32,
+}
+
+/// Per-MSI-X-vector counters, written by that vector's interrupt handler.
+pub(crate) struct VectorStats {
+    /// Interrupts handled.
+    pub(crate) interrupts: Atomic<u64>,
+    /// Self-test completions seen; a waiter watches this advance.
+    pub(crate) selftests: Atomic<u64>,
+    /// `SELFTEST_ECHO` read by the last self-test completion on this vector.
+    pub(crate) last_echo: Atomic<u32>,
+}
+
+impl VectorStats {
+    fn new() -> Self {
+        Self {
+            interrupts: Atomic::new(0),
+            selftests: Atomic::new(0),
+            last_echo: Atomic::new(0),
+        }
+    }
+}
+
+/// One pfnic.
+#[pin_data]
+pub(crate) struct Nic {
+    bar: pci::DevresBar<{ regs::BAR0_SIZE }>,
+    pub(crate) info: NicInfo,
+    pub(crate) vectors: KVec<VectorStats>,
+    /// The device runs one self-test at a time.
+    #[pin]
+    selftest_lock: Mutex<()>,
+}
+
+/// Outcome of one interrupt self-test.
+pub(crate) struct SelftestResult {
+    pub(crate) echo: u32,
+    pub(crate) latency: Delta,
+    pub(crate) interrupts: u64,
+}
+
+impl Nic {
+    pub(crate) fn new(
+        bar: pci::DevresBar<{ regs::BAR0_SIZE }>,
+        info: NicInfo,
+    ) -> Result<impl PinInit<Self, Error>> {
+        let n = info.num_vectors as usize;
+        let mut vectors = KVec::with_capacity(n, GFP_KERNEL)?;
+        for _ in 0..n {
+            vectors.push(VectorStats::new(), GFP_KERNEL)?;
+        }
+        Ok(try_pin_init!(Self {
+            bar,
+            info,
+            vectors,
+            selftest_lock <- new_mutex!(()),
+        }? Error))
+    }
+
+    /// Runs `f` on the control registers, or fails with `ENODEV` once the device is unbound.
+    pub(crate) fn with_bar<R>(&self, f: impl FnOnce(&Bar0<'_>) -> R) -> Result<R> {
+        self.bar.try_access_with(|bar| f(bar)).ok_or(ENODEV)
+    }
+
+    /// Resets the device and waits until it reports ready.
+    pub(crate) fn reset(bar: &Bar0<'_>) -> Result {
+        bar.write_reg(regs::CONTROL::zeroed().with_reset(true));
+        read_poll_timeout(
+            || Ok(bar.read(regs::STATUS)),
+            |s: &regs::STATUS| s.ready(),
+            Delta::from_micros(100),
+            RESET_TIMEOUT,
+        )?;
+        Ok(())
+    }
+
+    /// Has the device signal `vector` and waits for that vector's handler to see it.
+    ///
+    /// Proves the whole path: MMIO write, device, MSI-X message through the interrupt
+    /// remapping IOMMU, the handler, and the handler's read-back of device state.
+    pub(crate) fn selftest(&self, vector: u32, cookie: u32) -> Result<SelftestResult> {
+        let stats = self.vectors.get(vector as usize).ok_or(EINVAL)?;
+        let _guard = self.selftest_lock.lock();
+
+        let before = stats.selftests.load(Acquire);
+        let start = Instant::<Monotonic>::now();
+        self.with_bar(|bar| {
+            bar.write_reg(regs::SELFTEST_COOKIE::zeroed().with_value(cookie));
+            bar.write_reg(regs::SELFTEST_TRIGGER::zeroed().with_vector(vector));
+        })?;
+        read_poll_timeout(
+            || Ok(stats.selftests.load(Acquire)),
+            |seen: &u64| *seen != before,
+            Delta::from_micros(20),
+            SELFTEST_TIMEOUT,
+        )?;
+        Ok(SelftestResult {
+            latency: start.elapsed(),
+            echo: stats.last_echo.load(Relaxed),
+            interrupts: stats.interrupts.load(Relaxed),
+        })
+    }
+
+    /// Called by the handler of `vector`: acknowledges the device's causes and records them.
+    ///
+    /// Returns whether the device had anything pending.
+    pub(crate) fn handle_irq(&self, vector: usize) -> bool {
+        let Some(stats) = self.vectors.get(vector) else {
+            return false;
+        };
+        let echo = self.with_bar(|bar| {
+            let status = bar.read(regs::IRQ_STATUS);
+            if status.into_raw() == 0 {
+                return None;
+            }
+            bar.write_reg(status); // write 1 to clear what we saw
+            status.selftest().then(|| bar.read(regs::SELFTEST_ECHO).value().get())
+        });
+        stats.interrupts.add(1, Relaxed);
+        match echo {
+            Ok(Some(echo)) => {
+                stats.last_echo.store(echo, Relaxed);
+                // Publishes `last_echo` to the waiter in `selftest`.
+                stats.selftests.add(1, Release);
+                true
+            }
+            Ok(None) | Err(_) => false,
+        }
+    }
+
+    /// The answer to `PFNIC_IOCTL_QUERY_DEVICE`.
+    pub(crate) fn query(&self) -> uapi::QueryDevice {
+        let i = &self.info;
+        uapi::QueryDevice {
+            uapi_version: uapi::PFNIC_UAPI_VERSION,
+            device_abi: i.device_abi,
+            fw_version: i.fw_version,
+            vendor_id: i.vendor_id,
+            device_id: i.device_id,
+            subsystem_vendor_id: i.subsystem_vendor_id,
+            subsystem_id: i.subsystem_id,
+            revision: u32::from(i.revision),
+            pci_rid: u32::from(i.pci_rid),
+            caps: i.caps,
+            pasid_width: i.pasid_width,
+            pri_max_requests: i.pri_max_requests,
+            num_vectors: i.num_vectors,
+            num_contexts: i.num_contexts,
+            index: i.index,
+            ..Default::default()
+        }
+    }
+}
+
+/// Reads identity and features from the registers, checking that this is a pfnic we support.
+pub(crate) fn identify(pdev: &pci::Device<Bound>, bar: &Bar0<'_>) -> Result<(u32, u32, u32)> {
+    let id = bar.read(regs::ID).value().get();
+    if id != regs::ID_VALUE {
+        dev_err!(pdev, "not a pfnic: ID register reads {:#010x}\n", id);
+        return Err(ENODEV);
+    }
+    let version = bar.read(regs::VERSION);
+    if version.major().get() != regs::ABI_MAJOR {
+        dev_err!(
+            pdev,
+            "unsupported device ABI {}.{} (driver implements {}.x)\n",
+            version.major().get(),
+            version.minor().get(),
+            regs::ABI_MAJOR
+        );
+        return Err(ENODEV);
+    }
+    let fw = bar.read(regs::FW_VERSION).value().get();
+    Ok((version.into_raw(), fw, bar.read(regs::CAPS).into_raw()))
+}

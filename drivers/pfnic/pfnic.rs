@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! pfnic: driver for a PCIe RDMA NIC that DMAs into unpinned, pageable process memory through
+//! ATS, PASID and PRI (see docs/ in the pfnic repository for the device and its interfaces).
+//!
+//! This slice binds the device, checks its identity and ABI, proves its MSI-X interrupt path
+//! and exposes `/dev/pfnicN` with a query-device ioctl.
+
+mod chardev;
+mod driver;
+mod irq;
+mod nic;
+mod pci_caps;
+mod regs;
+pub mod uapi;
+
+kernel::module_pci_driver! {
+    type: driver::PfnicDriver,
+    name: "pfnic",
+    authors: ["pfnic authors"],
+    description: "pfnic RDMA NIC with ATS, PASID and PRI",
+    license: "GPL",
+}

@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! BAR0 register definitions, mirroring `docs/registers.md` (device ABI 1.0).
+
+use kernel::io::register;
+
+/// Size of the BAR0 register window the driver maps.
+pub(crate) const BAR0_SIZE: usize = 0x1000;
+
+/// Value of [`ID`] on every pfnic.
+pub(crate) const ID_VALUE: u32 = 0x434e_4650;
+
+/// The device ABI major version this driver implements.
+pub(crate) const ABI_MAJOR: u16 = 1;
+
+register! {
+    /// Identifies a pfnic.
+    pub(crate) ID(u32) @ 0x000 {
+        31:0 value;
+    }
+
+    /// Device ABI (register map) version.
+    pub(crate) VERSION(u32) @ 0x004 {
+        /// Incompatible changes bump the major.
+        31:16 major;
+        15:0 minor;
+    }
+
+    /// Model (firmware) revision.
+    pub(crate) FW_VERSION(u32) @ 0x008 {
+        31:0 value;
+    }
+
+    /// Features the device was built with.
+    pub(crate) CAPS(u32) @ 0x00c {
+        0:0 ats => bool;
+        1:1 pasid => bool;
+        2:2 pri => bool;
+        3:3 selftest => bool;
+    }
+
+    /// MSI-X vectors implemented.
+    pub(crate) NUM_VECTORS(u32) @ 0x010 {
+        31:0 value;
+    }
+
+    /// Hardware contexts (doorbell pages in BAR2).
+    pub(crate) NUM_CONTEXTS(u32) @ 0x014 {
+        31:0 value;
+    }
+
+    /// Width of the PASIDs the device tags requests with.
+    pub(crate) PASID_WIDTH(u32) @ 0x018 {
+        31:0 value;
+    }
+
+    /// Device control.
+    pub(crate) CONTROL(u32) @ 0x020 {
+        /// Write 1 to reset the device; self-clearing.
+        0:0 reset => bool;
+    }
+
+    /// Device status.
+    pub(crate) STATUS(u32) @ 0x024 {
+        /// A reset has completed.
+        0:0 ready => bool;
+        /// A programming error was detected since the last reset.
+        1:1 error => bool;
+    }
+
+    /// Interrupt causes, write 1 to clear.
+    pub(crate) IRQ_STATUS(u32) @ 0x030 {
+        0:0 selftest => bool;
+    }
+
+    /// Value the next self-test echoes back inverted.
+    pub(crate) SELFTEST_COOKIE(u32) @ 0x040 {
+        31:0 value;
+    }
+
+    /// Writing a vector number starts a self-test that signals that vector.
+    pub(crate) SELFTEST_TRIGGER(u32) @ 0x044 {
+        31:0 vector;
+    }
+
+    /// `!SELFTEST_COOKIE` as of the last completed self-test.
+    pub(crate) SELFTEST_ECHO(u32) @ 0x048 {
+        31:0 value;
+    }
+
+    /// Self-tests completed since reset.
+    pub(crate) SELFTEST_COUNT(u32) @ 0x04c {
+        31:0 value;
+    }
+}

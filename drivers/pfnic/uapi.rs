@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! pfnic user-space ABI: ioctl numbers and argument structures.
+//!
+//! This file is the single definition of the interface between the driver and user space. The
+//! driver compiles it as a module; user space includes the same file
+//! (`userspace/pfnic-sys`), so the two can never disagree. It depends only on `core` and
+//! `zerocopy` (which the kernel ships and user space gets from crates.io): the derives reject any
+//! structure with padding at compile time, on both sides.
+//!
+//! Conventions, shared by every ioctl:
+//! - the structure size is part of the ioctl number, so a caller built against another layout
+//!   gets `ENOTTY`;
+//! - `reserved` and `flags` fields must be zero on input (`EINVAL` otherwise), which keeps them
+//!   usable by later versions;
+//! - arguments are copied in exactly once, validated, and copied out once.
+
+use zerocopy_derive::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+/// Version of this interface, reported by [`PFNIC_IOCTL_QUERY_DEVICE`]. Bumped for every change.
+pub const PFNIC_UAPI_VERSION: u32 = 1;
+
+/// The ioctl "type" byte of every pfnic ioctl.
+pub const PFNIC_IOCTL_MAGIC: u32 = 0xf5;
+
+/// Device capability bits ([`QueryDevice::caps`]): the feature is both implemented by the device
+/// and advertised in its PCI configuration space.
+pub const PFNIC_CAP_ATS: u64 = 1 << 0;
+/// PASID TLP prefixes (see [`QueryDevice::pasid_width`]).
+pub const PFNIC_CAP_PASID: u64 = 1 << 1;
+/// Page request interface (see [`QueryDevice::pri_max_requests`]).
+pub const PFNIC_CAP_PRI: u64 = 1 << 2;
+/// Interrupt self-test ([`PFNIC_IOCTL_SELFTEST`]).
+pub const PFNIC_CAP_SELFTEST: u64 = 1 << 3;
+
+/// Argument of [`PFNIC_IOCTL_QUERY_DEVICE`] (output only).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct QueryDevice {
+    /// [`PFNIC_UAPI_VERSION`] of the running driver.
+    pub uapi_version: u32,
+    /// Device ABI (register map) version: major in bits 31:16, minor in 15:0.
+    pub device_abi: u32,
+    /// Device firmware version: major 31:24, minor 23:16, patch 15:0.
+    pub fw_version: u32,
+    /// PCI revision ID.
+    pub revision: u32,
+    /// PCI vendor ID.
+    pub vendor_id: u16,
+    /// PCI device ID.
+    pub device_id: u16,
+    /// PCI subsystem vendor ID.
+    pub subsystem_vendor_id: u16,
+    /// PCI subsystem ID.
+    pub subsystem_id: u16,
+    /// PCI requester ID (bus << 8 | devfn).
+    pub pci_rid: u32,
+    /// Index `N` of `/dev/pfnicN`.
+    pub index: u32,
+    /// `PFNIC_CAP_*` bits.
+    pub caps: u64,
+    /// Width in bits of the PASIDs the device can use, 0 without PASID.
+    pub pasid_width: u32,
+    /// Outstanding page requests the device can issue, 0 without PRI.
+    pub pri_max_requests: u32,
+    /// MSI-X vectors the driver allocated.
+    pub num_vectors: u32,
+    /// Hardware contexts (doorbell pages) the device has.
+    pub num_contexts: u32,
+    /// Reserved, zero.
+    pub reserved: [u64; 4],
+}
+
+/// Argument of [`PFNIC_IOCTL_SELFTEST`]: raise an interrupt on one MSI-X vector and wait for it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct Selftest {
+    /// In: MSI-X vector to signal, below [`QueryDevice::num_vectors`].
+    pub vector: u32,
+    /// In: value the device must echo back inverted.
+    pub cookie: u32,
+    /// In: must be zero.
+    pub flags: u32,
+    /// Out: the value the device echoed (`!cookie` when it works).
+    pub echo: u32,
+    /// Out: time from the trigger to the interrupt handler having run, in nanoseconds.
+    pub latency_ns: u64,
+    /// Out: interrupts handled on `vector` since the driver bound, including this one.
+    pub interrupts: u64,
+}
+
+// Linux's generic ioctl number encoding (include/uapi/asm-generic/ioctl.h).
+const IOC_WRITE: u32 = 1;
+const IOC_READ: u32 = 2;
+
+const fn ioc(dir: u32, nr: u32, size: usize) -> u32 {
+    (dir << 30) | ((size as u32) << 16) | (PFNIC_IOCTL_MAGIC << 8) | nr
+}
+
+/// Query identity, versions and capabilities: `_IOR(0xf5, 0x00, struct pfnic_query_device)`.
+pub const PFNIC_IOCTL_QUERY_DEVICE: u32 = ioc(IOC_READ, 0x00, core::mem::size_of::<QueryDevice>());
+
+/// Interrupt round trip: `_IOWR(0xf5, 0x01, struct pfnic_selftest)`.
+pub const PFNIC_IOCTL_SELFTEST: u32 =
+    ioc(IOC_READ | IOC_WRITE, 0x01, core::mem::size_of::<Selftest>());

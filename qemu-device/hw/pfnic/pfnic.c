@@ -1,0 +1,186 @@
+/*
+ * pfnic: a PCIe RDMA NIC with ATS, PASID and PRI
+ *
+ * QOM and PCI glue: properties, config space and capabilities, BARs,
+ * MSI-X and reset. The register semantics live in pfnic_ctrl.c; the
+ * layout is defined in docs/registers.md.
+ *
+ * Copyright (c) 2026 The pfnic authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/main-loop.h"
+#include "qemu/module.h"
+#include "qemu/units.h"
+#include "qapi/error.h"
+#include "hw/pci/msix.h"
+#include "hw/pci/pcie.h"
+#include "hw/qdev-properties.h"
+#include "migration/vmstate.h"
+#include "pfnic.h"
+#include "pfnic_regs.h"
+#include "trace.h"
+
+#define PFNIC_PCIE_CAP_OFFSET       0x80
+#define PFNIC_MAX_VECTORS           64
+#define PFNIC_MAX_CONTEXTS          1024
+
+static bool pfnic_check_props(PfnicState *s, Error **errp)
+{
+    if (s->num_vectors < 2 || s->num_vectors > PFNIC_MAX_VECTORS) {
+        error_setg(errp, "pfnic: vectors must be in 2..%d",
+                   PFNIC_MAX_VECTORS);
+        return false;
+    }
+    if (s->num_contexts < 1 || s->num_contexts > PFNIC_MAX_CONTEXTS ||
+        !is_power_of_2(s->num_contexts)) {
+        error_setg(errp, "pfnic: contexts must be a power of two in 1..%d",
+                   PFNIC_MAX_CONTEXTS);
+        return false;
+    }
+    if (s->pri && !s->ats) {
+        error_setg(errp, "pfnic: pri=on requires ats=on");
+        return false;
+    }
+    return true;
+}
+
+/*
+ * Extended capabilities, in the documented order (ATS, PASID, PRI), each
+ * placed right after the previous one so that any subset stays a valid
+ * chain starting at 0x100.
+ */
+static void pfnic_init_ext_caps(PfnicState *s)
+{
+    PCIDevice *pdev = PCI_DEVICE(s);
+    uint16_t offset = PCI_CONFIG_SPACE_SIZE;
+
+    if (s->ats) {
+        pcie_ats_init(pdev, offset, true);
+        offset += PCI_EXT_CAP_ATS_SIZEOF;
+    }
+    if (s->pasid) {
+        pcie_pasid_init(pdev, offset, PFNIC_PASID_WIDTH, false, false);
+        offset += PCI_EXT_CAP_PASID_SIZEOF;
+    }
+    if (s->pri) {
+        /* Responses must carry the PASID whenever requests can have one. */
+        pcie_pri_init(pdev, offset, PFNIC_PRI_OUTSTANDING, s->pasid);
+        offset += PCI_EXT_CAP_PRI_SIZEOF;
+    }
+}
+
+static void pfnic_realize(PCIDevice *pdev, Error **errp)
+{
+    PfnicState *s = PFNIC(pdev);
+
+    if (!pfnic_check_props(s, errp)) {
+        return;
+    }
+
+    pdev->config[PCI_INTERRUPT_PIN] = 0; /* MSI-X only */
+
+    memory_region_init_io(&s->ctrl, OBJECT(s), &pfnic_ctrl_ops, s,
+                          "pfnic-ctrl", PFNIC_CTRL_SIZE);
+    pci_register_bar(pdev, PFNIC_BAR_CTRL, PCI_BASE_ADDRESS_SPACE_MEMORY,
+                     &s->ctrl);
+
+    memory_region_init_io(&s->doorbell, OBJECT(s), &pfnic_doorbell_ops, s,
+                          "pfnic-doorbell",
+                          (uint64_t)s->num_contexts * PFNIC_DOORBELL_PAGE_SIZE);
+    pci_register_bar(pdev, PFNIC_BAR_DOORBELL,
+                     PCI_BASE_ADDRESS_SPACE_MEMORY |
+                     PCI_BASE_ADDRESS_MEM_TYPE_64 |
+                     PCI_BASE_ADDRESS_MEM_PREFETCH, &s->doorbell);
+
+    /* Standard capabilities: PCI Express first, then MSI-X. */
+    if (pcie_endpoint_cap_init(pdev, PFNIC_PCIE_CAP_OFFSET) < 0) {
+        error_setg(errp, "pfnic: failed to add the PCI Express capability");
+        return;
+    }
+    if (msix_init_exclusive_bar(pdev, s->num_vectors, PFNIC_BAR_MSIX,
+                                errp)) {
+        pcie_cap_exit(pdev);
+        return;
+    }
+    for (uint32_t v = 0; v < s->num_vectors; v++) {
+        msix_vector_use(pdev, v);
+    }
+
+    pfnic_init_ext_caps(s);
+
+    s->selftest_bh = qemu_bh_new_guarded(pfnic_selftest_bh, s,
+                                         &DEVICE(pdev)->mem_reentrancy_guard);
+    pfnic_ctrl_reset(s);
+    trace_pfnic_realize(pfnic_caps(s), s->num_vectors, s->num_contexts);
+}
+
+static void pfnic_exit(PCIDevice *pdev)
+{
+    PfnicState *s = PFNIC(pdev);
+
+    qemu_bh_delete(s->selftest_bh);
+    msix_unuse_all_vectors(pdev);
+    msix_uninit_exclusive_bar(pdev);
+    pcie_cap_exit(pdev);
+}
+
+static void pfnic_reset_hold(Object *obj, ResetType type)
+{
+    PfnicState *s = PFNIC(obj);
+
+    trace_pfnic_reset("device reset");
+    pfnic_ctrl_reset(s);
+}
+
+static const Property pfnic_properties[] = {
+    DEFINE_PROP_BOOL("ats", PfnicState, ats, true),
+    DEFINE_PROP_BOOL("pasid", PfnicState, pasid, true),
+    DEFINE_PROP_BOOL("pri", PfnicState, pri, true),
+    DEFINE_PROP_UINT32("vectors", PfnicState, num_vectors, 8),
+    DEFINE_PROP_UINT32("contexts", PfnicState, num_contexts, 64),
+};
+
+/* Live migration is not supported until the engine state is described. */
+static const VMStateDescription vmstate_pfnic = {
+    .name = TYPE_PFNIC,
+    .unmigratable = 1,
+};
+
+static void pfnic_class_init(ObjectClass *klass, const void *data)
+{
+    DeviceClass *dc = DEVICE_CLASS(klass);
+    PCIDeviceClass *k = PCI_DEVICE_CLASS(klass);
+    ResettableClass *rc = RESETTABLE_CLASS(klass);
+
+    k->realize = pfnic_realize;
+    k->exit = pfnic_exit;
+    k->vendor_id = PFNIC_PCI_VENDOR_ID;
+    k->device_id = PFNIC_PCI_DEVICE_ID;
+    k->subsystem_vendor_id = PFNIC_PCI_VENDOR_ID;
+    k->subsystem_id = PFNIC_PCI_SUBSYS_ID;
+    k->revision = PFNIC_PCI_REVISION;
+    k->class_id = PCI_CLASS_NETWORK_OTHER;
+    rc->phases.hold = pfnic_reset_hold;
+    dc->desc = "pfnic RDMA NIC with ATS, PASID and PRI";
+    dc->vmsd = &vmstate_pfnic;
+    device_class_set_props(dc, pfnic_properties);
+    set_bit(DEVICE_CATEGORY_NETWORK, dc->categories);
+}
+
+static const TypeInfo pfnic_types[] = {
+    {
+        .name = TYPE_PFNIC,
+        .parent = TYPE_PCI_DEVICE,
+        .instance_size = sizeof(PfnicState),
+        .class_init = pfnic_class_init,
+        .interfaces = (const InterfaceInfo[]) {
+            { INTERFACE_PCIE_DEVICE },
+            { }
+        },
+    },
+};
+
+DEFINE_TYPES(pfnic_types)

@@ -1,0 +1,232 @@
+/*
+ * pfnic control registers (BAR0) and the reserved doorbell window (BAR2)
+ *
+ * The layout is defined in docs/registers.md. Everything here runs under
+ * the BQL; the self-test completes from a bottom half so that, as on real
+ * hardware, the interrupt arrives after the triggering store returns.
+ *
+ * Copyright (c) 2026 The pfnic authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/log.h"
+#include "qemu/main-loop.h"
+#include "hw/pci/msix.h"
+#include "pfnic.h"
+#include "pfnic_regs.h"
+#include "trace.h"
+
+static void pfnic_guest_error(PfnicState *s, const char *what)
+{
+    qemu_log_mask(LOG_GUEST_ERROR, "pfnic: %s\n", what);
+    trace_pfnic_guest_error(what);
+    s->status |= PFNIC_STATUS_ERROR;
+}
+
+uint32_t pfnic_caps(const PfnicState *s)
+{
+    return (s->ats ? PFNIC_CAPS_ATS : 0) |
+           (s->pasid ? PFNIC_CAPS_PASID : 0) |
+           (s->pri ? PFNIC_CAPS_PRI : 0) |
+           PFNIC_CAPS_SELFTEST;
+}
+
+void pfnic_ctrl_reset(PfnicState *s)
+{
+    qemu_bh_cancel(s->selftest_bh);
+    s->irq_status = 0;
+    s->selftest_cookie = 0;
+    s->selftest_echo = 0;
+    s->selftest_count = 0;
+    s->selftest_vector = 0;
+    s->selftest_busy = false;
+    s->scratch = 0;
+    s->status = PFNIC_STATUS_READY;
+}
+
+void pfnic_selftest_bh(void *opaque)
+{
+    PfnicState *s = opaque;
+    PCIDevice *pdev = PCI_DEVICE(s);
+
+    s->selftest_busy = false;
+    s->selftest_echo = ~s->selftest_cookie;
+    s->selftest_count++;
+    s->irq_status |= PFNIC_IRQ_SELFTEST;
+    trace_pfnic_selftest_done(s->selftest_vector, s->selftest_echo,
+                              s->selftest_count);
+    /* msix_notify() records a pending bit if the vector is masked. */
+    if (msix_enabled(pdev)) {
+        msix_notify(pdev, s->selftest_vector);
+    }
+}
+
+static void pfnic_selftest_start(PfnicState *s, uint32_t vector)
+{
+    if (vector >= s->num_vectors) {
+        pfnic_guest_error(s, "self-test vector out of range");
+        return;
+    }
+    if (s->selftest_busy) {
+        pfnic_guest_error(s, "self-test already in progress");
+        return;
+    }
+    trace_pfnic_selftest_start(vector, s->selftest_cookie);
+    s->selftest_vector = vector;
+    s->selftest_busy = true;
+    qemu_bh_schedule(s->selftest_bh);
+}
+
+static uint64_t pfnic_ctrl_read(void *opaque, hwaddr addr, unsigned size)
+{
+    PfnicState *s = opaque;
+    uint64_t val;
+
+    switch (addr) {
+    case PFNIC_REG_ID:
+        val = PFNIC_ID_VALUE;
+        break;
+    case PFNIC_REG_VERSION:
+        val = PFNIC_VERSION_VALUE;
+        break;
+    case PFNIC_REG_FW_VERSION:
+        val = PFNIC_FW_VERSION_VALUE;
+        break;
+    case PFNIC_REG_CAPS:
+        val = pfnic_caps(s);
+        break;
+    case PFNIC_REG_NUM_VECTORS:
+        val = s->num_vectors;
+        break;
+    case PFNIC_REG_NUM_CONTEXTS:
+        val = s->num_contexts;
+        break;
+    case PFNIC_REG_PASID_WIDTH:
+        val = s->pasid ? PFNIC_PASID_WIDTH : 0;
+        break;
+    case PFNIC_REG_CONTROL:
+        val = 0; /* RESET completes synchronously */
+        break;
+    case PFNIC_REG_STATUS:
+        val = s->status;
+        break;
+    case PFNIC_REG_IRQ_STATUS:
+        val = s->irq_status;
+        break;
+    case PFNIC_REG_SELFTEST_COOKIE:
+        val = s->selftest_cookie;
+        break;
+    case PFNIC_REG_SELFTEST_ECHO:
+        val = s->selftest_echo;
+        break;
+    case PFNIC_REG_SELFTEST_COUNT:
+        val = s->selftest_count;
+        break;
+    case PFNIC_REG_SCRATCH:
+        val = s->scratch;
+        break;
+    default:
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "pfnic: read of unknown register 0x%" HWADDR_PRIx "\n",
+                      addr);
+        val = 0;
+        break;
+    }
+    trace_pfnic_ctrl_read(addr, val);
+    return val;
+}
+
+static void pfnic_ctrl_write(void *opaque, hwaddr addr, uint64_t val,
+                             unsigned size)
+{
+    PfnicState *s = opaque;
+    uint32_t cleared;
+
+    trace_pfnic_ctrl_write(addr, val);
+    switch (addr) {
+    case PFNIC_REG_CONTROL:
+        if (val & PFNIC_CONTROL_RESET) {
+            trace_pfnic_reset("CONTROL.RESET");
+            pfnic_ctrl_reset(s);
+        }
+        if (val & ~PFNIC_CONTROL_RESET) {
+            pfnic_guest_error(s, "reserved CONTROL bits set");
+        }
+        break;
+    case PFNIC_REG_IRQ_STATUS:
+        cleared = s->irq_status & val;
+        s->irq_status &= ~val;
+        trace_pfnic_irq_clear(cleared, s->irq_status);
+        break;
+    case PFNIC_REG_SELFTEST_COOKIE:
+        s->selftest_cookie = val;
+        break;
+    case PFNIC_REG_SELFTEST_TRIGGER:
+        pfnic_selftest_start(s, val);
+        break;
+    case PFNIC_REG_SCRATCH:
+        s->scratch = val;
+        break;
+    case PFNIC_REG_ID:
+    case PFNIC_REG_VERSION:
+    case PFNIC_REG_FW_VERSION:
+    case PFNIC_REG_CAPS:
+    case PFNIC_REG_NUM_VECTORS:
+    case PFNIC_REG_NUM_CONTEXTS:
+    case PFNIC_REG_PASID_WIDTH:
+    case PFNIC_REG_STATUS:
+    case PFNIC_REG_SELFTEST_ECHO:
+    case PFNIC_REG_SELFTEST_COUNT:
+        pfnic_guest_error(s, "write to a read-only register");
+        break;
+    default:
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "pfnic: write of unknown register 0x%" HWADDR_PRIx "\n",
+                      addr);
+        break;
+    }
+}
+
+const MemoryRegionOps pfnic_ctrl_ops = {
+    .read = pfnic_ctrl_read,
+    .write = pfnic_ctrl_write,
+    .endianness = DEVICE_LITTLE_ENDIAN,
+    .valid = {
+        .min_access_size = 4,
+        .max_access_size = 4,
+    },
+    .impl = {
+        .min_access_size = 4,
+        .max_access_size = 4,
+    },
+};
+
+/*
+ * BAR2: one doorbell page per hardware context. ABI 1.0 has no contexts
+ * yet, so the window is reserved: it reads as zero and ignores writes.
+ */
+static uint64_t pfnic_doorbell_read(void *opaque, hwaddr addr, unsigned size)
+{
+    return 0;
+}
+
+static void pfnic_doorbell_write(void *opaque, hwaddr addr, uint64_t val,
+                                 unsigned size)
+{
+    trace_pfnic_doorbell_write(addr, val);
+    qemu_log_mask(LOG_GUEST_ERROR,
+                  "pfnic: doorbell write at 0x%" HWADDR_PRIx
+                  " with no active context\n", addr);
+}
+
+const MemoryRegionOps pfnic_doorbell_ops = {
+    .read = pfnic_doorbell_read,
+    .write = pfnic_doorbell_write,
+    .endianness = DEVICE_LITTLE_ENDIAN,
+    .valid = {
+        .min_access_size = 4,
+        .max_access_size = 8,
+    },
+};

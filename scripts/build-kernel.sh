@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Build the guest kernel: apply kernel/patches/ to the Linux source (a git
+# tree in the cache, reset to pristine whenever the series changes), merge
+# kernel/pfnic.config onto tinyconfig, and build bzImage out of tree.
+# Incremental: make only rebuilds what changed.
+# usage: scripts/build-kernel.sh
+source "$(dirname "$0")/lib.sh"
+
+[[ -e $KERNEL_SRC/Makefile ]] || die "no kernel source in $KERNEL_SRC; run scripts/fetch-sources.sh"
+[[ -d $(rust_lib_src) ]] || die "no rust-src for rustc $(rustc_version); run scripts/fetch-sources.sh"
+need bindgen "Run scripts/setup-host.sh (it builds bindgen-cli $BINDGEN_VERSION)."
+need clang$LLVM_SUFFIX "Run scripts/setup-host.sh (package clang$LLVM_SUFFIX)."
+
+source "$PFNIC_ROOT/scripts/patch-tree.sh"
+apply_series "$KERNEL_SRC" "$PFNIC_ROOT/kernel/patches" kernel
+
+mkdir -p "$KERNEL_BUILD"
+fragment=$PFNIC_ROOT/kernel/pfnic.config
+if ! stamp_fresh "$KERNEL_BUILD/.pfnic-config.stamp" "$fragment" "$KERNEL_SRC/.pfnic-series"; then
+	log "configuring the kernel (tinyconfig + kernel/pfnic.config)"
+	kmake -s rustavailable >/dev/null ||
+		{ kmake rustavailable; die "the kernel cannot use this Rust toolchain (see above)"; }
+	cat "$KERNEL_SRC/kernel/configs/tiny.config" "$KERNEL_SRC/arch/x86/configs/tiny.config" \
+		"$fragment" >"$KERNEL_BUILD/pfnic-allconfig"
+	KCONFIG_ALLCONFIG=$KERNEL_BUILD/pfnic-allconfig kmake -s allnoconfig
+	# Kconfig silently drops symbols with unmet dependencies: check every one.
+	bad=0
+	while IFS= read -r line; do
+		[[ $line =~ ^(CONFIG_[A-Za-z0-9_]+)=(.*)$ ]] || continue
+		sym=${BASH_REMATCH[1]} want=${BASH_REMATCH[2]}
+		if [[ $want == n ]]; then
+			grep -q "^$sym=" "$KERNEL_BUILD/.config" || continue
+		else
+			grep -qx "$sym=$want" "$KERNEL_BUILD/.config" && continue
+		fi
+		log "kernel config: $sym=$want did not stick (got: $(grep "^$sym=\|^# $sym " "$KERNEL_BUILD/.config" || echo unset))"
+		bad=1
+	done <"$fragment"
+	((bad == 0)) || die "kernel/pfnic.config has symbols Kconfig rejected; fix their dependencies"
+	touch "$KERNEL_BUILD/.pfnic-config.stamp"
+fi
+
+log "building the kernel (make -j$PFNIC_JOBS; about 15 minutes cold)"
+kmake -s -j"$PFNIC_JOBS" bzImage modules
+log "kernel ready: $KERNEL_BUILD/arch/x86/boot/bzImage"

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Build qemu-system-x86_64 with the pfnic device, and pfnic's qtest.
+# The QEMU source in the cache is reset to its pristine import plus
+# qemu-device/patches/ whenever the series changes; the device and its
+# qtest are linked in from qemu-device/ so edits rebuild incrementally.
+# usage: scripts/build-qemu.sh
+source "$(dirname "$0")/lib.sh"
+
+[[ -e $QEMU_PRISTINE/configure ]] || die "no QEMU source in $QEMU_PRISTINE; run scripts/fetch-sources.sh"
+need ninja "Run scripts/setup-host.sh (package ninja-build)."
+need meson "Run scripts/setup-host.sh (it installs meson $MESON_VERSION)."
+
+source "$PFNIC_ROOT/scripts/patch-tree.sh"
+apply_series "$QEMU_PRISTINE" "$PFNIC_ROOT/qemu-device/patches" qemu
+ln -sfn "$PFNIC_ROOT/qemu-device/hw/pfnic" "$QEMU_PRISTINE/hw/net/pfnic"
+ln -sfn "$PFNIC_ROOT/qemu-device/tests/pfnic-test.c" "$QEMU_PRISTINE/tests/qtest/pfnic-test.c"
+
+# Only what the guest needs: one target, TCG (+ KVM where it works), slirp.
+config_args=(
+	--target-list=x86_64-softmmu --without-default-features
+	--enable-tcg --enable-kvm --enable-slirp --disable-docs --disable-werror
+	--disable-install-blobs --disable-download --disable-rust
+)
+mkdir -p "$QEMU_BUILD"
+if [[ ! -e $QEMU_BUILD/build.ninja || $(cat "$QEMU_BUILD/.pfnic-config" 2>/dev/null) != "${config_args[*]}" ]]; then
+	log "configuring QEMU"
+	rm -rf "$QEMU_BUILD" && mkdir -p "$QEMU_BUILD"
+	(cd "$QEMU_BUILD" && "$QEMU_PRISTINE/configure" "${config_args[@]}") >"$QEMU_BUILD/configure.log" 2>&1 ||
+		die "QEMU configure failed; see $QEMU_BUILD/configure.log"
+	echo "${config_args[*]}" >"$QEMU_BUILD/.pfnic-config"
+fi
+
+log "building QEMU (ninja -j$PFNIC_JOBS; about 7 minutes cold)"
+ninja -C "$QEMU_BUILD" -j"$PFNIC_JOBS" qemu-system-x86_64 tests/qtest/pfnic-test >"$QEMU_BUILD/ninja.log" 2>&1 ||
+	{ grep -B2 -A12 -m3 "error\|FAILED" "$QEMU_BUILD/ninja.log" >&2; die "QEMU build failed; see $QEMU_BUILD/ninja.log"; }
+log "QEMU ready: $QEMU_BIN"

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Pack the guest initramfs: busybox, rootfs/init, the module and the
+# userspace binaries, from a gen_init_cpio list (no root needed).
+# usage: scripts/build-rootfs.sh
+source "$(dirname "$0")/lib.sh"
+
+busybox=/bin/busybox
+[[ -x $busybox ]] && file -L "$busybox" | grep -q static ||
+	die "no static busybox at $busybox; run scripts/setup-host.sh (package busybox-static)"
+module=$MODULE_BUILD/drivers/pfnic/pfnic.ko
+[[ -e $module ]] || die "no $module; run scripts/build-module.sh"
+bins=$BUILD_DIR/userspace/x86_64-unknown-linux-gnu/release
+mkdir -p "$ROOTFS_BUILD"
+
+# gen_init_cpio is a single C file in the kernel tree; build our own copy.
+gen=$ROOTFS_BUILD/gen_init_cpio
+if [[ ! -x $gen || $KERNEL_SRC/usr/gen_init_cpio.c -nt $gen ]]; then
+	cc -O2 -o "$gen" "$KERNEL_SRC/usr/gen_init_cpio.c" || die "cannot build gen_init_cpio"
+fi
+
+list=$ROOTFS_BUILD/initramfs.list
+{
+	for d in bin sbin usr usr/bin usr/sbin usr/local usr/local/bin dev proc sys tmp \
+		root etc etc/pfnic lib lib/modules; do
+		echo "dir /$d 0755 0 0"
+	done
+	echo "nod /dev/console 0600 0 0 c 5 1"
+	echo "file /bin/busybox $busybox 0755 0 0"
+	"$busybox" --list-full | while read -r applet; do
+		[[ $applet == bin/busybox ]] && continue
+		echo "slink /$applet /bin/busybox 0777 0 0"
+	done
+	echo "file /init $PFNIC_ROOT/rootfs/init 0755 0 0"
+	echo "file /lib/modules/pfnic.ko $module 0644 0 0"
+	for b in pfnic-test pfnic-info; do
+		[[ -x $bins/$b ]] || die "no $bins/$b; run scripts/build-userspace.sh"
+		echo "file /usr/bin/$b $bins/$b 0755 0 0"
+	done
+} >"$list.tmp"
+mv "$list.tmp" "$list"
+
+"$gen" "$list" | gzip -1 >"$INITRAMFS.tmp"
+mv "$INITRAMFS.tmp" "$INITRAMFS"
+log "initramfs ready: $INITRAMFS"

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Static checks: rustfmt and clippy for the module and userspace, QEMU's
+# checkpatch for the device code and its patches, the kernel's checkpatch
+# for the kernel patch series. Fails on any finding.
+# usage: scripts/check.sh
+source "$(dirname "$0")/lib.sh"
+
+fail=0
+step() { log "check: $*"; }
+bad() { log "check FAILED: $*"; fail=1; }
+
+step "rustfmt (module, kernel style)"
+rustfmt --check --edition 2021 --config-path "$KERNEL_SRC/.rustfmt.toml" \
+	"$PFNIC_ROOT"/drivers/pfnic/*.rs || bad "rustfmt: run scripts/format.sh"
+
+step "rustfmt (userspace)"
+(cd "$PFNIC_ROOT/userspace" && cargo fmt --all --check) || bad "cargo fmt: run scripts/format.sh"
+
+step "clippy (module, CLIPPY=1)"
+clippy_out=$BUILD_DIR/module-clippy
+rm -rf "$clippy_out" && mkdir -p "$clippy_out"
+if ! out=$(kmake M="$PFNIC_ROOT" MO="$clippy_out" CLIPPY=1 modules 2>&1); then
+	echo "$out"
+	bad "module build with CLIPPY=1"
+elif grep -q "warning:" <<<"$out"; then
+	echo "$out"
+	bad "clippy warnings in the module"
+fi
+
+step "clippy (userspace)"
+(cd "$PFNIC_ROOT/userspace" && CARGO_TARGET_DIR=$BUILD_DIR/userspace \
+	cargo clippy --release --locked -q --all-targets -- -D warnings) || bad "clippy in userspace/"
+
+step "QEMU checkpatch (device sources and patches)"
+qcp="$QEMU_PRISTINE/scripts/checkpatch.pl"
+for f in "$PFNIC_ROOT"/qemu-device/hw/pfnic/*.[ch] "$PFNIC_ROOT"/qemu-device/tests/*.c; do
+	perl "$qcp" --no-tree -q -f "$f" || bad "checkpatch: ${f#"$PFNIC_ROOT"/}"
+done
+for p in "$PFNIC_ROOT"/qemu-device/patches/*.patch; do
+	perl "$qcp" --no-tree -q "$p" || bad "checkpatch: ${p#"$PFNIC_ROOT"/}"
+done
+
+step "kernel checkpatch (kernel/patches)"
+for p in "$PFNIC_ROOT"/kernel/patches/*.patch; do
+	[[ -e $p ]] || continue
+	perl "$KERNEL_SRC/scripts/checkpatch.pl" --no-tree -q "$p" || bad "checkpatch: ${p#"$PFNIC_ROOT"/}"
+done
+
+((fail == 0)) || die "static checks failed"
+log "static checks passed"

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Fetch the sources pfnic builds, from Debian's archive, into $PFNIC_CACHE/src:
+#   - Linux 7.3 (linux-source-7.3, trixie-backports)
+#   - rust-src with the same upstream version as `rustc --version`
+#   - QEMU 10.2.2 (source package, sid) with Debian's patches applied
+# Uses a private apt configuration so the host's sources stay bookworm-only.
+# Idempotent: a source already unpacked is left alone.
+# usage: scripts/fetch-sources.sh
+source "$(dirname "$0")/lib.sh"
+
+need apt-get "pfnic needs a Debian host."
+need dpkg-source "Run scripts/setup-host.sh (package dpkg-dev)."
+mkdir -p "$SRC_DIR" "$APT_DIR/lists/partial" "$APT_DIR/archives/partial"
+
+keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+cat >"$APT_DIR/sources.list" <<EOS
+deb [signed-by=$keyring] http://deb.debian.org/debian trixie-backports main
+deb-src [signed-by=$keyring] http://deb.debian.org/debian sid main
+EOS
+
+apt_updated=
+apt_update() {
+	[[ -n $apt_updated ]] && return
+	log "updating the private apt index ($APT_DIR)"
+	private_apt -q update >"$APT_DIR/update.log" 2>&1 ||
+		die "apt-get update of trixie-backports/sid failed; see $APT_DIR/update.log"
+	apt_updated=1
+}
+
+# download_deb PKG=VERSION|PKG DEST: dpkg -x the binary package into DEST.
+download_deb() {
+	local spec=$1 dest=$2 tmp
+	tmp=$(mktemp -d "$SRC_DIR/.dl.XXXXXX")
+	(cd "$tmp" && private_apt -q download "$spec") >"$tmp.log" 2>&1 ||
+		{ rm -rf "$tmp"; die "could not download $spec from Debian; see $tmp.log"; }
+	mkdir -p "$dest.tmp"
+	dpkg -x "$tmp"/*.deb "$dest.tmp"
+	rm -rf "$tmp" "$tmp.log"
+	mv "$dest.tmp" "$dest"
+}
+
+# --- Linux -------------------------------------------------------------
+if [[ ! -e $KERNEL_SRC/Makefile ]]; then
+	apt_update
+	pkg=linux-source-$KERNEL_SERIES
+	log "downloading $pkg"
+	rm -rf "$SRC_DIR/$pkg"
+	download_deb "$pkg" "$SRC_DIR/$pkg"
+	log "unpacking Linux $KERNEL_SERIES"
+	rm -rf "$KERNEL_SRC.tmp" && mkdir -p "$KERNEL_SRC.tmp"
+	tar -C "$KERNEL_SRC.tmp" --strip-components=1 \
+		-xf "$SRC_DIR/$pkg/usr/src/linux-source-$KERNEL_SERIES.tar.xz"
+	rm -rf "$SRC_DIR/$pkg" "$KERNEL_SRC"
+	mv "$KERNEL_SRC.tmp" "$KERNEL_SRC"
+fi
+
+# --- rust-src, matching rustc ------------------------------------------
+need rustc "Install Rust with rustup."
+rv=$(rustc_version)
+if [[ ! -d $(rust_lib_src) ]]; then
+	apt_update
+	debver=$(apt-cache \
+		-o Dir::Etc::SourceList="$APT_DIR/sources.list" \
+		-o Dir::Etc::SourceParts=/dev/null \
+		-o Dir::State::Lists="$APT_DIR/lists" \
+		madison rust-src | awk -v v="$rv" '$3 ~ "^"v"[+-]" {print $3; exit}')
+	[[ -n $debver ]] ||
+		die "Debian has no rust-src for rustc $rv (trixie-backports); install a rustc whose version Debian packages (see ENVIRONMENT.md)"
+	log "downloading rust-src=$debver for rustc $rv"
+	download_deb "rust-src=$debver" "$RUST_SRC_ROOT/$rv"
+fi
+
+# --- QEMU ----------------------------------------------------------------
+if [[ ! -e $QEMU_PRISTINE/configure ]]; then
+	apt_update
+	log "downloading QEMU $QEMU_DEB_VERSION source with Debian's patches"
+	tmp=$(mktemp -d "$SRC_DIR/.qemu.XXXXXX")
+	(cd "$tmp" && private_apt -q source "qemu=$QEMU_DEB_VERSION") >"$tmp.log" 2>&1 ||
+		die "apt-get source qemu=$QEMU_DEB_VERSION failed; see $tmp.log"
+	rm -rf "$QEMU_PRISTINE"
+	mv "$tmp"/qemu-"$QEMU_VERSION"* "$QEMU_PRISTINE"
+	rm -rf "$tmp" "$tmp.log"
+fi
+
+log "sources ready in $SRC_DIR"

@@ -1,0 +1,81 @@
+# shellcheck shell=bash
+# Common settings for pfnic's scripts: where the cache is, versions, helpers.
+# Sourced, never run. Every path the scripts use is derived here.
+
+set -euo pipefail
+
+PFNIC_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PFNIC_CACHE=${PFNIC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pfnic}
+PFNIC_JOBS=${PFNIC_JOBS:-$(($(nproc) + 1))}
+
+# Pinned versions (see ../shared/docs/ENVIRONMENT.md for why these).
+KERNEL_SERIES=7.3
+QEMU_DEB_VERSION=1:10.2.2+ds-1
+QEMU_VERSION=10.2.2
+BINDGEN_VERSION=0.71.1
+MESON_VERSION=1.9.0
+LLVM_SUFFIX=-19
+
+SRC_DIR=$PFNIC_CACHE/src
+BUILD_DIR=$PFNIC_CACHE/build
+TOOLS_DIR=$PFNIC_CACHE/tools
+APT_DIR=$PFNIC_CACHE/apt
+
+KERNEL_SRC=$SRC_DIR/linux-$KERNEL_SERIES
+KERNEL_BUILD=$BUILD_DIR/linux
+QEMU_PRISTINE=$SRC_DIR/qemu-$QEMU_VERSION
+QEMU_SRC=$BUILD_DIR/qemu-src
+QEMU_BUILD=$BUILD_DIR/qemu
+QEMU_BIN=$QEMU_BUILD/qemu-system-x86_64
+MODULE_BUILD=$BUILD_DIR/module
+ROOTFS_BUILD=$BUILD_DIR/rootfs
+INITRAMFS=$ROOTFS_BUILD/initramfs.cpio.gz
+RUST_SRC_ROOT=$SRC_DIR/rust-src
+LOG_DIR=${PFNIC_LOG_DIR:-$PFNIC_CACHE/logs}
+
+export PATH="$TOOLS_DIR/bin:$TOOLS_DIR/venv/bin:$PATH"
+export LIBCLANG_PATH=${LIBCLANG_PATH:-/usr/lib/llvm$LLVM_SUFFIX/lib}
+
+log() { printf '[pfnic] %s\n' "$*" >&2; }
+die() { printf '[pfnic] error: %s\n' "$*" >&2; exit 1; }
+
+# need CMD HINT: fail with a fix-it message when a command is missing.
+need() {
+	command -v "$1" >/dev/null 2>&1 || die "'$1' not found. $2"
+}
+
+# Run apt-get with the project's private source list (trixie-backports for
+# the kernel and rust-src, sid deb-src for QEMU) without touching the host's
+# own apt configuration.
+private_apt() {
+	apt-get -o Dir::Etc::SourceList="$APT_DIR/sources.list" \
+		-o Dir::Etc::SourceParts=/dev/null \
+		-o Dir::State::Lists="$APT_DIR/lists" \
+		-o Dir::Cache::Archives="$APT_DIR/archives" \
+		-o Debug::NoLocking=1 \
+		-o APT::Sandbox::User=root \
+		"$@"
+}
+
+# rustc's upstream version, e.g. 1.95.0: the rust-src we fetch must match.
+rustc_version() {
+	rustc --version | awk '{print $2}'
+}
+
+rust_lib_src() {
+	echo "$RUST_SRC_ROOT/$(rustc_version)/usr/lib/rustlib/src/rust/library"
+}
+
+# Kernel make invocation shared by every script that builds against it.
+kmake() {
+	make -C "$KERNEL_SRC" O="$KERNEL_BUILD" LLVM="$LLVM_SUFFIX" \
+		RUST_LIB_SRC="$(rust_lib_src)" "$@"
+}
+
+# stamp NAME INPUT...: succeed when the stamp is newer than every input file.
+stamp_fresh() {
+	local stamp=$1
+	shift
+	[[ -e $stamp ]] || return 1
+	[[ -z $(find "$@" -newer "$stamp" -print -quit 2>/dev/null) ]]
+}

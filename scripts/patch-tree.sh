@@ -1,0 +1,33 @@
+# shellcheck shell=bash
+# apply_series TREE PATCHDIR NAME: make TREE equal to its pristine import plus
+# every PATCHDIR/*.patch, in order. TREE is a git repository whose first
+# commit is the pristine source; a re-run with an unchanged series does
+# nothing (so the build stays incremental), a changed series resets to
+# pristine and re-applies with `git am`, touching only files that differ.
+
+apply_series() {
+	local tree=$1 dir=$2 name=$3 want have
+	if [[ ! -d $tree/.git ]]; then
+		log "importing pristine $name source into git (once)"
+		git -C "$tree" init -q
+		git -C "$tree" -c core.autocrlf=false add -A -f .
+		git -C "$tree" -c user.name=pfnic -c user.email=pfnic@localhost \
+			commit -q -m "pristine $name source"
+		git -C "$tree" tag pristine
+	fi
+	local patches=()
+	[[ -d $dir ]] && mapfile -t patches < <(find "$dir" -maxdepth 1 -name '*.patch' | sort)
+	want=$(cat /dev/null "${patches[@]}" | sha256sum | cut -d' ' -f1)
+	have=$(cat "$tree/.pfnic-series" 2>/dev/null || true)
+	[[ $want == "$have" ]] && return 0
+	log "applying the $name patch series from ${dir#"$PFNIC_ROOT"/}"
+	git -C "$tree" am --abort >/dev/null 2>&1 || true
+	git -C "$tree" reset -q --hard pristine
+	local p
+	for p in "${patches[@]}"; do
+		git -C "$tree" -c user.name=pfnic -c user.email=pfnic@localhost \
+			am -q --keep-cr "$p" ||
+			{ git -C "$tree" am --abort >/dev/null 2>&1; die "patch ${p#"$PFNIC_ROOT"/} does not apply to $name"; }
+	done
+	echo "$want" >"$tree/.pfnic-series"
+}

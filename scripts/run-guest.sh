@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Boot the pfnic guest: q35 + intel-iommu (scalable mode, first-level
+# translation, PASID) + a pcie-root-port with pfnic behind it, under TCG.
+#
+# usage: scripts/run-guest.sh [--mode shell|test|cmd] [--cmd 'COMMAND']
+#            [--overlay DIR] [--filter NAME] [--timeout SECONDS]
+#            [--log FILE] [--results FILE] [-- EXTRA-QEMU-ARGS...]
+#
+#   --mode shell   (default) interactive shell on the serial console;
+#                  leave with 'poweroff' or Ctrl-A X
+#   --cmd 'CMD'    run CMD (sh -c) in the guest, print its output, power
+#                  off; exits with CMD's exit status
+#   --mode test    run the guest test suite; console to --log, KTAP to
+#                  --results (both required)
+#   --overlay DIR  add DIR's contents to the guest's / (e.g. DIR/usr/local/bin/x)
+#   --filter NAME  test mode: only tests whose name contains NAME
+#
+# Environment: PFNIC_ACCEL (tcg; kvm where it works), PFNIC_MEM (2G),
+# PFNIC_SMP (2), PFNIC_DEVICE_PROPS (extra pfnic properties, e.g. ",pri=off"),
+# PFNIC_QEMU_ARGS (extra QEMU arguments), PFNIC_APPEND (extra kernel args).
+source "$(dirname "$0")/lib.sh"
+
+mode=shell cmd= overlay= filter= timeout_s= logfile= results=
+extra_qemu=()
+while (($#)); do
+	case $1 in
+	--mode) mode=$2; shift 2 ;;
+	--cmd) cmd=$2; mode=cmd; shift 2 ;;
+	--overlay) overlay=$2; shift 2 ;;
+	--filter) filter=$2; shift 2 ;;
+	--timeout) timeout_s=$2; shift 2 ;;
+	--log) logfile=$2; shift 2 ;;
+	--results) results=$2; shift 2 ;;
+	--) shift; extra_qemu=("$@"); break ;;
+	-h | --help) sed -n '2,/^source/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	*) die "unknown argument '$1' (see --help)" ;;
+	esac
+done
+case $mode in
+shell | cmd | test) ;;
+*) die "--mode must be shell, cmd or test" ;;
+esac
+[[ $mode != cmd || -n $cmd ]] || die "--mode cmd needs --cmd 'COMMAND'"
+[[ $mode != test || (-n $logfile && -n $results) ]] || die "--mode test needs --log and --results"
+[[ -z $overlay || -d $overlay ]] || die "--overlay $overlay is not a directory"
+[[ -x $QEMU_BIN ]] || die "no QEMU at $QEMU_BIN; run 'make qemu'"
+bzimage=$KERNEL_BUILD/arch/x86/boot/bzImage
+[[ -e $bzimage ]] || die "no kernel at $bzimage; run 'make kernel'"
+[[ -e $INITRAMFS ]] || die "no initramfs at $INITRAMFS; run 'make rootfs'"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/pfnic-run.XXXXXX")
+cleanup() { rm -rf "$work"; }
+trap cleanup EXIT
+
+# The initrd is the base archive plus one with the command and the overlay:
+# the kernel unpacks concatenated archives in order.
+initrd=$work/initrd.cpio.gz
+{
+	echo "dir /etc 0755 0 0"
+	echo "dir /etc/pfnic 0755 0 0"
+	if [[ $mode == cmd ]]; then
+		printf '%s\n' "$cmd" >"$work/cmd"
+		echo "file /etc/pfnic/cmd $work/cmd 0644 0 0"
+	fi
+	if [[ -n $overlay ]]; then
+		(cd "$overlay" && find . -mindepth 1 | sort) | while read -r rel; do
+			p=${rel#.}
+			src=$overlay/$rel
+			m=$(stat -c %a "$src")
+			if [[ -L $src ]]; then
+				echo "slink $p $(readlink "$src") 0777 0 0"
+			elif [[ -d $src ]]; then
+				echo "dir $p $m 0 0"
+			elif [[ -f $src ]]; then
+				echo "file $p $(realpath "$src") $m 0 0"
+			fi
+		done
+	fi
+} >"$work/extra.list"
+"$ROOTFS_BUILD/gen_init_cpio" "$work/extra.list" | gzip -1 >"$work/extra.cpio.gz"
+cat "$INITRAMFS" "$work/extra.cpio.gz" >"$initrd"
+
+append="console=ttyS0 intel_iommu=on,sm_on panic=-1 pfnic_guest.mode=$mode"
+[[ -n $filter ]] && append+=" pfnic_guest.filter=$filter"
+[[ $mode == cmd ]] && append+=" quiet"
+append+=" ${PFNIC_APPEND:-}"
+
+qemu=(
+	"$QEMU_BIN" -accel "${PFNIC_ACCEL:-tcg}" -M q35 -cpu max,la57=off
+	-smp "${PFNIC_SMP:-2}" -m "${PFNIC_MEM:-2G}"
+	-nodefaults -display none -no-reboot
+	-L /usr/share/seabios -L /usr/share/qemu
+	-kernel "$bzimage" -initrd "$initrd" -append "$append"
+	# The IOMMU comes first: devices behind it look it up when they realize.
+	-device intel-iommu,intremap=on,x-scalable-mode=on,x-flts=on,aw-bits=48,x-pasid-mode=on
+	-device pcie-root-port,id=rp0,chassis=1,slot=0
+	-device "pfnic,bus=rp0${PFNIC_DEVICE_PROPS:-}"
+)
+# shellcheck disable=SC2206 # word splitting of the user's extra args is intended
+qemu+=(${PFNIC_QEMU_ARGS:-} "${extra_qemu[@]}")
+
+run_limited() {
+	if [[ -n $timeout_s ]]; then
+		timeout --foreground -k 10 "$timeout_s" "$@"
+	else
+		"$@"
+	fi
+}
+
+case $mode in
+shell)
+	log "booting (TCG: about 10 s); leave the guest with 'poweroff' or Ctrl-A X"
+	run_limited "${qemu[@]}" -serial mon:stdio
+	;;
+cmd)
+	logfile=${logfile:-$work/serial.log}
+	rc=0
+	run_limited "${qemu[@]}" -chardev "stdio,id=con,signal=off,logfile=$logfile" \
+		-serial chardev:con </dev/null || rc=$?
+	((rc != 124)) || die "the guest did not finish within ${timeout_s}s"
+	((rc == 0)) || die "QEMU failed (exit $rc)"
+	status=$(sed -n 's/^pfnic-guest: exit status \([0-9]*\).*/\1/p' "$logfile" | tail -1)
+	[[ -n $status ]] || die "the guest did not report the command's exit status"
+	exit "$status"
+	;;
+test)
+	rc=0
+	run_limited "${qemu[@]}" -serial "file:$logfile" -serial "file:$results" </dev/null || rc=$?
+	exit "$rc"
+	;;
+esac

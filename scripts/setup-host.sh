@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Install what the host needs to build and boot pfnic: Debian packages,
+# meson (pip, in a venv in the cache) and bindgen-cli (cargo, in the cache).
+# Idempotent: each step checks before it installs.
+# usage: scripts/setup-host.sh
+source "$(dirname "$0")/lib.sh"
+
+HOST_PACKAGES=(
+	# kernel + Rust
+	build-essential flex bison bc libelf-dev libssl-dev cpio kmod
+	clang-19 lld-19 llvm-19 libclang-19-dev
+	# QEMU
+	ninja-build pkg-config libglib2.0-dev libpixman-1-dev libslirp-dev
+	libfdt-dev python3-venv dpkg-dev seabios qemu-system-data
+	# guest userland, source unpacking
+	busybox-static xz-utils ca-certificates
+)
+
+missing=()
+for p in "${HOST_PACKAGES[@]}"; do
+	[[ $p == \#* ]] && continue
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
+		missing+=("$p")
+done
+if ((${#missing[@]})); then
+	((EUID == 0)) || die "missing Debian packages: ${missing[*]}; run as root or: sudo apt-get install ${missing[*]}"
+	log "installing Debian packages: ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get install -y --no-install-recommends "${missing[@]}" ||
+		{ apt-get update && apt-get install -y --no-install-recommends "${missing[@]}"; } ||
+		die "apt-get install failed for: ${missing[*]} (is Debian's archive reachable?)"
+fi
+
+need rustc "Install Rust with rustup (the kernel needs rustc >= 1.78)."
+need cargo "Install Rust with rustup."
+
+mkdir -p "$TOOLS_DIR"
+if [[ ! -x $TOOLS_DIR/venv/bin/meson ]] ||
+	[[ $("$TOOLS_DIR/venv/bin/meson" --version) != "$MESON_VERSION" ]]; then
+	log "installing meson $MESON_VERSION into $TOOLS_DIR/venv"
+	python3 -m venv "$TOOLS_DIR/venv" || die "python3 -m venv failed (install python3-venv)"
+	"$TOOLS_DIR/venv/bin/pip" install -q "meson==$MESON_VERSION" pycotap==1.3.1 ||
+		die "pip could not install meson (is PyPI reachable?)"
+fi
+
+if [[ ! -x $TOOLS_DIR/bin/bindgen ]] ||
+	! "$TOOLS_DIR/bin/bindgen" --version | grep -q " $BINDGEN_VERSION\$"; then
+	log "building bindgen-cli $BINDGEN_VERSION (about 3 minutes)"
+	cargo install -q --locked --root "$TOOLS_DIR" bindgen-cli --version "$BINDGEN_VERSION" ||
+		die "cargo install bindgen-cli failed (is crates.io reachable?)"
+fi
+
+for c in clippy-driver rustfmt; do
+	command -v $c >/dev/null || log "warning: $c not found; 'make check' needs it (rustup component add ${c%-driver})"
+done
+log "host ready"

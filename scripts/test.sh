@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Build what is missing, then run every test: the device qtests (TAP) and the
+# guest suite (KTAP) in a booted guest. Any failed test, a guest kernel
+# WARNING:/BUG:/Oops/Call Trace, a missing result or a timeout fails the run.
+# Logs are kept in $PFNIC_LOG_DIR (default $PFNIC_CACHE/logs/<time>).
+# The last line is "N passed, N failed".
+#
+# usage: scripts/test.sh [--no-build] [--filter NAME]
+#   --filter NAME   run only the guest tests whose name contains NAME
+# Environment: PFNIC_TEST_TIMEOUT (guest time limit, s; default 900)
+source "$(dirname "$0")/lib.sh"
+
+build=1 filter=
+while (($#)); do
+	case $1 in
+	--no-build) build=0; shift ;;
+	--filter) filter=$2; shift 2 ;;
+	-h | --help) sed -n '2,/^source/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	*) die "unknown argument '$1' (see --help)" ;;
+	esac
+done
+
+if ((build)); then
+	"$PFNIC_ROOT/scripts/build-all.sh"
+fi
+
+run_dir=$LOG_DIR/$(date +%Y%m%d-%H%M%S)
+mkdir -p "$run_dir"
+passed=0 failed=0 skipped=0
+failures=()
+
+# count_tap FILE LABEL: add a TAP/KTAP file's top-level results to the totals
+# and check that as many results as planned arrived.
+count_tap() {
+	local file=$1 label=$2 plan ran=0 line
+	plan=$(sed -n 's/^\(TAP version [0-9]*\|KTAP version [0-9]*\)$//; s/^1\.\.\([0-9]*\).*$/\1/p' "$file" | head -1)
+	while IFS= read -r line; do
+		if [[ $line =~ ^ok\ [0-9]+\ (.*)$ ]]; then
+			ran=$((ran + 1))
+			if [[ ${BASH_REMATCH[1]} =~ \#\ SKIP ]]; then
+				skipped=$((skipped + 1))
+			else
+				passed=$((passed + 1))
+			fi
+		elif [[ $line =~ ^not\ ok\ [0-9]+\ (.*)$ ]]; then
+			ran=$((ran + 1))
+			failed=$((failed + 1))
+			failures+=("$label: ${BASH_REMATCH[1]}")
+		fi
+	done <"$file"
+	if [[ -z $plan ]]; then
+		failed=$((failed + 1))
+		failures+=("$label: no test plan (did it start?)")
+	elif ((ran != plan)); then
+		failed=$((failed + 1))
+		failures+=("$label: planned $plan tests, $ran reported")
+	fi
+}
+
+# check LABEL CONDITION-RESULT MESSAGE: a harness-level check counted like a test.
+check() {
+	if (($2 == 0)); then
+		passed=$((passed + 1))
+	else
+		failed=$((failed + 1))
+		failures+=("$1: $3")
+	fi
+}
+
+# --- device qtests ------------------------------------------------------------
+log "running the pfnic qtests"
+qtest_log=$run_dir/qtest.tap
+rc=0
+QTEST_QEMU_BINARY=$QEMU_BIN timeout -k 10 300 "$QEMU_BUILD/tests/qtest/pfnic-test" --tap -k \
+	>"$qtest_log" 2>"$run_dir/qtest.stderr" || rc=$?
+count_tap "$qtest_log" qtest
+check qtest-exit "$rc" "pfnic-test exited with status $rc (see $run_dir/qtest.stderr)"
+
+# --- guest suite ----------------------------------------------------------------
+log "booting the guest and running the guest suite (TCG; a few minutes)"
+serial=$run_dir/guest-serial.log
+ktap=$run_dir/guest.ktap
+: >"$serial" >"$ktap"
+limit=${PFNIC_TEST_TIMEOUT:-900}
+rc=0
+"$PFNIC_ROOT/scripts/run-guest.sh" --mode test --timeout "$limit" --log "$serial" --results "$ktap" \
+	${filter:+--filter "$filter"} || rc=$?
+if ((rc == 124)); then
+	check guest-timeout 1 "the guest did not finish within ${limit}s"
+else
+	check guest-exit "$rc" "QEMU exited with status $rc"
+fi
+count_tap "$ktap" guest
+grep -q "pfnic-guest: exit status" "$serial"
+check guest-finished $? "the guest suite did not run to the end"
+bad=$(grep -nE 'WARNING:|BUG:|Oops|Call Trace|general protection fault|Kernel panic' "$serial" || true)
+[[ -z $bad ]]
+check guest-kernel-log $? "guest kernel log has: $(head -3 <<<"$bad" | tr '\n' ' ')"
+
+# --- verdict ----------------------------------------------------------------------
+echo
+grep -h '^#' "$ktap" | grep -v '^# Subtest' || true
+for f in "${failures[@]}"; do
+	echo "FAIL $f"
+done
+echo "logs: $run_dir"
+summary="$passed passed, $failed failed"
+((skipped)) && summary+=", $skipped skipped"
+echo "$summary"
+((failed == 0))

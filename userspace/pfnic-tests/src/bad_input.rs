@@ -1,0 +1,110 @@
+//! Bad ioctl input gets a precise errno and leaves the device working.
+
+use crate::common::{cookie, nic};
+use crate::ktap::{Failure, Test, TestResult};
+use pfnic_sys::{uapi, Device, Selftest};
+use std::io;
+
+pub const TESTS: &[&Test] = &[
+    &Test { name: "test_ioctl_unknown_enotty", run: test_ioctl_unknown_enotty },
+    &Test { name: "test_ioctl_bad_pointer_efault", run: test_ioctl_bad_pointer_efault },
+    &Test { name: "test_selftest_bad_args_einval", run: test_selftest_bad_args_einval },
+];
+
+fn errno_of(r: io::Result<libc::c_int>) -> Result<i32, Failure> {
+    match r {
+        Ok(v) => Err(Failure::Fail(format!("ioctl succeeded ({v}) where it must fail"))),
+        Err(e) => Ok(e.raw_os_error().unwrap_or(0)),
+    }
+}
+
+const fn ioc(dir: u32, ty: u32, nr: u32, size: u32) -> u32 {
+    (dir << 30) | (size << 16) | (ty << 8) | nr
+}
+
+/// The device still answers after the bad calls.
+fn still_works(dev: &Device) -> TestResult {
+    let c = cookie();
+    check_eq!(dev.selftest(0, c)?.echo, !c);
+    check_eq!(dev.query()?.uapi_version, uapi::PFNIC_UAPI_VERSION);
+    Ok(())
+}
+
+fn test_ioctl_unknown_enotty() -> TestResult {
+    let n = nic()?;
+    let mut buf = [0u8; 256];
+    let p = buf.as_mut_ptr().cast();
+    let q = uapi::PFNIC_IOCTL_QUERY_DEVICE;
+    let cases = [
+        ("unknown number", ioc(0, 0xf5, 0x7f, 0)),
+        ("query with a smaller struct", (q & !(0x3fff << 16)) | (8 << 16)),
+        ("query with a larger struct", (q & !(0x3fff << 16)) | (200 << 16)),
+        ("query as _IOW", (q & !(3 << 30)) | (1 << 30)),
+        ("another driver's magic", (q & !(0xff << 8)) | (0x54 << 8)),
+        ("TCGETS", libc::TCGETS as u32),
+    ];
+    for (what, cmd) in cases {
+        // SAFETY: `buf` is large enough for any of these sizes; the kernel must not touch it.
+        let e = errno_of(unsafe { n.dev.ioctl(cmd, p) })?;
+        if e != libc::ENOTTY {
+            fail!("{what} ({cmd:#x}): errno {e}, expected ENOTTY");
+        }
+    }
+    check_eq!(buf, [0u8; 256]);
+    still_works(&n.dev)
+}
+
+fn test_ioctl_bad_pointer_efault() -> TestResult {
+    let n = nic()?;
+    // A page that was mapped and is not any more, and a read-only page.
+    // SAFETY: plain anonymous mmap/munmap of memory nothing else uses.
+    let (gone, ro) = unsafe {
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+        let gone = libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0);
+        let ro = libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ, flags, -1, 0);
+        if gone == libc::MAP_FAILED || ro == libc::MAP_FAILED {
+            fail!("mmap failed");
+        }
+        libc::munmap(gone, 4096);
+        (gone, ro)
+    };
+    let kernel = 0xffff_8000_0000_0000_usize as *mut libc::c_void;
+    for (what, p) in [("NULL", std::ptr::null_mut()), ("unmapped", gone), ("kernel address", kernel)] {
+        for cmd in [uapi::PFNIC_IOCTL_QUERY_DEVICE, uapi::PFNIC_IOCTL_SELFTEST] {
+            // SAFETY: the kernel must reject these pointers; nothing of ours is behind them.
+            let e = errno_of(unsafe { n.dev.ioctl(cmd, p) })?;
+            if e != libc::EFAULT {
+                fail!("{what} pointer, cmd {cmd:#x}: errno {e}, expected EFAULT");
+            }
+        }
+    }
+    // Readable but not writable: QUERY cannot copy out.
+    // SAFETY: as above; `ro` is ours and read-only.
+    let e = errno_of(unsafe { n.dev.ioctl(uapi::PFNIC_IOCTL_QUERY_DEVICE, ro) })?;
+    check_eq!(e, libc::EFAULT);
+    // SAFETY: `ro` was mapped above.
+    unsafe { libc::munmap(ro, 4096) };
+    still_works(&n.dev)
+}
+
+fn test_selftest_bad_args_einval() -> TestResult {
+    let n = nic()?;
+    let vectors = n.dev.query()?.num_vectors;
+    let cases = [
+        ("vector == num_vectors", Selftest { vector: vectors, ..Default::default() }),
+        ("vector u32::MAX", Selftest { vector: u32::MAX, ..Default::default() }),
+        ("flags set", Selftest { flags: 1, ..Default::default() }),
+    ];
+    for (what, mut arg) in cases {
+        let before = arg;
+        // SAFETY: `arg` is a valid `Selftest`.
+        let e = errno_of(unsafe { n.dev.ioctl(uapi::PFNIC_IOCTL_SELFTEST, (&raw mut arg).cast()) })?;
+        if e != libc::EINVAL {
+            fail!("{what}: errno {e}, expected EINVAL");
+        }
+        // Nothing is written back on failure.
+        check_eq!(arg.echo, before.echo);
+        check_eq!(arg.latency_ns, before.latency_ns);
+    }
+    still_works(&n.dev)
+}

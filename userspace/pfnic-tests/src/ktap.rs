@@ -1,0 +1,92 @@
+//! A minimal KTAP producer (Documentation/dev-tools/ktap.rst).
+
+use std::fmt;
+use std::io::Write;
+
+/// Why a test did not pass.
+#[derive(Debug)]
+pub enum Failure {
+    Fail(String),
+    Skip(String),
+}
+
+impl<E: fmt::Display> From<E> for Failure {
+    fn from(e: E) -> Self {
+        Failure::Fail(e.to_string())
+    }
+}
+
+pub type TestResult = Result<(), Failure>;
+
+/// Fails the current test with a formatted message.
+#[macro_export]
+macro_rules! fail {
+    ($($arg:tt)*) => { return Err($crate::ktap::Failure::Fail(format!($($arg)*))) };
+}
+
+/// Skips the current test with a formatted reason.
+#[macro_export]
+macro_rules! skip {
+    ($($arg:tt)*) => { return Err($crate::ktap::Failure::Skip(format!($($arg)*))) };
+}
+
+/// Fails the current test unless `cond` holds.
+#[macro_export]
+macro_rules! check {
+    ($cond:expr) => {
+        if !$cond {
+            $crate::fail!("check failed: {}", stringify!($cond));
+        }
+    };
+    ($cond:expr, $($arg:tt)*) => {
+        if !$cond {
+            $crate::fail!($($arg)*);
+        }
+    };
+}
+
+/// Fails the current test unless `a == b`, showing both.
+#[macro_export]
+macro_rules! check_eq {
+    ($a:expr, $b:expr) => {
+        match (&$a, &$b) {
+            (a, b) => {
+                if a != b {
+                    $crate::fail!("{} is {:?}, expected {:?}", stringify!($a), a, b);
+                }
+            }
+        }
+    };
+}
+
+pub struct Test {
+    pub name: &'static str,
+    pub run: fn() -> TestResult,
+}
+
+/// Runs `tests` and prints one KTAP document; returns the number that failed.
+pub fn run(tests: &[&Test]) -> usize {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "KTAP version 1");
+    let _ = writeln!(out, "1..{}", tests.len());
+    let _ = out.flush();
+    let mut failed = 0;
+    for (i, t) in tests.iter().enumerate() {
+        let result = (t.run)();
+        let n = i + 1;
+        let line = match result {
+            Ok(()) => format!("ok {n} {}", t.name),
+            Err(Failure::Skip(why)) => format!("ok {n} {} # SKIP {why}", t.name),
+            Err(Failure::Fail(why)) => {
+                failed += 1;
+                for l in why.lines() {
+                    let _ = writeln!(out, "# {}: {l}", t.name);
+                }
+                format!("not ok {n} {}", t.name)
+            }
+        };
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    }
+    failed
+}

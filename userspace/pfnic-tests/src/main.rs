@@ -1,0 +1,30 @@
+//! pfnic guest test suite. Prints KTAP on standard output; exits non-zero if anything failed.
+//!
+//! usage: pfnic-test [--list] [FILTER]   (run the tests whose name contains FILTER)
+
+#[macro_use]
+mod ktap;
+mod bad_input;
+mod common;
+mod device;
+mod interrupts;
+mod lifecycle;
+
+fn main() {
+    // Read-only tests first; the lifecycle tests unload and reload the driver.
+    let all: Vec<&ktap::Test> = [device::TESTS, interrupts::TESTS, bad_input::TESTS, lifecycle::TESTS]
+        .concat();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--list") {
+        all.iter().for_each(|t| println!("{}", t.name));
+        return;
+    }
+    let filter = args.first().map(String::as_str).unwrap_or("");
+    let selected: Vec<&ktap::Test> = all.into_iter().filter(|t| t.name.contains(filter)).collect();
+    if selected.is_empty() {
+        eprintln!("pfnic-test: no test matches {filter:?}");
+        std::process::exit(2);
+    }
+    let failed = ktap::run(&selected);
+    std::process::exit(i32::from(failed > 0));
+}
