@@ -70,8 +70,14 @@ check() {
 # --- device qtests ------------------------------------------------------------
 log "running the pfnic qtests"
 qtest_log=$run_dir/qtest.tap
+# libqtest derives the target from the binary's name and takes no extra
+# arguments: a wrapper of the same name adds the firmware search path.
+wrapper=$run_dir/bin/qemu-system-x86_64
+mkdir -p "${wrapper%/*}"
+printf '#!/bin/sh\nexec %q -L /usr/share/seabios -L /usr/share/qemu "$@"\n' "$QEMU_BIN" >"$wrapper"
+chmod +x "$wrapper"
 rc=0
-QTEST_QEMU_BINARY=$QEMU_BIN timeout -k 10 300 "$QEMU_BUILD/tests/qtest/pfnic-test" --tap -k \
+QTEST_QEMU_BINARY=$wrapper timeout -k 10 300 "$QEMU_BUILD/tests/qtest/pfnic-test" --tap -k \
 	>"$qtest_log" 2>"$run_dir/qtest.stderr" || rc=$?
 count_tap "$qtest_log" qtest
 check qtest-exit "$rc" "pfnic-test exited with status $rc (see $run_dir/qtest.stderr)"

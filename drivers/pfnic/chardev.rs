@@ -14,7 +14,7 @@ use kernel::{
     },
     uaccess::{UserPtr, UserSlice, UserSliceReader, UserSliceWriter},
 };
-use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes};
+use zerocopy::{FromBytes, Immutable, IntoBytes};
 
 // The uAPI file computes its ioctl numbers itself (user space uses it too); they must be the
 // numbers the kernel's own macros give.
@@ -94,12 +94,12 @@ impl MiscDevice for PfnicFile {
     type RegistrationData = Arc<Nic>;
 
     fn open(_file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<KBox<Self>> {
-        KBox::new(
+        Ok(KBox::new(
             PfnicFile {
                 nic: misc.data().clone(),
             },
             GFP_KERNEL,
-        )
+        )?)
     }
 
     fn ioctl(me: &PfnicFile, _file: &File, cmd: u32, arg: usize) -> Result<isize> {

@@ -20,7 +20,7 @@ use kernel::{
 
 /// The device's vendor and device ID (docs/registers.md).
 const PFNIC_VENDOR: pci::Vendor = pci::Vendor::REDHAT_QUMRANET;
-const PFNIC_DEVICE: u16 = 0x10f5;
+const PFNIC_DEVICE: u32 = 0x10f5;
 /// At least an admin/event vector and one completion vector.
 const MIN_VECTORS: u32 = 2;
 
@@ -28,7 +28,6 @@ pub(crate) struct PfnicDriver;
 
 kernel::pci_device_table!(
     PCI_TABLE,
-    MODULE_PCI_TABLE,
     <PfnicDriver as pci::Driver>::IdInfo,
     [(pci::DeviceId::from_id(PFNIC_VENDOR, PFNIC_DEVICE), ())]
 );
@@ -65,7 +64,9 @@ impl pci::Driver for PfnicDriver {
             let hw_caps = regs::CAPS::from_raw(hw_caps);
             let hw_vectors = bar.read(regs::NUM_VECTORS).value().get();
             let num_contexts = bar.read(regs::NUM_CONTEXTS).value().get();
-            let ext = ExtCaps::read(pdev)?;
+            let ext = ExtCaps::read(pdev).inspect_err(|_| {
+                dev_err!(pdev, "extended config space unreadable (no ECAM?): ATS/PASID/PRI unknown\n")
+            })?;
 
             let msix = pci::IrqTypes::default().with(pci::IrqType::MsiX);
             let vectors = pdev

@@ -38,10 +38,8 @@ pub(crate) fn register_all<'bound>(
 ) -> Result<KVec<Pin<KBox<VectorRegistration<'bound>>>>> {
     let mut regs = KVec::with_capacity(vectors.len(), GFP_KERNEL)?;
     for vector in 0..vectors.len() {
-        let handler = VectorHandler {
-            nic: nic.clone(),
-            vector,
-        };
+        let nic = nic.clone();
+        let handler = try_init!(VectorHandler { nic, vector }? Error);
         // SAFETY: the registration is pinned in a `KBox` that the driver data owns; it is
         // dropped, never leaked, when the driver unbinds.
         let reg = unsafe {

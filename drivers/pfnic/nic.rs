@@ -167,7 +167,7 @@ impl Nic {
             Ok(Some(echo)) => {
                 stats.last_echo.store(echo, Relaxed);
                 // Publishes `last_echo` to the waiter in `selftest`.
-                stats.selftests.add(1, Release);
+                stats.selftests.fetch_add(1, Release);
                 true
             }
             Ok(None) | Err(_) => false,

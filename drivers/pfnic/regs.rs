@@ -11,7 +11,7 @@ pub(crate) const BAR0_SIZE: usize = 0x1000;
 pub(crate) const ID_VALUE: u32 = 0x434e_4650;
 
 /// The device ABI major version this driver implements.
-pub(crate) const ABI_MAJOR: u16 = 1;
+pub(crate) const ABI_MAJOR: u32 = 1;
 
 register! {
     /// Identifies a pfnic.

@@ -25,7 +25,8 @@
 #define BAR0_ADDR       WIN_BASE
 #define BAR4_ADDR       (WIN_BASE + 0x100000)
 
-#define PFNIC_ARGS "-M q35 -device pcie-root-port,id=rp0,chassis=1,addr=2.0 " \
+#define PFNIC_ARGS "-M q35 -nodefaults " \
+                   "-device pcie-root-port,id=rp0,chassis=1,addr=2.0 " \
                    "-device pcie-root-port,id=rp1,chassis=2,addr=3.0 "
 
 static void cf8_writel(int devfn, uint8_t off, uint32_t val)
