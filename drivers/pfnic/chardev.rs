@@ -19,12 +19,10 @@ use zerocopy::{FromBytes, Immutable, IntoBytes};
 // The uAPI file computes its ioctl numbers itself (user space uses it too); they must be the
 // numbers the kernel's own macros give.
 const _: () = assert!(
-    uapi::PFNIC_IOCTL_QUERY_DEVICE
-        == _IOR::<uapi::QueryDevice>(uapi::PFNIC_IOCTL_MAGIC, 0x00)
+    uapi::PFNIC_IOCTL_QUERY_DEVICE == _IOR::<uapi::QueryDevice>(uapi::PFNIC_IOCTL_MAGIC, 0x00)
 );
-const _: () = assert!(
-    uapi::PFNIC_IOCTL_SELFTEST == _IOWR::<uapi::Selftest>(uapi::PFNIC_IOCTL_MAGIC, 0x01)
-);
+const _: () =
+    assert!(uapi::PFNIC_IOCTL_SELFTEST == _IOWR::<uapi::Selftest>(uapi::PFNIC_IOCTL_MAGIC, 0x01));
 
 /// How many pfnics one system can have (`/dev/pfnic0` .. `/dev/pfnic15`).
 pub(crate) const MAX_NICS: usize = 16;
@@ -105,7 +103,9 @@ impl MiscDevice for PfnicFile {
     fn ioctl(me: &PfnicFile, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
         let arg = UserPtr::from_addr(arg);
         match cmd {
-            uapi::PFNIC_IOCTL_QUERY_DEVICE => me.query_device(user_slice::<uapi::QueryDevice>(arg).writer()),
+            uapi::PFNIC_IOCTL_QUERY_DEVICE => {
+                me.query_device(user_slice::<uapi::QueryDevice>(arg).writer())
+            }
             uapi::PFNIC_IOCTL_SELFTEST => {
                 let (reader, writer) = user_slice::<uapi::Selftest>(arg).reader_writer();
                 me.selftest(reader, writer)

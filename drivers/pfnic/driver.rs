@@ -10,12 +10,7 @@ use crate::{
     regs, uapi,
 };
 use kernel::{
-    device::Core,
-    io::Io,
-    miscdevice::MiscDeviceRegistration,
-    pci,
-    prelude::*,
-    sync::Arc,
+    device::Core, io::Io, miscdevice::MiscDeviceRegistration, pci, prelude::*, sync::Arc,
 };
 
 /// The device's vendor and device ID (docs/registers.md).
@@ -60,12 +55,16 @@ impl pci::Driver for PfnicDriver {
 
             let bar = pdev.iomap_region_sized::<{ regs::BAR0_SIZE }>(0, c"pfnic/bar0")?;
             let (device_abi, fw_version, hw_caps) = nic::identify(pdev, &bar)?;
-            Nic::reset(&bar).inspect_err(|_| dev_err!(pdev, "device did not come out of reset\n"))?;
+            Nic::reset(&bar)
+                .inspect_err(|_| dev_err!(pdev, "device did not come out of reset\n"))?;
             let hw_caps = regs::CAPS::from_raw(hw_caps);
             let hw_vectors = bar.read(regs::NUM_VECTORS).value().get();
             let num_contexts = bar.read(regs::NUM_CONTEXTS).value().get();
             let ext = ExtCaps::read(pdev).inspect_err(|_| {
-                dev_err!(pdev, "extended config space unreadable (no ECAM?): ATS/PASID/PRI unknown\n")
+                dev_err!(
+                    pdev,
+                    "extended config space unreadable (no ECAM?): ATS/PASID/PRI unknown\n"
+                )
             })?;
 
             let msix = pci::IrqTypes::default().with(pci::IrqType::MsiX);
@@ -86,8 +85,16 @@ impl pci::Driver for PfnicDriver {
                 revision: pdev.revision_id(),
                 pci_rid: pdev.dev_id(),
                 caps: caps(pdev, hw_caps, &ext),
-                pasid_width: if ext.pasid.is_some() { ext.pasid_width } else { 0 },
-                pri_max_requests: if ext.pri.is_some() { ext.pri_max_requests } else { 0 },
+                pasid_width: if ext.pasid.is_some() {
+                    ext.pasid_width
+                } else {
+                    0
+                },
+                pri_max_requests: if ext.pri.is_some() {
+                    ext.pri_max_requests
+                } else {
+                    0
+                },
                 num_vectors: u32::try_from(vectors.len())?,
                 num_contexts,
             };
@@ -155,7 +162,12 @@ fn caps(pdev: &pci::Device<Core<'_>>, hw: regs::CAPS, ext: &ExtCaps) -> u64 {
     let mut caps = 0;
     for (name, in_hw, in_cfg, bit) in [
         ("ATS", hw.ats(), ext.ats.is_some(), uapi::PFNIC_CAP_ATS),
-        ("PASID", hw.pasid(), ext.pasid.is_some(), uapi::PFNIC_CAP_PASID),
+        (
+            "PASID",
+            hw.pasid(),
+            ext.pasid.is_some(),
+            uapi::PFNIC_CAP_PASID,
+        ),
         ("PRI", hw.pri(), ext.pri.is_some(), uapi::PFNIC_CAP_PRI),
     ] {
         if in_hw != in_cfg {

@@ -43,7 +43,12 @@ pub(crate) fn register_all<'bound>(
         // SAFETY: the registration is pinned in a `KBox` that the driver data owns; it is
         // dropped, never leaked, when the driver unbinds.
         let reg = unsafe {
-            irq::Registration::new(vectors.index(vector)?, irq::Flags::TRIGGER_NONE, c"pfnic", handler)
+            irq::Registration::new(
+                vectors.index(vector)?,
+                irq::Flags::TRIGGER_NONE,
+                c"pfnic",
+                handler,
+            )
         };
         regs.push(KBox::pin_init(reg, GFP_KERNEL)?, GFP_KERNEL)?;
     }

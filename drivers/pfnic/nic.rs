@@ -160,7 +160,9 @@ impl Nic {
                 return None;
             }
             bar.write_reg(status); // write 1 to clear what we saw
-            status.selftest().then(|| bar.read(regs::SELFTEST_ECHO).value().get())
+            status
+                .selftest()
+                .then(|| bar.read(regs::SELFTEST_ECHO).value().get())
         });
         stats.interrupts.add(1, Relaxed);
         match echo {

@@ -111,8 +111,9 @@ static void pfnic_realize(PCIDevice *pdev, Error **errp)
 
     pfnic_init_ext_caps(s);
 
-    s->selftest_bh = qemu_bh_new_guarded(pfnic_selftest_bh, s,
-                                         &DEVICE(pdev)->mem_reentrancy_guard);
+    s->selftest_bh = aio_bh_new_guarded(qemu_get_aio_context(),
+                                        pfnic_selftest_bh, s,
+                                        &DEVICE(pdev)->mem_reentrancy_guard);
     pfnic_ctrl_reset(s);
     trace_pfnic_realize(pfnic_caps(s), s->num_vectors, s->num_contexts);
 }

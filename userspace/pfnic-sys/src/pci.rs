@@ -51,7 +51,8 @@ impl Config {
         Ok(Self(fs::read(sysfs(bdf).join("config"))?))
     }
 
-    pub fn len(&self) -> usize {
+    /// Bytes of config space the kernel let us read.
+    pub fn size(&self) -> usize {
         self.0.len()
     }
 
@@ -86,7 +87,7 @@ impl Config {
     pub fn ext_caps(&self) -> Vec<(u16, usize)> {
         let mut out = Vec::new();
         let mut pos = 0x100;
-        while pos >= 0x100 && pos + 4 <= self.len() && out.len() < 64 {
+        while pos >= 0x100 && pos + 4 <= self.size() && out.len() < 64 {
             let hdr = self.u32(pos);
             if hdr == 0 || hdr == u32::MAX {
                 break;
@@ -98,18 +99,32 @@ impl Config {
     }
 
     pub fn ext_cap(&self, id: u16) -> Option<usize> {
-        self.ext_caps().into_iter().find(|&(i, _)| i == id).map(|(_, o)| o)
+        self.ext_caps()
+            .into_iter()
+            .find(|&(i, _)| i == id)
+            .map(|(_, o)| o)
     }
 }
 
 /// Interrupt counts of the pfnic's MSI-X vectors from /proc/interrupts, indexed by vector.
 pub fn msix_counts(bdf: &str) -> io::Result<Vec<u64>> {
     let text = fs::read_to_string("/proc/interrupts")?;
-    let ncpu = text.lines().next().map_or(0, |l| l.split_whitespace().count());
+    let ncpu = text
+        .lines()
+        .next()
+        .map_or(0, |l| l.split_whitespace().count());
     let mut counts = Vec::new();
-    for line in text.lines().filter(|l| l.contains(bdf) && l.contains("MSIX")) {
+    for line in text
+        .lines()
+        .filter(|l| l.contains(bdf) && l.contains("MSIX"))
+    {
         let fields: Vec<&str> = line.split_whitespace().collect();
-        let total: u64 = fields.iter().skip(1).take(ncpu).filter_map(|f| f.parse::<u64>().ok()).sum();
+        let total: u64 = fields
+            .iter()
+            .skip(1)
+            .take(ncpu)
+            .filter_map(|f| f.parse::<u64>().ok())
+            .sum();
         // "...MSIX-0000:01:00.0 3-edge pfnic": the hardware IRQ number is the vector index.
         let vector = fields
             .iter()

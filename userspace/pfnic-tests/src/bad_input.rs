@@ -6,14 +6,25 @@ use pfnic_sys::{uapi, Device, Selftest};
 use std::io;
 
 pub const TESTS: &[&Test] = &[
-    &Test { name: "test_ioctl_unknown_enotty", run: test_ioctl_unknown_enotty },
-    &Test { name: "test_ioctl_bad_pointer_efault", run: test_ioctl_bad_pointer_efault },
-    &Test { name: "test_selftest_bad_args_einval", run: test_selftest_bad_args_einval },
+    &Test {
+        name: "test_ioctl_unknown_enotty",
+        run: test_ioctl_unknown_enotty,
+    },
+    &Test {
+        name: "test_ioctl_bad_pointer_efault",
+        run: test_ioctl_bad_pointer_efault,
+    },
+    &Test {
+        name: "test_selftest_bad_args_einval",
+        run: test_selftest_bad_args_einval,
+    },
 ];
 
 fn errno_of(r: io::Result<libc::c_int>) -> Result<i32, Failure> {
     match r {
-        Ok(v) => Err(Failure::Fail(format!("ioctl succeeded ({v}) where it must fail"))),
+        Ok(v) => Err(Failure::Fail(format!(
+            "ioctl succeeded ({v}) where it must fail"
+        ))),
         Err(e) => Ok(e.raw_os_error().unwrap_or(0)),
     }
 }
@@ -37,8 +48,14 @@ fn test_ioctl_unknown_enotty() -> TestResult {
     let q = uapi::PFNIC_IOCTL_QUERY_DEVICE;
     let cases = [
         ("unknown number", ioc(0, 0xf5, 0x7f, 0)),
-        ("query with a smaller struct", (q & !(0x3fff << 16)) | (8 << 16)),
-        ("query with a larger struct", (q & !(0x3fff << 16)) | (200 << 16)),
+        (
+            "query with a smaller struct",
+            (q & !(0x3fff << 16)) | (8 << 16),
+        ),
+        (
+            "query with a larger struct",
+            (q & !(0x3fff << 16)) | (200 << 16),
+        ),
         ("query as _IOW", (q & !(3 << 30)) | (1 << 30)),
         ("another driver's magic", (q & !(0xff << 8)) | (0x54 << 8)),
         ("TCGETS", libc::TCGETS as u32),
@@ -60,7 +77,14 @@ fn test_ioctl_bad_pointer_efault() -> TestResult {
     // SAFETY: plain anonymous mmap/munmap of memory nothing else uses.
     let (gone, ro) = unsafe {
         let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
-        let gone = libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0);
+        let gone = libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags,
+            -1,
+            0,
+        );
         let ro = libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ, flags, -1, 0);
         if gone == libc::MAP_FAILED || ro == libc::MAP_FAILED {
             fail!("mmap failed");
@@ -69,7 +93,11 @@ fn test_ioctl_bad_pointer_efault() -> TestResult {
         (gone, ro)
     };
     let kernel = 0xffff_8000_0000_0000_usize as *mut libc::c_void;
-    for (what, p) in [("NULL", std::ptr::null_mut()), ("unmapped", gone), ("kernel address", kernel)] {
+    for (what, p) in [
+        ("NULL", std::ptr::null_mut()),
+        ("unmapped", gone),
+        ("kernel address", kernel),
+    ] {
         for cmd in [uapi::PFNIC_IOCTL_QUERY_DEVICE, uapi::PFNIC_IOCTL_SELFTEST] {
             // SAFETY: the kernel must reject these pointers; nothing of ours is behind them.
             let e = errno_of(unsafe { n.dev.ioctl(cmd, p) })?;
@@ -91,14 +119,35 @@ fn test_selftest_bad_args_einval() -> TestResult {
     let n = nic()?;
     let vectors = n.dev.query()?.num_vectors;
     let cases = [
-        ("vector == num_vectors", Selftest { vector: vectors, ..Default::default() }),
-        ("vector u32::MAX", Selftest { vector: u32::MAX, ..Default::default() }),
-        ("flags set", Selftest { flags: 1, ..Default::default() }),
+        (
+            "vector == num_vectors",
+            Selftest {
+                vector: vectors,
+                ..Default::default()
+            },
+        ),
+        (
+            "vector u32::MAX",
+            Selftest {
+                vector: u32::MAX,
+                ..Default::default()
+            },
+        ),
+        (
+            "flags set",
+            Selftest {
+                flags: 1,
+                ..Default::default()
+            },
+        ),
     ];
     for (what, mut arg) in cases {
         let before = arg;
         // SAFETY: `arg` is a valid `Selftest`.
-        let e = errno_of(unsafe { n.dev.ioctl(uapi::PFNIC_IOCTL_SELFTEST, (&raw mut arg).cast()) })?;
+        let e = errno_of(unsafe {
+            n.dev
+                .ioctl(uapi::PFNIC_IOCTL_SELFTEST, (&raw mut arg).cast())
+        })?;
         if e != libc::EINVAL {
             fail!("{what}: errno {e}, expected EINVAL");
         }

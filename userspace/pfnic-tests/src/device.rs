@@ -7,10 +7,22 @@ use pfnic_sys::uapi;
 use std::os::unix::fs::FileTypeExt;
 
 pub const TESTS: &[&Test] = &[
-    &Test { name: "test_probe", run: test_probe },
-    &Test { name: "test_query_device", run: test_query_device },
-    &Test { name: "test_pci_caps_guest_view", run: test_pci_caps_guest_view },
-    &Test { name: "test_query_caps_match_config", run: test_query_caps_match_config },
+    &Test {
+        name: "test_probe",
+        run: test_probe,
+    },
+    &Test {
+        name: "test_query_device",
+        run: test_query_device,
+    },
+    &Test {
+        name: "test_pci_caps_guest_view",
+        run: test_pci_caps_guest_view,
+    },
+    &Test {
+        name: "test_query_caps_match_config",
+        run: test_query_caps_match_config,
+    },
 ];
 
 fn test_probe() -> TestResult {
@@ -19,7 +31,11 @@ fn test_probe() -> TestResult {
     check_eq!(pci::driver(&fns[0]).as_deref(), Some("pfnic"));
     let devs = pfnic_sys::devices()?;
     check_eq!(devs.len(), 1);
-    check!(std::fs::metadata(&devs[0])?.file_type().is_char_device(), "{:?} is not a char device", devs[0]);
+    check!(
+        std::fs::metadata(&devs[0])?.file_type().is_char_device(),
+        "{:?} is not a char device",
+        devs[0]
+    );
     check_eq!(devs[0].to_str(), Some("/dev/pfnic0"));
     Ok(())
 }
@@ -45,7 +61,10 @@ fn test_query_device() -> TestResult {
     check!(q.num_vectors >= 2, "only {} vectors", q.num_vectors);
     check!(q.num_contexts > 0, "no contexts");
     check_eq!(q.index, 0);
-    check!(q.caps & uapi::PFNIC_CAP_SELFTEST != 0, "no self-test capability");
+    check!(
+        q.caps & uapi::PFNIC_CAP_SELFTEST != 0,
+        "no self-test capability"
+    );
     check_eq!(q.reserved, [0u64; 4]);
     // The vectors the driver allocated are the ones the kernel shows.
     let msi = std::fs::read_dir(pci::sysfs(&n.bdf).join("msi_irqs"))?.count();
@@ -56,21 +75,36 @@ fn test_query_device() -> TestResult {
 fn test_pci_caps_guest_view() -> TestResult {
     let n = nic()?;
     let cfg = Config::read(&n.bdf)?;
-    check_eq!(cfg.len(), 4096);
+    check_eq!(cfg.size(), 4096);
     let ids: Vec<u16> = cfg.ext_caps().iter().map(|&(id, _)| id).collect();
-    check_eq!(ids, vec![pci::EXT_CAP_ATS, pci::EXT_CAP_PASID, pci::EXT_CAP_PRI]);
+    check_eq!(
+        ids,
+        vec![pci::EXT_CAP_ATS, pci::EXT_CAP_PASID, pci::EXT_CAP_PRI]
+    );
 
     let ats = cfg.ext_cap(pci::EXT_CAP_ATS).unwrap_or(0);
-    check!(cfg.u16(ats + 4) & (1 << 5) != 0, "ATS: page-aligned request bit clear");
+    check!(
+        cfg.u16(ats + 4) & (1 << 5) != 0,
+        "ATS: page-aligned request bit clear"
+    );
     let pasid = cfg.ext_cap(pci::EXT_CAP_PASID).unwrap_or(0);
     check_eq!((cfg.u16(pasid + 4) >> 8) & 0x1f, 20);
     let pri = cfg.ext_cap(pci::EXT_CAP_PRI).unwrap_or(0);
     check_eq!(cfg.u32(pri + 8), 32);
-    check!(cfg.u16(pri + 6) & (1 << 15) != 0, "PRI: PRG response PASID required bit clear");
+    check!(
+        cfg.u16(pri + 6) & (1 << 15) != 0,
+        "PRI: PRG response PASID required bit clear"
+    );
 
     let msix = cfg.cap(pci::CAP_MSIX).ok_or("no MSI-X capability")?;
-    check!(cfg.u16(msix + 2) & 0x8000 != 0, "MSI-X not enabled by the driver");
-    check!(cfg.u16(0x04) & 0x6 == 0x6, "memory decoding / bus mastering not enabled");
+    check!(
+        cfg.u16(msix + 2) & 0x8000 != 0,
+        "MSI-X not enabled by the driver"
+    );
+    check!(
+        cfg.u16(0x04) & 0x6 == 0x6,
+        "memory decoding / bus mastering not enabled"
+    );
     Ok(())
 }
 
@@ -78,9 +112,18 @@ fn test_query_caps_match_config() -> TestResult {
     let n = nic()?;
     let q = n.dev.query()?;
     let cfg = Config::read(&n.bdf)?;
-    check_eq!(q.caps & uapi::PFNIC_CAP_ATS != 0, cfg.ext_cap(pci::EXT_CAP_ATS).is_some());
-    check_eq!(q.caps & uapi::PFNIC_CAP_PASID != 0, cfg.ext_cap(pci::EXT_CAP_PASID).is_some());
-    check_eq!(q.caps & uapi::PFNIC_CAP_PRI != 0, cfg.ext_cap(pci::EXT_CAP_PRI).is_some());
+    check_eq!(
+        q.caps & uapi::PFNIC_CAP_ATS != 0,
+        cfg.ext_cap(pci::EXT_CAP_ATS).is_some()
+    );
+    check_eq!(
+        q.caps & uapi::PFNIC_CAP_PASID != 0,
+        cfg.ext_cap(pci::EXT_CAP_PASID).is_some()
+    );
+    check_eq!(
+        q.caps & uapi::PFNIC_CAP_PRI != 0,
+        cfg.ext_cap(pci::EXT_CAP_PRI).is_some()
+    );
     check_eq!(q.pasid_width, 20);
     check_eq!(q.pri_max_requests, 32);
     Ok(())

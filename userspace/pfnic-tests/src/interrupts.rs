@@ -6,9 +6,18 @@ use pfnic_sys::pci;
 use std::sync::Arc;
 
 pub const TESTS: &[&Test] = &[
-    &Test { name: "test_msix_remapped", run: test_msix_remapped },
-    &Test { name: "test_selftest_every_vector", run: test_selftest_every_vector },
-    &Test { name: "test_selftest_concurrent", run: test_selftest_concurrent },
+    &Test {
+        name: "test_msix_remapped",
+        run: test_msix_remapped,
+    },
+    &Test {
+        name: "test_selftest_every_vector",
+        run: test_selftest_every_vector,
+    },
+    &Test {
+        name: "test_selftest_concurrent",
+        run: test_selftest_concurrent,
+    },
 ];
 
 /// Every vector is an MSI-X interrupt delivered through the IOMMU's interrupt remapping.
@@ -19,7 +28,10 @@ fn test_msix_remapped() -> TestResult {
     check_eq!(lines.len(), q.num_vectors as usize);
     for l in &lines {
         check!(l.contains("IR-PCI-MSIX"), "not remapped: {l}");
-        check!(l.trim_end().ends_with("pfnic"), "not the pfnic handler: {l}");
+        check!(
+            l.trim_end().ends_with("pfnic"),
+            "not the pfnic handler: {l}"
+        );
     }
     Ok(())
 }
@@ -39,13 +51,23 @@ fn test_selftest_every_vector() -> TestResult {
         check_eq!(after.len(), q.num_vectors as usize);
         for (i, (b, a)) in before.iter().zip(&after).enumerate() {
             let want = if i == v as usize { b + 1 } else { *b };
-            check!(*a == want, "vector {v}: /proc/interrupts count of vector {i} went {b} -> {a}");
+            check!(
+                *a == want,
+                "vector {v}: /proc/interrupts count of vector {i} went {b} -> {a}"
+            );
         }
-        check!(r.interrupts >= 1, "driver counted no interrupt on vector {v}");
+        check!(
+            r.interrupts >= 1,
+            "driver counted no interrupt on vector {v}"
+        );
         lat.push(r.latency_ns);
     }
     lat.sort();
-    println!("# interrupt round trip over {} vectors: median {} us", lat.len(), lat[lat.len() / 2] / 1000);
+    println!(
+        "# interrupt round trip over {} vectors: median {} us",
+        lat.len(),
+        lat[lat.len() / 2] / 1000
+    );
     Ok(())
 }
 
@@ -59,9 +81,15 @@ fn test_selftest_concurrent() -> TestResult {
             std::thread::spawn(move || -> Result<(), String> {
                 for i in 0..25u32 {
                     let c = cookie() ^ (t << 24) ^ i;
-                    let r = n.dev.selftest((t + i) % vectors, c).map_err(|e| e.to_string())?;
+                    let r = n
+                        .dev
+                        .selftest((t + i) % vectors, c)
+                        .map_err(|e| e.to_string())?;
                     if r.echo != !c {
-                        return Err(format!("thread {t} iteration {i}: echo {:#x} for cookie {c:#x}", r.echo));
+                        return Err(format!(
+                            "thread {t} iteration {i}: echo {:#x} for cookie {c:#x}",
+                            r.echo
+                        ));
                     }
                 }
                 Ok(())

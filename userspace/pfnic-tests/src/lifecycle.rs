@@ -7,9 +7,18 @@ use std::path::Path;
 use std::process::Command;
 
 pub const TESTS: &[&Test] = &[
-    &Test { name: "test_rmmod_busy_while_open", run: test_rmmod_busy_while_open },
-    &Test { name: "test_unbind_with_open_file", run: test_unbind_with_open_file },
-    &Test { name: "test_rmmod_insmod_cycles", run: test_rmmod_insmod_cycles },
+    &Test {
+        name: "test_rmmod_busy_while_open",
+        run: test_rmmod_busy_while_open,
+    },
+    &Test {
+        name: "test_unbind_with_open_file",
+        run: test_unbind_with_open_file,
+    },
+    &Test {
+        name: "test_rmmod_insmod_cycles",
+        run: test_rmmod_insmod_cycles,
+    },
 ];
 
 const CYCLES: usize = 5;
@@ -20,7 +29,8 @@ fn module_path() -> String {
 
 fn sh(cmd: &str, args: &[&str]) -> Result<(bool, String), Failure> {
     let out = Command::new(cmd).args(args).output()?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     Ok((out.status.success(), text))
 }
 
@@ -63,7 +73,10 @@ fn test_rmmod_busy_while_open() -> TestResult {
     let n = nic()?;
     let (ok, out) = sh("rmmod", &["pfnic"])?;
     check!(!ok, "rmmod succeeded with /dev/pfnic0 open");
-    check!(out.contains("in use") || out.contains("busy") || out.contains("Resource"), "unexpected rmmod error: {out}");
+    check!(
+        out.contains("in use") || out.contains("busy") || out.contains("Resource"),
+        "unexpected rmmod error: {out}"
+    );
     check!(loaded(), "module gone after a failed rmmod");
     let c = cookie();
     check_eq!(n.dev.selftest(0, c)?.echo, !c);
@@ -78,8 +91,14 @@ fn test_unbind_with_open_file() -> TestResult {
     let drv = Path::new("/sys/bus/pci/drivers/pfnic");
     std::fs::write(drv.join("unbind"), &n.bdf)?;
     check!(pci::driver(&n.bdf).is_none(), "still bound after unbind");
-    check!(!Path::new("/dev/pfnic0").exists(), "/dev/pfnic0 survived unbind");
-    for (what, r) in [("query", n.dev.query().map(|_| ())), ("selftest", n.dev.selftest(0, 1).map(|_| ()))] {
+    check!(
+        !Path::new("/dev/pfnic0").exists(),
+        "/dev/pfnic0 survived unbind"
+    );
+    for (what, r) in [
+        ("query", n.dev.query().map(|_| ())),
+        ("selftest", n.dev.selftest(0, 1).map(|_| ())),
+    ] {
         match r {
             Ok(()) => fail!("{what} succeeded on an unbound device"),
             Err(e) if e.raw_os_error() == Some(libc::ENODEV) => {}
@@ -87,7 +106,10 @@ fn test_unbind_with_open_file() -> TestResult {
         }
     }
     drop(n);
-    std::fs::write(drv.join("bind"), pci::functions()?.first().ok_or("no pfnic function")?)?;
+    std::fs::write(
+        drv.join("bind"),
+        pci::functions()?.first().ok_or("no pfnic function")?,
+    )?;
     check_working()
 }
 
@@ -97,8 +119,14 @@ fn test_rmmod_insmod_cycles() -> TestResult {
     for i in 0..CYCLES {
         rmmod()?;
         check!(!loaded(), "cycle {i}: module still loaded");
-        check!(!Path::new("/dev/pfnic0").exists(), "cycle {i}: /dev/pfnic0 survived rmmod");
-        check!(pci::driver(&pci::functions()?[0]).is_none(), "cycle {i}: still bound");
+        check!(
+            !Path::new("/dev/pfnic0").exists(),
+            "cycle {i}: /dev/pfnic0 survived rmmod"
+        );
+        check!(
+            pci::driver(&pci::functions()?[0]).is_none(),
+            "cycle {i}: still bound"
+        );
         insmod()?;
         check_working().map_err(|e| match e {
             Failure::Fail(m) => Failure::Fail(format!("cycle {i}: {m}")),

@@ -12,15 +12,23 @@ mod lifecycle;
 
 fn main() {
     // Read-only tests first; the lifecycle tests unload and reload the driver.
-    let all: Vec<&ktap::Test> = [device::TESTS, interrupts::TESTS, bad_input::TESTS, lifecycle::TESTS]
-        .concat();
+    let all: Vec<&ktap::Test> = [
+        device::TESTS,
+        interrupts::TESTS,
+        bad_input::TESTS,
+        lifecycle::TESTS,
+    ]
+    .concat();
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--list") {
         all.iter().for_each(|t| println!("{}", t.name));
         return;
     }
     let filter = args.first().map(String::as_str).unwrap_or("");
-    let selected: Vec<&ktap::Test> = all.into_iter().filter(|t| t.name.contains(filter)).collect();
+    let selected: Vec<&ktap::Test> = all
+        .into_iter()
+        .filter(|t| t.name.contains(filter))
+        .collect();
     if selected.is_empty() {
         eprintln!("pfnic-test: no test matches {filter:?}");
         std::process::exit(2);

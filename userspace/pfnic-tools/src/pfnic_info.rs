@@ -16,7 +16,9 @@ fn yes(b: bool) -> &'static str {
 }
 
 fn show(dev: &Device, selftest: bool) -> Result<(), String> {
-    let q = dev.query().map_err(|e| format!("{}: query: {e}", dev.path().display()))?;
+    let q = dev
+        .query()
+        .map_err(|e| format!("{}: query: {e}", dev.path().display()))?;
     let bdf = format!(
         "0000:{:02x}:{:02x}.{}",
         q.pci_rid >> 8,
@@ -24,9 +26,23 @@ fn show(dev: &Device, selftest: bool) -> Result<(), String> {
         q.pci_rid & 7
     );
     println!("{}: pfnic at {bdf}", dev.path().display());
-    println!("  ids:           {:04x}:{:04x} (subsystem {:04x}:{:04x}) rev {}", q.vendor_id, q.device_id, q.subsystem_vendor_id, q.subsystem_id, q.revision);
-    println!("  versions:      device ABI {}.{}, firmware {}.{}.{}, uAPI {}", q.device_abi >> 16, q.device_abi & 0xffff, q.fw_version >> 24, (q.fw_version >> 16) & 0xff, q.fw_version & 0xffff, q.uapi_version);
-    println!("  resources:     {} MSI-X vectors, {} contexts", q.num_vectors, q.num_contexts);
+    println!(
+        "  ids:           {:04x}:{:04x} (subsystem {:04x}:{:04x}) rev {}",
+        q.vendor_id, q.device_id, q.subsystem_vendor_id, q.subsystem_id, q.revision
+    );
+    println!(
+        "  versions:      device ABI {}.{}, firmware {}.{}.{}, uAPI {}",
+        q.device_abi >> 16,
+        q.device_abi & 0xffff,
+        q.fw_version >> 24,
+        (q.fw_version >> 16) & 0xff,
+        q.fw_version & 0xffff,
+        q.uapi_version
+    );
+    println!(
+        "  resources:     {} MSI-X vectors, {} contexts",
+        q.num_vectors, q.num_contexts
+    );
     println!(
         "  driver caps:   ATS {}, PASID {} ({} bits), PRI {} ({} requests)",
         yes(q.caps & uapi::PFNIC_CAP_ATS != 0),
@@ -55,13 +71,18 @@ fn show(dev: &Device, selftest: bool) -> Result<(), String> {
         let mut lat = Vec::new();
         for v in 0..q.num_vectors {
             let cookie = 0x1234_5678 ^ v;
-            let r = dev.selftest(v, cookie).map_err(|e| format!("self-test on vector {v}: {e}"))?;
+            let r = dev
+                .selftest(v, cookie)
+                .map_err(|e| format!("self-test on vector {v}: {e}"))?;
             if r.echo != !cookie {
                 return Err(format!("self-test on vector {v}: wrong echo {:#x}", r.echo));
             }
             lat.push(r.latency_ns / 1000);
         }
-        println!("  interrupts:    self-test passed on all {} vectors, round trip (us): {:?}", q.num_vectors, lat);
+        println!(
+            "  interrupts:    self-test passed on all {} vectors, round trip (us): {:?}",
+            q.num_vectors, lat
+        );
     }
     Ok(())
 }
@@ -81,7 +102,9 @@ fn main() -> ExitCode {
     };
     let mut ok = true;
     for p in paths {
-        let r = Device::open(&p).map_err(|e| format!("{}: {e}", p.display())).and_then(|d| show(&d, selftest));
+        let r = Device::open(&p)
+            .map_err(|e| format!("{}: {e}", p.display()))
+            .and_then(|d| show(&d, selftest));
         if let Err(e) = r {
             eprintln!("pfnic-info: {e}");
             ok = false;
