@@ -5,6 +5,7 @@
 # Incremental: make only rebuilds what changed.
 # usage: scripts/build-kernel.sh
 source "$(dirname "$0")/lib.sh"
+take_lock kernel
 
 [[ -e $KERNEL_SRC/Makefile ]] || die "no kernel source in $KERNEL_SRC; run scripts/fetch-sources.sh"
 [[ -d $(rust_lib_src) ]] || die "no rust-src for rustc $(rustc_version); run scripts/fetch-sources.sh"

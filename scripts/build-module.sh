@@ -3,6 +3,7 @@
 # with objects in the cache (kbuild's MO=), so the checkout stays clean.
 # usage: scripts/build-module.sh [extra kbuild args, e.g. CLIPPY=1]
 source "$(dirname "$0")/lib.sh"
+take_lock module
 
 [[ -e $KERNEL_BUILD/Module.symvers ]] || die "the kernel is not built; run scripts/build-kernel.sh"
 mkdir -p "$MODULE_BUILD"

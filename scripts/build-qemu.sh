@@ -5,6 +5,7 @@
 # qtest are linked in from qemu-device/ so edits rebuild incrementally.
 # usage: scripts/build-qemu.sh
 source "$(dirname "$0")/lib.sh"
+take_lock qemu
 
 [[ -e $QEMU_PRISTINE/configure ]] || die "no QEMU source in $QEMU_PRISTINE; run scripts/fetch-sources.sh"
 need ninja "Run scripts/setup-host.sh (package ninja-build)."

@@ -3,6 +3,7 @@
 # userspace binaries, from a gen_init_cpio list (no root needed).
 # usage: scripts/build-rootfs.sh
 source "$(dirname "$0")/lib.sh"
+take_lock rootfs
 
 busybox=/bin/busybox
 [[ -x $busybox ]] && file -L "$busybox" | grep -q static ||

@@ -2,6 +2,7 @@
 # Build the userspace workspace (tests, tools) as static binaries for the guest.
 # usage: scripts/build-userspace.sh
 source "$(dirname "$0")/lib.sh"
+take_lock userspace
 
 need cargo "Install Rust with rustup."
 log "building userspace (cargo, static)"

@@ -7,6 +7,7 @@
 # Idempotent: a source already unpacked is left alone.
 # usage: scripts/fetch-sources.sh
 source "$(dirname "$0")/lib.sh"
+take_lock sources
 
 need apt-get "pfnic needs a Debian host."
 need dpkg-source "Run scripts/setup-host.sh (package dpkg-dev)."

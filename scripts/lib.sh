@@ -79,3 +79,15 @@ stamp_fresh() {
 	[[ -e $stamp ]] || return 1
 	[[ -z $(find "$@" -newer "$stamp" -print -quit 2>/dev/null) ]]
 }
+
+# take_lock NAME: hold an exclusive lock on one part of the cache for the
+# rest of this script, waiting if another pfnic build holds it (two builds
+# writing one tree corrupt it).
+take_lock() {
+	mkdir -p "$PFNIC_CACHE/locks"
+	exec {PFNIC_LOCK_FD}>"$PFNIC_CACHE/locks/$1"
+	if ! flock -n "$PFNIC_LOCK_FD"; then
+		log "waiting for another build of $1 in $PFNIC_CACHE"
+		flock "$PFNIC_LOCK_FD"
+	fi
+}

@@ -83,6 +83,8 @@ cat "$INITRAMFS" "$work/extra.cpio.gz" >"$initrd"
 append="console=ttyS0 intel_iommu=on,sm_on panic=-1 pfnic_guest.mode=$mode"
 [[ -n $filter ]] && append+=" pfnic_guest.filter=$filter"
 [[ $mode == cmd ]] && append+=" quiet"
+# Built-in KUnit suites (the kernel crate's doctests) run at boot in test mode.
+[[ $mode == test ]] && append+=" kunit.enable=1"
 append+=" ${PFNIC_APPEND:-}"
 
 qemu=(

@@ -97,6 +97,13 @@ else
 	check guest-exit "$rc" "QEMU exited with status $rc"
 fi
 count_tap "$ktap" guest
+# KUnit: the suites the guest kernel ran at boot (KTAP on the console).
+kunit=$run_dir/kunit.ktap
+sed -E 's/^\[ *[0-9]+\.[0-9]+\] ?//' "$serial" | tr -d '\r' >"$kunit"
+count_tap "$kunit" kunit
+ours=$(grep -cE '^ +ok [0-9]+ rust_doctest_kernel_(pci_irq|miscdevice)_rs' "$kunit" || true)
+((ours >= 2))
+check kunit-our-doctests $? "the doctests of kernel/patches did not all run and pass ($ours ok)"
 grep -q "pfnic-guest: exit status" "$serial"
 check guest-finished $? "the guest suite did not run to the end"
 bad=$(grep -nE 'WARNING:|BUG:|Oops|Call Trace|general protection fault|Kernel panic' "$serial" || true)
