@@ -32,6 +32,6 @@ if [[ ! -e $QEMU_BUILD/build.ninja || $(cat "$QEMU_BUILD/.pfnic-config" 2>/dev/n
 fi
 
 log "building QEMU (ninja -j$PFNIC_JOBS; about 7 minutes cold)"
-ninja -C "$QEMU_BUILD" -j"$PFNIC_JOBS" qemu-system-x86_64 tests/qtest/pfnic-test >"$QEMU_BUILD/ninja.log" 2>&1 ||
+ninja -C "$QEMU_BUILD" -j"$PFNIC_JOBS" qemu-system-x86_64 $(printf "tests/qtest/%s " "${QTESTS[@]}") >"$QEMU_BUILD/ninja.log" 2>&1 ||
 	{ grep -B2 -A12 -m3 "error\|FAILED" "$QEMU_BUILD/ninja.log" >&2; die "QEMU build failed; see $QEMU_BUILD/ninja.log"; }
 log "QEMU ready: $QEMU_BIN"

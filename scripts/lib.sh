@@ -27,6 +27,10 @@ QEMU_PRISTINE=$SRC_DIR/qemu-$QEMU_VERSION
 QEMU_SRC=$BUILD_DIR/qemu-src
 QEMU_BUILD=$BUILD_DIR/qemu
 QEMU_BIN=$QEMU_BUILD/qemu-system-x86_64
+# The qtests make test runs: the device's, and intel-iommu's (our svm patch).
+QTESTS=(pfnic-test intel-iommu-test)
+# Firmware: Debian's +ds QEMU source ships no ROMs; these packages do.
+QEMU_FIRMWARE_ARGS=(-L /usr/share/seabios -L /usr/share/qemu -L /usr/lib/ipxe/qemu)
 MODULE_BUILD=$BUILD_DIR/module
 ROOTFS_BUILD=$BUILD_DIR/rootfs
 INITRAMFS=$ROOTFS_BUILD/initramfs.cpio.gz

@@ -84,14 +84,14 @@ append="console=ttyS0 intel_iommu=on,sm_on panic=-1 pfnic_guest.mode=$mode"
 [[ -n $filter ]] && append+=" pfnic_guest.filter=$filter"
 [[ $mode == cmd ]] && append+=" quiet"
 # Built-in KUnit suites (the kernel crate's doctests) run at boot in test mode.
-[[ $mode == test ]] && append+=" kunit.enable=1"
+[[ $mode == test ]] && append+=" kunit.enable=1 kunit.autorun=1"
 append+=" ${PFNIC_APPEND:-}"
 
 qemu=(
 	"$QEMU_BIN" -accel "${PFNIC_ACCEL:-tcg}" -M q35 -cpu max,la57=off
 	-smp "${PFNIC_SMP:-2}" -m "${PFNIC_MEM:-2G}"
 	-nodefaults -display none -no-reboot
-	-L /usr/share/seabios -L /usr/share/qemu
+	"${QEMU_FIRMWARE_ARGS[@]}"
 	-kernel "$bzimage" -initrd "$initrd" -append "$append"
 	# The IOMMU comes first: devices behind it look it up when they realize.
 	-device intel-iommu,intremap=on,x-scalable-mode=on,x-flts=on,aw-bits=48,x-pasid-mode=on

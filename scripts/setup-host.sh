@@ -11,7 +11,7 @@ HOST_PACKAGES=(
 	clang-19 lld-19 llvm-19 libclang-19-dev
 	# QEMU
 	ninja-build pkg-config libglib2.0-dev libpixman-1-dev libslirp-dev
-	libfdt-dev python3-venv dpkg-dev seabios qemu-system-data
+	libfdt-dev python3-venv dpkg-dev seabios qemu-system-data ipxe-qemu
 	# guest userland, source unpacking
 	busybox-static xz-utils ca-certificates
 )

@@ -57,30 +57,35 @@ count_tap() {
 	fi
 }
 
-# check LABEL CONDITION-RESULT MESSAGE: a harness-level check counted like a test.
-check() {
-	if (($2 == 0)); then
+# expect LABEL MESSAGE COMMAND...: a harness-level check counted like a
+# test: passes when COMMAND succeeds. (Never a bare test under set -e: a
+# failing check must be counted and reported, not end the run.)
+expect() {
+	local label=$1 msg=$2
+	shift 2
+	if "$@"; then
 		passed=$((passed + 1))
 	else
 		failed=$((failed + 1))
-		failures+=("$1: $3")
+		failures+=("$label: $msg")
 	fi
 }
 
 # --- device qtests ------------------------------------------------------------
-log "running the pfnic qtests"
-qtest_log=$run_dir/qtest.tap
+log "running the qtests: ${QTESTS[*]}"
 # libqtest derives the target from the binary's name and takes no extra
 # arguments: a wrapper of the same name adds the firmware search path.
 wrapper=$run_dir/bin/qemu-system-x86_64
 mkdir -p "${wrapper%/*}"
-printf '#!/bin/sh\nexec %q -L /usr/share/seabios -L /usr/share/qemu "$@"\n' "$QEMU_BIN" >"$wrapper"
+printf '#!/bin/sh\nexec %q %s "$@"\n' "$QEMU_BIN" "${QEMU_FIRMWARE_ARGS[*]}" >"$wrapper"
 chmod +x "$wrapper"
-rc=0
-QTEST_QEMU_BINARY=$wrapper timeout -k 10 300 "$QEMU_BUILD/tests/qtest/pfnic-test" --tap -k \
-	>"$qtest_log" 2>"$run_dir/qtest.stderr" || rc=$?
-count_tap "$qtest_log" qtest
-check qtest-exit "$rc" "pfnic-test exited with status $rc (see $run_dir/qtest.stderr)"
+for qtest in "${QTESTS[@]}"; do
+	rc=0
+	QTEST_QEMU_BINARY=$wrapper timeout -k 10 300 "$QEMU_BUILD/tests/qtest/$qtest" --tap -k \
+		>"$run_dir/$qtest.tap" 2>"$run_dir/$qtest.stderr" || rc=$?
+	count_tap "$run_dir/$qtest.tap" "$qtest"
+	expect "$qtest-exit" "$qtest exited with status $rc (see $run_dir/$qtest.stderr)" test "$rc" -eq 0
+done
 
 # --- guest suite ----------------------------------------------------------------
 log "booting the guest and running the guest suite (TCG; a few minutes)"
@@ -92,9 +97,9 @@ rc=0
 "$PFNIC_ROOT/scripts/run-guest.sh" --mode test --timeout "$limit" --log "$serial" --results "$ktap" \
 	${filter:+--filter "$filter"} || rc=$?
 if ((rc == 124)); then
-	check guest-timeout 1 "the guest did not finish within ${limit}s"
+	expect guest-timeout "the guest did not finish within ${limit}s" false
 else
-	check guest-exit "$rc" "QEMU exited with status $rc"
+	expect guest-exit "QEMU exited with status $rc" test "$rc" -eq 0
 fi
 count_tap "$ktap" guest
 # KUnit: the suites the guest kernel ran at boot (KTAP on the console).
@@ -102,13 +107,12 @@ kunit=$run_dir/kunit.ktap
 sed -E 's/^\[ *[0-9]+\.[0-9]+\] ?//' "$serial" | tr -d '\r' >"$kunit"
 count_tap "$kunit" kunit
 ours=$(grep -cE '^ +ok [0-9]+ rust_doctest_kernel_(pci_irq|miscdevice)_rs' "$kunit" || true)
-((ours >= 2))
-check kunit-our-doctests $? "the doctests of kernel/patches did not all run and pass ($ours ok)"
-grep -q "pfnic-guest: exit status" "$serial"
-check guest-finished $? "the guest suite did not run to the end"
+expect kunit-our-doctests "the doctests of kernel/patches did not all run and pass ($ours ok)" \
+	test "$ours" -ge 3
+expect guest-finished "the guest suite did not run to the end" \
+	grep -q "pfnic-guest: exit status" "$serial"
 bad=$(grep -nE 'WARNING:|BUG:|Oops|Call Trace|general protection fault|Kernel panic' "$serial" || true)
-[[ -z $bad ]]
-check guest-kernel-log $? "guest kernel log has: $(head -3 <<<"$bad" | tr '\n' ' ')"
+expect guest-kernel-log "guest kernel log has: $(head -3 <<<"$bad" | tr '\n' ' ')" test -z "$bad"
 
 # --- verdict ----------------------------------------------------------------------
 echo
@@ -118,6 +122,6 @@ for f in "${failures[@]}"; do
 done
 echo "logs: $run_dir"
 summary="$passed passed, $failed failed"
-((skipped)) && summary+=", $skipped skipped"
+if ((skipped)); then summary+=", $skipped skipped"; fi
 echo "$summary"
 ((failed == 0))
