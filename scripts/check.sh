@@ -45,7 +45,8 @@ done
 step "kernel checkpatch (kernel/patches)"
 for p in "$PFNIC_ROOT"/kernel/patches/*.patch; do
 	[[ -e $p ]] || continue
-	perl "$KERNEL_SRC/scripts/checkpatch.pl" --no-tree -q "$p" || bad "checkpatch: ${p#"$PFNIC_ROOT"/}"
+	# On stdin: given a path git tracks, checkpatch checks it as a source file.
+	perl "$KERNEL_SRC/scripts/checkpatch.pl" --no-tree -q - <"$p" || bad "checkpatch: ${p#"$PFNIC_ROOT"/}"
 done
 
 ((fail == 0)) || die "static checks failed"
