@@ -94,7 +94,7 @@ qemu=(
 	"${QEMU_FIRMWARE_ARGS[@]}"
 	-kernel "$bzimage" -initrd "$initrd" -append "$append"
 	# The IOMMU comes first: devices behind it look it up when they realize.
-	-device intel-iommu,intremap=on,x-scalable-mode=on,x-flts=on,aw-bits=48,x-pasid-mode=on
+	-device intel-iommu,intremap=on,x-scalable-mode=on,x-flts=on,aw-bits=48,x-pasid-mode=on,device-iotlb=on,svm=on
 	-device pcie-root-port,id=rp0,chassis=1,slot=0
 	-device "pfnic,bus=rp0${PFNIC_DEVICE_PROPS:-}"
 )
