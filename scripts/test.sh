@@ -87,36 +87,49 @@ for qtest in "${QTESTS[@]}"; do
 	expect "$qtest-exit" "$qtest exited with status $rc (see $run_dir/$qtest.stderr)" test "$rc" -eq 0
 done
 
-# --- guest suite ----------------------------------------------------------------
+# --- guest suites -------------------------------------------------------------
+# guest_suite LABEL DEVICE-PROPS FILTER: boot a guest whose pfnic has
+# DEVICE-PROPS, run the guest tests matching FILTER, and judge the results and
+# the guest kernel's log. With KUNIT=1 also judge the boot's KUnit suites.
+guest_suite() {
+	local label=$1 props=$2 filter=$3 serial ktap rc=0 limit=${PFNIC_TEST_TIMEOUT:-900}
+	serial=$run_dir/$label-serial.log ktap=$run_dir/$label.ktap
+	: >"$serial"
+	: >"$ktap"
+	PFNIC_DEVICE_PROPS=$props "$PFNIC_ROOT/scripts/run-guest.sh" --mode test --timeout "$limit" \
+		--log "$serial" --results "$ktap" ${filter:+--filter "$filter"} || rc=$?
+	if ((rc == 124)); then
+		expect "$label-timeout" "the guest did not finish within ${limit}s" false
+	else
+		expect "$label-exit" "QEMU exited with status $rc" test "$rc" -eq 0
+	fi
+	count_tap "$ktap" "$label"
+	expect "$label-finished" "the guest suite did not run to the end" \
+		grep -q "pfnic-guest: exit status" "$serial"
+	local bad
+	bad=$(grep -nE 'WARNING:|BUG:|Oops|Call Trace|general protection fault|Kernel panic' "$serial" || true)
+	expect "$label-kernel-log" "guest kernel log has: $(head -3 <<<"$bad" | tr '\n' ' ')" test -z "$bad"
+	if ((${KUNIT:-0})); then
+		# KUnit: the suites the guest kernel ran at boot (KTAP on the console).
+		local kunit=$run_dir/kunit.ktap ours
+		sed -E 's/^\[ *[0-9]+\.[0-9]+\] ?//' "$serial" | tr -d '\r' >"$kunit"
+		count_tap "$kunit" kunit
+		ours=$(grep -cE '^ +ok [0-9]+ rust_doctest_kernel_(pci_irq|miscdevice|iommu_sva)_rs' "$kunit" || true)
+		expect kunit-our-doctests "the doctests of kernel/patches did not all run and pass ($ours ok)" \
+			test "$ours" -ge 4
+	fi
+}
+
 log "booting the guest and running the guest suite (TCG; a few minutes)"
-serial=$run_dir/guest-serial.log
-ktap=$run_dir/guest.ktap
-: >"$serial" >"$ktap"
-limit=${PFNIC_TEST_TIMEOUT:-900}
-rc=0
-"$PFNIC_ROOT/scripts/run-guest.sh" --mode test --timeout "$limit" --log "$serial" --results "$ktap" \
-	${filter:+--filter "$filter"} || rc=$?
-if ((rc == 124)); then
-	expect guest-timeout "the guest did not finish within ${limit}s" false
-else
-	expect guest-exit "QEMU exited with status $rc" test "$rc" -eq 0
+KUNIT=1 guest_suite guest "" "$filter"
+if [[ -z $filter || test_open_without_sva == *"$filter"* ]]; then
+	log "booting a guest without PRI (pfnic pri=off): open() must fail cleanly"
+	guest_suite guest-nopri ",pri=off" test_open_without_sva
 fi
-count_tap "$ktap" guest
-# KUnit: the suites the guest kernel ran at boot (KTAP on the console).
-kunit=$run_dir/kunit.ktap
-sed -E 's/^\[ *[0-9]+\.[0-9]+\] ?//' "$serial" | tr -d '\r' >"$kunit"
-count_tap "$kunit" kunit
-ours=$(grep -cE '^ +ok [0-9]+ rust_doctest_kernel_(pci_irq|miscdevice)_rs' "$kunit" || true)
-expect kunit-our-doctests "the doctests of kernel/patches did not all run and pass ($ours ok)" \
-	test "$ours" -ge 3
-expect guest-finished "the guest suite did not run to the end" \
-	grep -q "pfnic-guest: exit status" "$serial"
-bad=$(grep -nE 'WARNING:|BUG:|Oops|Call Trace|general protection fault|Kernel panic' "$serial" || true)
-expect guest-kernel-log "guest kernel log has: $(head -3 <<<"$bad" | tr '\n' ' ')" test -z "$bad"
 
 # --- verdict ----------------------------------------------------------------------
 echo
-grep -h '^#' "$ktap" | grep -v '^# Subtest' || true
+grep -h '^#' "$run_dir"/guest*.ktap | grep -v '^# Subtest' || true
 for f in "${failures[@]}"; do
 	echo "FAIL $f"
 done

@@ -2,7 +2,7 @@
 
 //! The character device `/dev/pfnicN` and its ioctls.
 
-use crate::{nic::Nic, uapi};
+use crate::{context::Context, nic::Nic, uapi};
 use kernel::{
     fs::File,
     ioctl::{_IOR, _IOWR},
@@ -23,6 +23,9 @@ const _: () = assert!(
 );
 const _: () =
     assert!(uapi::PFNIC_IOCTL_SELFTEST == _IOWR::<uapi::Selftest>(uapi::PFNIC_IOCTL_MAGIC, 0x01));
+const _: () = assert!(
+    uapi::PFNIC_IOCTL_QUERY_CONTEXT == _IOR::<uapi::QueryContext>(uapi::PFNIC_IOCTL_MAGIC, 0x02)
+);
 
 /// How many pfnics one system can have (`/dev/pfnic0` .. `/dev/pfnic15`).
 pub(crate) const MAX_NICS: usize = 16;
@@ -81,9 +84,10 @@ pub(crate) fn register(
     MiscDeviceRegistration::register(MiscDeviceOptions { name: index.name() }, nic)
 }
 
-/// An open `/dev/pfnicN`.
+/// An open `/dev/pfnicN`: the opener's hardware context.
 pub(crate) struct PfnicFile {
     nic: Arc<Nic>,
+    ctx: Context,
 }
 
 #[vtable]
@@ -92,9 +96,14 @@ impl MiscDevice for PfnicFile {
     type RegistrationData = Arc<Nic>;
 
     fn open(_file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<KBox<Self>> {
+        let nic = misc.data();
+        let task = kernel::current!();
+        let mm = task.mm().ok_or(EINVAL)?;
+        let ctx = Context::new(nic, mm)?;
         Ok(KBox::new(
             PfnicFile {
-                nic: misc.data().clone(),
+                nic: nic.clone(),
+                ctx,
             },
             GFP_KERNEL,
         )?)
@@ -105,6 +114,9 @@ impl MiscDevice for PfnicFile {
         match cmd {
             uapi::PFNIC_IOCTL_QUERY_DEVICE => {
                 me.query_device(user_slice::<uapi::QueryDevice>(arg).writer())
+            }
+            uapi::PFNIC_IOCTL_QUERY_CONTEXT => {
+                me.query_context(user_slice::<uapi::QueryContext>(arg).writer())
             }
             uapi::PFNIC_IOCTL_SELFTEST => {
                 let (reader, writer) = user_slice::<uapi::Selftest>(arg).reader_writer();
@@ -138,6 +150,23 @@ impl PfnicFile {
         // Fail like every other ioctl once the device is gone.
         self.nic.with_bar(|_| ())?;
         write_arg(writer, &self.nic.query())
+    }
+
+    fn query_context(&self, writer: UserSliceWriter) -> Result {
+        self.owner_only()?;
+        self.nic.with_bar(|_| ())?;
+        write_arg(writer, &self.ctx.query())
+    }
+
+    /// Context operations are for the address space that opened the file, not for a child
+    /// that inherited it.
+    fn owner_only(&self) -> Result {
+        let task = kernel::current!();
+        if self.ctx.owned_by(task.mm()) {
+            Ok(())
+        } else {
+            Err(EPERM)
+        }
     }
 
     fn selftest(&self, mut reader: UserSliceReader, writer: UserSliceWriter) -> Result {

@@ -99,7 +99,10 @@ impl pci::Driver for PfnicDriver {
                 num_contexts,
             };
 
-            let nic = Arc::pin_init(Nic::new(bar.into_devres()?, info)?, GFP_KERNEL)?;
+            let nic = Arc::pin_init(
+                Nic::new(bar.into_devres()?, pdev.as_ref().into(), info)?,
+                GFP_KERNEL,
+            )?;
             let irqs = irq::register_all(vectors, &nic)?;
 
             // Prove the interrupt path before anyone can use the device.
@@ -140,10 +143,12 @@ impl pci::Driver for PfnicDriver {
     }
 
     fn unbind<'bound>(_pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
-        // Quiesce the hardware while its interrupt handlers are still registered.
+        // Quiesce the hardware while its interrupt handlers are still registered: the reset
+        // stops every context, after which their PASIDs can be unbound.
         if this.nic.with_bar(Nic::reset).is_err() {
             dev_warn!(this.pdev, "device did not reset at unbind\n");
         }
+        this.nic.revoke_contexts();
         dev_info!(this.pdev, "pfnic{} unbound\n", this.index.get());
     }
 }

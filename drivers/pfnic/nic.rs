@@ -8,12 +8,16 @@
 
 use crate::{regs, uapi};
 use kernel::{
-    device::Bound,
+    device::{self, Bound},
     io::{poll::read_poll_timeout, Io},
-    new_mutex, pci,
+    iommu::sva::SvaBond,
+    new_mutex,
+    num::Bounded,
+    pci,
     prelude::*,
     sync::{
-        atomic::{Acquire, Atomic, Relaxed, Release},
+        aref::ARef,
+        atomic::{Acquire, Atomic, AtomicFlag, Relaxed, Release},
         Mutex,
     },
     time::{Delta, Instant, Monotonic},
@@ -71,11 +75,29 @@ impl VectorStats {
 #[pin_data]
 pub(crate) struct Nic {
     bar: pci::DevresBar<{ regs::BAR0_SIZE }>,
+    dev: ARef<device::Device>,
     pub(crate) info: NicInfo,
     pub(crate) vectors: KVec<VectorStats>,
     /// The device runs one self-test at a time.
     #[pin]
     selftest_lock: Mutex<()>,
+    /// The hardware contexts in use and their SVA bonds. The lock also serializes the
+    /// CTX_SELECT-then-access register sequences.
+    #[pin]
+    contexts: Mutex<ContextTable>,
+    /// Set once the first SVA bind has been logged.
+    sva_announced: AtomicFlag,
+}
+
+/// The hardware contexts and the SVA bonds behind them.
+///
+/// The table, not the open files, owns the bonds: every PASID must be unbound before the PCI
+/// device is (the IOMMU core requires it), while files can stay open much longer.
+struct ContextTable {
+    /// Slot `i` holds the bond of hardware context `i` while that context is in use.
+    slots: KVec<Option<SvaBond>>,
+    /// Set when the device is unbound: no context starts any more.
+    revoked: bool,
 }
 
 /// Outcome of one interrupt self-test.
@@ -88,6 +110,7 @@ pub(crate) struct SelftestResult {
 impl Nic {
     pub(crate) fn new(
         bar: pci::DevresBar<{ regs::BAR0_SIZE }>,
+        dev: ARef<device::Device>,
         info: NicInfo,
     ) -> Result<impl PinInit<Self, Error>> {
         let n = info.num_vectors as usize;
@@ -95,12 +118,110 @@ impl Nic {
         for _ in 0..n {
             vectors.push(VectorStats::new(), GFP_KERNEL)?;
         }
+        let mut slots = KVec::with_capacity(info.num_contexts as usize, GFP_KERNEL)?;
+        for _ in 0..info.num_contexts {
+            slots.push(None, GFP_KERNEL)?;
+        }
+        let contexts = ContextTable {
+            slots,
+            revoked: false,
+        };
         Ok(try_pin_init!(Self {
             bar,
+            dev,
             info,
             vectors,
             selftest_lock <- new_mutex!(()),
+            contexts <- new_mutex!(contexts),
+            sva_announced: AtomicFlag::new(false),
         }? Error))
+    }
+
+    /// The PCI device, for messages and IOMMU bindings.
+    pub(crate) fn device(&self) -> &device::Device {
+        &self.dev
+    }
+
+    /// Whether this is the first SVA bind on this device since probe.
+    pub(crate) fn first_sva_bind(&self) -> bool {
+        !self.sva_announced.xchg(true, Relaxed)
+    }
+
+    /// Takes a free hardware context and starts it in the address space of `bond`; returns
+    /// the context's index. The table keeps the bond until the context stops.
+    ///
+    /// Fails with `EOPNOTSUPP` when the device refuses the context: the IOMMU did not enable
+    /// ATS, PASID and PRI for it.
+    pub(crate) fn start_context(&self, bond: SvaBond) -> Result<u32> {
+        // The IOMMU never hands out PASIDs wider than the device advertised.
+        let pasid = Bounded::<u32, 20>::try_new(bond.pasid()).ok_or(EINVAL)?;
+        let mut table = self.contexts.lock();
+        if table.revoked {
+            return Err(ENODEV);
+        }
+        let index = table.slots.iter().position(Option::is_none).ok_or(EBUSY)?;
+        let index_u32 = u32::try_from(index)?;
+        let active = self.with_bar(|bar| {
+            bar.write_reg(regs::CTX_SELECT::zeroed().with_context(index_u32));
+            bar.write_reg(regs::CTX_PASID::zeroed().with_pasid(pasid));
+            bar.write_reg(regs::CTX_CTRL::zeroed().with_enable(true));
+            bar.read(regs::CTX_STATUS).active()
+        })?;
+        if !active {
+            dev_warn!(
+                self.dev,
+                "pfnic{}: device refused context {} with PASID {}: the IOMMU did not enable \
+                 ATS, PASID and PRI for it (no page request support?)\n",
+                self.info.index,
+                index,
+                pasid.get()
+            );
+            return Err(EOPNOTSUPP);
+        }
+        table.slots[index] = Some(bond);
+        Ok(index_u32)
+    }
+
+    /// Stops hardware context `index` and frees it. Once this returns the device no longer
+    /// uses the context's PASID. A device already unbound was reset, which stopped it.
+    pub(crate) fn stop_context(&self, index: u32) {
+        let mut table = self.contexts.lock();
+        let Some(bond) = table.slots.get_mut(index as usize).and_then(Option::take) else {
+            return; // revoked at unbind
+        };
+        let stopped = self.with_bar(|bar| {
+            bar.write_reg(regs::CTX_SELECT::zeroed().with_context(index));
+            bar.write_reg(regs::CTX_CTRL::zeroed());
+            !bar.read(regs::CTX_STATUS).active()
+        });
+        if stopped == Ok(false) {
+            dev_err!(
+                self.dev,
+                "pfnic{}: context {} did not stop\n",
+                self.info.index,
+                index
+            );
+        }
+        drop(table);
+        // Only now that the device has stopped using it may the PASID go.
+        drop(bond);
+    }
+
+    /// Unbinds every context's PASID. Called at unbind, after the device was reset (which
+    /// stopped every context) and before the driver core detaches the device's IOMMU domain.
+    /// Open files keep their `Context`, which finds its slot empty.
+    pub(crate) fn revoke_contexts(&self) {
+        let mut table = self.contexts.lock();
+        table.revoked = true;
+        let mut bonds = KVec::new();
+        for slot in table.slots.iter_mut() {
+            if let Some(bond) = slot.take() {
+                // On allocation failure the bond drops here, which unbinds it just the same.
+                let _ = bonds.push(bond, GFP_KERNEL);
+            }
+        }
+        drop(table);
+        drop(bonds);
     }
 
     /// Runs `f` on the control registers, or fails with `ENODEV` once the device is unbound.

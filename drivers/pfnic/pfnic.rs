@@ -3,10 +3,12 @@
 //! pfnic: driver for a PCIe RDMA NIC that DMAs into unpinned, pageable process memory through
 //! ATS, PASID and PRI (see docs/ in the pfnic repository for the device and its interfaces).
 //!
-//! This slice binds the device, checks its identity and ABI, proves its MSI-X interrupt path
-//! and exposes `/dev/pfnicN` with a query-device ioctl.
+//! The driver binds the device, checks its identity and ABI, proves its MSI-X interrupt path
+//! and exposes `/dev/pfnicN`. Every open file owns a hardware context bound to the opener's
+//! address space through the IOMMU (SVA), with the PASID programmed into the device.
 
 mod chardev;
+mod context;
 mod driver;
 mod irq;
 mod nic;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! BAR0 register definitions, mirroring `docs/registers.md` (device ABI 1.0).
+//! BAR0 register definitions, mirroring `docs/registers.md` (device ABI 1.1).
 
 use kernel::io::register;
 
@@ -91,5 +91,27 @@ register! {
     /// Self-tests completed since reset.
     pub(crate) SELFTEST_COUNT(u32) @ 0x04c {
         31:0 value;
+    }
+
+    /// Hardware context the other `CTX_*` registers address.
+    pub(crate) CTX_SELECT(u32) @ 0x060 {
+        31:0 context;
+    }
+
+    /// PASID of the selected context; only writable while it is disabled.
+    pub(crate) CTX_PASID(u32) @ 0x064 {
+        19:0 pasid;
+    }
+
+    /// Control of the selected context.
+    pub(crate) CTX_CTRL(u32) @ 0x068 {
+        /// The context may work in its PASID's address space.
+        0:0 enable => bool;
+    }
+
+    /// State of the selected context.
+    pub(crate) CTX_STATUS(u32) @ 0x06c {
+        /// Enabled: the device may use the context's PASID.
+        0:0 active => bool;
     }
 }

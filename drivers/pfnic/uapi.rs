@@ -18,7 +18,7 @@
 use zerocopy_derive::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// Version of this interface, reported by [`PFNIC_IOCTL_QUERY_DEVICE`]. Bumped for every change.
-pub const PFNIC_UAPI_VERSION: u32 = 1;
+pub const PFNIC_UAPI_VERSION: u32 = 2;
 
 /// The ioctl "type" byte of every pfnic ioctl.
 pub const PFNIC_IOCTL_MAGIC: u32 = 0xf5;
@@ -89,6 +89,20 @@ pub struct Selftest {
     pub interrupts: u64,
 }
 
+/// Argument of [`PFNIC_IOCTL_QUERY_CONTEXT`] (output only): the hardware context this open
+/// file owns. Every `open()` creates one, bound to the opener's address space through the
+/// IOMMU (SVA); only that address space may use it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct QueryContext {
+    /// The device's number for the context, below [`QueryDevice::num_contexts`].
+    pub context: u32,
+    /// The PASID the device tags this context's DMA with.
+    pub pasid: u32,
+    /// Reserved, zero.
+    pub reserved: [u64; 2],
+}
+
 // Linux's generic ioctl number encoding (include/uapi/asm-generic/ioctl.h).
 const IOC_WRITE: u32 = 1;
 const IOC_READ: u32 = 2;
@@ -99,6 +113,10 @@ const fn ioc(dir: u32, nr: u32, size: usize) -> u32 {
 
 /// Query identity, versions and capabilities: `_IOR(0xf5, 0x00, struct pfnic_query_device)`.
 pub const PFNIC_IOCTL_QUERY_DEVICE: u32 = ioc(IOC_READ, 0x00, core::mem::size_of::<QueryDevice>());
+
+/// The open file's context: `_IOR(0xf5, 0x02, struct pfnic_query_context)`.
+pub const PFNIC_IOCTL_QUERY_CONTEXT: u32 =
+    ioc(IOC_READ, 0x02, core::mem::size_of::<QueryContext>());
 
 /// Interrupt round trip: `_IOWR(0xf5, 0x01, struct pfnic_selftest)`.
 pub const PFNIC_IOCTL_SELFTEST: u32 =

@@ -317,6 +317,114 @@ static void test_selftest_msix(void)
     qtest_end();
 }
 
+static void ctx_select(uint32_t ctx)
+{
+    reg_write(PFNIC_REG_CTX_SELECT, ctx);
+}
+
+static bool ctx_active(uint32_t ctx)
+{
+    ctx_select(ctx);
+    return reg_read(PFNIC_REG_CTX_STATUS) & PFNIC_CTX_STATUS_ACTIVE;
+}
+
+/* Enable one extended capability the way the IOMMU driver does. */
+static void enable_ext_cap(uint16_t id)
+{
+    uint16_t ids[8], offs[8];
+    int n = ext_caps(ids, offs, 8);
+
+    for (int i = 0; i < n; i++) {
+        if (ids[i] != id) {
+            continue;
+        }
+        switch (id) {
+        case PCI_EXT_CAP_ID_PASID:
+            nic_cfg_writew(offs[i] + PCI_PASID_CTRL, PCI_PASID_CTRL_ENABLE);
+            break;
+        case PCI_EXT_CAP_ID_ATS:
+            nic_cfg_writew(offs[i] + PCI_ATS_CTRL, PCI_ATS_CTRL_ENABLE);
+            break;
+        case PCI_EXT_CAP_ID_PRI:
+            nic_cfg_writew(offs[i] + PCI_PRI_CTRL, PCI_PRI_CTRL_ENABLE);
+            break;
+        }
+    }
+}
+
+/* Expect the last write to have been refused as a guest error. */
+static void assert_refused(void)
+{
+    g_assert_true(reg_read(PFNIC_REG_STATUS) & PFNIC_STATUS_ERROR);
+    reg_write(PFNIC_REG_CONTROL, PFNIC_CONTROL_RESET);
+}
+
+static void test_contexts(void)
+{
+    start(",contexts=4");
+    map_bars();
+
+    /* PASID 0 is reserved for requests without PASID. */
+    ctx_select(1);
+    reg_write(PFNIC_REG_CTX_CTRL, PFNIC_CTX_CTRL_ENABLE);
+    g_assert_false(ctx_active(1));
+    assert_refused();
+
+    /* A PASID wider than PASID_WIDTH is masked to bits 19:0. */
+    ctx_select(1);
+    reg_write(PFNIC_REG_CTX_PASID, 0xfff00005);
+    g_assert_cmphex(reg_read(PFNIC_REG_CTX_PASID), ==, 0x00005);
+
+    /* Not before PASID, ATS and PRI are all enabled. */
+    reg_write(PFNIC_REG_CTX_CTRL, PFNIC_CTX_CTRL_ENABLE);
+    g_assert_false(ctx_active(1));
+    assert_refused();
+    enable_ext_cap(PCI_EXT_CAP_ID_PASID);
+    enable_ext_cap(PCI_EXT_CAP_ID_ATS);
+    ctx_select(1);
+    reg_write(PFNIC_REG_CTX_PASID, 5);
+    reg_write(PFNIC_REG_CTX_CTRL, PFNIC_CTX_CTRL_ENABLE);
+    g_assert_false(ctx_active(1));
+    assert_refused();
+
+    enable_ext_cap(PCI_EXT_CAP_ID_PASID);
+    enable_ext_cap(PCI_EXT_CAP_ID_ATS);
+    enable_ext_cap(PCI_EXT_CAP_ID_PRI);
+    ctx_select(1);
+    reg_write(PFNIC_REG_CTX_PASID, 5);
+    reg_write(PFNIC_REG_CTX_CTRL, PFNIC_CTX_CTRL_ENABLE);
+    g_assert_true(ctx_active(1));
+    g_assert_false(ctx_active(0));
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+
+    /* The PASID of an enabled context cannot change. */
+    ctx_select(1);
+    reg_write(PFNIC_REG_CTX_PASID, 6);
+    g_assert_cmphex(reg_read(PFNIC_REG_CTX_PASID), ==, 5);
+    g_assert_true(reg_read(PFNIC_REG_STATUS) & PFNIC_STATUS_ERROR);
+
+    /* Out-of-range contexts are refused and change nothing. */
+    ctx_select(4);
+    reg_write(PFNIC_REG_CTX_PASID, 7);
+    reg_write(PFNIC_REG_CTX_CTRL, PFNIC_CTX_CTRL_ENABLE);
+    g_assert_cmphex(reg_read(PFNIC_REG_CTX_STATUS), ==, 0);
+    g_assert_true(ctx_active(1));
+
+    /* Disabling stops the context; reset stops them all. */
+    ctx_select(1);
+    reg_write(PFNIC_REG_CTX_CTRL, 0);
+    g_assert_false(ctx_active(1));
+    ctx_select(2);
+    reg_write(PFNIC_REG_CTX_PASID, 9);
+    reg_write(PFNIC_REG_CTX_CTRL, PFNIC_CTX_CTRL_ENABLE);
+    g_assert_true(ctx_active(2));
+    reg_write(PFNIC_REG_CONTROL, PFNIC_CONTROL_RESET);
+    g_assert_false(ctx_active(2));
+    ctx_select(2);
+    g_assert_cmphex(reg_read(PFNIC_REG_CTX_PASID), ==, 0);
+    qtest_end();
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -326,5 +434,6 @@ int main(int argc, char **argv)
     qtest_add_func("/pfnic/bad-properties", test_bad_properties);
     qtest_add_func("/pfnic/registers", test_registers);
     qtest_add_func("/pfnic/selftest-msix", test_selftest_msix);
+    qtest_add_func("/pfnic/contexts", test_contexts);
     return g_test_run();
 }

@@ -111,6 +111,7 @@ static void pfnic_realize(PCIDevice *pdev, Error **errp)
 
     pfnic_init_ext_caps(s);
 
+    s->contexts = g_new0(PfnicContext, s->num_contexts);
     s->selftest_bh = aio_bh_new_guarded(qemu_get_aio_context(),
                                         pfnic_selftest_bh, s,
                                         &DEVICE(pdev)->mem_reentrancy_guard);
@@ -123,6 +124,7 @@ static void pfnic_exit(PCIDevice *pdev)
     PfnicState *s = PFNIC(pdev);
 
     qemu_bh_delete(s->selftest_bh);
+    g_free(s->contexts);
     msix_unuse_all_vectors(pdev);
     msix_uninit_exclusive_bar(pdev);
     pcie_cap_exit(pdev);

@@ -16,6 +16,12 @@
 #include "qom/object.h"
 
 #define TYPE_PFNIC "pfnic"
+
+/* The device side of one process: see docs/registers.md, "Hardware contexts" */
+typedef struct PfnicContext {
+    uint32_t pasid;
+    bool enabled;
+} PfnicContext;
 OBJECT_DECLARE_SIMPLE_TYPE(PfnicState, PFNIC)
 
 struct PfnicState {
@@ -38,6 +44,10 @@ struct PfnicState {
     uint32_t selftest_echo;
     uint32_t selftest_count;
     uint32_t scratch;
+
+    /* Hardware contexts: programmed through BAR0 by the driver only */
+    uint32_t ctx_select;
+    PfnicContext *contexts;     /* num_contexts entries */
 
     /* A self-test in flight: its vector, completed by selftest_bh */
     uint32_t selftest_vector;

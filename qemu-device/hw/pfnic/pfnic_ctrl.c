@@ -14,6 +14,7 @@
 #include "qemu/log.h"
 #include "qemu/main-loop.h"
 #include "hw/pci/msix.h"
+#include "hw/pci/pcie.h"
 #include "pfnic.h"
 #include "pfnic_regs.h"
 #include "trace.h"
@@ -43,7 +44,63 @@ void pfnic_ctrl_reset(PfnicState *s)
     s->selftest_vector = 0;
     s->selftest_busy = false;
     s->scratch = 0;
+    s->ctx_select = 0;
+    for (uint32_t i = 0; i < s->num_contexts; i++) {
+        s->contexts[i] = (PfnicContext) { 0 };
+    }
     s->status = PFNIC_STATUS_READY;
+}
+
+static PfnicContext *pfnic_selected_ctx(PfnicState *s)
+{
+    if (s->ctx_select >= s->num_contexts) {
+        pfnic_guest_error(s, "CTX_SELECT out of range");
+        return NULL;
+    }
+    return &s->contexts[s->ctx_select];
+}
+
+static void pfnic_ctx_set_pasid(PfnicState *s, uint32_t pasid)
+{
+    PfnicContext *ctx = pfnic_selected_ctx(s);
+
+    if (!ctx) {
+        return;
+    }
+    if (ctx->enabled) {
+        pfnic_guest_error(s, "PASID of an enabled context changed");
+        return;
+    }
+    ctx->pasid = pasid & PFNIC_CTX_PASID_MASK;
+}
+
+static void pfnic_ctx_set_ctrl(PfnicState *s, uint32_t val)
+{
+    PfnicContext *ctx = pfnic_selected_ctx(s);
+    bool enable = val & PFNIC_CTX_CTRL_ENABLE;
+
+    if (!ctx) {
+        return;
+    }
+    if (val & ~PFNIC_CTX_CTRL_ENABLE) {
+        pfnic_guest_error(s, "reserved CTX_CTRL bits set");
+    }
+    if (enable && !ctx->enabled) {
+        if (ctx->pasid == 0 ||
+            ctx->pasid >= (1u << PFNIC_PASID_WIDTH)) {
+            pfnic_guest_error(s, "context enabled without a valid PASID");
+            return;
+        }
+        /* A context's DMA is translated (ATS) and faults (PRI) in its PASID. */
+        if (!s->pasid || !pcie_pasid_enabled(PCI_DEVICE(s)) ||
+            !s->ats || !pcie_ats_enabled(PCI_DEVICE(s)) ||
+            !s->pri || !pcie_pri_enabled(PCI_DEVICE(s))) {
+            pfnic_guest_error(s, "context enabled without PASID, ATS and PRI");
+            return;
+        }
+    }
+    ctx->enabled = enable;
+    trace_pfnic_ctx(s->ctx_select, ctx->pasid, ctx->enabled);
 }
 
 void pfnic_selftest_bh(void *opaque)
@@ -127,6 +184,18 @@ static uint64_t pfnic_ctrl_read(void *opaque, hwaddr addr, unsigned size)
     case PFNIC_REG_SCRATCH:
         val = s->scratch;
         break;
+    case PFNIC_REG_CTX_SELECT:
+        val = s->ctx_select;
+        break;
+    case PFNIC_REG_CTX_PASID:
+        val = s->ctx_select < s->num_contexts ?
+              s->contexts[s->ctx_select].pasid : 0;
+        break;
+    case PFNIC_REG_CTX_CTRL:
+    case PFNIC_REG_CTX_STATUS:
+        val = s->ctx_select < s->num_contexts &&
+              s->contexts[s->ctx_select].enabled ? PFNIC_CTX_CTRL_ENABLE : 0;
+        break;
     default:
         qemu_log_mask(LOG_GUEST_ERROR,
                       "pfnic: read of unknown register 0x%" HWADDR_PRIx "\n",
@@ -169,6 +238,15 @@ static void pfnic_ctrl_write(void *opaque, hwaddr addr, uint64_t val,
     case PFNIC_REG_SCRATCH:
         s->scratch = val;
         break;
+    case PFNIC_REG_CTX_SELECT:
+        s->ctx_select = val;
+        break;
+    case PFNIC_REG_CTX_PASID:
+        pfnic_ctx_set_pasid(s, val);
+        break;
+    case PFNIC_REG_CTX_CTRL:
+        pfnic_ctx_set_ctrl(s, val);
+        break;
     case PFNIC_REG_ID:
     case PFNIC_REG_VERSION:
     case PFNIC_REG_FW_VERSION:
@@ -179,6 +257,7 @@ static void pfnic_ctrl_write(void *opaque, hwaddr addr, uint64_t val,
     case PFNIC_REG_STATUS:
     case PFNIC_REG_SELFTEST_ECHO:
     case PFNIC_REG_SELFTEST_COUNT:
+    case PFNIC_REG_CTX_STATUS:
         pfnic_guest_error(s, "write to a read-only register");
         break;
     default:

@@ -1,5 +1,5 @@
 /*
- * pfnic register layout (device ABI 1.0)
+ * pfnic register layout (device ABI 1.1)
  *
  * Mirrors docs/registers.md, which is the definition; the Rust driver's
  * drivers/pfnic/regs.rs mirrors the same document.
@@ -41,13 +41,17 @@
 #define PFNIC_REG_SELFTEST_ECHO     0x048
 #define PFNIC_REG_SELFTEST_COUNT    0x04c
 #define PFNIC_REG_SCRATCH           0x050
+#define PFNIC_REG_CTX_SELECT        0x060
+#define PFNIC_REG_CTX_PASID         0x064
+#define PFNIC_REG_CTX_CTRL          0x068
+#define PFNIC_REG_CTX_STATUS        0x06c
 
 /* Register values and fields */
 #define PFNIC_ID_VALUE              0x434e4650 /* "PFNC" in memory order */
 #define PFNIC_ABI_MAJOR             1
-#define PFNIC_ABI_MINOR             0
+#define PFNIC_ABI_MINOR             1
 #define PFNIC_VERSION_VALUE         ((PFNIC_ABI_MAJOR << 16) | PFNIC_ABI_MINOR)
-#define PFNIC_FW_VERSION_VALUE      0x01000000 /* model 1.0.0 */
+#define PFNIC_FW_VERSION_VALUE      0x01010000 /* model 1.1.0 */
 
 #define PFNIC_CAPS_ATS              (1u << 0)
 #define PFNIC_CAPS_PASID            (1u << 1)
@@ -60,6 +64,10 @@
 #define PFNIC_STATUS_ERROR          (1u << 1)
 
 #define PFNIC_IRQ_SELFTEST          (1u << 0)
+
+#define PFNIC_CTX_CTRL_ENABLE       (1u << 0)
+#define PFNIC_CTX_STATUS_ACTIVE     (1u << 0)
+#define PFNIC_CTX_PASID_MASK        0xfffffu
 
 /* Capability parameters */
 #define PFNIC_PASID_WIDTH           20

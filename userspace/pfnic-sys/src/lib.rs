@@ -12,7 +12,7 @@ pub mod uapi;
 
 pub mod pci;
 
-pub use uapi::{QueryDevice, Selftest};
+pub use uapi::{QueryContext, QueryDevice, Selftest};
 
 /// An open `/dev/pfnicN`.
 #[derive(Debug)]
@@ -53,6 +53,14 @@ impl Device {
         let mut out = QueryDevice::default();
         // SAFETY: `out` is a valid, writable `QueryDevice`, the size the ioctl number encodes.
         unsafe { self.ioctl(uapi::PFNIC_IOCTL_QUERY_DEVICE, (&raw mut out).cast()) }?;
+        Ok(out)
+    }
+
+    /// `PFNIC_IOCTL_QUERY_CONTEXT`: the hardware context and PASID this open file owns.
+    pub fn query_context(&self) -> io::Result<QueryContext> {
+        let mut out = QueryContext::default();
+        // SAFETY: `out` is a valid, writable `QueryContext`, the size the ioctl number encodes.
+        unsafe { self.ioctl(uapi::PFNIC_IOCTL_QUERY_CONTEXT, (&raw mut out).cast()) }?;
         Ok(out)
     }
 

@@ -6,6 +6,7 @@
 mod ktap;
 mod bad_input;
 mod common;
+mod contexts;
 mod device;
 mod interrupts;
 mod lifecycle;
@@ -16,6 +17,7 @@ fn main() {
         device::TESTS,
         interrupts::TESTS,
         bad_input::TESTS,
+        contexts::TESTS,
         lifecycle::TESTS,
     ]
     .concat();

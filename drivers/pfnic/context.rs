@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Hardware contexts: the device's view of one process.
+//!
+//! Every open file gets one. Creating it binds the device to the opener's address space through
+//! the IOMMU (SVA), then programs a free hardware context with the bond's PASID. Tearing it down
+//! runs in the opposite order: the hardware context is stopped first, so the device no longer
+//! uses the PASID, and only then is the PASID unbound (it may be reused right after).
+
+use crate::{nic::Nic, uapi};
+
+/// What a context needs from the device: translated DMA in a PASID whose faults it reports.
+const NEEDED_CAPS: u64 = uapi::PFNIC_CAP_ATS | uapi::PFNIC_CAP_PASID | uapi::PFNIC_CAP_PRI;
+use kernel::{
+    iommu::sva::SvaBond,
+    mm::{Mm, MmWithUser},
+    prelude::*,
+    sync::{aref::ARef, Arc},
+};
+
+/// One process's hardware context. Dropping it stops the context and unbinds its PASID (the
+/// bond itself lives in the device's context table, see [`Nic::start_context`]).
+pub(crate) struct Context {
+    nic: Arc<Nic>,
+    index: u32,
+    pasid: u32,
+    /// The owner's address space. Only compared, never entered: the IOMMU reaches it through
+    /// the bond. The reference keeps the `mm_struct` (not its mappings) alive, so the comparison
+    /// cannot be fooled by a new address space at the same address.
+    mm: ARef<Mm>,
+}
+
+impl Context {
+    /// Creates a context for the address space `mm` on `nic`.
+    ///
+    /// Fails with `EOPNOTSUPP` when the device lacks ATS, PASID or PRI or the IOMMU did not
+    /// enable them, with the IOMMU's error (`ENODEV` without SVA support) when the address space
+    /// cannot be bound, and with `EBUSY` when every hardware context is in use.
+    pub(crate) fn new(nic: &Arc<Nic>, mm: &MmWithUser) -> Result<Self> {
+        if nic.info.caps & NEEDED_CAPS != NEEDED_CAPS {
+            dev_warn!(
+                nic.device(),
+                "pfnic{}: cannot create a context: the device has no ATS, PASID or PRI, which \
+                 faulting DMA into process memory needs\n",
+                nic.info.index
+            );
+            return Err(EOPNOTSUPP);
+        }
+        let bond = SvaBond::bind(nic.device(), mm).inspect_err(|e| {
+            dev_warn!(
+                nic.device(),
+                "pfnic{}: cannot bind the process's address space (SVA): {:?}; \
+                 the device needs an IOMMU with PASID and page requests, and its ATS, PASID \
+                 and PRI capabilities\n",
+                nic.info.index,
+                e
+            )
+        })?;
+        let pasid = bond.pasid();
+        let index = nic.start_context(bond)?;
+        if nic.first_sva_bind() {
+            dev_info!(
+                nic.device(),
+                "pfnic{}: SVA bound, PASID {} in context {} (later binds at debug level)\n",
+                nic.info.index,
+                pasid,
+                index
+            );
+        } else {
+            dev_dbg!(
+                nic.device(),
+                "pfnic{}: SVA bound, PASID {} in context {}\n",
+                nic.info.index,
+                pasid,
+                index
+            );
+        }
+        Ok(Self {
+            nic: nic.clone(),
+            index,
+            pasid,
+            mm: ARef::from(&**mm),
+        })
+    }
+
+    /// Whether `mm` is the address space this context was created for.
+    ///
+    /// A child that inherited the file across fork has another address space and must not use
+    /// the parent's context (its DMA would land in the parent's memory).
+    pub(crate) fn owned_by(&self, mm: Option<&MmWithUser>) -> bool {
+        mm.is_some_and(|mm| core::ptr::eq(mm.as_raw(), self.mm.as_raw()))
+    }
+
+    /// The answer to `PFNIC_IOCTL_QUERY_CONTEXT`.
+    pub(crate) fn query(&self) -> uapi::QueryContext {
+        uapi::QueryContext {
+            context: self.index,
+            pasid: self.pasid,
+            ..Default::default()
+        }
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        self.nic.stop_context(self.index);
+    }
+}

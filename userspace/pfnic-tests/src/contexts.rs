@@ -1,0 +1,228 @@
+//! Hardware contexts: one per open file, bound to the opener's address space through SVA.
+
+use crate::common::nic;
+use crate::ktap::{Failure, Test, TestResult};
+use pfnic_sys::pci::{self, Config};
+use pfnic_sys::Device;
+use std::process::Command;
+
+pub const TESTS: &[&Test] = &[
+    &Test {
+        name: "test_context_sva_bound",
+        run: test_context_sva_bound,
+    },
+    &Test {
+        name: "test_context_per_address_space",
+        run: test_context_per_address_space,
+    },
+    &Test {
+        name: "test_fork_child_refused",
+        run: test_fork_child_refused,
+    },
+    &Test {
+        name: "test_contexts_released",
+        run: test_contexts_released,
+    },
+    &Test {
+        name: "test_open_without_sva",
+        run: test_open_without_sva,
+    },
+];
+
+/// Whether this guest's platform can do SVA for the pfnic: it advertises PRI.
+fn platform_has_pri(bdf: &str) -> Result<bool, Failure> {
+    Ok(Config::read(bdf)?.ext_cap(pci::EXT_CAP_PRI).is_some())
+}
+
+fn dmesg() -> Result<String, Failure> {
+    let out = Command::new("dmesg").output()?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Runs `f` in a forked child and returns its exit status (0 = success).
+fn in_child(f: impl FnOnce() -> i32) -> Result<i32, Failure> {
+    // SAFETY: the child only runs `f` (our own code, no locks held across fork in this
+    // single-threaded test) and leaves with _exit.
+    match unsafe { libc::fork() } {
+        -1 => fail!("fork: {}", std::io::Error::last_os_error()),
+        0 => {
+            let code = f();
+            // SAFETY: ends the child without running the parent's atexit handlers.
+            unsafe { libc::_exit(code) }
+        }
+        pid => {
+            let mut status = 0;
+            // SAFETY: waits for the child we just forked.
+            if unsafe { libc::waitpid(pid, &mut status, 0) } != pid {
+                fail!("waitpid: {}", std::io::Error::last_os_error());
+            }
+            Ok(if libc::WIFEXITED(status) {
+                libc::WEXITSTATUS(status)
+            } else {
+                128 + libc::WTERMSIG(status)
+            })
+        }
+    }
+}
+
+/// Opening binds the process's address space: the context has a PASID, and the PCI functions
+/// the IOMMU driver turns on for SVA (PASID, ATS, PRI) are enabled in config space.
+fn test_context_sva_bound() -> TestResult {
+    let n = nic()?;
+    if !platform_has_pri(&n.bdf)? {
+        skip!("no PRI on this platform");
+    }
+    let q = n.dev.query()?;
+    let c = n.dev.query_context()?;
+    check!(c.pasid > 0, "PASID 0 is reserved");
+    check!(
+        c.context < q.num_contexts,
+        "context {} of {}",
+        c.context,
+        q.num_contexts
+    );
+    check_eq!(c.reserved, [0u64; 2]);
+
+    let cfg = Config::read(&n.bdf)?;
+    let pasid = cfg
+        .ext_cap(pci::EXT_CAP_PASID)
+        .ok_or("no PASID capability")?;
+    let ats = cfg.ext_cap(pci::EXT_CAP_ATS).ok_or("no ATS capability")?;
+    let pri = cfg.ext_cap(pci::EXT_CAP_PRI).ok_or("no PRI capability")?;
+    check!(
+        cfg.u16(pasid + 6) & 1 != 0,
+        "PASID not enabled in config space"
+    );
+    check!(
+        cfg.u16(ats + 6) & 0x8000 != 0,
+        "ATS not enabled in config space"
+    );
+    check!(cfg.u16(pri + 4) & 1 != 0, "PRI not enabled in config space");
+
+    let log = dmesg()?;
+    check!(
+        log.lines().any(|l| l.contains("pfnic0: SVA bound, PASID")),
+        "no 'pfnic0: SVA bound' line in the kernel log"
+    );
+    Ok(())
+}
+
+/// Two files of one process share the PASID (one address space) but not the context; another
+/// process gets another PASID.
+fn test_context_per_address_space() -> TestResult {
+    let a = nic()?;
+    if !platform_has_pri(&a.bdf)? {
+        skip!("no PRI on this platform");
+    }
+    let b = Device::open(a.dev.path())?;
+    let (ca, cb) = (a.dev.query_context()?, b.query_context()?);
+    check_eq!(ca.pasid, cb.pasid);
+    check!(
+        ca.context != cb.context,
+        "two files share context {}",
+        ca.context
+    );
+
+    let path = a.dev.path().to_path_buf();
+    let parent_pasid = ca.pasid;
+    let rc = in_child(
+        move || match Device::open(&path).and_then(|d| d.query_context()) {
+            Ok(c) if c.pasid != parent_pasid && c.pasid != 0 => 0,
+            Ok(_) => 1,
+            Err(_) => 2,
+        },
+    )?;
+    check!(
+        rc == 0,
+        "child's own context: status {rc} (1: same PASID as the parent, 2: error)"
+    );
+    Ok(())
+}
+
+/// A child that inherits the file across fork cannot use the parent's context.
+fn test_fork_child_refused() -> TestResult {
+    let n = nic()?;
+    if !platform_has_pri(&n.bdf)? {
+        skip!("no PRI on this platform");
+    }
+    let before = n.dev.query_context()?;
+    let dev = &n.dev;
+    let rc = in_child(|| match dev.query_context() {
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => 0,
+        Err(_) => 1,
+        Ok(_) => 2,
+    })?;
+    check!(
+        rc == 0,
+        "child using the parent's context: status {rc} (1: wrong errno, 2: allowed)"
+    );
+    // The parent's context is untouched.
+    let after = n.dev.query_context()?;
+    check_eq!((after.context, after.pasid), (before.context, before.pasid));
+    Ok(())
+}
+
+/// Contexts are a bounded resource: all can be taken (one more open gets EBUSY), and they come
+/// back when files are closed or their process dies.
+fn test_contexts_released() -> TestResult {
+    let first = nic()?;
+    if !platform_has_pri(&first.bdf)? {
+        skip!("no PRI on this platform");
+    }
+    let total = first.dev.query()?.num_contexts as usize;
+    let path = first.dev.path().to_path_buf();
+    let mut files = vec![first.dev];
+    while files.len() < total {
+        files.push(Device::open(&path).map_err(|e| format!("open #{}: {e}", files.len() + 1))?);
+    }
+    match Device::open(&path) {
+        Ok(_) => fail!("open #{} succeeded with every context in use", total + 1),
+        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
+        Err(e) => fail!("open with every context in use: {e}, expected EBUSY"),
+    }
+    files.truncate(total - 2);
+    // A process that dies holding contexts gives them back.
+    let p = path.clone();
+    let rc = in_child(move || {
+        let held: Vec<_> = (0..2).filter_map(|_| Device::open(&p).ok()).collect();
+        if held.len() == 2 {
+            0
+        } else {
+            1
+        }
+    })?;
+    check!(rc == 0, "the child could not take the 2 free contexts");
+    files.push(Device::open(&path)?);
+    files.push(Device::open(&path)?);
+    drop(files);
+    check_eq!(nic()?.dev.query_context()?.context, 0);
+    Ok(())
+}
+
+/// Without PRI the device cannot fault on process memory: open fails with EOPNOTSUPP and a
+/// message that says why. (Linux itself would bind SVA without PRI.) `make test` runs this in
+/// a second guest whose pfnic has pri=off.
+fn test_open_without_sva() -> TestResult {
+    let bdf = pci::functions()?
+        .into_iter()
+        .next()
+        .ok_or("no pfnic function")?;
+    if platform_has_pri(&bdf)? {
+        skip!("this platform has PRI: open() must work (test_context_sva_bound)");
+    }
+    let path = pfnic_sys::devices()?
+        .into_iter()
+        .next()
+        .ok_or("no /dev/pfnicN")?;
+    match Device::open(&path) {
+        Ok(_) => fail!("open succeeded without PRI"),
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
+        Err(e) => fail!("open without PRI: {e}, expected EOPNOTSUPP"),
+    }
+    let log = dmesg()?;
+    check!(
+        log.contains("pfnic0: cannot create a context: the device has no ATS, PASID or PRI"),
+        "no kernel message explains the failed open"
+    );
+    Ok(())
+}
