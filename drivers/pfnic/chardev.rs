@@ -26,6 +26,9 @@ const _: () =
 const _: () = assert!(
     uapi::PFNIC_IOCTL_QUERY_CONTEXT == _IOR::<uapi::QueryContext>(uapi::PFNIC_IOCTL_MAGIC, 0x02)
 );
+const _: () = assert!(
+    uapi::PFNIC_IOCTL_QUERY_STATS == _IOR::<uapi::DeviceStats>(uapi::PFNIC_IOCTL_MAGIC, 0x03)
+);
 
 /// How many pfnics one system can have (`/dev/pfnic0` .. `/dev/pfnic15`).
 pub(crate) const MAX_NICS: usize = 16;
@@ -114,6 +117,13 @@ impl MiscDevice for PfnicFile {
         match cmd {
             uapi::PFNIC_IOCTL_QUERY_DEVICE => {
                 me.query_device(user_slice::<uapi::QueryDevice>(arg).writer())
+            }
+            uapi::PFNIC_IOCTL_QUERY_STATS => {
+                me.nic.with_bar(|_| ())?;
+                write_arg(
+                    user_slice::<uapi::DeviceStats>(arg).writer(),
+                    &me.nic.stats(),
+                )
             }
             uapi::PFNIC_IOCTL_QUERY_CONTEXT => {
                 me.query_context(user_slice::<uapi::QueryContext>(arg).writer())

@@ -13,9 +13,17 @@ use crate::{nic::Nic, uapi};
 const NEEDED_CAPS: u64 = uapi::PFNIC_CAP_ATS | uapi::PFNIC_CAP_PASID | uapi::PFNIC_CAP_PRI;
 use kernel::{
     iommu::sva::SvaBond,
-    mm::{Mm, MmWithUser},
+    mm::{
+        mmu_notifier::{self, MmuNotifier},
+        Mm, MmWithUser,
+    },
     prelude::*,
-    sync::{aref::ARef, Arc},
+    sync::{
+        aref::ARef,
+        atomic::{Relaxed, Release},
+        Arc,
+    },
+    types::ScopeGuard,
 };
 
 /// One process's hardware context. Dropping it stops the context and unbinds its PASID (the
@@ -28,6 +36,27 @@ pub(crate) struct Context {
     /// the bond. The reference keeps the `mm_struct` (not its mappings) alive, so the comparison
     /// cannot be fooled by a new address space at the same address.
     mm: ARef<Mm>,
+    /// Stops the hardware context when the address space is torn down. `None` only while
+    /// dropping: it is unregistered before the context's slot is freed.
+    exit_stop: Option<Pin<KBox<mmu_notifier::Registration<ExitStop>>>>,
+}
+
+/// The MMU notifier of a context: an exiting (or exec'ing) owner tears its address space down
+/// before its files are closed, so the device must stop first.
+struct ExitStop {
+    nic: Arc<Nic>,
+    index: u32,
+}
+
+#[vtable]
+impl MmuNotifier for ExitStop {
+    fn release(&self, _mm: &Mm) {
+        self.nic.quiesce_context(self.index);
+        self.nic
+            .counters
+            .contexts_stopped_by_exit
+            .fetch_add(1, Release);
+    }
 }
 
 impl Context {
@@ -37,6 +66,9 @@ impl Context {
     /// enable them, with the IOMMU's error (`ENODEV` without SVA support) when the address space
     /// cannot be bound, and with `EBUSY` when every hardware context is in use.
     pub(crate) fn new(nic: &Arc<Nic>, mm: &MmWithUser) -> Result<Self> {
+        let failed = ScopeGuard::new(|| {
+            nic.counters.context_failures.fetch_add(1, Relaxed);
+        });
         if nic.info.caps & NEEDED_CAPS != NEEDED_CAPS {
             dev_warn!(
                 nic.device(),
@@ -58,6 +90,20 @@ impl Context {
         })?;
         let pasid = bond.pasid();
         let index = nic.start_context(bond)?;
+        let started = ScopeGuard::new(|| nic.stop_context(index));
+        let exit_stop = KBox::pin_init(
+            mmu_notifier::Registration::register(
+                mm,
+                ExitStop {
+                    nic: nic.clone(),
+                    index,
+                },
+            ),
+            GFP_KERNEL,
+        )?;
+        started.dismiss();
+        failed.dismiss();
+        nic.counters.contexts_created.fetch_add(1, Relaxed);
         if nic.first_sva_bind() {
             dev_info!(
                 nic.device(),
@@ -80,6 +126,7 @@ impl Context {
             index,
             pasid,
             mm: ARef::from(&**mm),
+            exit_stop: Some(exit_stop),
         })
     }
 
@@ -103,6 +150,8 @@ impl Context {
 
 impl Drop for Context {
     fn drop(&mut self) {
+        // Unregistering waits for a running `release`, so none can stop the slot's next owner.
+        drop(self.exit_stop.take());
         self.nic.stop_context(self.index);
     }
 }

@@ -87,6 +87,14 @@ pub(crate) struct Nic {
     contexts: Mutex<ContextTable>,
     /// Set once the first SVA bind has been logged.
     sva_announced: AtomicFlag,
+    pub(crate) counters: Counters,
+}
+
+/// Device-wide event counters (`PFNIC_IOCTL_QUERY_STATS`).
+pub(crate) struct Counters {
+    pub(crate) contexts_created: Atomic<u64>,
+    pub(crate) contexts_stopped_by_exit: Atomic<u64>,
+    pub(crate) context_failures: Atomic<u64>,
 }
 
 /// The hardware contexts and the SVA bonds behind them.
@@ -134,6 +142,11 @@ impl Nic {
             selftest_lock <- new_mutex!(()),
             contexts <- new_mutex!(contexts),
             sva_announced: AtomicFlag::new(false),
+            counters: Counters {
+                contexts_created: Atomic::new(0),
+                contexts_stopped_by_exit: Atomic::new(0),
+                context_failures: Atomic::new(0),
+            },
         }? Error))
     }
 
@@ -180,6 +193,41 @@ impl Nic {
         }
         table.slots[index] = Some(bond);
         Ok(index_u32)
+    }
+
+    /// Stops hardware context `index` without freeing it: its owner's address space is going
+    /// away, but the file (and with it the slot and the PASID) lives on until it is closed.
+    pub(crate) fn quiesce_context(&self, index: u32) {
+        let table = self.contexts.lock();
+        if table.slots.get(index as usize).is_some_and(Option::is_some) {
+            let _ = self.with_bar(|bar| {
+                bar.write_reg(regs::CTX_SELECT::zeroed().with_context(index));
+                bar.write_reg(regs::CTX_CTRL::zeroed());
+            });
+        }
+    }
+
+    /// The answer to `PFNIC_IOCTL_QUERY_STATS`.
+    pub(crate) fn stats(&self) -> uapi::DeviceStats {
+        let active = self
+            .contexts
+            .lock()
+            .slots
+            .iter()
+            .filter(|s| s.is_some())
+            .count();
+        uapi::DeviceStats {
+            contexts_created: self.counters.contexts_created.load(Relaxed),
+            contexts_stopped_by_exit: self.counters.contexts_stopped_by_exit.load(Relaxed),
+            context_failures: self.counters.context_failures.load(Relaxed),
+            interrupts: self
+                .vectors
+                .iter()
+                .map(|v| v.interrupts.load(Relaxed))
+                .sum(),
+            contexts_active: u32::try_from(active).unwrap_or(u32::MAX),
+            ..Default::default()
+        }
     }
 
     /// Stops hardware context `index` and frees it. Once this returns the device no longer

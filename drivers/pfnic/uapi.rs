@@ -18,7 +18,7 @@
 use zerocopy_derive::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// Version of this interface, reported by [`PFNIC_IOCTL_QUERY_DEVICE`]. Bumped for every change.
-pub const PFNIC_UAPI_VERSION: u32 = 2;
+pub const PFNIC_UAPI_VERSION: u32 = 3;
 
 /// The ioctl "type" byte of every pfnic ioctl.
 pub const PFNIC_IOCTL_MAGIC: u32 = 0xf5;
@@ -103,6 +103,29 @@ pub struct QueryContext {
     pub reserved: [u64; 2],
 }
 
+/// Argument of [`PFNIC_IOCTL_QUERY_STATS`] (output only): device-wide counters since the driver
+/// bound the device.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct DeviceStats {
+    /// Contexts created (successful opens).
+    pub contexts_created: u64,
+    /// Contexts whose address space was torn down while the file was still open (the owner
+    /// exited or exec'd): the device was stopped before the memory went away.
+    pub contexts_stopped_by_exit: u64,
+    /// Opens that failed because the address space could not be bound or the device refused
+    /// the context.
+    pub context_failures: u64,
+    /// Interrupts handled, all vectors.
+    pub interrupts: u64,
+    /// Contexts in use now.
+    pub contexts_active: u32,
+    /// Reserved, zero.
+    pub reserved0: u32,
+    /// Reserved, zero.
+    pub reserved: [u64; 4],
+}
+
 // Linux's generic ioctl number encoding (include/uapi/asm-generic/ioctl.h).
 const IOC_WRITE: u32 = 1;
 const IOC_READ: u32 = 2;
@@ -117,6 +140,9 @@ pub const PFNIC_IOCTL_QUERY_DEVICE: u32 = ioc(IOC_READ, 0x00, core::mem::size_of
 /// The open file's context: `_IOR(0xf5, 0x02, struct pfnic_query_context)`.
 pub const PFNIC_IOCTL_QUERY_CONTEXT: u32 =
     ioc(IOC_READ, 0x02, core::mem::size_of::<QueryContext>());
+
+/// Device statistics: `_IOR(0xf5, 0x03, struct pfnic_device_stats)`.
+pub const PFNIC_IOCTL_QUERY_STATS: u32 = ioc(IOC_READ, 0x03, core::mem::size_of::<DeviceStats>());
 
 /// Interrupt round trip: `_IOWR(0xf5, 0x01, struct pfnic_selftest)`.
 pub const PFNIC_IOCTL_SELFTEST: u32 =

@@ -12,7 +12,7 @@ pub mod uapi;
 
 pub mod pci;
 
-pub use uapi::{QueryContext, QueryDevice, Selftest};
+pub use uapi::{DeviceStats, QueryContext, QueryDevice, Selftest};
 
 /// An open `/dev/pfnicN`.
 #[derive(Debug)]
@@ -61,6 +61,14 @@ impl Device {
         let mut out = QueryContext::default();
         // SAFETY: `out` is a valid, writable `QueryContext`, the size the ioctl number encodes.
         unsafe { self.ioctl(uapi::PFNIC_IOCTL_QUERY_CONTEXT, (&raw mut out).cast()) }?;
+        Ok(out)
+    }
+
+    /// `PFNIC_IOCTL_QUERY_STATS`: device-wide counters.
+    pub fn query_stats(&self) -> io::Result<DeviceStats> {
+        let mut out = DeviceStats::default();
+        // SAFETY: `out` is a valid, writable `DeviceStats`, the size the ioctl number encodes.
+        unsafe { self.ioctl(uapi::PFNIC_IOCTL_QUERY_STATS, (&raw mut out).cast()) }?;
         Ok(out)
     }
 

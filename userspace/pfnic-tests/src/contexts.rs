@@ -24,6 +24,10 @@ pub const TESTS: &[&Test] = &[
         run: test_contexts_released,
     },
     &Test {
+        name: "test_context_stopped_on_exit",
+        run: test_context_stopped_on_exit,
+    },
+    &Test {
         name: "test_open_without_sva",
         run: test_open_without_sva,
     },
@@ -196,6 +200,38 @@ fn test_contexts_released() -> TestResult {
     files.push(Device::open(&path)?);
     drop(files);
     check_eq!(nic()?.dev.query_context()?.context, 0);
+    Ok(())
+}
+
+/// A process that exits with the file open tears its address space down before its files are
+/// closed: the driver's MMU notifier stops the context first, and the close frees it later.
+fn test_context_stopped_on_exit() -> TestResult {
+    let n = nic()?;
+    if !platform_has_pri(&n.bdf)? {
+        skip!("no PRI on this platform");
+    }
+    let mine = n.dev.query_context()?;
+    let before = n.dev.query_stats()?;
+    let path = n.dev.path().to_path_buf();
+    let rc = in_child(move || match Device::open(&path) {
+        // Exit holding the file: _exit releases the address space, then closes the file.
+        Ok(dev) => {
+            std::mem::forget(dev);
+            0
+        }
+        Err(_) => 1,
+    })?;
+    check!(rc == 0, "the child could not open the device");
+    let after = n.dev.query_stats()?;
+    check_eq!(after.contexts_created, before.contexts_created + 1);
+    check_eq!(
+        after.contexts_stopped_by_exit,
+        before.contexts_stopped_by_exit + 1
+    );
+    check_eq!(after.contexts_active, before.contexts_active);
+    // Our own context was not touched.
+    let again = n.dev.query_context()?;
+    check_eq!((again.context, again.pasid), (mine.context, mine.pasid));
     Ok(())
 }
 
