@@ -8,9 +8,6 @@
 //! uses the PASID, and only then is the PASID unbound (it may be reused right after).
 
 use crate::{nic::Nic, uapi};
-
-/// What a context needs from the device: translated DMA in a PASID whose faults it reports.
-const NEEDED_CAPS: u64 = uapi::PFNIC_CAP_ATS | uapi::PFNIC_CAP_PASID | uapi::PFNIC_CAP_PRI;
 use kernel::{
     iommu::sva::SvaBond,
     mm::{
@@ -18,13 +15,12 @@ use kernel::{
         Mm, MmWithUser,
     },
     prelude::*,
-    sync::{
-        aref::ARef,
-        atomic::{Relaxed, Release},
-        Arc,
-    },
+    sync::{aref::ARef, atomic::Relaxed, Arc},
     types::ScopeGuard,
 };
+
+/// What a context needs from the device: translated DMA in a PASID whose faults it reports.
+const NEEDED_CAPS: u64 = uapi::PFNIC_CAP_ATS | uapi::PFNIC_CAP_PASID | uapi::PFNIC_CAP_PRI;
 
 /// One process's hardware context. Dropping it stops the context and unbinds its PASID (the
 /// bond itself lives in the device's context table, see [`Nic::start_context`]).
@@ -55,7 +51,7 @@ impl MmuNotifier for ExitStop {
         self.nic
             .counters
             .contexts_stopped_by_exit
-            .fetch_add(1, Release);
+            .fetch_add(1, Relaxed);
     }
 }
 

@@ -113,8 +113,8 @@ pub struct DeviceStats {
     /// Contexts whose address space was torn down while the file was still open (the owner
     /// exited or exec'd): the device was stopped before the memory went away.
     pub contexts_stopped_by_exit: u64,
-    /// Opens that failed because the address space could not be bound or the device refused
-    /// the context.
+    /// Opens that could not create a context: no ATS/PASID/PRI, address space not bindable,
+    /// context refused by the device, or none free.
     pub context_failures: u64,
     /// Interrupts handled, all vectors.
     pub interrupts: u64,
