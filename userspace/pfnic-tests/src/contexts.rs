@@ -38,6 +38,15 @@ fn platform_has_pri(bdf: &str) -> Result<bool, Failure> {
     Ok(Config::read(bdf)?.ext_cap(pci::EXT_CAP_PRI).is_some())
 }
 
+/// The pfnic under test, on a platform that can bind address spaces (else the test skips).
+fn sva_nic() -> Result<crate::common::Nic, Failure> {
+    let n = nic()?;
+    if !platform_has_pri(&n.bdf)? {
+        return Err(Failure::Skip("no PRI on this platform".into()));
+    }
+    Ok(n)
+}
+
 fn dmesg() -> Result<String, Failure> {
     let out = Command::new("dmesg").output()?;
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
@@ -72,10 +81,7 @@ fn in_child(f: impl FnOnce() -> i32) -> Result<i32, Failure> {
 /// Opening binds the process's address space: the context has a PASID, and the PCI functions
 /// the IOMMU driver turns on for SVA (PASID, ATS, PRI) are enabled in config space.
 fn test_context_sva_bound() -> TestResult {
-    let n = nic()?;
-    if !platform_has_pri(&n.bdf)? {
-        skip!("no PRI on this platform");
-    }
+    let n = sva_nic()?;
     let q = n.dev.query()?;
     let c = n.dev.query_context()?;
     check!(c.pasid > 0, "PASID 0 is reserved");
@@ -114,10 +120,7 @@ fn test_context_sva_bound() -> TestResult {
 /// Two files of one process share the PASID (one address space) but not the context; another
 /// process gets another PASID.
 fn test_context_per_address_space() -> TestResult {
-    let a = nic()?;
-    if !platform_has_pri(&a.bdf)? {
-        skip!("no PRI on this platform");
-    }
+    let a = sva_nic()?;
     let b = Device::open(a.dev.path())?;
     let (ca, cb) = (a.dev.query_context()?, b.query_context()?);
     check_eq!(ca.pasid, cb.pasid);
@@ -145,10 +148,7 @@ fn test_context_per_address_space() -> TestResult {
 
 /// A child that inherits the file across fork cannot use the parent's context.
 fn test_fork_child_refused() -> TestResult {
-    let n = nic()?;
-    if !platform_has_pri(&n.bdf)? {
-        skip!("no PRI on this platform");
-    }
+    let n = sva_nic()?;
     let before = n.dev.query_context()?;
     let dev = &n.dev;
     let rc = in_child(|| match dev.query_context() {
@@ -169,10 +169,7 @@ fn test_fork_child_refused() -> TestResult {
 /// Contexts are a bounded resource: all can be taken (one more open gets EBUSY), and they come
 /// back when files are closed or their process dies.
 fn test_contexts_released() -> TestResult {
-    let first = nic()?;
-    if !platform_has_pri(&first.bdf)? {
-        skip!("no PRI on this platform");
-    }
+    let first = sva_nic()?;
     let total = first.dev.query()?.num_contexts as usize;
     let path = first.dev.path().to_path_buf();
     let mut files = vec![first.dev];
@@ -206,10 +203,7 @@ fn test_contexts_released() -> TestResult {
 /// A process that exits with the file open tears its address space down before its files are
 /// closed: the driver's MMU notifier stops the context first, and the close frees it later.
 fn test_context_stopped_on_exit() -> TestResult {
-    let n = nic()?;
-    if !platform_has_pri(&n.bdf)? {
-        skip!("no PRI on this platform");
-    }
+    let n = sva_nic()?;
     let mine = n.dev.query_context()?;
     let before = n.dev.query_stats()?;
     let path = n.dev.path().to_path_buf();
