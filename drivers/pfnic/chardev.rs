@@ -26,6 +26,8 @@ const _: () =
 const _: () = assert!(
     uapi::PFNIC_IOCTL_QUERY_CONTEXT == _IOR::<uapi::QueryContext>(uapi::PFNIC_IOCTL_MAGIC, 0x02)
 );
+const _: () =
+    assert!(uapi::PFNIC_IOCTL_SUBMIT == _IOWR::<uapi::Submit>(uapi::PFNIC_IOCTL_MAGIC, 0x04));
 const _: () = assert!(
     uapi::PFNIC_IOCTL_QUERY_STATS == _IOR::<uapi::DeviceStats>(uapi::PFNIC_IOCTL_MAGIC, 0x03)
 );
@@ -122,8 +124,12 @@ impl MiscDevice for PfnicFile {
                 me.nic.with_bar(|_| ())?;
                 write_arg(
                     user_slice::<uapi::DeviceStats>(arg).writer(),
-                    &me.nic.stats(),
+                    &me.nic.stats()?,
                 )
+            }
+            uapi::PFNIC_IOCTL_SUBMIT => {
+                let (reader, writer) = user_slice::<uapi::Submit>(arg).reader_writer();
+                me.submit(reader, writer)
             }
             uapi::PFNIC_IOCTL_QUERY_CONTEXT => {
                 me.query_context(user_slice::<uapi::QueryContext>(arg).writer())
@@ -177,6 +183,13 @@ impl PfnicFile {
         } else {
             Err(EPERM)
         }
+    }
+
+    fn submit(&self, mut reader: UserSliceReader, writer: UserSliceWriter) -> Result {
+        let mut op: uapi::Submit = read_arg(&mut reader)?;
+        self.owner_only()?;
+        self.ctx.submit(&mut op)?;
+        write_arg(writer, &op)
     }
 
     fn selftest(&self, mut reader: UserSliceReader, writer: UserSliceWriter) -> Result {

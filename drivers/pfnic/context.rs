@@ -7,7 +7,11 @@
 //! runs in the opposite order: the hardware context is stopped first, so the device no longer
 //! uses the PASID, and only then is the PASID unbound (it may be reused right after).
 
-use crate::{nic::Nic, uapi};
+use crate::{
+    nic::Nic,
+    ring::{self, Desc},
+    uapi,
+};
 use kernel::{
     iommu::sva::SvaBond,
     mm::{
@@ -132,6 +136,33 @@ impl Context {
     /// the parent's context (its DMA would land in the parent's memory).
     pub(crate) fn owned_by(&self, mm: Option<&MmWithUser>) -> bool {
         mm.is_some_and(|mm| core::ptr::eq(mm.as_raw(), self.mm.as_raw()))
+    }
+
+    /// Executes one DMA operation in the owner's address space (`PFNIC_IOCTL_SUBMIT`).
+    pub(crate) fn submit(&self, op: &mut uapi::Submit) -> Result {
+        let opcode = match op.opcode {
+            uapi::PFNIC_OP_COPY => ring::OP_COPY,
+            uapi::PFNIC_OP_FILL => ring::OP_FILL,
+            uapi::PFNIC_OP_COMPARE => ring::OP_COMPARE,
+            _ => return Err(EINVAL),
+        };
+        if op.flags != 0 || op.len > ring::MAX_LEN {
+            return Err(EINVAL);
+        }
+        let desc = Desc {
+            opcode,
+            src: op.src,
+            dst: op.dst,
+            len: op.len,
+            pattern: op.pattern,
+            ..Default::default()
+        };
+        let (done, elapsed) = self.nic.submit(self.index, desc)?;
+        op.status = done.status & 0xff;
+        op.page_requests = done.page_requests;
+        op.result = done.result;
+        op.latency_ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        Ok(())
     }
 
     /// The answer to `PFNIC_IOCTL_QUERY_CONTEXT`.

@@ -7,7 +7,9 @@ use crate::{
     irq::{self, VectorRegistration},
     nic::{self, Nic, NicInfo},
     pci_caps::ExtCaps,
-    regs, uapi,
+    regs,
+    ring::Rings,
+    uapi,
 };
 use kernel::{
     device::Core, io::Io, miscdevice::MiscDeviceRegistration, pci, prelude::*, sync::Arc,
@@ -99,10 +101,19 @@ impl pci::Driver for PfnicDriver {
                 num_contexts,
             };
 
+            let doorbells = pdev.iomap_region(2, c"pfnic/doorbells")?.into_devres()?;
+            let rings = Rings::new(pdev.as_ref(), num_contexts)?;
             let nic = Arc::pin_init(
-                Nic::new(bar.into_devres()?, pdev.as_ref().into(), info)?,
+                Nic::new(
+                    bar.into_devres()?,
+                    doorbells,
+                    rings,
+                    pdev.as_ref().into(),
+                    info,
+                )?,
                 GFP_KERNEL,
             )?;
+            nic.program_rings()?;
             let irqs = irq::register_all(vectors, &nic)?;
 
             // Prove the interrupt path before anyone can use the device.

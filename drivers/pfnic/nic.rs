@@ -6,7 +6,11 @@
 //! but its BAR is a device-managed resource that is revoked at unbind, so every hardware
 //! access goes through [`Nic::with_bar`] and fails with `ENODEV` once the device is gone.
 
-use crate::{regs, uapi};
+use crate::{
+    regs,
+    ring::{self, Desc, Rings},
+    uapi,
+};
 use kernel::{
     device::{self, Bound},
     io::{poll::read_poll_timeout, Io},
@@ -30,6 +34,8 @@ pub(crate) type Bar0<'a> = pci::Bar<'a, { regs::BAR0_SIZE }>;
 const RESET_TIMEOUT: Delta = Delta::from_millis(100);
 /// How long a self-test interrupt may take (TCG guests on a loaded host are slow).
 const SELFTEST_TIMEOUT: Delta = Delta::from_millis(2000);
+/// How long one submitted descriptor may take: 1 GiB of faulting pages under TCG is slow.
+const SUBMIT_TIMEOUT: Delta = Delta::from_secs(120);
 
 /// What the driver learnt about the device at probe time; immutable afterwards.
 #[derive(Clone, Copy, Debug)]
@@ -75,6 +81,9 @@ impl VectorStats {
 #[pin_data]
 pub(crate) struct Nic {
     bar: pci::DevresBar<{ regs::BAR0_SIZE }>,
+    /// BAR2: one doorbell page per context.
+    doorbells: pci::DevresBar,
+    rings: Rings,
     dev: ARef<device::Device>,
     pub(crate) info: NicInfo,
     pub(crate) vectors: KVec<VectorStats>,
@@ -102,10 +111,20 @@ pub(crate) struct Counters {
 /// The table, not the open files, owns the bonds: every PASID must be unbound before the PCI
 /// device is (the IOMMU core requires it), while files can stay open much longer.
 struct ContextTable {
-    /// Slot `i` holds the bond of hardware context `i` while that context is in use.
-    slots: KVec<Option<SvaBond>>,
+    /// Slot `i` holds hardware context `i` while it is in use.
+    slots: KVec<Option<Slot>>,
     /// Set when the device is unbound: no context starts any more.
     revoked: bool,
+}
+
+/// A hardware context in use.
+struct Slot {
+    /// The address space binding; unbound when the slot is emptied.
+    bond: SvaBond,
+    /// Index of the next descriptor to post in the context's ring.
+    tail: u32,
+    /// A descriptor is in flight (submissions are one at a time per context).
+    busy: bool,
 }
 
 /// Outcome of one interrupt self-test.
@@ -118,6 +137,8 @@ pub(crate) struct SelftestResult {
 impl Nic {
     pub(crate) fn new(
         bar: pci::DevresBar<{ regs::BAR0_SIZE }>,
+        doorbells: pci::DevresBar,
+        rings: Rings,
         dev: ARef<device::Device>,
         info: NicInfo,
     ) -> Result<impl PinInit<Self, Error>> {
@@ -136,6 +157,8 @@ impl Nic {
         };
         Ok(try_pin_init!(Self {
             bar,
+            doorbells,
+            rings,
             dev,
             info,
             vectors,
@@ -191,7 +214,11 @@ impl Nic {
             );
             return Err(EOPNOTSUPP);
         }
-        table.slots[index] = Some(bond);
+        table.slots[index] = Some(Slot {
+            bond,
+            tail: 0,
+            busy: false,
+        });
         Ok(index_u32)
     }
 
@@ -207,8 +234,74 @@ impl Nic {
         }
     }
 
+    /// Points every context at its ring and completion vector. The device keeps these over a
+    /// context's start and stop; a reset clears them.
+    pub(crate) fn program_rings(&self) -> Result {
+        let completion_vectors = self.info.num_vectors.saturating_sub(1).max(1);
+        self.with_bar(|bar| {
+            for ctx in 0..self.info.num_contexts {
+                let addr = self.rings.dma_address(ctx);
+                bar.write_reg(regs::CTX_SELECT::zeroed().with_context(ctx));
+                bar.write_reg(regs::CTX_RING_LO::zeroed().with_addr(addr as u32));
+                bar.write_reg(regs::CTX_RING_HI::zeroed().with_addr((addr >> 32) as u32));
+                bar.write_reg(regs::CTX_RING_SIZE::zeroed().with_entries(ring::RING_SIZE));
+                // Vector 0 is the device's own; contexts share the others.
+                let vector = 1 + ctx % completion_vectors;
+                bar.write_reg(regs::CTX_VECTOR::zeroed().with_vector(vector));
+            }
+        })
+    }
+
+    /// Has context `index` execute `desc` and waits for it; returns the completed descriptor
+    /// and the time it took.
+    ///
+    /// `EBUSY` if the context already has a descriptor in flight; `ETIMEDOUT` if the device
+    /// does not complete it, after which the context stays busy (the device still owns the
+    /// descriptor).
+    pub(crate) fn submit(&self, index: u32, desc: Desc) -> Result<(Desc, Delta)> {
+        let tail = {
+            let mut table = self.contexts.lock();
+            let slot = table
+                .slots
+                .get_mut(index as usize)
+                .and_then(Option::as_mut)
+                .ok_or(ENODEV)?;
+            if slot.busy {
+                return Err(EBUSY);
+            }
+            slot.busy = true;
+            slot.tail
+        };
+        self.rings.write(index, tail, desc);
+        let start = Instant::<Monotonic>::now();
+        let rang = self
+            .doorbells
+            .try_access_with(|db| db.try_write32(tail.wrapping_add(1), index as usize * 4096))
+            .ok_or(ENODEV)
+            .and_then(|r| r);
+        let done = rang.and_then(|()| {
+            read_poll_timeout(
+                || Ok(self.rings.status(index, tail)),
+                |status: &u32| status & ring::DESC_DONE != 0,
+                Delta::from_micros(20),
+                SUBMIT_TIMEOUT,
+            )
+        });
+        let elapsed = start.elapsed();
+        let mut table = self.contexts.lock();
+        if let Some(slot) = table.slots.get_mut(index as usize).and_then(Option::as_mut) {
+            if done.is_ok() {
+                slot.tail = tail.wrapping_add(1);
+                slot.busy = false;
+            }
+        }
+        drop(table);
+        done?;
+        Ok((self.rings.read(index, tail), elapsed))
+    }
+
     /// The answer to `PFNIC_IOCTL_QUERY_STATS`.
-    pub(crate) fn stats(&self) -> uapi::DeviceStats {
+    pub(crate) fn stats(&self) -> Result<uapi::DeviceStats> {
         let active = self
             .contexts
             .lock()
@@ -216,7 +309,7 @@ impl Nic {
             .iter()
             .filter(|s| s.is_some())
             .count();
-        uapi::DeviceStats {
+        let mut stats = uapi::DeviceStats {
             contexts_created: self.counters.contexts_created.load(Relaxed),
             contexts_stopped_by_exit: self.counters.contexts_stopped_by_exit.load(Relaxed),
             context_failures: self.counters.context_failures.load(Relaxed),
@@ -227,14 +320,24 @@ impl Nic {
                 .sum(),
             contexts_active: u32::try_from(active).unwrap_or(u32::MAX),
             ..Default::default()
-        }
+        };
+        self.with_bar(|bar| {
+            stats.page_requests = bar.read(regs::STAT_PAGE_REQUESTS).count().get();
+            stats.pri_success = bar.read(regs::STAT_PRI_SUCCESS).count().get();
+            stats.pri_failed = bar.read(regs::STAT_PRI_FAILED).count().get();
+            stats.atc_hits = bar.read(regs::STAT_ATC_HITS).count().get();
+            stats.atc_misses = bar.read(regs::STAT_ATC_MISSES).count().get();
+            stats.invalidations = bar.read(regs::STAT_INVALIDATIONS).count().get();
+            stats.prq_full = bar.read(regs::STAT_PRQ_FULL).count().get();
+        })?;
+        Ok(stats)
     }
 
     /// Stops hardware context `index` and frees it. Once this returns the device no longer
     /// uses the context's PASID. A device already unbound was reset, which stopped it.
     pub(crate) fn stop_context(&self, index: u32) {
         let mut table = self.contexts.lock();
-        let Some(bond) = table.slots.get_mut(index as usize).and_then(Option::take) else {
+        let Some(slot) = table.slots.get_mut(index as usize).and_then(Option::take) else {
             return; // revoked at unbind
         };
         let stopped = self.with_bar(|bar| {
@@ -252,7 +355,7 @@ impl Nic {
         }
         drop(table);
         // Only now that the device has stopped using it may the PASID go.
-        drop(bond);
+        drop(slot);
     }
 
     /// Unbinds every context's PASID. Called at unbind, after the device was reset (which
@@ -263,9 +366,9 @@ impl Nic {
         table.revoked = true;
         let mut bonds = KVec::new();
         for slot in table.slots.iter_mut() {
-            if let Some(bond) = slot.take() {
+            if let Some(slot) = slot.take() {
                 // On allocation failure the bond drops here, which unbinds it just the same.
-                let _ = bonds.push(bond, GFP_KERNEL);
+                let _ = bonds.push(slot.bond, GFP_KERNEL);
             }
         }
         drop(table);
@@ -334,15 +437,14 @@ impl Nic {
                 .then(|| bar.read(regs::SELFTEST_ECHO).value().get())
         });
         stats.interrupts.add(1, Relaxed);
-        match echo {
-            Ok(Some(echo)) => {
-                stats.last_echo.store(echo, Relaxed);
-                // Publishes `last_echo` to the waiter in `selftest`.
-                stats.selftests.fetch_add(1, Release);
-                true
-            }
-            Ok(None) | Err(_) => false,
+        if let Ok(Some(echo)) = echo {
+            stats.last_echo.store(echo, Relaxed);
+            // Publishes `last_echo` to the waiter in `selftest`.
+            stats.selftests.fetch_add(1, Release);
+            return true;
         }
+        // Vectors other than 0 also signal descriptor completions, which have no cause bit.
+        vector != 0
     }
 
     /// The answer to `PFNIC_IOCTL_QUERY_DEVICE`.

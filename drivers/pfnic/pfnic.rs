@@ -14,6 +14,7 @@ mod irq;
 mod nic;
 mod pci_caps;
 mod regs;
+mod ring;
 pub mod uapi;
 
 kernel::module_pci_driver! {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! BAR0 register definitions, mirroring `docs/registers.md` (device ABI 1.1).
+//! BAR0 register definitions, mirroring `docs/registers.md` (device ABI 1.2).
 
 use kernel::io::register;
 
@@ -113,5 +113,67 @@ register! {
     pub(crate) CTX_STATUS(u32) @ 0x06c {
         /// Enabled: the device may use the context's PASID.
         0:0 active => bool;
+        /// Its current descriptor waits for a page request response.
+        1:1 waiting => bool;
+    }
+
+    /// Descriptor ring of the selected context, DMA address bits 31:0.
+    pub(crate) CTX_RING_LO(u32) @ 0x070 {
+        31:0 addr;
+    }
+
+    /// Descriptor ring of the selected context, DMA address bits 63:32.
+    pub(crate) CTX_RING_HI(u32) @ 0x074 {
+        31:0 addr;
+    }
+
+    /// Descriptors in the selected context's ring.
+    pub(crate) CTX_RING_SIZE(u32) @ 0x078 {
+        31:0 entries;
+    }
+
+    /// MSI-X vector signalled on the selected context's completions.
+    pub(crate) CTX_VECTOR(u32) @ 0x07c {
+        31:0 vector;
+    }
+
+    /// Next descriptor the device executes in the selected context.
+    pub(crate) CTX_HEAD(u32) @ 0x080 {
+        31:0 index;
+    }
+
+    /// Page requests sent.
+    pub(crate) STAT_PAGE_REQUESTS(u32) @ 0x100 {
+        31:0 count;
+    }
+
+    /// Page request responses: success.
+    pub(crate) STAT_PRI_SUCCESS(u32) @ 0x104 {
+        31:0 count;
+    }
+
+    /// Page request responses: invalid request or failure.
+    pub(crate) STAT_PRI_FAILED(u32) @ 0x108 {
+        31:0 count;
+    }
+
+    /// Translations served by the device's ATC.
+    pub(crate) STAT_ATC_HITS(u32) @ 0x10c {
+        31:0 count;
+    }
+
+    /// ATS translation requests.
+    pub(crate) STAT_ATC_MISSES(u32) @ 0x110 {
+        31:0 count;
+    }
+
+    /// Device-IOTLB invalidations received.
+    pub(crate) STAT_INVALIDATIONS(u32) @ 0x114 {
+        31:0 count;
+    }
+
+    /// Page requests the IOMMU could not queue.
+    pub(crate) STAT_PRQ_FULL(u32) @ 0x118 {
+        31:0 count;
     }
 }

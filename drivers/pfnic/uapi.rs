@@ -18,7 +18,7 @@
 use zerocopy_derive::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// Version of this interface, reported by [`PFNIC_IOCTL_QUERY_DEVICE`]. Bumped for every change.
-pub const PFNIC_UAPI_VERSION: u32 = 3;
+pub const PFNIC_UAPI_VERSION: u32 = 4;
 
 /// The ioctl "type" byte of every pfnic ioctl.
 pub const PFNIC_IOCTL_MAGIC: u32 = 0xf5;
@@ -120,10 +120,66 @@ pub struct DeviceStats {
     pub interrupts: u64,
     /// Contexts in use now.
     pub contexts_active: u32,
+    /// Page requests the device sent (pages not present, or not writable, when it needed them).
+    pub page_requests: u32,
+    /// Page request responses: success.
+    pub pri_success: u32,
+    /// Page request responses: invalid request or failure.
+    pub pri_failed: u32,
+    /// Translations served by the device's address translation cache.
+    pub atc_hits: u32,
+    /// ATS translation requests (cache misses).
+    pub atc_misses: u32,
+    /// Device-IOTLB invalidations the device received from the IOMMU.
+    pub invalidations: u32,
+    /// Page requests the IOMMU could not queue at first (retried).
+    pub prq_full: u32,
     /// Reserved, zero.
-    pub reserved0: u32,
-    /// Reserved, zero.
-    pub reserved: [u64; 4],
+    pub reserved: [u64; 2],
+}
+
+/// Operations of [`PFNIC_IOCTL_SUBMIT`].
+pub const PFNIC_OP_COPY: u32 = 1;
+/// Fill `len` bytes at `dst` with `pattern` repeated every 8 bytes.
+pub const PFNIC_OP_FILL: u32 = 2;
+/// Compare `len` bytes at `src` and `dst`.
+pub const PFNIC_OP_COMPARE: u32 = 3;
+
+/// Completion statuses of [`PFNIC_IOCTL_SUBMIT`].
+pub const PFNIC_STATUS_SUCCESS: u32 = 1;
+/// A page was unmapped or lacked the permission the operation needs; `result` bytes were done.
+pub const PFNIC_STATUS_PAGE_FAULT: u32 = 2;
+/// The device rejected the descriptor.
+pub const PFNIC_STATUS_BAD_DESCRIPTOR: u32 = 3;
+/// `COMPARE` found a difference at offset `result`.
+pub const PFNIC_STATUS_MISMATCH: u32 = 4;
+
+/// Argument of [`PFNIC_IOCTL_SUBMIT`]: one DMA operation in the caller's address space, done by
+/// the device through the IOMMU. The memory need not be touched, pinned or even present: the
+/// device faults pages in with page requests.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct Submit {
+    /// In: `PFNIC_OP_*`.
+    pub opcode: u32,
+    /// In: must be zero.
+    pub flags: u32,
+    /// In: source address (`COPY`, `COMPARE`).
+    pub src: u64,
+    /// In: destination address.
+    pub dst: u64,
+    /// In: bytes, at most 1 GiB.
+    pub len: u64,
+    /// In: fill pattern (`FILL`).
+    pub pattern: u64,
+    /// Out: `PFNIC_STATUS_*`.
+    pub status: u32,
+    /// Out: page requests the operation caused.
+    pub page_requests: u32,
+    /// Out: bytes done; for `COMPARE` the offset of the first difference, or `len`.
+    pub result: u64,
+    /// Out: time from the doorbell to the completion, in nanoseconds.
+    pub latency_ns: u64,
 }
 
 // Linux's generic ioctl number encoding (include/uapi/asm-generic/ioctl.h).
@@ -143,6 +199,9 @@ pub const PFNIC_IOCTL_QUERY_CONTEXT: u32 =
 
 /// Device statistics: `_IOR(0xf5, 0x03, struct pfnic_device_stats)`.
 pub const PFNIC_IOCTL_QUERY_STATS: u32 = ioc(IOC_READ, 0x03, core::mem::size_of::<DeviceStats>());
+
+/// A DMA operation in the caller's address space: `_IOWR(0xf5, 0x04, struct pfnic_submit)`.
+pub const PFNIC_IOCTL_SUBMIT: u32 = ioc(IOC_READ | IOC_WRITE, 0x04, core::mem::size_of::<Submit>());
 
 /// Interrupt round trip: `_IOWR(0xf5, 0x01, struct pfnic_selftest)`.
 pub const PFNIC_IOCTL_SELFTEST: u32 =

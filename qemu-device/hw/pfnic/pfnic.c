@@ -112,6 +112,7 @@ static void pfnic_realize(PCIDevice *pdev, Error **errp)
     pfnic_init_ext_caps(s);
 
     s->contexts = g_new0(PfnicContext, s->num_contexts);
+    pfnic_engine_init(s);
     s->selftest_bh = aio_bh_new_guarded(qemu_get_aio_context(),
                                         pfnic_selftest_bh, s,
                                         &DEVICE(pdev)->mem_reentrancy_guard);
@@ -124,6 +125,7 @@ static void pfnic_exit(PCIDevice *pdev)
     PfnicState *s = PFNIC(pdev);
 
     qemu_bh_delete(s->selftest_bh);
+    pfnic_engine_exit(s);
     g_free(s->contexts);
     msix_unuse_all_vectors(pdev);
     msix_uninit_exclusive_bar(pdev);

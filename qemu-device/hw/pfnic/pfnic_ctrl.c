@@ -19,7 +19,7 @@
 #include "pfnic_regs.h"
 #include "trace.h"
 
-static void pfnic_guest_error(PfnicState *s, const char *what)
+void pfnic_guest_error(PfnicState *s, const char *what)
 {
     qemu_log_mask(LOG_GUEST_ERROR, "pfnic: %s\n", what);
     trace_pfnic_guest_error(what);
@@ -45,9 +45,7 @@ void pfnic_ctrl_reset(PfnicState *s)
     s->selftest_busy = false;
     s->scratch = 0;
     s->ctx_select = 0;
-    for (uint32_t i = 0; i < s->num_contexts; i++) {
-        s->contexts[i] = (PfnicContext) { 0 };
-    }
+    pfnic_engine_reset(s);
     s->status = PFNIC_STATUS_READY;
 }
 
@@ -58,6 +56,32 @@ static PfnicContext *pfnic_selected_ctx(PfnicState *s)
         return NULL;
     }
     return &s->contexts[s->ctx_select];
+}
+
+/* Ring registers only change while the context is stopped. */
+static PfnicContext *pfnic_stopped_ctx(PfnicState *s)
+{
+    PfnicContext *ctx = pfnic_selected_ctx(s);
+
+    if (ctx && ctx->enabled) {
+        pfnic_guest_error(s, "ring of an enabled context changed");
+        return NULL;
+    }
+    return ctx;
+}
+
+static void pfnic_ctx_set_ring_size(PfnicState *s, uint32_t size)
+{
+    PfnicContext *ctx = pfnic_stopped_ctx(s);
+
+    if (!ctx) {
+        return;
+    }
+    if (size < PFNIC_RING_MIN || size > PFNIC_RING_MAX || !is_power_of_2(size)) {
+        pfnic_guest_error(s, "bad ring size");
+        return;
+    }
+    ctx->ring_size = size;
 }
 
 static void pfnic_ctx_set_pasid(PfnicState *s, uint32_t pasid)
@@ -99,7 +123,12 @@ static void pfnic_ctx_set_ctrl(PfnicState *s, uint32_t val)
             return;
         }
     }
-    ctx->enabled = enable;
+    if (enable && !ctx->enabled) {
+        ctx->enabled = pfnic_ctx_start(ctx);
+    } else if (!enable && ctx->enabled) {
+        pfnic_ctx_stop(ctx);
+        ctx->enabled = false;
+    }
     trace_pfnic_ctx(s->ctx_select, ctx->pasid, ctx->enabled);
 }
 
@@ -192,9 +221,55 @@ static uint64_t pfnic_ctrl_read(void *opaque, hwaddr addr, unsigned size)
               s->contexts[s->ctx_select].pasid : 0;
         break;
     case PFNIC_REG_CTX_CTRL:
-    case PFNIC_REG_CTX_STATUS:
         val = s->ctx_select < s->num_contexts &&
               s->contexts[s->ctx_select].enabled ? PFNIC_CTX_CTRL_ENABLE : 0;
+        break;
+    case PFNIC_REG_CTX_STATUS:
+        if (s->ctx_select < s->num_contexts) {
+            PfnicContext *ctx = &s->contexts[s->ctx_select];
+
+            val = (ctx->enabled ? PFNIC_CTX_STATUS_ACTIVE : 0) |
+                  (ctx->waiting ? PFNIC_CTX_STATUS_WAITING : 0);
+        } else {
+            val = 0;
+        }
+        break;
+    case PFNIC_REG_CTX_RING_LO:
+    case PFNIC_REG_CTX_RING_HI:
+    case PFNIC_REG_CTX_RING_SIZE:
+    case PFNIC_REG_CTX_VECTOR:
+    case PFNIC_REG_CTX_HEAD:
+        if (s->ctx_select < s->num_contexts) {
+            PfnicContext *ctx = &s->contexts[s->ctx_select];
+
+            val = addr == PFNIC_REG_CTX_RING_LO ? (uint32_t)ctx->ring :
+                  addr == PFNIC_REG_CTX_RING_HI ? ctx->ring >> 32 :
+                  addr == PFNIC_REG_CTX_RING_SIZE ? ctx->ring_size :
+                  addr == PFNIC_REG_CTX_VECTOR ? ctx->vector : ctx->head;
+        } else {
+            val = 0;
+        }
+        break;
+    case PFNIC_REG_STAT_PAGE_REQUESTS:
+        val = s->stats.page_requests;
+        break;
+    case PFNIC_REG_STAT_PRI_SUCCESS:
+        val = s->stats.pri_success;
+        break;
+    case PFNIC_REG_STAT_PRI_FAILED:
+        val = s->stats.pri_failed;
+        break;
+    case PFNIC_REG_STAT_ATC_HITS:
+        val = s->stats.atc_hits;
+        break;
+    case PFNIC_REG_STAT_ATC_MISSES:
+        val = s->stats.atc_misses;
+        break;
+    case PFNIC_REG_STAT_INVALIDATIONS:
+        val = s->stats.invalidations;
+        break;
+    case PFNIC_REG_STAT_PRQ_FULL:
+        val = s->stats.prq_full;
         break;
     default:
         qemu_log_mask(LOG_GUEST_ERROR,
@@ -247,6 +322,34 @@ static void pfnic_ctrl_write(void *opaque, hwaddr addr, uint64_t val,
     case PFNIC_REG_CTX_CTRL:
         pfnic_ctx_set_ctrl(s, val);
         break;
+    case PFNIC_REG_CTX_RING_LO:
+    case PFNIC_REG_CTX_RING_HI: {
+        PfnicContext *ctx = pfnic_stopped_ctx(s);
+
+        if (ctx) {
+            ctx->ring = addr == PFNIC_REG_CTX_RING_LO ?
+                        deposit64(ctx->ring, 0, 32, val) :
+                        deposit64(ctx->ring, 32, 32, val);
+            if (ctx->ring % PFNIC_DESC_SIZE) {
+                pfnic_guest_error(s, "unaligned descriptor ring");
+                ctx->ring &= ~(uint64_t)(PFNIC_DESC_SIZE - 1);
+            }
+        }
+        break;
+    }
+    case PFNIC_REG_CTX_RING_SIZE:
+        pfnic_ctx_set_ring_size(s, val);
+        break;
+    case PFNIC_REG_CTX_VECTOR: {
+        PfnicContext *ctx = pfnic_stopped_ctx(s);
+
+        if (ctx && val >= s->num_vectors) {
+            pfnic_guest_error(s, "context vector out of range");
+        } else if (ctx) {
+            ctx->vector = val;
+        }
+        break;
+    }
     case PFNIC_REG_ID:
     case PFNIC_REG_VERSION:
     case PFNIC_REG_FW_VERSION:
@@ -258,6 +361,8 @@ static void pfnic_ctrl_write(void *opaque, hwaddr addr, uint64_t val,
     case PFNIC_REG_SELFTEST_ECHO:
     case PFNIC_REG_SELFTEST_COUNT:
     case PFNIC_REG_CTX_STATUS:
+    case PFNIC_REG_CTX_HEAD:
+    case PFNIC_REG_STAT_PAGE_REQUESTS ... PFNIC_REG_STAT_PRQ_FULL:
         pfnic_guest_error(s, "write to a read-only register");
         break;
     default:
@@ -283,8 +388,8 @@ const MemoryRegionOps pfnic_ctrl_ops = {
 };
 
 /*
- * BAR2: one doorbell page per hardware context. ABI 1.0 has no contexts
- * yet, so the window is reserved: it reads as zero and ignores writes.
+ * BAR2: one doorbell page per hardware context. Offset 0 of a context's
+ * page takes the ring's new tail; the rest of the page is reserved.
  */
 static uint64_t pfnic_doorbell_read(void *opaque, hwaddr addr, unsigned size)
 {
@@ -294,10 +399,18 @@ static uint64_t pfnic_doorbell_read(void *opaque, hwaddr addr, unsigned size)
 static void pfnic_doorbell_write(void *opaque, hwaddr addr, uint64_t val,
                                  unsigned size)
 {
+    PfnicState *s = opaque;
+    uint32_t index = addr / PFNIC_DOORBELL_PAGE_SIZE;
+
     trace_pfnic_doorbell_write(addr, val);
-    qemu_log_mask(LOG_GUEST_ERROR,
-                  "pfnic: doorbell write at 0x%" HWADDR_PRIx
-                  " with no active context\n", addr);
+    if (addr % PFNIC_DOORBELL_PAGE_SIZE || size != 4 ||
+        index >= s->num_contexts) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "pfnic: doorbell write at reserved 0x%" HWADDR_PRIx "\n",
+                      addr);
+        return;
+    }
+    pfnic_doorbell(&s->contexts[index], val);
 }
 
 const MemoryRegionOps pfnic_doorbell_ops = {

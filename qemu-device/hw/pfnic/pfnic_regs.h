@@ -1,5 +1,5 @@
 /*
- * pfnic register layout (device ABI 1.1)
+ * pfnic register layout (device ABI 1.2)
  *
  * Mirrors docs/registers.md, which is the definition; the Rust driver's
  * drivers/pfnic/regs.rs mirrors the same document.
@@ -45,13 +45,25 @@
 #define PFNIC_REG_CTX_PASID         0x064
 #define PFNIC_REG_CTX_CTRL          0x068
 #define PFNIC_REG_CTX_STATUS        0x06c
+#define PFNIC_REG_CTX_RING_LO       0x070
+#define PFNIC_REG_CTX_RING_HI       0x074
+#define PFNIC_REG_CTX_RING_SIZE     0x078
+#define PFNIC_REG_CTX_VECTOR        0x07c
+#define PFNIC_REG_CTX_HEAD          0x080
+#define PFNIC_REG_STAT_PAGE_REQUESTS 0x100
+#define PFNIC_REG_STAT_PRI_SUCCESS  0x104
+#define PFNIC_REG_STAT_PRI_FAILED   0x108
+#define PFNIC_REG_STAT_ATC_HITS     0x10c
+#define PFNIC_REG_STAT_ATC_MISSES   0x110
+#define PFNIC_REG_STAT_INVALIDATIONS 0x114
+#define PFNIC_REG_STAT_PRQ_FULL     0x118
 
 /* Register values and fields */
 #define PFNIC_ID_VALUE              0x434e4650 /* "PFNC" in memory order */
 #define PFNIC_ABI_MAJOR             1
-#define PFNIC_ABI_MINOR             1
+#define PFNIC_ABI_MINOR             2
 #define PFNIC_VERSION_VALUE         ((PFNIC_ABI_MAJOR << 16) | PFNIC_ABI_MINOR)
-#define PFNIC_FW_VERSION_VALUE      0x01010000 /* model 1.1.0 */
+#define PFNIC_FW_VERSION_VALUE      0x01020000 /* model 1.2.0 */
 
 #define PFNIC_CAPS_ATS              (1u << 0)
 #define PFNIC_CAPS_PASID            (1u << 1)
@@ -67,6 +79,36 @@
 
 #define PFNIC_CTX_CTRL_ENABLE       (1u << 0)
 #define PFNIC_CTX_STATUS_ACTIVE     (1u << 0)
+#define PFNIC_CTX_STATUS_WAITING    (1u << 1)
+#define PFNIC_RING_MIN              2
+#define PFNIC_RING_MAX              4096
+
+/* Descriptors (docs/registers.md, "Descriptor rings and doorbells") */
+#define PFNIC_DESC_SIZE             64
+#define PFNIC_OP_COPY               1
+#define PFNIC_OP_FILL               2
+#define PFNIC_OP_COMPARE            3
+#define PFNIC_DESC_DONE             (1u << 31)
+#define PFNIC_ST_SUCCESS            1
+#define PFNIC_ST_PAGE_FAULT         2
+#define PFNIC_ST_BAD_DESCRIPTOR     3
+#define PFNIC_ST_MISMATCH           4
+#define PFNIC_DESC_MAX_LEN          (1ull << 30)
+
+typedef struct PfnicDesc {
+    uint8_t opcode;
+    uint8_t flags;
+    uint16_t reserved0;
+    uint32_t status;
+    uint64_t src;
+    uint64_t dst;
+    uint64_t len;
+    uint64_t pattern;
+    uint64_t result;
+    uint32_t page_requests;
+    uint32_t reserved1;
+    uint64_t cookie;
+} PfnicDesc;
 #define PFNIC_CTX_PASID_MASK        0xfffffu
 
 /* Capability parameters */

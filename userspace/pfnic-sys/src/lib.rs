@@ -12,7 +12,7 @@ pub mod uapi;
 
 pub mod pci;
 
-pub use uapi::{DeviceStats, QueryContext, QueryDevice, Selftest};
+pub use uapi::{DeviceStats, QueryContext, QueryDevice, Selftest, Submit};
 
 /// An open `/dev/pfnicN`.
 #[derive(Debug)]
@@ -62,6 +62,13 @@ impl Device {
         // SAFETY: `out` is a valid, writable `QueryContext`, the size the ioctl number encodes.
         unsafe { self.ioctl(uapi::PFNIC_IOCTL_QUERY_CONTEXT, (&raw mut out).cast()) }?;
         Ok(out)
+    }
+
+    /// `PFNIC_IOCTL_SUBMIT`: one DMA operation in this process's address space; waits for it.
+    pub fn submit(&self, op: &mut Submit) -> io::Result<()> {
+        // SAFETY: `op` is a valid, writable `Submit`, the size the ioctl number encodes.
+        unsafe { self.ioctl(uapi::PFNIC_IOCTL_SUBMIT, (op as *mut Submit).cast()) }?;
+        Ok(())
     }
 
     /// `PFNIC_IOCTL_QUERY_STATS`: device-wide counters.

@@ -8,6 +8,7 @@ mod bad_input;
 mod common;
 mod contexts;
 mod device;
+mod dma;
 mod interrupts;
 mod lifecycle;
 
@@ -18,6 +19,7 @@ fn main() {
         interrupts::TESTS,
         bad_input::TESTS,
         contexts::TESTS,
+        dma::TESTS,
         lifecycle::TESTS,
     ]
     .concat();

@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Descriptor rings: the format the device executes (`docs/registers.md`, "Descriptor rings
+//! and doorbells") and the driver-owned memory that holds them.
+//!
+//! One coherent allocation holds every context's ring, made at probe time (DMA allocations
+//! need a bound device, which an `open()` cannot prove). The driver writes a descriptor, rings
+//! the context's doorbell and waits for the device to set `DONE` in its status; the device only
+//! writes back `status`, `result` and `page_requests`.
+
+use kernel::{
+    device::{Bound, Device},
+    dma::Coherent,
+    io::{io_project, io_read, Io},
+    prelude::*,
+};
+use zerocopy_derive::{FromBytes as ZFromBytes, Immutable, IntoBytes as ZIntoBytes};
+
+/// Descriptors per context ring. Submissions are synchronous for now, one at a time per
+/// context, so the ring only needs to cover a few in flight.
+pub(crate) const RING_SIZE: u32 = 8;
+
+/// Device opcodes.
+pub(crate) const OP_COPY: u8 = 1;
+pub(crate) const OP_FILL: u8 = 2;
+pub(crate) const OP_COMPARE: u8 = 3;
+/// Set by the device in `status` once the descriptor completed.
+pub(crate) const DESC_DONE: u32 = 1 << 31;
+/// Longest transfer one descriptor may describe.
+pub(crate) const MAX_LEN: u64 = 1 << 30;
+
+/// One descriptor, as the device reads it.
+#[repr(C)]
+#[derive(Clone, Copy, Default, ZFromBytes, ZIntoBytes, Immutable)]
+pub(crate) struct Desc {
+    pub(crate) opcode: u8,
+    pub(crate) flags: u8,
+    pub(crate) reserved0: u16,
+    pub(crate) status: u32,
+    pub(crate) src: u64,
+    pub(crate) dst: u64,
+    pub(crate) len: u64,
+    pub(crate) pattern: u64,
+    pub(crate) result: u64,
+    pub(crate) page_requests: u32,
+    pub(crate) reserved1: u32,
+    pub(crate) cookie: u64,
+}
+
+kernel::static_assert!(core::mem::size_of::<Desc>() == 64);
+
+// SAFETY: `Desc` is `repr(C)` with integer fields only and no padding (the zerocopy
+// `IntoBytes` derive above proves it), so every bit pattern is valid.
+unsafe impl kernel::transmute::FromBytes for Desc {}
+// SAFETY: as above: no padding, so every byte of a `Desc` is initialized.
+unsafe impl kernel::transmute::AsBytes for Desc {}
+
+/// The rings of every context of one device.
+pub(crate) struct Rings {
+    mem: Coherent<[Desc]>,
+}
+
+impl Rings {
+    pub(crate) fn new(dev: &Device<Bound>, contexts: u32) -> Result<Self> {
+        let len = (contexts as usize)
+            .checked_mul(RING_SIZE as usize)
+            .ok_or(EINVAL)?;
+        Ok(Self {
+            mem: Coherent::zeroed_slice(dev, len, GFP_KERNEL)?,
+        })
+    }
+
+    /// The DMA address of context `ctx`'s ring, for `CTX_RING_LO/HI`.
+    pub(crate) fn dma_address(&self, ctx: u32) -> u64 {
+        self.mem.dma_address() + u64::from(ctx * RING_SIZE) * size_of::<Desc>() as u64
+    }
+
+    fn slot(ctx: u32, index: u32) -> usize {
+        (ctx * RING_SIZE + index % RING_SIZE) as usize
+    }
+
+    /// Writes descriptor `index` of context `ctx`'s ring (the device does not own it yet).
+    pub(crate) fn write(&self, ctx: u32, index: u32, desc: Desc) {
+        io_project!(self.mem, [panic: Self::slot(ctx, index)]).copy_write(desc);
+    }
+
+    /// Reads descriptor `index` of context `ctx`'s ring back.
+    pub(crate) fn read(&self, ctx: u32, index: u32) -> Desc {
+        io_project!(self.mem, [panic: Self::slot(ctx, index)]).copy_read()
+    }
+
+    /// The status word of descriptor `index` of context `ctx`.
+    pub(crate) fn status(&self, ctx: u32, index: u32) -> u32 {
+        io_read!(self.mem, [panic: Self::slot(ctx, index)].status)
+    }
+}

@@ -1,0 +1,482 @@
+/*
+ * pfnic DMA engine: descriptor rings executed in process address spaces
+ *
+ * Every address a descriptor names is a virtual address in its context's
+ * PASID. Pages are translated through ATS (with a small ATC kept coherent
+ * by the IOMMU's device-IOTLB invalidations); a page that is not present
+ * or lacks the permission becomes a PRI page request, and the context
+ * waits for the response while the others go on. Nothing here blocks: the
+ * engine is a bottom half, and a response (delivered in the vCPU thread
+ * that wrote the page group response) only reschedules it.
+ *
+ * Copyright (c) 2026 The pfnic authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/log.h"
+#include "qemu/main-loop.h"
+#include "qemu/timer.h"
+#include "hw/pci/msix.h"
+#include "hw/pci/pcie.h"
+#include "system/dma.h"
+#include "pfnic.h"
+#include "pfnic_regs.h"
+#include "trace.h"
+
+#define PFNIC_PAGE_SIZE         4096ull
+#define PFNIC_PAGE_MASK         (~(PFNIC_PAGE_SIZE - 1))
+/* Pages one context may process per engine run: keeps contexts fair. */
+#define PFNIC_PAGES_PER_RUN     64
+/*
+ * A successful response does not make a page resident for good, so a page
+ * is translated again after each one; an OS that keeps answering success
+ * without mapping the page gets the descriptor failed after this many.
+ */
+#define PFNIC_MAX_REFAULTS      8
+/* Back-off when the IOMMU's page request queue is full. */
+#define PFNIC_PRQ_RETRY_NS      (100 * SCALE_US)
+
+/* --- address translation cache ------------------------------------------ */
+
+static PfnicAtcEntry *pfnic_atc_slot(PfnicState *s, uint32_t pasid,
+                                     uint64_t vpage)
+{
+    return &s->atc[(vpage ^ ((uint64_t)pasid << 5)) % PFNIC_ATC_ENTRIES];
+}
+
+static void pfnic_atc_flush(PfnicState *s, uint32_t pasid, uint64_t start,
+                            uint64_t last)
+{
+    for (int i = 0; i < PFNIC_ATC_ENTRIES; i++) {
+        PfnicAtcEntry *e = &s->atc[i];
+        uint64_t va = e->vpage * PFNIC_PAGE_SIZE;
+
+        if (e->valid && e->pasid == pasid && va >= start && va <= last) {
+            e->valid = false;
+        }
+    }
+}
+
+/* IOMMU device-IOTLB invalidation for one context's PASID. */
+static void pfnic_iotlb_unmap(IOMMUNotifier *n, IOMMUTLBEntry *entry)
+{
+    PfnicContext *ctx = container_of(n, PfnicContext, iotlb_notifier);
+    uint64_t last = entry->iova + entry->addr_mask;
+
+    ctx->s->stats.invalidations++;
+    trace_pfnic_atc_invalidate(ctx->index, ctx->pasid, entry->iova, last);
+    pfnic_atc_flush(ctx->s, ctx->pasid, entry->iova & PFNIC_PAGE_MASK, last);
+}
+
+typedef enum {
+    PFNIC_XLATE_OK,
+    PFNIC_XLATE_FAULT,      /* not present or not permitted: page request */
+} PfnicXlate;
+
+/*
+ * Translate one page of the context's address space for reading or
+ * writing. On success *pa and *as are where the byte at @va lives.
+ */
+static PfnicXlate pfnic_translate(PfnicContext *ctx, uint64_t va, bool write,
+                                  hwaddr *pa, AddressSpace **as)
+{
+    PfnicState *s = ctx->s;
+    IOMMUAccessFlags need = write ? IOMMU_WO : IOMMU_RO;
+    uint64_t vpage = va / PFNIC_PAGE_SIZE;
+    PfnicAtcEntry *e = pfnic_atc_slot(s, ctx->pasid, vpage);
+    IOMMUTLBEntry t;
+    uint32_t err = 0;
+    ssize_t n;
+
+    if (e->valid && e->pasid == ctx->pasid && e->vpage == vpage &&
+        (e->perm & need) == need) {
+        s->stats.atc_hits++;
+        *pa = e->paddr + (va & ~PFNIC_PAGE_MASK);
+        *as = e->as;
+        return PFNIC_XLATE_OK;
+    }
+
+    s->stats.atc_misses++;
+    n = pci_ats_request_translation(PCI_DEVICE(s), ctx->pasid, false, false,
+                                    va & PFNIC_PAGE_MASK, PFNIC_PAGE_SIZE,
+                                    !write, &t, 1, &err);
+    trace_pfnic_ats(ctx->index, ctx->pasid, va, write, n,
+                    n > 0 ? t.perm : 0, err);
+    if (n != 1 || err || (t.perm & need) != need) {
+        return PFNIC_XLATE_FAULT;
+    }
+
+    /* Cache the 4 KiB page holding @va, whatever the mapping's size. */
+    e->valid = ctx->iotlb_registered;   /* only when kept coherent */
+    e->pasid = ctx->pasid;
+    e->vpage = vpage;
+    e->paddr = (t.translated_addr & ~t.addr_mask) |
+               ((va & PFNIC_PAGE_MASK) & t.addr_mask);
+    e->as = t.target_as;
+    e->perm = t.perm;
+    *pa = e->paddr + (va & ~PFNIC_PAGE_MASK);
+    *as = e->as;
+    return PFNIC_XLATE_OK;
+}
+
+/* --- page requests ------------------------------------------------------- */
+
+/* The page request group of a context: one outstanding request at a time. */
+static uint16_t pfnic_prgi(PfnicContext *ctx)
+{
+    return ctx->index & PCI_PRI_PRGI_MASK;
+}
+
+static void pfnic_pri_response(IOMMUPRINotifier *n, IOMMUPRIResponse *r)
+{
+    PfnicContext *ctx = container_of(n, PfnicContext, pri_notifier);
+
+    trace_pfnic_pri_response(ctx->index, ctx->pasid, r->prgi,
+                             r->response_code);
+    if (!ctx->waiting || r->prgi != pfnic_prgi(ctx)) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "pfnic: unexpected page response (context %u)\n",
+                      ctx->index);
+        return;
+    }
+    ctx->waiting = false;
+    if (r->response_code == IOMMU_PRI_RESP_SUCCESS) {
+        ctx->s->stats.pri_success++;
+    } else {
+        ctx->s->stats.pri_failed++;
+        ctx->fault = true;
+    }
+    qemu_bh_schedule(ctx->s->engine_bh);
+}
+
+/* Ask the OS to make @va present (and writable); the context waits. */
+static void pfnic_page_request(PfnicContext *ctx, uint64_t va, bool write)
+{
+    PfnicState *s = ctx->s;
+    int ret;
+
+    if ((va & PFNIC_PAGE_MASK) == (ctx->fault_addr & PFNIC_PAGE_MASK) &&
+        !ctx->retry_prq) {
+        if (++ctx->refaults > PFNIC_MAX_REFAULTS) {
+            ctx->fault = true;
+            return;
+        }
+    } else {
+        ctx->refaults = 0;
+    }
+
+    ret = pci_pri_request_page(PCI_DEVICE(s), ctx->pasid, false, false,
+                               va & PFNIC_PAGE_MASK, true, pfnic_prgi(ctx),
+                               true, write);
+    trace_pfnic_page_request(ctx->index, ctx->pasid, va, write, ret);
+    if (ret == -ENOSPC) {
+        /* Queue full: not dropped, retried after a back-off. */
+        s->stats.prq_full++;
+        ctx->retry_prq = true;
+        ctx->fault_addr = va;
+        ctx->fault_write = write;
+        timer_mod(s->retry_timer,
+                  qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) + PFNIC_PRQ_RETRY_NS);
+        return;
+    }
+    if (ret < 0) {
+        /* PRI disabled or no IOMMU: nobody can make the page present. */
+        ctx->fault = true;
+        return;
+    }
+    s->stats.page_requests++;
+    ctx->desc.page_requests++;
+    ctx->fault_addr = va;
+    ctx->waiting = true;
+}
+
+static void pfnic_prq_retry(void *opaque)
+{
+    PfnicState *s = opaque;
+
+    for (uint32_t i = 0; i < s->num_contexts; i++) {
+        PfnicContext *ctx = &s->contexts[i];
+
+        if (ctx->enabled && ctx->retry_prq) {
+            ctx->retry_prq = false;
+            pfnic_page_request(ctx, ctx->fault_addr, ctx->fault_write);
+        }
+    }
+    qemu_bh_schedule(s->engine_bh);
+}
+
+/* --- descriptors ---------------------------------------------------------- */
+
+static hwaddr pfnic_desc_addr(PfnicContext *ctx, uint32_t index)
+{
+    return ctx->ring + (hwaddr)(index % ctx->ring_size) * PFNIC_DESC_SIZE;
+}
+
+static bool pfnic_desc_load(PfnicContext *ctx)
+{
+    PCIDevice *pdev = PCI_DEVICE(ctx->s);
+    PfnicDesc *d = &ctx->desc;
+
+    if (pci_dma_read(pdev, pfnic_desc_addr(ctx, ctx->head), d,
+                     sizeof(*d)) != MEMTX_OK) {
+        pfnic_guest_error(ctx->s, "descriptor ring unreadable");
+        return false;
+    }
+    d->src = le64_to_cpu(d->src);
+    d->dst = le64_to_cpu(d->dst);
+    d->len = le64_to_cpu(d->len);
+    d->pattern = le64_to_cpu(d->pattern);
+    d->cookie = le64_to_cpu(d->cookie);
+    d->result = 0;
+    d->page_requests = 0;
+    ctx->done = 0;
+    ctx->fault = false;
+    ctx->refaults = 0;
+    ctx->fault_addr = UINT64_MAX;
+    ctx->busy = true;
+    trace_pfnic_desc_start(ctx->index, ctx->head, d->opcode, d->src, d->dst,
+                           d->len);
+    return true;
+}
+
+/* Write the results back, status last, and signal the context's vector. */
+static void pfnic_desc_complete(PfnicContext *ctx, uint32_t code,
+                                uint64_t result)
+{
+    PCIDevice *pdev = PCI_DEVICE(ctx->s);
+    hwaddr addr = pfnic_desc_addr(ctx, ctx->head);
+    uint64_t res = cpu_to_le64(result);
+    uint32_t prs = cpu_to_le32(ctx->desc.page_requests);
+    uint32_t status = cpu_to_le32(PFNIC_DESC_DONE | code);
+
+    trace_pfnic_desc_done(ctx->index, ctx->head, code, result,
+                          ctx->desc.page_requests);
+    if (pci_dma_write(pdev, addr + offsetof(PfnicDesc, result), &res,
+                      sizeof(res)) != MEMTX_OK ||
+        pci_dma_write(pdev, addr + offsetof(PfnicDesc, page_requests), &prs,
+                      sizeof(prs)) != MEMTX_OK ||
+        pci_dma_write(pdev, addr + offsetof(PfnicDesc, status), &status,
+                      sizeof(status)) != MEMTX_OK) {
+        pfnic_guest_error(ctx->s, "descriptor ring unwritable");
+    }
+    ctx->busy = false;
+    ctx->head++;
+    if (msix_enabled(pdev) && ctx->vector < ctx->s->num_vectors) {
+        msix_notify(pdev, ctx->vector);
+    }
+}
+
+static bool pfnic_desc_valid(const PfnicDesc *d)
+{
+    return (d->opcode == PFNIC_OP_COPY || d->opcode == PFNIC_OP_FILL ||
+            d->opcode == PFNIC_OP_COMPARE) &&
+           d->flags == 0 && d->len <= PFNIC_DESC_MAX_LEN;
+}
+
+typedef enum {
+    PFNIC_STEP_MORE,        /* a page was processed */
+    PFNIC_STEP_WAIT,        /* waiting for a page request */
+    PFNIC_STEP_DONE,        /* the descriptor completed */
+} PfnicStep;
+
+/* Translate @va; on a fault, send the page request. */
+static bool pfnic_xlate_or_request(PfnicContext *ctx, uint64_t va, bool write,
+                                   hwaddr *pa, AddressSpace **as)
+{
+    if (pfnic_translate(ctx, va, write, pa, as) == PFNIC_XLATE_OK) {
+        return true;
+    }
+    pfnic_page_request(ctx, va, write);
+    return false;
+}
+
+/* Execute the part of the descriptor that lies in one page of each side. */
+static PfnicStep pfnic_desc_step(PfnicContext *ctx)
+{
+    PfnicDesc *d = &ctx->desc;
+    uint64_t src = d->src + ctx->done, dst = d->dst + ctx->done;
+    uint64_t chunk = d->len - ctx->done;
+    uint8_t a[PFNIC_PAGE_SIZE], b[PFNIC_PAGE_SIZE];
+    hwaddr spa = 0, dpa = 0;
+    AddressSpace *sas = NULL, *das = NULL;
+    bool reads_src = d->opcode != PFNIC_OP_FILL;
+    bool writes_dst = d->opcode != PFNIC_OP_COMPARE;
+
+    if (ctx->fault) {
+        pfnic_desc_complete(ctx, PFNIC_ST_PAGE_FAULT, ctx->done);
+        return PFNIC_STEP_DONE;
+    }
+    if (ctx->done == d->len) {
+        pfnic_desc_complete(ctx, PFNIC_ST_SUCCESS, d->len);
+        return PFNIC_STEP_DONE;
+    }
+    chunk = MIN(chunk, PFNIC_PAGE_SIZE - (dst & ~PFNIC_PAGE_MASK));
+    if (reads_src) {
+        chunk = MIN(chunk, PFNIC_PAGE_SIZE - (src & ~PFNIC_PAGE_MASK));
+        if (!pfnic_xlate_or_request(ctx, src, false, &spa, &sas)) {
+            return ctx->fault ? PFNIC_STEP_MORE : PFNIC_STEP_WAIT;
+        }
+    }
+    if (!pfnic_xlate_or_request(ctx, dst, writes_dst, &dpa, &das)) {
+        return ctx->fault ? PFNIC_STEP_MORE : PFNIC_STEP_WAIT;
+    }
+
+    if (reads_src &&
+        address_space_read(sas, spa, MEMTXATTRS_UNSPECIFIED, a, chunk)) {
+        ctx->fault = true;
+        return PFNIC_STEP_MORE;
+    }
+    switch (d->opcode) {
+    case PFNIC_OP_FILL:
+        for (uint64_t i = 0; i < chunk; i++) {
+            a[i] = d->pattern >> (8 * ((ctx->done + i) % 8));
+        }
+        /* fall through */
+    case PFNIC_OP_COPY:
+        if (address_space_write(das, dpa, MEMTXATTRS_UNSPECIFIED, a, chunk)) {
+            ctx->fault = true;
+            return PFNIC_STEP_MORE;
+        }
+        break;
+    case PFNIC_OP_COMPARE:
+        if (address_space_read(das, dpa, MEMTXATTRS_UNSPECIFIED, b, chunk)) {
+            ctx->fault = true;
+            return PFNIC_STEP_MORE;
+        }
+        for (uint64_t i = 0; i < chunk; i++) {
+            if (a[i] != b[i]) {
+                pfnic_desc_complete(ctx, PFNIC_ST_MISMATCH, ctx->done + i);
+                return PFNIC_STEP_DONE;
+            }
+        }
+        break;
+    }
+    ctx->done += chunk;
+    return PFNIC_STEP_MORE;
+}
+
+/* Run one context for at most PFNIC_PAGES_PER_RUN pages; true if work is left. */
+static bool pfnic_ctx_run(PfnicContext *ctx)
+{
+    for (int budget = PFNIC_PAGES_PER_RUN; budget > 0; budget--) {
+        if (!ctx->enabled || ctx->waiting || ctx->retry_prq) {
+            return false;
+        }
+        if (!ctx->busy) {
+            if (ctx->head == ctx->tail) {
+                return false;
+            }
+            if (!pfnic_desc_load(ctx)) {
+                ctx->enabled = false;
+                return false;
+            }
+            if (!pfnic_desc_valid(&ctx->desc)) {
+                pfnic_desc_complete(ctx, PFNIC_ST_BAD_DESCRIPTOR, 0);
+                continue;
+            }
+        }
+        if (pfnic_desc_step(ctx) == PFNIC_STEP_WAIT) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static void pfnic_engine_bh(void *opaque)
+{
+    PfnicState *s = opaque;
+    bool more = false;
+
+    for (uint32_t i = 0; i < s->num_contexts; i++) {
+        more |= pfnic_ctx_run(&s->contexts[i]);
+    }
+    if (more) {
+        qemu_bh_schedule(s->engine_bh);
+    }
+}
+
+/* --- context lifecycle ------------------------------------------------------ */
+
+void pfnic_doorbell(PfnicContext *ctx, uint32_t tail)
+{
+    if (!ctx->enabled || !ctx->ring_size) {
+        pfnic_guest_error(ctx->s, "doorbell of a context that is not running");
+        return;
+    }
+    if (tail - ctx->head > ctx->ring_size) {
+        pfnic_guest_error(ctx->s, "doorbell past the ring");
+        return;
+    }
+    ctx->tail = tail;
+    qemu_bh_schedule(ctx->s->engine_bh);
+}
+
+/* Start following the context's PASID: page responses and invalidations. */
+bool pfnic_ctx_start(PfnicContext *ctx)
+{
+    PCIDevice *pdev = PCI_DEVICE(ctx->s);
+
+    ctx->head = ctx->tail = 0;
+    ctx->busy = ctx->waiting = ctx->fault = ctx->retry_prq = false;
+    ctx->pri_notifier.notify = pfnic_pri_response;
+    ctx->pri_registered =
+        pci_pri_register_notifier(pdev, ctx->pasid, &ctx->pri_notifier) == 0;
+    ctx->iotlb_registered =
+        pci_iommu_init_iotlb_notifier(pdev, &ctx->iotlb_notifier,
+                                      pfnic_iotlb_unmap, ctx) == 0 &&
+        pci_iommu_register_iotlb_notifier(pdev, ctx->pasid,
+                                          &ctx->iotlb_notifier) == 0;
+    trace_pfnic_ctx_follow(ctx->index, ctx->pasid, ctx->pri_registered,
+                           ctx->iotlb_registered);
+    return true;
+}
+
+/* Stop the context: nothing in flight survives, and its PASID is forgotten. */
+void pfnic_ctx_stop(PfnicContext *ctx)
+{
+    PCIDevice *pdev = PCI_DEVICE(ctx->s);
+
+    if (ctx->pri_registered) {
+        pci_pri_unregister_notifier(pdev, ctx->pasid);
+        ctx->pri_registered = false;
+    }
+    if (ctx->iotlb_registered) {
+        pci_iommu_unregister_iotlb_notifier(pdev, ctx->pasid,
+                                            &ctx->iotlb_notifier);
+        ctx->iotlb_registered = false;
+    }
+    pfnic_atc_flush(ctx->s, ctx->pasid, 0, UINT64_MAX);
+    ctx->busy = ctx->waiting = ctx->retry_prq = false;
+}
+
+void pfnic_engine_reset(PfnicState *s)
+{
+    for (uint32_t i = 0; i < s->num_contexts; i++) {
+        PfnicContext *ctx = &s->contexts[i];
+
+        if (ctx->enabled) {
+            pfnic_ctx_stop(ctx);
+        }
+        *ctx = (PfnicContext) { .s = s, .index = i };
+    }
+    memset(s->atc, 0, sizeof(s->atc));
+    memset(&s->stats, 0, sizeof(s->stats));
+    qemu_bh_cancel(s->engine_bh);
+    timer_del(s->retry_timer);
+}
+
+void pfnic_engine_init(PfnicState *s)
+{
+    s->engine_bh = aio_bh_new_guarded(qemu_get_aio_context(), pfnic_engine_bh,
+                                      s, &DEVICE(s)->mem_reentrancy_guard);
+    s->retry_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, pfnic_prq_retry, s);
+}
+
+void pfnic_engine_exit(PfnicState *s)
+{
+    pfnic_engine_reset(s);
+    timer_free(s->retry_timer);
+    qemu_bh_delete(s->engine_bh);
+}

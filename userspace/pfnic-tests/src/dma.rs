@@ -1,0 +1,350 @@
+//! DMA in process memory that nobody pinned: the device faults pages in through PRI.
+
+use crate::common::nic;
+use crate::ktap::{Failure, Test, TestResult};
+use pfnic_sys::pci::{self, Config};
+use pfnic_sys::{uapi, Device, Submit};
+
+pub const TESTS: &[&Test] = &[
+    &Test {
+        name: "test_fill_untouched_memory",
+        run: test_fill_untouched_memory,
+    },
+    &Test {
+        name: "test_copy_compare_beyond_atc",
+        run: test_copy_compare_beyond_atc,
+    },
+    &Test {
+        name: "test_dontneed_refaults",
+        run: test_dontneed_refaults,
+    },
+    &Test {
+        name: "test_protection_faults",
+        run: test_protection_faults,
+    },
+    &Test {
+        name: "test_submit_bad_args",
+        run: test_submit_bad_args,
+    },
+];
+
+const PAGE: usize = 4096;
+
+/// An anonymous private mapping, unmapped when dropped.
+struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Mapping {
+    fn new(len: usize) -> Result<Self, Failure> {
+        // SAFETY: a fresh anonymous mapping; nothing else refers to it.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            fail!("mmap {len}: {}", std::io::Error::last_os_error());
+        }
+        Ok(Self {
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+
+    fn addr(&self) -> u64 {
+        self.ptr as u64
+    }
+
+    /// The memory as the CPU sees it. Reading it faults pages in, so tests only look after the
+    /// device is done.
+    fn bytes(&self) -> &mut [u8] {
+        // SAFETY: the mapping is `len` bytes, readable and writable while `self` lives.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+
+    fn advise(&self, advice: libc::c_int) -> TestResult {
+        // SAFETY: advice on our own mapping.
+        if unsafe { libc::madvise(self.ptr.cast(), self.len, advice) } != 0 {
+            fail!("madvise {advice}: {}", std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    fn protect(&self, prot: libc::c_int) -> TestResult {
+        // SAFETY: changes the protection of our own mapping.
+        if unsafe { libc::mprotect(self.ptr.cast(), self.len, prot) } != 0 {
+            fail!("mprotect: {}", std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmaps what `new` mapped.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// The pfnic under test, on a platform whose device can fault (else the test skips).
+fn dma_nic() -> Result<crate::common::Nic, Failure> {
+    let n = nic()?;
+    if Config::read(&n.bdf)?.ext_cap(pci::EXT_CAP_PRI).is_none() {
+        return Err(Failure::Skip("no PRI on this platform".into()));
+    }
+    Ok(n)
+}
+
+fn op(opcode: u32, src: u64, dst: u64, len: usize, pattern: u64) -> Submit {
+    Submit {
+        opcode,
+        src,
+        dst,
+        len: len as u64,
+        pattern,
+        ..Default::default()
+    }
+}
+
+fn run(dev: &Device, mut s: Submit) -> Result<Submit, Failure> {
+    dev.submit(&mut s)
+        .map_err(|e| Failure::Fail(format!("submit op {}: {e}", s.opcode)))?;
+    Ok(s)
+}
+
+/// The "VmPin" line of /proc/self/status, in kB.
+fn vm_pinned_kb() -> Result<u64, Failure> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmPin:"))
+        .ok_or("no VmPin in /proc/self/status")?;
+    Ok(line.split_whitespace().nth(1).unwrap_or("?").parse()?)
+}
+
+/// The device writes into memory the CPU never touched: every page comes from a page request,
+/// the data is right, and nothing is pinned.
+fn test_fill_untouched_memory() -> TestResult {
+    let n = dma_nic()?;
+    let before = n.dev.query_stats()?;
+    let m = Mapping::new(16 * PAGE)?;
+    let pattern = 0x0123_4567_89ab_cdef_u64;
+    let r = run(&n.dev, op(uapi::PFNIC_OP_FILL, 0, m.addr(), m.len, pattern))?;
+    check_eq!(r.status, uapi::PFNIC_STATUS_SUCCESS);
+    check_eq!(r.result, m.len as u64);
+    check!(
+        r.page_requests >= 16,
+        "only {} page requests for 16 untouched pages",
+        r.page_requests
+    );
+    check_eq!(vm_pinned_kb()?, 0);
+    let after = n.dev.query_stats()?;
+    check!(
+        after.page_requests >= before.page_requests + 16,
+        "device counted no page requests"
+    );
+    check!(
+        after.pri_success >= before.pri_success + 16,
+        "no successful page responses counted"
+    );
+    let want = pattern.to_le_bytes();
+    if let Some(i) = m
+        .bytes()
+        .iter()
+        .enumerate()
+        .position(|(i, b)| *b != want[i % 8])
+    {
+        fail!(
+            "byte {i} is {:#x}, expected {:#x}",
+            m.bytes()[i],
+            want[i % 8]
+        );
+    }
+    println!(
+        "# fill of 16 untouched pages: {} page requests, {} us",
+        r.page_requests,
+        r.latency_ns / 1000
+    );
+    Ok(())
+}
+
+/// The device reads what the CPU wrote; copy and compare work over more pages than the ATC
+/// holds; compare finds a planted difference.
+fn test_copy_compare_beyond_atc() -> TestResult {
+    let n = dma_nic()?;
+    let len = 1 << 20;
+    let (src, dst) = (Mapping::new(len)?, Mapping::new(len)?);
+    for (i, b) in src.bytes().iter_mut().enumerate() {
+        *b = (i * 7 + i / 4096) as u8;
+    }
+    let before = n.dev.query_stats()?;
+    let r = run(
+        &n.dev,
+        op(uapi::PFNIC_OP_COPY, src.addr(), dst.addr(), len, 0),
+    )?;
+    check_eq!(r.status, uapi::PFNIC_STATUS_SUCCESS);
+    check!(
+        dst.bytes() == src.bytes(),
+        "the copy differs from the source"
+    );
+    let c = run(
+        &n.dev,
+        op(uapi::PFNIC_OP_COMPARE, src.addr(), dst.addr(), len, 0),
+    )?;
+    check_eq!(
+        (c.status, c.result),
+        (uapi::PFNIC_STATUS_SUCCESS, len as u64)
+    );
+    let after = n.dev.query_stats()?;
+    let (hits, misses) = (
+        after.atc_hits - before.atc_hits,
+        after.atc_misses - before.atc_misses,
+    );
+    println!(
+        "# copy+compare of 1 MiB: ATC hits {hits}, misses {misses} (hit ratio {:.2}), {} page requests",
+        f64::from(hits) / f64::from((hits + misses).max(1)),
+        r.page_requests + c.page_requests
+    );
+    dst.bytes()[777_777] ^= 0x5a;
+    let c = run(
+        &n.dev,
+        op(uapi::PFNIC_OP_COMPARE, src.addr(), dst.addr(), len, 0),
+    )?;
+    check_eq!((c.status, c.result), (uapi::PFNIC_STATUS_MISMATCH, 777_777));
+    Ok(())
+}
+
+/// After MADV_DONTNEED the device does not use stale translations: it faults again and reads
+/// the zero pages the process would see.
+fn test_dontneed_refaults() -> TestResult {
+    let n = dma_nic()?;
+    let len = 8 * PAGE;
+    let (buf, out) = (Mapping::new(len)?, Mapping::new(len)?);
+    let r = run(
+        &n.dev,
+        op(uapi::PFNIC_OP_FILL, 0, buf.addr(), len, u64::MAX),
+    )?;
+    check_eq!(r.status, uapi::PFNIC_STATUS_SUCCESS);
+    // Warm the ATC with the device reading the buffer.
+    let c = run(
+        &n.dev,
+        op(uapi::PFNIC_OP_COPY, buf.addr(), out.addr(), len, 0),
+    )?;
+    check_eq!(c.status, uapi::PFNIC_STATUS_SUCCESS);
+    check!(
+        out.bytes().iter().all(|b| *b == 0xff),
+        "the first copy is wrong"
+    );
+    let before = n.dev.query_stats()?;
+    buf.advise(libc::MADV_DONTNEED)?;
+    let after_advice = n.dev.query_stats()?;
+    check!(
+        after_advice.invalidations > before.invalidations,
+        "MADV_DONTNEED caused no device-IOTLB invalidation"
+    );
+    let c = run(
+        &n.dev,
+        op(uapi::PFNIC_OP_COPY, buf.addr(), out.addr(), len, 0),
+    )?;
+    check_eq!(c.status, uapi::PFNIC_STATUS_SUCCESS);
+    check!(c.page_requests > 0, "no page request after MADV_DONTNEED");
+    check!(
+        out.bytes().iter().all(|b| *b == 0),
+        "the device read stale data after MADV_DONTNEED"
+    );
+    Ok(())
+}
+
+/// Writes to read-only, PROT_NONE or unmapped memory fail with PAGE_FAULT, change nothing, and
+/// the context keeps working.
+fn test_protection_faults() -> TestResult {
+    let n = dma_nic()?;
+    let len = 4 * PAGE;
+    let ro = Mapping::new(len)?;
+    ro.bytes().fill(0x11);
+    ro.protect(libc::PROT_READ)?;
+    let r = run(&n.dev, op(uapi::PFNIC_OP_FILL, 0, ro.addr(), len, 0))?;
+    check_eq!(r.status, uapi::PFNIC_STATUS_PAGE_FAULT);
+    check!(
+        ro.bytes().iter().all(|b| *b == 0x11),
+        "read-only memory changed"
+    );
+
+    let none = Mapping::new(len)?;
+    none.protect(libc::PROT_NONE)?;
+    let r = run(&n.dev, op(uapi::PFNIC_OP_FILL, 0, none.addr(), len, 0))?;
+    check_eq!(r.status, uapi::PFNIC_STATUS_PAGE_FAULT);
+
+    let gone = Mapping::new(len)?;
+    let addr = gone.addr();
+    drop(gone);
+    let r = run(&n.dev, op(uapi::PFNIC_OP_FILL, 0, addr, len, 0))?;
+    check_eq!(r.status, uapi::PFNIC_STATUS_PAGE_FAULT);
+    // Reading the read-only memory is fine.
+    let out = Mapping::new(len)?;
+    let r = run(
+        &n.dev,
+        op(uapi::PFNIC_OP_COPY, ro.addr(), out.addr(), len, 0),
+    )?;
+    check_eq!(r.status, uapi::PFNIC_STATUS_SUCCESS);
+    check!(
+        out.bytes().iter().all(|b| *b == 0x11),
+        "copy from read-only memory is wrong"
+    );
+    Ok(())
+}
+
+fn test_submit_bad_args() -> TestResult {
+    let n = dma_nic()?;
+    let m = Mapping::new(PAGE)?;
+    let cases = [
+        ("opcode 0", op(0, 0, m.addr(), PAGE, 0)),
+        ("opcode 9", op(9, 0, m.addr(), PAGE, 0)),
+        (
+            "flags",
+            Submit {
+                flags: 1,
+                ..op(uapi::PFNIC_OP_FILL, 0, m.addr(), PAGE, 0)
+            },
+        ),
+        (
+            "len > 1 GiB",
+            op(uapi::PFNIC_OP_FILL, 0, m.addr(), (1 << 30) + 1, 0),
+        ),
+    ];
+    for (what, mut s) in cases {
+        match n.dev.submit(&mut s) {
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+            other => fail!("{what}: {other:?}, expected EINVAL"),
+        }
+    }
+    // A fork child cannot submit on its parent's context.
+    let dev = &n.dev;
+    let addr = m.addr();
+    // SAFETY: the child only issues one ioctl and leaves with _exit.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let mut s = op(uapi::PFNIC_OP_FILL, 0, addr, PAGE, 0);
+        let code = match dev.submit(&mut s) {
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => 0,
+            _ => 1,
+        };
+        // SAFETY: ends the child.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child forked above.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    check!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "fork child could submit"
+    );
+    Ok(())
+}
