@@ -238,18 +238,24 @@ impl Nic {
     /// context's start and stop; a reset clears them.
     pub(crate) fn program_rings(&self) -> Result {
         let completion_vectors = self.info.num_vectors.saturating_sub(1).max(1);
-        self.with_bar(|bar| {
-            for ctx in 0..self.info.num_contexts {
-                let addr = self.rings.dma_address(ctx);
+        // Vector 0 is the device's own; contexts take the others in turn.
+        let mut vector = 1;
+        for ctx in 0..self.info.num_contexts {
+            let addr = self.rings.dma_address(ctx).ok_or(EINVAL)?;
+            self.with_bar(|bar| {
                 bar.write_reg(regs::CTX_SELECT::zeroed().with_context(ctx));
                 bar.write_reg(regs::CTX_RING_LO::zeroed().with_addr(addr as u32));
                 bar.write_reg(regs::CTX_RING_HI::zeroed().with_addr((addr >> 32) as u32));
                 bar.write_reg(regs::CTX_RING_SIZE::zeroed().with_entries(ring::RING_SIZE));
-                // Vector 0 is the device's own; contexts share the others.
-                let vector = 1 + ctx % completion_vectors;
                 bar.write_reg(regs::CTX_VECTOR::zeroed().with_vector(vector));
-            }
-        })
+            })?;
+            vector = if vector >= completion_vectors {
+                1
+            } else {
+                vector + 1
+            };
+        }
+        Ok(())
     }
 
     /// Has context `index` execute `desc` and waits for it; returns the completed descriptor

@@ -71,8 +71,11 @@ impl Rings {
     }
 
     /// The DMA address of context `ctx`'s ring, for `CTX_RING_LO/HI`.
-    pub(crate) fn dma_address(&self, ctx: u32) -> u64 {
-        self.mem.dma_address() + u64::from(ctx * RING_SIZE) * size_of::<Desc>() as u64
+    pub(crate) fn dma_address(&self, ctx: u32) -> Option<u64> {
+        let offset = u64::from(ctx)
+            .checked_mul(u64::from(RING_SIZE))?
+            .checked_mul(size_of::<Desc>() as u64)?;
+        self.mem.dma_address().checked_add(offset)
     }
 
     fn slot(ctx: u32, index: u32) -> usize {

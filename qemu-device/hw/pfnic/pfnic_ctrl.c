@@ -77,7 +77,8 @@ static void pfnic_ctx_set_ring_size(PfnicState *s, uint32_t size)
     if (!ctx) {
         return;
     }
-    if (size < PFNIC_RING_MIN || size > PFNIC_RING_MAX || !is_power_of_2(size)) {
+    if (size < PFNIC_RING_MIN || size > PFNIC_RING_MAX ||
+        !is_power_of_2(size)) {
         pfnic_guest_error(s, "bad ring size");
         return;
     }

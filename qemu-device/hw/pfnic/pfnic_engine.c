@@ -357,7 +357,7 @@ static PfnicStep pfnic_desc_step(PfnicContext *ctx)
     return PFNIC_STEP_MORE;
 }
 
-/* Run one context for at most PFNIC_PAGES_PER_RUN pages; true if work is left. */
+/* Run one context for up to PFNIC_PAGES_PER_RUN pages; true if more is left */
 static bool pfnic_ctx_run(PfnicContext *ctx)
 {
     for (int budget = PFNIC_PAGES_PER_RUN; budget > 0; budget--) {
@@ -397,12 +397,12 @@ static void pfnic_engine_bh(void *opaque)
     }
 }
 
-/* --- context lifecycle ------------------------------------------------------ */
+/* --- context lifecycle ----------------------------------------------- */
 
 void pfnic_doorbell(PfnicContext *ctx, uint32_t tail)
 {
     if (!ctx->enabled || !ctx->ring_size) {
-        pfnic_guest_error(ctx->s, "doorbell of a context that is not running");
+        pfnic_guest_error(ctx->s, "doorbell of a stopped context");
         return;
     }
     if (tail - ctx->head > ctx->ring_size) {

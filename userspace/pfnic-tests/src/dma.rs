@@ -64,8 +64,13 @@ impl Mapping {
 
     /// The memory as the CPU sees it. Reading it faults pages in, so tests only look after the
     /// device is done.
-    fn bytes(&self) -> &mut [u8] {
-        // SAFETY: the mapping is `len` bytes, readable and writable while `self` lives.
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the mapping is `len` readable bytes while `self` lives.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as for `bytes`, and `&mut self` makes this the only access.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
 
@@ -180,8 +185,8 @@ fn test_fill_untouched_memory() -> TestResult {
 fn test_copy_compare_beyond_atc() -> TestResult {
     let n = dma_nic()?;
     let len = 1 << 20;
-    let (src, dst) = (Mapping::new(len)?, Mapping::new(len)?);
-    for (i, b) in src.bytes().iter_mut().enumerate() {
+    let (mut src, mut dst) = (Mapping::new(len)?, Mapping::new(len)?);
+    for (i, b) in src.bytes_mut().iter_mut().enumerate() {
         *b = (i * 7 + i / 4096) as u8;
     }
     let before = n.dev.query_stats()?;
@@ -212,7 +217,7 @@ fn test_copy_compare_beyond_atc() -> TestResult {
         f64::from(hits) / f64::from((hits + misses).max(1)),
         r.page_requests + c.page_requests
     );
-    dst.bytes()[777_777] ^= 0x5a;
+    dst.bytes_mut()[777_777] ^= 0x5a;
     let c = run(
         &n.dev,
         op(uapi::PFNIC_OP_COMPARE, src.addr(), dst.addr(), len, 0),
@@ -267,8 +272,8 @@ fn test_dontneed_refaults() -> TestResult {
 fn test_protection_faults() -> TestResult {
     let n = dma_nic()?;
     let len = 4 * PAGE;
-    let ro = Mapping::new(len)?;
-    ro.bytes().fill(0x11);
+    let mut ro = Mapping::new(len)?;
+    ro.bytes_mut().fill(0x11);
     ro.protect(libc::PROT_READ)?;
     let r = run(&n.dev, op(uapi::PFNIC_OP_FILL, 0, ro.addr(), len, 0))?;
     check_eq!(r.status, uapi::PFNIC_STATUS_PAGE_FAULT);
