@@ -26,6 +26,10 @@ pub const TESTS: &[&Test] = &[
         name: "test_submit_bad_args",
         run: test_submit_bad_args,
     },
+    &Test {
+        name: "test_faults_not_logged_as_dmar_faults",
+        run: test_faults_not_logged_as_dmar_faults,
+    },
 ];
 
 const PAGE: usize = 4096;
@@ -351,5 +355,21 @@ fn test_submit_bad_args() -> TestResult {
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "fork child could submit"
     );
+    Ok(())
+}
+
+/// The page faults of the tests above are the device's normal operation: the IOMMU must not
+/// record them as DMAR faults (the guest would log one per page, and real faults would drown).
+fn test_faults_not_logged_as_dmar_faults() -> TestResult {
+    let n = dma_nic()?;
+    check!(
+        n.dev.query_stats()?.page_requests > 0,
+        "no page request happened before this test"
+    );
+    let out = std::process::Command::new("dmesg").output()?;
+    let log = String::from_utf8_lossy(&out.stdout);
+    if let Some(line) = log.lines().find(|l| l.contains("DMAR: [DMA")) {
+        fail!("the IOMMU recorded a fault: {line}");
+    }
     Ok(())
 }
