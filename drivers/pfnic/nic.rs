@@ -13,7 +13,7 @@ use crate::{
 };
 use kernel::{
     device::{self, Bound},
-    io::{poll::read_poll_timeout, Io},
+    io::{poll::read_poll_timeout, register::Array, Io},
     iommu::sva::SvaBond,
     new_mutex,
     num::Bounded,
@@ -335,6 +335,9 @@ impl Nic {
             stats.atc_misses = bar.read(regs::STAT_ATC_MISSES).count().get();
             stats.invalidations = bar.read(regs::STAT_INVALIDATIONS).count().get();
             stats.prq_full = bar.read(regs::STAT_PRQ_FULL).count().get();
+            for (i, bucket) in stats.fault_latency_us_log2.iter_mut().enumerate() {
+                *bucket = bar.read(regs::STAT_FAULT_LAT::at(i)).count().get();
+            }
         })?;
         Ok(stats)
     }

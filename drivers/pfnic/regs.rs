@@ -176,4 +176,9 @@ register! {
     pub(crate) STAT_PRQ_FULL(u32) @ 0x118 {
         31:0 count;
     }
+
+    /// Page request round trips in [2^i, 2^(i+1)) microseconds.
+    pub(crate) STAT_FAULT_LAT(u32)[16] @ 0x140 {
+        31:0 count;
+    }
 }

@@ -18,7 +18,7 @@
 use zerocopy_derive::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// Version of this interface, reported by [`PFNIC_IOCTL_QUERY_DEVICE`]. Bumped for every change.
-pub const PFNIC_UAPI_VERSION: u32 = 4;
+pub const PFNIC_UAPI_VERSION: u32 = 5;
 
 /// The ioctl "type" byte of every pfnic ioctl.
 pub const PFNIC_IOCTL_MAGIC: u32 = 0xf5;
@@ -134,6 +134,9 @@ pub struct DeviceStats {
     pub invalidations: u32,
     /// Page requests the IOMMU could not queue at first (retried).
     pub prq_full: u32,
+    /// Page request round trips: entry `i` counts those answered within [2^i, 2^(i+1))
+    /// microseconds (entry 0 includes faster ones, entry 15 slower ones), guest time.
+    pub fault_latency_us_log2: [u32; 16],
     /// Reserved, zero.
     pub reserved: [u64; 2],
 }

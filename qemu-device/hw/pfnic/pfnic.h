@@ -45,6 +45,7 @@ typedef struct PfnicContext {
     uint64_t fault_addr;
     bool fault_write;
     uint32_t refaults;          /* page requests in a row for one page */
+    int64_t pri_sent_ns;        /* when the outstanding request was sent */
 
     /* Page request responses and device-IOTLB invalidations for our PASID */
     IOMMUPRINotifier pri_notifier;
@@ -73,6 +74,7 @@ typedef struct PfnicStats {
     uint32_t atc_misses;
     uint32_t invalidations;
     uint32_t prq_full;
+    uint32_t fault_lat[PFNIC_FAULT_LAT_BUCKETS];
 } PfnicStats;
 
 struct PfnicState {

@@ -272,6 +272,10 @@ static uint64_t pfnic_ctrl_read(void *opaque, hwaddr addr, unsigned size)
     case PFNIC_REG_STAT_PRQ_FULL:
         val = s->stats.prq_full;
         break;
+    case PFNIC_REG_STAT_FAULT_LAT ...
+         PFNIC_REG_STAT_FAULT_LAT + 4 * (PFNIC_FAULT_LAT_BUCKETS - 1):
+        val = s->stats.fault_lat[(addr - PFNIC_REG_STAT_FAULT_LAT) / 4];
+        break;
     default:
         qemu_log_mask(LOG_GUEST_ERROR,
                       "pfnic: read of unknown register 0x%" HWADDR_PRIx "\n",
@@ -364,6 +368,8 @@ static void pfnic_ctrl_write(void *opaque, hwaddr addr, uint64_t val,
     case PFNIC_REG_CTX_STATUS:
     case PFNIC_REG_CTX_HEAD:
     case PFNIC_REG_STAT_PAGE_REQUESTS ... PFNIC_REG_STAT_PRQ_FULL:
+    case PFNIC_REG_STAT_FAULT_LAT ...
+         PFNIC_REG_STAT_FAULT_LAT + 4 * (PFNIC_FAULT_LAT_BUCKETS - 1):
         pfnic_guest_error(s, "write to a read-only register");
         break;
     default:

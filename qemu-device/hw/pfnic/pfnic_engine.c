@@ -129,6 +129,16 @@ static uint16_t pfnic_prgi(PfnicContext *ctx)
     return ctx->index & PCI_PRI_PRGI_MASK;
 }
 
+/* Account the round trip of the page request just answered. */
+static void pfnic_fault_latency(PfnicContext *ctx)
+{
+    int64_t us = (qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) - ctx->pri_sent_ns) /
+                 SCALE_US;
+    int bucket = us > 1 ? MIN(63 - clz64(us), PFNIC_FAULT_LAT_BUCKETS - 1) : 0;
+
+    ctx->s->stats.fault_lat[bucket]++;
+}
+
 static void pfnic_pri_response(IOMMUPRINotifier *n, IOMMUPRIResponse *r)
 {
     PfnicContext *ctx = container_of(n, PfnicContext, pri_notifier);
@@ -142,6 +152,7 @@ static void pfnic_pri_response(IOMMUPRINotifier *n, IOMMUPRIResponse *r)
         return;
     }
     ctx->waiting = false;
+    pfnic_fault_latency(ctx);
     if (r->response_code == IOMMU_PRI_RESP_SUCCESS) {
         ctx->s->stats.pri_success++;
     } else {
@@ -189,6 +200,7 @@ static void pfnic_page_request(PfnicContext *ctx, uint64_t va, bool write)
     s->stats.page_requests++;
     ctx->desc.page_requests++;
     ctx->fault_addr = va;
+    ctx->pri_sent_ns = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     ctx->waiting = true;
 }
 

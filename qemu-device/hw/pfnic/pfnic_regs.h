@@ -57,6 +57,8 @@
 #define PFNIC_REG_STAT_ATC_MISSES   0x110
 #define PFNIC_REG_STAT_INVALIDATIONS 0x114
 #define PFNIC_REG_STAT_PRQ_FULL     0x118
+#define PFNIC_REG_STAT_FAULT_LAT    0x140   /* 16 registers */
+#define PFNIC_FAULT_LAT_BUCKETS     16
 
 /* Register values and fields */
 #define PFNIC_ID_VALUE              0x434e4650 /* "PFNC" in memory order */

@@ -30,6 +30,10 @@ pub const TESTS: &[&Test] = &[
         name: "test_faults_not_logged_as_dmar_faults",
         run: test_faults_not_logged_as_dmar_faults,
     },
+    &Test {
+        name: "test_fault_latency_histogram",
+        run: test_fault_latency_histogram,
+    },
 ];
 
 const PAGE: usize = 4096;
@@ -371,5 +375,33 @@ fn test_faults_not_logged_as_dmar_faults() -> TestResult {
     if let Some(line) = log.lines().find(|l| l.contains("DMAR: [DMA")) {
         fail!("the IOMMU recorded a fault: {line}");
     }
+    Ok(())
+}
+
+/// Every page request response is timed; prints the median and p99 round trip.
+fn test_fault_latency_histogram() -> TestResult {
+    let n = dma_nic()?;
+    let st = n.dev.query_stats()?;
+    let hist = st.fault_latency_us_log2;
+    let total: u64 = hist.iter().map(|&c| u64::from(c)).sum();
+    check!(total > 0, "no page request was timed");
+    check_eq!(total, u64::from(st.pri_success) + u64::from(st.pri_failed));
+    // The upper bound of the bucket that holds the given fraction of the round trips.
+    let bound = |fraction: f64| -> u64 {
+        let want = (total as f64 * fraction).ceil() as u64;
+        let mut seen = 0;
+        for (i, &c) in hist.iter().enumerate() {
+            seen += u64::from(c);
+            if seen >= want {
+                return 1 << (i + 1);
+            }
+        }
+        1 << hist.len()
+    };
+    println!(
+        "# page request round trip over {total} faults: median < {} us, p99 < {} us",
+        bound(0.5),
+        bound(0.99)
+    );
     Ok(())
 }
