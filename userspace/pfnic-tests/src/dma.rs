@@ -23,6 +23,18 @@ pub const TESTS: &[&Test] = &[
         run: test_protection_faults,
     },
     &Test {
+        name: "test_swapped_out_memory",
+        run: test_swapped_out_memory,
+    },
+    &Test {
+        name: "test_overcommit_sparse",
+        run: test_overcommit_sparse,
+    },
+    &Test {
+        name: "test_processes_isolated",
+        run: test_processes_isolated,
+    },
+    &Test {
         name: "test_submit_bad_args",
         run: test_submit_bad_args,
     },
@@ -402,6 +414,185 @@ fn test_fault_latency_histogram() -> TestResult {
         "# page request round trip over {total} faults: median < {} us, p99 < {} us",
         bound(0.5),
         bound(0.99)
+    );
+    Ok(())
+}
+
+/// Makes sure some swap is active: a zram device, set up once.
+fn ensure_swap() -> TestResult {
+    let swaps = std::fs::read_to_string("/proc/swaps")?;
+    if swaps.lines().count() > 1 {
+        return Ok(());
+    }
+    std::fs::write("/sys/block/zram0/disksize", "256M")
+        .map_err(|e| format!("zram0 disksize: {e}"))?;
+    for (cmd, args) in [("mkswap", ["/dev/zram0"]), ("swapon", ["/dev/zram0"])] {
+        let out = std::process::Command::new(cmd).args(args).output()?;
+        check!(
+            out.status.success(),
+            "{cmd}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
+/// Pages of `m` resident in memory, by mincore().
+fn resident_pages(m: &Mapping) -> Result<usize, Failure> {
+    let mut vec = vec![0u8; m.len.div_ceil(PAGE)];
+    // SAFETY: `vec` has one byte per page of our mapping.
+    if unsafe { libc::mincore(m.ptr.cast(), m.len, vec.as_mut_ptr()) } != 0 {
+        fail!("mincore: {}", std::io::Error::last_os_error());
+    }
+    Ok(vec.iter().filter(|b| **b & 1 != 0).count())
+}
+
+/// Memory pushed out to swap (zram) comes back through page requests when the device reads it.
+fn test_swapped_out_memory() -> TestResult {
+    let n = dma_nic()?;
+    ensure_swap()?;
+    let len = 32 * PAGE;
+    let (mut buf, out) = (Mapping::new(len)?, Mapping::new(len)?);
+    for (i, b) in buf.bytes_mut().iter_mut().enumerate() {
+        *b = (i % 251) as u8;
+    }
+    let before = n.dev.query_stats()?;
+    buf.advise(libc::MADV_PAGEOUT)?;
+    let resident = resident_pages(&buf)?;
+    check!(
+        resident < 32,
+        "MADV_PAGEOUT swapped nothing out ({resident}/32 pages resident)"
+    );
+    let r = run(
+        &n.dev,
+        op(uapi::PFNIC_OP_COPY, buf.addr(), out.addr(), len, 0),
+    )?;
+    check_eq!(r.status, uapi::PFNIC_STATUS_SUCCESS);
+    check!(
+        r.page_requests as usize >= 32 - resident,
+        "{} page requests for {} swapped-out pages",
+        r.page_requests,
+        32 - resident
+    );
+    check!(
+        n.dev.query_stats()?.invalidations > before.invalidations,
+        "page-out invalidated nothing"
+    );
+    check!(
+        out.bytes() == buf.bytes(),
+        "data read back from swap differs"
+    );
+    Ok(())
+}
+
+fn meminfo_kb(key: &str) -> Result<u64, Failure> {
+    let info = std::fs::read_to_string("/proc/meminfo")?;
+    let line = info
+        .lines()
+        .find(|l| l.starts_with(key))
+        .ok_or("no such meminfo key")?;
+    Ok(line.split_whitespace().nth(1).unwrap_or("?").parse()?)
+}
+
+/// A mapping larger than the guest's RAM and swap together, which no amount of pinning could
+/// hold, is usable by the device wherever it touches it.
+fn test_overcommit_sparse() -> TestResult {
+    let n = dma_nic()?;
+    let limit = (meminfo_kb("MemTotal:")? + meminfo_kb("SwapTotal:")?) * 1024;
+    let len = (limit as usize + (1 << 30)).next_multiple_of(1 << 28);
+    // SAFETY: a fresh anonymous mapping, never populated as a whole.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        fail!("mmap of {len} bytes: {}", std::io::Error::last_os_error());
+    }
+    let m = Mapping {
+        ptr: ptr.cast(),
+        len,
+    };
+    let stride = 1 << 28;
+    for (i, off) in (0..len).step_by(stride).enumerate() {
+        let pattern = 0x1111_1111_1111_1111_u64.wrapping_mul(i as u64 + 1);
+        let r = run(
+            &n.dev,
+            op(uapi::PFNIC_OP_FILL, 0, m.addr() + off as u64, PAGE, pattern),
+        )?;
+        check_eq!(r.status, uapi::PFNIC_STATUS_SUCCESS);
+        check_eq!(m.bytes()[off + 8..off + 16], pattern.to_le_bytes());
+    }
+    println!(
+        "# overcommit: {} MiB mapping over {} MiB of RAM+swap, {} pages used by the device",
+        len >> 20,
+        limit >> 20,
+        len / stride
+    );
+    Ok(())
+}
+
+/// Another process reaches only its own memory, whatever address it names: after fork the
+/// parent writes a secret, and the child's device operations at the same addresses see and
+/// change only the child's copy.
+fn test_processes_isolated() -> TestResult {
+    let n = dma_nic()?;
+    let mut secret = Mapping::new(PAGE)?;
+    secret.bytes_mut().fill(0x00);
+    let path = n.dev.path().to_path_buf();
+    let addr = secret.addr();
+    let mut fds = [0; 2];
+    // SAFETY: a pipe to hold the child until the parent has written the secret.
+    check!(unsafe { libc::pipe(fds.as_mut_ptr()) } == 0, "pipe failed");
+    // SAFETY: the child runs our own code and leaves with _exit.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let mut byte = 0u8;
+        // SAFETY: reads one byte from the pipe.
+        unsafe { libc::read(fds[0], (&raw mut byte).cast(), 1) };
+        let code = (|| -> Result<i32, std::io::Error> {
+            let dev = Device::open(&path)?;
+            let out = Mapping::new(PAGE).map_err(|_| std::io::Error::other("mmap"))?;
+            let mut s = op(uapi::PFNIC_OP_COPY, addr, out.addr(), PAGE, 0);
+            dev.submit(&mut s)?;
+            if s.status != uapi::PFNIC_STATUS_SUCCESS || out.bytes().iter().any(|b| *b == 0x5e) {
+                return Ok(1); // read the parent's secret
+            }
+            let mut s = op(uapi::PFNIC_OP_FILL, 0, addr, PAGE, u64::MAX);
+            dev.submit(&mut s)?;
+            Ok(if s.status == uapi::PFNIC_STATUS_SUCCESS {
+                0
+            } else {
+                2
+            })
+        })()
+        .unwrap_or(3);
+        // SAFETY: ends the child.
+        unsafe { libc::_exit(code) };
+    }
+    secret.bytes_mut().fill(0x5e);
+    // SAFETY: releases the child.
+    unsafe { libc::write(fds[1], [1u8].as_ptr().cast(), 1) };
+    let mut status = 0;
+    // SAFETY: waits for the child forked above.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        128
+    };
+    check!(
+        code == 0,
+        "child: status {code} (1: it read the parent's secret, 2: its own fill failed)"
+    );
+    check!(
+        secret.bytes().iter().all(|b| *b == 0x5e),
+        "the child's device write reached the parent"
     );
     Ok(())
 }
