@@ -123,8 +123,9 @@ struct Slot {
     bond: SvaBond,
     /// Index of the next descriptor to post in the context's ring.
     tail: u32,
-    /// A descriptor is in flight (submissions are one at a time per context).
-    busy: bool,
+    /// The descriptor in flight, if any (submissions are one at a time per context). It stays
+    /// here when its submitter was interrupted, until a later submission finds it done.
+    inflight: Option<u32>,
 }
 
 /// Outcome of one interrupt self-test.
@@ -217,7 +218,7 @@ impl Nic {
         table.slots[index] = Some(Slot {
             bond,
             tail: 0,
-            busy: false,
+            inflight: None,
         });
         Ok(index_u32)
     }
@@ -261,9 +262,9 @@ impl Nic {
     /// Has context `index` execute `desc` and waits for it; returns the completed descriptor
     /// and the time it took.
     ///
-    /// `EBUSY` if the context already has a descriptor in flight; `ETIMEDOUT` if the device
-    /// does not complete it, after which the context stays busy (the device still owns the
-    /// descriptor).
+    /// `EBUSY` if the context's previous descriptor is still in flight; `EINTR` if a signal
+    /// arrives while waiting (the device goes on, and the descriptor is reaped by a later
+    /// submission once done); `ETIMEDOUT` if the device does not complete it in time.
     pub(crate) fn submit(&self, index: u32, desc: Desc) -> Result<(Desc, Delta)> {
         let tail = {
             let mut table = self.contexts.lock();
@@ -272,37 +273,42 @@ impl Nic {
                 .get_mut(index as usize)
                 .and_then(Option::as_mut)
                 .ok_or(ENODEV)?;
-            if slot.busy {
-                return Err(EBUSY);
+            if let Some(prev) = slot.inflight {
+                if self.rings.status(index, prev) & ring::DESC_DONE == 0 {
+                    return Err(EBUSY);
+                }
+                slot.tail = prev.wrapping_add(1);
             }
-            slot.busy = true;
+            slot.inflight = Some(slot.tail);
             slot.tail
         };
         self.rings.write(index, tail, desc);
         let start = Instant::<Monotonic>::now();
-        let rang = self
-            .doorbells
+        self.doorbells
             .try_access_with(|db| db.try_write32(tail.wrapping_add(1), index as usize * 4096))
-            .ok_or(ENODEV)
-            .and_then(|r| r);
-        let done = rang.and_then(|()| {
-            read_poll_timeout(
-                || Ok(self.rings.status(index, tail)),
-                |status: &u32| status & ring::DESC_DONE != 0,
-                Delta::from_micros(20),
-                SUBMIT_TIMEOUT,
-            )
-        });
+            .ok_or(ENODEV)??;
+        read_poll_timeout(
+            || {
+                if kernel::current!().signal_pending() {
+                    return Err(EINTR);
+                }
+                Ok(self.rings.status(index, tail))
+            },
+            |status: &u32| status & ring::DESC_DONE != 0,
+            Delta::from_micros(20),
+            SUBMIT_TIMEOUT,
+        )?;
         let elapsed = start.elapsed();
-        let mut table = self.contexts.lock();
-        if let Some(slot) = table.slots.get_mut(index as usize).and_then(Option::as_mut) {
-            if done.is_ok() {
-                slot.tail = tail.wrapping_add(1);
-                slot.busy = false;
-            }
+        if let Some(slot) = self
+            .contexts
+            .lock()
+            .slots
+            .get_mut(index as usize)
+            .and_then(Option::as_mut)
+        {
+            slot.tail = tail.wrapping_add(1);
+            slot.inflight = None;
         }
-        drop(table);
-        done?;
         Ok((self.rings.read(index, tail), elapsed))
     }
 

@@ -35,6 +35,10 @@ pub const TESTS: &[&Test] = &[
         run: test_processes_isolated,
     },
     &Test {
+        name: "test_killed_during_dma",
+        run: test_killed_during_dma,
+    },
+    &Test {
         name: "test_submit_bad_args",
         run: test_submit_bad_args,
     },
@@ -594,5 +598,76 @@ fn test_processes_isolated() -> TestResult {
         secret.bytes().iter().all(|b| *b == 0x5e),
         "the child's device write reached the parent"
     );
+    Ok(())
+}
+
+/// A process killed while the device works in its memory, with page requests outstanding:
+/// the kill takes effect at once, the context is stopped and freed, and the device serves
+/// others. Repeated, since every round takes a new context and PASID.
+fn test_killed_during_dma() -> TestResult {
+    let n = dma_nic()?;
+    let path = n.dev.path().to_path_buf();
+    for round in 0..3 {
+        let before = n.dev.query_stats()?;
+        let p = path.clone();
+        // SAFETY: the child runs our own code and leaves with _exit (or is killed).
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let len = 256 << 20;
+            let code = (|| -> Option<()> {
+                let dev = Device::open(&p).ok()?;
+                // SAFETY: a fresh anonymous mapping the device fills.
+                let ptr = unsafe {
+                    libc::mmap(
+                        std::ptr::null_mut(),
+                        len,
+                        libc::PROT_READ | libc::PROT_WRITE,
+                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                        -1,
+                        0,
+                    )
+                };
+                let mut s = op(uapi::PFNIC_OP_FILL, 0, ptr as u64, len, 7);
+                dev.submit(&mut s).ok()
+            })()
+            .map_or(1, |()| 0);
+            // SAFETY: ends the child.
+            unsafe { libc::_exit(code) };
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let mut status = 0;
+        // SAFETY: polls the child forked above.
+        if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } != 0 {
+            fail!("round {round}: the child finished before it could be killed");
+        }
+        let started = std::time::Instant::now();
+        // SAFETY: kills and reaps our own child.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            libc::waitpid(pid, &mut status, 0);
+        }
+        check!(
+            libc::WIFSIGNALED(status),
+            "round {round}: the child was not killed"
+        );
+        check!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "round {round}: the kill took {:?}",
+            started.elapsed()
+        );
+        let after = n.dev.query_stats()?;
+        check!(
+            after.page_requests > before.page_requests,
+            "round {round}: the child never faulted"
+        );
+        check_eq!(after.contexts_active, before.contexts_active);
+        check_eq!(
+            after.contexts_stopped_by_exit,
+            before.contexts_stopped_by_exit + 1
+        );
+        let m = Mapping::new(PAGE)?;
+        let r = run(&n.dev, op(uapi::PFNIC_OP_FILL, 0, m.addr(), PAGE, 3))?;
+        check_eq!(r.status, uapi::PFNIC_STATUS_SUCCESS);
+    }
     Ok(())
 }
