@@ -67,7 +67,7 @@ impl NicIndex {
         self.0
     }
 
-    fn name(&self) -> &'static CStr {
+    pub(crate) fn name(&self) -> &'static CStr {
         NAMES[self.0 as usize]
     }
 }
@@ -171,7 +171,7 @@ impl PfnicFile {
     fn query_context(&self, writer: UserSliceWriter) -> Result {
         self.owner_only()?;
         self.nic.with_bar(|_| ())?;
-        write_arg(writer, &self.ctx.query())
+        write_arg(writer, &self.ctx.query()?)
     }
 
     /// Context operations are for the address space that opened the file, not for a child

@@ -19,7 +19,11 @@ use kernel::{
         Mm, MmWithUser,
     },
     prelude::*,
-    sync::{aref::ARef, atomic::Relaxed, Arc},
+    sync::{
+        aref::ARef,
+        atomic::{AtomicFlag, Relaxed},
+        Arc, Completion,
+    },
     types::ScopeGuard,
 };
 
@@ -43,14 +47,25 @@ pub(crate) struct Context {
 
 /// The MMU notifier of a context: an exiting (or exec'ing) owner tears its address space down
 /// before its files are closed, so the device must stop first.
+#[pin_data]
 struct ExitStop {
     nic: Arc<Nic>,
     index: u32,
+    /// Completed once `release` has run.
+    #[pin]
+    released: Completion,
+    /// Set when the file is closed: `release` then comes from unregistering, not from the
+    /// address space dying.
+    closing: AtomicFlag,
 }
 
 #[vtable]
 impl MmuNotifier for ExitStop {
     fn release(&self, _mm: &Mm) {
+        self.released.complete_all();
+        if self.closing.load(Relaxed) {
+            return; // the close stops the context itself
+        }
         self.nic.quiesce_context(self.index);
         self.nic
             .counters
@@ -94,10 +109,12 @@ impl Context {
         let exit_stop = KBox::pin_init(
             mmu_notifier::Registration::register(
                 mm,
-                ExitStop {
+                pin_init!(ExitStop {
                     nic: nic.clone(),
                     index,
-                },
+                    released <- Completion::new(),
+                    closing: AtomicFlag::new(false),
+                }),
             ),
             GFP_KERNEL,
         )?;
@@ -166,19 +183,43 @@ impl Context {
     }
 
     /// The answer to `PFNIC_IOCTL_QUERY_CONTEXT`.
-    pub(crate) fn query(&self) -> uapi::QueryContext {
-        uapi::QueryContext {
+    pub(crate) fn query(&self) -> Result<uapi::QueryContext> {
+        let [page_requests, pri_success, pri_failed, atc_hits, atc_misses, invalidations] =
+            self.nic.context_stats(self.index)?;
+        Ok(uapi::QueryContext {
             context: self.index,
             pasid: self.pasid,
+            page_requests,
+            pri_success,
+            pri_failed,
+            atc_hits,
+            atc_misses,
+            invalidations,
             ..Default::default()
-        }
+        })
     }
 }
 
 impl Drop for Context {
     fn drop(&mut self) {
-        // Unregistering waits for a running `release`, so none can stop the slot's next owner.
+        // When the address space dies, the IOMMU driver tears the PASID down itself, from
+        // whichever thread drops the last user (possibly its page fault worker), and that must
+        // not race with our unbind. So either keep the address space alive across the unbind,
+        // or, if it is already dying, wait until its release callbacks (ours and the IOMMU's
+        // run in one pass) are done: ours completes `released`, and unregistering ours then
+        // waits for the rest of that pass.
+        let users = self.mm.mmget_not_zero();
+        if let Some(exit_stop) = &self.exit_stop {
+            if users.is_none() {
+                exit_stop.data().released.wait_for_completion();
+            }
+            exit_stop.data().closing.store(true, Relaxed);
+        }
+        // Unregistering also waits for a running `release`, so none can stop the slot's next
+        // owner.
         drop(self.exit_stop.take());
         self.nic.stop_context(self.index);
+        // May be the last user: the address space is torn down here, after the unbind.
+        drop(users);
     }
 }

@@ -12,7 +12,7 @@ use crate::{
     uapi,
 };
 use kernel::{
-    device::Core, io::Io, miscdevice::MiscDeviceRegistration, pci, prelude::*, sync::Arc,
+    debugfs, device::Core, io::Io, miscdevice::MiscDeviceRegistration, pci, prelude::*, sync::Arc,
 };
 
 /// The device's vendor and device ID (docs/registers.md).
@@ -36,6 +36,8 @@ kernel::pci_device_table!(
 pub(crate) struct PfnicData<'bound> {
     #[pin]
     misc: MiscDeviceRegistration<PfnicFile>,
+    /// `/sys/kernel/debug/pfnicN/stats`. The file keeps its directory.
+    _stats: Pin<KBox<debugfs::File<Arc<Nic>>>>,
     irqs: KVec<Pin<KBox<VectorRegistration<'bound>>>>,
     nic: Arc<Nic>,
     index: NicIndex,
@@ -143,8 +145,18 @@ impl pci::Driver for PfnicDriver {
                 info.pri_max_requests,
             );
 
+            let stats = KBox::pin_init(
+                debugfs::Dir::new(index.name()).read_callback_file(
+                    c"stats",
+                    nic.clone(),
+                    &|nic: &Arc<Nic>, f| nic.write_stats(f),
+                ),
+                GFP_KERNEL,
+            )?;
+
             Ok(try_pin_init!(PfnicData {
                 misc <- chardev::register(&index, nic.clone()),
+                _stats: stats,
                 irqs,
                 nic,
                 index,

@@ -312,6 +312,71 @@ impl Nic {
         Ok((self.rings.read(index, tail), elapsed))
     }
 
+    /// The device's counters for context `index`: page requests, responses (success,
+    /// failure), ATC hits, ATC misses, invalidations.
+    pub(crate) fn context_stats(&self, index: u32) -> Result<[u32; 6]> {
+        let _table = self.contexts.lock();
+        self.with_bar(|bar| {
+            bar.write_reg(regs::CTX_SELECT::zeroed().with_context(index));
+            let mut out = [0; 6];
+            for (i, c) in out.iter_mut().enumerate() {
+                *c = bar.read(regs::CTX_STAT::at(i)).count().get();
+            }
+            out
+        })
+    }
+
+    /// Renders the statistics for debugfs (`/sys/kernel/debug/pfnicN/stats`).
+    pub(crate) fn write_stats(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        let Ok(st) = self.stats() else {
+            return writeln!(f, "device unbound");
+        };
+        writeln!(f, "contexts_active {}", st.contexts_active)?;
+        writeln!(f, "contexts_created {}", st.contexts_created)?;
+        writeln!(
+            f,
+            "contexts_stopped_by_exit {}",
+            st.contexts_stopped_by_exit
+        )?;
+        writeln!(f, "context_failures {}", st.context_failures)?;
+        writeln!(f, "interrupts {}", st.interrupts)?;
+        writeln!(f, "page_requests {}", st.page_requests)?;
+        writeln!(f, "pri_success {}", st.pri_success)?;
+        writeln!(f, "pri_failed {}", st.pri_failed)?;
+        writeln!(f, "atc_hits {}", st.atc_hits)?;
+        writeln!(f, "atc_misses {}", st.atc_misses)?;
+        writeln!(f, "invalidations {}", st.invalidations)?;
+        writeln!(f, "prq_full {}", st.prq_full)?;
+        write!(f, "fault_latency_us_log2")?;
+        for c in st.fault_latency_us_log2 {
+            write!(f, " {c}")?;
+        }
+        writeln!(f)?;
+        // One line per context in use.
+        let live: KVec<(u32, u32)> = {
+            let table = self.contexts.lock();
+            let mut v = KVec::new();
+            for (i, slot) in table.slots.iter().enumerate() {
+                if let Some(slot) = slot {
+                    if v.push((i as u32, slot.bond.pasid()), GFP_KERNEL).is_err() {
+                        break;
+                    }
+                }
+            }
+            v
+        };
+        for (index, pasid) in live.iter() {
+            if let Ok([pr, ok, failed, hits, misses, inval]) = self.context_stats(*index) {
+                writeln!(
+                    f,
+                    "context {index} pasid {pasid} page_requests {pr} pri_success {ok} \
+                     pri_failed {failed} atc_hits {hits} atc_misses {misses} invalidations {inval}"
+                )?;
+            }
+        }
+        Ok(())
+    }
+
     /// The answer to `PFNIC_IOCTL_QUERY_STATS`.
     pub(crate) fn stats(&self) -> Result<uapi::DeviceStats> {
         let active = self

@@ -142,6 +142,12 @@ register! {
         31:0 index;
     }
 
+    /// Per-context counters of the selected context, since it started: page requests,
+    /// responses (success, failure), ATC hits, ATC misses, invalidations.
+    pub(crate) CTX_STAT(u32)[6] @ 0x090 {
+        31:0 count;
+    }
+
     /// Page requests sent.
     pub(crate) STAT_PAGE_REQUESTS(u32) @ 0x100 {
         31:0 count;

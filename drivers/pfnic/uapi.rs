@@ -18,7 +18,7 @@
 use zerocopy_derive::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// Version of this interface, reported by [`PFNIC_IOCTL_QUERY_DEVICE`]. Bumped for every change.
-pub const PFNIC_UAPI_VERSION: u32 = 5;
+pub const PFNIC_UAPI_VERSION: u32 = 6;
 
 /// The ioctl "type" byte of every pfnic ioctl.
 pub const PFNIC_IOCTL_MAGIC: u32 = 0xf5;
@@ -99,6 +99,18 @@ pub struct QueryContext {
     pub context: u32,
     /// The PASID the device tags this context's DMA with.
     pub pasid: u32,
+    /// Page requests the device sent for this context.
+    pub page_requests: u32,
+    /// Their responses: success.
+    pub pri_success: u32,
+    /// Their responses: invalid request or failure.
+    pub pri_failed: u32,
+    /// Translations for this context served by the device's ATC.
+    pub atc_hits: u32,
+    /// ATS translation requests for this context.
+    pub atc_misses: u32,
+    /// Device-IOTLB invalidations for this context's PASID.
+    pub invalidations: u32,
     /// Reserved, zero.
     pub reserved: [u64; 2],
 }

@@ -21,6 +21,17 @@ OBJECT_DECLARE_SIMPLE_TYPE(PfnicState, PFNIC)
 #include "hw/pci/pci.h"
 #include "pfnic_regs.h"
 
+typedef struct PfnicStats {
+    uint32_t page_requests;
+    uint32_t pri_success;
+    uint32_t pri_failed;
+    uint32_t atc_hits;
+    uint32_t atc_misses;
+    uint32_t invalidations;
+    uint32_t prq_full;
+    uint32_t fault_lat[PFNIC_FAULT_LAT_BUCKETS];
+} PfnicStats;
+
 /* The device side of one process: see docs/registers.md, "Hardware contexts" */
 typedef struct PfnicContext {
     PfnicState *s;
@@ -46,6 +57,7 @@ typedef struct PfnicContext {
     bool fault_write;
     uint32_t refaults;          /* page requests in a row for one page */
     int64_t pri_sent_ns;        /* when the outstanding request was sent */
+    PfnicStats stats;           /* since the context started */
 
     /* Page request responses and device-IOTLB invalidations for our PASID */
     IOMMUPRINotifier pri_notifier;
@@ -66,16 +78,6 @@ typedef struct PfnicAtcEntry {
     IOMMUAccessFlags perm;
 } PfnicAtcEntry;
 
-typedef struct PfnicStats {
-    uint32_t page_requests;
-    uint32_t pri_success;
-    uint32_t pri_failed;
-    uint32_t atc_hits;
-    uint32_t atc_misses;
-    uint32_t invalidations;
-    uint32_t prq_full;
-    uint32_t fault_lat[PFNIC_FAULT_LAT_BUCKETS];
-} PfnicStats;
 
 struct PfnicState {
     PCIDevice parent_obj;

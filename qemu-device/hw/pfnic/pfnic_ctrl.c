@@ -251,6 +251,19 @@ static uint64_t pfnic_ctrl_read(void *opaque, hwaddr addr, unsigned size)
             val = 0;
         }
         break;
+    case PFNIC_REG_CTX_STAT_PAGE_REQUESTS ... PFNIC_REG_CTX_STAT_INVALIDATIONS:
+        if (s->ctx_select < s->num_contexts) {
+            PfnicStats *st = &s->contexts[s->ctx_select].stats;
+            const uint32_t v[] = {
+                st->page_requests, st->pri_success, st->pri_failed,
+                st->atc_hits, st->atc_misses, st->invalidations,
+            };
+
+            val = v[(addr - PFNIC_REG_CTX_STAT_PAGE_REQUESTS) / 4];
+        } else {
+            val = 0;
+        }
+        break;
     case PFNIC_REG_STAT_PAGE_REQUESTS:
         val = s->stats.page_requests;
         break;
@@ -367,6 +380,7 @@ static void pfnic_ctrl_write(void *opaque, hwaddr addr, uint64_t val,
     case PFNIC_REG_SELFTEST_COUNT:
     case PFNIC_REG_CTX_STATUS:
     case PFNIC_REG_CTX_HEAD:
+    case PFNIC_REG_CTX_STAT_PAGE_REQUESTS ... PFNIC_REG_CTX_STAT_INVALIDATIONS:
     case PFNIC_REG_STAT_PAGE_REQUESTS ... PFNIC_REG_STAT_PRQ_FULL:
     case PFNIC_REG_STAT_FAULT_LAT ...
          PFNIC_REG_STAT_FAULT_LAT + 4 * (PFNIC_FAULT_LAT_BUCKETS - 1):

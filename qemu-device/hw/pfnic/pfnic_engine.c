@@ -66,6 +66,7 @@ static void pfnic_iotlb_unmap(IOMMUNotifier *n, IOMMUTLBEntry *entry)
     uint64_t last = entry->iova + entry->addr_mask;
 
     ctx->s->stats.invalidations++;
+    ctx->stats.invalidations++;
     trace_pfnic_atc_invalidate(ctx->index, ctx->pasid, entry->iova, last);
     pfnic_atc_flush(ctx->s, ctx->pasid, entry->iova & PFNIC_PAGE_MASK, last);
 }
@@ -93,12 +94,14 @@ static PfnicXlate pfnic_translate(PfnicContext *ctx, uint64_t va, bool write,
     if (e->valid && e->pasid == ctx->pasid && e->vpage == vpage &&
         (e->perm & need) == need) {
         s->stats.atc_hits++;
+        ctx->stats.atc_hits++;
         *pa = e->paddr + (va & ~PFNIC_PAGE_MASK);
         *as = e->as;
         return PFNIC_XLATE_OK;
     }
 
     s->stats.atc_misses++;
+    ctx->stats.atc_misses++;
     n = pci_ats_request_translation(PCI_DEVICE(s), ctx->pasid, false, false,
                                     va & PFNIC_PAGE_MASK, PFNIC_PAGE_SIZE,
                                     !write, &t, 1, &err);
@@ -155,8 +158,10 @@ static void pfnic_pri_response(IOMMUPRINotifier *n, IOMMUPRIResponse *r)
     pfnic_fault_latency(ctx);
     if (r->response_code == IOMMU_PRI_RESP_SUCCESS) {
         ctx->s->stats.pri_success++;
+        ctx->stats.pri_success++;
     } else {
         ctx->s->stats.pri_failed++;
+        ctx->stats.pri_failed++;
         ctx->fault = true;
     }
     qemu_bh_schedule(ctx->s->engine_bh);
@@ -185,6 +190,7 @@ static void pfnic_page_request(PfnicContext *ctx, uint64_t va, bool write)
     if (ret == -ENOSPC) {
         /* Queue full: not dropped, retried after a back-off. */
         s->stats.prq_full++;
+        ctx->stats.prq_full++;
         ctx->retry_prq = true;
         ctx->fault_addr = va;
         ctx->fault_write = write;
@@ -198,6 +204,7 @@ static void pfnic_page_request(PfnicContext *ctx, uint64_t va, bool write)
         return;
     }
     s->stats.page_requests++;
+    ctx->stats.page_requests++;
     ctx->desc.page_requests++;
     ctx->fault_addr = va;
     ctx->pri_sent_ns = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
@@ -432,6 +439,7 @@ bool pfnic_ctx_start(PfnicContext *ctx)
 
     ctx->head = ctx->tail = 0;
     ctx->busy = ctx->waiting = ctx->fault = ctx->retry_prq = false;
+    memset(&ctx->stats, 0, sizeof(ctx->stats));
     ctx->pri_notifier.notify = pfnic_pri_response;
     ctx->pri_registered =
         pci_pri_register_notifier(pdev, ctx->pasid, &ctx->pri_notifier) == 0;

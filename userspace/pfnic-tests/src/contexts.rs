@@ -205,6 +205,13 @@ fn test_contexts_released() -> TestResult {
 fn test_context_stopped_on_exit() -> TestResult {
     let n = sva_nic()?;
     let mine = n.dev.query_context()?;
+    // An ordinary close is not an exit.
+    let before_close = n.dev.query_stats()?;
+    drop(Device::open(n.dev.path())?);
+    check_eq!(
+        n.dev.query_stats()?.contexts_stopped_by_exit,
+        before_close.contexts_stopped_by_exit
+    );
     let before = n.dev.query_stats()?;
     let path = n.dev.path().to_path_buf();
     let rc = in_child(move || match Device::open(&path) {
