@@ -205,6 +205,11 @@ fn test_fill_untouched_memory() -> TestResult {
         r.page_requests,
         r.latency_ns / 1000
     );
+    // Nothing holds the pages: the kernel can reclaim every one of them (a pinned page could
+    // not be swapped out).
+    ensure_swap()?;
+    m.advise(libc::MADV_PAGEOUT)?;
+    check_eq!(resident_pages(&m)?, 0);
     Ok(())
 }
 
