@@ -49,4 +49,4 @@ clean:
 	$(SCRIPTS)/clean.sh
 
 help:
-	@sed -n 's/^## //p' README.md
+	@sed -n '/^## Make targets/,/^## What/{/^## What/d;p}' README.md
