@@ -573,7 +573,7 @@ fn test_processes_isolated() -> TestResult {
             let out = Mapping::new(PAGE).map_err(|_| std::io::Error::other("mmap"))?;
             let mut s = op(uapi::PFNIC_OP_COPY, addr, out.addr(), PAGE, 0);
             dev.submit(&mut s)?;
-            if s.status != uapi::PFNIC_STATUS_SUCCESS || out.bytes().iter().any(|b| *b == 0x5e) {
+            if s.status != uapi::PFNIC_STATUS_SUCCESS || out.bytes().contains(&0x5e) {
                 return Ok(1); // read the parent's secret
             }
             let mut s = op(uapi::PFNIC_OP_FILL, 0, addr, PAGE, u64::MAX);
