@@ -66,13 +66,22 @@ struct Mapping {
 
 impl Mapping {
     fn new(len: usize) -> Result<Self, Failure> {
+        Self::with_flags(len, 0)
+    }
+
+    /// A mapping that reserves no memory or swap up front (may exceed both).
+    fn sparse(len: usize) -> Result<Self, Failure> {
+        Self::with_flags(len, libc::MAP_NORESERVE)
+    }
+
+    fn with_flags(len: usize, flags: libc::c_int) -> Result<Self, Failure> {
         // SAFETY: a fresh anonymous mapping; nothing else refers to it.
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | flags,
                 -1,
                 0,
             )
@@ -513,24 +522,7 @@ fn test_overcommit_sparse() -> TestResult {
     let n = dma_nic()?;
     let limit = (meminfo_kb("MemTotal:")? + meminfo_kb("SwapTotal:")?) * 1024;
     let len = (limit as usize + (1 << 30)).next_multiple_of(1 << 28);
-    // SAFETY: a fresh anonymous mapping, never populated as a whole.
-    let ptr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if ptr == libc::MAP_FAILED {
-        fail!("mmap of {len} bytes: {}", std::io::Error::last_os_error());
-    }
-    let m = Mapping {
-        ptr: ptr.cast(),
-        len,
-    };
+    let m = Mapping::sparse(len)?;
     let stride = 1 << 28;
     for (i, off) in (0..len).step_by(stride).enumerate() {
         let pattern = 0x1111_1111_1111_1111_u64.wrapping_mul(i as u64 + 1);
@@ -625,18 +617,8 @@ fn test_killed_during_dma() -> TestResult {
             let len = 256 << 20;
             let code = (|| -> Option<()> {
                 let dev = Device::open(&p).ok()?;
-                // SAFETY: a fresh anonymous mapping the device fills.
-                let ptr = unsafe {
-                    libc::mmap(
-                        std::ptr::null_mut(),
-                        len,
-                        libc::PROT_READ | libc::PROT_WRITE,
-                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                        -1,
-                        0,
-                    )
-                };
-                let mut s = op(uapi::PFNIC_OP_FILL, 0, ptr as u64, len, 7);
+                let m = Mapping::sparse(len).ok()?;
+                let mut s = op(uapi::PFNIC_OP_FILL, 0, m.addr(), len, 7);
                 dev.submit(&mut s).ok()
             })()
             .map_or(1, |()| 0);
