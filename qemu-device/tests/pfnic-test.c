@@ -13,6 +13,7 @@
  */
 
 #include "qemu/osdep.h"
+#include "qemu/bswap.h"
 #include "libqtest-single.h"
 #include "hw/pci/pci_regs.h"
 #include "../../hw/net/pfnic/pfnic_regs.h"
@@ -24,6 +25,8 @@
 #define WIN_BASE        0xc0000000ULL   /* root port memory window */
 #define BAR0_ADDR       WIN_BASE
 #define BAR4_ADDR       (WIN_BASE + 0x100000)
+#define BAR2_ADDR       (WIN_BASE + 0x200000)
+#define RING_ADDR       0x300000ULL     /* a descriptor ring in guest RAM */
 
 #define PFNIC_ARGS "-M q35 -nodefaults " \
                    "-device pcie-root-port,id=rp0,chassis=1,addr=2.0 " \
@@ -84,6 +87,8 @@ static void map_bars(void)
     nic_cfg_writel(PCI_BASE_ADDRESS_0, BAR0_ADDR);
     nic_cfg_writel(PCI_BASE_ADDRESS_4, BAR4_ADDR);
     nic_cfg_writel(PCI_BASE_ADDRESS_5, 0);
+    nic_cfg_writel(PCI_BASE_ADDRESS_2, BAR2_ADDR);
+    nic_cfg_writel(PCI_BASE_ADDRESS_3, 0);
     nic_cfg_writew(PCI_COMMAND, PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER);
 }
 
@@ -425,6 +430,88 @@ static void test_contexts(void)
     qtest_end();
 }
 
+/* Enable context @ctx with PASID 5 and a ring of 8 at @ring, vector 2. */
+static void start_ctx(uint32_t ctx, uint64_t ring)
+{
+    ctx_select(ctx);
+    reg_write(PFNIC_REG_CTX_RING_LO, ring);
+    reg_write(PFNIC_REG_CTX_RING_HI, ring >> 32);
+    reg_write(PFNIC_REG_CTX_RING_SIZE, 8);
+    reg_write(PFNIC_REG_CTX_VECTOR, 2);
+    reg_write(PFNIC_REG_CTX_PASID, 5);
+    reg_write(PFNIC_REG_CTX_CTRL, PFNIC_CTX_CTRL_ENABLE);
+    g_assert_true(ctx_active(ctx));
+}
+
+static void doorbell(uint32_t ctx, uint32_t tail)
+{
+    writel(BAR2_ADDR + ctx * PFNIC_DOORBELL_PAGE_SIZE, tail);
+}
+
+/*
+ * Without an IOMMU nothing can be translated or faulted in: a descriptor
+ * completes with PAGE_FAULT, written back to the ring, and signals the
+ * context's vector. A ring the device cannot read stops the context, which
+ * can be started again; a doorbell past the ring is refused.
+ */
+static void test_engine(void)
+{
+    uint16_t msix;
+    uint32_t pba, status = 0;
+
+    start(",contexts=4");
+    map_bars();
+    msix = find_cap(PCI_CAP_ID_MSIX);
+    pba = nic_cfg_readl(msix + PCI_MSIX_PBA) & ~PCI_MSIX_PBA_BIR;
+    nic_cfg_writew(msix + PCI_MSIX_FLAGS,
+                   PCI_MSIX_FLAGS_ENABLE | PCI_MSIX_FLAGS_MASKALL);
+    enable_ext_cap(PCI_EXT_CAP_ID_PASID);
+    enable_ext_cap(PCI_EXT_CAP_ID_ATS);
+    enable_ext_cap(PCI_EXT_CAP_ID_PRI);
+
+    /* A FILL of one page: no translation possible. */
+    PfnicDesc d = {
+        .opcode = PFNIC_OP_FILL, .dst = cpu_to_le64(0x10000000),
+        .len = cpu_to_le64(4096), .pattern = cpu_to_le64(0x55),
+    };
+    memwrite(RING_ADDR, &d, sizeof(d));
+    start_ctx(1, RING_ADDR);
+    doorbell(1, 1);
+    for (int i = 0; i < 1000 && !(status & PFNIC_DESC_DONE); i++) {
+        clock_step(1000);
+        memread(RING_ADDR + offsetof(PfnicDesc, status), &status, 4);
+        status = le32_to_cpu(status);
+    }
+    g_assert_cmphex(status, ==, PFNIC_DESC_DONE | PFNIC_ST_PAGE_FAULT);
+    ctx_select(1);
+    g_assert_cmpint(reg_read(PFNIC_REG_CTX_HEAD), ==, 1);
+    g_assert_cmphex(readl(BAR4_ADDR + pba), ==, 1u << 2);
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+
+    /* A doorbell more than a ring ahead is refused. */
+    doorbell(1, 100);
+    clock_step(1000000);
+    g_assert_cmpint(reg_read(PFNIC_REG_CTX_HEAD), ==, 1);
+    assert_refused();
+
+    /* An unreadable ring stops the context; it can be started again. */
+    enable_ext_cap(PCI_EXT_CAP_ID_PASID);
+    enable_ext_cap(PCI_EXT_CAP_ID_ATS);
+    enable_ext_cap(PCI_EXT_CAP_ID_PRI);
+    for (int round = 0; round < 3; round++) {
+        start_ctx(2, 0xfffff0000000ULL);
+        doorbell(2, 1);
+        clock_step(1000000);
+        g_assert_false(ctx_active(2));
+        g_assert_true(reg_read(PFNIC_REG_STATUS) & PFNIC_STATUS_ERROR);
+        reg_write(PFNIC_REG_CONTROL, PFNIC_CONTROL_RESET);
+        enable_ext_cap(PCI_EXT_CAP_ID_PASID);
+        enable_ext_cap(PCI_EXT_CAP_ID_ATS);
+        enable_ext_cap(PCI_EXT_CAP_ID_PRI);
+    }
+    qtest_end();
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -435,5 +522,6 @@ int main(int argc, char **argv)
     qtest_add_func("/pfnic/registers", test_registers);
     qtest_add_func("/pfnic/selftest-msix", test_selftest_msix);
     qtest_add_func("/pfnic/contexts", test_contexts);
+    qtest_add_func("/pfnic/engine", test_engine);
     return g_test_run();
 }

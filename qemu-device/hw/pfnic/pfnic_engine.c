@@ -228,6 +228,14 @@ static void pfnic_prq_retry(void *opaque)
 
 /* --- descriptors ---------------------------------------------------------- */
 
+/* The context's ring is unusable: stop it (a guest programming error). */
+static void pfnic_ctx_fail(PfnicContext *ctx, const char *what)
+{
+    pfnic_guest_error(ctx->s, what);
+    pfnic_ctx_stop(ctx);
+    ctx->enabled = false;
+}
+
 static hwaddr pfnic_desc_addr(PfnicContext *ctx, uint32_t index)
 {
     return ctx->ring + (hwaddr)(index % ctx->ring_size) * PFNIC_DESC_SIZE;
@@ -240,7 +248,7 @@ static bool pfnic_desc_load(PfnicContext *ctx)
 
     if (pci_dma_read(pdev, pfnic_desc_addr(ctx, ctx->head), d,
                      sizeof(*d)) != MEMTX_OK) {
-        pfnic_guest_error(ctx->s, "descriptor ring unreadable");
+        pfnic_ctx_fail(ctx, "descriptor ring unreadable");
         return false;
     }
     d->src = le64_to_cpu(d->src);
@@ -278,7 +286,8 @@ static void pfnic_desc_complete(PfnicContext *ctx, uint32_t code,
                       sizeof(prs)) != MEMTX_OK ||
         pci_dma_write(pdev, addr + offsetof(PfnicDesc, status), &status,
                       sizeof(status)) != MEMTX_OK) {
-        pfnic_guest_error(ctx->s, "descriptor ring unwritable");
+        pfnic_ctx_fail(ctx, "descriptor ring unwritable");
+        return;
     }
     ctx->busy = false;
     ctx->head++;
@@ -388,7 +397,6 @@ static bool pfnic_ctx_run(PfnicContext *ctx)
                 return false;
             }
             if (!pfnic_desc_load(ctx)) {
-                ctx->enabled = false;
                 return false;
             }
             if (!pfnic_desc_valid(&ctx->desc)) {
