@@ -120,13 +120,10 @@ impl MiscDevice for PfnicFile {
             uapi::PFNIC_IOCTL_QUERY_DEVICE => {
                 me.query_device(user_slice::<uapi::QueryDevice>(arg).writer())
             }
-            uapi::PFNIC_IOCTL_QUERY_STATS => {
-                me.nic.with_bar(|_| ())?;
-                write_arg(
-                    user_slice::<uapi::DeviceStats>(arg).writer(),
-                    &me.nic.stats()?,
-                )
-            }
+            uapi::PFNIC_IOCTL_QUERY_STATS => write_arg(
+                user_slice::<uapi::DeviceStats>(arg).writer(),
+                &me.nic.stats()?,
+            ),
             uapi::PFNIC_IOCTL_SUBMIT => {
                 let (reader, writer) = user_slice::<uapi::Submit>(arg).reader_writer();
                 me.submit(reader, writer)
@@ -170,7 +167,6 @@ impl PfnicFile {
 
     fn query_context(&self, writer: UserSliceWriter) -> Result {
         self.owner_only()?;
-        self.nic.with_bar(|_| ())?;
         write_arg(writer, &self.ctx.query()?)
     }
 

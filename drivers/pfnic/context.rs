@@ -184,17 +184,10 @@ impl Context {
 
     /// The answer to `PFNIC_IOCTL_QUERY_CONTEXT`.
     pub(crate) fn query(&self) -> Result<uapi::QueryContext> {
-        let [page_requests, pri_success, pri_failed, atc_hits, atc_misses, invalidations] =
-            self.nic.context_stats(self.index)?;
         Ok(uapi::QueryContext {
             context: self.index,
             pasid: self.pasid,
-            page_requests,
-            pri_success,
-            pri_failed,
-            atc_hits,
-            atc_misses,
-            invalidations,
+            translation: self.nic.context_stats(self.index)?,
             ..Default::default()
         })
     }

@@ -312,17 +312,12 @@ impl Nic {
         Ok((self.rings.read(index, tail), elapsed))
     }
 
-    /// The device's counters for context `index`: page requests, responses (success,
-    /// failure), ATC hits, ATC misses, invalidations.
-    pub(crate) fn context_stats(&self, index: u32) -> Result<[u32; 6]> {
+    /// The device's counters for context `index`, since it started.
+    pub(crate) fn context_stats(&self, index: u32) -> Result<uapi::TranslationStats> {
         let _table = self.contexts.lock();
         self.with_bar(|bar| {
             bar.write_reg(regs::CTX_SELECT::zeroed().with_context(index));
-            let mut out = [0; 6];
-            for (i, c) in out.iter_mut().enumerate() {
-                *c = bar.read(regs::CTX_STAT::at(i)).count().get();
-            }
-            out
+            translation_stats(|i| bar.read(regs::CTX_COUNTERS::at(i)).count().get())
         })
     }
 
@@ -340,13 +335,7 @@ impl Nic {
         )?;
         writeln!(f, "context_failures {}", st.context_failures)?;
         writeln!(f, "interrupts {}", st.interrupts)?;
-        writeln!(f, "page_requests {}", st.page_requests)?;
-        writeln!(f, "pri_success {}", st.pri_success)?;
-        writeln!(f, "pri_failed {}", st.pri_failed)?;
-        writeln!(f, "atc_hits {}", st.atc_hits)?;
-        writeln!(f, "atc_misses {}", st.atc_misses)?;
-        writeln!(f, "invalidations {}", st.invalidations)?;
-        writeln!(f, "prq_full {}", st.prq_full)?;
+        write_translation(f, &st.translation, "\n")?;
         write!(f, "fault_latency_us_log2")?;
         for c in st.fault_latency_us_log2 {
             write!(f, " {c}")?;
@@ -366,12 +355,9 @@ impl Nic {
             v
         };
         for (index, pasid) in live.iter() {
-            if let Ok([pr, ok, failed, hits, misses, inval]) = self.context_stats(*index) {
-                writeln!(
-                    f,
-                    "context {index} pasid {pasid} page_requests {pr} pri_success {ok} \
-                     pri_failed {failed} atc_hits {hits} atc_misses {misses} invalidations {inval}"
-                )?;
+            if let Ok(t) = self.context_stats(*index) {
+                write!(f, "context {index} pasid {pasid} ")?;
+                write_translation(f, &t, " ")?;
             }
         }
         Ok(())
@@ -399,13 +385,8 @@ impl Nic {
             ..Default::default()
         };
         self.with_bar(|bar| {
-            stats.page_requests = bar.read(regs::STAT_PAGE_REQUESTS).count().get();
-            stats.pri_success = bar.read(regs::STAT_PRI_SUCCESS).count().get();
-            stats.pri_failed = bar.read(regs::STAT_PRI_FAILED).count().get();
-            stats.atc_hits = bar.read(regs::STAT_ATC_HITS).count().get();
-            stats.atc_misses = bar.read(regs::STAT_ATC_MISSES).count().get();
-            stats.invalidations = bar.read(regs::STAT_INVALIDATIONS).count().get();
-            stats.prq_full = bar.read(regs::STAT_PRQ_FULL).count().get();
+            stats.translation =
+                translation_stats(|i| bar.read(regs::COUNTERS::at(i)).count().get());
             for (i, bucket) in stats.fault_latency_us_log2.iter_mut().enumerate() {
                 *bucket = bar.read(regs::STAT_FAULT_LAT::at(i)).count().get();
             }
@@ -571,4 +552,37 @@ pub(crate) fn identify(pdev: &pci::Device<Bound>, bar: &Bar0<'_>) -> Result<(u32
     }
     let fw = bar.read(regs::FW_VERSION).value().get();
     Ok((version.into_raw(), fw, bar.read(regs::CAPS).into_raw()))
+}
+
+/// Builds counters from a register block read in [`uapi::TranslationStats`] order.
+fn translation_stats(read: impl Fn(usize) -> u32) -> uapi::TranslationStats {
+    uapi::TranslationStats {
+        page_requests: read(0),
+        pri_success: read(1),
+        pri_failed: read(2),
+        atc_hits: read(3),
+        atc_misses: read(4),
+        invalidations: read(5),
+        prq_full: read(6),
+    }
+}
+
+/// Writes counters as `name value` pairs joined by `sep`, ending the line.
+fn write_translation(
+    f: &mut kernel::fmt::Formatter<'_>,
+    t: &uapi::TranslationStats,
+    sep: &str,
+) -> kernel::fmt::Result {
+    write!(f, "page_requests {}", t.page_requests)?;
+    for (name, value) in [
+        ("pri_success", t.pri_success),
+        ("pri_failed", t.pri_failed),
+        ("atc_hits", t.atc_hits),
+        ("atc_misses", t.atc_misses),
+        ("invalidations", t.invalidations),
+        ("prq_full", t.prq_full),
+    ] {
+        write!(f, "{sep}{name} {value}")?;
+    }
+    writeln!(f)
 }

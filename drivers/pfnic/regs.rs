@@ -10,6 +10,9 @@ pub(crate) const BAR0_SIZE: usize = 0x1000;
 /// Value of [`ID`] on every pfnic.
 pub(crate) const ID_VALUE: u32 = 0x434e_4650;
 
+/// Counters in each block of `COUNTERS` / `CTX_COUNTERS` (docs/registers.md).
+pub(crate) const COUNTERS_NR: usize = 7;
+
 /// The device ABI major version this driver implements.
 pub(crate) const ABI_MAJOR: u32 = 1;
 
@@ -142,44 +145,14 @@ register! {
         31:0 index;
     }
 
-    /// Per-context counters of the selected context, since it started: page requests,
-    /// responses (success, failure), ATC hits, ATC misses, invalidations.
-    pub(crate) CTX_STAT(u32)[6] @ 0x090 {
+    /// Counters of the selected context since it started, in the order of
+    /// [`uapi::TranslationStats`](crate::uapi::TranslationStats).
+    pub(crate) CTX_COUNTERS(u32)[COUNTERS_NR] @ 0x090 {
         31:0 count;
     }
 
-    /// Page requests sent.
-    pub(crate) STAT_PAGE_REQUESTS(u32) @ 0x100 {
-        31:0 count;
-    }
-
-    /// Page request responses: success.
-    pub(crate) STAT_PRI_SUCCESS(u32) @ 0x104 {
-        31:0 count;
-    }
-
-    /// Page request responses: invalid request or failure.
-    pub(crate) STAT_PRI_FAILED(u32) @ 0x108 {
-        31:0 count;
-    }
-
-    /// Translations served by the device's ATC.
-    pub(crate) STAT_ATC_HITS(u32) @ 0x10c {
-        31:0 count;
-    }
-
-    /// ATS translation requests.
-    pub(crate) STAT_ATC_MISSES(u32) @ 0x110 {
-        31:0 count;
-    }
-
-    /// Device-IOTLB invalidations received.
-    pub(crate) STAT_INVALIDATIONS(u32) @ 0x114 {
-        31:0 count;
-    }
-
-    /// Page requests the IOMMU could not queue.
-    pub(crate) STAT_PRQ_FULL(u32) @ 0x118 {
+    /// The device's counters since reset, in the same order.
+    pub(crate) COUNTERS(u32)[COUNTERS_NR] @ 0x100 {
         31:0 count;
     }
 

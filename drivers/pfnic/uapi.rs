@@ -18,7 +18,7 @@
 use zerocopy_derive::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// Version of this interface, reported by [`PFNIC_IOCTL_QUERY_DEVICE`]. Bumped for every change.
-pub const PFNIC_UAPI_VERSION: u32 = 6;
+pub const PFNIC_UAPI_VERSION: u32 = 7;
 
 /// The ioctl "type" byte of every pfnic ioctl.
 pub const PFNIC_IOCTL_MAGIC: u32 = 0xf5;
@@ -99,20 +99,35 @@ pub struct QueryContext {
     pub context: u32,
     /// The PASID the device tags this context's DMA with.
     pub pasid: u32,
-    /// Page requests the device sent for this context.
-    pub page_requests: u32,
-    /// Their responses: success.
-    pub pri_success: u32,
-    /// Their responses: invalid request or failure.
-    pub pri_failed: u32,
-    /// Translations for this context served by the device's ATC.
-    pub atc_hits: u32,
-    /// ATS translation requests for this context.
-    pub atc_misses: u32,
-    /// Device-IOTLB invalidations for this context's PASID.
-    pub invalidations: u32,
+    /// This context's counters, since it was created.
+    pub translation: TranslationStats,
+    /// Reserved, zero.
+    pub reserved0: u32,
     /// Reserved, zero.
     pub reserved: [u64; 2],
+}
+
+/// Address translation and page request counters, kept by the device for each context and for
+/// itself ([`QueryContext::translation`], [`DeviceStats::translation`]).
+#[repr(C)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
+pub struct TranslationStats {
+    /// Page requests the device sent (a page not present, or not writable, when it needed it).
+    pub page_requests: u32,
+    /// Page request responses: success.
+    pub pri_success: u32,
+    /// Page request responses: invalid request or failure.
+    pub pri_failed: u32,
+    /// Translations served by the device's address translation cache.
+    pub atc_hits: u32,
+    /// ATS translation requests (cache misses).
+    pub atc_misses: u32,
+    /// Device-IOTLB invalidations the device received from the IOMMU.
+    pub invalidations: u32,
+    /// Page requests the IOMMU could not queue at first (retried).
+    pub prq_full: u32,
 }
 
 /// Argument of [`PFNIC_IOCTL_QUERY_STATS`] (output only): device-wide counters since the driver
@@ -132,20 +147,8 @@ pub struct DeviceStats {
     pub interrupts: u64,
     /// Contexts in use now.
     pub contexts_active: u32,
-    /// Page requests the device sent (pages not present, or not writable, when it needed them).
-    pub page_requests: u32,
-    /// Page request responses: success.
-    pub pri_success: u32,
-    /// Page request responses: invalid request or failure.
-    pub pri_failed: u32,
-    /// Translations served by the device's address translation cache.
-    pub atc_hits: u32,
-    /// ATS translation requests (cache misses).
-    pub atc_misses: u32,
-    /// Device-IOTLB invalidations the device received from the IOMMU.
-    pub invalidations: u32,
-    /// Page requests the IOMMU could not queue at first (retried).
-    pub prq_full: u32,
+    /// The device's counters, all contexts, since the driver bound it.
+    pub translation: TranslationStats,
     /// Page request round trips: entry `i` counts those answered within [2^i, 2^(i+1))
     /// microseconds (entry 0 includes faster ones, entry 15 slower ones), guest time.
     pub fault_latency_us_log2: [u32; 16],

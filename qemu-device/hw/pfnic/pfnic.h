@@ -22,13 +22,7 @@ OBJECT_DECLARE_SIMPLE_TYPE(PfnicState, PFNIC)
 #include "pfnic_regs.h"
 
 typedef struct PfnicStats {
-    uint32_t page_requests;
-    uint32_t pri_success;
-    uint32_t pri_failed;
-    uint32_t atc_hits;
-    uint32_t atc_misses;
-    uint32_t invalidations;
-    uint32_t prq_full;
+    uint32_t count[PFNIC_CNT_NR];   /* PfnicCounter; register order */
     uint32_t fault_lat[PFNIC_FAULT_LAT_BUCKETS];
 } PfnicStats;
 

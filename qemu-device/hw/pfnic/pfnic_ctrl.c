@@ -251,39 +251,14 @@ static uint64_t pfnic_ctrl_read(void *opaque, hwaddr addr, unsigned size)
             val = 0;
         }
         break;
-    case PFNIC_REG_CTX_STAT_PAGE_REQUESTS ... PFNIC_REG_CTX_STAT_INVALIDATIONS:
-        if (s->ctx_select < s->num_contexts) {
-            PfnicStats *st = &s->contexts[s->ctx_select].stats;
-            const uint32_t v[] = {
-                st->page_requests, st->pri_success, st->pri_failed,
-                st->atc_hits, st->atc_misses, st->invalidations,
-            };
-
-            val = v[(addr - PFNIC_REG_CTX_STAT_PAGE_REQUESTS) / 4];
-        } else {
-            val = 0;
-        }
+    case PFNIC_REG_CTX_COUNTERS ...
+         PFNIC_REG_CTX_COUNTERS + 4 * (PFNIC_CNT_NR - 1):
+        val = s->ctx_select < s->num_contexts ?
+              s->contexts[s->ctx_select].stats.count[
+                  (addr - PFNIC_REG_CTX_COUNTERS) / 4] : 0;
         break;
-    case PFNIC_REG_STAT_PAGE_REQUESTS:
-        val = s->stats.page_requests;
-        break;
-    case PFNIC_REG_STAT_PRI_SUCCESS:
-        val = s->stats.pri_success;
-        break;
-    case PFNIC_REG_STAT_PRI_FAILED:
-        val = s->stats.pri_failed;
-        break;
-    case PFNIC_REG_STAT_ATC_HITS:
-        val = s->stats.atc_hits;
-        break;
-    case PFNIC_REG_STAT_ATC_MISSES:
-        val = s->stats.atc_misses;
-        break;
-    case PFNIC_REG_STAT_INVALIDATIONS:
-        val = s->stats.invalidations;
-        break;
-    case PFNIC_REG_STAT_PRQ_FULL:
-        val = s->stats.prq_full;
+    case PFNIC_REG_COUNTERS ... PFNIC_REG_COUNTERS + 4 * (PFNIC_CNT_NR - 1):
+        val = s->stats.count[(addr - PFNIC_REG_COUNTERS) / 4];
         break;
     case PFNIC_REG_STAT_FAULT_LAT ...
          PFNIC_REG_STAT_FAULT_LAT + 4 * (PFNIC_FAULT_LAT_BUCKETS - 1):
@@ -380,8 +355,9 @@ static void pfnic_ctrl_write(void *opaque, hwaddr addr, uint64_t val,
     case PFNIC_REG_SELFTEST_COUNT:
     case PFNIC_REG_CTX_STATUS:
     case PFNIC_REG_CTX_HEAD:
-    case PFNIC_REG_CTX_STAT_PAGE_REQUESTS ... PFNIC_REG_CTX_STAT_INVALIDATIONS:
-    case PFNIC_REG_STAT_PAGE_REQUESTS ... PFNIC_REG_STAT_PRQ_FULL:
+    case PFNIC_REG_CTX_COUNTERS ...
+         PFNIC_REG_CTX_COUNTERS + 4 * (PFNIC_CNT_NR - 1):
+    case PFNIC_REG_COUNTERS ... PFNIC_REG_COUNTERS + 4 * (PFNIC_CNT_NR - 1):
     case PFNIC_REG_STAT_FAULT_LAT ...
          PFNIC_REG_STAT_FAULT_LAT + 4 * (PFNIC_FAULT_LAT_BUCKETS - 1):
         pfnic_guest_error(s, "write to a read-only register");

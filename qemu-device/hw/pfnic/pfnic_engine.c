@@ -38,6 +38,13 @@
 /* Back-off when the IOMMU's page request queue is full. */
 #define PFNIC_PRQ_RETRY_NS      (100 * SCALE_US)
 
+/* Count one event for the context and for the device. */
+static void pfnic_count(PfnicContext *ctx, PfnicCounter c)
+{
+    ctx->stats.count[c]++;
+    ctx->s->stats.count[c]++;
+}
+
 /* --- address translation cache ------------------------------------------ */
 
 static PfnicAtcEntry *pfnic_atc_slot(PfnicState *s, uint32_t pasid,
@@ -65,8 +72,7 @@ static void pfnic_iotlb_unmap(IOMMUNotifier *n, IOMMUTLBEntry *entry)
     PfnicContext *ctx = container_of(n, PfnicContext, iotlb_notifier);
     uint64_t last = entry->iova + entry->addr_mask;
 
-    ctx->s->stats.invalidations++;
-    ctx->stats.invalidations++;
+    pfnic_count(ctx, PFNIC_CNT_INVALIDATIONS);
     trace_pfnic_atc_invalidate(ctx->index, ctx->pasid, entry->iova, last);
     pfnic_atc_flush(ctx->s, ctx->pasid, entry->iova & PFNIC_PAGE_MASK, last);
 }
@@ -93,15 +99,13 @@ static PfnicXlate pfnic_translate(PfnicContext *ctx, uint64_t va, bool write,
 
     if (e->valid && e->pasid == ctx->pasid && e->vpage == vpage &&
         (e->perm & need) == need) {
-        s->stats.atc_hits++;
-        ctx->stats.atc_hits++;
+        pfnic_count(ctx, PFNIC_CNT_ATC_HITS);
         *pa = e->paddr + (va & ~PFNIC_PAGE_MASK);
         *as = e->as;
         return PFNIC_XLATE_OK;
     }
 
-    s->stats.atc_misses++;
-    ctx->stats.atc_misses++;
+    pfnic_count(ctx, PFNIC_CNT_ATC_MISSES);
     n = pci_ats_request_translation(PCI_DEVICE(s), ctx->pasid, false, false,
                                     va & PFNIC_PAGE_MASK, PFNIC_PAGE_SIZE,
                                     !write, &t, 1, &err);
@@ -157,11 +161,9 @@ static void pfnic_pri_response(IOMMUPRINotifier *n, IOMMUPRIResponse *r)
     ctx->waiting = false;
     pfnic_fault_latency(ctx);
     if (r->response_code == IOMMU_PRI_RESP_SUCCESS) {
-        ctx->s->stats.pri_success++;
-        ctx->stats.pri_success++;
+        pfnic_count(ctx, PFNIC_CNT_PRI_SUCCESS);
     } else {
-        ctx->s->stats.pri_failed++;
-        ctx->stats.pri_failed++;
+        pfnic_count(ctx, PFNIC_CNT_PRI_FAILED);
         ctx->fault = true;
     }
     qemu_bh_schedule(ctx->s->engine_bh);
@@ -189,8 +191,7 @@ static void pfnic_page_request(PfnicContext *ctx, uint64_t va, bool write)
     trace_pfnic_page_request(ctx->index, ctx->pasid, va, write, ret);
     if (ret == -ENOSPC) {
         /* Queue full: not dropped, retried after a back-off. */
-        s->stats.prq_full++;
-        ctx->stats.prq_full++;
+        pfnic_count(ctx, PFNIC_CNT_PRQ_FULL);
         ctx->retry_prq = true;
         ctx->fault_addr = va;
         ctx->fault_write = write;
@@ -203,8 +204,7 @@ static void pfnic_page_request(PfnicContext *ctx, uint64_t va, bool write)
         ctx->fault = true;
         return;
     }
-    s->stats.page_requests++;
-    ctx->stats.page_requests++;
+    pfnic_count(ctx, PFNIC_CNT_PAGE_REQUESTS);
     ctx->desc.page_requests++;
     ctx->fault_addr = va;
     ctx->pri_sent_ns = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);

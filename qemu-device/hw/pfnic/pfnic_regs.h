@@ -50,21 +50,26 @@
 #define PFNIC_REG_CTX_RING_SIZE     0x078
 #define PFNIC_REG_CTX_VECTOR        0x07c
 #define PFNIC_REG_CTX_HEAD          0x080
-#define PFNIC_REG_CTX_STAT_PAGE_REQUESTS 0x090
-#define PFNIC_REG_CTX_STAT_PRI_SUCCESS 0x094
-#define PFNIC_REG_CTX_STAT_PRI_FAILED 0x098
-#define PFNIC_REG_CTX_STAT_ATC_HITS 0x09c
-#define PFNIC_REG_CTX_STAT_ATC_MISSES 0x0a0
-#define PFNIC_REG_CTX_STAT_INVALIDATIONS 0x0a4
-#define PFNIC_REG_STAT_PAGE_REQUESTS 0x100
-#define PFNIC_REG_STAT_PRI_SUCCESS  0x104
-#define PFNIC_REG_STAT_PRI_FAILED   0x108
-#define PFNIC_REG_STAT_ATC_HITS     0x10c
-#define PFNIC_REG_STAT_ATC_MISSES   0x110
-#define PFNIC_REG_STAT_INVALIDATIONS 0x114
-#define PFNIC_REG_STAT_PRQ_FULL     0x118
+#define PFNIC_REG_CTX_COUNTERS      0x090   /* PFNIC_CNT_NR registers */
+#define PFNIC_REG_COUNTERS          0x100   /* PFNIC_CNT_NR registers */
 #define PFNIC_REG_STAT_FAULT_LAT    0x140   /* 16 registers */
 #define PFNIC_FAULT_LAT_BUCKETS     16
+
+/*
+ * Translation and page-request counters, in register order. The device-wide
+ * block (COUNTERS) and the selected context's block (CTX_COUNTERS) both use
+ * this layout.
+ */
+typedef enum PfnicCounter {
+    PFNIC_CNT_PAGE_REQUESTS,    /* page requests sent */
+    PFNIC_CNT_PRI_SUCCESS,      /* responses: success */
+    PFNIC_CNT_PRI_FAILED,       /* responses: invalid request or failure */
+    PFNIC_CNT_ATC_HITS,         /* translations served by the ATC */
+    PFNIC_CNT_ATC_MISSES,       /* ATS translation requests */
+    PFNIC_CNT_INVALIDATIONS,    /* device-IOTLB invalidations */
+    PFNIC_CNT_PRQ_FULL,         /* page requests the IOMMU could not queue */
+    PFNIC_CNT_NR
+} PfnicCounter;
 
 /* Register values and fields */
 #define PFNIC_ID_VALUE              0x434e4650 /* "PFNC" in memory order */

@@ -189,11 +189,11 @@ fn test_fill_untouched_memory() -> TestResult {
     check_eq!(vm_pinned_kb()?, 0);
     let after = n.dev.query_stats()?;
     check!(
-        after.page_requests >= before.page_requests + 16,
+        after.translation.page_requests >= before.translation.page_requests + 16,
         "device counted no page requests"
     );
     check!(
-        after.pri_success >= before.pri_success + 16,
+        after.translation.pri_success >= before.translation.pri_success + 16,
         "no successful page responses counted"
     );
     let want = pattern.to_le_bytes();
@@ -250,8 +250,8 @@ fn test_copy_compare_beyond_atc() -> TestResult {
     );
     let after = n.dev.query_stats()?;
     let (hits, misses) = (
-        after.atc_hits - before.atc_hits,
-        after.atc_misses - before.atc_misses,
+        after.translation.atc_hits - before.translation.atc_hits,
+        after.translation.atc_misses - before.translation.atc_misses,
     );
     println!(
         "# copy+compare of 1 MiB: ATC hits {hits}, misses {misses} (hit ratio {:.2}), {} page requests",
@@ -292,7 +292,7 @@ fn test_dontneed_refaults() -> TestResult {
     buf.advise(libc::MADV_DONTNEED)?;
     let after_advice = n.dev.query_stats()?;
     check!(
-        after_advice.invalidations > before.invalidations,
+        after_advice.translation.invalidations > before.translation.invalidations,
         "MADV_DONTNEED caused no device-IOTLB invalidation"
     );
     let c = run(
@@ -400,7 +400,7 @@ fn test_submit_bad_args() -> TestResult {
 fn test_faults_not_logged_as_dmar_faults() -> TestResult {
     let n = dma_nic()?;
     check!(
-        n.dev.query_stats()?.page_requests > 0,
+        n.dev.query_stats()?.translation.page_requests > 0,
         "no page request happened before this test"
     );
     let out = std::process::Command::new("dmesg").output()?;
@@ -418,7 +418,10 @@ fn test_fault_latency_histogram() -> TestResult {
     let hist = st.fault_latency_us_log2;
     let total: u64 = hist.iter().map(|&c| u64::from(c)).sum();
     check!(total > 0, "no page request was timed");
-    check_eq!(total, u64::from(st.pri_success) + u64::from(st.pri_failed));
+    check_eq!(
+        total,
+        u64::from(st.translation.pri_success) + u64::from(st.translation.pri_failed)
+    );
     // The upper bound of the bucket that holds the given fraction of the round trips.
     let bound = |fraction: f64| -> u64 {
         let want = (total as f64 * fraction).ceil() as u64;
@@ -513,7 +516,7 @@ fn test_swapped_out_memory() -> TestResult {
         32 - resident
     );
     check!(
-        n.dev.query_stats()?.invalidations > before.invalidations,
+        n.dev.query_stats()?.translation.invalidations > before.translation.invalidations,
         "page-out invalidated nothing"
     );
     check!(
@@ -643,7 +646,9 @@ fn test_killed_during_dma() -> TestResult {
         }
         // Kill it once the device is faulting pages in for it (page requests outstanding).
         for _ in 0..100 {
-            if n.dev.query_stats()?.page_requests > before.page_requests + 10 {
+            if n.dev.query_stats()?.translation.page_requests
+                > before.translation.page_requests + 10
+            {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
@@ -670,7 +675,7 @@ fn test_killed_during_dma() -> TestResult {
         );
         let after = n.dev.query_stats()?;
         check!(
-            after.page_requests > before.page_requests,
+            after.translation.page_requests > before.translation.page_requests,
             "round {round}: the child never faulted"
         );
         check_eq!(after.contexts_active, before.contexts_active);
@@ -696,19 +701,24 @@ fn test_stats_per_context_and_debugfs() -> TestResult {
     let dev = Device::open(pfnic_sys::devices()?.first().ok_or("no /dev/pfnicN")?)?;
     let c0 = dev.query_context()?;
     check_eq!(
-        (c0.page_requests, c0.pri_success, c0.atc_hits, c0.atc_misses),
+        (
+            c0.translation.page_requests,
+            c0.translation.pri_success,
+            c0.translation.atc_hits,
+            c0.translation.atc_misses
+        ),
         (0, 0, 0, 0)
     );
     let m = Mapping::new(8 * PAGE)?;
     let r = run(&dev, op(uapi::PFNIC_OP_FILL, 0, m.addr(), 8 * PAGE, 1))?;
     check_eq!(r.status, uapi::PFNIC_STATUS_SUCCESS);
     let c1 = dev.query_context()?;
-    check_eq!(c1.page_requests, r.page_requests);
-    check_eq!(c1.pri_success, r.page_requests);
+    check_eq!(c1.translation.page_requests, r.page_requests);
+    check_eq!(c1.translation.pri_success, r.page_requests);
     check!(
-        c1.atc_misses >= 8,
+        c1.translation.atc_misses >= 8,
         "{} ATS requests for 8 pages",
-        c1.atc_misses
+        c1.translation.atc_misses
     );
 
     let text = std::fs::read_to_string("/sys/kernel/debug/pfnic0/stats")?;
@@ -725,7 +735,7 @@ fn test_stats_per_context_and_debugfs() -> TestResult {
     }
     let mine = format!(
         "context {} pasid {} page_requests {} pri_success {} ",
-        c1.context, c1.pasid, c1.page_requests, c1.pri_success
+        c1.context, c1.pasid, c1.translation.page_requests, c1.translation.pri_success
     );
     check!(
         text.lines().any(|l| l.starts_with(&mine)),
