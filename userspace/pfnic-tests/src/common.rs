@@ -35,3 +35,109 @@ pub fn cookie() -> u32 {
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
     (t.tv_nsec as u32).rotate_left(13) ^ 0xa5a5_0f0f ^ (t.tv_sec as u32)
 }
+
+/// Whether this guest's platform can do SVA for the pfnic at `bdf`: it advertises PRI.
+pub fn platform_has_pri(bdf: &str) -> Result<bool, Failure> {
+    Ok(pci::Config::read(bdf)?.ext_cap(pci::EXT_CAP_PRI).is_some())
+}
+
+/// The pfnic under test, on a platform that can bind address spaces and fault pages in (else
+/// the test skips).
+pub fn sva_nic() -> Result<Nic, Failure> {
+    let n = nic()?;
+    if !platform_has_pri(&n.bdf)? {
+        return Err(Failure::Skip("no PRI on this platform".into()));
+    }
+    Ok(n)
+}
+
+/// The guest kernel's log.
+pub fn dmesg() -> Result<String, Failure> {
+    let out = std::process::Command::new("dmesg").output()?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A forked child process running test code. Killed and reaped on drop if still there.
+pub struct Child(Option<libc::pid_t>);
+
+impl Child {
+    /// Forks; the child runs `f` and exits with its return value.
+    pub fn spawn(f: impl FnOnce() -> i32) -> Result<Self, Failure> {
+        // SAFETY: the test binary forks from a single thread; the child only runs `f` (our own
+        // code) and leaves with _exit, without the parent's atexit handlers.
+        match unsafe { libc::fork() } {
+            -1 => Err(Failure::Fail(format!(
+                "fork: {}",
+                std::io::Error::last_os_error()
+            ))),
+            0 => {
+                let code = f();
+                // SAFETY: ends the child.
+                unsafe { libc::_exit(code) }
+            }
+            pid => Ok(Self(Some(pid))),
+        }
+    }
+
+    /// Reaps the child if it has ended: its exit status as [`Child::wait`] gives it.
+    pub fn try_wait(&mut self) -> Result<Option<i32>, Failure> {
+        self.reap(libc::WNOHANG)
+    }
+
+    /// Sends SIGKILL.
+    pub fn kill(&self) {
+        if let Some(pid) = self.0 {
+            // SAFETY: signals our own, not yet reaped, child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+
+    /// Waits for the child: its exit code, or 128 + the signal that ended it.
+    pub fn wait(mut self) -> Result<i32, Failure> {
+        self.reap(0)?
+            .ok_or_else(|| Failure::Fail("the child was already reaped".into()))
+    }
+
+    fn reap(&mut self, flags: libc::c_int) -> Result<Option<i32>, Failure> {
+        let Some(pid) = self.0 else {
+            return Ok(None);
+        };
+        let mut status = 0;
+        // SAFETY: waits for our own child.
+        match unsafe { libc::waitpid(pid, &mut status, flags) } {
+            0 => Ok(None),
+            r if r == pid => {
+                self.0 = None;
+                Ok(Some(if libc::WIFEXITED(status) {
+                    libc::WEXITSTATUS(status)
+                } else {
+                    128 + libc::WTERMSIG(status)
+                }))
+            }
+            _ => Err(Failure::Fail(format!(
+                "waitpid: {}",
+                std::io::Error::last_os_error()
+            ))),
+        }
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = self.reap(0);
+    }
+}
+
+/// Runs `f` in a forked child and returns its exit status (0 = success).
+pub fn in_child(f: impl FnOnce() -> i32) -> Result<i32, Failure> {
+    Child::spawn(f)?.wait()
+}
+
+/// Runs a program: whether it succeeded, and its output (stdout then stderr).
+pub fn sh(cmd: &str, args: &[&str]) -> Result<(bool, String), Failure> {
+    let out = std::process::Command::new(cmd).args(args).output()?;
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    Ok((out.status.success(), text))
+}

@@ -1,10 +1,9 @@
 //! Hardware contexts: one per open file, bound to the opener's address space through SVA.
 
-use crate::common::nic;
-use crate::ktap::{Failure, Test, TestResult};
+use crate::common::{dmesg, in_child, nic, platform_has_pri, sva_nic};
+use crate::ktap::{Test, TestResult};
 use pfnic_sys::pci::{self, Config};
 use pfnic_sys::Device;
-use std::process::Command;
 
 pub const TESTS: &[&Test] = &[
     &Test {
@@ -32,51 +31,6 @@ pub const TESTS: &[&Test] = &[
         run: test_open_without_sva,
     },
 ];
-
-/// Whether this guest's platform can do SVA for the pfnic: it advertises PRI.
-fn platform_has_pri(bdf: &str) -> Result<bool, Failure> {
-    Ok(Config::read(bdf)?.ext_cap(pci::EXT_CAP_PRI).is_some())
-}
-
-/// The pfnic under test, on a platform that can bind address spaces (else the test skips).
-fn sva_nic() -> Result<crate::common::Nic, Failure> {
-    let n = nic()?;
-    if !platform_has_pri(&n.bdf)? {
-        return Err(Failure::Skip("no PRI on this platform".into()));
-    }
-    Ok(n)
-}
-
-fn dmesg() -> Result<String, Failure> {
-    let out = Command::new("dmesg").output()?;
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// Runs `f` in a forked child and returns its exit status (0 = success).
-fn in_child(f: impl FnOnce() -> i32) -> Result<i32, Failure> {
-    // SAFETY: the child only runs `f` (our own code, no locks held across fork in this
-    // single-threaded test) and leaves with _exit.
-    match unsafe { libc::fork() } {
-        -1 => fail!("fork: {}", std::io::Error::last_os_error()),
-        0 => {
-            let code = f();
-            // SAFETY: ends the child without running the parent's atexit handlers.
-            unsafe { libc::_exit(code) }
-        }
-        pid => {
-            let mut status = 0;
-            // SAFETY: waits for the child we just forked.
-            if unsafe { libc::waitpid(pid, &mut status, 0) } != pid {
-                fail!("waitpid: {}", std::io::Error::last_os_error());
-            }
-            Ok(if libc::WIFEXITED(status) {
-                libc::WEXITSTATUS(status)
-            } else {
-                128 + libc::WTERMSIG(status)
-            })
-        }
-    }
-}
 
 /// Opening binds the process's address space: the context has a PASID, and the PCI functions
 /// the IOMMU driver turns on for SVA (PASID, ATS, PRI) are enabled in config space.

@@ -1,8 +1,7 @@
 //! DMA in process memory that nobody pinned: the device faults pages in through PRI.
 
-use crate::common::nic;
+use crate::common::{dmesg, in_child, sh, sva_nic, Child};
 use crate::ktap::{Failure, Test, TestResult};
-use pfnic_sys::pci::{self, Config};
 use pfnic_sys::{uapi, Device, Submit};
 
 pub const TESTS: &[&Test] = &[
@@ -135,15 +134,6 @@ impl Drop for Mapping {
     }
 }
 
-/// The pfnic under test, on a platform whose device can fault (else the test skips).
-fn dma_nic() -> Result<crate::common::Nic, Failure> {
-    let n = nic()?;
-    if Config::read(&n.bdf)?.ext_cap(pci::EXT_CAP_PRI).is_none() {
-        return Err(Failure::Skip("no PRI on this platform".into()));
-    }
-    Ok(n)
-}
-
 fn op(opcode: u32, src: u64, dst: u64, len: usize, pattern: u64) -> Submit {
     Submit {
         opcode,
@@ -174,7 +164,7 @@ fn vm_pinned_kb() -> Result<u64, Failure> {
 /// The device writes into memory the CPU never touched: every page comes from a page request,
 /// the data is right, and nothing is pinned.
 fn test_fill_untouched_memory() -> TestResult {
-    let n = dma_nic()?;
+    let n = sva_nic()?;
     let before = n.dev.query_stats()?;
     let m = Mapping::new(16 * PAGE)?;
     let pattern = 0x0123_4567_89ab_cdef_u64;
@@ -224,7 +214,7 @@ fn test_fill_untouched_memory() -> TestResult {
 /// The device reads what the CPU wrote; copy and compare work over more pages than the ATC
 /// holds; compare finds a planted difference.
 fn test_copy_compare_beyond_atc() -> TestResult {
-    let n = dma_nic()?;
+    let n = sva_nic()?;
     let len = 1 << 20;
     let (mut src, mut dst) = (Mapping::new(len)?, Mapping::new(len)?);
     for (i, b) in src.bytes_mut().iter_mut().enumerate() {
@@ -270,7 +260,7 @@ fn test_copy_compare_beyond_atc() -> TestResult {
 /// After MADV_DONTNEED the device does not use stale translations: it faults again and reads
 /// the zero pages the process would see.
 fn test_dontneed_refaults() -> TestResult {
-    let n = dma_nic()?;
+    let n = sva_nic()?;
     let len = 8 * PAGE;
     let (buf, out) = (Mapping::new(len)?, Mapping::new(len)?);
     let r = run(
@@ -311,7 +301,7 @@ fn test_dontneed_refaults() -> TestResult {
 /// Writes to read-only, PROT_NONE or unmapped memory fail with PAGE_FAULT, change nothing, and
 /// the context keeps working.
 fn test_protection_faults() -> TestResult {
-    let n = dma_nic()?;
+    let n = sva_nic()?;
     let len = 4 * PAGE;
     let mut ro = Mapping::new(len)?;
     ro.bytes_mut().fill(0x11);
@@ -348,7 +338,7 @@ fn test_protection_faults() -> TestResult {
 }
 
 fn test_submit_bad_args() -> TestResult {
-    let n = dma_nic()?;
+    let n = sva_nic()?;
     let m = Mapping::new(PAGE)?;
     let cases = [
         ("opcode 0", op(0, 0, m.addr(), PAGE, 0)),
@@ -374,38 +364,26 @@ fn test_submit_bad_args() -> TestResult {
     // A fork child cannot submit on its parent's context.
     let dev = &n.dev;
     let addr = m.addr();
-    // SAFETY: the child only issues one ioctl and leaves with _exit.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
+    let rc = in_child(|| {
         let mut s = op(uapi::PFNIC_OP_FILL, 0, addr, PAGE, 0);
-        let code = match dev.submit(&mut s) {
+        match dev.submit(&mut s) {
             Err(e) if e.raw_os_error() == Some(libc::EPERM) => 0,
             _ => 1,
-        };
-        // SAFETY: ends the child.
-        unsafe { libc::_exit(code) };
-    }
-    let mut status = 0;
-    // SAFETY: waits for the child forked above.
-    unsafe { libc::waitpid(pid, &mut status, 0) };
-    check!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "fork child could submit"
-    );
+        }
+    })?;
+    check!(rc == 0, "fork child could submit");
     Ok(())
 }
 
 /// The page faults of the tests above are the device's normal operation: the IOMMU must not
 /// record them as DMAR faults (the guest would log one per page, and real faults would drown).
 fn test_faults_not_logged_as_dmar_faults() -> TestResult {
-    let n = dma_nic()?;
+    let n = sva_nic()?;
     check!(
         n.dev.query_stats()?.translation.page_requests > 0,
         "no page request happened before this test"
     );
-    let out = std::process::Command::new("dmesg").output()?;
-    let log = String::from_utf8_lossy(&out.stdout);
-    if let Some(line) = log.lines().find(|l| l.contains("DMAR: [DMA")) {
+    if let Some(line) = dmesg()?.lines().find(|l| l.contains("DMAR: [DMA")) {
         fail!("the IOMMU recorded a fault: {line}");
     }
     Ok(())
@@ -413,7 +391,7 @@ fn test_faults_not_logged_as_dmar_faults() -> TestResult {
 
 /// Every page request response is timed; prints the median and p99 round trip.
 fn test_fault_latency_histogram() -> TestResult {
-    let n = dma_nic()?;
+    let n = sva_nic()?;
     let st = n.dev.query_stats()?;
     let hist = st.fault_latency_us_log2;
     let total: u64 = hist.iter().map(|&c| u64::from(c)).sum();
@@ -450,13 +428,9 @@ fn ensure_swap() -> TestResult {
     }
     std::fs::write("/sys/block/zram0/disksize", "256M")
         .map_err(|e| format!("zram0 disksize: {e}"))?;
-    for (cmd, args) in [("mkswap", ["/dev/zram0"]), ("swapon", ["/dev/zram0"])] {
-        let out = std::process::Command::new(cmd).args(args).output()?;
-        check!(
-            out.status.success(),
-            "{cmd}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+    for cmd in ["mkswap", "swapon"] {
+        let (ok, out) = sh(cmd, &["/dev/zram0"])?;
+        check!(ok, "{cmd}: {out}");
     }
     Ok(())
 }
@@ -490,7 +464,7 @@ fn resident_pages(m: &Mapping) -> Result<usize, Failure> {
 
 /// Memory pushed out to swap (zram) comes back through page requests when the device reads it.
 fn test_swapped_out_memory() -> TestResult {
-    let n = dma_nic()?;
+    let n = sva_nic()?;
     ensure_swap()?;
     let len = 32 * PAGE;
     let (mut buf, out) = (Mapping::new(len)?, Mapping::new(len)?);
@@ -538,7 +512,7 @@ fn meminfo_kb(key: &str) -> Result<u64, Failure> {
 /// A mapping larger than the guest's RAM and swap together, which no amount of pinning could
 /// hold, is usable by the device wherever it touches it.
 fn test_overcommit_sparse() -> TestResult {
-    let n = dma_nic()?;
+    let n = sva_nic()?;
     let limit = (meminfo_kb("MemTotal:")? + meminfo_kb("SwapTotal:")?) * 1024;
     let len = (limit as usize + (1 << 30)).next_multiple_of(1 << 28);
     let m = Mapping::sparse(len)?;
@@ -565,7 +539,7 @@ fn test_overcommit_sparse() -> TestResult {
 /// parent writes a secret, and the child's device operations at the same addresses see and
 /// change only the child's copy.
 fn test_processes_isolated() -> TestResult {
-    let n = dma_nic()?;
+    let n = sva_nic()?;
     let mut secret = Mapping::new(PAGE)?;
     secret.bytes_mut().fill(0x00);
     let path = n.dev.path().to_path_buf();
@@ -573,13 +547,11 @@ fn test_processes_isolated() -> TestResult {
     let mut fds = [0; 2];
     // SAFETY: a pipe to hold the child until the parent has written the secret.
     check!(unsafe { libc::pipe(fds.as_mut_ptr()) } == 0, "pipe failed");
-    // SAFETY: the child runs our own code and leaves with _exit.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
+    let child = Child::spawn(|| {
         let mut byte = 0u8;
         // SAFETY: reads one byte from the pipe.
         unsafe { libc::read(fds[0], (&raw mut byte).cast(), 1) };
-        let code = (|| -> Result<i32, std::io::Error> {
+        (|| -> Result<i32, std::io::Error> {
             let dev = Device::open(&path)?;
             let out = Mapping::new(PAGE).map_err(|_| std::io::Error::other("mmap"))?;
             let mut s = op(uapi::PFNIC_OP_COPY, addr, out.addr(), PAGE, 0);
@@ -595,21 +567,12 @@ fn test_processes_isolated() -> TestResult {
                 2
             })
         })()
-        .unwrap_or(3);
-        // SAFETY: ends the child.
-        unsafe { libc::_exit(code) };
-    }
+        .unwrap_or(3)
+    })?;
     secret.bytes_mut().fill(0x5e);
     // SAFETY: releases the child.
     unsafe { libc::write(fds[1], [1u8].as_ptr().cast(), 1) };
-    let mut status = 0;
-    // SAFETY: waits for the child forked above.
-    unsafe { libc::waitpid(pid, &mut status, 0) };
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        128
-    };
+    let code = child.wait()?;
     check!(
         code == 0,
         "child: status {code} (1: it read the parent's secret, 2: its own fill failed)"
@@ -625,25 +588,21 @@ fn test_processes_isolated() -> TestResult {
 /// the kill takes effect at once, the context is stopped and freed, and the device serves
 /// others. Repeated, since every round takes a new context and PASID.
 fn test_killed_during_dma() -> TestResult {
-    let n = dma_nic()?;
+    let n = sva_nic()?;
     let path = n.dev.path().to_path_buf();
     for round in 0..5 {
         let before = n.dev.query_stats()?;
         let p = path.clone();
-        // SAFETY: the child runs our own code and leaves with _exit (or is killed).
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
+        let mut child = Child::spawn(move || {
             let len = 256 << 20;
-            let code = (|| -> Option<()> {
+            (|| -> Option<()> {
                 let dev = Device::open(&p).ok()?;
                 let m = Mapping::sparse(len).ok()?;
                 let mut s = op(uapi::PFNIC_OP_FILL, 0, m.addr(), len, 7);
                 dev.submit(&mut s).ok()
             })()
-            .map_or(1, |()| 0);
-            // SAFETY: ends the child.
-            unsafe { libc::_exit(code) };
-        }
+            .map_or(1, |()| 0)
+        })?;
         // Kill it once the device is faulting pages in for it (page requests outstanding).
         for _ in 0..100 {
             if n.dev.query_stats()?.translation.page_requests
@@ -653,20 +612,15 @@ fn test_killed_during_dma() -> TestResult {
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
-        let mut status = 0;
-        // SAFETY: polls the child forked above.
-        if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } != 0 {
+        if child.try_wait()?.is_some() {
             fail!("round {round}: the child finished before it could be killed");
         }
         let started = std::time::Instant::now();
-        // SAFETY: kills and reaps our own child.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-            libc::waitpid(pid, &mut status, 0);
-        }
+        child.kill();
+        let code = child.wait()?;
         check!(
-            libc::WIFSIGNALED(status),
-            "round {round}: the child was not killed"
+            code == 128 + libc::SIGKILL,
+            "round {round}: the child was not killed (status {code})"
         );
         check!(
             started.elapsed() < std::time::Duration::from_secs(5),
@@ -696,7 +650,7 @@ fn test_killed_during_dma() -> TestResult {
 /// A context's own counters follow its operations, and debugfs shows device and context
 /// statistics.
 fn test_stats_per_context_and_debugfs() -> TestResult {
-    let _ = dma_nic()?;
+    let _ = sva_nic()?;
     // A fresh file: a fresh context whose counters start at zero.
     let dev = Device::open(pfnic_sys::devices()?.first().ok_or("no /dev/pfnicN")?)?;
     let c0 = dev.query_context()?;

@@ -1,10 +1,9 @@
 //! Module unload/reload and device unbind, with and without open files.
 
-use crate::common::{cookie, nic};
+use crate::common::{cookie, nic, sh};
 use crate::ktap::{Failure, Test, TestResult};
 use pfnic_sys::pci;
 use std::path::Path;
-use std::process::Command;
 
 pub const TESTS: &[&Test] = &[
     &Test {
@@ -25,13 +24,6 @@ const CYCLES: usize = 5;
 
 fn module_path() -> String {
     std::env::var("PFNIC_MODULE").unwrap_or_else(|_| "/lib/modules/pfnic.ko".into())
-}
-
-fn sh(cmd: &str, args: &[&str]) -> Result<(bool, String), Failure> {
-    let out = Command::new(cmd).args(args).output()?;
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    Ok((out.status.success(), text))
 }
 
 fn loaded() -> bool {
