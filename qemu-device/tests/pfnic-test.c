@@ -288,18 +288,26 @@ static void wait_selftests(uint32_t count)
     g_assert_cmpint(reg_read(PFNIC_REG_SELFTEST_COUNT), ==, count);
 }
 
+/*
+ * Enable MSI-X with every vector masked, so that a notify leaves a pending
+ * bit; return the offset of the PBA in BAR4.
+ */
+static uint32_t msix_enable_masked(void)
+{
+    uint16_t msix = find_cap(PCI_CAP_ID_MSIX);
+
+    nic_cfg_writew(msix + PCI_MSIX_FLAGS,
+                   PCI_MSIX_FLAGS_ENABLE | PCI_MSIX_FLAGS_MASKALL);
+    return nic_cfg_readl(msix + PCI_MSIX_PBA) & ~PCI_MSIX_PBA_BIR;
+}
+
 static void test_selftest_msix(void)
 {
-    uint16_t msix;
     uint32_t pba;
 
     start("");
     map_bars();
-    msix = find_cap(PCI_CAP_ID_MSIX);
-    pba = nic_cfg_readl(msix + PCI_MSIX_PBA) & ~PCI_MSIX_PBA_BIR;
-    /* Enabled with every vector masked: a notify leaves a pending bit. */
-    nic_cfg_writew(msix + PCI_MSIX_FLAGS,
-                   PCI_MSIX_FLAGS_ENABLE | PCI_MSIX_FLAGS_MASKALL);
+    pba = msix_enable_masked();
     g_assert_cmphex(readl(BAR4_ADDR + pba), ==, 0);
 
     reg_write(PFNIC_REG_SELFTEST_COOKIE, 0x12345678);
@@ -357,6 +365,14 @@ static void enable_ext_cap(uint16_t id)
     }
 }
 
+/* What a context needs, enabled as Linux does when it binds SVA with PRI. */
+static void enable_sva_caps(void)
+{
+    enable_ext_cap(PCI_EXT_CAP_ID_PASID);
+    enable_ext_cap(PCI_EXT_CAP_ID_ATS);
+    enable_ext_cap(PCI_EXT_CAP_ID_PRI);
+}
+
 /* Expect the last write to have been refused as a guest error. */
 static void assert_refused(void)
 {
@@ -392,8 +408,7 @@ static void test_contexts(void)
     g_assert_false(ctx_active(1));
     assert_refused();
 
-    enable_ext_cap(PCI_EXT_CAP_ID_PASID);
-    enable_ext_cap(PCI_EXT_CAP_ID_ATS);
+    /* A device reset leaves config space alone: PASID and ATS are on. */
     enable_ext_cap(PCI_EXT_CAP_ID_PRI);
     ctx_select(1);
     reg_write(PFNIC_REG_CTX_PASID, 5);
@@ -456,18 +471,12 @@ static void doorbell(uint32_t ctx, uint32_t tail)
  */
 static void test_engine(void)
 {
-    uint16_t msix;
     uint32_t pba, status = 0;
 
     start(",contexts=4");
     map_bars();
-    msix = find_cap(PCI_CAP_ID_MSIX);
-    pba = nic_cfg_readl(msix + PCI_MSIX_PBA) & ~PCI_MSIX_PBA_BIR;
-    nic_cfg_writew(msix + PCI_MSIX_FLAGS,
-                   PCI_MSIX_FLAGS_ENABLE | PCI_MSIX_FLAGS_MASKALL);
-    enable_ext_cap(PCI_EXT_CAP_ID_PASID);
-    enable_ext_cap(PCI_EXT_CAP_ID_ATS);
-    enable_ext_cap(PCI_EXT_CAP_ID_PRI);
+    pba = msix_enable_masked();
+    enable_sva_caps();
 
     /* A FILL of one page: no translation possible. */
     PfnicDesc d = {
@@ -495,9 +504,6 @@ static void test_engine(void)
     assert_refused();
 
     /* An unreadable ring stops the context; it can be started again. */
-    enable_ext_cap(PCI_EXT_CAP_ID_PASID);
-    enable_ext_cap(PCI_EXT_CAP_ID_ATS);
-    enable_ext_cap(PCI_EXT_CAP_ID_PRI);
     for (int round = 0; round < 3; round++) {
         start_ctx(2, 0xfffff0000000ULL);
         doorbell(2, 1);
@@ -505,9 +511,6 @@ static void test_engine(void)
         g_assert_false(ctx_active(2));
         g_assert_true(reg_read(PFNIC_REG_STATUS) & PFNIC_STATUS_ERROR);
         reg_write(PFNIC_REG_CONTROL, PFNIC_CONTROL_RESET);
-        enable_ext_cap(PCI_EXT_CAP_ID_PASID);
-        enable_ext_cap(PCI_EXT_CAP_ID_ATS);
-        enable_ext_cap(PCI_EXT_CAP_ID_PRI);
     }
     qtest_end();
 }
