@@ -228,10 +228,8 @@ impl Nic {
     pub(crate) fn quiesce_context(&self, index: u32) {
         let table = self.contexts.lock();
         if table.slots.get(index as usize).is_some_and(Option::is_some) {
-            let _ = self.with_bar(|bar| {
-                bar.write_reg(regs::CTX_SELECT::zeroed().with_context(index));
-                bar.write_reg(regs::CTX_CTRL::zeroed());
-            });
+            // Nothing to do if the device is gone: its reset stopped every context.
+            let _ = self.with_bar(|bar| disable_context(bar, index));
         }
     }
 
@@ -239,24 +237,24 @@ impl Nic {
     /// context's start and stop; a reset clears them.
     pub(crate) fn program_rings(&self) -> Result {
         let completion_vectors = self.info.num_vectors.saturating_sub(1).max(1);
-        // Vector 0 is the device's own; contexts take the others in turn.
-        let mut vector = 1;
-        for ctx in 0..self.info.num_contexts {
-            let addr = self.rings.dma_address(ctx).ok_or(EINVAL)?;
-            self.with_bar(|bar| {
+        self.with_bar(|bar| {
+            // Vector 0 is the device's own; contexts take the others in turn.
+            let mut vector = 1;
+            for ctx in 0..self.info.num_contexts {
+                let addr = self.rings.dma_address(ctx).ok_or(EINVAL)?;
                 bar.write_reg(regs::CTX_SELECT::zeroed().with_context(ctx));
                 bar.write_reg(regs::CTX_RING_LO::zeroed().with_addr(addr as u32));
                 bar.write_reg(regs::CTX_RING_HI::zeroed().with_addr((addr >> 32) as u32));
                 bar.write_reg(regs::CTX_RING_SIZE::zeroed().with_entries(ring::RING_SIZE));
                 bar.write_reg(regs::CTX_VECTOR::zeroed().with_vector(vector));
-            })?;
-            vector = if vector >= completion_vectors {
-                1
-            } else {
-                vector + 1
-            };
-        }
-        Ok(())
+                vector = if vector >= completion_vectors {
+                    1
+                } else {
+                    vector + 1
+                };
+            }
+            Ok(())
+        })?
     }
 
     /// Has context `index` execute `desc` and waits for it; returns the completed descriptor
@@ -401,11 +399,7 @@ impl Nic {
         let Some(slot) = table.slots.get_mut(index as usize).and_then(Option::take) else {
             return; // revoked at unbind
         };
-        let stopped = self.with_bar(|bar| {
-            bar.write_reg(regs::CTX_SELECT::zeroed().with_context(index));
-            bar.write_reg(regs::CTX_CTRL::zeroed());
-            !bar.read(regs::CTX_STATUS).active()
-        });
+        let stopped = self.with_bar(|bar| disable_context(bar, index));
         if stopped == Ok(false) {
             dev_err!(
                 self.dev,
@@ -585,4 +579,11 @@ fn write_translation(
         write!(f, "{sep}{name} {value}")?;
     }
     writeln!(f)
+}
+
+/// Disables hardware context `index`; returns whether the device reports it stopped.
+fn disable_context(bar: &Bar0<'_>, index: u32) -> bool {
+    bar.write_reg(regs::CTX_SELECT::zeroed().with_context(index));
+    bar.write_reg(regs::CTX_CTRL::zeroed());
+    !bar.read(regs::CTX_STATUS).active()
 }
