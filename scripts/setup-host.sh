@@ -18,7 +18,6 @@ HOST_PACKAGES=(
 
 missing=()
 for p in "${HOST_PACKAGES[@]}"; do
-	[[ $p == \#* ]] && continue
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
 		missing+=("$p")
 done
