@@ -18,7 +18,7 @@
 use zerocopy_derive::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// Version of this interface, reported by [`PFNIC_IOCTL_QUERY_DEVICE`]. Bumped for every change.
-pub const PFNIC_UAPI_VERSION: u32 = 7;
+pub const PFNIC_UAPI_VERSION: u32 = 8;
 
 /// The ioctl "type" byte of every pfnic ioctl.
 pub const PFNIC_IOCTL_MAGIC: u32 = 0xf5;
@@ -32,6 +32,8 @@ pub const PFNIC_CAP_PASID: u64 = 1 << 1;
 pub const PFNIC_CAP_PRI: u64 = 1 << 2;
 /// Interrupt self-test ([`PFNIC_IOCTL_SELFTEST`]).
 pub const PFNIC_CAP_SELFTEST: u64 = 1 << 3;
+/// RDMA verbs: PDs, MRs, CQs and RC QPs (docs/verbs.md).
+pub const PFNIC_CAP_VERBS: u64 = 1 << 4;
 
 /// Argument of [`PFNIC_IOCTL_QUERY_DEVICE`] (output only).
 #[repr(C)]
@@ -169,6 +171,8 @@ pub const PFNIC_STATUS_SUCCESS: u32 = 1;
 pub const PFNIC_STATUS_PAGE_FAULT: u32 = 2;
 /// The device rejected the descriptor.
 pub const PFNIC_STATUS_BAD_DESCRIPTOR: u32 = 3;
+/// `PREFETCH`: the key does not name an MR of this context covering the range with the access.
+pub const PFNIC_STATUS_PROTECTION: u32 = 5;
 /// `COMPARE` found a difference at offset `result`.
 pub const PFNIC_STATUS_MISMATCH: u32 = 4;
 
@@ -224,3 +228,458 @@ pub const PFNIC_IOCTL_SUBMIT: u32 = ioc(IOC_READ | IOC_WRITE, 0x04, core::mem::s
 /// Interrupt round trip: `_IOWR(0xf5, 0x01, struct pfnic_selftest)`.
 pub const PFNIC_IOCTL_SELFTEST: u32 =
     ioc(IOC_READ | IOC_WRITE, 0x01, core::mem::size_of::<Selftest>());
+
+// ---------------------------------------------------------------------------------------------
+// RDMA verbs (uAPI 8). Numbers and flags are libibverbs' own (`IBV_*`), so the libraries pass
+// them through. Handles (PD, MR) are per open file; CQNs and QPNs are device-wide numbers (a QP
+// number is what a peer needs to connect). See docs/uapi.md and docs/verbs.md.
+// ---------------------------------------------------------------------------------------------
+
+/// `mmap()` offset of the context's doorbell page (one page, shared, read/write).
+pub const PFNIC_MMAP_DOORBELL: u64 = 0;
+
+/// `IBV_ACCESS_*` bits accepted by [`RegMr::access`] and [`QpAttr::qp_access_flags`].
+pub const PFNIC_ACCESS_LOCAL_WRITE: u32 = 1;
+/// `IBV_ACCESS_REMOTE_WRITE` (requires `LOCAL_WRITE` in an MR).
+pub const PFNIC_ACCESS_REMOTE_WRITE: u32 = 2;
+/// `IBV_ACCESS_REMOTE_READ`.
+pub const PFNIC_ACCESS_REMOTE_READ: u32 = 4;
+/// `IBV_ACCESS_REMOTE_ATOMIC` (requires `LOCAL_WRITE` in an MR).
+pub const PFNIC_ACCESS_REMOTE_ATOMIC: u32 = 8;
+/// `IBV_ACCESS_ON_DEMAND`: no population at registration.
+pub const PFNIC_ACCESS_ON_DEMAND: u32 = 0x40;
+
+/// `ibv_odp_general_caps`: `IBV_ODP_SUPPORT`.
+pub const PFNIC_ODP_SUPPORT: u64 = 1 << 0;
+/// `IBV_ODP_SUPPORT_IMPLICIT`.
+pub const PFNIC_ODP_SUPPORT_IMPLICIT: u64 = 1 << 1;
+/// `ibv_odp_transport_cap_bits`: SEND, RECV, WRITE, READ, ATOMIC (bits 0..4).
+pub const PFNIC_ODP_RC_CAPS: u32 = 0x1f;
+
+/// Argument of [`PFNIC_IOCTL_QUERY_VERBS`] (output only): what `ibv_query_device_ex` reports.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct QueryVerbs {
+    /// Node GUID (also the system image GUID), host order.
+    pub node_guid: u64,
+    /// Largest MR, bytes.
+    pub max_mr_size: u64,
+    /// Page sizes the device translates (bit n: 2^n bytes).
+    pub page_size_cap: u64,
+    /// `PFNIC_ODP_SUPPORT*` bits.
+    pub odp_general_caps: u64,
+    /// `ibv_odp_transport_cap_bits` for RC.
+    pub odp_rc_caps: u32,
+    /// QPs the device has (two of them, 0 and 1, are never handed out).
+    pub max_qp: u32,
+    /// Work requests per queue.
+    pub max_qp_wr: u32,
+    /// Scatter/gather entries per work request.
+    pub max_sge: u32,
+    /// CQs.
+    pub max_cq: u32,
+    /// Entries per CQ.
+    pub max_cqe: u32,
+    /// MRs.
+    pub max_mr: u32,
+    /// PDs.
+    pub max_pd: u32,
+    /// Outstanding RDMA READ/atomic requests per QP.
+    pub max_qp_rd_atom: u32,
+    /// `IBV_ATOMIC_HCA` (1).
+    pub atomic_cap: u32,
+    /// Reserved, zero.
+    pub reserved: [u64; 4],
+}
+
+/// Argument of [`PFNIC_IOCTL_QUERY_PORT`] (output only): port 1, the device's loopback port.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct QueryPort {
+    /// `IBV_PORT_ACTIVE` (4).
+    pub state: u32,
+    /// `IBV_MTU_4096` (5).
+    pub max_mtu: u32,
+    /// `IBV_MTU_4096` (5).
+    pub active_mtu: u32,
+    /// `IBV_LINK_LAYER_INFINIBAND` (1).
+    pub link_layer: u32,
+    /// Largest message, bytes.
+    pub max_msg_sz: u32,
+    /// GID table entries (1).
+    pub gid_tbl_len: u32,
+    /// The port's LID.
+    pub lid: u16,
+    /// The subnet manager's LID (the port's own: it is alone on its subnet).
+    pub sm_lid: u16,
+    /// `IBV_WIDTH_4X` (2).
+    pub active_width: u8,
+    /// `IBV_SPEED_EDR` (32).
+    pub active_speed: u8,
+    /// `IBV_PORT_*` capability flags (0).
+    pub reserved0: u16,
+    /// GID 0: the link-local prefix and the node GUID (network order, as `ibv_gid::raw`).
+    pub gid: [u8; 16],
+    /// Reserved, zero.
+    pub reserved: [u64; 2],
+}
+
+/// Argument of [`PFNIC_IOCTL_ALLOC_PD`] (output) and [`PFNIC_IOCTL_DEALLOC_PD`] (input).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct PdHandle {
+    /// The PD's handle in this file.
+    pub pd: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
+/// Argument of [`PFNIC_IOCTL_REG_MR`]: register `[addr, addr + length)` of the caller's address
+/// space. Nothing is pinned. Without `ON_DEMAND` the range is made present at registration
+/// (`EFAULT` if it cannot be); with it, pages fault in when the device first touches them.
+/// `addr == 0` with `length == u64::MAX` and `ON_DEMAND` is the implicit MR (the whole address
+/// space).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct RegMr {
+    /// In: the PD handle.
+    pub pd: u32,
+    /// In: `PFNIC_ACCESS_*` bits.
+    pub access: u32,
+    /// In: start address.
+    pub addr: u64,
+    /// In: bytes, nonzero.
+    pub length: u64,
+    /// Out: the MR's handle in this file.
+    pub mr: u32,
+    /// Out: local key.
+    pub lkey: u32,
+    /// Out: remote key (equal to `lkey`).
+    pub rkey: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
+/// Argument of [`PFNIC_IOCTL_DEREG_MR`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct MrHandle {
+    /// The MR's handle.
+    pub mr: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
+/// `ibv_advise_mr` advice: `IBV_ADVISE_MR_ADVICE_PREFETCH`.
+pub const PFNIC_ADVISE_PREFETCH: u32 = 0;
+/// `IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE`.
+pub const PFNIC_ADVISE_PREFETCH_WRITE: u32 = 1;
+/// `IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT`.
+pub const PFNIC_ADVISE_PREFETCH_NO_FAULT: u32 = 2;
+/// `IBV_ADVISE_MR_FLAG_FLUSH`: return after the pages are present.
+pub const PFNIC_ADVISE_FLAG_FLUSH: u32 = 1;
+/// Entries in [`AdviseMr::sge`].
+pub const PFNIC_ADVISE_MAX_SGE: usize = 8;
+
+/// A scatter/gather entry, as `ibv_sge`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct Sge {
+    /// Start address.
+    pub addr: u64,
+    /// Bytes.
+    pub length: u32,
+    /// Local key of an MR of this file covering the range.
+    pub lkey: u32,
+}
+
+/// Argument of [`PFNIC_IOCTL_ADVISE_MR`]: prefetch ranges of ODP MRs.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct AdviseMr {
+    /// `PFNIC_ADVISE_*` advice.
+    pub advice: u32,
+    /// `PFNIC_ADVISE_FLAG_*`.
+    pub flags: u32,
+    /// Entries used in `sge`, 1..=8.
+    pub num_sge: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+    /// The ranges.
+    pub sge: [Sge; PFNIC_ADVISE_MAX_SGE],
+}
+
+/// Argument of [`PFNIC_IOCTL_QUERY_MR`]: mlx5's ODP counters of one MR, since registration.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct QueryMr {
+    /// In: the MR's handle.
+    pub mr: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+    /// Out: page requests sent for the MR's pages.
+    pub page_faults: u64,
+    /// Out: those answered with success.
+    pub page_faults_handled: u64,
+    /// Out: IOMMU invalidations overlapping the MR.
+    pub page_invalidations: u64,
+    /// Out: those applied by the device.
+    pub page_invalidations_handled: u64,
+    /// Out: pages made present by prefetch.
+    pub page_prefetch: u64,
+}
+
+/// Argument of [`PFNIC_IOCTL_CREATE_CQ`]. Map `mmap_len` bytes at `mmap_offset` to get the
+/// ring (`entries` CQEs of 32 bytes) followed, at `record_offset`, by the CQ record.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct CreateCq {
+    /// In: minimum CQEs, 1..=max_cqe.
+    pub cqe: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+    /// In: returned with each completion event of this CQ (the library's CQ pointer).
+    pub cq_context: u64,
+    /// Out: the CQ number.
+    pub cqn: u32,
+    /// Out: CQEs in the ring (a power of 2).
+    pub entries: u32,
+    /// Out: `mmap()` offset of the ring.
+    pub mmap_offset: u64,
+    /// Out: bytes to map.
+    pub mmap_len: u64,
+    /// Out: offset of the CQ record in the mapping.
+    pub record_offset: u64,
+}
+
+/// Argument of [`PFNIC_IOCTL_DESTROY_CQ`] and [`PFNIC_IOCTL_DESTROY_QP`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct ObjectNumber {
+    /// The CQN or QPN.
+    pub num: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
+/// QP capabilities, as `ibv_qp_cap`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct QpCap {
+    /// Send work requests.
+    pub max_send_wr: u32,
+    /// Receive work requests.
+    pub max_recv_wr: u32,
+    /// SGEs per send work request.
+    pub max_send_sge: u32,
+    /// SGEs per receive work request.
+    pub max_recv_sge: u32,
+    /// Inline data (0: not supported).
+    pub max_inline_data: u32,
+}
+
+/// `IBV_QPT_RC`.
+pub const PFNIC_QPT_RC: u32 = 2;
+
+/// Argument of [`PFNIC_IOCTL_CREATE_QP`]. Map `mmap_len` bytes at `mmap_offset`: the send queue
+/// at offset 0, the receive queue at `rq_offset`, the QP record at `record_offset`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct CreateQp {
+    /// In: PD handle.
+    pub pd: u32,
+    /// In: send CQN (a CQ of this file).
+    pub send_cq: u32,
+    /// In: receive CQN.
+    pub recv_cq: u32,
+    /// In: [`PFNIC_QPT_RC`].
+    pub qp_type: u32,
+    /// In: nonzero to signal every send work request.
+    pub sq_sig_all: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+    /// In: requested capabilities; out: the actual ones (at least those requested).
+    pub cap: QpCap,
+    /// Out: the QP number.
+    pub qpn: u32,
+    /// Out: send queue entries (a power of 2).
+    pub sq_entries: u32,
+    /// Out: receive queue entries (a power of 2).
+    pub rq_entries: u32,
+    /// Out: `mmap()` offset of the queues.
+    pub mmap_offset: u64,
+    /// Out: bytes to map.
+    pub mmap_len: u64,
+    /// Out: offset of the receive queue in the mapping.
+    pub rq_offset: u64,
+    /// Out: offset of the QP record in the mapping.
+    pub record_offset: u64,
+}
+
+/// `ibv_qp_attr_mask` bits the driver accepts in [`ModifyQp::attr_mask`].
+pub const PFNIC_QP_STATE: u32 = 1 << 0;
+/// `IBV_QP_CUR_STATE`.
+pub const PFNIC_QP_CUR_STATE: u32 = 1 << 1;
+/// `IBV_QP_ACCESS_FLAGS`.
+pub const PFNIC_QP_ACCESS_FLAGS: u32 = 1 << 3;
+/// `IBV_QP_PKEY_INDEX`.
+pub const PFNIC_QP_PKEY_INDEX: u32 = 1 << 4;
+/// `IBV_QP_PORT`.
+pub const PFNIC_QP_PORT: u32 = 1 << 5;
+/// `IBV_QP_AV`.
+pub const PFNIC_QP_AV: u32 = 1 << 7;
+/// `IBV_QP_PATH_MTU`.
+pub const PFNIC_QP_PATH_MTU: u32 = 1 << 8;
+/// `IBV_QP_TIMEOUT`.
+pub const PFNIC_QP_TIMEOUT: u32 = 1 << 9;
+/// `IBV_QP_RETRY_CNT`.
+pub const PFNIC_QP_RETRY_CNT: u32 = 1 << 10;
+/// `IBV_QP_RNR_RETRY`.
+pub const PFNIC_QP_RNR_RETRY: u32 = 1 << 11;
+/// `IBV_QP_RQ_PSN`.
+pub const PFNIC_QP_RQ_PSN: u32 = 1 << 12;
+/// `IBV_QP_MAX_QP_RD_ATOMIC`.
+pub const PFNIC_QP_MAX_QP_RD_ATOMIC: u32 = 1 << 13;
+/// `IBV_QP_MIN_RNR_TIMER`.
+pub const PFNIC_QP_MIN_RNR_TIMER: u32 = 1 << 15;
+/// `IBV_QP_SQ_PSN`.
+pub const PFNIC_QP_SQ_PSN: u32 = 1 << 16;
+/// `IBV_QP_MAX_DEST_RD_ATOMIC`.
+pub const PFNIC_QP_MAX_DEST_RD_ATOMIC: u32 = 1 << 17;
+/// `IBV_QP_DEST_QPN`.
+pub const PFNIC_QP_DEST_QPN: u32 = 1 << 20;
+
+/// QP attributes, as the fields of `ibv_qp_attr` an RC QP on a loopback port uses.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct QpAttr {
+    /// `IBV_QPS_*`.
+    pub qp_state: u32,
+    /// `IBV_QPS_*`: the state the caller believes the QP is in (with `CUR_STATE`).
+    pub cur_qp_state: u32,
+    /// `IBV_MTU_*`.
+    pub path_mtu: u32,
+    /// `IBV_ACCESS_REMOTE_*` bits: what peers may do through this QP.
+    pub qp_access_flags: u32,
+    /// Partition key index (0).
+    pub pkey_index: u32,
+    /// Port (1).
+    pub port_num: u32,
+    /// The connected QP's number.
+    pub dest_qp_num: u32,
+    /// Receive PSN (24 bits).
+    pub rq_psn: u32,
+    /// Send PSN (24 bits).
+    pub sq_psn: u32,
+    /// RNR NAK timer, IB encoding 0..31.
+    pub min_rnr_timer: u32,
+    /// Local ACK timeout, IB encoding 0..31.
+    pub timeout: u32,
+    /// Retries on timeout, 0..7.
+    pub retry_cnt: u32,
+    /// Retries on RNR NAK, 0..7 (7: forever).
+    pub rnr_retry: u32,
+    /// Outstanding RDMA READ/atomics as initiator.
+    pub max_rd_atomic: u32,
+    /// Outstanding RDMA READ/atomics as responder.
+    pub max_dest_rd_atomic: u32,
+    /// Address vector: destination LID.
+    pub dlid: u32,
+    /// Address vector: service level.
+    pub sl: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
+/// Argument of [`PFNIC_IOCTL_MODIFY_QP`]: `ibv_modify_qp`, with libibverbs' rules on which
+/// attributes each RC transition requires and allows (`EINVAL` otherwise).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct ModifyQp {
+    /// The QP number (a QP of this file).
+    pub qpn: u32,
+    /// `PFNIC_QP_*` bits: which attributes to change.
+    pub attr_mask: u32,
+    /// The attributes.
+    pub attr: QpAttr,
+}
+
+/// Per-QP counters ([`QueryQp::stats`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct QpStats {
+    /// Page requests the QP's work caused, either side.
+    pub page_requests: u64,
+    /// Waits for the receiver: no receive WQE, or a receive-side page fault.
+    pub rnr_waits: u64,
+    /// WQEs completed (send and receive).
+    pub wqes: u64,
+    /// Bytes moved.
+    pub bytes: u64,
+}
+
+/// Argument of [`PFNIC_IOCTL_QUERY_QP`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct QueryQp {
+    /// In: the QP number (a QP of this file).
+    pub qpn: u32,
+    /// Out: nonzero if every send work request is signalled.
+    pub sq_sig_all: u32,
+    /// Out: the attributes (`qp_state` is the device's current state).
+    pub attr: QpAttr,
+    /// Out: the capabilities.
+    pub cap: QpCap,
+    /// Reserved, zero.
+    pub reserved: u32,
+    /// Out: the QP's counters.
+    pub stats: QpStats,
+}
+
+/// What `read()` on the file returns: one completion event per 16 bytes (`EAGAIN` with
+/// `O_NONBLOCK` when none is queued; `poll()` reports `POLLIN` when one is).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct CqEvent {
+    /// [`CreateCq::cq_context`] of the CQ.
+    pub cq_context: u64,
+    /// The CQ number.
+    pub cqn: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
+/// `ibv_query_device_ex` and friends: `_IOR(0xf5, 0x05, struct pfnic_query_verbs)`.
+pub const PFNIC_IOCTL_QUERY_VERBS: u32 = ioc(IOC_READ, 0x05, core::mem::size_of::<QueryVerbs>());
+/// `ibv_query_port`/`ibv_query_gid` of port 1: `_IOR(0xf5, 0x06, struct pfnic_query_port)`.
+pub const PFNIC_IOCTL_QUERY_PORT: u32 = ioc(IOC_READ, 0x06, core::mem::size_of::<QueryPort>());
+/// `_IOR(0xf5, 0x07, struct pfnic_pd_handle)`.
+pub const PFNIC_IOCTL_ALLOC_PD: u32 = ioc(IOC_READ, 0x07, core::mem::size_of::<PdHandle>());
+/// `_IOW(0xf5, 0x08, struct pfnic_pd_handle)`: `EBUSY` while MRs or QPs use it.
+pub const PFNIC_IOCTL_DEALLOC_PD: u32 = ioc(IOC_WRITE, 0x08, core::mem::size_of::<PdHandle>());
+/// `_IOWR(0xf5, 0x09, struct pfnic_reg_mr)`.
+pub const PFNIC_IOCTL_REG_MR: u32 = ioc(IOC_READ | IOC_WRITE, 0x09, core::mem::size_of::<RegMr>());
+/// `_IOW(0xf5, 0x0a, struct pfnic_mr_handle)`.
+pub const PFNIC_IOCTL_DEREG_MR: u32 = ioc(IOC_WRITE, 0x0a, core::mem::size_of::<MrHandle>());
+/// `_IOW(0xf5, 0x0b, struct pfnic_advise_mr)`.
+pub const PFNIC_IOCTL_ADVISE_MR: u32 = ioc(IOC_WRITE, 0x0b, core::mem::size_of::<AdviseMr>());
+/// `_IOWR(0xf5, 0x0c, struct pfnic_query_mr)`.
+pub const PFNIC_IOCTL_QUERY_MR: u32 =
+    ioc(IOC_READ | IOC_WRITE, 0x0c, core::mem::size_of::<QueryMr>());
+/// `_IOWR(0xf5, 0x0d, struct pfnic_create_cq)`.
+pub const PFNIC_IOCTL_CREATE_CQ: u32 =
+    ioc(IOC_READ | IOC_WRITE, 0x0d, core::mem::size_of::<CreateCq>());
+/// `_IOW(0xf5, 0x0e, struct pfnic_object_number)`: `EBUSY` while a QP uses it.
+pub const PFNIC_IOCTL_DESTROY_CQ: u32 =
+    ioc(IOC_WRITE, 0x0e, core::mem::size_of::<ObjectNumber>());
+/// `_IOWR(0xf5, 0x0f, struct pfnic_create_qp)`.
+pub const PFNIC_IOCTL_CREATE_QP: u32 =
+    ioc(IOC_READ | IOC_WRITE, 0x0f, core::mem::size_of::<CreateQp>());
+/// `_IOW(0xf5, 0x10, struct pfnic_modify_qp)`.
+pub const PFNIC_IOCTL_MODIFY_QP: u32 = ioc(IOC_WRITE, 0x10, core::mem::size_of::<ModifyQp>());
+/// `_IOWR(0xf5, 0x11, struct pfnic_query_qp)`.
+pub const PFNIC_IOCTL_QUERY_QP: u32 =
+    ioc(IOC_READ | IOC_WRITE, 0x11, core::mem::size_of::<QueryQp>());
+/// `_IOW(0xf5, 0x12, struct pfnic_object_number)`.
+pub const PFNIC_IOCTL_DESTROY_QP: u32 =
+    ioc(IOC_WRITE, 0x12, core::mem::size_of::<ObjectNumber>());
