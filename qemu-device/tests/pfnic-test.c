@@ -1,7 +1,9 @@
 /*
  * QTest for the pfnic device: config space, extended capabilities
- * (ATS, PASID, PRI and their properties), BAR0 registers, reset and the
- * self-test interrupt (seen as an MSI-X pending bit).
+ * (ATS, PASID, PRI and their properties), BAR0 registers, reset, the
+ * self-test interrupt (seen as an MSI-X pending bit), the descriptor
+ * engine and the verbs (docs/verbs.md): the command mailbox, the event
+ * queue, the doorbells and work requests executed without an IOMMU.
  *
  * pfnic sits behind a pcie-root-port on q35. libqos only reaches the
  * first 256 bytes of config space through 0xcf8, so the test programs the
@@ -254,7 +256,8 @@ static void test_registers(void)
     g_assert_cmphex(reg_read(PFNIC_REG_FW_VERSION), ==,
                     PFNIC_FW_VERSION_VALUE);
     g_assert_cmphex(reg_read(PFNIC_REG_CAPS), ==,
-                    PFNIC_CAPS_ATS | PFNIC_CAPS_PASID | PFNIC_CAPS_SELFTEST);
+                    PFNIC_CAPS_ATS | PFNIC_CAPS_PASID | PFNIC_CAPS_SELFTEST |
+                    PFNIC_CAPS_VERBS);
     g_assert_cmpint(reg_read(PFNIC_REG_NUM_VECTORS), ==, 16);
     g_assert_cmpint(reg_read(PFNIC_REG_NUM_CONTEXTS), ==, 8);
     g_assert_cmpint(reg_read(PFNIC_REG_PASID_WIDTH), ==, PFNIC_PASID_WIDTH);
@@ -515,6 +518,954 @@ static void test_engine(void)
     qtest_end();
 }
 
+/* --- verbs (docs/verbs.md) --------------------------------------------- */
+
+/* Guest memory for the verbs objects */
+#define CQ_RING         0x400000ULL     /* CQ n: CQ_RING + n * 0x10000 */
+#define CQ_REC          0x480000ULL     /* CQ n: CQ_REC + n * 0x100 */
+#define SQ_ADDR         0x500000ULL     /* QP n: SQ_ADDR + n * 0x10000 */
+#define RQ_ADDR         0x600000ULL
+#define QP_REC          0x700000ULL     /* QP n: QP_REC + n * 0x100 */
+#define EQ_ADDR         0x780000ULL
+#define EQ_VEC          5
+
+static uint32_t cmd(uint32_t op, uint32_t *args, int n)
+{
+    for (int i = 0; i < n; i++) {
+        reg_write(PFNIC_REG_CMD_ARG + 4 * i, args[i]);
+    }
+    reg_write(PFNIC_REG_CMD_OP, op);
+    for (int i = 0; i < PFNIC_CMD_ARGS && args; i++) {
+        args[i] = reg_read(PFNIC_REG_CMD_ARG + 4 * i);
+    }
+    return reg_read(PFNIC_REG_CMD_STATUS);
+}
+
+static uint32_t cmd1(uint32_t op, uint32_t a0)
+{
+    uint32_t a[PFNIC_CMD_ARGS] = { a0 };
+
+    return cmd(op, a, 1);
+}
+
+static uint32_t mr_set(uint32_t index, uint32_t ctx, uint32_t pd,
+                       uint32_t access, uint64_t addr, uint64_t len,
+                       uint32_t *key)
+{
+    uint32_t a[PFNIC_CMD_ARGS] = {
+        index, ctx, pd, access, addr, addr >> 32, len, len >> 32,
+    };
+    uint32_t st = cmd(PFNIC_CMD_MR_SET, a, 8);
+
+    if (key) {
+        *key = a[0];
+    }
+    return st;
+}
+
+static uint32_t cq_create(uint32_t cqn, uint32_t ctx, uint32_t log2)
+{
+    uint64_t ring = CQ_RING + cqn * 0x10000ULL, rec = CQ_REC + cqn * 0x100;
+    uint32_t a[PFNIC_CMD_ARGS] = {
+        cqn, ctx, ring, ring >> 32, log2, rec, rec >> 32,
+    };
+    uint8_t zero[0x10000] = { };
+
+    memwrite(ring, zero, sizeof(zero));
+    memwrite(rec, zero, 16);
+    return cmd(PFNIC_CMD_CQ_CREATE, a, 7);
+}
+
+static uint32_t qp_create(uint32_t qpn, uint32_t ctx, uint32_t pd,
+                          uint32_t scq, uint32_t rcq, uint32_t log2,
+                          uint32_t flags)
+{
+    uint64_t sq = SQ_ADDR + qpn * 0x10000ULL, rq = RQ_ADDR + qpn * 0x10000ULL;
+    uint64_t rec = QP_REC + qpn * 0x100;
+    uint32_t a[PFNIC_CMD_ARGS] = {
+        qpn, ctx, pd, scq, rcq, sq, sq >> 32, log2, rq, rq >> 32, log2,
+        rec, rec >> 32, flags,
+    };
+
+    return cmd(PFNIC_CMD_QP_CREATE, a, 14);
+}
+
+static uint32_t qp_modify(uint32_t qpn, uint32_t state, uint32_t access,
+                          uint32_t dest, uint32_t rnr_timer,
+                          uint32_t rnr_retry)
+{
+    uint32_t a[PFNIC_CMD_ARGS] = {
+        qpn, state, access, dest, rnr_timer, rnr_retry, 7,
+    };
+
+    return cmd(PFNIC_CMD_QP_MODIFY, a, 7);
+}
+
+/* RESET -> INIT -> RTR -> RTS, connected to @dest. */
+static void qp_connect(uint32_t qpn, uint32_t dest, uint32_t rnr_retry)
+{
+    uint32_t acc = PFNIC_ACCESS_REMOTE_WRITE | PFNIC_ACCESS_REMOTE_READ |
+                   PFNIC_ACCESS_REMOTE_ATOMIC;
+
+    g_assert_cmpint(qp_modify(qpn, PFNIC_QPS_INIT, acc, dest, 1, rnr_retry),
+                    ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_modify(qpn, PFNIC_QPS_RTR, acc, dest, 1, rnr_retry),
+                    ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_modify(qpn, PFNIC_QPS_RTS, acc, dest, 1, rnr_retry),
+                    ==, PFNIC_CMD_OK);
+}
+
+static uint32_t qp_query(uint32_t qpn, uint32_t *a)
+{
+    a[0] = qpn;
+    return cmd(PFNIC_CMD_QP_QUERY, a, 1);
+}
+
+static uint32_t qp_state(uint32_t qpn)
+{
+    uint32_t a[PFNIC_CMD_ARGS];
+
+    g_assert_cmpint(qp_query(qpn, a), ==, PFNIC_CMD_OK);
+    return a[0];
+}
+
+static void post_wqe(uint64_t queue, uint32_t slot, uint8_t opcode,
+                     uint8_t flags, uint64_t wr_id, int num_sge,
+                     uint64_t addr, uint32_t len, uint32_t key)
+{
+    PfnicWqe w = {
+        .opcode = opcode, .flags = flags, .num_sge = num_sge,
+        .imm_data = 0x78563412, .wr_id = cpu_to_le64(wr_id),
+        .remote_addr = cpu_to_le64(0x20000000), .rkey = cpu_to_le32(key),
+        .sge[0] = {
+            .addr = cpu_to_le64(addr), .length = cpu_to_le32(len),
+            .lkey = cpu_to_le32(key),
+        },
+    };
+
+    memwrite(queue + slot * PFNIC_WQE_SIZE, &w, sizeof(w));
+}
+
+static void verbs_db(uint32_t ctx, uint32_t off, uint32_t val)
+{
+    writel(BAR2_ADDR + ctx * PFNIC_DOORBELL_PAGE_SIZE + off, val);
+}
+
+static PfnicCqe read_cqe(uint32_t cqn, uint32_t slot)
+{
+    PfnicCqe c;
+
+    memread(CQ_RING + cqn * 0x10000ULL + slot * PFNIC_CQE_SIZE, &c, sizeof(c));
+    c.wr_id = le64_to_cpu(c.wr_id);
+    c.byte_len = le32_to_cpu(c.byte_len);
+    c.qp_num = le32_to_cpu(c.qp_num);
+    c.src_qp = le32_to_cpu(c.src_qp);
+    c.vendor_err = le32_to_cpu(c.vendor_err);
+    return c;
+}
+
+/* Wait for the CQE in @slot to turn owned by software (@owner). */
+static PfnicCqe wait_cqe(uint32_t cqn, uint32_t slot, uint8_t owner)
+{
+    PfnicCqe c = read_cqe(cqn, slot);
+
+    for (int i = 0; i < 1000 && c.owner != owner; i++) {
+        clock_step(10000);
+        c = read_cqe(cqn, slot);
+    }
+    g_assert_cmpint(c.owner, ==, owner);
+    return c;
+}
+
+static void read_eqe(uint32_t slot, uint8_t *type, uint8_t *owner,
+                     uint32_t *object)
+{
+    uint8_t e[PFNIC_EQE_SIZE];
+
+    memread(EQ_ADDR + slot * PFNIC_EQE_SIZE, e, sizeof(e));
+    *type = e[0];
+    *owner = e[3];
+    *object = ldl_le_p(&e[4]);
+}
+
+static void eq_setup(uint32_t size)
+{
+    uint8_t zero[PFNIC_EQE_SIZE * 16] = { };
+
+    memwrite(EQ_ADDR, zero, sizeof(zero));
+    reg_write(PFNIC_REG_EQ_BASE_LO, EQ_ADDR);
+    reg_write(PFNIC_REG_EQ_BASE_HI, 0);
+    reg_write(PFNIC_REG_EQ_VECTOR, EQ_VEC);
+    reg_write(PFNIC_REG_EQ_SIZE, size);
+}
+
+/*
+ * A context (1, with the SVA capabilities on), an MR of it (index 1, PD
+ * 7), CQ 1 (send) and CQ 2 (receive), and QPs 2 and 3 connected to each
+ * other in RTS. Returns the MR's key.
+ */
+static uint32_t verbs_setup(uint32_t rnr_retry)
+{
+    uint32_t key;
+
+    enable_sva_caps();
+    start_ctx(1, RING_ADDR);
+    g_assert_cmpint(mr_set(1, 1, 7, PFNIC_ACCESS_LOCAL_WRITE |
+                           PFNIC_ACCESS_REMOTE_WRITE |
+                           PFNIC_ACCESS_REMOTE_READ |
+                           PFNIC_ACCESS_REMOTE_ATOMIC |
+                           PFNIC_ACCESS_ON_DEMAND,
+                           0x10000000, 0x20000000, &key), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cq_create(1, 1, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cq_create(2, 1, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create(2, 1, 7, 1, 2, 4, 0), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create(3, 1, 7, 1, 2, 4, 0), ==, PFNIC_CMD_OK);
+    qp_connect(2, 3, rnr_retry);
+    qp_connect(3, 2, rnr_retry);
+    return key;
+}
+
+static void test_verbs_limits(void)
+{
+    start("");
+    map_bars();
+    g_assert_cmphex(reg_read(PFNIC_REG_VERSION), ==, 0x00010003);
+    g_assert_cmphex(reg_read(PFNIC_REG_FW_VERSION), ==, 0x01030000);
+    g_assert_true(reg_read(PFNIC_REG_CAPS) & PFNIC_CAPS_VERBS);
+    g_assert_cmpint(reg_read(PFNIC_REG_MAX_QPS), ==, 256);
+    g_assert_cmpint(reg_read(PFNIC_REG_MAX_CQS), ==, 256);
+    g_assert_cmpint(reg_read(PFNIC_REG_MAX_MRS), ==, 4096);
+    g_assert_cmpint(reg_read(PFNIC_REG_MAX_WQES), ==, 4096);
+    g_assert_cmpint(reg_read(PFNIC_REG_MAX_CQES), ==, 4096);
+    g_assert_cmpint(reg_read(PFNIC_REG_MAX_SGE), ==, 4);
+    /* Limits are read-only. */
+    reg_write(PFNIC_REG_MAX_QPS, 1);
+    g_assert_cmpint(reg_read(PFNIC_REG_MAX_QPS), ==, 256);
+    assert_refused();
+    /* An unknown command */
+    g_assert_cmpint(cmd1(0x7f, 0), ==, PFNIC_CMD_BAD_OP);
+    g_assert_cmpint(cmd1(0, 0), ==, PFNIC_CMD_BAD_OP);
+    qtest_end();
+}
+
+static void test_verbs_mr(void)
+{
+    uint32_t key, key2, a[PFNIC_CMD_ARGS];
+    bool renewed = false;
+
+    start("");
+    map_bars();
+
+    /* Key: index << 8 | a random nonzero byte. */
+    g_assert_cmpint(mr_set(4095, 3, 1, PFNIC_ACCESS_LOCAL_WRITE, 0x1000,
+                           0x2000, &key), ==, PFNIC_CMD_OK);
+    g_assert_cmphex(key >> 8, ==, 4095);
+    g_assert_cmphex(key & 0xff, !=, 0);
+    /* A filled entry is refused; re-registration draws a new key. */
+    g_assert_cmpint(mr_set(4095, 3, 1, 0, 0x1000, 0x2000, NULL), ==,
+                    PFNIC_CMD_BAD_STATE);
+    for (int i = 0; i < 8; i++) {
+        g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 4095), ==, PFNIC_CMD_OK);
+        g_assert_cmpint(mr_set(4095, 3, 1, 0, 0x1000, 0x2000, &key2), ==,
+                        PFNIC_CMD_OK);
+        g_assert_cmphex(key2 >> 8, ==, 4095);
+        g_assert_cmphex(key2 & 0xff, !=, 0);
+        renewed |= key2 != key;
+    }
+    g_assert_true(renewed);
+
+    /* Counters start at zero. */
+    memset(a, 0xff, sizeof(a));
+    a[0] = 4095;
+    g_assert_cmpint(cmd(PFNIC_CMD_MR_QUERY, a, 1), ==, PFNIC_CMD_OK);
+    for (int i = 0; i < 10; i++) {
+        g_assert_cmphex(a[i], ==, 0);
+    }
+
+    /* The implicit MR: address 0, length 2^64 - 1 */
+    g_assert_cmpint(mr_set(0, 0, 1, PFNIC_ACCESS_ON_DEMAND |
+                           PFNIC_ACCESS_LOCAL_WRITE, 0, UINT64_MAX, &key), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmphex(key >> 8, ==, 0);
+
+    /* Errors */
+    g_assert_cmpint(mr_set(4096, 0, 1, 0, 0x1000, 0x1000, NULL), ==,
+                    PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(mr_set(5, 64, 1, 0, 0x1000, 0x1000, NULL), ==,
+                    PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(mr_set(5, 0, 1, 0x10, 0x1000, 0x1000, NULL), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mr_set(5, 0, 1, 0, 0x1000, 0, NULL), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mr_set(5, 0, 1, 0, 0x1000, UINT64_MAX, NULL), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 4096), ==, PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 5), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(cmd1(PFNIC_CMD_MR_QUERY, 4096), ==, PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(cmd1(PFNIC_CMD_MR_QUERY, 5), ==, PFNIC_CMD_BAD_STATE);
+
+    /* A device reset clears the table. */
+    reg_write(PFNIC_REG_CONTROL, PFNIC_CONTROL_RESET);
+    g_assert_cmpint(cmd1(PFNIC_CMD_MR_QUERY, 4095), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(reg_read(PFNIC_REG_CMD_STATUS), ==, PFNIC_CMD_BAD_STATE);
+    qtest_end();
+}
+
+static void test_verbs_cq_qp(void)
+{
+    uint32_t a[PFNIC_CMD_ARGS];
+    static const struct {
+        uint32_t to, status;
+    } steps[] = {
+        { PFNIC_QPS_RTR, PFNIC_CMD_BAD_STATE },     /* RESET -> RTR */
+        { PFNIC_QPS_RTS, PFNIC_CMD_BAD_STATE },     /* RESET -> RTS */
+        { PFNIC_QPS_INIT, PFNIC_CMD_OK },
+        { PFNIC_QPS_INIT, PFNIC_CMD_OK },           /* INIT -> INIT */
+        { PFNIC_QPS_RTS, PFNIC_CMD_BAD_STATE },     /* INIT -> RTS */
+        { PFNIC_QPS_SQD, PFNIC_CMD_BAD_STATE },
+        { PFNIC_QPS_RTR, PFNIC_CMD_OK },
+        { PFNIC_QPS_INIT, PFNIC_CMD_BAD_STATE },    /* RTR -> INIT */
+        { PFNIC_QPS_RTS, PFNIC_CMD_OK },
+        { PFNIC_QPS_RTS, PFNIC_CMD_OK },            /* RTS -> RTS */
+        { PFNIC_QPS_RTR, PFNIC_CMD_BAD_STATE },     /* RTS -> RTR */
+        { PFNIC_QPS_SQE, PFNIC_CMD_BAD_STATE },
+        { PFNIC_QPS_ERR, PFNIC_CMD_OK },
+        { PFNIC_QPS_RTS, PFNIC_CMD_BAD_STATE },     /* ERR -> RTS */
+        { PFNIC_QPS_INIT, PFNIC_CMD_BAD_STATE },    /* ERR -> INIT */
+        { PFNIC_QPS_RESET, PFNIC_CMD_OK },
+        { PFNIC_QPS_RESET, PFNIC_CMD_OK },          /* RESET -> RESET */
+        { PFNIC_QPS_INIT, PFNIC_CMD_OK },
+        { PFNIC_QPS_RESET, PFNIC_CMD_OK },          /* any -> RESET */
+    };
+
+    start("");
+    map_bars();
+
+    /* CQs */
+    g_assert_cmpint(cq_create(256, 0, 4), ==, PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(cq_create(1, 64, 4), ==, PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(cq_create(1, 0, 13), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(cq_create(1, 0, 12), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cq_create(1, 0, 4), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(cq_create(2, 1, 0), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cmd1(PFNIC_CMD_CQ_DESTROY, 256), ==, PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(cmd1(PFNIC_CMD_CQ_DESTROY, 3), ==, PFNIC_CMD_BAD_STATE);
+
+    /* QP_CREATE */
+    g_assert_cmpint(qp_create(0, 0, 1, 1, 1, 4, 0), ==, PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(qp_create(1, 0, 1, 1, 1, 4, 0), ==, PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(qp_create(256, 0, 1, 1, 1, 4, 0), ==,
+                    PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(qp_create(2, 64, 1, 1, 1, 4, 0), ==,
+                    PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(qp_create(2, 0, 1, 256, 1, 4, 0), ==,
+                    PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(qp_create(2, 0, 1, 1, 1, 13, 0), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(qp_create(2, 0, 1, 1, 1, 4, 2), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(qp_create(2, 0, 1, 1, 3, 4, 0), ==, PFNIC_CMD_BAD_STATE);
+    /* CQ 2 belongs to context 1. */
+    g_assert_cmpint(qp_create(2, 0, 1, 1, 2, 4, 0), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(qp_create(2, 0, 1, 1, 1, 4, PFNIC_QP_FLAG_SIGNAL_ALL), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create(2, 0, 1, 1, 1, 4, 0), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(qp_create(255, 0, 1, 1, 1, 0, 0), ==, PFNIC_CMD_OK);
+
+    /* A CQ in use cannot go. */
+    g_assert_cmpint(cmd1(PFNIC_CMD_CQ_DESTROY, 1), ==, PFNIC_CMD_BUSY);
+
+    /* The state machine */
+    g_assert_cmpint(qp_state(2), ==, PFNIC_QPS_RESET);
+    for (size_t i = 0; i < G_N_ELEMENTS(steps); i++) {
+        uint32_t before = qp_state(2);
+
+        g_assert_cmpint(qp_modify(2, steps[i].to, 0, 3, 0, 0), ==,
+                        steps[i].status);
+        g_assert_cmpint(qp_state(2), ==,
+                        steps[i].status ? before : steps[i].to);
+    }
+
+    /* QP_MODIFY arguments */
+    g_assert_cmpint(qp_modify(256, PFNIC_QPS_INIT, 0, 3, 0, 0), ==,
+                    PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(qp_modify(3, PFNIC_QPS_INIT, 0, 3, 0, 0), ==,
+                    PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(qp_modify(2, 7, 0, 3, 0, 0), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(qp_modify(2, PFNIC_QPS_INIT, 0x10, 3, 0, 0), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(qp_modify(2, PFNIC_QPS_INIT, 0, 256, 0, 0), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(qp_modify(2, PFNIC_QPS_INIT, 0, 3, 32, 0), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(qp_modify(2, PFNIC_QPS_INIT, 0, 3, 0, 8), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(qp_state(2), ==, PFNIC_QPS_RESET);
+
+    /* QP_QUERY of a fresh QP */
+    g_assert_cmpint(qp_query(255, a), ==, PFNIC_CMD_OK);
+    for (int i = 0; i < 8; i++) {
+        g_assert_cmphex(a[i], ==, 0);
+    }
+    g_assert_cmpint(qp_query(256, a), ==, PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(qp_query(3, a), ==, PFNIC_CMD_BAD_STATE);
+
+    /* QP_DESTROY, then the CQ can go. */
+    g_assert_cmpint(cmd1(PFNIC_CMD_QP_DESTROY, 256), ==, PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(cmd1(PFNIC_CMD_QP_DESTROY, 2), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cmd1(PFNIC_CMD_QP_DESTROY, 2), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(cmd1(PFNIC_CMD_CQ_DESTROY, 1), ==, PFNIC_CMD_BUSY);
+    g_assert_cmpint(cmd1(PFNIC_CMD_QP_DESTROY, 255), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cmd1(PFNIC_CMD_CQ_DESTROY, 1), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cmd1(PFNIC_CMD_CQ_DESTROY, 1), ==, PFNIC_CMD_BAD_STATE);
+
+    /* A device reset empties every table. */
+    g_assert_cmpint(qp_create(2, 1, 1, 2, 2, 4, 0), ==, PFNIC_CMD_OK);
+    reg_write(PFNIC_REG_CONTROL, PFNIC_CONTROL_RESET);
+    g_assert_cmpint(qp_query(2, a), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(cmd1(PFNIC_CMD_CQ_DESTROY, 2), ==, PFNIC_CMD_BAD_STATE);
+    qtest_end();
+}
+
+static void test_verbs_eq(void)
+{
+    start("");
+    map_bars();
+    eq_setup(4);
+    g_assert_cmphex(reg_read(PFNIC_REG_EQ_BASE_LO), ==, EQ_ADDR);
+    g_assert_cmphex(reg_read(PFNIC_REG_EQ_BASE_HI), ==, 0);
+    g_assert_cmpint(reg_read(PFNIC_REG_EQ_SIZE), ==, 4);
+    g_assert_cmpint(reg_read(PFNIC_REG_EQ_VECTOR), ==, EQ_VEC);
+    g_assert_cmpint(reg_read(PFNIC_REG_EQ_HEAD), ==, 0);
+    g_assert_cmpint(reg_read(PFNIC_REG_EQ_OVERFLOW), ==, 0);
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+
+    /* Sizes: powers of 2 in 2..4096, or 0 */
+    reg_write(PFNIC_REG_EQ_SIZE, 3);
+    g_assert_cmpint(reg_read(PFNIC_REG_EQ_SIZE), ==, 4);
+    assert_refused();
+    eq_setup(4);
+    reg_write(PFNIC_REG_EQ_SIZE, 8192);
+    assert_refused();
+    eq_setup(4);
+    reg_write(PFNIC_REG_EQ_SIZE, 1);
+    assert_refused();
+    eq_setup(0);
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+
+    /* The vector must exist; the head cannot pass the producer. */
+    reg_write(PFNIC_REG_EQ_VECTOR, 8);
+    g_assert_cmpint(reg_read(PFNIC_REG_EQ_VECTOR), ==, EQ_VEC);
+    assert_refused();
+    eq_setup(4);
+    reg_write(PFNIC_REG_EQ_HEAD, 1);
+    g_assert_cmpint(reg_read(PFNIC_REG_EQ_HEAD), ==, 0);
+    assert_refused();
+    reg_write(PFNIC_REG_EQ_OVERFLOW, 1);
+    assert_refused();
+
+    /* An unaligned base is refused and aligned down. */
+    reg_write(PFNIC_REG_EQ_BASE_LO, EQ_ADDR + 4);
+    g_assert_cmphex(reg_read(PFNIC_REG_EQ_BASE_LO), ==, EQ_ADDR);
+    assert_refused();
+    g_assert_cmpint(reg_read(PFNIC_REG_EQ_SIZE), ==, 0);
+    qtest_end();
+}
+
+/*
+ * User doorbells: checked against the context whose page is written; a
+ * tail past the queue puts the QP in ERR with a QP_FATAL event, signalled
+ * on EQ_VECTOR.
+ */
+static void test_verbs_doorbells(void)
+{
+    uint32_t pba, object, a[PFNIC_CMD_ARGS];
+    uint8_t type, owner;
+
+    start(",contexts=4");
+    map_bars();
+    pba = msix_enable_masked();
+    eq_setup(4);
+    verbs_setup(7);
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+
+    /* QP 2 is context 1's: context 2's page (stopped) and 3's refuse. */
+    verbs_db(2, PFNIC_DB_SQ, 2 << 16 | 1);
+    assert_refused();
+    verbs_setup(7);
+    start_ctx(3, RING_ADDR);
+    verbs_db(3, PFNIC_DB_SQ, 2 << 16 | 1);
+    verbs_db(3, PFNIC_DB_RQ, 2 << 16 | 1);
+    verbs_db(3, PFNIC_DB_CQ_ARM, 1 << 16);
+    g_assert_true(reg_read(PFNIC_REG_STATUS) & PFNIC_STATUS_ERROR);
+    clock_step(1000000);
+    g_assert_cmpint(qp_query(2, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[0], ==, PFNIC_QPS_RTS);
+    g_assert_cmpint(a[1], ==, 0);
+    g_assert_cmpint(a[2], ==, 0);
+    /* Unknown QPs and CQs, reserved offsets */
+    verbs_db(1, PFNIC_DB_SQ, 200 << 16 | 1);
+    verbs_db(1, PFNIC_DB_CQ_ARM, 9 << 16);
+    verbs_db(1, 0x14, 1);
+    g_assert_cmpint(readl(BAR4_ADDR + pba), ==, 0);
+    assert_refused();
+
+    /* A receive tail more than the queue (16) past the head: fatal */
+    eq_setup(4);
+    verbs_setup(7);
+    verbs_db(1, PFNIC_DB_RQ, 3 << 16 | 17);
+    g_assert_true(reg_read(PFNIC_REG_STATUS) & PFNIC_STATUS_ERROR);
+    g_assert_cmpint(qp_state(3), ==, PFNIC_QPS_ERR);
+    g_assert_cmpint(qp_state(2), ==, PFNIC_QPS_RTS);
+    read_eqe(0, &type, &owner, &object);
+    g_assert_cmpint(type, ==, PFNIC_EV_QP_FATAL);
+    g_assert_cmpint(owner, ==, 1);
+    g_assert_cmpint(object, ==, 3);
+    g_assert_cmphex(readl(BAR4_ADDR + pba), ==, 1u << EQ_VEC);
+    /*
+     * Exactly 16 ahead is fine: QP 2 runs its (zeroed) WQEs, and the
+     * first finds its destination in ERR.
+     */
+    verbs_db(1, PFNIC_DB_SQ, 2 << 16 | 16);
+    g_assert_cmpint(wait_cqe(1, 0, 1).status, ==, PFNIC_WC_RETRY_EXC_ERR);
+    g_assert_cmpint(qp_state(2), ==, PFNIC_QPS_ERR);
+    read_eqe(1, &type, &owner, &object);
+    g_assert_cmpint(owner, ==, 0);
+    qtest_end();
+}
+
+/*
+ * A SEND without an IOMMU: its gather buffer cannot be translated nor
+ * faulted in, so it completes LOC_PROT_ERR, the QP enters ERR and later
+ * WQEs are flushed. The receiver is untouched. The armed send CQ queues
+ * a COMPLETION event, signalled as an MSI-X pending bit.
+ */
+static void test_verbs_send_fault(void)
+{
+    uint32_t pba, key, object, a[PFNIC_CMD_ARGS], rec[2];
+    uint8_t type, owner;
+    PfnicCqe c;
+
+    start(",contexts=4");
+    map_bars();
+    pba = msix_enable_masked();
+    eq_setup(4);
+    key = verbs_setup(7);
+
+    /* QP 3 posts a receive; QP 2 sends one page to it. */
+    post_wqe(RQ_ADDR + 3 * 0x10000, 0, 0, 0, 0x3333, 1, 0x10002000, 4096,
+             key);
+    verbs_db(1, PFNIC_DB_RQ, 3 << 16 | 1);
+    verbs_db(1, PFNIC_DB_CQ_ARM, 1 << 16);
+    post_wqe(SQ_ADDR + 2 * 0x10000, 0, PFNIC_WR_SEND, PFNIC_SEND_SIGNALED,
+             0xabcdef01234ULL, 1, 0x10000000, 4096, key);
+    verbs_db(1, PFNIC_DB_SQ, 2 << 16 | 1);
+
+    c = wait_cqe(1, 0, 1);
+    g_assert_cmphex(c.wr_id, ==, 0xabcdef01234ULL);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_LOC_PROT_ERR);
+    g_assert_cmpint(c.opcode, ==, PFNIC_WC_SEND);
+    g_assert_cmpint(c.qp_num, ==, 2);
+    g_assert_cmpint(c.byte_len, ==, 0);
+    g_assert_cmpint(qp_state(2), ==, PFNIC_QPS_ERR);
+    memread(QP_REC + 2 * 0x100, rec, sizeof(rec));
+    g_assert_cmpint(le32_to_cpu(rec[0]), ==, 1);
+
+    /* The armed CQ: one COMPLETION event on EQ_VECTOR */
+    read_eqe(0, &type, &owner, &object);
+    g_assert_cmpint(type, ==, PFNIC_EV_COMPLETION);
+    g_assert_cmpint(owner, ==, 1);
+    g_assert_cmpint(object, ==, 1);
+    g_assert_cmphex(readl(BAR4_ADDR + pba), ==, 1u << EQ_VEC);
+
+    /* The receiver is untouched: RTS, its receive WQE still posted. */
+    g_assert_cmpint(qp_query(3, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[0], ==, PFNIC_QPS_RTS);
+    g_assert_cmpint(a[2], ==, 0);
+    g_assert_cmpint(read_cqe(2, 0).owner, ==, 0);
+
+    /* A WQE posted in ERR is flushed; the CQ was not re-armed. */
+    post_wqe(SQ_ADDR + 2 * 0x10000, 1, PFNIC_WR_RDMA_WRITE, 0, 0x77, 1,
+             0x10000000, 8, key);
+    verbs_db(1, PFNIC_DB_SQ, 2 << 16 | 2);
+    c = wait_cqe(1, 1, 1);
+    g_assert_cmphex(c.wr_id, ==, 0x77);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_WR_FLUSH_ERR);
+    g_assert_cmpint(c.qp_num, ==, 2);
+    g_assert_cmpint(qp_query(2, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[1], ==, 2);
+    g_assert_cmpint(a[5], ==, 2);
+    read_eqe(1, &type, &owner, &object);
+    g_assert_cmpint(owner, ==, 0);
+
+    /* Consumed events: the head moves; arming with CQEs pending fires. */
+    reg_write(PFNIC_REG_EQ_HEAD, 1);
+    g_assert_cmpint(reg_read(PFNIC_REG_EQ_HEAD), ==, 1);
+    verbs_db(1, PFNIC_DB_CQ_ARM, 1 << 16 | PFNIC_CQ_ARM_SOLICITED);
+    read_eqe(1, &type, &owner, &object);
+    g_assert_cmpint(type, ==, PFNIC_EV_COMPLETION);
+    g_assert_cmpint(owner, ==, 1);
+    g_assert_cmpint(object, ==, 1);
+
+    /* QP 3 to ERR: its receive WQE is flushed to CQ 2. */
+    g_assert_cmpint(qp_modify(3, PFNIC_QPS_ERR, 0, 2, 0, 0), ==,
+                    PFNIC_CMD_OK);
+    c = wait_cqe(2, 0, 1);
+    g_assert_cmphex(c.wr_id, ==, 0x3333);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_WR_FLUSH_ERR);
+    g_assert_cmpint(c.opcode, ==, PFNIC_WC_RECV);
+    g_assert_cmpint(c.qp_num, ==, 3);
+    /* No QP_FATAL for either: only bad doorbells and DMA errors are. */
+    read_eqe(2, &type, &owner, &object);
+    g_assert_cmpint(owner, ==, 0);
+    qtest_end();
+}
+
+/* Each row: a WQE and the status it completes with. */
+static void test_verbs_errors(void)
+{
+    uint32_t key, a[PFNIC_CMD_ARGS];
+    PfnicCqe c;
+
+    start(",contexts=4");
+    map_bars();
+    key = verbs_setup(0);
+
+    /* Bad opcode: LOC_QP_OP_ERR */
+    post_wqe(SQ_ADDR + 2 * 0x10000, 0, 9, 0, 1, 1, 0x10000000, 8, key);
+    verbs_db(1, PFNIC_DB_SQ, 2 << 16 | 1);
+    c = wait_cqe(1, 0, 1);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_LOC_QP_OP_ERR);
+    g_assert_cmpint(qp_state(2), ==, PFNIC_QPS_ERR);
+    g_assert_cmpint(qp_state(3), ==, PFNIC_QPS_RTS);
+
+    /* Atomic of 4 bytes: LOC_QP_OP_ERR (from QP 3) */
+    post_wqe(SQ_ADDR + 3 * 0x10000, 0, PFNIC_WR_ATOMIC_FETCH_AND_ADD, 0, 2,
+             1, 0x10000000, 4, key);
+    verbs_db(1, PFNIC_DB_SQ, 3 << 16 | 1);
+    c = wait_cqe(1, 1, 1);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_LOC_QP_OP_ERR);
+    g_assert_cmpint(c.qp_num, ==, 3);
+
+    /* Reset both, connect again. */
+    for (uint32_t q = 2; q <= 3; q++) {
+        g_assert_cmpint(qp_modify(q, PFNIC_QPS_RESET, 0, 0, 0, 0), ==,
+                        PFNIC_CMD_OK);
+        qp_connect(q, 5 - q, 0);
+    }
+
+    /* Bad local key: LOC_PROT_ERR (the head continues from slot 1) */
+    post_wqe(SQ_ADDR + 2 * 0x10000, 1, PFNIC_WR_RDMA_WRITE,
+             PFNIC_SEND_SIGNALED, 3, 1, 0x10000000, 8, key ^ 0x80);
+    verbs_db(1, PFNIC_DB_SQ, 2 << 16 | 2);
+    c = wait_cqe(1, 2, 1);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_LOC_PROT_ERR);
+    g_assert_cmphex(c.wr_id, ==, 3);
+    g_assert_cmpint(qp_modify(2, PFNIC_QPS_RESET, 0, 0, 0, 0), ==,
+                    PFNIC_CMD_OK);
+    qp_connect(2, 3, 0);
+
+    /* Atomic at a faulting remote address: REM_ACCESS_ERR */
+    post_wqe(SQ_ADDR + 3 * 0x10000, 1, PFNIC_WR_ATOMIC_CMP_AND_SWP,
+             PFNIC_SEND_SIGNALED, 4, 1, 0x10000000, 8, key);
+    verbs_db(1, PFNIC_DB_SQ, 3 << 16 | 2);
+    c = wait_cqe(1, 3, 1);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_REM_ACCESS_ERR);
+    g_assert_cmpint(c.opcode, ==, PFNIC_WC_COMP_SWAP);
+    g_assert_cmpint(qp_query(3, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[0], ==, PFNIC_QPS_ERR);
+
+    /* SEND with no receive WQE and rnr_retry 0: RNR_RETRY_EXC_ERR */
+    g_assert_cmpint(qp_modify(2, PFNIC_QPS_RESET, 0, 0, 0, 0), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(qp_modify(3, PFNIC_QPS_RESET, 0, 0, 0, 0), ==,
+                    PFNIC_CMD_OK);
+    qp_connect(2, 3, 0);
+    qp_connect(3, 2, 0);
+    post_wqe(SQ_ADDR + 2 * 0x10000, 2, PFNIC_WR_SEND, 0, 5, 0, 0, 0, key);
+    verbs_db(1, PFNIC_DB_SQ, 2 << 16 | 3);
+    c = wait_cqe(1, 4, 1);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_RNR_RETRY_EXC_ERR);
+
+    /* One RNR retry: one RNR wait of the destination's timer, then fail */
+    g_assert_cmpint(qp_modify(2, PFNIC_QPS_RESET, 0, 0, 0, 0), ==,
+                    PFNIC_CMD_OK);
+    qp_connect(2, 3, 1);
+    post_wqe(SQ_ADDR + 2 * 0x10000, 3, PFNIC_WR_SEND, 0, 6, 0, 0, 0, key);
+    verbs_db(1, PFNIC_DB_SQ, 2 << 16 | 4);
+    c = wait_cqe(1, 5, 1);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_RNR_RETRY_EXC_ERR);
+    g_assert_cmpint(qp_query(2, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[4], ==, 1);
+
+    /* Destination not ready (INIT): RETRY_EXC_ERR */
+    g_assert_cmpint(qp_modify(2, PFNIC_QPS_RESET, 0, 0, 0, 0), ==,
+                    PFNIC_CMD_OK);
+    qp_connect(2, 3, 7);
+    g_assert_cmpint(qp_modify(3, PFNIC_QPS_RESET, 0, 0, 0, 0), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(qp_modify(3, PFNIC_QPS_INIT, 0, 2, 0, 0), ==,
+                    PFNIC_CMD_OK);
+    post_wqe(SQ_ADDR + 2 * 0x10000, 4, PFNIC_WR_SEND, 0, 7, 0, 0, 0, key);
+    verbs_db(1, PFNIC_DB_SQ, 2 << 16 | 5);
+    c = wait_cqe(1, 6, 1);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_RETRY_EXC_ERR);
+
+    /* RDMA_WRITE with a bad rkey: REM_ACCESS_ERR */
+    g_assert_cmpint(qp_modify(2, PFNIC_QPS_RESET, 0, 0, 0, 0), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(qp_modify(3, PFNIC_QPS_RESET, 0, 0, 0, 0), ==,
+                    PFNIC_CMD_OK);
+    qp_connect(2, 3, 7);
+    qp_connect(3, 2, 7);
+    {
+        PfnicWqe w = {
+            .opcode = PFNIC_WR_RDMA_WRITE, .num_sge = 1,
+            .wr_id = cpu_to_le64(8), .remote_addr = cpu_to_le64(0x10000000),
+            .rkey = cpu_to_le32(key + 1),
+            .sge[0] = {
+                .addr = cpu_to_le64(0x10000000), .length = cpu_to_le32(8),
+                .lkey = cpu_to_le32(key),
+            },
+        };
+
+        memwrite(SQ_ADDR + 2 * 0x10000 + 5 * PFNIC_WQE_SIZE, &w, sizeof(w));
+    }
+    verbs_db(1, PFNIC_DB_SQ, 2 << 16 | 6);
+    c = wait_cqe(1, 7, 1);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_REM_ACCESS_ERR);
+    g_assert_cmphex(c.wr_id, ==, 8);
+    g_assert_cmpint(qp_state(3), ==, PFNIC_QPS_RTS);
+    qtest_end();
+}
+
+/*
+ * Zero-length messages need no translation, so they succeed without an
+ * IOMMU: a SEND consumes a receive WQE (RECV CQE with src_qp), an
+ * RDMA_WRITE_WITH_IMM delivers its immediate, an unsignaled SEND moves
+ * the send head without a CQE, and a solicited-only arm fires on the
+ * solicited message. A receive doorbell wakes a sender in an RNR wait.
+ */
+static void test_verbs_zero_length(void)
+{
+    uint32_t key, object, a[PFNIC_CMD_ARGS], rec[2];
+    uint8_t type, owner;
+    PfnicCqe c;
+
+    start(",contexts=4");
+    map_bars();
+    eq_setup(8);
+    key = verbs_setup(7);
+
+    for (int i = 0; i < 3; i++) {
+        post_wqe(RQ_ADDR + 3 * 0x10000, i, 0, 0, 0x300 + i, 0, 0, 0, key);
+    }
+    verbs_db(1, PFNIC_DB_RQ, 3 << 16 | 3);
+    verbs_db(1, PFNIC_DB_CQ_ARM, 2 << 16 | PFNIC_CQ_ARM_SOLICITED);
+    post_wqe(SQ_ADDR + 2 * 0x10000, 0, PFNIC_WR_SEND, PFNIC_SEND_SIGNALED,
+             0x200, 0, 0, 0, key);
+    post_wqe(SQ_ADDR + 2 * 0x10000, 1, PFNIC_WR_SEND, 0, 0x201, 0, 0, 0, key);
+    post_wqe(SQ_ADDR + 2 * 0x10000, 2, PFNIC_WR_RDMA_WRITE_WITH_IMM,
+             PFNIC_SEND_SIGNALED | PFNIC_SEND_SOLICITED, 0x202, 0, 0, 0, key);
+    verbs_db(1, PFNIC_DB_SQ, 2 << 16 | 3);
+
+    c = wait_cqe(2, 2, 1);
+    g_assert_cmphex(c.wr_id, ==, 0x302);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.opcode, ==, PFNIC_WC_RECV_RDMA_WITH_IMM);
+    g_assert_cmpint(c.wc_flags, ==, PFNIC_WC_WITH_IMM);
+    g_assert_cmphex(c.imm_data, ==, 0x78563412);
+    g_assert_cmpint(c.qp_num, ==, 3);
+    g_assert_cmpint(c.src_qp, ==, 2);
+    c = read_cqe(2, 0);
+    g_assert_cmphex(c.wr_id, ==, 0x300);
+    g_assert_cmpint(c.opcode, ==, PFNIC_WC_RECV);
+    g_assert_cmpint(c.wc_flags, ==, 0);
+    g_assert_cmpint(c.owner, ==, 1);
+    g_assert_cmpint(c.byte_len, ==, 0);
+
+    /* Sender: CQEs for the two signaled WQEs only */
+    c = wait_cqe(1, 1, 1);
+    g_assert_cmphex(c.wr_id, ==, 0x202);
+    g_assert_cmpint(c.opcode, ==, PFNIC_WC_RDMA_WRITE);
+    g_assert_cmphex(read_cqe(1, 0).wr_id, ==, 0x200);
+    g_assert_cmpint(read_cqe(1, 2).owner, ==, 0);
+    memread(QP_REC + 2 * 0x100, rec, sizeof(rec));
+    g_assert_cmpint(le32_to_cpu(rec[0]), ==, 3);
+    memread(QP_REC + 3 * 0x100, rec, sizeof(rec));
+    g_assert_cmpint(le32_to_cpu(rec[1]), ==, 3);
+    g_assert_cmpint(qp_query(2, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[0], ==, PFNIC_QPS_RTS);
+    g_assert_cmpint(a[1], ==, 3);
+    g_assert_cmpint(a[5], ==, 3);
+
+    /* The solicited-only arm fired once, for CQ 2. */
+    read_eqe(0, &type, &owner, &object);
+    g_assert_cmpint(type, ==, PFNIC_EV_COMPLETION);
+    g_assert_cmpint(object, ==, 2);
+    read_eqe(1, &type, &owner, &object);
+    g_assert_cmpint(owner, ==, 0);
+
+    /* No receive WQE: the sender waits (RNR 655 ms) until RQ_DB wakes it. */
+    post_wqe(SQ_ADDR + 2 * 0x10000, 3, PFNIC_WR_SEND, PFNIC_SEND_SIGNALED,
+             0x203, 0, 0, 0, key);
+    g_assert_cmpint(qp_modify(3, PFNIC_QPS_RTS, PFNIC_ACCESS_REMOTE_WRITE, 2,
+                              0, 7), ==, PFNIC_CMD_OK);
+    verbs_db(1, PFNIC_DB_SQ, 2 << 16 | 4);
+    clock_step(1000000);
+    g_assert_cmpint(read_cqe(1, 2).owner, ==, 0);
+    g_assert_cmpint(qp_query(2, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[4], >=, 1);
+    post_wqe(RQ_ADDR + 3 * 0x10000, 3, 0, 0, 0x303, 0, 0, 0, key);
+    verbs_db(1, PFNIC_DB_RQ, 3 << 16 | 4);
+    clock_step(1000);
+    c = read_cqe(1, 2);
+    g_assert_cmpint(c.owner, ==, 1);
+    g_assert_cmphex(c.wr_id, ==, 0x203);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+    g_assert_cmphex(read_cqe(2, 3).wr_id, ==, 0x303);
+
+    /* The destination destroyed while the sender waits: RETRY_EXC_ERR */
+    post_wqe(SQ_ADDR + 2 * 0x10000, 4, PFNIC_WR_SEND, 0, 0x204, 0, 0, 0, key);
+    verbs_db(1, PFNIC_DB_SQ, 2 << 16 | 5);
+    clock_step(1000000);
+    g_assert_cmpint(cmd1(PFNIC_CMD_QP_DESTROY, 3), ==, PFNIC_CMD_OK);
+    clock_step(1000);
+    c = read_cqe(1, 3);
+    g_assert_cmpint(c.owner, ==, 1);
+    g_assert_cmphex(c.wr_id, ==, 0x204);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_RETRY_EXC_ERR);
+
+    /* A stopped context's QPs do not run, and its doorbells are refused. */
+    g_assert_cmpint(qp_modify(2, PFNIC_QPS_RESET, 0, 0, 0, 0), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(qp_modify(2, PFNIC_QPS_INIT, 0, 2, 1, 7), ==,
+                    PFNIC_CMD_OK);
+    post_wqe(RQ_ADDR + 2 * 0x10000, 0, 0, 0, 0x400, 0, 0, 0, key);
+    post_wqe(SQ_ADDR + 2 * 0x10000, 5, PFNIC_WR_SEND, PFNIC_SEND_SIGNALED,
+             0x205, 0, 0, 0, key);
+    verbs_db(1, PFNIC_DB_RQ, 2 << 16 | 1);
+    verbs_db(1, PFNIC_DB_SQ, 2 << 16 | 6);
+    ctx_select(1);
+    reg_write(PFNIC_REG_CTX_CTRL, 0);
+    g_assert_cmpint(qp_modify(2, PFNIC_QPS_RTR, 0, 2, 1, 7), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(qp_modify(2, PFNIC_QPS_RTS, 0, 2, 1, 7), ==,
+                    PFNIC_CMD_OK);
+    clock_step(1000000);
+    g_assert_cmpint(read_cqe(1, 4).owner, ==, 0);
+    g_assert_cmpint(read_cqe(2, 4).owner, ==, 0);
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    verbs_db(1, PFNIC_DB_SQ, 2 << 16 | 6);
+    assert_refused();
+    qtest_end();
+}
+
+/* A CQ of 2 entries that nobody consumes: the third CQE overflows it. */
+static void test_verbs_cq_overflow(void)
+{
+    uint32_t key, object, pba;
+    uint8_t type, owner;
+
+    start(",contexts=4");
+    map_bars();
+    pba = msix_enable_masked();
+    eq_setup(4);
+    key = verbs_setup(7);
+    g_assert_cmpint(cq_create(3, 1, 1), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create(4, 1, 7, 3, 3, 4, PFNIC_QP_FLAG_SIGNAL_ALL), ==,
+                    PFNIC_CMD_OK);
+    qp_connect(4, 4, 7);
+    for (int i = 0; i < 4; i++) {
+        post_wqe(SQ_ADDR + 4 * 0x10000, i, 9, 0, 0x500 + i, 0, 0, 0, key);
+    }
+    verbs_db(1, PFNIC_DB_SQ, 4 << 16 | 4);
+    wait_cqe(3, 1, 1);
+    clock_step(1000000);
+    g_assert_cmpint(read_cqe(3, 0).status, ==, PFNIC_WC_LOC_QP_OP_ERR);
+    g_assert_cmpint(read_cqe(3, 1).status, ==, PFNIC_WC_WR_FLUSH_ERR);
+    read_eqe(0, &type, &owner, &object);
+    g_assert_cmpint(type, ==, PFNIC_EV_CQ_ERROR);
+    g_assert_cmpint(owner, ==, 1);
+    g_assert_cmpint(object, ==, 3);
+    read_eqe(1, &type, &owner, &object);
+    g_assert_cmpint(owner, ==, 0);
+    g_assert_cmphex(readl(BAR4_ADDR + pba), ==, 1u << EQ_VEC);
+    g_assert_cmpint(qp_state(4), ==, PFNIC_QPS_ERR);
+    g_assert_cmpint(qp_state(2), ==, PFNIC_QPS_RTS);
+    qtest_end();
+}
+
+static uint32_t run_desc(uint32_t slot, PfnicDesc *d)
+{
+    uint32_t status = 0;
+
+    memwrite(RING_ADDR + slot * PFNIC_DESC_SIZE, d, sizeof(*d));
+    doorbell(1, slot + 1);
+    for (int i = 0; i < 1000 && !(status & PFNIC_DESC_DONE); i++) {
+        clock_step(1000);
+        memread(RING_ADDR + slot * PFNIC_DESC_SIZE +
+                offsetof(PfnicDesc, status), &status, 4);
+        status = le32_to_cpu(status);
+    }
+    return status;
+}
+
+/* PREFETCH descriptors: key checks, NO_FAULT skips, faults fail. */
+static void test_verbs_prefetch(void)
+{
+    uint32_t key, key2, key3, a[PFNIC_CMD_ARGS];
+    PfnicDesc d = {
+        .opcode = PFNIC_OP_PREFETCH, .dst = cpu_to_le64(0x10000000),
+        .len = cpu_to_le64(3 * 4096),
+    };
+
+    start(",contexts=4");
+    map_bars();
+    key = verbs_setup(7);
+    g_assert_cmpint(mr_set(2, 1, 7, 0, 0x10000000, 0x1000, &key2), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(mr_set(3, 2, 7, PFNIC_ACCESS_LOCAL_WRITE, 0x10000000,
+                           0x10000, &key3), ==, PFNIC_CMD_OK);
+
+    /* Bad key, range past the MR, write to a read-only MR, other context */
+    d.src = cpu_to_le64(key ^ 1);
+    g_assert_cmphex(run_desc(0, &d), ==, PFNIC_DESC_DONE |
+                    PFNIC_ST_PROTECTION);
+    d.src = cpu_to_le64(key2);
+    g_assert_cmphex(run_desc(1, &d), ==, PFNIC_DESC_DONE |
+                    PFNIC_ST_PROTECTION);
+    d.flags = PFNIC_PREFETCH_WRITE;
+    d.len = cpu_to_le64(4096);
+    g_assert_cmphex(run_desc(2, &d), ==, PFNIC_DESC_DONE |
+                    PFNIC_ST_PROTECTION);
+    d.src = cpu_to_le64(key3);
+    g_assert_cmphex(run_desc(3, &d), ==, PFNIC_DESC_DONE |
+                    PFNIC_ST_PROTECTION);
+    /* A read prefetch in the read-only MR is fine (NO_FAULT: skipped). */
+    d.src = cpu_to_le64(key2);
+    d.flags = PFNIC_PREFETCH_NO_FAULT;
+    g_assert_cmphex(run_desc(4, &d), ==, PFNIC_DESC_DONE | PFNIC_ST_SUCCESS);
+    /* Reserved flags: a bad descriptor */
+    d.flags = 4;
+    d.src = cpu_to_le64(key);
+    g_assert_cmphex(run_desc(5, &d), ==, PFNIC_DESC_DONE |
+                    PFNIC_ST_BAD_DESCRIPTOR);
+
+    /* NO_FAULT: nothing present, nothing requested, success */
+    d.flags = PFNIC_PREFETCH_WRITE | PFNIC_PREFETCH_NO_FAULT;
+    d.len = cpu_to_le64(3 * 4096);
+    g_assert_cmphex(run_desc(6, &d), ==, PFNIC_DESC_DONE | PFNIC_ST_SUCCESS);
+    /* Faulting without an IOMMU fails. */
+    d.flags = 0;
+    g_assert_cmphex(run_desc(7, &d), ==, PFNIC_DESC_DONE |
+                    PFNIC_ST_PAGE_FAULT);
+    a[0] = 1;
+    g_assert_cmpint(cmd(PFNIC_CMD_MR_QUERY, a, 1), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[0], ==, 0);   /* no page request could be sent */
+    g_assert_cmpint(a[8], ==, 0);   /* nothing was made present */
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    qtest_end();
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -526,5 +1477,15 @@ int main(int argc, char **argv)
     qtest_add_func("/pfnic/selftest-msix", test_selftest_msix);
     qtest_add_func("/pfnic/contexts", test_contexts);
     qtest_add_func("/pfnic/engine", test_engine);
+    qtest_add_func("/pfnic/verbs/limits", test_verbs_limits);
+    qtest_add_func("/pfnic/verbs/mr", test_verbs_mr);
+    qtest_add_func("/pfnic/verbs/cq-qp", test_verbs_cq_qp);
+    qtest_add_func("/pfnic/verbs/eq", test_verbs_eq);
+    qtest_add_func("/pfnic/verbs/doorbells", test_verbs_doorbells);
+    qtest_add_func("/pfnic/verbs/send-fault", test_verbs_send_fault);
+    qtest_add_func("/pfnic/verbs/errors", test_verbs_errors);
+    qtest_add_func("/pfnic/verbs/zero-length", test_verbs_zero_length);
+    qtest_add_func("/pfnic/verbs/cq-overflow", test_verbs_cq_overflow);
+    qtest_add_func("/pfnic/verbs/prefetch", test_verbs_prefetch);
     return g_test_run();
 }

@@ -1,8 +1,10 @@
 /*
  * pfnic: a PCIe RDMA NIC with ATS, PASID and PRI
  *
- * Device state shared by the PCI glue (pfnic.c) and the control register
- * block (pfnic_ctrl.c).
+ * Device state shared by the PCI glue (pfnic.c), the control register
+ * block (pfnic_ctrl.c), the DMA engine (pfnic_engine.c) and the verbs
+ * (pfnic_verbs.c: tables, commands, CQEs and events; pfnic_qp.c: QP
+ * execution).
  *
  * Copyright (c) 2026 The pfnic authors
  *
@@ -26,6 +28,30 @@ typedef struct PfnicStats {
     uint32_t fault_lat[PFNIC_FAULT_LAT_BUCKETS];
 } PfnicStats;
 
+/*
+ * Something that waits for a page request response: a context's current
+ * descriptor or a QP's current WQE. Each has its own page request group
+ * (PRGI): the context number for descriptor rings, 256 + QPN for QPs.
+ */
+typedef struct PfnicPageWait {
+    bool waiting;               /* for a page request response */
+    bool fault;                 /* the response said invalid/failure */
+    bool retry_prq;             /* the page request queue was full */
+    bool remote;                /* the request is for the remote side */
+    uint16_t prgi;
+    uint32_t ctx;               /* context whose PASID the request uses */
+    uint32_t pasid;
+    uint64_t fault_addr;
+    bool fault_write;
+    uint32_t refaults;          /* page requests in a row for one page */
+    int64_t pri_sent_ns;        /* when the outstanding request was sent */
+    int32_t mr;                 /* MR the faulting chunk used, or -1 */
+    uint32_t mr_key;
+    uint32_t requests;          /* sent for the current work item */
+} PfnicPageWait;
+
+#define PFNIC_PRGI_QP_BASE          256
+
 /* The device side of one process: see docs/registers.md, "Hardware contexts" */
 typedef struct PfnicContext {
     PfnicState *s;
@@ -44,13 +70,9 @@ typedef struct PfnicContext {
     bool busy;
     PfnicDesc desc;
     uint64_t done;              /* bytes completed */
-    bool waiting;               /* for a page request response */
-    bool fault;                 /* the response said invalid/failure */
-    bool retry_prq;             /* the page request queue was full */
-    uint64_t fault_addr;
-    bool fault_write;
-    uint32_t refaults;          /* page requests in a row for one page */
-    int64_t pri_sent_ns;        /* when the outstanding request was sent */
+    PfnicPageWait pw;
+    int32_t prefetch_mr;        /* PREFETCH: the MR of the key */
+    bool prefetch_faulted;      /* PREFETCH: this page was requested */
     PfnicStats stats;           /* since the context started */
 
     /* Page request responses and device-IOTLB invalidations for our PASID */
@@ -72,6 +94,77 @@ typedef struct PfnicAtcEntry {
     IOMMUAccessFlags perm;
 } PfnicAtcEntry;
 
+/* A memory key table entry (docs/verbs.md, "Memory keys") */
+typedef struct PfnicMr {
+    bool valid;
+    uint32_t key;
+    uint32_t ctx;
+    uint32_t pd;
+    uint32_t access;
+    uint64_t addr;
+    uint64_t len;               /* UINT64_MAX with addr 0: implicit MR */
+    uint64_t count[PFNIC_MR_CNT_NR];
+} PfnicMr;
+
+typedef struct PfnicCq {
+    bool valid;
+    uint32_t ctx;
+    uint64_t ring;
+    uint32_t entries;
+    uint64_t record;
+    uint32_t prod;              /* CQEs produced */
+    bool armed;
+    bool armed_solicited;
+    bool overflowed;            /* in error: CQEs are dropped */
+} PfnicCq;
+
+#define PFNIC_QPN_NONE              UINT32_MAX
+
+/* A queue pair: its attributes and the send WQE being executed */
+typedef struct PfnicQp {
+    bool valid;
+    uint32_t qpn;
+    uint32_t gen;               /* bumped by each QP_CREATE at this QPN */
+    uint32_t ctx;
+    uint32_t pd;
+    uint32_t scqn, rcqn;
+    uint64_t sq, rq, record;
+    uint32_t sq_entries, rq_entries;
+    uint32_t flags;
+    uint32_t state;
+    uint32_t access;
+    uint32_t dest_qpn;
+    uint32_t min_rnr_timer;
+    uint32_t rnr_retry;
+    uint32_t retry_cnt;
+    uint16_t sq_head, sq_tail, rq_head, rq_tail;
+
+    /* The sender now writing into our receive queue's head WQE */
+    uint32_t rq_owner;
+
+    /* Execution of the send WQE at sq_head */
+    bool busy;
+    bool started;               /* checks done, receive WQE claimed */
+    PfnicWqe wqe;
+    uint64_t len;               /* bytes of the message */
+    uint64_t done;
+    uint32_t dest;              /* destination QPN and generation */
+    uint32_t dest_gen;
+    PfnicWqe rwqe;              /* the claimed receive WQE (SEND, WITH_IMM) */
+    uint32_t rwqe_requests;     /* page requests on the receive buffers */
+    uint32_t rnr_left;
+    bool rnr_waiting;
+    int64_t rnr_deadline;
+    bool atomic_done;
+    uint64_t atomic_orig;
+    PfnicPageWait pw;
+
+    /* QP_QUERY counters */
+    uint32_t page_requests;
+    uint32_t rnr_waits;
+    uint32_t wqes_completed;
+    uint64_t bytes;
+} PfnicQp;
 
 struct PfnicState {
     PCIDevice parent_obj;
@@ -104,6 +197,21 @@ struct PfnicState {
     PfnicAtcEntry atc[PFNIC_ATC_ENTRIES];
     PfnicStats stats;
 
+    /* Verbs (pfnic_verbs.c, pfnic_qp.c): docs/verbs.md */
+    uint32_t cmd_arg[PFNIC_CMD_ARGS];
+    uint32_t cmd_status;
+    uint64_t eq_base;
+    uint32_t eq_size;
+    uint32_t eq_prod;
+    uint32_t eq_cons;
+    uint32_t eq_vector;
+    uint32_t eq_overflow;
+    PfnicMr *mrs;               /* PFNIC_MAX_MRS entries */
+    PfnicCq *cqs;               /* PFNIC_MAX_CQS entries */
+    PfnicQp *qps;               /* PFNIC_MAX_QPS entries */
+    uint32_t qp_next;           /* round robin: first QP of the next run */
+    QEMUTimer *rnr_timer;
+
     /* A self-test in flight: its vector, completed by selftest_bh */
     uint32_t selftest_vector;
     bool selftest_busy;
@@ -125,5 +233,49 @@ void pfnic_engine_reset(PfnicState *s);
 bool pfnic_ctx_start(PfnicContext *ctx);
 void pfnic_ctx_stop(PfnicContext *ctx);
 void pfnic_doorbell(PfnicContext *ctx, uint32_t tail);
+
+#define PFNIC_PAGE_SIZE         4096ull
+#define PFNIC_PAGE_MASK         (~(PFNIC_PAGE_SIZE - 1))
+
+typedef enum {
+    PFNIC_XLATE_OK,
+    PFNIC_XLATE_FAULT,      /* not present or not permitted: page request */
+} PfnicXlate;
+
+void pfnic_count(PfnicContext *ctx, PfnicCounter c);
+PfnicXlate pfnic_translate(PfnicContext *ctx, uint64_t va, bool write,
+                           hwaddr *pa, AddressSpace **as);
+void pfnic_page_request(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
+                        uint64_t va, bool write);
+void pfnic_page_wait_init(PfnicPageWait *w, uint16_t prgi);
+
+/* pfnic_verbs.c */
+void pfnic_verbs_init(PfnicState *s);
+void pfnic_verbs_exit(PfnicState *s);
+void pfnic_verbs_reset(PfnicState *s);
+void pfnic_cmd_execute(PfnicState *s, uint32_t op);
+void pfnic_eq_write_reg(PfnicState *s, hwaddr addr, uint32_t val);
+uint32_t pfnic_eq_read_reg(PfnicState *s, hwaddr addr);
+void pfnic_event(PfnicState *s, uint8_t type, uint32_t object);
+PfnicMr *pfnic_mr_lookup(PfnicState *s, uint32_t key, uint32_t ctx,
+                         uint32_t pd, uint64_t addr, uint64_t len,
+                         uint32_t access);
+bool pfnic_cqe_write(PfnicState *s, uint32_t cqn, PfnicCqe *cqe,
+                     bool solicited);
+void pfnic_mr_invalidate(PfnicContext *ctx, uint64_t start, uint64_t last);
+void pfnic_cq_arm(PfnicContext *ctx, uint32_t val);
+
+/* pfnic_qp.c */
+bool pfnic_qp_run(PfnicQp *qp, PfnicState *s);
+void pfnic_qp_doorbell(PfnicContext *ctx, hwaddr offset, uint32_t val);
+void pfnic_qp_set_state(PfnicState *s, PfnicQp *qp, uint32_t state);
+void pfnic_qp_enter_err(PfnicState *s, PfnicQp *qp, bool fatal);
+void pfnic_qp_abort(PfnicState *s, PfnicQp *qp);
+void pfnic_qp_wake_senders(PfnicState *s, uint32_t qpn);
+void pfnic_qp_ctx_stop(PfnicState *s, PfnicContext *ctx);
+void pfnic_qp_rnr_timer(void *opaque);
+PfnicPageWait *pfnic_qp_page_wait(PfnicState *s, uint16_t prgi,
+                                  uint32_t pasid);
+void pfnic_qp_prq_retry(PfnicState *s);
 
 #endif /* HW_PFNIC_H */

@@ -31,7 +31,7 @@ uint32_t pfnic_caps(const PfnicState *s)
     return (s->ats ? PFNIC_CAPS_ATS : 0) |
            (s->pasid ? PFNIC_CAPS_PASID : 0) |
            (s->pri ? PFNIC_CAPS_PRI : 0) |
-           PFNIC_CAPS_SELFTEST;
+           PFNIC_CAPS_SELFTEST | PFNIC_CAPS_VERBS;
 }
 
 void pfnic_ctrl_reset(PfnicState *s)
@@ -230,7 +230,7 @@ static uint64_t pfnic_ctrl_read(void *opaque, hwaddr addr, unsigned size)
             PfnicContext *ctx = &s->contexts[s->ctx_select];
 
             val = (ctx->enabled ? PFNIC_CTX_STATUS_ACTIVE : 0) |
-                  (ctx->waiting ? PFNIC_CTX_STATUS_WAITING : 0);
+                  (ctx->pw.waiting ? PFNIC_CTX_STATUS_WAITING : 0);
         } else {
             val = 0;
         }
@@ -263,6 +263,36 @@ static uint64_t pfnic_ctrl_read(void *opaque, hwaddr addr, unsigned size)
     case PFNIC_REG_STAT_FAULT_LAT ...
          PFNIC_REG_STAT_FAULT_LAT + 4 * (PFNIC_FAULT_LAT_BUCKETS - 1):
         val = s->stats.fault_lat[(addr - PFNIC_REG_STAT_FAULT_LAT) / 4];
+        break;
+    case PFNIC_REG_CMD_ARG ... PFNIC_REG_CMD_ARG + 4 * (PFNIC_CMD_ARGS - 1):
+        val = s->cmd_arg[(addr - PFNIC_REG_CMD_ARG) / 4];
+        break;
+    case PFNIC_REG_CMD_OP:
+        val = 0;
+        break;
+    case PFNIC_REG_CMD_STATUS:
+        val = s->cmd_status;
+        break;
+    case PFNIC_REG_EQ_BASE_LO ... PFNIC_REG_EQ_OVERFLOW:
+        val = pfnic_eq_read_reg(s, addr);
+        break;
+    case PFNIC_REG_MAX_QPS:
+        val = PFNIC_MAX_QPS;
+        break;
+    case PFNIC_REG_MAX_CQS:
+        val = PFNIC_MAX_CQS;
+        break;
+    case PFNIC_REG_MAX_MRS:
+        val = PFNIC_MAX_MRS;
+        break;
+    case PFNIC_REG_MAX_WQES:
+        val = PFNIC_MAX_WQES;
+        break;
+    case PFNIC_REG_MAX_CQES:
+        val = PFNIC_MAX_CQES;
+        break;
+    case PFNIC_REG_MAX_SGE:
+        val = PFNIC_MAX_SGE;
         break;
     default:
         qemu_log_mask(LOG_GUEST_ERROR,
@@ -343,6 +373,15 @@ static void pfnic_ctrl_write(void *opaque, hwaddr addr, uint64_t val,
         }
         break;
     }
+    case PFNIC_REG_CMD_ARG ... PFNIC_REG_CMD_ARG + 4 * (PFNIC_CMD_ARGS - 1):
+        s->cmd_arg[(addr - PFNIC_REG_CMD_ARG) / 4] = val;
+        break;
+    case PFNIC_REG_CMD_OP:
+        pfnic_cmd_execute(s, val);
+        break;
+    case PFNIC_REG_EQ_BASE_LO ... PFNIC_REG_EQ_VECTOR:
+        pfnic_eq_write_reg(s, addr, val);
+        break;
     case PFNIC_REG_ID:
     case PFNIC_REG_VERSION:
     case PFNIC_REG_FW_VERSION:
@@ -360,6 +399,9 @@ static void pfnic_ctrl_write(void *opaque, hwaddr addr, uint64_t val,
     case PFNIC_REG_COUNTERS ... PFNIC_REG_COUNTERS + 4 * (PFNIC_CNT_NR - 1):
     case PFNIC_REG_STAT_FAULT_LAT ...
          PFNIC_REG_STAT_FAULT_LAT + 4 * (PFNIC_FAULT_LAT_BUCKETS - 1):
+    case PFNIC_REG_CMD_STATUS:
+    case PFNIC_REG_EQ_OVERFLOW:
+    case PFNIC_REG_MAX_QPS ... PFNIC_REG_MAX_SGE:
         pfnic_guest_error(s, "write to a read-only register");
         break;
     default:
@@ -386,7 +428,8 @@ const MemoryRegionOps pfnic_ctrl_ops = {
 
 /*
  * BAR2: one doorbell page per hardware context. Offset 0 of a context's
- * page takes the ring's new tail; the rest of the page is reserved.
+ * page takes the ring's new tail, 0x8/0xc/0x10 the verbs doorbells
+ * (docs/verbs.md); the rest of the page is reserved.
  */
 static uint64_t pfnic_doorbell_read(void *opaque, hwaddr addr, unsigned size)
 {
@@ -399,15 +442,22 @@ static void pfnic_doorbell_write(void *opaque, hwaddr addr, uint64_t val,
     PfnicState *s = opaque;
     uint32_t index = addr / PFNIC_DOORBELL_PAGE_SIZE;
 
+    hwaddr offset = addr % PFNIC_DOORBELL_PAGE_SIZE;
+
     trace_pfnic_doorbell_write(addr, val);
-    if (addr % PFNIC_DOORBELL_PAGE_SIZE || size != 4 ||
-        index >= s->num_contexts) {
+    if (size != 4 || index >= s->num_contexts ||
+        (offset != PFNIC_DB_RING_TAIL && offset != PFNIC_DB_SQ &&
+         offset != PFNIC_DB_RQ && offset != PFNIC_DB_CQ_ARM)) {
         qemu_log_mask(LOG_GUEST_ERROR,
                       "pfnic: doorbell write at reserved 0x%" HWADDR_PRIx "\n",
                       addr);
         return;
     }
-    pfnic_doorbell(&s->contexts[index], val);
+    if (offset == PFNIC_DB_RING_TAIL) {
+        pfnic_doorbell(&s->contexts[index], val);
+    } else {
+        pfnic_qp_doorbell(&s->contexts[index], offset, val);
+    }
 }
 
 const MemoryRegionOps pfnic_doorbell_ops = {

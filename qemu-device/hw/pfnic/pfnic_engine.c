@@ -9,6 +9,10 @@
  * engine is a bottom half, and a response (delivered in the vCPU thread
  * that wrote the page group response) only reschedules it.
  *
+ * The same bottom half runs the QPs of the verbs (pfnic_qp.c) with the same
+ * translation code: each QP waits for its own page responses (page request
+ * group 256 + QPN) and never stalls the others.
+ *
  * Copyright (c) 2026 The pfnic authors
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -25,8 +29,6 @@
 #include "pfnic_regs.h"
 #include "trace.h"
 
-#define PFNIC_PAGE_SIZE         4096ull
-#define PFNIC_PAGE_MASK         (~(PFNIC_PAGE_SIZE - 1))
 /* Pages one context may process per engine run: keeps contexts fair. */
 #define PFNIC_PAGES_PER_RUN     64
 /*
@@ -39,7 +41,7 @@
 #define PFNIC_PRQ_RETRY_NS      (100 * SCALE_US)
 
 /* Count one event for the context and for the device. */
-static void pfnic_count(PfnicContext *ctx, PfnicCounter c)
+void pfnic_count(PfnicContext *ctx, PfnicCounter c)
 {
     ctx->stats.count[c]++;
     ctx->s->stats.count[c]++;
@@ -75,19 +77,15 @@ static void pfnic_iotlb_unmap(IOMMUNotifier *n, IOMMUTLBEntry *entry)
     pfnic_count(ctx, PFNIC_CNT_INVALIDATIONS);
     trace_pfnic_atc_invalidate(ctx->index, ctx->pasid, entry->iova, last);
     pfnic_atc_flush(ctx->s, ctx->pasid, entry->iova & PFNIC_PAGE_MASK, last);
+    pfnic_mr_invalidate(ctx, entry->iova, last);
 }
-
-typedef enum {
-    PFNIC_XLATE_OK,
-    PFNIC_XLATE_FAULT,      /* not present or not permitted: page request */
-} PfnicXlate;
 
 /*
  * Translate one page of the context's address space for reading or
  * writing. On success *pa and *as are where the byte at @va lives.
  */
-static PfnicXlate pfnic_translate(PfnicContext *ctx, uint64_t va, bool write,
-                                  hwaddr *pa, AddressSpace **as)
+PfnicXlate pfnic_translate(PfnicContext *ctx, uint64_t va, bool write,
+                           hwaddr *pa, AddressSpace **as)
 {
     PfnicState *s = ctx->s;
     IOMMUAccessFlags need = write ? IOMMU_WO : IOMMU_RO;
@@ -130,85 +128,170 @@ static PfnicXlate pfnic_translate(PfnicContext *ctx, uint64_t va, bool write,
 
 /* --- page requests ------------------------------------------------------- */
 
-/* The page request group of a context: one outstanding request at a time. */
-static uint16_t pfnic_prgi(PfnicContext *ctx)
+void pfnic_page_wait_init(PfnicPageWait *w, uint16_t prgi)
 {
-    return ctx->index & PCI_PRI_PRGI_MASK;
+    *w = (PfnicPageWait) {
+        .prgi = prgi & PCI_PRI_PRGI_MASK,
+        .fault_addr = UINT64_MAX,
+        .mr = -1,
+    };
 }
 
 /* Account the round trip of the page request just answered. */
-static void pfnic_fault_latency(PfnicContext *ctx)
+static void pfnic_fault_latency(PfnicState *s, PfnicPageWait *w)
 {
-    int64_t us = (qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) - ctx->pri_sent_ns) /
+    int64_t us = (qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) - w->pri_sent_ns) /
                  SCALE_US;
     int bucket = us > 1 ? MIN(63 - clz64(us), PFNIC_FAULT_LAT_BUCKETS - 1) : 0;
 
-    ctx->s->stats.fault_lat[bucket]++;
+    s->stats.fault_lat[bucket]++;
 }
 
+/* The MR a page request was for, if it still is the same registration. */
+static PfnicMr *pfnic_wait_mr(PfnicState *s, PfnicPageWait *w)
+{
+    PfnicMr *mr;
+
+    if (w->mr < 0 || w->mr >= PFNIC_MAX_MRS) {
+        return NULL;
+    }
+    mr = &s->mrs[w->mr];
+    return mr->valid && mr->key == w->mr_key ? mr : NULL;
+}
+
+/* The descriptor ring waiting for page request group @prgi of @pasid. */
+static PfnicPageWait *pfnic_ctx_page_wait(PfnicState *s, uint16_t prgi,
+                                          uint32_t pasid)
+{
+    for (uint32_t i = prgi; i < s->num_contexts; i += PCI_PRI_PRGI_MASK + 1) {
+        PfnicContext *c = &s->contexts[i];
+
+        if (c->enabled && c->pasid == pasid && c->pw.waiting) {
+            return &c->pw;
+        }
+    }
+    return NULL;
+}
+
+/*
+ * A page response for our PASID. Its group index says who waits: the
+ * descriptor ring of a context, or a QP (which may belong to another
+ * context when the request was for a remote buffer in our address space).
+ * The IOMMU keeps one notifier per PASID, so the response may be for
+ * another context of the same process (the same PASID).
+ */
 static void pfnic_pri_response(IOMMUPRINotifier *n, IOMMUPRIResponse *r)
 {
     PfnicContext *ctx = container_of(n, PfnicContext, pri_notifier);
+    PfnicState *s = ctx->s;
+    PfnicPageWait *w;
+    PfnicMr *mr;
 
     trace_pfnic_pri_response(ctx->index, ctx->pasid, r->prgi,
                              r->response_code);
-    if (!ctx->waiting || r->prgi != pfnic_prgi(ctx)) {
-        qemu_log_mask(LOG_GUEST_ERROR,
-                      "pfnic: unexpected page response (context %u)\n",
-                      ctx->index);
+    w = pfnic_ctx_page_wait(s, r->prgi, ctx->pasid);
+    if (!w && r->prgi >= PFNIC_PRGI_QP_BASE) {
+        w = pfnic_qp_page_wait(s, r->prgi - PFNIC_PRGI_QP_BASE, ctx->pasid);
+    }
+    if (!w) {
+        /* A QP destroyed or a context stopped while its request was out. */
+        trace_pfnic_pri_response_stale(ctx->index, r->prgi);
         return;
     }
-    ctx->waiting = false;
-    pfnic_fault_latency(ctx);
+    w->waiting = false;
+    pfnic_fault_latency(s, w);
+    mr = pfnic_wait_mr(s, w);
     if (r->response_code == IOMMU_PRI_RESP_SUCCESS) {
         pfnic_count(ctx, PFNIC_CNT_PRI_SUCCESS);
-    } else {
-        pfnic_count(ctx, PFNIC_CNT_PRI_FAILED);
-        ctx->fault = true;
-    }
-    qemu_bh_schedule(ctx->s->engine_bh);
-}
-
-/* Ask the OS to make @va present (and writable); the context waits. */
-static void pfnic_page_request(PfnicContext *ctx, uint64_t va, bool write)
-{
-    PfnicState *s = ctx->s;
-    int ret;
-
-    if ((va & PFNIC_PAGE_MASK) == (ctx->fault_addr & PFNIC_PAGE_MASK) &&
-        !ctx->retry_prq) {
-        if (++ctx->refaults > PFNIC_MAX_REFAULTS) {
-            ctx->fault = true;
-            return;
+        if (mr) {
+            mr->count[PFNIC_MR_PAGE_FAULTS_HANDLED]++;
         }
     } else {
-        ctx->refaults = 0;
+        pfnic_count(ctx, PFNIC_CNT_PRI_FAILED);
+        w->fault = true;
     }
+    qemu_bh_schedule(s->engine_bh);
+}
 
+/*
+ * Page requests outstanding: one per waiter at most. Counted, not tracked,
+ * so that a waiter dropped with its request unanswered (a context stopped,
+ * a QP destroyed) cannot leak a slot.
+ */
+static uint32_t pfnic_pri_outstanding(PfnicState *s)
+{
+    uint32_t n = 0;
+
+    for (uint32_t i = 0; i < s->num_contexts; i++) {
+        n += s->contexts[i].enabled && s->contexts[i].pw.waiting;
+    }
+    for (uint32_t i = 0; i < PFNIC_MAX_QPS; i++) {
+        n += s->qps[i].valid && s->qps[i].pw.waiting;
+    }
+    return n;
+}
+
+/*
+ * Ask the OS to make @va of @ctx's address space present (and writable);
+ * the waiter @w waits for the response, or has w->fault set when nobody
+ * can make the page present.
+ */
+void pfnic_page_request(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
+                        uint64_t va, bool write)
+{
+    PfnicMr *mr;
+    uint32_t alloc;
+    int ret;
+
+    if ((va & PFNIC_PAGE_MASK) == (w->fault_addr & PFNIC_PAGE_MASK) &&
+        !w->retry_prq) {
+        if (++w->refaults > PFNIC_MAX_REFAULTS) {
+            w->fault = true;
+            return;
+        }
+    } else if (!w->retry_prq) {
+        w->refaults = 0;
+    }
+    w->retry_prq = false;
+    w->ctx = ctx->index;
+    w->pasid = ctx->pasid;
+    w->fault_addr = va;
+    w->fault_write = write;
+
+    /* Never more outstanding than the OS allocated (PRI capability). */
+    alloc = pcie_pri_get_req_alloc(PCI_DEVICE(s));
+    if (pfnic_pri_outstanding(s) >= (alloc ? alloc : PFNIC_PRI_OUTSTANDING)) {
+        trace_pfnic_page_request_throttled(ctx->index, w->prgi, alloc);
+        w->retry_prq = true;
+        timer_mod(s->retry_timer,
+                  qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) + PFNIC_PRQ_RETRY_NS);
+        return;
+    }
     ret = pci_pri_request_page(PCI_DEVICE(s), ctx->pasid, false, false,
-                               va & PFNIC_PAGE_MASK, true, pfnic_prgi(ctx),
+                               va & PFNIC_PAGE_MASK, true, w->prgi,
                                true, write);
-    trace_pfnic_page_request(ctx->index, ctx->pasid, va, write, ret);
+    trace_pfnic_page_request(ctx->index, ctx->pasid, va, write, w->prgi, ret);
     if (ret == -ENOSPC) {
         /* Queue full: not dropped, retried after a back-off. */
         pfnic_count(ctx, PFNIC_CNT_PRQ_FULL);
-        ctx->retry_prq = true;
-        ctx->fault_addr = va;
-        ctx->fault_write = write;
+        w->retry_prq = true;
         timer_mod(s->retry_timer,
                   qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) + PFNIC_PRQ_RETRY_NS);
         return;
     }
     if (ret < 0) {
         /* PRI disabled or no IOMMU: nobody can make the page present. */
-        ctx->fault = true;
+        w->fault = true;
         return;
     }
     pfnic_count(ctx, PFNIC_CNT_PAGE_REQUESTS);
-    ctx->desc.page_requests++;
-    ctx->fault_addr = va;
-    ctx->pri_sent_ns = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
-    ctx->waiting = true;
+    w->requests++;
+    mr = pfnic_wait_mr(s, w);
+    if (mr) {
+        mr->count[PFNIC_MR_PAGE_FAULTS]++;
+    }
+    w->pri_sent_ns = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+    w->waiting = true;
 }
 
 static void pfnic_prq_retry(void *opaque)
@@ -218,11 +301,12 @@ static void pfnic_prq_retry(void *opaque)
     for (uint32_t i = 0; i < s->num_contexts; i++) {
         PfnicContext *ctx = &s->contexts[i];
 
-        if (ctx->enabled && ctx->retry_prq) {
-            ctx->retry_prq = false;
-            pfnic_page_request(ctx, ctx->fault_addr, ctx->fault_write);
+        if (ctx->enabled && ctx->pw.retry_prq) {
+            pfnic_page_request(s, &ctx->pw, ctx, ctx->pw.fault_addr,
+                               ctx->pw.fault_write);
         }
     }
+    pfnic_qp_prq_retry(s);
     qemu_bh_schedule(s->engine_bh);
 }
 
@@ -259,9 +343,9 @@ static bool pfnic_desc_load(PfnicContext *ctx)
     d->result = 0;
     d->page_requests = 0;
     ctx->done = 0;
-    ctx->fault = false;
-    ctx->refaults = 0;
-    ctx->fault_addr = UINT64_MAX;
+    pfnic_page_wait_init(&ctx->pw, ctx->index);
+    ctx->prefetch_mr = -1;
+    ctx->prefetch_faulted = false;
     ctx->busy = true;
     trace_pfnic_desc_start(ctx->index, ctx->head, d->opcode, d->src, d->dst,
                            d->len);
@@ -275,11 +359,12 @@ static void pfnic_desc_complete(PfnicContext *ctx, uint32_t code,
     PCIDevice *pdev = PCI_DEVICE(ctx->s);
     hwaddr addr = pfnic_desc_addr(ctx, ctx->head);
     uint64_t res = cpu_to_le64(result);
-    uint32_t prs = cpu_to_le32(ctx->desc.page_requests);
+    uint32_t prs = cpu_to_le32(ctx->pw.requests);
     uint32_t status = cpu_to_le32(PFNIC_DESC_DONE | code);
 
+    ctx->desc.page_requests = ctx->pw.requests;
     trace_pfnic_desc_done(ctx->index, ctx->head, code, result,
-                          ctx->desc.page_requests);
+                          ctx->pw.requests);
     if (pci_dma_write(pdev, addr + offsetof(PfnicDesc, result), &res,
                       sizeof(res)) != MEMTX_OK ||
         pci_dma_write(pdev, addr + offsetof(PfnicDesc, page_requests), &prs,
@@ -298,6 +383,11 @@ static void pfnic_desc_complete(PfnicContext *ctx, uint32_t code,
 
 static bool pfnic_desc_valid(const PfnicDesc *d)
 {
+    if (d->opcode == PFNIC_OP_PREFETCH) {
+        return !(d->flags &
+                 ~(PFNIC_PREFETCH_WRITE | PFNIC_PREFETCH_NO_FAULT)) &&
+               d->len <= PFNIC_DESC_MAX_LEN;
+    }
     return (d->opcode == PFNIC_OP_COPY || d->opcode == PFNIC_OP_FILL ||
             d->opcode == PFNIC_OP_COMPARE) &&
            d->flags == 0 && d->len <= PFNIC_DESC_MAX_LEN;
@@ -316,8 +406,67 @@ static bool pfnic_xlate_or_request(PfnicContext *ctx, uint64_t va, bool write,
     if (pfnic_translate(ctx, va, write, pa, as) == PFNIC_XLATE_OK) {
         return true;
     }
-    pfnic_page_request(ctx, va, write);
+    pfnic_page_request(ctx->s, &ctx->pw, ctx, va, write);
     return false;
+}
+
+/*
+ * PREFETCH: make the pages of [dst, dst + len) of an MR present (and
+ * cached), one page per step. With NO_FAULT a page that ATS cannot
+ * translate is skipped instead of requested. A page counts in the MR's
+ * page_prefetch when a page request of the prefetch made it present.
+ */
+static PfnicStep pfnic_prefetch_step(PfnicContext *ctx)
+{
+    PfnicState *s = ctx->s;
+    PfnicDesc *d = &ctx->desc;
+    bool write = d->flags & PFNIC_PREFETCH_WRITE;
+    uint64_t va = d->dst + ctx->done;
+    uint64_t chunk = MIN(d->len - ctx->done,
+                         PFNIC_PAGE_SIZE - (va & ~PFNIC_PAGE_MASK));
+    PfnicMr *mr;
+    hwaddr pa;
+    AddressSpace *as;
+
+    if (ctx->prefetch_mr < 0) {
+        mr = pfnic_mr_lookup(s, d->src, ctx->index, UINT32_MAX, d->dst,
+                             d->len, write ? PFNIC_ACCESS_LOCAL_WRITE : 0);
+        if (!mr) {
+            trace_pfnic_prefetch_bad_key(ctx->index, (uint32_t)d->src,
+                                         d->dst, d->len);
+            pfnic_desc_complete(ctx, PFNIC_ST_PROTECTION, 0);
+            return PFNIC_STEP_DONE;
+        }
+        ctx->prefetch_mr = mr - s->mrs;
+        ctx->pw.mr = ctx->prefetch_mr;
+        ctx->pw.mr_key = mr->key;
+    }
+    mr = &s->mrs[ctx->prefetch_mr];
+    if (!mr->valid || mr->key != ctx->pw.mr_key) {
+        /* MR_CLEAR while the prefetch ran */
+        pfnic_desc_complete(ctx, PFNIC_ST_PROTECTION, ctx->done);
+        return PFNIC_STEP_DONE;
+    }
+    if (ctx->pw.fault) {
+        pfnic_desc_complete(ctx, PFNIC_ST_PAGE_FAULT, ctx->done);
+        return PFNIC_STEP_DONE;
+    }
+    if (ctx->done == d->len) {
+        pfnic_desc_complete(ctx, PFNIC_ST_SUCCESS, d->len);
+        return PFNIC_STEP_DONE;
+    }
+    if (pfnic_translate(ctx, va, write, &pa, &as) == PFNIC_XLATE_OK) {
+        if (ctx->prefetch_faulted) {
+            mr->count[PFNIC_MR_PAGE_PREFETCH]++;
+        }
+    } else if (!(d->flags & PFNIC_PREFETCH_NO_FAULT)) {
+        ctx->prefetch_faulted = true;
+        pfnic_page_request(s, &ctx->pw, ctx, va, write);
+        return ctx->pw.fault ? PFNIC_STEP_MORE : PFNIC_STEP_WAIT;
+    }
+    ctx->prefetch_faulted = false;
+    ctx->done += chunk;
+    return PFNIC_STEP_MORE;
 }
 
 /* Execute the part of the descriptor that lies in one page of each side. */
@@ -332,7 +481,10 @@ static PfnicStep pfnic_desc_step(PfnicContext *ctx)
     bool reads_src = d->opcode != PFNIC_OP_FILL;
     bool writes_dst = d->opcode != PFNIC_OP_COMPARE;
 
-    if (ctx->fault) {
+    if (d->opcode == PFNIC_OP_PREFETCH) {
+        return pfnic_prefetch_step(ctx);
+    }
+    if (ctx->pw.fault) {
         pfnic_desc_complete(ctx, PFNIC_ST_PAGE_FAULT, ctx->done);
         return PFNIC_STEP_DONE;
     }
@@ -344,16 +496,16 @@ static PfnicStep pfnic_desc_step(PfnicContext *ctx)
     if (reads_src) {
         chunk = MIN(chunk, PFNIC_PAGE_SIZE - (src & ~PFNIC_PAGE_MASK));
         if (!pfnic_xlate_or_request(ctx, src, false, &spa, &sas)) {
-            return ctx->fault ? PFNIC_STEP_MORE : PFNIC_STEP_WAIT;
+            return ctx->pw.fault ? PFNIC_STEP_MORE : PFNIC_STEP_WAIT;
         }
     }
     if (!pfnic_xlate_or_request(ctx, dst, writes_dst, &dpa, &das)) {
-        return ctx->fault ? PFNIC_STEP_MORE : PFNIC_STEP_WAIT;
+        return ctx->pw.fault ? PFNIC_STEP_MORE : PFNIC_STEP_WAIT;
     }
 
     if (reads_src &&
         address_space_read(sas, spa, MEMTXATTRS_UNSPECIFIED, a, chunk)) {
-        ctx->fault = true;
+        ctx->pw.fault = true;
         return PFNIC_STEP_MORE;
     }
     switch (d->opcode) {
@@ -364,13 +516,13 @@ static PfnicStep pfnic_desc_step(PfnicContext *ctx)
         /* fall through */
     case PFNIC_OP_COPY:
         if (address_space_write(das, dpa, MEMTXATTRS_UNSPECIFIED, a, chunk)) {
-            ctx->fault = true;
+            ctx->pw.fault = true;
             return PFNIC_STEP_MORE;
         }
         break;
     case PFNIC_OP_COMPARE:
         if (address_space_read(das, dpa, MEMTXATTRS_UNSPECIFIED, b, chunk)) {
-            ctx->fault = true;
+            ctx->pw.fault = true;
             return PFNIC_STEP_MORE;
         }
         for (uint64_t i = 0; i < chunk; i++) {
@@ -389,7 +541,7 @@ static PfnicStep pfnic_desc_step(PfnicContext *ctx)
 static bool pfnic_ctx_run(PfnicContext *ctx)
 {
     for (int budget = PFNIC_PAGES_PER_RUN; budget > 0; budget--) {
-        if (!ctx->enabled || ctx->waiting || ctx->retry_prq) {
+        if (!ctx->enabled || ctx->pw.waiting || ctx->pw.retry_prq) {
             return false;
         }
         if (!ctx->busy) {
@@ -411,14 +563,27 @@ static bool pfnic_ctx_run(PfnicContext *ctx)
     return true;
 }
 
+/*
+ * One engine run: every context's ring, then every QP starting from a
+ * rotating one, each for a bounded amount of work.
+ */
 static void pfnic_engine_bh(void *opaque)
 {
     PfnicState *s = opaque;
+    uint32_t first = s->qp_next;
     bool more = false;
 
     for (uint32_t i = 0; i < s->num_contexts; i++) {
         more |= pfnic_ctx_run(&s->contexts[i]);
     }
+    for (uint32_t i = 0; i < PFNIC_MAX_QPS; i++) {
+        PfnicQp *qp = &s->qps[(first + i) % PFNIC_MAX_QPS];
+
+        if (qp->valid) {
+            more |= pfnic_qp_run(qp, s);
+        }
+    }
+    s->qp_next = (first + 1) % PFNIC_MAX_QPS;
     if (more) {
         qemu_bh_schedule(s->engine_bh);
     }
@@ -446,7 +611,8 @@ bool pfnic_ctx_start(PfnicContext *ctx)
     PCIDevice *pdev = PCI_DEVICE(ctx->s);
 
     ctx->head = ctx->tail = 0;
-    ctx->busy = ctx->waiting = ctx->fault = ctx->retry_prq = false;
+    ctx->busy = false;
+    pfnic_page_wait_init(&ctx->pw, ctx->index);
     memset(&ctx->stats, 0, sizeof(ctx->stats));
     ctx->pri_notifier.notify = pfnic_pri_response;
     ctx->pri_registered =
@@ -461,13 +627,36 @@ bool pfnic_ctx_start(PfnicContext *ctx)
     return true;
 }
 
+/* Another running context of the same PASID (the same process), if any */
+static PfnicContext *pfnic_ctx_same_pasid(PfnicContext *ctx)
+{
+    PfnicState *s = ctx->s;
+
+    for (uint32_t i = 0; i < s->num_contexts; i++) {
+        PfnicContext *c = &s->contexts[i];
+
+        if (c != ctx && c->enabled && c->pri_registered &&
+            c->pasid == ctx->pasid) {
+            return c;
+        }
+    }
+    return NULL;
+}
+
 /* Stop the context: nothing in flight survives, and its PASID is forgotten. */
 void pfnic_ctx_stop(PfnicContext *ctx)
 {
     PCIDevice *pdev = PCI_DEVICE(ctx->s);
 
     if (ctx->pri_registered) {
-        pci_pri_unregister_notifier(pdev, ctx->pasid);
+        /* One notifier per PASID: hand it to a context still using it. */
+        PfnicContext *other = pfnic_ctx_same_pasid(ctx);
+
+        if (other) {
+            pci_pri_register_notifier(pdev, ctx->pasid, &other->pri_notifier);
+        } else {
+            pci_pri_unregister_notifier(pdev, ctx->pasid);
+        }
         ctx->pri_registered = false;
     }
     if (ctx->iotlb_registered) {
@@ -476,7 +665,9 @@ void pfnic_ctx_stop(PfnicContext *ctx)
         ctx->iotlb_registered = false;
     }
     pfnic_atc_flush(ctx->s, ctx->pasid, 0, UINT64_MAX);
-    ctx->busy = ctx->waiting = ctx->retry_prq = false;
+    ctx->busy = false;
+    pfnic_page_wait_init(&ctx->pw, ctx->index);
+    pfnic_qp_ctx_stop(ctx->s, ctx);
 }
 
 void pfnic_engine_reset(PfnicState *s)
@@ -491,6 +682,7 @@ void pfnic_engine_reset(PfnicState *s)
     }
     memset(s->atc, 0, sizeof(s->atc));
     memset(&s->stats, 0, sizeof(s->stats));
+    pfnic_verbs_reset(s);
     qemu_bh_cancel(s->engine_bh);
     timer_del(s->retry_timer);
 }
@@ -500,11 +692,13 @@ void pfnic_engine_init(PfnicState *s)
     s->engine_bh = aio_bh_new_guarded(qemu_get_aio_context(), pfnic_engine_bh,
                                       s, &DEVICE(s)->mem_reentrancy_guard);
     s->retry_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, pfnic_prq_retry, s);
+    pfnic_verbs_init(s);
 }
 
 void pfnic_engine_exit(PfnicState *s)
 {
     pfnic_engine_reset(s);
+    pfnic_verbs_exit(s);
     timer_free(s->retry_timer);
     qemu_bh_delete(s->engine_bh);
 }

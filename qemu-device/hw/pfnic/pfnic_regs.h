@@ -1,8 +1,8 @@
 /*
- * pfnic register layout (device ABI 1.2)
+ * pfnic register layout (device ABI 1.3)
  *
- * Mirrors docs/registers.md, which is the definition; the Rust driver's
- * drivers/pfnic/regs.rs mirrors the same document.
+ * Mirrors docs/registers.md and docs/verbs.md, which are the definition;
+ * the Rust driver's drivers/pfnic/regs.rs mirrors the same documents.
  *
  * Copyright (c) 2026 The pfnic authors
  *
@@ -55,6 +55,24 @@
 #define PFNIC_REG_STAT_FAULT_LAT    0x140   /* 16 registers */
 #define PFNIC_FAULT_LAT_BUCKETS     16
 
+/* Verbs (docs/verbs.md): admin command mailbox, event queue, limits */
+#define PFNIC_REG_CMD_ARG           0x200   /* PFNIC_CMD_ARGS registers */
+#define PFNIC_CMD_ARGS              16
+#define PFNIC_REG_CMD_OP            0x240
+#define PFNIC_REG_CMD_STATUS        0x244
+#define PFNIC_REG_EQ_BASE_LO        0x248
+#define PFNIC_REG_EQ_BASE_HI        0x24c
+#define PFNIC_REG_EQ_SIZE           0x250
+#define PFNIC_REG_EQ_HEAD           0x254
+#define PFNIC_REG_EQ_VECTOR         0x258
+#define PFNIC_REG_EQ_OVERFLOW       0x25c
+#define PFNIC_REG_MAX_QPS           0x260
+#define PFNIC_REG_MAX_CQS           0x264
+#define PFNIC_REG_MAX_MRS           0x268
+#define PFNIC_REG_MAX_WQES          0x26c
+#define PFNIC_REG_MAX_CQES          0x270
+#define PFNIC_REG_MAX_SGE           0x274
+
 /*
  * Translation and page-request counters, in register order. The device-wide
  * block (COUNTERS) and the selected context's block (CTX_COUNTERS) both use
@@ -74,14 +92,15 @@ typedef enum PfnicCounter {
 /* Register values and fields */
 #define PFNIC_ID_VALUE              0x434e4650 /* "PFNC" in memory order */
 #define PFNIC_ABI_MAJOR             1
-#define PFNIC_ABI_MINOR             2
+#define PFNIC_ABI_MINOR             3
 #define PFNIC_VERSION_VALUE         ((PFNIC_ABI_MAJOR << 16) | PFNIC_ABI_MINOR)
-#define PFNIC_FW_VERSION_VALUE      0x01020000 /* model 1.2.0 */
+#define PFNIC_FW_VERSION_VALUE      0x01030000 /* model 1.3.0 */
 
 #define PFNIC_CAPS_ATS              (1u << 0)
 #define PFNIC_CAPS_PASID            (1u << 1)
 #define PFNIC_CAPS_PRI              (1u << 2)
 #define PFNIC_CAPS_SELFTEST         (1u << 3)
+#define PFNIC_CAPS_VERBS            (1u << 4)
 
 #define PFNIC_CONTROL_RESET         (1u << 0)
 
@@ -101,11 +120,15 @@ typedef enum PfnicCounter {
 #define PFNIC_OP_COPY               1
 #define PFNIC_OP_FILL               2
 #define PFNIC_OP_COMPARE            3
+#define PFNIC_OP_PREFETCH           4
+#define PFNIC_PREFETCH_WRITE        (1u << 0)
+#define PFNIC_PREFETCH_NO_FAULT     (1u << 1)
 #define PFNIC_DESC_DONE             (1u << 31)
 #define PFNIC_ST_SUCCESS            1
 #define PFNIC_ST_PAGE_FAULT         2
 #define PFNIC_ST_BAD_DESCRIPTOR     3
 #define PFNIC_ST_MISMATCH           4
+#define PFNIC_ST_PROTECTION         5
 #define PFNIC_DESC_MAX_LEN          (1ull << 30)
 
 typedef struct PfnicDesc {
@@ -123,6 +146,148 @@ typedef struct PfnicDesc {
     uint64_t cookie;
 } PfnicDesc;
 #define PFNIC_CTX_PASID_MASK        0xfffffu
+
+/* Verbs limits (docs/verbs.md, "Limits") */
+#define PFNIC_MAX_QPS               256
+#define PFNIC_MAX_CQS               256
+#define PFNIC_MAX_MRS               4096
+#define PFNIC_MAX_WQES              4096
+#define PFNIC_MAX_CQES              4096
+#define PFNIC_MAX_SGE               4
+#define PFNIC_MAX_LOG2              12      /* log2 of MAX_WQES and MAX_CQES */
+#define PFNIC_FIRST_QPN             2       /* QPNs 0 and 1 are never used */
+
+/* Admin commands and their statuses */
+#define PFNIC_CMD_MR_SET            0x01
+#define PFNIC_CMD_MR_CLEAR          0x02
+#define PFNIC_CMD_MR_QUERY          0x03
+#define PFNIC_CMD_CQ_CREATE         0x10
+#define PFNIC_CMD_CQ_DESTROY        0x11
+#define PFNIC_CMD_QP_CREATE         0x20
+#define PFNIC_CMD_QP_MODIFY         0x21
+#define PFNIC_CMD_QP_QUERY          0x22
+#define PFNIC_CMD_QP_DESTROY        0x23
+
+#define PFNIC_CMD_OK                0
+#define PFNIC_CMD_BAD_ARG           1
+#define PFNIC_CMD_BAD_INDEX         2
+#define PFNIC_CMD_BAD_STATE         3
+#define PFNIC_CMD_BUSY              4
+#define PFNIC_CMD_BAD_OP            5
+
+/* Memory keys: index << 8 | a random nonzero byte; IBV_ACCESS_* bits */
+#define PFNIC_KEY_SHIFT             8
+#define PFNIC_ACCESS_LOCAL_WRITE    0x01
+#define PFNIC_ACCESS_REMOTE_WRITE   0x02
+#define PFNIC_ACCESS_REMOTE_READ    0x04
+#define PFNIC_ACCESS_REMOTE_ATOMIC  0x08
+#define PFNIC_ACCESS_ON_DEMAND      0x40
+#define PFNIC_MR_ACCESS_MASK        0x4f
+#define PFNIC_QP_ACCESS_MASK        0x0f
+
+/* Per-MR counters (MR_QUERY), mlx5's names */
+typedef enum PfnicMrCounter {
+    PFNIC_MR_PAGE_FAULTS,
+    PFNIC_MR_PAGE_FAULTS_HANDLED,
+    PFNIC_MR_PAGE_INVALIDATIONS,
+    PFNIC_MR_PAGE_INVALIDATIONS_HANDLED,
+    PFNIC_MR_PAGE_PREFETCH,
+    PFNIC_MR_CNT_NR
+} PfnicMrCounter;
+
+/* QP states (libibverbs' numbers) and flags */
+#define PFNIC_QPS_RESET             0
+#define PFNIC_QPS_INIT              1
+#define PFNIC_QPS_RTR               2
+#define PFNIC_QPS_RTS               3
+#define PFNIC_QPS_SQD               4
+#define PFNIC_QPS_SQE               5
+#define PFNIC_QPS_ERR               6
+#define PFNIC_QP_FLAG_SIGNAL_ALL    (1u << 0)
+
+/* Event queue entries */
+#define PFNIC_EQE_SIZE              16
+#define PFNIC_EQ_MAX                4096
+#define PFNIC_EV_COMPLETION         1
+#define PFNIC_EV_QP_FATAL           2
+#define PFNIC_EV_CQ_ERROR           3
+
+/* Work queue entries (128 bytes) */
+#define PFNIC_WQE_SIZE              128
+#define PFNIC_WR_RDMA_WRITE         0
+#define PFNIC_WR_RDMA_WRITE_WITH_IMM 1
+#define PFNIC_WR_SEND               2
+#define PFNIC_WR_SEND_WITH_IMM      3
+#define PFNIC_WR_RDMA_READ          4
+#define PFNIC_WR_ATOMIC_CMP_AND_SWP 5
+#define PFNIC_WR_ATOMIC_FETCH_AND_ADD 6
+#define PFNIC_SEND_FENCE            (1u << 0)
+#define PFNIC_SEND_SIGNALED         (1u << 1)
+#define PFNIC_SEND_SOLICITED        (1u << 2)
+#define PFNIC_SEND_FLAGS_MASK       0x07
+
+typedef struct PfnicWqeSge {
+    uint64_t addr;
+    uint32_t length;
+    uint32_t lkey;
+} PfnicWqeSge;
+
+typedef struct PfnicWqe {
+    uint8_t opcode;
+    uint8_t flags;
+    uint8_t num_sge;
+    uint8_t reserved0;
+    uint32_t imm_data;          /* as posted */
+    uint64_t wr_id;             /* as posted */
+    uint64_t remote_addr;
+    uint32_t rkey;
+    uint32_t reserved1;
+    uint64_t compare_add;
+    uint64_t swap;
+    uint8_t reserved2[16];
+    PfnicWqeSge sge[PFNIC_MAX_SGE];
+} PfnicWqe;
+
+/* Completion queue entries (32 bytes) */
+#define PFNIC_CQE_SIZE              32
+#define PFNIC_WC_SUCCESS            0
+#define PFNIC_WC_LOC_LEN_ERR        1
+#define PFNIC_WC_LOC_QP_OP_ERR      2
+#define PFNIC_WC_LOC_PROT_ERR       4
+#define PFNIC_WC_WR_FLUSH_ERR       5
+#define PFNIC_WC_REM_INV_REQ_ERR    9
+#define PFNIC_WC_REM_ACCESS_ERR     10
+#define PFNIC_WC_REM_OP_ERR         11
+#define PFNIC_WC_RETRY_EXC_ERR      12
+#define PFNIC_WC_RNR_RETRY_EXC_ERR  13
+#define PFNIC_WC_SEND               0
+#define PFNIC_WC_RDMA_WRITE         1
+#define PFNIC_WC_RDMA_READ          2
+#define PFNIC_WC_COMP_SWAP          3
+#define PFNIC_WC_FETCH_ADD          4
+#define PFNIC_WC_RECV               128
+#define PFNIC_WC_RECV_RDMA_WITH_IMM 129
+#define PFNIC_WC_WITH_IMM           2
+
+typedef struct PfnicCqe {
+    uint64_t wr_id;
+    uint32_t byte_len;
+    uint32_t imm_data;
+    uint32_t qp_num;
+    uint32_t src_qp;
+    uint8_t status;
+    uint8_t opcode;
+    uint8_t wc_flags;
+    uint8_t owner;
+    uint32_t vendor_err;
+} PfnicCqe;
+
+/* User doorbells in each context's BAR2 page */
+#define PFNIC_DB_RING_TAIL          0x000
+#define PFNIC_DB_SQ                 0x008
+#define PFNIC_DB_RQ                 0x00c
+#define PFNIC_DB_CQ_ARM             0x010
+#define PFNIC_CQ_ARM_SOLICITED      (1u << 0)
 
 /* Capability parameters */
 #define PFNIC_PASID_WIDTH           20

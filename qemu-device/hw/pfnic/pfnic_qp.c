@@ -1,0 +1,884 @@
+/*
+ * pfnic verbs: queue pair execution
+ *
+ * A QP's send WQEs run in the engine's bottom half (pfnic_engine.c), one
+ * chunk at a time: a chunk never crosses a page on either side, so a WQE
+ * can stop after any chunk and resume. Loopback: the destination QP is one
+ * of ours, in any context. Local addresses are translated in the QP's
+ * context, remote ones (receive buffers, RDMA targets, atomics) in the
+ * destination QP's context. A page that is not present becomes a page
+ * request in that context's PASID with the QP's own group index (256 +
+ * QPN); the QP waits and every other QP and context goes on.
+ *
+ * A sender of SEND or WITH_IMM takes the destination's head receive WQE
+ * for itself (rq_owner) until its message is complete, so two senders
+ * never share one receive WQE; the head only moves when the receive
+ * completes. Other QPs are named by number and generation, MRs by index
+ * and key, and both are checked again at every chunk: destroying them
+ * mid-transfer fails the WQE instead of leaving a dangling reference.
+ *
+ * Copyright (c) 2026 The pfnic authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/bswap.h"
+#include "qemu/log.h"
+#include "qemu/main-loop.h"
+#include "qemu/timer.h"
+#include "system/dma.h"
+#include "pfnic.h"
+#include "pfnic_regs.h"
+#include "trace.h"
+
+/* Chunks (at most a page each) a QP may process per engine run. */
+#define PFNIC_QP_CHUNKS_PER_RUN 16
+/* Completions a QP in ERR may flush per engine run. */
+#define PFNIC_QP_FLUSH_PER_RUN  64
+#define PFNIC_RNR_FOREVER       7
+
+/* The IB minimum RNR NAK timer, in units of 10 us (encoding 0: 655.36 ms) */
+static const uint32_t pfnic_rnr_10us[32] = {
+    65536, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192,
+    256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288,
+    16384, 24576, 32768, 49152,
+};
+
+typedef enum {
+    PFNIC_QP_MORE,          /* a chunk was processed */
+    PFNIC_QP_WAIT,          /* waiting: page, RNR or another sender */
+    PFNIC_QP_DONE,          /* the WQE completed */
+} PfnicQpStep;
+
+static bool pfnic_op_atomic(uint8_t op)
+{
+    return op == PFNIC_WR_ATOMIC_CMP_AND_SWP ||
+           op == PFNIC_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+/* SEND, SEND_WITH_IMM and RDMA_WRITE_WITH_IMM consume a receive WQE. */
+static bool pfnic_op_recv(uint8_t op)
+{
+    return op == PFNIC_WR_SEND || op == PFNIC_WR_SEND_WITH_IMM ||
+           op == PFNIC_WR_RDMA_WRITE_WITH_IMM;
+}
+
+static bool pfnic_op_send(uint8_t op)
+{
+    return op == PFNIC_WR_SEND || op == PFNIC_WR_SEND_WITH_IMM;
+}
+
+static bool pfnic_op_rdma(uint8_t op)
+{
+    return op == PFNIC_WR_RDMA_WRITE || op == PFNIC_WR_RDMA_WRITE_WITH_IMM ||
+           op == PFNIC_WR_RDMA_READ;
+}
+
+static bool pfnic_op_imm(uint8_t op)
+{
+    return op == PFNIC_WR_SEND_WITH_IMM || op == PFNIC_WR_RDMA_WRITE_WITH_IMM;
+}
+
+static uint8_t pfnic_wc_opcode(uint8_t op)
+{
+    switch (op) {
+    case PFNIC_WR_RDMA_WRITE:
+    case PFNIC_WR_RDMA_WRITE_WITH_IMM:
+        return PFNIC_WC_RDMA_WRITE;
+    case PFNIC_WR_RDMA_READ:
+        return PFNIC_WC_RDMA_READ;
+    case PFNIC_WR_ATOMIC_CMP_AND_SWP:
+        return PFNIC_WC_COMP_SWAP;
+    case PFNIC_WR_ATOMIC_FETCH_AND_ADD:
+        return PFNIC_WC_FETCH_ADD;
+    }
+    return PFNIC_WC_SEND;
+}
+
+/* Remote access a WQE needs on the destination (QP and MR). */
+static uint32_t pfnic_op_remote_access(uint8_t op)
+{
+    switch (op) {
+    case PFNIC_WR_RDMA_WRITE:
+    case PFNIC_WR_RDMA_WRITE_WITH_IMM:
+        return PFNIC_ACCESS_REMOTE_WRITE;
+    case PFNIC_WR_RDMA_READ:
+        return PFNIC_ACCESS_REMOTE_READ;
+    }
+    return PFNIC_ACCESS_REMOTE_ATOMIC;
+}
+
+static PfnicQp *pfnic_qp_get(PfnicState *s, uint32_t qpn)
+{
+    return qpn < PFNIC_MAX_QPS && s->qps[qpn].valid ? &s->qps[qpn] : NULL;
+}
+
+/* Count a page request just sent (if it was: the queue may be full). */
+static void pfnic_qp_count_request(PfnicQp *qp, uint32_t before)
+{
+    if (qp->pw.requests != before) {
+        qp->page_requests++;
+        if (qp->pw.remote) {
+            /* A remote fault is an RNR wait on a wire. */
+            qp->rnr_waits++;
+            qp->rwqe_requests++;
+        }
+    }
+}
+
+/* Write the heads to the QP record. */
+static void pfnic_qp_record(PfnicState *s, PfnicQp *qp)
+{
+    uint32_t rec[2] = { cpu_to_le32(qp->sq_head), cpu_to_le32(qp->rq_head) };
+
+    if (pci_dma_write(PCI_DEVICE(s), qp->record, rec, sizeof(rec)) !=
+        MEMTX_OK) {
+        pfnic_guest_error(s, "QP record unwritable");
+        pfnic_qp_enter_err(s, qp, true);
+    }
+}
+
+static bool pfnic_wqe_read(PfnicState *s, uint64_t base, uint32_t entries,
+                           uint16_t index, PfnicWqe *w)
+{
+    hwaddr addr = base + (hwaddr)(index & (entries - 1)) * PFNIC_WQE_SIZE;
+
+    if (pci_dma_read(PCI_DEVICE(s), addr, w, sizeof(*w)) != MEMTX_OK) {
+        return false;
+    }
+    w->wr_id = le64_to_cpu(w->wr_id);
+    w->remote_addr = le64_to_cpu(w->remote_addr);
+    w->rkey = le32_to_cpu(w->rkey);
+    w->compare_add = le64_to_cpu(w->compare_add);
+    w->swap = le64_to_cpu(w->swap);
+    for (int i = 0; i < PFNIC_MAX_SGE; i++) {
+        w->sge[i].addr = le64_to_cpu(w->sge[i].addr);
+        w->sge[i].length = le32_to_cpu(w->sge[i].length);
+        w->sge[i].lkey = le32_to_cpu(w->sge[i].lkey);
+    }
+    return true;
+}
+
+/* Let senders parked behind @qp's receive queue or RNR timer go on. */
+void pfnic_qp_wake_senders(PfnicState *s, uint32_t qpn)
+{
+    for (uint32_t i = 0; i < PFNIC_MAX_QPS; i++) {
+        PfnicQp *q = &s->qps[i];
+
+        if (q->valid && q->rnr_waiting && q->busy && q->dest == qpn) {
+            q->rnr_waiting = false;
+        }
+    }
+    qemu_bh_schedule(s->engine_bh);
+}
+
+/* Give up the receive WQE @qp took at its destination, if it still has it. */
+static void pfnic_qp_release_dest(PfnicState *s, PfnicQp *qp)
+{
+    PfnicQp *dest;
+
+    if (!qp->started || !pfnic_op_recv(qp->wqe.opcode)) {
+        return;
+    }
+    dest = pfnic_qp_get(s, qp->dest);
+    if (dest && dest->gen == qp->dest_gen && dest->rq_owner == qp->qpn) {
+        dest->rq_owner = PFNIC_QPN_NONE;
+        qemu_bh_schedule(s->engine_bh);
+    }
+}
+
+/*
+ * Drop what @qp is executing: its WQE (which stays at the send head), its
+ * page and RNR waits, and the receive WQE it took at its destination.
+ * Other senders lose our receive queue and fail at their next chunk.
+ */
+void pfnic_qp_abort(PfnicState *s, PfnicQp *qp)
+{
+    pfnic_qp_release_dest(s, qp);
+    qp->rq_owner = PFNIC_QPN_NONE;
+    qp->busy = qp->started = qp->rnr_waiting = false;
+    pfnic_page_wait_init(&qp->pw, PFNIC_PRGI_QP_BASE + qp->qpn);
+}
+
+void pfnic_qp_enter_err(PfnicState *s, PfnicQp *qp, bool fatal)
+{
+    if (qp->state == PFNIC_QPS_ERR) {
+        return;
+    }
+    trace_pfnic_qp_state(qp->qpn, qp->state, PFNIC_QPS_ERR, fatal);
+    pfnic_qp_abort(s, qp);
+    qp->state = PFNIC_QPS_ERR;
+    if (fatal) {
+        pfnic_event(s, PFNIC_EV_QP_FATAL, qp->qpn);
+    }
+    /* The flush runs in the engine; so do senders that lost our queue. */
+    pfnic_qp_wake_senders(s, qp->qpn);
+}
+
+void pfnic_qp_set_state(PfnicState *s, PfnicQp *qp, uint32_t state)
+{
+    static const uint8_t zero[16];
+
+    switch (state) {
+    case PFNIC_QPS_ERR:
+        pfnic_qp_enter_err(s, qp, false);
+        return;
+    case PFNIC_QPS_RESET:
+        trace_pfnic_qp_state(qp->qpn, qp->state, state, false);
+        pfnic_qp_abort(s, qp);
+        qp->sq_head = qp->sq_tail;
+        qp->rq_head = qp->rq_tail;
+        qp->state = state;
+        if (pci_dma_write(PCI_DEVICE(s), qp->record, zero, sizeof(zero)) !=
+            MEMTX_OK) {
+            pfnic_guest_error(s, "QP record unwritable");
+        }
+        pfnic_qp_wake_senders(s, qp->qpn);
+        return;
+    }
+    trace_pfnic_qp_state(qp->qpn, qp->state, state, false);
+    qp->state = state;
+    qemu_bh_schedule(s->engine_bh);
+}
+
+/* Stop executing the QPs of a context that stops; fail its peers' waits. */
+void pfnic_qp_ctx_stop(PfnicState *s, PfnicContext *ctx)
+{
+    for (uint32_t i = 0; i < PFNIC_MAX_QPS; i++) {
+        PfnicQp *qp = &s->qps[i];
+
+        if (!qp->valid) {
+            continue;
+        }
+        if (qp->ctx == ctx->index) {
+            pfnic_qp_abort(s, qp);
+        } else if ((qp->pw.waiting || qp->pw.retry_prq) &&
+                   qp->pw.ctx == ctx->index) {
+            /* Its next chunk finds the destination gone. */
+            qp->pw.waiting = qp->pw.retry_prq = false;
+        }
+    }
+    for (uint32_t i = 0; i < PFNIC_MAX_QPS; i++) {
+        PfnicQp *qp = &s->qps[i];
+
+        if (qp->valid && qp->ctx == ctx->index) {
+            pfnic_qp_wake_senders(s, qp->qpn);
+        }
+    }
+}
+
+PfnicPageWait *pfnic_qp_page_wait(PfnicState *s, uint16_t qpn, uint32_t pasid)
+{
+    PfnicQp *qp = pfnic_qp_get(s, qpn);
+
+    if (qp && qp->pw.waiting && qp->pw.pasid == pasid) {
+        return &qp->pw;
+    }
+    return NULL;
+}
+
+void pfnic_qp_prq_retry(PfnicState *s)
+{
+    for (uint32_t i = 0; i < PFNIC_MAX_QPS; i++) {
+        PfnicQp *qp = &s->qps[i];
+        PfnicContext *ctx;
+        uint32_t before;
+
+        if (!qp->valid || !qp->pw.retry_prq) {
+            continue;
+        }
+        ctx = &s->contexts[qp->pw.ctx];
+        if (!ctx->enabled || ctx->pasid != qp->pw.pasid) {
+            qp->pw.retry_prq = false;
+            continue;
+        }
+        before = qp->pw.requests;
+        pfnic_page_request(s, &qp->pw, ctx, qp->pw.fault_addr,
+                           qp->pw.fault_write);
+        pfnic_qp_count_request(qp, before);
+    }
+}
+
+void pfnic_qp_rnr_timer(void *opaque)
+{
+    PfnicState *s = opaque;
+    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL), next = INT64_MAX;
+
+    for (uint32_t i = 0; i < PFNIC_MAX_QPS; i++) {
+        PfnicQp *qp = &s->qps[i];
+
+        if (!qp->valid || !qp->rnr_waiting) {
+            continue;
+        }
+        if (qp->rnr_deadline <= now) {
+            qp->rnr_waiting = false;
+        } else {
+            next = MIN(next, qp->rnr_deadline);
+        }
+    }
+    if (next != INT64_MAX) {
+        timer_mod(s->rnr_timer, next);
+    }
+    qemu_bh_schedule(s->engine_bh);
+}
+
+/* --- doorbells --------------------------------------------------------- */
+
+void pfnic_qp_doorbell(PfnicContext *ctx, hwaddr offset, uint32_t val)
+{
+    PfnicState *s = ctx->s;
+    uint32_t qpn = val >> 16;
+    uint16_t tail = val;
+    bool send = offset == PFNIC_DB_SQ;
+    PfnicQp *qp;
+
+    if (!ctx->enabled) {
+        pfnic_guest_error(s, "verbs doorbell of a stopped context");
+        return;
+    }
+    if (offset == PFNIC_DB_CQ_ARM) {
+        pfnic_cq_arm(ctx, val);
+        return;
+    }
+    qp = pfnic_qp_get(s, qpn);
+    if (!qp || qp->ctx != ctx->index) {
+        pfnic_guest_error(s, "doorbell for a QP of another context");
+        return;
+    }
+    trace_pfnic_qp_doorbell(ctx->index, qpn, send, tail);
+    if ((uint16_t)(tail - (send ? qp->sq_head : qp->rq_head)) >
+        (send ? qp->sq_entries : qp->rq_entries)) {
+        pfnic_guest_error(s, "QP doorbell past the queue");
+        pfnic_qp_enter_err(s, qp, true);
+        return;
+    }
+    if (send) {
+        qp->sq_tail = tail;
+        qemu_bh_schedule(s->engine_bh);
+    } else {
+        qp->rq_tail = tail;
+        pfnic_qp_wake_senders(s, qpn);
+    }
+}
+
+/* --- completions ------------------------------------------------------- */
+
+/* Complete the send WQE at the head with @status; errors put the QP in ERR. */
+static void pfnic_qp_complete(PfnicState *s, PfnicQp *qp, uint8_t status)
+{
+    PfnicWqe *w = &qp->wqe;
+    PfnicCqe cqe = {
+        .wr_id = w->wr_id,
+        .byte_len = status == PFNIC_WC_SUCCESS ? qp->len : qp->done,
+        .qp_num = qp->qpn,
+        .status = status,
+        .opcode = pfnic_wc_opcode(w->opcode),
+        .vendor_err = qp->pw.requests,
+    };
+
+    trace_pfnic_qp_wqe_done(qp->qpn, qp->sq_head, status, qp->done,
+                            qp->pw.requests);
+    if (status != PFNIC_WC_SUCCESS) {
+        pfnic_qp_release_dest(s, qp);
+    }
+    qp->busy = qp->started = false;
+    qp->wqes_completed++;
+    if (status == PFNIC_WC_SUCCESS) {
+        qp->bytes += qp->len;
+    }
+    if (status != PFNIC_WC_SUCCESS || w->flags & PFNIC_SEND_SIGNALED ||
+        qp->flags & PFNIC_QP_FLAG_SIGNAL_ALL) {
+        pfnic_cqe_write(s, qp->scqn, &cqe, false);
+    }
+    qp->sq_head++;
+    pfnic_qp_record(s, qp);
+    if (status != PFNIC_WC_SUCCESS) {
+        pfnic_qp_enter_err(s, qp, false);
+    }
+}
+
+/* Complete the receive WQE the sender took at @dest, and release it. */
+static void pfnic_qp_recv_complete(PfnicState *s, PfnicQp *qp, PfnicQp *dest,
+                                   uint8_t status)
+{
+    uint8_t op = qp->wqe.opcode;
+    PfnicCqe cqe = {
+        .wr_id = qp->rwqe.wr_id,
+        .byte_len = status == PFNIC_WC_SUCCESS ? qp->len : 0,
+        .imm_data = pfnic_op_imm(op) ? qp->wqe.imm_data : 0,
+        .qp_num = dest->qpn,
+        .src_qp = qp->qpn,
+        .status = status,
+        .opcode = op == PFNIC_WR_RDMA_WRITE_WITH_IMM ?
+                  PFNIC_WC_RECV_RDMA_WITH_IMM : PFNIC_WC_RECV,
+        .wc_flags = pfnic_op_imm(op) ? PFNIC_WC_WITH_IMM : 0,
+        .vendor_err = qp->rwqe_requests,
+    };
+
+    trace_pfnic_qp_recv_done(dest->qpn, dest->rq_head, status, qp->qpn);
+    dest->rq_owner = PFNIC_QPN_NONE;
+    dest->wqes_completed++;
+    if (status == PFNIC_WC_SUCCESS) {
+        dest->bytes += qp->len;
+    }
+    pfnic_cqe_write(s, dest->rcqn, &cqe,
+                    qp->wqe.flags & PFNIC_SEND_SOLICITED);
+    dest->rq_head++;
+    pfnic_qp_record(s, dest);
+    if (status != PFNIC_WC_SUCCESS) {
+        pfnic_qp_enter_err(s, dest, false);
+    }
+    qemu_bh_schedule(s->engine_bh);
+}
+
+/* The receiver failed the message: it completes @rstatus, we @status. */
+static PfnicQpStep pfnic_qp_recv_fail(PfnicState *s, PfnicQp *qp,
+                                      PfnicQp *dest, uint8_t rstatus,
+                                      uint8_t status)
+{
+    pfnic_qp_recv_complete(s, qp, dest, rstatus);
+    qp->started = false;        /* nothing left to release */
+    pfnic_qp_complete(s, qp, status);
+    return PFNIC_QP_DONE;
+}
+
+static PfnicQpStep pfnic_qp_fail(PfnicState *s, PfnicQp *qp, uint8_t status)
+{
+    pfnic_qp_complete(s, qp, status);
+    return PFNIC_QP_DONE;
+}
+
+/* --- execution --------------------------------------------------------- */
+
+/* The destination, if it still is the one we started with and ready. */
+static PfnicQp *pfnic_qp_dest(PfnicState *s, PfnicQp *qp)
+{
+    PfnicQp *dest = pfnic_qp_get(s, qp->dest);
+
+    if (!dest || dest->gen != qp->dest_gen ||
+        (dest->state != PFNIC_QPS_RTR && dest->state != PFNIC_QPS_RTS) ||
+        !s->contexts[dest->ctx].enabled) {
+        return NULL;
+    }
+    if (qp->started && pfnic_op_recv(qp->wqe.opcode) &&
+        dest->rq_owner != qp->qpn) {
+        return NULL;
+    }
+    return dest;
+}
+
+/* Where byte @off of a scatter/gather list is: entry *i, offset *o. */
+static bool pfnic_sge_at(const PfnicWqeSge *sge, int n, uint64_t off,
+                         int *i, uint64_t *o)
+{
+    for (int k = 0; k < n; k++) {
+        if (off < sge[k].length) {
+            *i = k;
+            *o = off;
+            return true;
+        }
+        off -= sge[k].length;
+    }
+    return false;
+}
+
+/* The RNR NAK: wait the destination's timer, or fail after rnr_retry. */
+static PfnicQpStep pfnic_qp_rnr(PfnicState *s, PfnicQp *qp, PfnicQp *dest)
+{
+    int64_t ns;
+
+    if (!qp->rnr_left) {
+        trace_pfnic_qp_rnr(qp->qpn, dest->qpn, 0, 0);
+        return pfnic_qp_fail(s, qp, PFNIC_WC_RNR_RETRY_EXC_ERR);
+    }
+    if (qp->rnr_retry != PFNIC_RNR_FOREVER) {
+        qp->rnr_left--;
+    }
+    ns = (int64_t)pfnic_rnr_10us[dest->min_rnr_timer] * 10 * SCALE_US;
+    trace_pfnic_qp_rnr(qp->qpn, dest->qpn, qp->rnr_left, ns);
+    qp->rnr_waits++;
+    qp->rnr_waiting = true;
+    qp->rnr_deadline = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) + ns;
+    timer_mod_anticipate_ns(s->rnr_timer, qp->rnr_deadline);
+    return PFNIC_QP_WAIT;
+}
+
+/*
+ * The checks before the first byte moves: WQE format, local keys, the
+ * destination, the remote key, and the receive WQE (taken for us).
+ */
+static PfnicQpStep pfnic_qp_start(PfnicState *s, PfnicQp *qp)
+{
+    PfnicWqe *w = &qp->wqe;
+    uint8_t op = w->opcode;
+    bool lwrite = op == PFNIC_WR_RDMA_READ || pfnic_op_atomic(op);
+    PfnicQp *dest;
+    uint64_t rlen = 0;
+
+    if (op > PFNIC_WR_ATOMIC_FETCH_AND_ADD ||
+        w->flags & ~PFNIC_SEND_FLAGS_MASK || w->num_sge > PFNIC_MAX_SGE ||
+        (pfnic_op_atomic(op) &&
+         (w->num_sge != 1 || w->sge[0].length != 8 || w->remote_addr % 8))) {
+        return pfnic_qp_fail(s, qp, PFNIC_WC_LOC_QP_OP_ERR);
+    }
+    qp->len = 0;
+    for (int i = 0; i < w->num_sge; i++) {
+        qp->len += w->sge[i].length;
+        if (w->sge[i].length &&
+            !pfnic_mr_lookup(s, w->sge[i].lkey, qp->ctx, qp->pd,
+                             w->sge[i].addr, w->sge[i].length,
+                             lwrite ? PFNIC_ACCESS_LOCAL_WRITE : 0)) {
+            return pfnic_qp_fail(s, qp, PFNIC_WC_LOC_PROT_ERR);
+        }
+    }
+
+    qp->dest = qp->dest_qpn;
+    dest = pfnic_qp_get(s, qp->dest);
+    qp->dest_gen = dest ? dest->gen : 0;
+    dest = pfnic_qp_dest(s, qp);
+    if (!dest) {
+        return pfnic_qp_fail(s, qp, PFNIC_WC_RETRY_EXC_ERR);
+    }
+    if (pfnic_op_rdma(op) || pfnic_op_atomic(op)) {
+        uint32_t acc = pfnic_op_remote_access(op);
+
+        if ((qp->len || pfnic_op_atomic(op)) &&
+            (!(dest->access & acc) ||
+             !pfnic_mr_lookup(s, w->rkey, dest->ctx, dest->pd,
+                              w->remote_addr, qp->len, acc))) {
+            return pfnic_qp_fail(s, qp, PFNIC_WC_REM_ACCESS_ERR);
+        }
+    }
+    if (pfnic_op_recv(op)) {
+        if (dest->rq_owner != PFNIC_QPN_NONE) {
+            /* Another sender fills the head receive WQE: wait for it. */
+            trace_pfnic_qp_blocked(qp->qpn, dest->qpn, dest->rq_owner);
+            return PFNIC_QP_WAIT;
+        }
+        if (dest->rq_head == dest->rq_tail) {
+            return pfnic_qp_rnr(s, qp, dest);
+        }
+        if (!pfnic_wqe_read(s, dest->rq, dest->rq_entries, dest->rq_head,
+                            &qp->rwqe)) {
+            pfnic_guest_error(s, "receive queue unreadable");
+            pfnic_qp_enter_err(s, dest, true);
+            return pfnic_qp_fail(s, qp, PFNIC_WC_RETRY_EXC_ERR);
+        }
+        dest->rq_owner = qp->qpn;
+        qp->started = true;
+        qp->rwqe_requests = 0;
+        if (pfnic_op_send(op)) {
+            PfnicWqe *r = &qp->rwqe;
+
+            if (r->num_sge > PFNIC_MAX_SGE) {
+                return pfnic_qp_recv_fail(s, qp, dest,
+                                          PFNIC_WC_LOC_QP_OP_ERR,
+                                          PFNIC_WC_REM_OP_ERR);
+            }
+            for (int i = 0; i < r->num_sge; i++) {
+                rlen += r->sge[i].length;
+                if (r->sge[i].length &&
+                    !pfnic_mr_lookup(s, r->sge[i].lkey, dest->ctx, dest->pd,
+                                     r->sge[i].addr, r->sge[i].length,
+                                     PFNIC_ACCESS_LOCAL_WRITE)) {
+                    return pfnic_qp_recv_fail(s, qp, dest,
+                                              PFNIC_WC_LOC_PROT_ERR,
+                                              PFNIC_WC_REM_OP_ERR);
+                }
+            }
+            if (rlen < qp->len) {
+                return pfnic_qp_recv_fail(s, qp, dest, PFNIC_WC_LOC_LEN_ERR,
+                                          PFNIC_WC_REM_INV_REQ_ERR);
+            }
+        }
+    }
+    qp->started = true;
+    return PFNIC_QP_MORE;
+}
+
+/*
+ * Translate one side of a chunk, or send the page request (the QP then
+ * waits, or has pw.fault set when nobody can make the page present).
+ */
+static bool pfnic_qp_xlate(PfnicState *s, PfnicQp *qp, PfnicContext *ctx,
+                           bool remote, PfnicMr *mr, uint64_t va, bool write,
+                           hwaddr *pa, AddressSpace **as)
+{
+    uint32_t before = qp->pw.requests;
+
+    if (pfnic_translate(ctx, va, write, pa, as) == PFNIC_XLATE_OK) {
+        return true;
+    }
+    qp->pw.remote = remote;
+    qp->pw.mr = mr - s->mrs;
+    qp->pw.mr_key = mr->key;
+    trace_pfnic_qp_fault(qp->qpn, remote, ctx->index, va, write);
+    pfnic_page_request(s, &qp->pw, ctx, va, write);
+    pfnic_qp_count_request(qp, before);
+    return false;
+}
+
+/* Atomics: the remote 8 bytes once, then the original value to the SGE. */
+static PfnicQpStep pfnic_qp_atomic_step(PfnicState *s, PfnicQp *qp,
+                                        PfnicQp *dest)
+{
+    PfnicWqe *w = &qp->wqe;
+    PfnicContext *ctx = &s->contexts[qp->ctx];
+    uint64_t orig, val, lva, chunk;
+    uint8_t bytes[8];
+    PfnicMr *mr;
+    hwaddr pa;
+    AddressSpace *as;
+
+    if (!qp->atomic_done) {
+        mr = pfnic_mr_lookup(s, w->rkey, dest->ctx, dest->pd, w->remote_addr,
+                             8, PFNIC_ACCESS_REMOTE_ATOMIC);
+        if (!mr) {
+            return pfnic_qp_fail(s, qp, PFNIC_WC_REM_ACCESS_ERR);
+        }
+        if (!pfnic_qp_xlate(s, qp, &s->contexts[dest->ctx], true, mr,
+                            w->remote_addr, true, &pa, &as)) {
+            return qp->pw.fault ? PFNIC_QP_MORE : PFNIC_QP_WAIT;
+        }
+        if (address_space_read(as, pa, MEMTXATTRS_UNSPECIFIED, bytes, 8)) {
+            return pfnic_qp_fail(s, qp, PFNIC_WC_REM_ACCESS_ERR);
+        }
+        orig = ldq_le_p(bytes);
+        if (w->opcode == PFNIC_WR_ATOMIC_CMP_AND_SWP) {
+            val = orig == w->compare_add ? w->swap : orig;
+        } else {
+            val = orig + w->compare_add;
+        }
+        stq_le_p(bytes, val);
+        if (address_space_write(as, pa, MEMTXATTRS_UNSPECIFIED, bytes, 8)) {
+            return pfnic_qp_fail(s, qp, PFNIC_WC_REM_ACCESS_ERR);
+        }
+        trace_pfnic_qp_atomic(qp->qpn, w->remote_addr, orig, val);
+        qp->atomic_orig = orig;
+        qp->atomic_done = true;
+    }
+
+    if (qp->done == 8) {
+        pfnic_qp_complete(s, qp, PFNIC_WC_SUCCESS);
+        return PFNIC_QP_DONE;
+    }
+    mr = pfnic_mr_lookup(s, w->sge[0].lkey, qp->ctx, qp->pd, w->sge[0].addr,
+                         8, PFNIC_ACCESS_LOCAL_WRITE);
+    if (!mr) {
+        return pfnic_qp_fail(s, qp, PFNIC_WC_LOC_PROT_ERR);
+    }
+    lva = w->sge[0].addr + qp->done;
+    chunk = MIN(8 - qp->done, PFNIC_PAGE_SIZE - (lva & ~PFNIC_PAGE_MASK));
+    if (!pfnic_qp_xlate(s, qp, ctx, false, mr, lva, true, &pa, &as)) {
+        return qp->pw.fault ? PFNIC_QP_MORE : PFNIC_QP_WAIT;
+    }
+    stq_le_p(bytes, qp->atomic_orig);
+    if (address_space_write(as, pa, MEMTXATTRS_UNSPECIFIED,
+                            bytes + qp->done, chunk)) {
+        return pfnic_qp_fail(s, qp, PFNIC_WC_LOC_PROT_ERR);
+    }
+    qp->done += chunk;
+    return PFNIC_QP_MORE;
+}
+
+/* One chunk of the WQE at the send head (or its start, or its end). */
+static PfnicQpStep pfnic_qp_step(PfnicState *s, PfnicQp *qp)
+{
+    PfnicWqe *w = &qp->wqe;
+    PfnicContext *ctx = &s->contexts[qp->ctx], *dctx;
+    uint8_t op = w->opcode;
+    bool lwrite = op == PFNIC_WR_RDMA_READ;
+    uint8_t buf[PFNIC_PAGE_SIZE];
+    uint64_t lva, lrem, rva, rrem, lo, ro, chunk;
+    hwaddr lpa, rpa;
+    AddressSpace *las, *ras;
+    PfnicMr *lmr, *rmr;
+    PfnicQp *dest;
+    int li, ri;
+
+    if (qp->pw.fault) {
+        return pfnic_qp_fail(s, qp, qp->pw.remote ? PFNIC_WC_REM_ACCESS_ERR :
+                                                    PFNIC_WC_LOC_PROT_ERR);
+    }
+    if (!qp->started) {
+        PfnicQpStep st = pfnic_qp_start(s, qp);
+
+        if (st != PFNIC_QP_MORE) {
+            return st;
+        }
+    }
+    dest = pfnic_qp_dest(s, qp);
+    if (!dest) {
+        return pfnic_qp_fail(s, qp, PFNIC_WC_RETRY_EXC_ERR);
+    }
+    dctx = &s->contexts[dest->ctx];
+    if (pfnic_op_atomic(op)) {
+        return pfnic_qp_atomic_step(s, qp, dest);
+    }
+    if (qp->done == qp->len) {
+        if (pfnic_op_recv(op)) {
+            pfnic_qp_recv_complete(s, qp, dest, PFNIC_WC_SUCCESS);
+            qp->started = false;
+        }
+        pfnic_qp_complete(s, qp, PFNIC_WC_SUCCESS);
+        return PFNIC_QP_DONE;
+    }
+
+    /* Local side: the SGE holding byte `done` of the message. */
+    if (!pfnic_sge_at(w->sge, w->num_sge, qp->done, &li, &lo)) {
+        return pfnic_qp_fail(s, qp, PFNIC_WC_LOC_QP_OP_ERR);
+    }
+    lmr = pfnic_mr_lookup(s, w->sge[li].lkey, qp->ctx, qp->pd,
+                          w->sge[li].addr, w->sge[li].length,
+                          lwrite ? PFNIC_ACCESS_LOCAL_WRITE : 0);
+    if (!lmr) {
+        return pfnic_qp_fail(s, qp, PFNIC_WC_LOC_PROT_ERR);
+    }
+    lva = w->sge[li].addr + lo;
+    lrem = w->sge[li].length - lo;
+
+    /* Remote side: the receive SGE, or the RDMA range. */
+    if (pfnic_op_send(op)) {
+        PfnicWqe *r = &qp->rwqe;
+
+        if (!pfnic_sge_at(r->sge, r->num_sge, qp->done, &ri, &ro)) {
+            return pfnic_qp_recv_fail(s, qp, dest, PFNIC_WC_LOC_LEN_ERR,
+                                      PFNIC_WC_REM_INV_REQ_ERR);
+        }
+        rmr = pfnic_mr_lookup(s, r->sge[ri].lkey, dest->ctx, dest->pd,
+                              r->sge[ri].addr, r->sge[ri].length,
+                              PFNIC_ACCESS_LOCAL_WRITE);
+        if (!rmr) {
+            return pfnic_qp_recv_fail(s, qp, dest, PFNIC_WC_LOC_PROT_ERR,
+                                      PFNIC_WC_REM_OP_ERR);
+        }
+        rva = r->sge[ri].addr + ro;
+        rrem = r->sge[ri].length - ro;
+    } else {
+        uint32_t acc = pfnic_op_remote_access(op);
+
+        rmr = pfnic_mr_lookup(s, w->rkey, dest->ctx, dest->pd,
+                              w->remote_addr, qp->len, acc);
+        if (!rmr || !(dest->access & acc)) {
+            return pfnic_qp_fail(s, qp, PFNIC_WC_REM_ACCESS_ERR);
+        }
+        rva = w->remote_addr + qp->done;
+        rrem = qp->len - qp->done;
+    }
+
+    chunk = MIN(lrem, rrem);
+    chunk = MIN(chunk, PFNIC_PAGE_SIZE - (lva & ~PFNIC_PAGE_MASK));
+    chunk = MIN(chunk, PFNIC_PAGE_SIZE - (rva & ~PFNIC_PAGE_MASK));
+
+    if (!pfnic_qp_xlate(s, qp, ctx, false, lmr, lva, lwrite, &lpa, &las) ||
+        !pfnic_qp_xlate(s, qp, dctx, true, rmr, rva, !lwrite, &rpa, &ras)) {
+        return qp->pw.fault ? PFNIC_QP_MORE : PFNIC_QP_WAIT;
+    }
+    if (lwrite) {
+        if (address_space_read(ras, rpa, MEMTXATTRS_UNSPECIFIED, buf, chunk)) {
+            return pfnic_qp_fail(s, qp, PFNIC_WC_REM_ACCESS_ERR);
+        }
+        if (address_space_write(las, lpa, MEMTXATTRS_UNSPECIFIED, buf,
+                                chunk)) {
+            return pfnic_qp_fail(s, qp, PFNIC_WC_LOC_PROT_ERR);
+        }
+    } else {
+        if (address_space_read(las, lpa, MEMTXATTRS_UNSPECIFIED, buf, chunk)) {
+            return pfnic_qp_fail(s, qp, PFNIC_WC_LOC_PROT_ERR);
+        }
+        if (address_space_write(ras, rpa, MEMTXATTRS_UNSPECIFIED, buf,
+                                chunk)) {
+            return pfnic_qp_fail(s, qp, PFNIC_WC_REM_ACCESS_ERR);
+        }
+    }
+    qp->done += chunk;
+    return PFNIC_QP_MORE;
+}
+
+/* Load the WQE at the send head. */
+static bool pfnic_qp_load(PfnicState *s, PfnicQp *qp)
+{
+    if (!pfnic_wqe_read(s, qp->sq, qp->sq_entries, qp->sq_head, &qp->wqe)) {
+        pfnic_guest_error(s, "send queue unreadable");
+        pfnic_qp_enter_err(s, qp, true);
+        return false;
+    }
+    qp->busy = true;
+    qp->started = false;
+    qp->done = 0;
+    qp->len = 0;
+    qp->atomic_done = false;
+    qp->rnr_left = qp->rnr_retry;
+    qp->rnr_waiting = false;
+    pfnic_page_wait_init(&qp->pw, PFNIC_PRGI_QP_BASE + qp->qpn);
+    trace_pfnic_qp_wqe_start(qp->qpn, qp->sq_head, qp->wqe.opcode,
+                             qp->wqe.flags, qp->wqe.num_sge, qp->dest_qpn);
+    return true;
+}
+
+/* ERR: complete everything posted with WR_FLUSH_ERR; true if more is left */
+static bool pfnic_qp_flush(PfnicState *s, PfnicQp *qp)
+{
+    for (int budget = PFNIC_QP_FLUSH_PER_RUN; budget > 0; budget--) {
+        PfnicWqe w = { };
+        PfnicCqe cqe = {
+            .qp_num = qp->qpn,
+            .status = PFNIC_WC_WR_FLUSH_ERR,
+        };
+
+        if (qp->state != PFNIC_QPS_ERR || !qp->valid) {
+            return false;
+        }
+        if (qp->sq_head != qp->sq_tail) {
+            if (!pfnic_wqe_read(s, qp->sq, qp->sq_entries, qp->sq_head, &w)) {
+                pfnic_guest_error(s, "send queue unreadable");
+            }
+            cqe.wr_id = w.wr_id;
+            cqe.opcode = pfnic_wc_opcode(w.opcode);
+            trace_pfnic_qp_flush(qp->qpn, true, qp->sq_head);
+            pfnic_cqe_write(s, qp->scqn, &cqe, false);
+            qp->sq_head++;
+        } else if (qp->rq_head != qp->rq_tail) {
+            if (!pfnic_wqe_read(s, qp->rq, qp->rq_entries, qp->rq_head, &w)) {
+                pfnic_guest_error(s, "receive queue unreadable");
+            }
+            cqe.wr_id = w.wr_id;
+            cqe.opcode = PFNIC_WC_RECV;
+            trace_pfnic_qp_flush(qp->qpn, false, qp->rq_head);
+            pfnic_cqe_write(s, qp->rcqn, &cqe, false);
+            qp->rq_head++;
+        } else {
+            return false;
+        }
+        qp->wqes_completed++;
+        pfnic_qp_record(s, qp);
+    }
+    return true;
+}
+
+/* Run one QP for a bounded amount of work; true if more is left. */
+bool pfnic_qp_run(PfnicQp *qp, PfnicState *s)
+{
+    if (!s->contexts[qp->ctx].enabled) {
+        return false;
+    }
+    if (qp->state == PFNIC_QPS_ERR) {
+        return pfnic_qp_flush(s, qp);
+    }
+    for (int budget = PFNIC_QP_CHUNKS_PER_RUN; budget > 0; budget--) {
+        if (qp->state != PFNIC_QPS_RTS || qp->pw.waiting ||
+            qp->pw.retry_prq || qp->rnr_waiting) {
+            return false;
+        }
+        if (!qp->busy) {
+            if (qp->sq_head == qp->sq_tail || !pfnic_qp_load(s, qp)) {
+                return false;
+            }
+        }
+        if (pfnic_qp_step(s, qp) == PFNIC_QP_WAIT) {
+            return false;
+        }
+    }
+    return true;
+}

@@ -1,0 +1,645 @@
+/*
+ * pfnic verbs: object tables, the admin command mailbox, completion queue
+ * entries and the event queue
+ *
+ * docs/verbs.md is the definition. The driver fills the tables through the
+ * command mailbox in BAR0 (one command at a time, executed synchronously
+ * under the BQL); the QPs execute in the engine's bottom half (pfnic_qp.c).
+ * Nothing here keeps a pointer to a table entry across commands: the engine
+ * names MRs by index and key and QPs by number and generation, so clearing
+ * or destroying an object can never leave a dangling reference.
+ *
+ * Copyright (c) 2026 The pfnic authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/log.h"
+#include "qemu/main-loop.h"
+#include "qemu/guest-random.h"
+#include "qemu/timer.h"
+#include "hw/pci/msix.h"
+#include "system/dma.h"
+#include "pfnic.h"
+#include "pfnic_regs.h"
+#include "trace.h"
+
+QEMU_BUILD_BUG_ON(sizeof(PfnicWqe) != PFNIC_WQE_SIZE);
+QEMU_BUILD_BUG_ON(sizeof(PfnicCqe) != PFNIC_CQE_SIZE);
+QEMU_BUILD_BUG_ON(sizeof(PfnicDesc) != PFNIC_DESC_SIZE);
+
+/* --- memory keys ------------------------------------------------------- */
+
+/*
+ * The MR that @key names, if it belongs to context @ctx and protection
+ * domain @pd (UINT32_MAX: any), covers [addr, addr + len) and allows
+ * @access. A zero-length range is covered by any valid entry.
+ */
+PfnicMr *pfnic_mr_lookup(PfnicState *s, uint32_t key, uint32_t ctx,
+                         uint32_t pd, uint64_t addr, uint64_t len,
+                         uint32_t access)
+{
+    uint32_t index = key >> PFNIC_KEY_SHIFT;
+    PfnicMr *mr;
+
+    if (index >= PFNIC_MAX_MRS) {
+        return NULL;
+    }
+    mr = &s->mrs[index];
+    if (!mr->valid || mr->key != key || mr->ctx != ctx ||
+        (pd != UINT32_MAX && mr->pd != pd) ||
+        (mr->access & access) != access) {
+        return NULL;
+    }
+    if (len && (addr < mr->addr || addr - mr->addr > mr->len - 1 ||
+                len - 1 > mr->len - 1 - (addr - mr->addr))) {
+        return NULL;
+    }
+    return mr;
+}
+
+/* A device-IOTLB invalidation of [start, last] in @ctx's address space. */
+void pfnic_mr_invalidate(PfnicContext *ctx, uint64_t start, uint64_t last)
+{
+    PfnicState *s = ctx->s;
+
+    for (uint32_t i = 0; i < PFNIC_MAX_MRS; i++) {
+        PfnicMr *mr = &s->mrs[i];
+
+        if (mr->valid && mr->ctx == ctx->index &&
+            start <= mr->addr + (mr->len - 1) && last >= mr->addr) {
+            /* The ATC was flushed synchronously: every one is applied. */
+            mr->count[PFNIC_MR_PAGE_INVALIDATIONS]++;
+            mr->count[PFNIC_MR_PAGE_INVALIDATIONS_HANDLED]++;
+        }
+    }
+}
+
+static uint64_t pfnic_arg64(PfnicState *s, int n)
+{
+    return s->cmd_arg[n] | (uint64_t)s->cmd_arg[n + 1] << 32;
+}
+
+static void pfnic_set_arg64(PfnicState *s, int n, uint64_t val)
+{
+    s->cmd_arg[n] = val;
+    s->cmd_arg[n + 1] = val >> 32;
+}
+
+static uint32_t pfnic_cmd_mr_set(PfnicState *s)
+{
+    uint32_t index = s->cmd_arg[0], ctx = s->cmd_arg[1], pd = s->cmd_arg[2];
+    uint32_t access = s->cmd_arg[3];
+    uint64_t addr = pfnic_arg64(s, 4), len = pfnic_arg64(s, 6);
+    PfnicMr *mr;
+    uint8_t v;
+
+    if (index >= PFNIC_MAX_MRS || ctx >= s->num_contexts) {
+        return PFNIC_CMD_BAD_INDEX;
+    }
+    if (access & ~PFNIC_MR_ACCESS_MASK || !len ||
+        (addr + len < addr && !(addr == 0 && len == UINT64_MAX))) {
+        return PFNIC_CMD_BAD_ARG;
+    }
+    mr = &s->mrs[index];
+    if (mr->valid) {
+        return PFNIC_CMD_BAD_STATE;
+    }
+    do {
+        qemu_guest_getrandom_nofail(&v, sizeof(v));
+    } while (!v);
+    *mr = (PfnicMr) {
+        .valid = true,
+        .key = index << PFNIC_KEY_SHIFT | v,
+        .ctx = ctx,
+        .pd = pd,
+        .access = access,
+        .addr = addr,
+        .len = len,
+    };
+    s->cmd_arg[0] = mr->key;
+    trace_pfnic_mr_set(index, mr->key, ctx, pd, access, addr, len);
+    return PFNIC_CMD_OK;
+}
+
+static uint32_t pfnic_cmd_mr_clear(PfnicState *s)
+{
+    uint32_t index = s->cmd_arg[0];
+
+    if (index >= PFNIC_MAX_MRS) {
+        return PFNIC_CMD_BAD_INDEX;
+    }
+    if (!s->mrs[index].valid) {
+        return PFNIC_CMD_BAD_STATE;
+    }
+    /* In-flight work holds index and key only: it fails its next check. */
+    s->mrs[index] = (PfnicMr) { };
+    trace_pfnic_mr_clear(index);
+    return PFNIC_CMD_OK;
+}
+
+static uint32_t pfnic_cmd_mr_query(PfnicState *s)
+{
+    uint32_t index = s->cmd_arg[0];
+
+    if (index >= PFNIC_MAX_MRS) {
+        return PFNIC_CMD_BAD_INDEX;
+    }
+    if (!s->mrs[index].valid) {
+        return PFNIC_CMD_BAD_STATE;
+    }
+    for (int c = 0; c < PFNIC_MR_CNT_NR; c++) {
+        pfnic_set_arg64(s, 2 * c, s->mrs[index].count[c]);
+    }
+    return PFNIC_CMD_OK;
+}
+
+/* --- completion queues ------------------------------------------------- */
+
+static bool pfnic_cq_used(PfnicState *s, uint32_t cqn)
+{
+    for (uint32_t i = 0; i < PFNIC_MAX_QPS; i++) {
+        PfnicQp *qp = &s->qps[i];
+
+        if (qp->valid && (qp->scqn == cqn || qp->rcqn == cqn)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static uint32_t pfnic_cmd_cq_create(PfnicState *s)
+{
+    uint32_t cqn = s->cmd_arg[0], ctx = s->cmd_arg[1], log2 = s->cmd_arg[4];
+    PfnicCq *cq;
+
+    if (cqn >= PFNIC_MAX_CQS || ctx >= s->num_contexts) {
+        return PFNIC_CMD_BAD_INDEX;
+    }
+    if (log2 > PFNIC_MAX_LOG2) {
+        return PFNIC_CMD_BAD_ARG;
+    }
+    cq = &s->cqs[cqn];
+    if (cq->valid) {
+        return PFNIC_CMD_BAD_STATE;
+    }
+    *cq = (PfnicCq) {
+        .valid = true,
+        .ctx = ctx,
+        .ring = pfnic_arg64(s, 2),
+        .entries = 1u << log2,
+        .record = pfnic_arg64(s, 5),
+    };
+    trace_pfnic_cq_create(cqn, ctx, cq->ring, cq->entries, cq->record);
+    return PFNIC_CMD_OK;
+}
+
+static uint32_t pfnic_cmd_cq_destroy(PfnicState *s)
+{
+    uint32_t cqn = s->cmd_arg[0];
+
+    if (cqn >= PFNIC_MAX_CQS) {
+        return PFNIC_CMD_BAD_INDEX;
+    }
+    if (!s->cqs[cqn].valid) {
+        return PFNIC_CMD_BAD_STATE;
+    }
+    if (pfnic_cq_used(s, cqn)) {
+        return PFNIC_CMD_BUSY;
+    }
+    s->cqs[cqn] = (PfnicCq) { };
+    trace_pfnic_cq_destroy(cqn);
+    return PFNIC_CMD_OK;
+}
+
+/* The consumer index software wrote to the CQ record. */
+static bool pfnic_cq_consumer(PfnicState *s, PfnicCq *cq, uint32_t *cons)
+{
+    if (pci_dma_read(PCI_DEVICE(s), cq->record, cons, sizeof(*cons)) !=
+        MEMTX_OK) {
+        return false;
+    }
+    *cons = le32_to_cpu(*cons);
+    return true;
+}
+
+static void pfnic_cq_overflow(PfnicState *s, uint32_t cqn)
+{
+    PfnicCq *cq = &s->cqs[cqn];
+
+    trace_pfnic_cq_overflow(cqn, cq->prod);
+    cq->overflowed = true;
+    for (uint32_t i = 0; i < PFNIC_MAX_QPS; i++) {
+        PfnicQp *qp = &s->qps[i];
+
+        if (qp->valid && (qp->scqn == cqn || qp->rcqn == cqn)) {
+            pfnic_qp_enter_err(s, qp, false);
+        }
+    }
+    pfnic_event(s, PFNIC_EV_CQ_ERROR, cqn);
+}
+
+/*
+ * Write a CQE to CQ @cqn: the entry first, its owner byte last. @solicited
+ * (or an error status) satisfies a solicited-only arm. Returns false when
+ * the CQ is unusable (destroyed, overflowed, unwritable); the caller's QP
+ * has then entered ERR or its CQ is in error.
+ */
+bool pfnic_cqe_write(PfnicState *s, uint32_t cqn, PfnicCqe *cqe,
+                     bool solicited)
+{
+    PCIDevice *pdev = PCI_DEVICE(s);
+    PfnicCq *cq;
+    PfnicCqe le;
+    uint32_t cons;
+    hwaddr addr;
+    uint8_t owner;
+
+    if (cqn >= PFNIC_MAX_CQS || !s->cqs[cqn].valid) {
+        return false;
+    }
+    cq = &s->cqs[cqn];
+    if (cq->overflowed) {
+        trace_pfnic_cqe_dropped(cqn, cqe->qp_num, cqe->status);
+        return false;
+    }
+    if (!pfnic_cq_consumer(s, cq, &cons)) {
+        pfnic_guest_error(s, "CQ record unreadable");
+        pfnic_cq_overflow(s, cqn);
+        return false;
+    }
+    if (cq->prod - cons >= cq->entries) {
+        pfnic_cq_overflow(s, cqn);
+        return false;
+    }
+
+    addr = cq->ring + (hwaddr)(cq->prod % cq->entries) * PFNIC_CQE_SIZE;
+    owner = ((cq->prod / cq->entries) & 1) ^ 1;
+    le = (PfnicCqe) {
+        .wr_id = cpu_to_le64(cqe->wr_id),
+        .byte_len = cpu_to_le32(cqe->byte_len),
+        .imm_data = cqe->imm_data,
+        .qp_num = cpu_to_le32(cqe->qp_num),
+        .src_qp = cpu_to_le32(cqe->src_qp),
+        .status = cqe->status,
+        .opcode = cqe->opcode,
+        .wc_flags = cqe->wc_flags,
+        .owner = owner ^ 1,     /* still software's old parity */
+        .vendor_err = cpu_to_le32(cqe->vendor_err),
+    };
+    trace_pfnic_cqe(cqn, cq->prod, cqe->qp_num, cqe->wr_id, cqe->status,
+                    cqe->opcode, cqe->byte_len);
+    if (pci_dma_write(pdev, addr, &le, sizeof(le)) != MEMTX_OK ||
+        pci_dma_write(pdev, addr + offsetof(PfnicCqe, owner), &owner, 1) !=
+        MEMTX_OK) {
+        pfnic_guest_error(s, "CQ ring unwritable");
+        pfnic_cq_overflow(s, cqn);
+        return false;
+    }
+    cq->prod++;
+    if (cq->armed && (!cq->armed_solicited || solicited ||
+                      cqe->status != PFNIC_WC_SUCCESS)) {
+        cq->armed = false;
+        pfnic_event(s, PFNIC_EV_COMPLETION, cqn);
+    }
+    return true;
+}
+
+/* CQ_ARM doorbell in @ctx's page. */
+void pfnic_cq_arm(PfnicContext *ctx, uint32_t val)
+{
+    PfnicState *s = ctx->s;
+    uint32_t cqn = val >> 16, cons;
+    PfnicCq *cq;
+
+    if (cqn >= PFNIC_MAX_CQS || !s->cqs[cqn].valid ||
+        s->cqs[cqn].ctx != ctx->index) {
+        pfnic_guest_error(s, "CQ_ARM for a CQ of another context");
+        return;
+    }
+    if (val & 0xffff & ~PFNIC_CQ_ARM_SOLICITED) {
+        pfnic_guest_error(s, "reserved CQ_ARM bits set");
+    }
+    cq = &s->cqs[cqn];
+    trace_pfnic_cq_arm(cqn, val & PFNIC_CQ_ARM_SOLICITED, cq->prod);
+    if (pfnic_cq_consumer(s, cq, &cons) && cons != cq->prod) {
+        /* CQEs wait already: tell at once. */
+        cq->armed = false;
+        pfnic_event(s, PFNIC_EV_COMPLETION, cqn);
+        return;
+    }
+    cq->armed = true;
+    cq->armed_solicited = val & PFNIC_CQ_ARM_SOLICITED;
+}
+
+/* --- event queue ------------------------------------------------------- */
+
+/* Queue one event entry, owner byte last, and signal EQ_VECTOR. */
+void pfnic_event(PfnicState *s, uint8_t type, uint32_t object)
+{
+    PCIDevice *pdev = PCI_DEVICE(s);
+    uint8_t e[PFNIC_EQE_SIZE] = { type };
+    uint8_t owner;
+    hwaddr addr;
+
+    trace_pfnic_event(type, object, s->eq_prod);
+    if (!s->eq_size) {
+        return;
+    }
+    if (s->eq_prod - s->eq_cons >= s->eq_size) {
+        s->eq_overflow++;
+        trace_pfnic_event_overflow(type, object, s->eq_overflow);
+        return;
+    }
+    addr = s->eq_base + (hwaddr)(s->eq_prod % s->eq_size) * PFNIC_EQE_SIZE;
+    owner = ((s->eq_prod / s->eq_size) & 1) ^ 1;
+    e[3] = owner ^ 1;
+    stl_le_p(&e[4], object);
+    if (pci_dma_write(pdev, addr, e, sizeof(e)) != MEMTX_OK ||
+        pci_dma_write(pdev, addr + 3, &owner, 1) != MEMTX_OK) {
+        pfnic_guest_error(s, "event queue unwritable");
+        return;
+    }
+    s->eq_prod++;
+    if (msix_enabled(pdev) && s->eq_vector < s->num_vectors) {
+        msix_notify(pdev, s->eq_vector);
+    }
+}
+
+void pfnic_eq_write_reg(PfnicState *s, hwaddr addr, uint32_t val)
+{
+    switch (addr) {
+    case PFNIC_REG_EQ_BASE_LO:
+        s->eq_base = deposit64(s->eq_base, 0, 32, val);
+        if (s->eq_base % PFNIC_EQE_SIZE) {
+            pfnic_guest_error(s, "unaligned event queue");
+            s->eq_base &= ~(uint64_t)(PFNIC_EQE_SIZE - 1);
+        }
+        break;
+    case PFNIC_REG_EQ_BASE_HI:
+        s->eq_base = deposit64(s->eq_base, 32, 32, val);
+        break;
+    case PFNIC_REG_EQ_SIZE:
+        if (val && (val < 2 || val > PFNIC_EQ_MAX || !is_power_of_2(val))) {
+            pfnic_guest_error(s, "bad event queue size");
+            return;
+        }
+        s->eq_size = val;
+        s->eq_prod = s->eq_cons = 0;
+        break;
+    case PFNIC_REG_EQ_HEAD:
+        if (val - s->eq_cons > s->eq_prod - s->eq_cons) {
+            pfnic_guest_error(s, "EQ_HEAD past the produced events");
+            return;
+        }
+        s->eq_cons = val;
+        break;
+    case PFNIC_REG_EQ_VECTOR:
+        if (val >= s->num_vectors) {
+            pfnic_guest_error(s, "event queue vector out of range");
+            return;
+        }
+        s->eq_vector = val;
+        break;
+    default:
+        pfnic_guest_error(s, "write to a read-only register");
+        break;
+    }
+}
+
+uint32_t pfnic_eq_read_reg(PfnicState *s, hwaddr addr)
+{
+    switch (addr) {
+    case PFNIC_REG_EQ_BASE_LO:
+        return s->eq_base;
+    case PFNIC_REG_EQ_BASE_HI:
+        return s->eq_base >> 32;
+    case PFNIC_REG_EQ_SIZE:
+        return s->eq_size;
+    case PFNIC_REG_EQ_HEAD:
+        return s->eq_cons;
+    case PFNIC_REG_EQ_VECTOR:
+        return s->eq_vector;
+    case PFNIC_REG_EQ_OVERFLOW:
+        return s->eq_overflow;
+    }
+    return 0;
+}
+
+/* --- queue pairs ------------------------------------------------------- */
+
+static uint32_t pfnic_cmd_qp_create(PfnicState *s)
+{
+    const uint32_t *a = s->cmd_arg;
+    uint32_t qpn = a[0], ctx = a[1], scqn = a[3], rcqn = a[4];
+    PfnicQp *qp;
+
+    if (qpn >= PFNIC_MAX_QPS || qpn < PFNIC_FIRST_QPN ||
+        ctx >= s->num_contexts || scqn >= PFNIC_MAX_CQS ||
+        rcqn >= PFNIC_MAX_CQS) {
+        return PFNIC_CMD_BAD_INDEX;
+    }
+    if (a[7] > PFNIC_MAX_LOG2 || a[10] > PFNIC_MAX_LOG2 ||
+        a[13] & ~PFNIC_QP_FLAG_SIGNAL_ALL) {
+        return PFNIC_CMD_BAD_ARG;
+    }
+    qp = &s->qps[qpn];
+    if (qp->valid || !s->cqs[scqn].valid || !s->cqs[rcqn].valid) {
+        return PFNIC_CMD_BAD_STATE;
+    }
+    if (s->cqs[scqn].ctx != ctx || s->cqs[rcqn].ctx != ctx) {
+        return PFNIC_CMD_BAD_ARG;
+    }
+    *qp = (PfnicQp) {
+        .valid = true,
+        .qpn = qpn,
+        .gen = qp->gen + 1,
+        .ctx = ctx,
+        .pd = a[2],
+        .scqn = scqn,
+        .rcqn = rcqn,
+        .sq = pfnic_arg64(s, 5),
+        .sq_entries = 1u << a[7],
+        .rq = pfnic_arg64(s, 8),
+        .rq_entries = 1u << a[10],
+        .record = pfnic_arg64(s, 11),
+        .flags = a[13],
+        .state = PFNIC_QPS_RESET,
+        .dest_qpn = PFNIC_QPN_NONE,
+        .rq_owner = PFNIC_QPN_NONE,
+    };
+    pfnic_page_wait_init(&qp->pw, PFNIC_PRGI_QP_BASE + qpn);
+    trace_pfnic_qp_create(qpn, ctx, qp->pd, scqn, rcqn, qp->sq_entries,
+                          qp->rq_entries);
+    return PFNIC_CMD_OK;
+}
+
+static bool pfnic_qp_transition_ok(uint32_t from, uint32_t to)
+{
+    switch (to) {
+    case PFNIC_QPS_RESET:
+    case PFNIC_QPS_ERR:
+        return true;
+    case PFNIC_QPS_INIT:
+        return from == PFNIC_QPS_RESET || from == PFNIC_QPS_INIT;
+    case PFNIC_QPS_RTR:
+        return from == PFNIC_QPS_INIT;
+    case PFNIC_QPS_RTS:
+        return from == PFNIC_QPS_RTR || from == PFNIC_QPS_RTS;
+    }
+    return false;
+}
+
+static uint32_t pfnic_cmd_qp_modify(PfnicState *s)
+{
+    const uint32_t *a = s->cmd_arg;
+    uint32_t qpn = a[0], state = a[1];
+    PfnicQp *qp;
+
+    if (qpn >= PFNIC_MAX_QPS) {
+        return PFNIC_CMD_BAD_INDEX;
+    }
+    if (state > PFNIC_QPS_ERR || a[2] & ~PFNIC_QP_ACCESS_MASK ||
+        (a[3] >= PFNIC_MAX_QPS && a[3] != PFNIC_QPN_NONE) ||
+        a[4] > 31 || a[5] > 7 || a[6] > 7) {
+        return PFNIC_CMD_BAD_ARG;
+    }
+    qp = &s->qps[qpn];
+    if (!qp->valid || !pfnic_qp_transition_ok(qp->state, state)) {
+        return PFNIC_CMD_BAD_STATE;
+    }
+    qp->access = a[2];
+    qp->dest_qpn = a[3];
+    qp->min_rnr_timer = a[4];
+    qp->rnr_retry = a[5];
+    qp->retry_cnt = a[6];
+    trace_pfnic_qp_modify(qpn, qp->state, state, qp->access, qp->dest_qpn);
+    pfnic_qp_set_state(s, qp, state);
+    return PFNIC_CMD_OK;
+}
+
+static uint32_t pfnic_cmd_qp_query(PfnicState *s)
+{
+    uint32_t qpn = s->cmd_arg[0];
+    PfnicQp *qp;
+
+    if (qpn >= PFNIC_MAX_QPS) {
+        return PFNIC_CMD_BAD_INDEX;
+    }
+    qp = &s->qps[qpn];
+    if (!qp->valid) {
+        return PFNIC_CMD_BAD_STATE;
+    }
+    s->cmd_arg[0] = qp->state;
+    s->cmd_arg[1] = qp->sq_head;
+    s->cmd_arg[2] = qp->rq_head;
+    s->cmd_arg[3] = qp->page_requests;
+    s->cmd_arg[4] = qp->rnr_waits;
+    s->cmd_arg[5] = qp->wqes_completed;
+    pfnic_set_arg64(s, 6, qp->bytes);
+    return PFNIC_CMD_OK;
+}
+
+static uint32_t pfnic_cmd_qp_destroy(PfnicState *s)
+{
+    uint32_t qpn = s->cmd_arg[0], gen;
+    PfnicQp *qp;
+
+    if (qpn >= PFNIC_MAX_QPS) {
+        return PFNIC_CMD_BAD_INDEX;
+    }
+    qp = &s->qps[qpn];
+    if (!qp->valid) {
+        return PFNIC_CMD_BAD_STATE;
+    }
+    pfnic_qp_abort(s, qp);
+    gen = qp->gen;
+    *qp = (PfnicQp) { .gen = gen, .rq_owner = PFNIC_QPN_NONE };
+    trace_pfnic_qp_destroy(qpn);
+    /* Senders parked on this QP notice it is gone. */
+    pfnic_qp_wake_senders(s, qpn);
+    return PFNIC_CMD_OK;
+}
+
+/* --- mailbox ----------------------------------------------------------- */
+
+void pfnic_cmd_execute(PfnicState *s, uint32_t op)
+{
+    uint32_t st;
+
+    switch (op) {
+    case PFNIC_CMD_MR_SET:
+        st = pfnic_cmd_mr_set(s);
+        break;
+    case PFNIC_CMD_MR_CLEAR:
+        st = pfnic_cmd_mr_clear(s);
+        break;
+    case PFNIC_CMD_MR_QUERY:
+        st = pfnic_cmd_mr_query(s);
+        break;
+    case PFNIC_CMD_CQ_CREATE:
+        st = pfnic_cmd_cq_create(s);
+        break;
+    case PFNIC_CMD_CQ_DESTROY:
+        st = pfnic_cmd_cq_destroy(s);
+        break;
+    case PFNIC_CMD_QP_CREATE:
+        st = pfnic_cmd_qp_create(s);
+        break;
+    case PFNIC_CMD_QP_MODIFY:
+        st = pfnic_cmd_qp_modify(s);
+        break;
+    case PFNIC_CMD_QP_QUERY:
+        st = pfnic_cmd_qp_query(s);
+        break;
+    case PFNIC_CMD_QP_DESTROY:
+        st = pfnic_cmd_qp_destroy(s);
+        break;
+    default:
+        st = PFNIC_CMD_BAD_OP;
+        break;
+    }
+    s->cmd_status = st;
+    trace_pfnic_cmd(op, st);
+    if (st != PFNIC_CMD_OK) {
+        qemu_log_mask(LOG_GUEST_ERROR, "pfnic: command 0x%x failed: %u\n",
+                      op, st);
+    }
+}
+
+/* --- lifecycle --------------------------------------------------------- */
+
+void pfnic_verbs_reset(PfnicState *s)
+{
+    for (uint32_t i = 0; i < PFNIC_MAX_QPS; i++) {
+        uint32_t gen = s->qps[i].gen;
+
+        s->qps[i] = (PfnicQp) { .gen = gen, .rq_owner = PFNIC_QPN_NONE };
+    }
+    memset(s->cqs, 0, sizeof(*s->cqs) * PFNIC_MAX_CQS);
+    memset(s->mrs, 0, sizeof(*s->mrs) * PFNIC_MAX_MRS);
+    memset(s->cmd_arg, 0, sizeof(s->cmd_arg));
+    s->cmd_status = 0;
+    s->eq_base = 0;
+    s->eq_size = s->eq_prod = s->eq_cons = 0;
+    s->eq_vector = s->eq_overflow = 0;
+    s->qp_next = 0;
+    timer_del(s->rnr_timer);
+}
+
+void pfnic_verbs_init(PfnicState *s)
+{
+    s->mrs = g_new0(PfnicMr, PFNIC_MAX_MRS);
+    s->cqs = g_new0(PfnicCq, PFNIC_MAX_CQS);
+    s->qps = g_new0(PfnicQp, PFNIC_MAX_QPS);
+    s->rnr_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, pfnic_qp_rnr_timer, s);
+}
+
+void pfnic_verbs_exit(PfnicState *s)
+{
+    timer_free(s->rnr_timer);
+    g_free(s->qps);
+    g_free(s->cqs);
+    g_free(s->mrs);
+}
