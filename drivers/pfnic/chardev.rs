@@ -2,14 +2,22 @@
 
 //! The character device `/dev/pfnicN` and its ioctls.
 
-use crate::{context::Context, nic::Nic, uapi};
+use crate::{
+    context::Context,
+    nic::Nic,
+    uapi,
+    verbs::{events, file::VerbsFile},
+};
 use kernel::{
-    fs::File,
-    ioctl::{_IOR, _IOWR},
+    fs::{File, Kiocb},
+    ioctl::{_IOR, _IOW, _IOWR},
+    iov::IovIterDest,
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
+    mm::virt::VmaNew,
     prelude::*,
     sync::{
         atomic::{Atomic, Relaxed},
+        poll::{PollTable, POLLIN, POLLRDNORM},
         Arc,
     },
     uaccess::{UserPtr, UserSlice, UserSliceReader, UserSliceWriter},
@@ -30,6 +38,38 @@ const _: () =
     assert!(uapi::PFNIC_IOCTL_SUBMIT == _IOWR::<uapi::Submit>(uapi::PFNIC_IOCTL_MAGIC, 0x04));
 const _: () = assert!(
     uapi::PFNIC_IOCTL_QUERY_STATS == _IOR::<uapi::DeviceStats>(uapi::PFNIC_IOCTL_MAGIC, 0x03)
+);
+
+const _: () = assert!(
+    uapi::PFNIC_IOCTL_QUERY_VERBS == _IOR::<uapi::QueryVerbs>(uapi::PFNIC_IOCTL_MAGIC, 0x05)
+);
+const _: () =
+    assert!(uapi::PFNIC_IOCTL_QUERY_PORT == _IOR::<uapi::QueryPort>(uapi::PFNIC_IOCTL_MAGIC, 0x06));
+const _: () =
+    assert!(uapi::PFNIC_IOCTL_ALLOC_PD == _IOR::<uapi::PdHandle>(uapi::PFNIC_IOCTL_MAGIC, 0x07));
+const _: () =
+    assert!(uapi::PFNIC_IOCTL_DEALLOC_PD == _IOW::<uapi::PdHandle>(uapi::PFNIC_IOCTL_MAGIC, 0x08));
+const _: () =
+    assert!(uapi::PFNIC_IOCTL_REG_MR == _IOWR::<uapi::RegMr>(uapi::PFNIC_IOCTL_MAGIC, 0x09));
+const _: () =
+    assert!(uapi::PFNIC_IOCTL_DEREG_MR == _IOW::<uapi::MrHandle>(uapi::PFNIC_IOCTL_MAGIC, 0x0a));
+const _: () =
+    assert!(uapi::PFNIC_IOCTL_ADVISE_MR == _IOW::<uapi::AdviseMr>(uapi::PFNIC_IOCTL_MAGIC, 0x0b));
+const _: () =
+    assert!(uapi::PFNIC_IOCTL_QUERY_MR == _IOWR::<uapi::QueryMr>(uapi::PFNIC_IOCTL_MAGIC, 0x0c));
+const _: () =
+    assert!(uapi::PFNIC_IOCTL_CREATE_CQ == _IOWR::<uapi::CreateCq>(uapi::PFNIC_IOCTL_MAGIC, 0x0d));
+const _: () = assert!(
+    uapi::PFNIC_IOCTL_DESTROY_CQ == _IOW::<uapi::ObjectNumber>(uapi::PFNIC_IOCTL_MAGIC, 0x0e)
+);
+const _: () =
+    assert!(uapi::PFNIC_IOCTL_CREATE_QP == _IOWR::<uapi::CreateQp>(uapi::PFNIC_IOCTL_MAGIC, 0x0f));
+const _: () =
+    assert!(uapi::PFNIC_IOCTL_MODIFY_QP == _IOW::<uapi::ModifyQp>(uapi::PFNIC_IOCTL_MAGIC, 0x10));
+const _: () =
+    assert!(uapi::PFNIC_IOCTL_QUERY_QP == _IOWR::<uapi::QueryQp>(uapi::PFNIC_IOCTL_MAGIC, 0x11));
+const _: () = assert!(
+    uapi::PFNIC_IOCTL_DESTROY_QP == _IOW::<uapi::ObjectNumber>(uapi::PFNIC_IOCTL_MAGIC, 0x12)
 );
 
 /// How many pfnics one system can have (`/dev/pfnic0` .. `/dev/pfnic15`).
@@ -89,9 +129,12 @@ pub(crate) fn register(
     MiscDeviceRegistration::register(MiscDeviceOptions { name: index.name() }, nic)
 }
 
-/// An open `/dev/pfnicN`: the opener's hardware context.
+/// An open `/dev/pfnicN`: the opener's hardware context and its verbs objects. Fields drop in
+/// order: the verbs objects are destroyed in the device before the context stops and its
+/// PASID is unbound.
 pub(crate) struct PfnicFile {
     nic: Arc<Nic>,
+    verbs: VerbsFile,
     ctx: Context,
 }
 
@@ -105,13 +148,50 @@ impl MiscDevice for PfnicFile {
         let task = kernel::current!();
         let mm = task.mm().ok_or(EINVAL)?;
         let ctx = Context::new(nic, mm)?;
+        let verbs = VerbsFile::new(nic, ctx.index())?;
         Ok(KBox::new(
             PfnicFile {
                 nic: nic.clone(),
+                verbs,
                 ctx,
             },
             GFP_KERNEL,
         )?)
+    }
+
+    /// Offset 0: the context's doorbell page; other offsets: the rings of a CQ or QP, at the
+    /// offset its create ioctl returned. Shared mappings only, by the owner's address space.
+    fn mmap(me: &PfnicFile, _file: &File, vma: &VmaNew) -> Result {
+        if !me.ctx.owned_by(Some(vma.mm())) {
+            return Err(EPERM);
+        }
+        me.verbs.mmap(vma)
+    }
+
+    /// Completion events, as [`uapi::CqEvent`] records; at least one must fit (`EINVAL`).
+    fn read_iter(kiocb: Kiocb<'_, Self::Ptr>, iov: &mut IovIterDest<'_>) -> Result<usize> {
+        let me = kiocb.file();
+        let n = (iov.len() / size_of::<uapi::CqEvent>()).min(events::READ_BATCH);
+        if n == 0 {
+            return Err(EINVAL);
+        }
+        let mut batch = [uapi::CqEvent::default(); events::READ_BATCH];
+        let taken = me.verbs.events.take(&mut batch[..n], kiocb.nonblocking())?;
+        let copied = iov.copy_to_iter(batch[..taken].as_bytes());
+        if copied == 0 {
+            return Err(EFAULT);
+        }
+        Ok(copied)
+    }
+
+    /// `POLLIN` while completion events are queued.
+    fn poll(me: &PfnicFile, file: &File, table: &PollTable<'_>) -> u32 {
+        table.register_wait(file, me.verbs.events.waitqueue());
+        if me.verbs.events.ready() {
+            POLLIN | POLLRDNORM
+        } else {
+            0
+        }
     }
 
     fn ioctl(me: &PfnicFile, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
@@ -135,10 +215,33 @@ impl MiscDevice for PfnicFile {
                 let (reader, writer) = user_slice::<uapi::Selftest>(arg).reader_writer();
                 me.selftest(reader, writer)
             }
-            _ => Err(ENOTTY),
+            _ => me.verbs_ioctl(cmd, arg),
         }?;
         Ok(0)
     }
+}
+
+/// Runs an ioctl whose argument is output only.
+fn output<T: IntoBytes + Immutable>(arg: UserPtr, f: impl FnOnce() -> Result<T>) -> Result {
+    let writer = user_slice::<T>(arg).writer();
+    write_arg(writer, &f()?)
+}
+
+/// Runs an ioctl whose argument is input only.
+fn input<T: FromBytes + IntoBytes>(arg: UserPtr, f: impl FnOnce(&T) -> Result) -> Result {
+    let mut reader = user_slice::<T>(arg).reader();
+    f(&read_arg(&mut reader)?)
+}
+
+/// Runs an ioctl whose argument is copied in, updated, and copied out on success.
+fn in_out<T: FromBytes + IntoBytes + Immutable>(
+    arg: UserPtr,
+    f: impl FnOnce(&mut T) -> Result,
+) -> Result {
+    let (mut reader, writer) = user_slice::<T>(arg).reader_writer();
+    let mut value: T = read_arg(&mut reader)?;
+    f(&mut value)?;
+    write_arg(writer, &value)
 }
 
 /// The user memory of an ioctl argument of type `T`.
@@ -186,6 +289,75 @@ impl PfnicFile {
         self.owner_only()?;
         self.ctx.submit(&mut op)?;
         write_arg(writer, &op)
+    }
+
+    /// The verbs ioctls. Device queries are for anyone who can open the device; objects are
+    /// for the address space that owns the context.
+    fn verbs_ioctl(&self, cmd: u32, arg: UserPtr) -> Result {
+        let v = &self.verbs;
+        match cmd {
+            uapi::PFNIC_IOCTL_QUERY_VERBS => return output(arg, || self.nic.query_verbs()),
+            uapi::PFNIC_IOCTL_QUERY_PORT => return output(arg, || self.nic.query_port()),
+            _ => {}
+        }
+        let owned = || {
+            self.nic.verbs()?;
+            // Every ioctl fails once the device is unbound, including those that would not
+            // reach it.
+            self.nic.with_bar(|_| ())?;
+            self.owner_only()
+        };
+        match cmd {
+            uapi::PFNIC_IOCTL_ALLOC_PD => output(arg, || {
+                owned()?;
+                v.alloc_pd()
+            }),
+            uapi::PFNIC_IOCTL_DEALLOC_PD => input(arg, |a| {
+                owned()?;
+                v.dealloc_pd(a)
+            }),
+            uapi::PFNIC_IOCTL_REG_MR => in_out(arg, |a| {
+                owned()?;
+                v.reg_mr(a)
+            }),
+            uapi::PFNIC_IOCTL_DEREG_MR => input(arg, |a| {
+                owned()?;
+                v.dereg_mr(a)
+            }),
+            uapi::PFNIC_IOCTL_ADVISE_MR => input(arg, |a| {
+                owned()?;
+                v.advise_mr(a)
+            }),
+            uapi::PFNIC_IOCTL_QUERY_MR => in_out(arg, |a| {
+                owned()?;
+                v.query_mr(a)
+            }),
+            uapi::PFNIC_IOCTL_CREATE_CQ => in_out(arg, |a| {
+                owned()?;
+                v.create_cq(a)
+            }),
+            uapi::PFNIC_IOCTL_DESTROY_CQ => input(arg, |a| {
+                owned()?;
+                v.destroy_cq(a)
+            }),
+            uapi::PFNIC_IOCTL_CREATE_QP => in_out(arg, |a| {
+                owned()?;
+                v.create_qp(a)
+            }),
+            uapi::PFNIC_IOCTL_MODIFY_QP => input(arg, |a| {
+                owned()?;
+                v.modify_qp(a)
+            }),
+            uapi::PFNIC_IOCTL_QUERY_QP => in_out(arg, |a| {
+                owned()?;
+                v.query_qp(a)
+            }),
+            uapi::PFNIC_IOCTL_DESTROY_QP => input(arg, |a| {
+                owned()?;
+                v.destroy_qp(a)
+            }),
+            _ => Err(ENOTTY),
+        }
     }
 
     fn selftest(&self, mut reader: UserSliceReader, writer: UserSliceWriter) -> Result {

@@ -147,6 +147,11 @@ impl Context {
         })
     }
 
+    /// The hardware context's number.
+    pub(crate) fn index(&self) -> u32 {
+        self.index
+    }
+
     /// Whether `mm` is the address space this context was created for.
     ///
     /// A child that inherited the file across fork has another address space and must not use

@@ -10,6 +10,7 @@ use crate::{
     regs,
     ring::Rings,
     uapi,
+    verbs::{Limits, Verbs},
 };
 use kernel::{
     debugfs, device::Core, io::Io, miscdevice::MiscDeviceRegistration, pci, prelude::*, sync::Arc,
@@ -78,6 +79,23 @@ impl pci::Driver for PfnicDriver {
 
             let index = NicIndex::alloc()
                 .inspect_err(|_| dev_err!(pdev, "more than {} pfnics\n", chardev::MAX_NICS))?;
+            let verbs = if hw_caps.verbs() {
+                let limits = Limits::read(&bar)
+                    .inspect_err(|_| dev_err!(pdev, "verbs limits out of range; verbs disabled\n"));
+                match limits {
+                    Ok(limits) => Some(KBox::pin_init(
+                        Verbs::new(pdev.as_ref(), limits)?,
+                        GFP_KERNEL,
+                    )?),
+                    Err(_) => None,
+                }
+            } else {
+                None
+            };
+            let mut caps = caps(pdev, hw_caps, &ext);
+            if verbs.is_none() {
+                caps &= !uapi::PFNIC_CAP_VERBS;
+            }
             let info = NicInfo {
                 index: index.get(),
                 device_abi,
@@ -88,7 +106,7 @@ impl pci::Driver for PfnicDriver {
                 subsystem_id: pdev.subsystem_device_id(),
                 revision: pdev.revision_id(),
                 pci_rid: pdev.dev_id(),
-                caps: caps(pdev, hw_caps, &ext),
+                caps,
                 pasid_width: if ext.pasid.is_some() {
                     ext.pasid_width
                 } else {
@@ -101,6 +119,7 @@ impl pci::Driver for PfnicDriver {
                 },
                 num_vectors: u32::try_from(vectors.len())?,
                 num_contexts,
+                doorbell_phys: pdev.resource_start(2)?,
             };
 
             let doorbells = pdev.iomap_region(2, c"pfnic/doorbells")?.into_devres()?;
@@ -112,6 +131,7 @@ impl pci::Driver for PfnicDriver {
                     rings,
                     pdev.as_ref().into(),
                     info,
+                    verbs,
                 )?,
                 GFP_KERNEL,
             )?;
@@ -213,6 +233,9 @@ fn caps(pdev: &pci::Device<Core<'_>>, hw: regs::CAPS, ext: &ExtCaps) -> u64 {
     }
     if hw.selftest() {
         caps |= uapi::PFNIC_CAP_SELFTEST;
+    }
+    if hw.verbs() {
+        caps |= uapi::PFNIC_CAP_VERBS;
     }
     caps
 }

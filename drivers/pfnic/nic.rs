@@ -10,9 +10,11 @@ use crate::{
     regs,
     ring::{self, Desc, Rings},
     uapi,
+    verbs::Verbs,
 };
 use kernel::{
     device::{self, Bound},
+    dma::Coherent,
     io::{poll::read_poll_timeout, register::Array, Io},
     iommu::sva::SvaBond,
     new_mutex,
@@ -55,6 +57,8 @@ pub(crate) struct NicInfo {
     pub(crate) pri_max_requests: u32,
     pub(crate) num_vectors: u32,
     pub(crate) num_contexts: u32,
+    /// Physical address of BAR2 (the doorbell pages), for mapping one into a process.
+    pub(crate) doorbell_phys: u64,
 }
 
 /// Per-MSI-X-vector counters, written by that vector's interrupt handler.
@@ -97,6 +101,8 @@ pub(crate) struct Nic {
     /// Set once the first SVA bind has been logged.
     sva_announced: AtomicFlag,
     pub(crate) counters: Counters,
+    /// The verbs engine, on devices that have one (`CAPS.VERBS`).
+    pub(crate) verbs: Option<Pin<KBox<Verbs>>>,
 }
 
 /// Device-wide event counters (`PFNIC_IOCTL_QUERY_STATS`).
@@ -121,11 +127,14 @@ struct ContextTable {
 struct Slot {
     /// The address space binding; unbound when the slot is emptied.
     bond: SvaBond,
-    /// Index of the next descriptor to post in the context's ring.
+    /// Position of the next descriptor to post in the context's ring (free-running).
     tail: u32,
-    /// The descriptor in flight, if any (submissions are one at a time per context). It stays
-    /// here when its submitter was interrupted, until a later submission finds it done.
-    inflight: Option<u32>,
+    /// Oldest posted descriptor not yet known to be done and released; `tail - head`
+    /// descriptors occupy the ring.
+    head: u32,
+    /// Ring slots whose poster still waits to read the descriptor back: the slot is not reused
+    /// until it is released, even once done.
+    claimed: [bool; ring::RING_SIZE as usize],
 }
 
 /// Outcome of one interrupt self-test.
@@ -142,6 +151,7 @@ impl Nic {
         rings: Rings,
         dev: ARef<device::Device>,
         info: NicInfo,
+        verbs: Option<Pin<KBox<Verbs>>>,
     ) -> Result<impl PinInit<Self, Error>> {
         let n = info.num_vectors as usize;
         let mut vectors = KVec::with_capacity(n, GFP_KERNEL)?;
@@ -171,6 +181,7 @@ impl Nic {
                 contexts_stopped_by_exit: Atomic::new(0),
                 context_failures: Atomic::new(0),
             },
+            verbs,
         }? Error))
     }
 
@@ -182,6 +193,22 @@ impl Nic {
     /// Whether this is the first SVA bind on this device since probe.
     pub(crate) fn first_sva_bind(&self) -> bool {
         !self.sva_announced.xchg(true, Relaxed)
+    }
+
+    /// Allocates `bytes` of zeroed coherent DMA memory for the device (rings mapped into a
+    /// process). `ENODEV` once the device is unbound.
+    pub(crate) fn alloc_coherent(&self, bytes: usize) -> Result<Coherent<[u8]>> {
+        let table = self.contexts.lock();
+        if table.revoked {
+            return Err(ENODEV);
+        }
+        // SAFETY: `unbind()` sets `revoked` under this lock, and the driver core calls it
+        // before it releases the device. So while we hold the lock and `revoked` is false, the
+        // device is bound.
+        let dev = unsafe { self.dev.as_bound() };
+        let mem = Coherent::zeroed_slice(dev, bytes, GFP_KERNEL);
+        drop(table);
+        mem
     }
 
     /// Takes a free hardware context and starts it in the address space of `bond`; returns
@@ -218,7 +245,8 @@ impl Nic {
         table.slots[index] = Some(Slot {
             bond,
             tail: 0,
-            inflight: None,
+            head: 0,
+            claimed: [false; ring::RING_SIZE as usize],
         });
         Ok(index_u32)
     }
@@ -253,6 +281,9 @@ impl Nic {
                     vector + 1
                 };
             }
+            if let Some(verbs) = &self.verbs {
+                verbs.eq.program(bar);
+            }
             Ok(())
         })?
     }
@@ -260,54 +291,91 @@ impl Nic {
     /// Has context `index` execute `desc` and waits for it; returns the completed descriptor
     /// and the time it took.
     ///
-    /// `EBUSY` if the context's previous descriptor is still in flight; `EINTR` if a signal
-    /// arrives while waiting (the device goes on, and the descriptor is reaped by a later
-    /// submission once done); `ETIMEDOUT` if the device does not complete it in time.
+    /// Descriptors queued before (asynchronous prefetches) run first. `EINTR` if a signal
+    /// arrives while waiting (the device goes on, and the ring slot is reclaimed once the
+    /// descriptor is done); `ETIMEDOUT` if the device does not complete it in time.
     pub(crate) fn submit(&self, index: u32, desc: Desc) -> Result<(Desc, Delta)> {
-        let tail = {
-            let mut table = self.contexts.lock();
-            let slot = table
-                .slots
-                .get_mut(index as usize)
-                .and_then(Option::as_mut)
-                .ok_or(ENODEV)?;
-            if let Some(prev) = slot.inflight {
-                if self.rings.status(index, prev) & ring::DESC_DONE == 0 {
-                    return Err(EBUSY);
-                }
-                slot.tail = prev.wrapping_add(1);
-            }
-            slot.inflight = Some(slot.tail);
-            slot.tail
-        };
-        self.rings.write(index, tail, desc);
+        let pos = self.post(index, desc, true)?;
         let start = Instant::<Monotonic>::now();
-        self.doorbells
-            .try_access_with(|db| db.try_write32(tail.wrapping_add(1), index as usize * 4096))
-            .ok_or(ENODEV)??;
-        read_poll_timeout(
+        let done = self.wait_desc(index, pos)?;
+        Ok((done, start.elapsed()))
+    }
+
+    /// Posts `desc` on context `index`'s ring and rings its doorbell; returns its position.
+    /// With `claim`, the caller must collect it with [`Nic::wait_desc`]; without, the ring slot
+    /// is reclaimed once the device is done with it. Waits while the ring is full.
+    pub(crate) fn post(&self, index: u32, desc: Desc, claim: bool) -> Result<u32> {
+        let start = Instant::<Monotonic>::now();
+        loop {
+            {
+                let mut table = self.contexts.lock();
+                let slot = table
+                    .slots
+                    .get_mut(index as usize)
+                    .and_then(Option::as_mut)
+                    .ok_or(ENODEV)?;
+                self.reap(index, slot);
+                if slot.tail.wrapping_sub(slot.head) < ring::RING_SIZE {
+                    let pos = slot.tail;
+                    self.rings.write(index, pos, desc);
+                    slot.claimed[ring::slot_index(pos)] = claim;
+                    slot.tail = pos.wrapping_add(1);
+                    // The tail is rung under the lock, so the device sees it only grow.
+                    self.doorbells
+                        .try_access_with(|db| {
+                            db.try_write32(
+                                slot.tail,
+                                index as usize * regs::DB_PAGE_SIZE + regs::DB_RING_TAIL,
+                            )
+                        })
+                        .ok_or(ENODEV)??;
+                    return Ok(pos);
+                }
+            }
+            if kernel::current!().signal_pending() {
+                return Err(EINTR);
+            }
+            if start.elapsed() > SUBMIT_TIMEOUT {
+                return Err(ETIMEDOUT);
+            }
+            kernel::time::delay::fsleep(Delta::from_micros(20));
+        }
+    }
+
+    /// Advances `slot.head` past descriptors that are done and not claimed.
+    fn reap(&self, index: u32, slot: &mut Slot) {
+        while slot.head != slot.tail {
+            let head = slot.head;
+            if slot.claimed[ring::slot_index(head)]
+                || self.rings.status(index, head) & ring::DESC_DONE == 0
+            {
+                break;
+            }
+            slot.head = head.wrapping_add(1);
+        }
+    }
+
+    /// Waits for the claimed descriptor at `pos` of context `index` and returns it completed.
+    /// Releases the claim in every case.
+    pub(crate) fn wait_desc(&self, index: u32, pos: u32) -> Result<Desc> {
+        let done = read_poll_timeout(
             || {
                 if kernel::current!().signal_pending() {
                     return Err(EINTR);
                 }
-                Ok(self.rings.status(index, tail))
+                Ok(self.rings.status(index, pos))
             },
             |status: &u32| status & ring::DESC_DONE != 0,
             Delta::from_micros(20),
             SUBMIT_TIMEOUT,
-        )?;
-        let elapsed = start.elapsed();
-        if let Some(slot) = self
-            .contexts
-            .lock()
-            .slots
-            .get_mut(index as usize)
-            .and_then(Option::as_mut)
-        {
-            slot.tail = tail.wrapping_add(1);
-            slot.inflight = None;
+        )
+        .map(|_| self.rings.read(index, pos));
+        let mut table = self.contexts.lock();
+        if let Some(slot) = table.slots.get_mut(index as usize).and_then(Option::as_mut) {
+            slot.claimed[ring::slot_index(pos)] = false;
+            self.reap(index, slot);
         }
-        Ok((self.rings.read(index, tail), elapsed))
+        done
     }
 
     /// The device's counters for context `index`, since it started.
@@ -334,6 +402,7 @@ impl Nic {
         writeln!(f, "context_failures {}", st.context_failures)?;
         writeln!(f, "interrupts {}", st.interrupts)?;
         write_translation(f, &st.translation, "\n")?;
+        self.write_verbs_stats(f)?;
         write!(f, "fault_latency_us_log2")?;
         for c in st.fault_latency_us_log2 {
             write!(f, " {c}")?;
@@ -481,21 +550,34 @@ impl Nic {
         let Some(stats) = self.vectors.get(vector) else {
             return false;
         };
-        let echo = self.with_bar(|bar| {
-            let status = bar.read(regs::IRQ_STATUS);
-            if status.into_raw() == 0 {
-                return None;
-            }
-            bar.write_reg(status); // write 1 to clear what we saw
-            status
-                .selftest()
-                .then(|| bar.read(regs::SELFTEST_ECHO).value().get())
-        });
+        let (echo, events) = self
+            .with_bar(|bar| {
+                // The event queue has no cause bit: its vector looks at the queue itself.
+                let events = match &self.verbs {
+                    Some(verbs) if vector == crate::verbs::eq::EQ_VECTOR as usize => {
+                        verbs.eq.process(bar)
+                    }
+                    _ => false,
+                };
+                let status = bar.read(regs::IRQ_STATUS);
+                if status.into_raw() == 0 {
+                    return (None, events);
+                }
+                bar.write_reg(status); // write 1 to clear what we saw
+                let echo = status
+                    .selftest()
+                    .then(|| bar.read(regs::SELFTEST_ECHO).value().get());
+                (echo, events)
+            })
+            .unwrap_or((None, false));
         stats.interrupts.add(1, Relaxed);
-        if let Ok(Some(echo)) = echo {
+        if let Some(echo) = echo {
             stats.last_echo.store(echo, Relaxed);
             // Publishes `last_echo` to the waiter in `selftest`.
             stats.selftests.fetch_add(1, Release);
+            return true;
+        }
+        if events {
             return true;
         }
         // Vectors other than 0 also signal descriptor completions, which have no cause bit.

@@ -5,7 +5,8 @@
 //!
 //! The driver binds the device, checks its identity and ABI, proves its MSI-X interrupt path
 //! and exposes `/dev/pfnicN`. Every open file owns a hardware context bound to the opener's
-//! address space through the IOMMU (SVA), with the PASID programmed into the device.
+//! address space through the IOMMU (SVA), with the PASID programmed into the device, and the
+//! RDMA verbs objects (PDs, MRs, CQs, RC QPs) it creates, whose rings it maps (`verbs/`).
 
 mod chardev;
 mod context;
@@ -16,6 +17,7 @@ mod pci_caps;
 mod regs;
 mod ring;
 pub mod uapi;
+mod verbs;
 
 kernel::module_pci_driver! {
     type: driver::PfnicDriver,

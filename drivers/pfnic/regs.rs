@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! BAR0 register definitions, mirroring `docs/registers.md` (device ABI 1.2).
+//! BAR0 register definitions, mirroring `docs/registers.md` (device ABI 1.3) and the verbs
+//! registers of `docs/verbs.md` (limits, admin command mailbox, event queue), plus the offsets
+//! of the user doorbells in each context's BAR2 page.
 
 use kernel::io::register;
 
@@ -12,6 +14,24 @@ pub(crate) const ID_VALUE: u32 = 0x434e_4650;
 
 /// Counters in each block of `COUNTERS` / `CTX_COUNTERS` (docs/registers.md).
 pub(crate) const COUNTERS_NR: usize = 7;
+
+/// Arguments of the admin command mailbox ([`CMD_ARG`]).
+pub(crate) const CMD_ARGS_NR: usize = 16;
+
+/// Offsets in a context's BAR2 doorbell page (docs/verbs.md, "User doorbells"). Only user space
+/// writes the verbs doorbells, through its mapping of the page; the driver writes `RING_TAIL`.
+pub(crate) const DB_RING_TAIL: usize = 0x000;
+/// `QPN << 16 | send tail`.
+#[expect(dead_code, reason = "documents the page user space maps")]
+pub(crate) const DB_SQ: usize = 0x008;
+/// `QPN << 16 | receive tail`.
+#[expect(dead_code, reason = "documents the page user space maps")]
+pub(crate) const DB_RQ: usize = 0x00c;
+/// `CQN << 16 | flags` (bit 0: solicited only).
+#[expect(dead_code, reason = "documents the page user space maps")]
+pub(crate) const DB_CQ_ARM: usize = 0x010;
+/// Size of one context's doorbell page.
+pub(crate) const DB_PAGE_SIZE: usize = 0x1000;
 
 /// The device ABI major version this driver implements.
 pub(crate) const ABI_MAJOR: u32 = 1;
@@ -40,6 +60,8 @@ register! {
         1:1 pasid => bool;
         2:2 pri => bool;
         3:3 selftest => bool;
+        /// The verbs engine of docs/verbs.md.
+        4:4 verbs => bool;
     }
 
     /// MSI-X vectors implemented.
@@ -159,5 +181,80 @@ register! {
     /// Page request round trips in [2^i, 2^(i+1)) microseconds.
     pub(crate) STAT_FAULT_LAT(u32)[16] @ 0x140 {
         31:0 count;
+    }
+
+    /// Admin command arguments; some commands write results back.
+    pub(crate) CMD_ARG(u32)[CMD_ARGS_NR] @ 0x200 {
+        31:0 value;
+    }
+
+    /// Writing an opcode executes the admin command synchronously.
+    pub(crate) CMD_OP(u32) @ 0x240 {
+        31:0 op;
+    }
+
+    /// Result of the last admin command, 0 when it succeeded.
+    pub(crate) CMD_STATUS(u32) @ 0x244 {
+        31:0 status;
+    }
+
+    /// Event queue DMA address, bits 31:0.
+    pub(crate) EQ_BASE_LO(u32) @ 0x248 {
+        31:0 addr;
+    }
+
+    /// Event queue DMA address, bits 63:32.
+    pub(crate) EQ_BASE_HI(u32) @ 0x24c {
+        31:0 addr;
+    }
+
+    /// Event queue entries (a power of two), 0 disables it; writing resets both counters.
+    pub(crate) EQ_SIZE(u32) @ 0x250 {
+        31:0 entries;
+    }
+
+    /// Event queue entries the driver consumed (free-running).
+    pub(crate) EQ_HEAD(u32) @ 0x254 {
+        31:0 consumed;
+    }
+
+    /// MSI-X vector signalled after the device writes events.
+    pub(crate) EQ_VECTOR(u32) @ 0x258 {
+        31:0 vector;
+    }
+
+    /// Events dropped because the queue was full.
+    pub(crate) EQ_OVERFLOW(u32) @ 0x25c {
+        31:0 count;
+    }
+
+    /// QP table entries (QPNs 0 and 1 are never used).
+    pub(crate) MAX_QPS(u32) @ 0x260 {
+        31:0 value;
+    }
+
+    /// CQ table entries.
+    pub(crate) MAX_CQS(u32) @ 0x264 {
+        31:0 value;
+    }
+
+    /// Memory key table entries.
+    pub(crate) MAX_MRS(u32) @ 0x268 {
+        31:0 value;
+    }
+
+    /// Entries of a send or receive queue.
+    pub(crate) MAX_WQES(u32) @ 0x26c {
+        31:0 value;
+    }
+
+    /// Entries of a completion queue.
+    pub(crate) MAX_CQES(u32) @ 0x270 {
+        31:0 value;
+    }
+
+    /// Scatter/gather entries per work request.
+    pub(crate) MAX_SGE(u32) @ 0x274 {
+        31:0 value;
     }
 }

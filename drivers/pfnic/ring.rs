@@ -16,14 +16,21 @@ use kernel::{
 };
 use zerocopy_derive::{FromBytes as ZFromBytes, Immutable, IntoBytes as ZIntoBytes};
 
-/// Descriptors per context ring. Submissions are synchronous for now, one at a time per
-/// context, so the ring only needs to cover a few in flight.
-pub(crate) const RING_SIZE: u32 = 8;
+/// Descriptors per context ring: a submission, and the prefetches of an `ADVISE_MR` queued
+/// ahead of it.
+pub(crate) const RING_SIZE: u32 = 16;
 
 /// Device opcodes.
 pub(crate) const OP_COPY: u8 = 1;
 pub(crate) const OP_FILL: u8 = 2;
 pub(crate) const OP_COMPARE: u8 = 3;
+/// Make the pages of a range of an MR present (docs/verbs.md, "Prefetch"); `src` is the key.
+pub(crate) const OP_PREFETCH: u8 = 4;
+/// `PREFETCH` flags: for writing; without faulting (ATS only).
+pub(crate) const PREFETCH_WRITE: u8 = 1 << 0;
+pub(crate) const PREFETCH_NO_FAULT: u8 = 1 << 1;
+/// Completion codes (status bits 7:0).
+pub(crate) const STATUS_SUCCESS: u32 = 1;
 /// Set by the device in `status` once the descriptor completed.
 pub(crate) const DESC_DONE: u32 = 1 << 31;
 /// Longest transfer one descriptor may describe.
@@ -55,6 +62,11 @@ unsafe impl kernel::transmute::FromBytes for Desc {}
 // SAFETY: as above: no padding, so every byte of a `Desc` is initialized.
 unsafe impl kernel::transmute::AsBytes for Desc {}
 
+/// The slot of descriptor position `pos` (free-running) in a context's ring.
+pub(crate) fn slot_index(pos: u32) -> usize {
+    (pos % RING_SIZE) as usize
+}
+
 /// The rings of every context of one device.
 pub(crate) struct Rings {
     mem: Coherent<[Desc]>,
@@ -79,7 +91,7 @@ impl Rings {
     }
 
     fn slot(ctx: u32, index: u32) -> usize {
-        (ctx * RING_SIZE + index % RING_SIZE) as usize
+        ctx as usize * RING_SIZE as usize + slot_index(index)
     }
 
     /// Writes descriptor `index` of context `ctx`'s ring (the device does not own it yet).

@@ -670,8 +670,7 @@ pub const PFNIC_IOCTL_QUERY_MR: u32 =
 pub const PFNIC_IOCTL_CREATE_CQ: u32 =
     ioc(IOC_READ | IOC_WRITE, 0x0d, core::mem::size_of::<CreateCq>());
 /// `_IOW(0xf5, 0x0e, struct pfnic_object_number)`: `EBUSY` while a QP uses it.
-pub const PFNIC_IOCTL_DESTROY_CQ: u32 =
-    ioc(IOC_WRITE, 0x0e, core::mem::size_of::<ObjectNumber>());
+pub const PFNIC_IOCTL_DESTROY_CQ: u32 = ioc(IOC_WRITE, 0x0e, core::mem::size_of::<ObjectNumber>());
 /// `_IOWR(0xf5, 0x0f, struct pfnic_create_qp)`.
 pub const PFNIC_IOCTL_CREATE_QP: u32 =
     ioc(IOC_READ | IOC_WRITE, 0x0f, core::mem::size_of::<CreateQp>());
@@ -681,5 +680,4 @@ pub const PFNIC_IOCTL_MODIFY_QP: u32 = ioc(IOC_WRITE, 0x10, core::mem::size_of::
 pub const PFNIC_IOCTL_QUERY_QP: u32 =
     ioc(IOC_READ | IOC_WRITE, 0x11, core::mem::size_of::<QueryQp>());
 /// `_IOW(0xf5, 0x12, struct pfnic_object_number)`.
-pub const PFNIC_IOCTL_DESTROY_QP: u32 =
-    ioc(IOC_WRITE, 0x12, core::mem::size_of::<ObjectNumber>());
+pub const PFNIC_IOCTL_DESTROY_QP: u32 = ioc(IOC_WRITE, 0x12, core::mem::size_of::<ObjectNumber>());

@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Completion queues: a ring of 32-byte CQEs followed by a 16-byte record, in one coherent
+//! allocation the process maps; completion events go to the file's event queue.
+
+use super::{
+    cmd,
+    eq::Route,
+    file::{ring_bytes, Cq, VerbsFile},
+};
+use crate::uapi;
+use kernel::{prelude::*, sync::Arc, types::ScopeGuard};
+
+/// Bytes of a CQE.
+const CQE_SIZE: usize = 32;
+/// Bytes of the CQ record.
+const RECORD_SIZE: usize = 16;
+
+impl VerbsFile {
+    /// `PFNIC_IOCTL_CREATE_CQ`.
+    pub(crate) fn create_cq(&self, arg: &mut uapi::CreateCq) -> Result {
+        let verbs = self.nic.verbs()?;
+        if arg.reserved != 0 {
+            return Err(EINVAL);
+        }
+        if arg.cqe == 0 || arg.cqe > verbs.limits.max_cqes {
+            return Err(EINVAL);
+        }
+        let entries = arg.cqe.next_power_of_two();
+        let log2 = entries.trailing_zeros();
+        let record_offset = entries as usize * CQE_SIZE;
+        let bytes = ring_bytes(record_offset + RECORD_SIZE)?;
+        let mem = Arc::new(self.nic.alloc_coherent(bytes)?, GFP_KERNEL)?;
+
+        let mut o = self.objects.lock();
+        let cqn = verbs.ids.lock().cqns.alloc()?;
+        let free_cqn = ScopeGuard::new(|| verbs.ids.lock().cqns.free(cqn));
+        // Route events before the CQ exists, so none is lost.
+        drop(verbs.eq.set_route(
+            cqn,
+            Some(Route {
+                events: self.events.clone(),
+                cq_context: arg.cq_context,
+            }),
+        ));
+        let unroute = ScopeGuard::new(|| drop(verbs.eq.set_route(cqn, None)));
+        let ring = mem.dma_address();
+        let record = ring + record_offset as u64;
+        let [ring_lo, ring_hi] = cmd::split(ring);
+        let [rec_lo, rec_hi] = cmd::split(record);
+        self.nic.command(
+            cmd::CQ_CREATE,
+            &[cqn, self.ctx, ring_lo, ring_hi, log2, rec_lo, rec_hi],
+        )?;
+        let destroy = ScopeGuard::new(|| {
+            let _ = self.nic.command(cmd::CQ_DESTROY, &[cqn]);
+        });
+        o.cqs
+            .try_create_and_insert(cqn, Cq { qps: 0 }, GFP_KERNEL)?;
+        let offset = match o.add_ring(mem) {
+            Ok(offset) => offset,
+            Err(e) => {
+                o.cqs.remove(&cqn);
+                return Err(e);
+            }
+        };
+        destroy.dismiss();
+        unroute.dismiss();
+        free_cqn.dismiss();
+        arg.cqn = cqn;
+        arg.entries = entries;
+        arg.mmap_offset = offset;
+        arg.mmap_len = bytes as u64;
+        arg.record_offset = record_offset as u64;
+        Ok(())
+    }
+
+    /// `PFNIC_IOCTL_DESTROY_CQ`: `EBUSY` while a QP uses it. Its queued events are dropped.
+    pub(crate) fn destroy_cq(&self, arg: &uapi::ObjectNumber) -> Result {
+        let verbs = self.nic.verbs()?;
+        if arg.reserved != 0 {
+            return Err(EINVAL);
+        }
+        let mut o = self.objects.lock();
+        let cq = o.cqs.get(&arg.num).ok_or(EINVAL)?;
+        if cq.qps != 0 {
+            return Err(EBUSY);
+        }
+        self.nic.command(cmd::CQ_DESTROY, &[arg.num])?;
+        o.cqs.remove(&arg.num);
+        drop(verbs.eq.set_route(arg.num, None));
+        self.events.purge(arg.num);
+        verbs.ids.lock().cqns.free(arg.num);
+        Ok(())
+    }
+}

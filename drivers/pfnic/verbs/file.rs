@@ -1,0 +1,251 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The verbs objects of one open file: PDs, MRs, CQs and QPs, the ring memory it may map, and
+//! its completion events.
+//!
+//! Every ioctl validates its whole argument under the file's object lock before it changes
+//! anything, and fails with a precise errno. Nothing waits for the device's page faults while
+//! holding that lock (faulting takes the address space's lock, which `mmap()` holds while it
+//! takes ours).
+//!
+//! Ring memory lives until the file is released, not until its object is destroyed: a
+//! process may keep the mapping after `DESTROY_*`, and the mapping holds the file.
+
+use super::{cmd, events::CompletionEvents, MAX_PDS};
+use crate::{nic::Nic, regs, uapi};
+use kernel::{
+    dma::Coherent,
+    io::PhysAddr,
+    mm::virt::{flags, VmaNew},
+    new_mutex,
+    page::PAGE_SIZE,
+    prelude::*,
+    rbtree::RBTree,
+    sync::{Arc, Mutex},
+};
+
+// A process maps exactly its own context's doorbell page.
+const _: () = assert!(PAGE_SIZE == regs::DB_PAGE_SIZE);
+
+/// A protection domain: a number MRs and QPs are tagged with; in use while they exist.
+pub(crate) struct Pd {
+    pub(crate) mrs: u32,
+    pub(crate) qps: u32,
+}
+
+/// A memory region.
+pub(crate) struct Mr {
+    /// Index in the device's memory key table.
+    pub(crate) index: u32,
+    pub(crate) key: u32,
+    pub(crate) pd: u32,
+    pub(crate) access: u32,
+    pub(crate) addr: u64,
+    pub(crate) length: u64,
+}
+
+impl Mr {
+    /// Whether the MR covers `[addr, addr + len)`.
+    pub(crate) fn covers(&self, addr: u64, len: u64) -> bool {
+        let Some(end) = addr.checked_add(len) else {
+            return false;
+        };
+        // The implicit MR's length is 2^64 - 1: its end does not fit in a u64.
+        let mr_end = u128::from(self.addr) + u128::from(self.length);
+        addr >= self.addr && u128::from(end) <= mr_end
+    }
+}
+
+/// A completion queue.
+pub(crate) struct Cq {
+    /// QPs using it, as send or receive CQ (counted twice when both).
+    pub(crate) qps: u32,
+}
+
+/// A queue pair.
+pub(crate) struct Qp {
+    pub(crate) pd: u32,
+    pub(crate) send_cq: u32,
+    pub(crate) recv_cq: u32,
+    pub(crate) sq_sig_all: bool,
+    pub(crate) cap: uapi::QpCap,
+    /// The attributes as last set (the state is the device's).
+    pub(crate) attr: uapi::QpAttr,
+}
+
+/// Everything one file created.
+pub(crate) struct Objects {
+    /// Next PD or MR handle to try.
+    next_handle: u32,
+    /// Next `mmap()` token (in pages; 0 is the doorbell page).
+    next_token: u64,
+    pub(crate) pds: RBTree<u32, Pd>,
+    pub(crate) mrs: RBTree<u32, Mr>,
+    /// By CQN.
+    pub(crate) cqs: RBTree<u32, Cq>,
+    /// By QPN.
+    pub(crate) qps: RBTree<u32, Qp>,
+    /// Ring memory by `mmap()` token, of live and destroyed objects alike.
+    pub(crate) rings: RBTree<u64, Arc<Coherent<[u8]>>>,
+}
+
+impl Objects {
+    /// A handle no PD or MR of this file has.
+    pub(crate) fn new_handle(&mut self) -> u32 {
+        loop {
+            let h = self.next_handle;
+            self.next_handle = self.next_handle.wrapping_add(1).max(1);
+            if self.pds.get(&h).is_none() && self.mrs.get(&h).is_none() {
+                return h;
+            }
+        }
+    }
+
+    /// Keeps `mem` until the file is released; returns its `mmap()` offset.
+    pub(crate) fn add_ring(&mut self, mem: Arc<Coherent<[u8]>>) -> Result<u64> {
+        let token = self.next_token;
+        let offset = token.checked_mul(PAGE_SIZE as u64).ok_or(ENOSPC)?;
+        self.rings.try_create_and_insert(token, mem, GFP_KERNEL)?;
+        self.next_token += 1;
+        Ok(offset)
+    }
+}
+
+/// The verbs state of one open file.
+pub(crate) struct VerbsFile {
+    pub(crate) nic: Arc<Nic>,
+    /// The file's hardware context.
+    pub(crate) ctx: u32,
+    pub(crate) objects: Pin<KBox<Mutex<Objects>>>,
+    pub(crate) events: Arc<CompletionEvents>,
+}
+
+/// Rounds a ring allocation up to whole pages (it is mapped into the process).
+pub(crate) fn ring_bytes(bytes: usize) -> Result<usize> {
+    bytes.checked_next_multiple_of(PAGE_SIZE).ok_or(EINVAL)
+}
+
+impl VerbsFile {
+    pub(crate) fn new(nic: &Arc<Nic>, ctx: u32) -> Result<Self> {
+        let objects = Objects {
+            next_handle: 1,
+            next_token: 1,
+            pds: RBTree::new(),
+            mrs: RBTree::new(),
+            cqs: RBTree::new(),
+            qps: RBTree::new(),
+            rings: RBTree::new(),
+        };
+        Ok(Self {
+            nic: nic.clone(),
+            ctx,
+            objects: KBox::pin_init(new_mutex!(objects), GFP_KERNEL)?,
+            events: CompletionEvents::new()?,
+        })
+    }
+
+    /// `PFNIC_IOCTL_ALLOC_PD`.
+    pub(crate) fn alloc_pd(&self) -> Result<uapi::PdHandle> {
+        self.nic.verbs()?;
+        let mut o = self.objects.lock();
+        if o.pds.iter().count() >= MAX_PDS as usize {
+            return Err(ENOSPC);
+        }
+        let pd = o.new_handle();
+        o.pds
+            .try_create_and_insert(pd, Pd { mrs: 0, qps: 0 }, GFP_KERNEL)?;
+        Ok(uapi::PdHandle { pd, reserved: 0 })
+    }
+
+    /// `PFNIC_IOCTL_DEALLOC_PD`: `EBUSY` while MRs or QPs use it.
+    pub(crate) fn dealloc_pd(&self, arg: &uapi::PdHandle) -> Result {
+        self.nic.verbs()?;
+        if arg.reserved != 0 {
+            return Err(EINVAL);
+        }
+        let mut o = self.objects.lock();
+        let pd = o.pds.get(&arg.pd).ok_or(EINVAL)?;
+        if pd.mrs != 0 || pd.qps != 0 {
+            return Err(EBUSY);
+        }
+        o.pds.remove(&arg.pd);
+        Ok(())
+    }
+
+    /// Maps the doorbell page (offset 0) or the rings of a CQ or QP (the offset its create
+    /// ioctl returned) into the process. `EINVAL` for another offset, a private mapping or one
+    /// larger than the object.
+    pub(crate) fn mmap(&self, vma: &VmaNew) -> Result {
+        self.nic.verbs()?;
+        if vma.flags() & flags::SHARED == 0 {
+            return Err(EINVAL);
+        }
+        vma.try_clear_mayexec()?;
+        // A fork child cannot use the context; it does not inherit the mappings either.
+        vma.set_dontcopy();
+        let token = vma.pgoff() as u64;
+        if token == uapi::PFNIC_MMAP_DOORBELL {
+            // Refused once the device is unbound (its BAR may be gone).
+            self.nic.with_bar(|_| ())?;
+            let start = self.nic.info.doorbell_phys
+                + PhysAddr::from(self.ctx) * regs::DB_PAGE_SIZE as PhysAddr;
+            // SAFETY: `start` is this file's context's page of BAR2, which holds nothing but
+            // that context's doorbells; the device checks every doorbell against the context
+            // whose page is written, so the process reaches only its own queues. The BAR stays
+            // assigned to the device while it exists.
+            return unsafe { vma.iomap_uncached(start, regs::DB_PAGE_SIZE) };
+        }
+        let ring = self
+            .objects
+            .lock()
+            .rings
+            .get(&token)
+            .cloned()
+            .ok_or(EINVAL)?;
+        // Last: a successful mapping holds a reference to the memory.
+        ring.mmap(vma)
+    }
+
+    /// Destroys every QP, CQ and MR of the file in the device, in that order (QPs use CQs and
+    /// keys). Runs at release, before the hardware context stops; after an unbind the device
+    /// was reset, which emptied its tables, and the commands fail harmlessly.
+    fn destroy_all(&self) {
+        let mut o = self.objects.lock();
+        let verbs = match self.nic.verbs() {
+            Ok(v) => v,
+            Err(_) => return,
+        };
+        loop {
+            let Some(qpn) = o.qps.keys().next().copied() else {
+                break;
+            };
+            o.qps.remove(&qpn);
+            let _ = self.nic.command(cmd::QP_DESTROY, &[qpn]);
+            verbs.ids.lock().qpns.free(qpn);
+        }
+        loop {
+            let Some(cqn) = o.cqs.keys().next().copied() else {
+                break;
+            };
+            o.cqs.remove(&cqn);
+            let _ = self.nic.command(cmd::CQ_DESTROY, &[cqn]);
+            drop(verbs.eq.set_route(cqn, None));
+            verbs.ids.lock().cqns.free(cqn);
+        }
+        loop {
+            let Some(handle) = o.mrs.keys().next().copied() else {
+                break;
+            };
+            if let Some(mr) = o.mrs.remove(&handle) {
+                let _ = self.nic.command(cmd::MR_CLEAR, &[mr.index]);
+                verbs.ids.lock().mrs.free(mr.index);
+            }
+        }
+    }
+}
+
+impl Drop for VerbsFile {
+    fn drop(&mut self) {
+        self.destroy_all();
+    }
+}

@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RDMA verbs (docs/verbs.md): the device-wide part.
+//!
+//! - [`cmd`]: the admin command mailbox;
+//! - [`eq`]: the event queue and its interrupt handling;
+//! - [`alloc`]: QPN, CQN and memory key index allocation;
+//! - [`events`]: the completion events of one open file (`read()`, `poll()`);
+//! - [`file`]: the objects of one open file (PDs, MRs, CQs, QPs) and their ioctls, with
+//!   [`mr`], [`cq`] and [`qp`] for each kind of object.
+
+pub(crate) mod alloc;
+pub(crate) mod cmd;
+pub(crate) mod cq;
+pub(crate) mod eq;
+pub(crate) mod events;
+pub(crate) mod file;
+pub(crate) mod mr;
+pub(crate) mod qp;
+
+use crate::{
+    nic::{Bar0, Nic},
+    regs, uapi,
+};
+use alloc::IndexAllocator;
+use eq::EventQueue;
+use kernel::{
+    device::{Bound, Device},
+    io::Io,
+    new_mutex,
+    prelude::*,
+    sync::{atomic::Relaxed, Mutex},
+};
+
+/// PDs one file may have (the device has no PD table: a PD is a number the driver tags MRs
+/// and QPs with).
+pub(crate) const MAX_PDS: u32 = 4096;
+/// Outstanding RDMA READ/atomic requests per QP reported to users (the device executes work
+/// requests one at a time, so any number is honoured).
+pub(crate) const MAX_QP_RD_ATOM: u32 = 16;
+/// The port's LID (it is alone on its subnet).
+pub(crate) const PORT_LID: u16 = 1;
+/// Largest message: 2 GiB, as InfiniBand.
+pub(crate) const MAX_MSG_SZ: u32 = 1 << 31;
+/// The page size the device translates.
+const PAGE_SIZE_CAP: u64 = 1 << 12;
+
+/// The device's table sizes (read-only registers).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    pub(crate) max_qps: u32,
+    pub(crate) max_cqs: u32,
+    pub(crate) max_mrs: u32,
+    pub(crate) max_wqes: u32,
+    pub(crate) max_cqes: u32,
+    pub(crate) max_sge: u32,
+}
+
+impl Limits {
+    /// Reads the limits; `EIO` if the device reports nonsense (the allocators size tables by
+    /// them).
+    pub(crate) fn read(bar: &Bar0<'_>) -> Result<Self> {
+        let limits = Self {
+            max_qps: bar.read(regs::MAX_QPS).value().get(),
+            max_cqs: bar.read(regs::MAX_CQS).value().get(),
+            max_mrs: bar.read(regs::MAX_MRS).value().get(),
+            max_wqes: bar.read(regs::MAX_WQES).value().get(),
+            max_cqes: bar.read(regs::MAX_CQES).value().get(),
+            max_sge: bar.read(regs::MAX_SGE).value().get(),
+        };
+        let sane = (3..=1 << 16).contains(&limits.max_qps)
+            && (1..=1 << 16).contains(&limits.max_cqs)
+            && (1..=1 << 24).contains(&limits.max_mrs)
+            && limits.max_wqes.is_power_of_two()
+            && limits.max_wqes <= 1 << 15
+            && limits.max_cqes.is_power_of_two()
+            && limits.max_cqes <= 1 << 20
+            && (1..=4).contains(&limits.max_sge);
+        if sane {
+            Ok(limits)
+        } else {
+            Err(EIO)
+        }
+    }
+}
+
+/// Device-wide indices in use.
+pub(crate) struct Ids {
+    pub(crate) qpns: IndexAllocator,
+    pub(crate) cqns: IndexAllocator,
+    pub(crate) mrs: IndexAllocator,
+}
+
+/// The verbs engine of one device.
+#[pin_data]
+pub(crate) struct Verbs {
+    pub(crate) limits: Limits,
+    /// Serializes admin commands.
+    #[pin]
+    pub(crate) cmd_lock: Mutex<()>,
+    #[pin]
+    pub(crate) ids: Mutex<Ids>,
+    #[pin]
+    pub(crate) eq: EventQueue,
+}
+
+impl Verbs {
+    /// Sets up the verbs part of a device that has it (`CAPS.VERBS`).
+    pub(crate) fn new(
+        dev: &Device<Bound>,
+        limits: Limits,
+    ) -> Result<impl PinInit<Self, Error> + use<>> {
+        let ids = Ids {
+            // QPNs 0 and 1 are never used (docs/verbs.md).
+            qpns: IndexAllocator::new(2, limits.max_qps)?,
+            cqns: IndexAllocator::new(0, limits.max_cqs)?,
+            mrs: IndexAllocator::new(0, limits.max_mrs)?,
+        };
+        let eq_init = EventQueue::new(dev, limits.max_cqs)?;
+        Ok(try_pin_init!(Self {
+            limits,
+            cmd_lock <- new_mutex!(()),
+            ids <- new_mutex!(ids),
+            eq <- eq_init,
+        }? Error))
+    }
+
+    /// Whether QP `qpn` exists, in any file.
+    pub(crate) fn qp_exists(&self, qpn: u32) -> bool {
+        self.ids.lock().qpns.is_used(qpn)
+    }
+}
+
+impl Nic {
+    /// The verbs engine, or `EOPNOTSUPP` when the device has none.
+    pub(crate) fn verbs(&self) -> Result<&Verbs> {
+        self.verbs.as_deref().ok_or(EOPNOTSUPP)
+    }
+
+    /// The node GUID: the vendor and device IDs, then the device's index and PCI requester ID,
+    /// so two pfnics in one machine differ.
+    pub(crate) fn node_guid(&self) -> u64 {
+        let i = &self.info;
+        (u64::from(i.vendor_id) << 48)
+            | (u64::from(i.device_id) << 32)
+            | (u64::from(i.index) << 16)
+            | u64::from(i.pci_rid)
+    }
+
+    /// The answer to `PFNIC_IOCTL_QUERY_VERBS`.
+    pub(crate) fn query_verbs(&self) -> Result<uapi::QueryVerbs> {
+        let l = self.verbs()?.limits;
+        self.with_bar(|_| ())?;
+        Ok(uapi::QueryVerbs {
+            node_guid: self.node_guid(),
+            max_mr_size: u64::MAX,
+            page_size_cap: PAGE_SIZE_CAP,
+            odp_general_caps: uapi::PFNIC_ODP_SUPPORT | uapi::PFNIC_ODP_SUPPORT_IMPLICIT,
+            odp_rc_caps: uapi::PFNIC_ODP_RC_CAPS,
+            max_qp: l.max_qps,
+            max_qp_wr: l.max_wqes,
+            max_sge: l.max_sge,
+            max_cq: l.max_cqs,
+            max_cqe: l.max_cqes,
+            max_mr: l.max_mrs,
+            max_pd: MAX_PDS,
+            max_qp_rd_atom: MAX_QP_RD_ATOM,
+            atomic_cap: 1,
+            reserved: [0; 4],
+        })
+    }
+
+    /// The answer to `PFNIC_IOCTL_QUERY_PORT`.
+    pub(crate) fn query_port(&self) -> Result<uapi::QueryPort> {
+        self.verbs()?;
+        self.with_bar(|_| ())?;
+        let mut gid = [0u8; 16];
+        // The link-local prefix fe80::/64, then the node GUID, in network order.
+        gid[0] = 0xfe;
+        gid[1] = 0x80;
+        gid[8..].copy_from_slice(&self.node_guid().to_be_bytes());
+        Ok(uapi::QueryPort {
+            state: 4,      // IBV_PORT_ACTIVE
+            max_mtu: 5,    // IBV_MTU_4096
+            active_mtu: 5, // IBV_MTU_4096
+            link_layer: 1, // IBV_LINK_LAYER_INFINIBAND
+            max_msg_sz: MAX_MSG_SZ,
+            gid_tbl_len: 1,
+            lid: PORT_LID,
+            sm_lid: PORT_LID,
+            active_width: 2,  // IBV_WIDTH_4X
+            active_speed: 32, // IBV_SPEED_EDR
+            reserved0: 0,
+            gid,
+            reserved: [0; 2],
+        })
+    }
+
+    /// Writes the verbs object counts for debugfs.
+    pub(crate) fn write_verbs_stats(
+        &self,
+        f: &mut kernel::fmt::Formatter<'_>,
+    ) -> kernel::fmt::Result {
+        let Ok(verbs) = self.verbs() else {
+            return Ok(());
+        };
+        let (qps, cqs, mrs) = {
+            let ids = verbs.ids.lock();
+            (ids.qpns.in_use(), ids.cqns.in_use(), ids.mrs.in_use())
+        };
+        writeln!(f, "verbs_qps {qps}")?;
+        writeln!(f, "verbs_cqs {cqs}")?;
+        writeln!(f, "verbs_mrs {mrs}")?;
+        let c = &verbs.eq.counters;
+        writeln!(f, "completion_events {}", c.completions.load(Relaxed))?;
+        writeln!(f, "qp_fatal_events {}", c.qp_fatal.load(Relaxed))?;
+        writeln!(f, "cq_error_events {}", c.cq_errors.load(Relaxed))?;
+        writeln!(f, "completion_events_dropped {}", c.dropped.load(Relaxed))?;
+        if let Ok(overflow) = self.with_bar(EventQueue::overflow) {
+            writeln!(f, "eq_overflow {overflow}")?;
+        }
+        Ok(())
+    }
+}

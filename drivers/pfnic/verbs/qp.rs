@@ -1,0 +1,372 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RC queue pairs: creation with their send and receive queues and record in one coherent
+//! allocation the process maps, the RESET/INIT/RTR/RTS/ERR state machine with libibverbs'
+//! rules on the attributes of each transition, query and destruction.
+
+use super::{
+    cmd,
+    file::{ring_bytes, Qp, VerbsFile},
+    MAX_QP_RD_ATOM,
+};
+use crate::uapi::*;
+use kernel::{prelude::*, sync::Arc, types::ScopeGuard};
+
+/// Bytes of a work queue entry.
+const WQE_SIZE: usize = 128;
+/// Bytes of the QP record.
+const RECORD_SIZE: usize = 16;
+
+/// `IBV_QPS_*`.
+const QPS_RESET: u32 = 0;
+const QPS_INIT: u32 = 1;
+const QPS_RTR: u32 = 2;
+const QPS_RTS: u32 = 3;
+const QPS_ERR: u32 = 6;
+/// Highest `IBV_QPS_*` value (`ERR`).
+const QPS_MAX: u32 = QPS_ERR;
+
+/// `IBV_MTU_256` .. `IBV_MTU_4096`.
+const MTU_MIN: u32 = 1;
+const MTU_MAX: u32 = 5;
+
+/// Every attribute bit the driver knows.
+const ALL_ATTRS: u32 = PFNIC_QP_STATE
+    | PFNIC_QP_CUR_STATE
+    | PFNIC_QP_ACCESS_FLAGS
+    | PFNIC_QP_PKEY_INDEX
+    | PFNIC_QP_PORT
+    | PFNIC_QP_AV
+    | PFNIC_QP_PATH_MTU
+    | PFNIC_QP_TIMEOUT
+    | PFNIC_QP_RETRY_CNT
+    | PFNIC_QP_RNR_RETRY
+    | PFNIC_QP_RQ_PSN
+    | PFNIC_QP_MAX_QP_RD_ATOMIC
+    | PFNIC_QP_MIN_RNR_TIMER
+    | PFNIC_QP_SQ_PSN
+    | PFNIC_QP_MAX_DEST_RD_ATOMIC
+    | PFNIC_QP_DEST_QPN;
+
+/// `IBV_ACCESS_*` bits a QP's access flags may hold.
+const QP_ACCESS: u32 = PFNIC_ACCESS_LOCAL_WRITE
+    | PFNIC_ACCESS_REMOTE_WRITE
+    | PFNIC_ACCESS_REMOTE_READ
+    | PFNIC_ACCESS_REMOTE_ATOMIC;
+
+/// The attributes an RC transition from `cur` to `next` requires and those it allows besides
+/// (the kernel's `ib_modify_qp_is_ok` table, for the states the device implements); `None`
+/// when the transition is not allowed.
+fn transition(cur: u32, next: u32) -> Option<(u32, u32)> {
+    let rtr_required = PFNIC_QP_AV
+        | PFNIC_QP_PATH_MTU
+        | PFNIC_QP_DEST_QPN
+        | PFNIC_QP_RQ_PSN
+        | PFNIC_QP_MAX_DEST_RD_ATOMIC
+        | PFNIC_QP_MIN_RNR_TIMER;
+    let rts_required = PFNIC_QP_SQ_PSN
+        | PFNIC_QP_TIMEOUT
+        | PFNIC_QP_RETRY_CNT
+        | PFNIC_QP_RNR_RETRY
+        | PFNIC_QP_MAX_QP_RD_ATOMIC;
+    let rts_optional = PFNIC_QP_CUR_STATE | PFNIC_QP_ACCESS_FLAGS | PFNIC_QP_MIN_RNR_TIMER;
+    let init_attrs = PFNIC_QP_PKEY_INDEX | PFNIC_QP_PORT | PFNIC_QP_ACCESS_FLAGS;
+    match (cur, next) {
+        (_, QPS_RESET) | (_, QPS_ERR) => Some((0, 0)),
+        (QPS_RESET, QPS_INIT) => Some((init_attrs, 0)),
+        (QPS_INIT, QPS_INIT) => Some((0, init_attrs)),
+        (QPS_INIT, QPS_RTR) => Some((rtr_required, PFNIC_QP_ACCESS_FLAGS | PFNIC_QP_PKEY_INDEX)),
+        (QPS_RTR, QPS_RTS) => Some((rts_required, rts_optional)),
+        (QPS_RTS, QPS_RTS) => Some((0, rts_optional)),
+        _ => None,
+    }
+}
+
+/// Checks the value of every attribute in `mask`.
+fn check_values(file: &VerbsFile, mask: u32, a: &QpAttr) -> Result {
+    let has = |bit: u32| mask & bit != 0;
+    let ok = (!has(PFNIC_QP_PKEY_INDEX) || a.pkey_index == 0)
+        && (!has(PFNIC_QP_PORT) || a.port_num == 1)
+        && (!has(PFNIC_QP_ACCESS_FLAGS) || a.qp_access_flags & !QP_ACCESS == 0)
+        && (!has(PFNIC_QP_AV) || a.sl <= 15)
+        && (!has(PFNIC_QP_PATH_MTU) || (MTU_MIN..=MTU_MAX).contains(&a.path_mtu))
+        && (!has(PFNIC_QP_RQ_PSN) || a.rq_psn <= 0xff_ffff)
+        && (!has(PFNIC_QP_SQ_PSN) || a.sq_psn <= 0xff_ffff)
+        && (!has(PFNIC_QP_MIN_RNR_TIMER) || a.min_rnr_timer <= 31)
+        && (!has(PFNIC_QP_TIMEOUT) || a.timeout <= 31)
+        && (!has(PFNIC_QP_RETRY_CNT) || a.retry_cnt <= 7)
+        && (!has(PFNIC_QP_RNR_RETRY) || a.rnr_retry <= 7)
+        && (!has(PFNIC_QP_MAX_QP_RD_ATOMIC) || a.max_rd_atomic <= MAX_QP_RD_ATOM)
+        && (!has(PFNIC_QP_MAX_DEST_RD_ATOMIC) || a.max_dest_rd_atomic <= MAX_QP_RD_ATOM);
+    if !ok {
+        return Err(EINVAL);
+    }
+    // The destination may belong to any process, but it must exist.
+    if has(PFNIC_QP_DEST_QPN) && !file.nic.verbs()?.qp_exists(a.dest_qp_num) {
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
+/// Copies the attributes in `mask` from `from` to `to`.
+fn merge(mask: u32, from: &QpAttr, to: &mut QpAttr) {
+    let has = |bit: u32| mask & bit != 0;
+    if has(PFNIC_QP_ACCESS_FLAGS) {
+        to.qp_access_flags = from.qp_access_flags;
+    }
+    if has(PFNIC_QP_PKEY_INDEX) {
+        to.pkey_index = from.pkey_index;
+    }
+    if has(PFNIC_QP_PORT) {
+        to.port_num = from.port_num;
+    }
+    if has(PFNIC_QP_AV) {
+        to.dlid = from.dlid;
+        to.sl = from.sl;
+    }
+    if has(PFNIC_QP_PATH_MTU) {
+        to.path_mtu = from.path_mtu;
+    }
+    if has(PFNIC_QP_TIMEOUT) {
+        to.timeout = from.timeout;
+    }
+    if has(PFNIC_QP_RETRY_CNT) {
+        to.retry_cnt = from.retry_cnt;
+    }
+    if has(PFNIC_QP_RNR_RETRY) {
+        to.rnr_retry = from.rnr_retry;
+    }
+    if has(PFNIC_QP_RQ_PSN) {
+        to.rq_psn = from.rq_psn;
+    }
+    if has(PFNIC_QP_SQ_PSN) {
+        to.sq_psn = from.sq_psn;
+    }
+    if has(PFNIC_QP_MAX_QP_RD_ATOMIC) {
+        to.max_rd_atomic = from.max_rd_atomic;
+    }
+    if has(PFNIC_QP_MAX_DEST_RD_ATOMIC) {
+        to.max_dest_rd_atomic = from.max_dest_rd_atomic;
+    }
+    if has(PFNIC_QP_MIN_RNR_TIMER) {
+        to.min_rnr_timer = from.min_rnr_timer;
+    }
+    if has(PFNIC_QP_DEST_QPN) {
+        to.dest_qp_num = from.dest_qp_num;
+    }
+}
+
+/// Entries of a queue asked to hold `wr` work requests.
+fn queue_entries(wr: u32, max: u32) -> Result<u32> {
+    if wr > max {
+        return Err(EINVAL);
+    }
+    Ok(wr.max(1).next_power_of_two())
+}
+
+impl VerbsFile {
+    /// `PFNIC_IOCTL_CREATE_QP`.
+    pub(crate) fn create_qp(&self, arg: &mut CreateQp) -> Result {
+        let verbs = self.nic.verbs()?;
+        let l = verbs.limits;
+        if arg.reserved != 0 || arg.qp_type != PFNIC_QPT_RC {
+            return Err(EINVAL);
+        }
+        let cap = arg.cap;
+        if cap.max_send_sge > l.max_sge || cap.max_recv_sge > l.max_sge || cap.max_inline_data != 0
+        {
+            return Err(EINVAL);
+        }
+        let sq_entries = queue_entries(cap.max_send_wr, l.max_wqes)?;
+        let rq_entries = queue_entries(cap.max_recv_wr, l.max_wqes)?;
+        let rq_offset = sq_entries as usize * WQE_SIZE;
+        let record_offset = rq_offset + rq_entries as usize * WQE_SIZE;
+        let bytes = ring_bytes(record_offset + RECORD_SIZE)?;
+        {
+            let o = self.objects.lock();
+            o.pds.get(&arg.pd).ok_or(EINVAL)?;
+            o.cqs.get(&arg.send_cq).ok_or(EINVAL)?;
+            o.cqs.get(&arg.recv_cq).ok_or(EINVAL)?;
+        }
+        let mem = Arc::new(self.nic.alloc_coherent(bytes)?, GFP_KERNEL)?;
+
+        let mut o = self.objects.lock();
+        // Checked again: the lock was dropped for the allocation.
+        if o.pds.get(&arg.pd).is_none()
+            || o.cqs.get(&arg.send_cq).is_none()
+            || o.cqs.get(&arg.recv_cq).is_none()
+        {
+            return Err(EINVAL);
+        }
+        let qpn = verbs.ids.lock().qpns.alloc()?;
+        let free_qpn = ScopeGuard::new(|| verbs.ids.lock().qpns.free(qpn));
+        let sq = mem.dma_address();
+        let [sq_lo, sq_hi] = cmd::split(sq);
+        let [rq_lo, rq_hi] = cmd::split(sq + rq_offset as u64);
+        let [rec_lo, rec_hi] = cmd::split(sq + record_offset as u64);
+        let sig_all = u32::from(arg.sq_sig_all != 0);
+        self.nic.command(
+            cmd::QP_CREATE,
+            &[
+                qpn,
+                self.ctx,
+                arg.pd,
+                arg.send_cq,
+                arg.recv_cq,
+                sq_lo,
+                sq_hi,
+                sq_entries.trailing_zeros(),
+                rq_lo,
+                rq_hi,
+                rq_entries.trailing_zeros(),
+                rec_lo,
+                rec_hi,
+                sig_all,
+            ],
+        )?;
+        let destroy = ScopeGuard::new(|| {
+            let _ = self.nic.command(cmd::QP_DESTROY, &[qpn]);
+        });
+        let actual = QpCap {
+            max_send_wr: sq_entries,
+            max_recv_wr: rq_entries,
+            max_send_sge: l.max_sge,
+            max_recv_sge: l.max_sge,
+            max_inline_data: 0,
+        };
+        let qp = Qp {
+            pd: arg.pd,
+            send_cq: arg.send_cq,
+            recv_cq: arg.recv_cq,
+            sq_sig_all: sig_all != 0,
+            cap: actual,
+            attr: QpAttr::default(),
+        };
+        o.qps.try_create_and_insert(qpn, qp, GFP_KERNEL)?;
+        let offset = match o.add_ring(mem) {
+            Ok(offset) => offset,
+            Err(e) => {
+                o.qps.remove(&qpn);
+                return Err(e);
+            }
+        };
+        // Cannot fail from here on.
+        if let Some(pd) = o.pds.get_mut(&arg.pd) {
+            pd.qps += 1;
+        }
+        for cqn in [arg.send_cq, arg.recv_cq] {
+            if let Some(cq) = o.cqs.get_mut(&cqn) {
+                cq.qps += 1;
+            }
+        }
+        destroy.dismiss();
+        free_qpn.dismiss();
+        arg.cap = actual;
+        arg.qpn = qpn;
+        arg.sq_entries = sq_entries;
+        arg.rq_entries = rq_entries;
+        arg.mmap_offset = offset;
+        arg.mmap_len = bytes as u64;
+        arg.rq_offset = rq_offset as u64;
+        arg.record_offset = record_offset as u64;
+        Ok(())
+    }
+
+    /// The QP's state as the device has it (the device moves QPs to ERR by itself).
+    fn device_qp_state(&self, qpn: u32) -> Result<cmd::Args> {
+        self.nic.command(cmd::QP_QUERY, &[qpn])
+    }
+
+    /// `PFNIC_IOCTL_MODIFY_QP`.
+    pub(crate) fn modify_qp(&self, arg: &ModifyQp) -> Result {
+        self.nic.verbs()?;
+        let mask = arg.attr_mask;
+        let a = &arg.attr;
+        if mask & !ALL_ATTRS != 0 || a.reserved != 0 {
+            return Err(EINVAL);
+        }
+        let mut o = self.objects.lock();
+        let qp = o.qps.get_mut(&arg.qpn).ok_or(EINVAL)?;
+        let cur = self.device_qp_state(arg.qpn)?[0];
+        if mask & PFNIC_QP_CUR_STATE != 0 && a.cur_qp_state != cur {
+            return Err(EINVAL);
+        }
+        let next = if mask & PFNIC_QP_STATE != 0 {
+            a.qp_state
+        } else {
+            cur
+        };
+        if next > QPS_MAX {
+            return Err(EINVAL);
+        }
+        let (required, optional) = transition(cur, next).ok_or(EINVAL)?;
+        if mask & required != required || mask & !(required | optional | PFNIC_QP_STATE) != 0 {
+            return Err(EINVAL);
+        }
+        check_values(self, mask, a)?;
+        let mut attr = qp.attr;
+        merge(mask, a, &mut attr);
+        self.nic.command(
+            cmd::QP_MODIFY,
+            &[
+                arg.qpn,
+                next,
+                attr.qp_access_flags,
+                attr.dest_qp_num,
+                attr.min_rnr_timer,
+                attr.rnr_retry,
+                attr.retry_cnt,
+            ],
+        )?;
+        attr.qp_state = next;
+        qp.attr = attr;
+        Ok(())
+    }
+
+    /// `PFNIC_IOCTL_QUERY_QP`.
+    pub(crate) fn query_qp(&self, arg: &mut QueryQp) -> Result {
+        self.nic.verbs()?;
+        if arg.reserved != 0 {
+            return Err(EINVAL);
+        }
+        let o = self.objects.lock();
+        let qp = o.qps.get(&arg.qpn).ok_or(EINVAL)?;
+        let r = self.device_qp_state(arg.qpn)?;
+        arg.sq_sig_all = u32::from(qp.sq_sig_all);
+        arg.attr = qp.attr;
+        arg.attr.qp_state = r[0];
+        arg.attr.cur_qp_state = r[0];
+        arg.cap = qp.cap;
+        arg.stats = QpStats {
+            page_requests: u64::from(r[3]),
+            rnr_waits: u64::from(r[4]),
+            wqes: u64::from(r[5]),
+            bytes: cmd::join(r[6], r[7]),
+        };
+        Ok(())
+    }
+
+    /// `PFNIC_IOCTL_DESTROY_QP`.
+    pub(crate) fn destroy_qp(&self, arg: &ObjectNumber) -> Result {
+        let verbs = self.nic.verbs()?;
+        if arg.reserved != 0 {
+            return Err(EINVAL);
+        }
+        let mut o = self.objects.lock();
+        o.qps.get(&arg.num).ok_or(EINVAL)?;
+        self.nic.command(cmd::QP_DESTROY, &[arg.num])?;
+        let Some(qp) = o.qps.remove(&arg.num) else {
+            return Err(EINVAL);
+        };
+        if let Some(pd) = o.pds.get_mut(&qp.pd) {
+            pd.qps -= 1;
+        }
+        for cqn in [qp.send_cq, qp.recv_cq] {
+            if let Some(cq) = o.cqs.get_mut(&cqn) {
+                cq.qps -= 1;
+            }
+        }
+        verbs.ids.lock().qpns.free(arg.num);
+        Ok(())
+    }
+}
