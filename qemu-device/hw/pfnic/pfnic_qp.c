@@ -218,8 +218,6 @@ void pfnic_qp_enter_err(PfnicState *s, PfnicQp *qp, bool fatal)
 
 void pfnic_qp_set_state(PfnicState *s, PfnicQp *qp, uint32_t state)
 {
-    static const uint8_t zero[16];
-
     switch (state) {
     case PFNIC_QPS_ERR:
         pfnic_qp_enter_err(s, qp, false);
@@ -230,10 +228,7 @@ void pfnic_qp_set_state(PfnicState *s, PfnicQp *qp, uint32_t state)
         qp->sq_head = qp->sq_tail;
         qp->rq_head = qp->rq_tail;
         qp->state = state;
-        if (pci_dma_write(PCI_DEVICE(s), qp->record, zero, sizeof(zero)) !=
-            MEMTX_OK) {
-            pfnic_guest_error(s, "QP record unwritable");
-        }
+        pfnic_qp_record(s, qp);
         pfnic_qp_wake_senders(s, qp->qpn);
         return;
     }

@@ -12,7 +12,11 @@ pub mod uapi;
 
 pub mod pci;
 
-pub use uapi::{DeviceStats, QueryContext, QueryDevice, Selftest, Submit};
+pub use uapi::{
+    AdviseMr, CqEvent, CreateCq, CreateQp, DeviceStats, ModifyQp, QpAttr, QpCap, QpStats,
+    QueryContext, QueryDevice, QueryMr, QueryPort, QueryQp, QueryVerbs, RegMr, Selftest, Sge,
+    Submit,
+};
 
 /// An open `/dev/pfnicN`.
 #[derive(Debug)]
@@ -91,6 +95,239 @@ impl Device {
         Ok(arg)
     }
 
+    /// A second handle on the same open file (`dup()`): same context, same objects, same event
+    /// queue.
+    pub fn try_clone(&self) -> io::Result<Self> {
+        Ok(Self {
+            file: self.file.try_clone()?,
+            path: self.path.clone(),
+        })
+    }
+
+    /// `PFNIC_IOCTL_QUERY_VERBS`: the verbs limits and on-demand-paging capabilities.
+    pub fn query_verbs(&self) -> io::Result<QueryVerbs> {
+        let mut out = QueryVerbs::default();
+        // SAFETY: `out` is a valid, writable `QueryVerbs`, the size the ioctl number encodes.
+        unsafe { self.ioctl(uapi::PFNIC_IOCTL_QUERY_VERBS, (&raw mut out).cast()) }?;
+        Ok(out)
+    }
+
+    /// `PFNIC_IOCTL_QUERY_PORT`: port 1 and its GID 0.
+    pub fn query_port(&self) -> io::Result<QueryPort> {
+        let mut out = QueryPort::default();
+        // SAFETY: `out` is a valid, writable `QueryPort`, the size the ioctl number encodes.
+        unsafe { self.ioctl(uapi::PFNIC_IOCTL_QUERY_PORT, (&raw mut out).cast()) }?;
+        Ok(out)
+    }
+
+    /// `PFNIC_IOCTL_ALLOC_PD`: a new protection domain; its handle.
+    pub fn alloc_pd(&self) -> io::Result<u32> {
+        let mut out = uapi::PdHandle::default();
+        // SAFETY: `out` is a valid, writable `PdHandle`, the size the ioctl number encodes.
+        unsafe { self.ioctl(uapi::PFNIC_IOCTL_ALLOC_PD, (&raw mut out).cast()) }?;
+        Ok(out.pd)
+    }
+
+    /// `PFNIC_IOCTL_DEALLOC_PD` (`EBUSY` while MRs or QPs use it).
+    pub fn dealloc_pd(&self, pd: u32) -> io::Result<()> {
+        let mut arg = uapi::PdHandle { pd, reserved: 0 };
+        // SAFETY: `arg` is a valid `PdHandle`, the size the ioctl number encodes.
+        unsafe { self.ioctl(uapi::PFNIC_IOCTL_DEALLOC_PD, (&raw mut arg).cast()) }?;
+        Ok(())
+    }
+
+    /// `PFNIC_IOCTL_REG_MR`: fills `mr`, `lkey` and `rkey` of `arg`.
+    pub fn reg_mr(&self, arg: &mut RegMr) -> io::Result<()> {
+        // SAFETY: `arg` is a valid, writable `RegMr`, the size the ioctl number encodes.
+        unsafe { self.ioctl(uapi::PFNIC_IOCTL_REG_MR, (arg as *mut RegMr).cast()) }?;
+        Ok(())
+    }
+
+    /// `PFNIC_IOCTL_DEREG_MR`.
+    pub fn dereg_mr(&self, mr: u32) -> io::Result<()> {
+        let mut arg = uapi::MrHandle { mr, reserved: 0 };
+        // SAFETY: `arg` is a valid `MrHandle`, the size the ioctl number encodes.
+        unsafe { self.ioctl(uapi::PFNIC_IOCTL_DEREG_MR, (&raw mut arg).cast()) }?;
+        Ok(())
+    }
+
+    /// `PFNIC_IOCTL_ADVISE_MR`: prefetch ranges of on-demand MRs.
+    pub fn advise_mr(&self, arg: &AdviseMr) -> io::Result<()> {
+        let mut arg = *arg;
+        // SAFETY: `arg` is a valid `AdviseMr`, the size the ioctl number encodes.
+        unsafe { self.ioctl(uapi::PFNIC_IOCTL_ADVISE_MR, (&raw mut arg).cast()) }?;
+        Ok(())
+    }
+
+    /// `PFNIC_IOCTL_QUERY_MR`: the MR's page fault counters.
+    pub fn query_mr(&self, mr: u32) -> io::Result<QueryMr> {
+        let mut out = QueryMr {
+            mr,
+            ..Default::default()
+        };
+        // SAFETY: `out` is a valid, writable `QueryMr`, the size the ioctl number encodes.
+        unsafe { self.ioctl(uapi::PFNIC_IOCTL_QUERY_MR, (&raw mut out).cast()) }?;
+        Ok(out)
+    }
+
+    /// `PFNIC_IOCTL_CREATE_CQ`: fills the outputs of `arg`.
+    pub fn create_cq(&self, arg: &mut CreateCq) -> io::Result<()> {
+        // SAFETY: `arg` is a valid, writable `CreateCq`, the size the ioctl number encodes.
+        unsafe { self.ioctl(uapi::PFNIC_IOCTL_CREATE_CQ, (arg as *mut CreateCq).cast()) }?;
+        Ok(())
+    }
+
+    /// `PFNIC_IOCTL_DESTROY_CQ` (`EBUSY` while a QP uses it).
+    pub fn destroy_cq(&self, cqn: u32) -> io::Result<()> {
+        let mut arg = uapi::ObjectNumber {
+            num: cqn,
+            reserved: 0,
+        };
+        // SAFETY: `arg` is a valid `ObjectNumber`, the size the ioctl number encodes.
+        unsafe { self.ioctl(uapi::PFNIC_IOCTL_DESTROY_CQ, (&raw mut arg).cast()) }?;
+        Ok(())
+    }
+
+    /// `PFNIC_IOCTL_CREATE_QP`: fills the outputs of `arg`.
+    pub fn create_qp(&self, arg: &mut CreateQp) -> io::Result<()> {
+        // SAFETY: `arg` is a valid, writable `CreateQp`, the size the ioctl number encodes.
+        unsafe { self.ioctl(uapi::PFNIC_IOCTL_CREATE_QP, (arg as *mut CreateQp).cast()) }?;
+        Ok(())
+    }
+
+    /// `PFNIC_IOCTL_MODIFY_QP`.
+    pub fn modify_qp(&self, arg: &ModifyQp) -> io::Result<()> {
+        let mut arg = *arg;
+        // SAFETY: `arg` is a valid `ModifyQp`, the size the ioctl number encodes.
+        unsafe { self.ioctl(uapi::PFNIC_IOCTL_MODIFY_QP, (&raw mut arg).cast()) }?;
+        Ok(())
+    }
+
+    /// `PFNIC_IOCTL_QUERY_QP`: attributes, capabilities and counters of QP `qpn`.
+    pub fn query_qp(&self, qpn: u32) -> io::Result<QueryQp> {
+        let mut out = QueryQp {
+            qpn,
+            ..Default::default()
+        };
+        // SAFETY: `out` is a valid, writable `QueryQp`, the size the ioctl number encodes.
+        unsafe { self.ioctl(uapi::PFNIC_IOCTL_QUERY_QP, (&raw mut out).cast()) }?;
+        Ok(out)
+    }
+
+    /// `PFNIC_IOCTL_DESTROY_QP`.
+    pub fn destroy_qp(&self, qpn: u32) -> io::Result<()> {
+        let mut arg = uapi::ObjectNumber {
+            num: qpn,
+            reserved: 0,
+        };
+        // SAFETY: `arg` is a valid `ObjectNumber`, the size the ioctl number encodes.
+        unsafe { self.ioctl(uapi::PFNIC_IOCTL_DESTROY_QP, (&raw mut arg).cast()) }?;
+        Ok(())
+    }
+
+    /// Reads one completion event. Blocks until one is queued unless the file is non-blocking
+    /// ([`Device::set_nonblocking`]), in which case `Ok(None)` means none is queued.
+    pub fn read_event(&self) -> io::Result<Option<CqEvent>> {
+        let mut ev = CqEvent::default();
+        let size = core::mem::size_of::<CqEvent>();
+        loop {
+            // SAFETY: `ev` is `size` writable bytes.
+            let n = unsafe { libc::read(self.file.as_raw_fd(), (&raw mut ev).cast(), size) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                match e.raw_os_error() {
+                    Some(libc::EINTR) => continue,
+                    Some(libc::EAGAIN) => return Ok(None),
+                    _ => return Err(e),
+                }
+            }
+            if n as usize != size {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("read {n} bytes of a completion event, expected {size}"),
+                ));
+            }
+            return Ok(Some(ev));
+        }
+    }
+
+    /// Sets or clears `O_NONBLOCK` on the file (shared by every handle of it).
+    pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        let fd = self.file.as_raw_fd();
+        // SAFETY: F_GETFL on our own descriptor.
+        let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        if fl < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let fl = if on {
+            fl | libc::O_NONBLOCK
+        } else {
+            fl & !libc::O_NONBLOCK
+        };
+        // SAFETY: F_SETFL on our own descriptor.
+        if unsafe { libc::fcntl(fd, libc::F_SETFL, fl) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Waits up to `timeout_ms` (negative: forever) for a completion event to be readable:
+    /// whether one is.
+    pub fn poll_event(&self, timeout_ms: i32) -> io::Result<bool> {
+        let mut pfd = libc::pollfd {
+            fd: self.file.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        loop {
+            // SAFETY: one valid pollfd.
+            let n = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::EINTR) {
+                    continue;
+                }
+                return Err(e);
+            }
+            if pfd.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+                return Err(io::Error::other(format!(
+                    "poll: revents {:#x}",
+                    pfd.revents
+                )));
+            }
+            return Ok(n > 0 && pfd.revents & libc::POLLIN != 0);
+        }
+    }
+
+    /// Maps `len` bytes of the file at `offset` (shared, read/write): the doorbell page
+    /// ([`uapi::PFNIC_MMAP_DOORBELL`]) or a queue the driver allocated.
+    pub fn mmap(&self, offset: u64, len: usize) -> io::Result<Mapping> {
+        if len == 0 {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        let off = libc::off_t::try_from(offset)
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        // SAFETY: a new shared mapping of our own file; the kernel picks the address, so it
+        // overlaps nothing.
+        let ptr = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                self.file.as_raw_fd(),
+                off,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mapping {
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+
     /// Issues a raw ioctl, for callers (tests) that need to pass arbitrary arguments.
     ///
     /// # Safety
@@ -110,5 +347,45 @@ impl Device {
 impl AsRawFd for Device {
     fn as_raw_fd(&self) -> RawFd {
         self.file.as_raw_fd()
+    }
+}
+
+/// A shared mapping of a pfnic file (doorbell page or queue memory), unmapped on drop.
+///
+/// Both the device and the process access this memory; it is only reachable through raw
+/// pointers, and callers use volatile or atomic accesses on it.
+#[derive(Debug)]
+pub struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain shared memory, not tied to a thread; it is only accessed through
+// raw pointers by the users, who synchronize (atomics, fences) as the device protocol requires.
+unsafe impl Send for Mapping {}
+// SAFETY: as for `Send`: `&Mapping` gives out nothing but the raw pointer and the length.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// The start of the mapping (page aligned).
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// Bytes mapped.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the mapping is empty (never: `mmap` refuses a zero length).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly what `Device::mmap` mapped; nothing refers to it any more.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
     }
 }

@@ -5,12 +5,19 @@
 #[macro_use]
 mod ktap;
 mod bad_input;
+mod c_programs;
 mod common;
 mod contexts;
 mod device;
 mod dma;
 mod interrupts;
 mod lifecycle;
+mod verbs_common;
+mod verbs_cq;
+mod verbs_device;
+mod verbs_mr;
+mod verbs_odp;
+mod verbs_qp;
 
 fn main() {
     // Read-only tests first; the lifecycle tests unload and reload the driver.
@@ -20,6 +27,12 @@ fn main() {
         bad_input::TESTS,
         contexts::TESTS,
         dma::TESTS,
+        verbs_device::TESTS,
+        verbs_mr::TESTS,
+        verbs_qp::TESTS,
+        verbs_cq::TESTS,
+        verbs_odp::TESTS,
+        c_programs::TESTS,
         lifecycle::TESTS,
     ]
     .concat();

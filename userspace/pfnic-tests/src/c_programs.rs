@@ -1,0 +1,229 @@
+//! C programs built against `<infiniband/verbs.h>` and `libibverbs.a`: the RC ping-pong
+//! (`userspace/examples/rc_pingpong.c`, installed as `/usr/bin/pfnic-rc-pingpong`), in one
+//! process and two, with ordinary and on-demand MRs, busy polling and completion events; and
+//! the API checks of `userspace/examples/verbs_api.c` (`/usr/bin/pfnic-verbs-api-test`).
+
+use std::process::{Command, Output};
+
+use crate::ktap::{Failure, Test, TestResult};
+use crate::verbs_common::verbs_ctx;
+
+/// The ping-pong in the guest's root file system.
+const PINGPONG: &str = "/usr/bin/pfnic-rc-pingpong";
+/// The C API checks.
+const API_TEST: &str = "/usr/bin/pfnic-verbs-api-test";
+/// Round trips per run: enough to repeat every path, few enough for TCG.
+const ITERS: &str = "20";
+
+pub const TESTS: &[&Test] = &[
+    &Test {
+        name: "test_c_verbs_api",
+        run: test_c_verbs_api,
+    },
+    &Test {
+        name: "test_c_pingpong",
+        run: test_c_pingpong,
+    },
+    &Test {
+        name: "test_c_pingpong_fork",
+        run: test_c_pingpong_fork,
+    },
+    &Test {
+        name: "test_c_pingpong_odp_cold",
+        run: test_c_pingpong_odp_cold,
+    },
+    &Test {
+        name: "test_c_pingpong_odp_cold_fork_1m",
+        run: test_c_pingpong_odp_cold_fork_1m,
+    },
+    &Test {
+        name: "test_c_pingpong_implicit_prefetch",
+        run: test_c_pingpong_implicit_prefetch,
+    },
+    &Test {
+        name: "test_c_pingpong_events",
+        run: test_c_pingpong_events,
+    },
+    &Test {
+        name: "test_c_pingpong_events_fork",
+        run: test_c_pingpong_events_fork,
+    },
+    &Test {
+        name: "test_c_pingpong_bad_args",
+        run: test_c_pingpong_bad_args,
+    },
+];
+
+/// What a successful run reported on its "ok:" line.
+struct Report {
+    line: String,
+    page_requests: u64,
+    events: u64,
+}
+
+/// Runs the ping-pong with `args`; skips without verbs.
+fn run(args: &[&str]) -> Result<Output, Failure> {
+    // Skip (not fail) where the device has no verbs; the context is closed before the run.
+    drop(verbs_ctx()?);
+    Command::new(PINGPONG)
+        .args(args)
+        .output()
+        .map_err(|e| Failure::Fail(format!("cannot run {PINGPONG}: {e}")))
+}
+
+/// The number just before `what` on `line` (e.g. "12 page requests").
+fn count_before(line: &str, what: &str) -> Result<u64, Failure> {
+    let head = line
+        .split(what)
+        .next()
+        .filter(|_| line.contains(what))
+        .ok_or_else(|| Failure::Fail(format!("no '{what}' in {line:?}")))?;
+    head.rsplit([' ', ','])
+        .find(|w| !w.is_empty())
+        .and_then(|w| w.parse().ok())
+        .ok_or_else(|| Failure::Fail(format!("no count before '{what}' in {line:?}")))
+}
+
+/// Runs a ping-pong that must succeed: exit status 0 and an "ok:" line naming the run.
+fn run_ok(args: &[&str], expect: &str) -> Result<Report, Failure> {
+    let out = run(args)?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        return Err(Failure::Fail(format!(
+            "{PINGPONG} {} exited with {}: {}{}",
+            args.join(" "),
+            out.status,
+            stderr.trim(),
+            stdout.trim()
+        )));
+    }
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("ok: "))
+        .ok_or_else(|| Failure::Fail(format!("no 'ok:' line in {stdout:?}")))?
+        .to_string();
+    if !line.contains(expect) {
+        return Err(Failure::Fail(format!("{line:?} does not say {expect:?}")));
+    }
+    println!("# {line}");
+    Ok(Report {
+        page_requests: count_before(&line, " page requests")?,
+        events: count_before(&line, " completion events")?,
+        line,
+    })
+}
+
+fn test_c_pingpong() -> TestResult {
+    let r = run_ok(&["-n", ITERS], "20 iterations of 4096 bytes, 1 process")?;
+    check_eq!(r.events, 0);
+    Ok(())
+}
+
+fn test_c_pingpong_fork() -> TestResult {
+    run_ok(
+        &["-n", ITERS, "-s", "8192", "--fork"],
+        "20 iterations of 8192 bytes, 2 processes",
+    )?;
+    Ok(())
+}
+
+/// Receive buffers dropped before every receive: every message faults the receiver's pages
+/// back in, which the sending WQEs' `vendor_err` counts.
+fn test_c_pingpong_odp_cold() -> TestResult {
+    let r = run_ok(
+        &["-n", ITERS, "--odp", "--cold"],
+        "1 process, ODP MRs, cold",
+    )?;
+    // At least one page per message, both directions.
+    check!(
+        r.page_requests >= 40,
+        "{} page requests for 40 cold messages: {}",
+        r.page_requests,
+        r.line
+    );
+    Ok(())
+}
+
+fn test_c_pingpong_odp_cold_fork_1m() -> TestResult {
+    let r = run_ok(
+        &["-n", "4", "-s", "1048576", "--odp", "--cold", "--fork"],
+        "4 iterations of 1048576 bytes, 2 processes, ODP MRs, cold",
+    )?;
+    // 256 pages per message, 8 messages into dropped buffers.
+    check!(
+        r.page_requests >= 8 * 256,
+        "{} page requests for 8 cold 1 MiB messages: {}",
+        r.page_requests,
+        r.line
+    );
+    Ok(())
+}
+
+/// `ibv_advise_mr(PREFETCH_WRITE, FLUSH)` of each dropped receive buffer, through the implicit
+/// MR: the pages are present again before the message arrives, so no WQE faults.
+fn test_c_pingpong_implicit_prefetch() -> TestResult {
+    let r = run_ok(
+        &["-n", ITERS, "--implicit", "--cold", "--prefetch"],
+        "implicit ODP MR, cold, prefetch",
+    )?;
+    check_eq!(r.page_requests, 0);
+    Ok(())
+}
+
+fn test_c_pingpong_events() -> TestResult {
+    let r = run_ok(&["-n", ITERS, "--events"], "1 process, events")?;
+    check!(r.events > 0, "no completion event: {}", r.line);
+    Ok(())
+}
+
+fn test_c_pingpong_events_fork() -> TestResult {
+    let r = run_ok(
+        &["-n", ITERS, "--events", "--fork", "--odp"],
+        "2 processes, ODP MRs, events",
+    )?;
+    check!(r.events > 0, "no completion event: {}", r.line);
+    Ok(())
+}
+
+/// Failures are reported, with a message and a nonzero status: a device that does not exist,
+/// and bad usage.
+fn test_c_pingpong_bad_args() -> TestResult {
+    let out = run(&["-d", "nosuchdev", "-n", "1"])?;
+    check_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    check!(err.contains("no device named nosuchdev"), "stderr: {err:?}");
+    let out = run(&["-s", "0"])?;
+    check_eq!(out.status.code(), Some(2));
+    let out = run(&["--prefetch"])?;
+    check_eq!(out.status.code(), Some(2));
+    Ok(())
+}
+
+/// Queries, errno conventions, every RC operation and error completions, from C: its TAP
+/// must plan and pass every group.
+fn test_c_verbs_api() -> TestResult {
+    drop(verbs_ctx()?);
+    let out = Command::new(API_TEST)
+        .output()
+        .map_err(|e| Failure::Fail(format!("cannot run {API_TEST}: {e}")))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let plan = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("1..").and_then(|n| n.parse::<usize>().ok()))
+        .ok_or_else(|| Failure::Fail(format!("no TAP plan in {stdout:?}")))?;
+    let passed = stdout.lines().filter(|l| l.starts_with("ok ")).count();
+    let failed: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("not ok") || l.starts_with("# "))
+        .collect();
+    if !failed.is_empty() || passed != plan || !out.status.success() {
+        return Err(Failure::Fail(format!(
+            "{API_TEST}: {passed} of {plan} passed, exit {}:\n{}{}",
+            out.status,
+            failed.join("\n"),
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,307 @@
+//! Completion queues (rdma-core's test_cq.py): completion events through the file, arming,
+//! solicited-only, overflow, and destroying a CQ in use.
+
+use std::time::Duration;
+
+use crate::ktap::{Failure, Test, TestResult};
+use crate::verbs_common::*;
+use pfnic_sys::uapi;
+use pfnic_verbs::{
+    ConnectAttr, QpInitAttr, QpState, SendWr, Wc, WcOpcode, WcStatus, WrOpcode, SEND_SIGNALED,
+    SEND_SOLICITED,
+};
+
+pub const TESTS: &[&Test] = &[
+    &Test {
+        name: "test_verbs_cq_events",
+        run: test_verbs_cq_events,
+    },
+    &Test {
+        name: "test_verbs_cq_solicited_only",
+        run: test_verbs_cq_solicited_only,
+    },
+    &Test {
+        name: "test_verbs_cq_overflow",
+        run: test_verbs_cq_overflow,
+    },
+    &Test {
+        name: "test_verbs_cq_destroy_in_use",
+        run: test_verbs_cq_destroy_in_use,
+    },
+    &Test {
+        name: "test_verbs_cq_bad_args",
+        run: test_verbs_cq_bad_args,
+    },
+];
+
+/// Posts a signaled 8-byte RDMA write on `qp` (a QP of `src`'s PD connected to `dst`'s QP)
+/// from `src`'s buffer into `dst`'s.
+fn post_write(qp: &pfnic_verbs::Qp, src: &Side, dst: &Side, wr_id: u64) -> TestResult {
+    let sge = [src.sge(0, 8)];
+    qp.post_send(&[
+        SendWr::new(wr_id, WrOpcode::RdmaWrite, &sge).remote(dst.buf.addr() + 64, dst.mr.rkey())
+    ])?;
+    Ok(())
+}
+
+/// `ibv_req_notify_cq` + `poll()` + `ibv_get_cq_event`: no event unarmed or before a
+/// completion; one event per arming, naming the CQ by its `cq_context` and number; at once
+/// when armed with completions waiting; two CQs of one channel are told apart.
+fn test_verbs_cq_events() -> TestResult {
+    let ctx = verbs_ctx()?;
+    let ch = ctx.create_comp_channel()?;
+    let cq = ctx.create_cq(16, Some(&ch), 0x1234_5678_9abc_def0)?;
+    let s = Side::new(&ctx, PAGE, ACCESS_ALL, MrKind::Plain, 16, 8)?;
+    let d = Side::new(&verbs_ctx()?, PAGE, ACCESS_ALL, MrKind::Plain, 16, 8)?;
+    let qp = s.pd.create_qp(&QpInitAttr::new(&cq, &cq, 8, 4))?;
+    qp.connect(d.qp.qp_num(), &ConnectAttr::default())?;
+    d.qp.connect(qp.qp_num(), &ConnectAttr::default())?;
+    check!(
+        ch.get_event_timeout(0)?.is_none(),
+        "event before anything happened"
+    );
+    // Unarmed: a completion queues no event.
+    post_write(&qp, &s, &d, 1)?;
+    check_wc(
+        &wait_cq(&cq, 1)?[0],
+        WcStatus::SUCCESS,
+        Some(WcOpcode::RDMA_WRITE),
+    )?;
+    check!(
+        ch.get_event_timeout(200)?.is_none(),
+        "event from an unarmed CQ"
+    );
+    // Armed: nothing until the completion.
+    cq.req_notify(false)?;
+    check!(
+        ch.get_event_timeout(200)?.is_none(),
+        "event from an armed, empty CQ"
+    );
+    post_write(&qp, &s, &d, 2)?;
+    let ev = ch
+        .get_event_timeout(WC_TIMEOUT.as_millis() as i32)?
+        .ok_or_else(|| Failure::Fail("no completion event within the timeout".into()))?;
+    check_eq!(ev.cq_context, 0x1234_5678_9abc_def0);
+    check_eq!(ev.cqn, cq.cqn());
+    check_eq!(wait_cq(&cq, 1)?[0].wr_id, 2);
+    // One event per arming.
+    post_write(&qp, &s, &d, 3)?;
+    wait_cq(&cq, 1)?;
+    check!(
+        ch.get_event_timeout(200)?.is_none(),
+        "second event for one arming"
+    );
+    // Blocking read: a thread blocks in read() on another handle of the file until the
+    // armed CQ completes.
+    let blocking = ctx.create_comp_channel()?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let _ = tx.send(blocking.get_event());
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    check!(
+        rx.try_recv().is_err(),
+        "get_event returned before any completion"
+    );
+    cq.req_notify(false)?;
+    post_write(&qp, &s, &d, 4)?;
+    let ev = rx
+        .recv_timeout(WC_TIMEOUT)
+        .map_err(|_| Failure::Fail("the blocked reader got no event".into()))??;
+    let _ = reader.join();
+    check_eq!(ev.cqn, cq.cqn());
+    check_eq!(wait_cq(&cq, 1)?[0].wr_id, 4);
+    // Armed with a completion waiting: the event comes at once.
+    post_write(&qp, &s, &d, 5)?;
+    std::thread::sleep(Duration::from_millis(100));
+    let mut wc = [Wc::default(); 1];
+    let deadline = std::time::Instant::now() + WC_TIMEOUT;
+    // Wait until the CQE is there without consuming it: the QP's send head moves when the
+    // device completes the WQE.
+    while qp.query()?.stats.wqes < 5 {
+        if std::time::Instant::now() > deadline {
+            fail!("the fifth write did not complete");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    cq.req_notify(false)?;
+    let ev = ch.get_event_timeout(2000)?;
+    check!(
+        ev.is_some(),
+        "no event when arming a CQ that holds a completion"
+    );
+    check_eq!(cq.poll(&mut wc), 1);
+    check_eq!(wc[0].wr_id, 5);
+    // Two CQs on one channel.
+    let cq2 = ctx.create_cq(4, Some(&ch), 77)?;
+    let qp2 = s.pd.create_qp(&QpInitAttr::new(&cq2, &cq2, 4, 1))?;
+    let d2 = Side::new(&d.ctx, PAGE, ACCESS_ALL, MrKind::Plain, 16, 8)?;
+    qp2.connect(d2.qp.qp_num(), &ConnectAttr::default())?;
+    d2.qp.connect(qp2.qp_num(), &ConnectAttr::default())?;
+    cq2.req_notify(false)?;
+    cq.req_notify(false)?;
+    post_write(&qp2, &s, &d2, 6)?;
+    let ev = ch
+        .get_event_timeout(WC_TIMEOUT.as_millis() as i32)?
+        .ok_or_else(|| Failure::Fail("no event for the second CQ".into()))?;
+    check_eq!((ev.cq_context, ev.cqn), (77, cq2.cqn()));
+    check!(
+        ch.get_event_timeout(200)?.is_none(),
+        "event for the idle CQ"
+    );
+    check_eq!(wait_cq(&cq2, 1)?[0].wr_id, 6);
+    Ok(())
+}
+
+/// Armed for solicited completions only: an ordinary receive queues no event, a solicited
+/// one does.
+fn test_verbs_cq_solicited_only() -> TestResult {
+    let ctx = verbs_ctx()?;
+    let ch = ctx.create_comp_channel()?;
+    let rcq = ctx.create_cq(16, Some(&ch), 5)?;
+    let r = Side::new(&ctx, PAGE, ACCESS_ALL, MrKind::Plain, 16, 8)?;
+    let rqp = r.pd.create_qp(&QpInitAttr::new(&r.cq, &rcq, 8, 4))?;
+    let s = Side::new(&verbs_ctx()?, PAGE, ACCESS_ALL, MrKind::Plain, 16, 8)?;
+    rqp.connect(s.qp.qp_num(), &ConnectAttr::default())?;
+    s.qp.connect(rqp.qp_num(), &ConnectAttr::default())?;
+    let recv = |id: u64| {
+        let sge = [r.sge(0, 64)];
+        rqp.post_recv(&[pfnic_verbs::RecvWr {
+            wr_id: id,
+            sg_list: &sge,
+        }])
+    };
+    recv(1)?;
+    recv(2)?;
+    rcq.req_notify(true)?;
+    s.post(SendWr::new(10, WrOpcode::Send, &[s.sge(0, 16)]))?;
+    check_wc(&s.wait(1)?[0], WcStatus::SUCCESS, Some(WcOpcode::SEND))?;
+    check!(
+        ch.get_event_timeout(300)?.is_none(),
+        "an unsolicited receive raised a solicited-only event"
+    );
+    s.post(SendWr::new(11, WrOpcode::Send, &[s.sge(0, 16)]).flags(SEND_SIGNALED | SEND_SOLICITED))?;
+    let ev = ch
+        .get_event_timeout(WC_TIMEOUT.as_millis() as i32)?
+        .ok_or_else(|| Failure::Fail("no event for a solicited receive".into()))?;
+    check_eq!((ev.cq_context, ev.cqn), (5, rcq.cqn()));
+    let wcs = wait_cq(&rcq, 2)?;
+    check_eq!((wcs[0].wr_id, wcs[1].wr_id), (1, 2));
+    Ok(())
+}
+
+/// More completions than the CQ holds: no CQE is lost silently, the CQ's QP enters ERR, the
+/// QP at the other end is untouched.
+fn test_verbs_cq_overflow() -> TestResult {
+    let ctx = verbs_ctx()?;
+    let cq = ctx.create_cq(2, None, 0)?;
+    let n = cq.entries() as usize;
+    check!(n >= 2 && n.is_power_of_two(), "{n} entries for 2");
+    let s = Side::new(&ctx, PAGE, ACCESS_ALL, MrKind::Plain, 16, 8)?;
+    let d = Side::new(&verbs_ctx()?, PAGE, ACCESS_ALL, MrKind::Plain, 16, 8)?;
+    let qp =
+        s.pd.create_qp(&QpInitAttr::new(&cq, &cq, (n + 2) as u32, 1))?;
+    qp.connect(d.qp.qp_num(), &ConnectAttr::default())?;
+    d.qp.connect(qp.qp_num(), &ConnectAttr::default())?;
+    for i in 0..=n as u64 {
+        post_write(&qp, &s, &d, i)?;
+    }
+    let deadline = std::time::Instant::now() + WC_TIMEOUT;
+    while qp.state()? != QpState::Err {
+        if std::time::Instant::now() > deadline {
+            fail!("the QP of an overflowing CQ is in {:?}", qp.state()?);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut wcs = vec![Wc::default(); 2 * n + 2];
+    let got = cq.poll(&mut wcs);
+    check_eq!(got, n);
+    for (i, w) in wcs[..n].iter().enumerate() {
+        check_eq!(w.wr_id, i as u64);
+        check_eq!(w.status, WcStatus::SUCCESS);
+    }
+    check_eq!(d.state()?, QpState::Rts);
+    Ok(())
+}
+
+/// `ibv_destroy_cq` is `EBUSY` while a QP uses the CQ (as send or receive CQ) and works
+/// after the QP is gone.
+fn test_verbs_cq_destroy_in_use() -> TestResult {
+    let ctx = verbs_ctx()?;
+    let pd = ctx.alloc_pd()?;
+    let scq = ctx.create_cq(4, None, 0)?;
+    let rcq = ctx.create_cq(4, None, 0)?;
+    let qp = pd.create_qp(&QpInitAttr::new(&scq, &rcq, 4, 1))?;
+    let scq = match scq.destroy() {
+        Ok(()) => fail!("destroying the send CQ of a QP succeeded"),
+        Err((cq, e)) => {
+            check_eq!(e.raw_os_error(), Some(libc::EBUSY));
+            cq
+        }
+    };
+    let rcq = match rcq.destroy() {
+        Ok(()) => fail!("destroying the receive CQ of a QP succeeded"),
+        Err((cq, e)) => {
+            check_eq!(e.raw_os_error(), Some(libc::EBUSY));
+            cq
+        }
+    };
+    qp.destroy().map_err(|(_, e)| fail("destroy_qp", e))?;
+    scq.destroy().map_err(|(_, e)| fail("destroy send CQ", e))?;
+    rcq.destroy()
+        .map_err(|(_, e)| fail("destroy receive CQ", e))?;
+    Ok(())
+}
+
+/// CQ sizes out of range, CQs of another file, and unknown CQNs are refused.
+fn test_verbs_cq_bad_args() -> TestResult {
+    let ctx = verbs_ctx()?;
+    let max = ctx.query_device_ex()?.verbs.max_cqe;
+    expect_errno("create_cq(0)", ctx.create_cq(0, None, 0), libc::EINVAL)?;
+    expect_errno(
+        "create_cq(max + 1)",
+        ctx.create_cq(max + 1, None, 0),
+        libc::EINVAL,
+    )?;
+    let big = ctx.create_cq(max, None, 0)?;
+    check_eq!(big.entries(), max);
+    let odd = ctx.create_cq(5, None, 0)?;
+    check_eq!(odd.entries(), 8);
+    // A QP of this file cannot use another file's CQ.
+    let other = verbs_ctx()?;
+    let foreign = other.create_cq(4, None, 0)?;
+    let pd = ctx.alloc_pd()?;
+    let mut arg = uapi::CreateQp {
+        pd: pd.handle(),
+        send_cq: foreign.cqn(),
+        recv_cq: odd.cqn(),
+        qp_type: uapi::PFNIC_QPT_RC,
+        cap: uapi::QpCap {
+            max_send_wr: 4,
+            max_recv_wr: 4,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        },
+        ..Default::default()
+    };
+    expect_errno(
+        "create_qp with another file's CQ",
+        ctx.device().create_qp(&mut arg),
+        libc::EINVAL,
+    )?;
+    expect_errno(
+        "destroy another file's CQ",
+        ctx.device().destroy_cq(foreign.cqn()),
+        libc::EINVAL,
+    )?;
+    // Not a CQ at all.
+    expect_errno(
+        "destroy CQN 4095",
+        ctx.device().destroy_cq(4095),
+        libc::EINVAL,
+    )?;
+    // The foreign CQ still works.
+    check_eq!(foreign.poll(&mut [Wc::default(); 1]), 0);
+    Ok(())
+}

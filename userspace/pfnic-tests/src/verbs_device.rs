@@ -1,0 +1,233 @@
+//! Verbs device, port and PD: query_device(_ex) with its ODP caps, port and GID, PD lifetime.
+
+use std::sync::Arc;
+
+use crate::common::in_child;
+use crate::ktap::{Test, TestResult};
+use crate::verbs_common::*;
+use pfnic_sys::uapi;
+use pfnic_verbs::{Buffer, QpInitAttr, ACCESS_LOCAL_WRITE};
+
+pub const TESTS: &[&Test] = &[
+    &Test {
+        name: "test_verbs_query_device",
+        run: test_verbs_query_device,
+    },
+    &Test {
+        name: "test_verbs_query_port_gid",
+        run: test_verbs_query_port_gid,
+    },
+    &Test {
+        name: "test_verbs_pd_alloc_dealloc",
+        run: test_verbs_pd_alloc_dealloc,
+    },
+    &Test {
+        name: "test_verbs_dealloc_pd_in_use",
+        run: test_verbs_dealloc_pd_in_use,
+    },
+    &Test {
+        name: "test_verbs_reserved_fields",
+        run: test_verbs_reserved_fields,
+    },
+    &Test {
+        name: "test_verbs_fork_child_refused",
+        run: test_verbs_fork_child_refused,
+    },
+];
+
+/// `ibv_query_device_ex`: the limits of docs/verbs.md and the ODP capabilities of an mlx5
+/// with implicit ODP.
+fn test_verbs_query_device() -> TestResult {
+    let ctx = verbs_ctx()?;
+    let d = ctx.query_device_ex()?;
+    check_eq!(d.device.uapi_version, uapi::PFNIC_UAPI_VERSION);
+    check!(d.device.caps & uapi::PFNIC_CAP_VERBS != 0);
+    let v = d.verbs;
+    check_eq!(v.max_qp, 256);
+    check_eq!(v.max_cq, 256);
+    check_eq!(v.max_mr, 4096);
+    check_eq!(v.max_qp_wr, 4096);
+    check_eq!(v.max_cqe, 4096);
+    check_eq!(v.max_sge, 4);
+    check_eq!(v.atomic_cap, 1);
+    check!(v.max_pd > 0, "max_pd is 0");
+    check!(v.max_qp_rd_atom > 0, "max_qp_rd_atom is 0");
+    check!(v.node_guid != 0, "node GUID is 0");
+    check!(
+        v.page_size_cap & 4096 != 0,
+        "page_size_cap {:#x} lacks 4 KiB",
+        v.page_size_cap
+    );
+    check!(v.max_mr_size >= 1 << 30, "max_mr_size {:#x}", v.max_mr_size);
+    check_eq!(
+        v.odp_general_caps & (uapi::PFNIC_ODP_SUPPORT | uapi::PFNIC_ODP_SUPPORT_IMPLICIT),
+        uapi::PFNIC_ODP_SUPPORT | uapi::PFNIC_ODP_SUPPORT_IMPLICIT
+    );
+    check_eq!(v.odp_rc_caps, uapi::PFNIC_ODP_RC_CAPS);
+    check_eq!(v.reserved, [0u64; 4]);
+    println!(
+        "# verbs: guid {:016x}, {} QPs x {} WRs, {} CQs x {} CQEs, {} MRs, {} PDs, {} SGEs, ODP {:#x}/rc {:#x}",
+        v.node_guid, v.max_qp, v.max_qp_wr, v.max_cq, v.max_cqe, v.max_mr, v.max_pd, v.max_sge,
+        v.odp_general_caps, v.odp_rc_caps
+    );
+    Ok(())
+}
+
+/// `ibv_query_port(1)` and `ibv_query_gid(1, 0)`: an active IB port whose GID is the
+/// link-local prefix and the node GUID; other ports and GID indexes are refused.
+fn test_verbs_query_port_gid() -> TestResult {
+    let ctx = verbs_ctx()?;
+    let p = ctx.query_port(1)?;
+    check_eq!(p.state, 4);
+    check_eq!(p.active_mtu, 5);
+    check_eq!(p.max_mtu, 5);
+    check_eq!(p.link_layer, 1);
+    check_eq!(p.gid_tbl_len, 1);
+    check!(p.lid != 0, "LID 0");
+    check_eq!(p.sm_lid, p.lid);
+    check!(p.max_msg_sz >= 1 << 20, "max_msg_sz {}", p.max_msg_sz);
+    let gid = ctx.query_gid(1, 0)?;
+    check_eq!(gid[..8], [0xfe, 0x80, 0, 0, 0, 0, 0, 0]);
+    let guid = ctx.query_device_ex()?.verbs.node_guid;
+    check_eq!(gid[8..], guid.to_be_bytes());
+    expect_errno("query_port(2)", ctx.query_port(2), libc::EINVAL)?;
+    expect_errno("query_gid(1, 1)", ctx.query_gid(1, 1), libc::EINVAL)?;
+    Ok(())
+}
+
+/// PDs get distinct handles; a freed handle is refused.
+fn test_verbs_pd_alloc_dealloc() -> TestResult {
+    let ctx = verbs_ctx()?;
+    let pds: Vec<_> = (0..8).map(|_| ctx.alloc_pd()).collect::<Result<_, _>>()?;
+    let mut handles: Vec<u32> = pds.iter().map(|p| p.handle()).collect();
+    handles.sort();
+    handles.dedup();
+    check_eq!(handles.len(), 8);
+    let first = pds[0].handle();
+    for pd in pds {
+        pd.dealloc().map_err(|(_, e)| fail("dealloc_pd", e))?;
+    }
+    expect_errno(
+        "dealloc of a freed PD",
+        ctx.device().dealloc_pd(first),
+        libc::EINVAL,
+    )?;
+    // An MR cannot be registered in a freed PD.
+    let buf = Buffer::new(PAGE)?;
+    buf.fill(1);
+    let mut arg = uapi::RegMr {
+        pd: first,
+        access: ACCESS_LOCAL_WRITE,
+        addr: buf.addr(),
+        length: PAGE as u64,
+        ..Default::default()
+    };
+    expect_errno(
+        "reg_mr in a freed PD",
+        ctx.device().reg_mr(&mut arg),
+        libc::EINVAL,
+    )?;
+    Ok(())
+}
+
+/// `ibv_dealloc_pd` is `EBUSY` while an MR or a QP uses the PD, and works once they are gone.
+fn test_verbs_dealloc_pd_in_use() -> TestResult {
+    let ctx = verbs_ctx()?;
+    let pd = ctx.alloc_pd()?;
+    let buf = Arc::new(Buffer::new(PAGE)?);
+    buf.fill(0);
+    let mr = pd.reg_mr(&buf, ACCESS_LOCAL_WRITE)?;
+    let pd = match pd.dealloc() {
+        Ok(()) => fail!("dealloc_pd with an MR in it succeeded"),
+        Err((pd, e)) => {
+            check_eq!(e.raw_os_error(), Some(libc::EBUSY));
+            pd
+        }
+    };
+    mr.dereg().map_err(|(_, e)| fail("dereg_mr", e))?;
+    let cq = ctx.create_cq(4, None, 0)?;
+    let qp = pd.create_qp(&QpInitAttr::new(&cq, &cq, 4, 1))?;
+    // The QP holds the PD in the library; ask the driver directly.
+    expect_errno(
+        "dealloc_pd with a QP in it",
+        ctx.device().dealloc_pd(pd.handle()),
+        libc::EBUSY,
+    )?;
+    qp.destroy().map_err(|(_, e)| fail("destroy_qp", e))?;
+    pd.dealloc().map_err(|(_, e)| fail("dealloc_pd", e))?;
+    Ok(())
+}
+
+/// Reserved fields must be zero (`EINVAL`), so later versions can use them.
+fn test_verbs_reserved_fields() -> TestResult {
+    let ctx = verbs_ctx()?;
+    let dev = ctx.device();
+    let pd = ctx.alloc_pd()?;
+    let buf = Buffer::new(PAGE)?;
+    buf.fill(0);
+    let mut reg = uapi::RegMr {
+        pd: pd.handle(),
+        access: ACCESS_LOCAL_WRITE,
+        addr: buf.addr(),
+        length: PAGE as u64,
+        reserved: 1,
+        ..Default::default()
+    };
+    expect_errno("reg_mr, reserved 1", dev.reg_mr(&mut reg), libc::EINVAL)?;
+    let mut cq = uapi::CreateCq {
+        cqe: 4,
+        reserved: 1,
+        ..Default::default()
+    };
+    expect_errno(
+        "create_cq, reserved 1",
+        dev.create_cq(&mut cq),
+        libc::EINVAL,
+    )?;
+    let mut arg = uapi::PdHandle {
+        pd: pd.handle(),
+        reserved: 1,
+    };
+    // SAFETY: a valid `PdHandle` for the ioctl that takes one.
+    let r = unsafe { dev.ioctl(uapi::PFNIC_IOCTL_DEALLOC_PD, (&raw mut arg).cast()) };
+    expect_errno("dealloc_pd, reserved 1", r, libc::EINVAL)?;
+    let adv = uapi::AdviseMr {
+        advice: uapi::PFNIC_ADVISE_PREFETCH,
+        num_sge: 1,
+        reserved: 1,
+        ..Default::default()
+    };
+    expect_errno("advise_mr, reserved 1", dev.advise_mr(&adv), libc::EINVAL)?;
+    // The PD survived all of that.
+    pd.dealloc().map_err(|(_, e)| fail("dealloc_pd", e))?;
+    Ok(())
+}
+
+/// A child that inherited the file cannot use the parent's context (`EPERM`), but can open
+/// its own and allocate there.
+fn test_verbs_fork_child_refused() -> TestResult {
+    let ctx = verbs_ctx()?;
+    let _pd = ctx.alloc_pd()?;
+    let code = in_child(|| {
+        match ctx.device().alloc_pd() {
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {}
+            Err(_) => return 2,
+            Ok(_) => return 3,
+        }
+        match verbs_ctx().map(|c| c.alloc_pd().is_ok()) {
+            Ok(true) => 0,
+            _ => 4,
+        }
+    })?;
+    check!(
+        code == 0,
+        "child: {}",
+        match code {
+            2 => "alloc_pd on the inherited file failed, but not with EPERM",
+            3 => "alloc_pd on the inherited file succeeded",
+            4 => "could not open its own context and allocate a PD",
+            _ => "died",
+        }
+    );
+    Ok(())
+}

@@ -1,0 +1,567 @@
+//! On-demand paging (rdma-core's test_odp.py): traffic on ODP MRs whose pages are dropped
+//! with `madvise(MADV_DONTNEED)` on both sides before every iteration, mixed ODP and plain
+//! SGEs, the implicit MR, and each prefetch variant.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::ktap::{Failure, Test, TestResult};
+use crate::verbs_common::*;
+use pfnic_verbs::{
+    Buffer, Mr, MrStats, RecvWr, SendWr, Sge, WcOpcode, WcStatus, WrOpcode, ADVISE_FLAG_FLUSH,
+    ADVISE_PREFETCH, ADVISE_PREFETCH_NO_FAULT, ADVISE_PREFETCH_WRITE,
+};
+
+pub const TESTS: &[&Test] = &[
+    &Test {
+        name: "test_verbs_odp_rc_send",
+        run: test_verbs_odp_rc_send,
+    },
+    &Test {
+        name: "test_verbs_odp_rc_rdma_write",
+        run: test_verbs_odp_rc_rdma_write,
+    },
+    &Test {
+        name: "test_verbs_odp_rc_rdma_read",
+        run: test_verbs_odp_rc_rdma_read,
+    },
+    &Test {
+        name: "test_verbs_odp_rc_atomics",
+        run: test_verbs_odp_rc_atomics,
+    },
+    &Test {
+        name: "test_verbs_odp_mixed_sges",
+        run: test_verbs_odp_mixed_sges,
+    },
+    &Test {
+        name: "test_verbs_odp_implicit_traffic",
+        run: test_verbs_odp_implicit_traffic,
+    },
+    &Test {
+        name: "test_verbs_odp_prefetch",
+        run: test_verbs_odp_prefetch,
+    },
+    &Test {
+        name: "test_verbs_odp_prefetch_no_fault",
+        run: test_verbs_odp_prefetch_no_fault,
+    },
+    &Test {
+        name: "test_verbs_odp_advise_errors",
+        run: test_verbs_odp_advise_errors,
+    },
+];
+
+const ITERS: usize = 4;
+const LEN: usize = 4 * PAGE;
+
+fn odp_pair(caps: u32) -> Result<Pair, Failure> {
+    let ctx = verbs_ctx()?;
+    requires_odp(&ctx, caps, false)?;
+    Pair::build(
+        &ctx,
+        &verbs_ctx()?,
+        &PairOpts {
+            len: LEN,
+            kind: MrKind::Odp,
+            ..Default::default()
+        },
+    )
+}
+
+/// Fails unless `after` counted at least `pages` more page faults than `before`, all handled.
+fn check_faulted(what: &str, before: &MrStats, after: &MrStats, pages: u64) -> TestResult {
+    let (f, h) = (
+        after.page_faults - before.page_faults,
+        after.page_faults_handled - before.page_faults_handled,
+    );
+    check!(
+        f >= pages,
+        "{what}: {f} page faults for {pages} pages the device had not seen"
+    );
+    check!(h >= pages, "{what}: {h} of {f} page faults handled");
+    Ok(())
+}
+
+/// One iteration's view of the MRs: `moves` runs the transfer from `src` to `dst` (which may
+/// be the same side's buffers as the MRs); checks that the untouched side faulted.
+///
+/// Even iterations: the CPU writes the source (present again), the destination is untouched,
+/// so the destination's MR must fault. Odd ones: the source is left untouched (reads as zeros,
+/// faulting its MR), the CPU pre-fills the destination.
+fn odp_iterations(
+    p: &Pair,
+    src: (&Buffer, &Mr),
+    dst: (&Buffer, &Mr),
+    len: usize,
+    moves: impl Fn(usize) -> TestResult,
+) -> TestResult {
+    let mut last: Option<(MrStats, MrStats)> = None;
+    for i in 0..ITERS {
+        p.a.buf.dontneed()?;
+        p.b.buf.dontneed()?;
+        let (s0, d0) = (src.1.stats()?, dst.1.stats()?);
+        if let Some((ls, ld)) = last {
+            // The device used both MRs in the last iteration; dropping the pages must have
+            // invalidated its translations.
+            check!(
+                s0.page_invalidations > ls.page_invalidations
+                    && d0.page_invalidations > ld.page_invalidations,
+                "iteration {i}: MADV_DONTNEED caused no invalidation (source {} → {}, destination {} → {})",
+                ls.page_invalidations,
+                s0.page_invalidations,
+                ld.page_invalidations,
+                d0.page_invalidations
+            );
+        }
+        let want = if i % 2 == 0 {
+            let data = pattern(i as u8 + 40, len);
+            src.0.write(0, &data);
+            data
+        } else {
+            dst.0.fill(0xee);
+            vec![0; len]
+        };
+        moves(i)?;
+        let (s1, d1) = (src.1.stats()?, dst.1.stats()?);
+        let pages = len.div_ceil(PAGE) as u64;
+        if i % 2 == 0 {
+            check_faulted(&format!("iteration {i}, destination"), &d0, &d1, pages)?;
+        } else {
+            check_faulted(&format!("iteration {i}, source"), &s0, &s1, pages)?;
+        }
+        check_bytes(&format!("iteration {i}"), dst.0, 0, &want)?;
+        last = Some((s1, d1));
+    }
+    Ok(())
+}
+
+/// SEND/RECV between ODP MRs.
+fn test_verbs_odp_rc_send() -> TestResult {
+    let p = odp_pair(ODP_SEND | ODP_RECV)?;
+    odp_iterations(&p, (&p.a.buf, &p.a.mr), (&p.b.buf, &p.b.mr), LEN, |i| {
+        p.b.post_recv(i as u64, 0, LEN)?;
+        p.a.post(SendWr::new(i as u64, WrOpcode::Send, &[p.a.sge(0, LEN)]))?;
+        check_wc(&p.a.wait(1)?[0], WcStatus::SUCCESS, Some(WcOpcode::SEND))?;
+        let r = p.b.wait(1)?;
+        check_wc(&r[0], WcStatus::SUCCESS, Some(WcOpcode::RECV))?;
+        check_eq!(r[0].byte_len, LEN as u32);
+        Ok(())
+    })?;
+    // Receive-side faults are waits of the sender, never of other QPs.
+    let st = p.a.qp.query()?.stats;
+    check!(st.page_requests > 0, "sender QP counted no page requests");
+    Ok(())
+}
+
+/// RDMA WRITE between ODP MRs.
+fn test_verbs_odp_rc_rdma_write() -> TestResult {
+    let p = odp_pair(ODP_WRITE)?;
+    odp_iterations(&p, (&p.a.buf, &p.a.mr), (&p.b.buf, &p.b.mr), LEN, |i| {
+        p.a.post(
+            SendWr::new(i as u64, WrOpcode::RdmaWrite, &[p.a.sge(0, LEN)])
+                .remote(p.b.buf.addr(), p.b.mr.rkey()),
+        )?;
+        let wc = p.a.wait(1)?;
+        check_wc(&wc[0], WcStatus::SUCCESS, Some(WcOpcode::RDMA_WRITE))?;
+        // Either side was untouched: the WQE itself caused the page requests.
+        check!(
+            wc[0].vendor_err >= (LEN / PAGE) as u32,
+            "iteration {i}: the completion reports {} page requests for {} untouched pages",
+            wc[0].vendor_err,
+            LEN / PAGE
+        );
+        Ok(())
+    })
+}
+
+/// RDMA READ between ODP MRs (the remote side is the source).
+fn test_verbs_odp_rc_rdma_read() -> TestResult {
+    let p = odp_pair(ODP_READ)?;
+    odp_iterations(&p, (&p.b.buf, &p.b.mr), (&p.a.buf, &p.a.mr), LEN, |i| {
+        p.a.post(
+            SendWr::new(i as u64, WrOpcode::RdmaRead, &[p.a.sge(0, LEN)])
+                .remote(p.b.buf.addr(), p.b.mr.rkey()),
+        )?;
+        check_wc(
+            &p.a.wait(1)?[0],
+            WcStatus::SUCCESS,
+            Some(WcOpcode::RDMA_READ),
+        )?;
+        Ok(())
+    })
+}
+
+/// Atomics between ODP MRs: the remote word and the local result page fault in turn.
+fn test_verbs_odp_rc_atomics() -> TestResult {
+    let p = odp_pair(ODP_ATOMIC)?;
+    let local = [p.a.sge(0, 8)];
+    for i in 0..ITERS {
+        p.a.buf.dontneed()?;
+        p.b.buf.dontneed()?;
+        let (a0, b0) = (p.a.mr.stats()?, p.b.mr.stats()?);
+        // Even: the remote word holds a value, the local result page is untouched.
+        // Odd: the remote word is untouched (zero), the local page pre-filled.
+        let old = if i % 2 == 0 {
+            p.b.buf.write_u64(0, 1000 + i as u64);
+            1000 + i as u64
+        } else {
+            p.a.buf.write_u64(0, u64::MAX);
+            0
+        };
+        let mut wr = if i < 2 {
+            let mut w = SendWr::new(i as u64, WrOpcode::AtomicCmpAndSwp, &local);
+            w.compare_add = old;
+            w.swap = 0x5555_0000 + i as u64;
+            w
+        } else {
+            let mut w = SendWr::new(i as u64, WrOpcode::AtomicFetchAndAdd, &local);
+            w.compare_add = 7;
+            w
+        };
+        wr = wr.remote(p.b.buf.addr(), p.b.mr.rkey());
+        p.a.post(wr)?;
+        let want_op = if i < 2 {
+            WcOpcode::COMP_SWAP
+        } else {
+            WcOpcode::FETCH_ADD
+        };
+        check_wc(&p.a.wait(1)?[0], WcStatus::SUCCESS, Some(want_op))?;
+        check_eq!(p.a.buf.read_u64(0), old);
+        let new = if i < 2 {
+            0x5555_0000 + i as u64
+        } else {
+            old + 7
+        };
+        check_eq!(p.b.buf.read_u64(0), new);
+        let (a1, b1) = (p.a.mr.stats()?, p.b.mr.stats()?);
+        if i % 2 == 0 {
+            check_faulted(&format!("iteration {i}, local result"), &a0, &a1, 1)?;
+        } else {
+            check_faulted(&format!("iteration {i}, remote word"), &b0, &b1, 1)?;
+        }
+    }
+    Ok(())
+}
+
+/// Work requests mixing SGEs of ODP and ordinary MRs, on both the gather and scatter sides.
+fn test_verbs_odp_mixed_sges() -> TestResult {
+    let p = odp_pair(ODP_SEND | ODP_RECV | ODP_WRITE)?;
+    let plain_a = Arc::new(Buffer::new(2 * PAGE)?);
+    let plain_b = Arc::new(Buffer::new(2 * PAGE)?);
+    plain_a.fill(0);
+    plain_b.fill(0);
+    let ma = p.a.pd.reg_mr(&plain_a, ACCESS_ALL)?;
+    let mb = p.b.pd.reg_mr(&plain_b, ACCESS_ALL)?;
+    for i in 0..ITERS {
+        p.a.buf.dontneed()?;
+        p.b.buf.dontneed()?;
+        let odp_data = pattern(60 + i as u8, 2 * PAGE);
+        let plain_data = pattern(70 + i as u8, 2 * PAGE);
+        p.a.buf.write(0, &odp_data);
+        plain_a.write(0, &plain_data);
+        plain_b.fill(0);
+        let b0 = p.b.mr.stats()?;
+        // ODP, plain, ODP, plain: PAGE + 100 + PAGE + 50 bytes.
+        let gather = [
+            p.a.sge(0, PAGE),
+            ma.sge(0, 100),
+            p.a.sge(PAGE, PAGE),
+            ma.sge(PAGE as u64, 50),
+        ];
+        let mut expect = odp_data[..PAGE].to_vec();
+        expect.extend_from_slice(&plain_data[..100]);
+        expect.extend_from_slice(&odp_data[PAGE..]);
+        expect.extend_from_slice(&plain_data[PAGE..PAGE + 50]);
+        // Receive: plain (1000 bytes), then ODP (the rest).
+        let scatter = [mb.sge(0, 1000), p.b.sge(0, 3 * PAGE)];
+        p.b.qp.post_recv(&[RecvWr {
+            wr_id: i as u64,
+            sg_list: &scatter,
+        }])?;
+        p.a.post(SendWr::new(i as u64, WrOpcode::Send, &gather))?;
+        check_wc(&p.a.wait(1)?[0], WcStatus::SUCCESS, Some(WcOpcode::SEND))?;
+        let r = p.b.wait(1)?;
+        check_wc(&r[0], WcStatus::SUCCESS, Some(WcOpcode::RECV))?;
+        check_eq!(r[0].byte_len, expect.len() as u32);
+        check_bytes("plain receive SGE", &plain_b, 0, &expect[..1000])?;
+        check_bytes("ODP receive SGE", &p.b.buf, 0, &expect[1000..])?;
+        check_faulted("ODP receive SGE", &b0, &p.b.mr.stats()?, 2)?;
+        // RDMA write from mixed SGEs into the ODP target.
+        p.b.buf.dontneed()?;
+        let b1 = p.b.mr.stats()?;
+        p.a.post(
+            SendWr::new(100 + i as u64, WrOpcode::RdmaWrite, &gather)
+                .remote(p.b.buf.addr(), p.b.mr.rkey()),
+        )?;
+        check_wc(
+            &p.a.wait(1)?[0],
+            WcStatus::SUCCESS,
+            Some(WcOpcode::RDMA_WRITE),
+        )?;
+        check_bytes("mixed RDMA write", &p.b.buf, 0, &expect)?;
+        check_faulted("ODP RDMA write target", &b1, &p.b.mr.stats()?, 2)?;
+    }
+    Ok(())
+}
+
+/// Traffic through implicit MRs on both sides, pages dropped before every iteration.
+fn test_verbs_odp_implicit_traffic() -> TestResult {
+    let ctx = verbs_ctx()?;
+    requires_odp(&ctx, ODP_SEND | ODP_RECV | ODP_WRITE | ODP_READ, true)?;
+    let p = Pair::build(&ctx, &verbs_ctx()?, &PairOpts::default())?;
+    // SAFETY: the implicit MRs let the device reach all of this process; the test only posts
+    // work requests into the `Buffer`s below, which are accessed atomically.
+    let (ia, ib) = unsafe {
+        (
+            p.a.pd.reg_implicit_mr(ACCESS_ALL)?,
+            p.b.pd.reg_implicit_mr(ACCESS_ALL)?,
+        )
+    };
+    let (src, dst) = (Buffer::new(LEN)?, Buffer::new(LEN)?);
+    let sge = |b: &Buffer, mr: &Mr, off: usize, len: usize| Sge {
+        addr: b.addr() + off as u64,
+        length: len as u32,
+        lkey: mr.lkey(),
+    };
+    for i in 0..ITERS {
+        src.dontneed()?;
+        dst.dontneed()?;
+        let data = pattern(80 + i as u8, LEN);
+        src.write(0, &data);
+        let (a0, b0) = (ia.stats()?, ib.stats()?);
+        match i % 3 {
+            0 => {
+                p.b.qp.post_recv(&[RecvWr {
+                    wr_id: 1,
+                    sg_list: &[sge(&dst, &ib, 0, LEN)],
+                }])?;
+                p.a.post(SendWr::new(2, WrOpcode::Send, &[sge(&src, &ia, 0, LEN)]))?;
+                check_wc(&p.b.wait(1)?[0], WcStatus::SUCCESS, Some(WcOpcode::RECV))?;
+                check_wc(&p.a.wait(1)?[0], WcStatus::SUCCESS, Some(WcOpcode::SEND))?;
+                check_faulted("implicit receive", &b0, &ib.stats()?, 4)?;
+            }
+            1 => {
+                p.a.post(
+                    SendWr::new(3, WrOpcode::RdmaWrite, &[sge(&src, &ia, 0, LEN)])
+                        .remote(dst.addr(), ib.rkey()),
+                )?;
+                check_wc(
+                    &p.a.wait(1)?[0],
+                    WcStatus::SUCCESS,
+                    Some(WcOpcode::RDMA_WRITE),
+                )?;
+                check_faulted("implicit write target", &b0, &ib.stats()?, 4)?;
+            }
+            _ => {
+                // Read back into a's untouched destination from b's source.
+                p.a.post(
+                    SendWr::new(4, WrOpcode::RdmaRead, &[sge(&dst, &ia, 0, LEN)])
+                        .remote(src.addr(), ib.rkey()),
+                )?;
+                check_wc(
+                    &p.a.wait(1)?[0],
+                    WcStatus::SUCCESS,
+                    Some(WcOpcode::RDMA_READ),
+                )?;
+                check_faulted("implicit read destination", &a0, &ia.stats()?, 4)?;
+            }
+        }
+        check_bytes(&format!("implicit iteration {i}"), &dst, 0, &data)?;
+    }
+    Ok(())
+}
+
+/// Waits until `mr`'s `page_prefetch` reaches `want` (asynchronous prefetch).
+fn wait_prefetch(mr: &Mr, want: u64) -> Result<MrStats, Failure> {
+    let start = Instant::now();
+    loop {
+        let s = mr.stats()?;
+        if s.page_prefetch >= want {
+            return Ok(s);
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            fail!(
+                "page_prefetch is {} after 30 s, expected {want}",
+                s.page_prefetch
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// `PREFETCH` and `PREFETCH_WRITE`, synchronous (`FLUSH`) and not: the pages count in
+/// `page_prefetch`, and the traffic that follows takes no page fault on them.
+fn test_verbs_odp_prefetch() -> TestResult {
+    let p = odp_pair(ODP_WRITE | ODP_READ)?;
+    let pages = (LEN / PAGE) as u64;
+    for flags in [ADVISE_FLAG_FLUSH, 0] {
+        // PREFETCH_WRITE of an RDMA write's target.
+        p.a.buf.dontneed()?;
+        p.b.buf.dontneed()?;
+        let data = pattern(90, LEN);
+        p.a.buf.write(0, &data);
+        let b0 = p.b.mr.stats()?;
+        p.b.pd
+            .advise_mr(ADVISE_PREFETCH_WRITE, flags, &[p.b.sge(0, LEN)])?;
+        let b1 = wait_prefetch(&p.b.mr, b0.page_prefetch + pages)?;
+        p.a.post(
+            SendWr::new(1, WrOpcode::RdmaWrite, &[p.a.sge(0, LEN)])
+                .remote(p.b.buf.addr(), p.b.mr.rkey()),
+        )?;
+        let wc = p.a.wait(1)?;
+        check_wc(&wc[0], WcStatus::SUCCESS, Some(WcOpcode::RDMA_WRITE))?;
+        let b2 = p.b.mr.stats()?;
+        check!(
+            b2.page_faults == b1.page_faults,
+            "flags {flags}: {} page faults on pages PREFETCH_WRITE made present",
+            b2.page_faults - b1.page_faults
+        );
+        check_bytes("after PREFETCH_WRITE", &p.b.buf, 0, &data)?;
+        // PREFETCH of an RDMA read's remote source (untouched: reads as zeros).
+        p.a.buf.fill(0xee);
+        p.b.buf.dontneed()?;
+        let b0 = p.b.mr.stats()?;
+        p.b.pd.advise_mr(
+            ADVISE_PREFETCH,
+            flags,
+            &[p.b.sge(0, 2 * PAGE), p.b.sge(2 * PAGE, 2 * PAGE)],
+        )?;
+        let b1 = wait_prefetch(&p.b.mr, b0.page_prefetch + pages)?;
+        p.a.post(
+            SendWr::new(2, WrOpcode::RdmaRead, &[p.a.sge(0, LEN)])
+                .remote(p.b.buf.addr(), p.b.mr.rkey()),
+        )?;
+        check_wc(
+            &p.a.wait(1)?[0],
+            WcStatus::SUCCESS,
+            Some(WcOpcode::RDMA_READ),
+        )?;
+        let b2 = p.b.mr.stats()?;
+        check!(
+            b2.page_faults == b1.page_faults,
+            "flags {flags}: {} page faults on pages PREFETCH made present",
+            b2.page_faults - b1.page_faults
+        );
+        check_bytes("after PREFETCH", &p.a.buf, 0, &vec![0; LEN])?;
+    }
+    // Without a prefetch the same write faults: the checks above can fail.
+    p.b.buf.dontneed()?;
+    let b0 = p.b.mr.stats()?;
+    p.a.post(
+        SendWr::new(3, WrOpcode::RdmaWrite, &[p.a.sge(0, LEN)])
+            .remote(p.b.buf.addr(), p.b.mr.rkey()),
+    )?;
+    check_wc(
+        &p.a.wait(1)?[0],
+        WcStatus::SUCCESS,
+        Some(WcOpcode::RDMA_WRITE),
+    )?;
+    check_faulted("write without prefetch", &b0, &p.b.mr.stats()?, pages)?;
+    Ok(())
+}
+
+/// `PREFETCH_NO_FAULT` never sends a page request: on dropped pages it does nothing (the
+/// traffic that follows faults), on present pages it succeeds.
+fn test_verbs_odp_prefetch_no_fault() -> TestResult {
+    let p = odp_pair(ODP_WRITE)?;
+    let pages = (LEN / PAGE) as u64;
+    p.b.buf.dontneed()?;
+    let ctx0 = p.b.ctx.device().query_context()?.translation;
+    let b0 = p.b.mr.stats()?;
+    // Asynchronous, then synchronous: the ring runs them in order, so both are done after
+    // the second returns.
+    p.b.pd
+        .advise_mr(ADVISE_PREFETCH_NO_FAULT, 0, &[p.b.sge(0, LEN)])?;
+    p.b.pd.advise_mr(
+        ADVISE_PREFETCH_NO_FAULT,
+        ADVISE_FLAG_FLUSH,
+        &[p.b.sge(0, LEN)],
+    )?;
+    let b1 = p.b.mr.stats()?;
+    let ctx1 = p.b.ctx.device().query_context()?.translation;
+    check_eq!(b1.page_prefetch, b0.page_prefetch);
+    check_eq!(b1.page_faults, b0.page_faults);
+    check_eq!(ctx1.page_requests, ctx0.page_requests);
+    let data = pattern(95, LEN);
+    p.a.buf.write(0, &data);
+    p.a.post(
+        SendWr::new(1, WrOpcode::RdmaWrite, &[p.a.sge(0, LEN)])
+            .remote(p.b.buf.addr(), p.b.mr.rkey()),
+    )?;
+    check_wc(
+        &p.a.wait(1)?[0],
+        WcStatus::SUCCESS,
+        Some(WcOpcode::RDMA_WRITE),
+    )?;
+    check_faulted(
+        "write after PREFETCH_NO_FAULT of dropped pages",
+        &b1,
+        &p.b.mr.stats()?,
+        pages,
+    )?;
+    check_bytes("after PREFETCH_NO_FAULT", &p.b.buf, 0, &data)?;
+    // Present pages: still no page request.
+    let ctx2 = p.b.ctx.device().query_context()?.translation;
+    p.b.pd.advise_mr(
+        ADVISE_PREFETCH_NO_FAULT,
+        ADVISE_FLAG_FLUSH,
+        &[p.b.sge(0, LEN)],
+    )?;
+    check_eq!(
+        p.b.ctx.device().query_context()?.translation.page_requests,
+        ctx2.page_requests
+    );
+    Ok(())
+}
+
+/// Bad advice: unknown advice or flags, no or too many SGEs, a key that is not an MR of the
+/// context, a range outside the MR.
+fn test_verbs_odp_advise_errors() -> TestResult {
+    let p = odp_pair(ODP_WRITE)?;
+    let pd = &p.b.pd;
+    let good = p.b.sge(0, PAGE);
+    expect_errno(
+        "advice 3",
+        pd.advise_mr(3, ADVISE_FLAG_FLUSH, &[good]),
+        libc::EINVAL,
+    )?;
+    expect_errno(
+        "flags 2",
+        pd.advise_mr(ADVISE_PREFETCH, 2, &[good]),
+        libc::EINVAL,
+    )?;
+    expect_errno(
+        "no SGE",
+        pd.advise_mr(ADVISE_PREFETCH, 0, &[]),
+        libc::EINVAL,
+    )?;
+    expect_errno(
+        "9 SGEs",
+        pd.advise_mr(ADVISE_PREFETCH, 0, &[good; 9]),
+        libc::EINVAL,
+    )?;
+    let bad_key = Sge {
+        lkey: good.lkey ^ 0x80,
+        ..good
+    };
+    expect_errno(
+        "bad lkey",
+        pd.advise_mr(ADVISE_PREFETCH, ADVISE_FLAG_FLUSH, &[bad_key]),
+        libc::EINVAL,
+    )?;
+    let other_ctx = p.a.sge(0, PAGE);
+    expect_errno(
+        "lkey of another context",
+        pd.advise_mr(ADVISE_PREFETCH, ADVISE_FLAG_FLUSH, &[other_ctx]),
+        libc::EINVAL,
+    )?;
+    let outside = p.b.sge(LEN - PAGE, 2 * PAGE);
+    expect_errno(
+        "range beyond the MR",
+        pd.advise_mr(ADVISE_PREFETCH, ADVISE_FLAG_FLUSH, &[outside]),
+        libc::EINVAL,
+    )?;
+    // Still works.
+    pd.advise_mr(ADVISE_PREFETCH, ADVISE_FLAG_FLUSH, &[good])?;
+    Ok(())
+}

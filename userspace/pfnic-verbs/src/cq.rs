@@ -1,0 +1,206 @@
+//! Completion queues, polled in user space.
+
+use std::io;
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use pfnic_sys::uapi;
+use pfnic_sys::Mapping;
+
+use crate::{errno, Ctx, Wc, WcOpcode, WcStatus, DB_CQ_ARM};
+
+/// Bytes per CQE (docs/verbs.md, "Completion queue entry").
+const CQE_SIZE: usize = 32;
+
+pub(crate) struct CqInner {
+    pub(crate) ctx: Arc<Ctx>,
+    pub(crate) cqn: u32,
+    entries: u32,
+    cq_context: u64,
+    ring: Mapping,
+    record_offset: usize,
+    /// CQEs consumed: the free-running consumer index.
+    consumer: Mutex<u32>,
+    destroyed: AtomicBool,
+}
+
+impl Drop for CqInner {
+    fn drop(&mut self) {
+        if !self.destroyed.load(Ordering::Relaxed) {
+            // No QP of ours uses it any more (they hold this `Arc`); the file's release
+            // destroys it anyway if this fails.
+            let _ = self.ctx.dev.destroy_cq(self.cqn);
+        }
+    }
+}
+
+/// A completion queue: `ibv_cq`.
+pub struct Cq {
+    pub(crate) inner: Arc<CqInner>,
+}
+
+impl Cq {
+    pub(crate) fn create(ctx: &Arc<Ctx>, cqe: u32, cq_context: u64) -> io::Result<Self> {
+        let mut arg = uapi::CreateCq {
+            cqe,
+            cq_context,
+            ..Default::default()
+        };
+        ctx.dev.create_cq(&mut arg)?;
+        let made = (|| {
+            let entries = arg.entries;
+            let ring_bytes = entries as u64 * CQE_SIZE as u64;
+            if !entries.is_power_of_two()
+                || entries < cqe
+                || arg.record_offset < ring_bytes
+                || arg.record_offset + 16 > arg.mmap_len
+                || !arg.record_offset.is_multiple_of(4)
+            {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "driver returned an inconsistent CQ layout: {} entries, record at {}, {} bytes",
+                        entries, arg.record_offset, arg.mmap_len
+                    ),
+                ));
+            }
+            let len = usize::try_from(arg.mmap_len).map_err(|_| errno(libc::EINVAL))?;
+            let ring = ctx.dev.mmap(arg.mmap_offset, len)?;
+            Ok((ring, entries))
+        })();
+        let (ring, entries) = match made {
+            Ok(x) => x,
+            Err(e) => {
+                let _ = ctx.dev.destroy_cq(arg.cqn);
+                return Err(e);
+            }
+        };
+        Ok(Self {
+            inner: Arc::new(CqInner {
+                ctx: ctx.clone(),
+                cqn: arg.cqn,
+                entries,
+                cq_context,
+                ring,
+                record_offset: arg.record_offset as usize,
+                consumer: Mutex::new(0),
+                destroyed: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// The CQ number (device-wide; completion events name it).
+    pub fn cqn(&self) -> u32 {
+        self.inner.cqn
+    }
+
+    /// CQEs the ring holds (`ibv_cq::cqe`): at least those requested, a power of 2.
+    pub fn entries(&self) -> u32 {
+        self.inner.entries
+    }
+
+    /// The `cq_context` given at creation, which its completion events carry.
+    pub fn cq_context(&self) -> u64 {
+        self.inner.cq_context
+    }
+
+    /// `ibv_poll_cq`: moves up to `wcs.len()` completions into `wcs`; how many.
+    pub fn poll(&self, wcs: &mut [Wc]) -> usize {
+        let inner = &*self.inner;
+        let mut ci = inner.consumer.lock().unwrap_or_else(|e| e.into_inner());
+        let base = inner.ring.as_ptr();
+        let mut n = 0;
+        while n < wcs.len() {
+            let slot = (*ci & (inner.entries - 1)) as usize;
+            // SAFETY: `slot < entries`, and the ring is `entries` CQEs at the mapping's start
+            // (checked at creation); the mapping lives as long as `inner`.
+            let cqe = unsafe { base.add(slot * CQE_SIZE) };
+            let parity = ((*ci / inner.entries) & 1) ^ 1;
+            // SAFETY: the owner byte at 0x1b of a CQE in the mapping; the device writes it,
+            // hence the volatile read.
+            let owner = unsafe { cqe.add(0x1b).read_volatile() };
+            if u32::from(owner & 1) != parity {
+                break;
+            }
+            // The rest of the CQE was written before the owner byte.
+            fence(Ordering::Acquire);
+            // SAFETY: reads of the CQE's aligned fields inside the mapping (the ring is page
+            // aligned and CQEs are 32 bytes), volatile as the device writes them.
+            let (wr_id, byte_len, imm, qp_num, src_qp, status, opcode, flags, vendor_err) = unsafe {
+                (
+                    cqe.cast::<u64>().read_volatile(),
+                    cqe.add(0x08).cast::<u32>().read_volatile(),
+                    cqe.add(0x0c).cast::<u32>().read_volatile(),
+                    cqe.add(0x10).cast::<u32>().read_volatile(),
+                    cqe.add(0x14).cast::<u32>().read_volatile(),
+                    cqe.add(0x18).read_volatile(),
+                    cqe.add(0x19).read_volatile(),
+                    cqe.add(0x1a).read_volatile(),
+                    cqe.add(0x1c).cast::<u32>().read_volatile(),
+                )
+            };
+            wcs[n] = Wc {
+                wr_id: u64::from_le(wr_id),
+                status: WcStatus(status.into()),
+                opcode: WcOpcode(opcode.into()),
+                vendor_err: u32::from_le(vendor_err),
+                byte_len: u32::from_le(byte_len),
+                // As posted: network order, copied through untouched.
+                imm_data: imm,
+                qp_num: u32::from_le(qp_num),
+                src_qp: u32::from_le(src_qp),
+                wc_flags: flags.into(),
+            };
+            *ci = ci.wrapping_add(1);
+            n += 1;
+        }
+        if n > 0 {
+            // SAFETY: the CQ record's consumer index, a 4-byte aligned u32 inside the mapping
+            // (checked at creation), which the device reads concurrently: atomic access.
+            let rec = unsafe { AtomicU32::from_ptr(base.add(inner.record_offset).cast()) };
+            // The CQEs were read before the slots are handed back.
+            rec.store(ci.to_le(), Ordering::Release);
+        }
+        n
+    }
+
+    /// Polls until `n` completions arrived or `timeout` passed; the completions (fewer than
+    /// `n` on timeout).
+    pub fn poll_wait(&self, n: usize, timeout: Duration) -> Vec<Wc> {
+        let start = Instant::now();
+        let mut out = vec![Wc::default(); n];
+        let mut got = 0;
+        while got < n {
+            got += self.poll(&mut out[got..]);
+            if got < n {
+                if start.elapsed() > timeout {
+                    break;
+                }
+                std::thread::yield_now();
+            }
+        }
+        out.truncate(got);
+        out
+    }
+
+    /// `ibv_req_notify_cq`: the next completion (the next solicited or error one with
+    /// `solicited_only`) queues one completion event; at once if completions are waiting.
+    pub fn req_notify(&self, solicited_only: bool) -> io::Result<()> {
+        self.inner
+            .ctx
+            .ring(DB_CQ_ARM, self.inner.cqn << 16 | u32::from(solicited_only));
+        Ok(())
+    }
+
+    /// `ibv_destroy_cq`: `EBUSY` (and the CQ back) while a QP uses it.
+    pub fn destroy(self) -> Result<(), (Cq, io::Error)> {
+        match self.inner.ctx.dev.destroy_cq(self.inner.cqn) {
+            Ok(()) => {
+                self.inner.destroyed.store(true, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => Err((self, e)),
+        }
+    }
+}

@@ -1,0 +1,466 @@
+//! Safe RDMA verbs over pfnic, shaped after libibverbs.
+//!
+//! Objects are layered as in libibverbs: a [`Context`] (one open `/dev/pfnicN`, with its own
+//! hardware context and PASID), [`Pd`]s, [`Mr`]s in a PD, [`Cq`]s, and RC [`Qp`]s in a PD using
+//! two CQs. Every object keeps what it depends on alive (`Arc`), so dropping them in any order
+//! is safe: the kernel objects go away in dependency order (QP, then its CQs and PD, then the
+//! file). Each object also has an explicit destroy (`Pd::dealloc`, `Mr::dereg`, `Cq::destroy`,
+//! `Qp::destroy`) that reports the kernel's errno (`EBUSY` while in use) and gives the object
+//! back on failure, as the libibverbs calls do.
+//!
+//! The data path never enters the kernel: [`Qp::post_send`] and [`Qp::post_recv`] write
+//! 128-byte WQEs into the queues mapped from the driver and ring the context's doorbell page
+//! (BAR2); [`Cq::poll`] reads CQEs from the mapped ring by their owner bit and publishes the
+//! consumer index in the CQ record; [`Cq::req_notify`] arms the CQ through the doorbell page.
+//! Completion events are read from the open file ([`CompChannel`]). Formats: docs/verbs.md.
+//!
+//! Memory is never pinned. [`Buffer`] is ordinary anonymous memory that a safe [`Pd::reg_mr`]
+//! borrows for the MR's lifetime; the device faults its pages in through the IOMMU (PRI).
+//! [`Pd::reg_mr_raw`] and [`Pd::reg_implicit_mr`] register arbitrary ranges and are `unsafe`:
+//! they let the device (and remote peers) write memory that Rust code may own.
+//!
+//! Errors are `std::io::Error`s carrying the errno libibverbs would return.
+
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+pub use pfnic_sys;
+use pfnic_sys::uapi;
+pub use pfnic_sys::{CqEvent, QpAttr, QpCap, QpStats, QueryDevice, QueryPort, QueryQp, QueryVerbs};
+use pfnic_sys::{Device, Mapping};
+
+mod buffer;
+mod cq;
+mod qp;
+mod types;
+
+pub use buffer::Buffer;
+pub use cq::Cq;
+pub use qp::{ConnectAttr, Qp, QpInitAttr};
+pub use types::*;
+
+/// The MR counters of mlx5 ODP (`page_faults`, ...), as [`Mr::stats`] returns them.
+pub type MrStats = pfnic_sys::QueryMr;
+
+/// `ibv_qp_attr_mask` bits ([`Qp::modify`]).
+pub mod qp_attr {
+    pub use pfnic_sys::uapi::{
+        PFNIC_QP_ACCESS_FLAGS as ACCESS_FLAGS, PFNIC_QP_AV as AV, PFNIC_QP_CUR_STATE as CUR_STATE,
+        PFNIC_QP_DEST_QPN as DEST_QPN, PFNIC_QP_MAX_DEST_RD_ATOMIC as MAX_DEST_RD_ATOMIC,
+        PFNIC_QP_MAX_QP_RD_ATOMIC as MAX_QP_RD_ATOMIC, PFNIC_QP_MIN_RNR_TIMER as MIN_RNR_TIMER,
+        PFNIC_QP_PATH_MTU as PATH_MTU, PFNIC_QP_PKEY_INDEX as PKEY_INDEX, PFNIC_QP_PORT as PORT,
+        PFNIC_QP_RETRY_CNT as RETRY_CNT, PFNIC_QP_RNR_RETRY as RNR_RETRY,
+        PFNIC_QP_RQ_PSN as RQ_PSN, PFNIC_QP_SQ_PSN as SQ_PSN, PFNIC_QP_STATE as STATE,
+        PFNIC_QP_TIMEOUT as TIMEOUT,
+    };
+}
+
+/// Size of the doorbell page.
+const DOORBELL_PAGE: usize = 4096;
+/// Doorbell offsets in the context's page (docs/verbs.md, "User doorbells").
+pub(crate) const DB_SQ: usize = 0x008;
+pub(crate) const DB_RQ: usize = 0x00c;
+pub(crate) const DB_CQ_ARM: usize = 0x010;
+
+pub(crate) fn errno(e: i32) -> io::Error {
+    io::Error::from_raw_os_error(e)
+}
+
+/// State shared by a context and every object created from it.
+pub(crate) struct Ctx {
+    /// Unmapped before the file closes (fields drop in order).
+    doorbell: Mapping,
+    pub(crate) dev: Device,
+    device: QueryDevice,
+}
+
+impl Ctx {
+    /// Writes `value` to the 32-bit doorbell register at `offset` of the context's BAR2 page.
+    pub(crate) fn ring(&self, offset: usize, value: u32) {
+        debug_assert!(offset + 4 <= self.doorbell.len() && offset.is_multiple_of(4));
+        // Queue memory written before the doorbell must be visible to the device first.
+        std::sync::atomic::fence(Ordering::Release);
+        // SAFETY: `offset` is one of the aligned doorbell registers inside the mapped page,
+        // which lives as long as `self`; device registers need a volatile access.
+        unsafe {
+            self.doorbell
+                .as_ptr()
+                .add(offset)
+                .cast::<u32>()
+                .write_volatile(value)
+        };
+    }
+}
+
+/// An open pfnic device: `ibv_context`.
+///
+/// Cloning gives another handle on the same context (same file, same objects).
+#[derive(Clone)]
+pub struct Context {
+    pub(crate) inner: Arc<Ctx>,
+}
+
+/// What `ibv_query_device_ex` reports: the device's identity and its verbs limits, including
+/// the on-demand-paging capabilities.
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceAttr {
+    pub device: QueryDevice,
+    pub verbs: QueryVerbs,
+}
+
+impl Context {
+    /// Opens `/dev/pfnic<index>`.
+    pub fn open(index: u32) -> io::Result<Self> {
+        Self::open_path(format!("/dev/pfnic{index}"))
+    }
+
+    /// Opens a pfnic device node. Fails with `EOPNOTSUPP` if the device has no verbs
+    /// (`PFNIC_CAP_VERBS`).
+    pub fn open_path(path: impl AsRef<Path>) -> io::Result<Self> {
+        Self::from_device(Device::open(path)?)
+    }
+
+    /// Wraps an open device: checks for verbs and maps the doorbell page.
+    pub fn from_device(dev: Device) -> io::Result<Self> {
+        let device = dev.query()?;
+        if device.caps & uapi::PFNIC_CAP_VERBS == 0 {
+            return Err(errno(libc::EOPNOTSUPP));
+        }
+        let doorbell = dev.mmap(uapi::PFNIC_MMAP_DOORBELL, DOORBELL_PAGE)?;
+        Ok(Self {
+            inner: Arc::new(Ctx {
+                dev,
+                doorbell,
+                device,
+            }),
+        })
+    }
+
+    /// The underlying device file, for raw ioctls.
+    pub fn device(&self) -> &Device {
+        &self.inner.dev
+    }
+
+    /// `ibv_query_device`: identity and capabilities (as read at open).
+    pub fn query_device(&self) -> QueryDevice {
+        self.inner.device
+    }
+
+    /// `ibv_query_device_ex`: identity, limits and ODP capabilities.
+    pub fn query_device_ex(&self) -> io::Result<DeviceAttr> {
+        Ok(DeviceAttr {
+            device: self.inner.dev.query()?,
+            verbs: self.inner.dev.query_verbs()?,
+        })
+    }
+
+    /// `ibv_query_port`. The device has one port, 1 (`EINVAL` for another).
+    pub fn query_port(&self, port: u8) -> io::Result<QueryPort> {
+        if port != 1 {
+            return Err(errno(libc::EINVAL));
+        }
+        self.inner.dev.query_port()
+    }
+
+    /// `ibv_query_gid`: port 1 has one GID, index 0 (`EINVAL` for others).
+    pub fn query_gid(&self, port: u8, index: u32) -> io::Result<[u8; 16]> {
+        if index != 0 {
+            return Err(errno(libc::EINVAL));
+        }
+        Ok(self.query_port(port)?.gid)
+    }
+
+    /// `ibv_alloc_pd`.
+    pub fn alloc_pd(&self) -> io::Result<Pd> {
+        let handle = self.inner.dev.alloc_pd()?;
+        Ok(Pd {
+            inner: Arc::new(PdInner {
+                ctx: self.inner.clone(),
+                handle,
+                freed: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// `ibv_create_comp_channel`: a handle on the context's completion event queue.
+    ///
+    /// Completion events are queued per open file, so every channel of a context sees the
+    /// events of all its CQs that were armed; [`CqEvent::cq_context`] and [`CqEvent::cqn`]
+    /// say which CQ an event is for.
+    pub fn create_comp_channel(&self) -> io::Result<CompChannel> {
+        Ok(CompChannel {
+            file: self.inner.dev.try_clone()?,
+            _ctx: self.inner.clone(),
+        })
+    }
+
+    /// `ibv_create_cq`: a CQ of at least `cqe` entries. `cq_context` comes back with each of
+    /// its completion events. `channel` only documents where those events go (every channel
+    /// of the context sees them).
+    pub fn create_cq(
+        &self,
+        cqe: u32,
+        channel: Option<&CompChannel>,
+        cq_context: u64,
+    ) -> io::Result<Cq> {
+        let _ = channel;
+        Cq::create(&self.inner, cqe, cq_context)
+    }
+}
+
+/// `ibv_comp_channel`: reads completion events from the context's file.
+pub struct CompChannel {
+    file: Device,
+    _ctx: Arc<Ctx>,
+}
+
+impl CompChannel {
+    /// The file descriptor to `poll()` (`POLLIN` when an event is queued).
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.file.as_raw_fd()
+    }
+
+    /// `ibv_get_cq_event`: blocks until a completion event arrives (unless the channel is
+    /// non-blocking: then `EAGAIN`).
+    pub fn get_event(&self) -> io::Result<CqEvent> {
+        self.file.read_event()?.ok_or_else(|| errno(libc::EAGAIN))
+    }
+
+    /// Waits up to `timeout_ms` for an event: `Ok(None)` if none came.
+    pub fn get_event_timeout(&self, timeout_ms: i32) -> io::Result<Option<CqEvent>> {
+        if !self.file.poll_event(timeout_ms)? {
+            return Ok(None);
+        }
+        self.file.set_nonblocking(true)?;
+        let ev = self.file.read_event();
+        self.file.set_nonblocking(false)?;
+        ev
+    }
+
+    /// Makes [`CompChannel::get_event`] return `EAGAIN` instead of blocking (the flag is
+    /// shared with the context's other handles on the file).
+    pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        self.file.set_nonblocking(on)
+    }
+}
+
+pub(crate) struct PdInner {
+    pub(crate) ctx: Arc<Ctx>,
+    pub(crate) handle: u32,
+    freed: AtomicBool,
+}
+
+impl Drop for PdInner {
+    fn drop(&mut self) {
+        if !self.freed.load(Ordering::Relaxed) {
+            // Nothing of ours uses the PD any more (MRs and QPs hold this `Arc`); a failure
+            // cannot be reported from drop and the file's release frees the PD anyway.
+            let _ = self.ctx.dev.dealloc_pd(self.handle);
+        }
+    }
+}
+
+/// A protection domain: `ibv_pd`.
+pub struct Pd {
+    pub(crate) inner: Arc<PdInner>,
+}
+
+impl Pd {
+    /// The PD's handle in the file.
+    pub fn handle(&self) -> u32 {
+        self.inner.handle
+    }
+
+    /// The context this PD belongs to.
+    pub fn context(&self) -> Context {
+        Context {
+            inner: self.inner.ctx.clone(),
+        }
+    }
+
+    /// `ibv_dealloc_pd`: `EBUSY` (and the PD back) while MRs or QPs use it.
+    pub fn dealloc(self) -> Result<(), (Pd, io::Error)> {
+        match self.inner.ctx.dev.dealloc_pd(self.inner.handle) {
+            Ok(()) => {
+                self.inner.freed.store(true, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => Err((self, e)),
+        }
+    }
+
+    /// `ibv_reg_mr` over all of `buf`, which the MR keeps alive.
+    pub fn reg_mr(&self, buf: &Arc<Buffer>, access: u32) -> io::Result<Mr> {
+        self.reg_mr_range(buf, 0, buf.len(), access)
+    }
+
+    /// `ibv_reg_mr` over `buf[offset..offset + len]`, which the MR keeps alive.
+    pub fn reg_mr_range(
+        &self,
+        buf: &Arc<Buffer>,
+        offset: usize,
+        len: usize,
+        access: u32,
+    ) -> io::Result<Mr> {
+        if offset.checked_add(len).is_none_or(|end| end > buf.len()) {
+            return Err(errno(libc::EINVAL));
+        }
+        // SAFETY: the range is inside `buf`, which the MR keeps mapped; `Buffer` is only
+        // accessed through atomic copies, so device writes race with no Rust reference.
+        let mut mr = unsafe { self.reg_mr_raw(buf.addr() + offset as u64, len as u64, access) }?;
+        mr.buf = Some(buf.clone());
+        Ok(mr)
+    }
+
+    /// `ibv_reg_mr` over `[addr, addr + len)` of this process.
+    ///
+    /// # Safety
+    ///
+    /// For as long as the MR exists, the device may read and (with write access) write the
+    /// range on behalf of local work requests and remote peers. The caller must make sure no
+    /// Rust reference to that memory is invalidated by it (the memory should be owned by
+    /// something that only accesses it through raw pointers or atomics).
+    pub unsafe fn reg_mr_raw(&self, addr: u64, len: u64, access: u32) -> io::Result<Mr> {
+        let mut arg = uapi::RegMr {
+            pd: self.inner.handle,
+            access,
+            addr,
+            length: len,
+            ..Default::default()
+        };
+        self.inner.ctx.dev.reg_mr(&mut arg)?;
+        Ok(Mr {
+            pd: self.inner.clone(),
+            handle: arg.mr,
+            lkey: arg.lkey,
+            rkey: arg.rkey,
+            addr,
+            len,
+            access,
+            buf: None,
+            live: true,
+        })
+    }
+
+    /// `ibv_reg_mr(pd, NULL, SIZE_MAX, IBV_ACCESS_ON_DEMAND | access)`: the implicit MR, the
+    /// whole address space.
+    ///
+    /// # Safety
+    ///
+    /// As [`Pd::reg_mr_raw`], for every byte of the process.
+    pub unsafe fn reg_implicit_mr(&self, access: u32) -> io::Result<Mr> {
+        // SAFETY: forwarded to the caller.
+        unsafe { self.reg_mr_raw(0, u64::MAX, access | ACCESS_ON_DEMAND) }
+    }
+
+    /// `ibv_advise_mr`: prefetch (`ADVISE_PREFETCH*`) the ranges of `sges` (1..=8 entries, each
+    /// inside an on-demand MR of this context), synchronously with [`ADVISE_FLAG_FLUSH`].
+    pub fn advise_mr(&self, advice: u32, flags: u32, sges: &[Sge]) -> io::Result<()> {
+        if sges.is_empty() || sges.len() > uapi::PFNIC_ADVISE_MAX_SGE {
+            return Err(errno(libc::EINVAL));
+        }
+        let mut arg = uapi::AdviseMr {
+            advice,
+            flags,
+            num_sge: sges.len() as u32,
+            ..Default::default()
+        };
+        arg.sge[..sges.len()].copy_from_slice(sges);
+        self.inner.ctx.dev.advise_mr(&arg)
+    }
+
+    /// `ibv_create_qp`: an RC QP of this PD, in RESET.
+    pub fn create_qp(&self, attr: &QpInitAttr<'_>) -> io::Result<Qp> {
+        Qp::create(self, attr)
+    }
+}
+
+/// A memory region: `ibv_mr`. Deregistered on drop.
+pub struct Mr {
+    pd: Arc<PdInner>,
+    handle: u32,
+    lkey: u32,
+    rkey: u32,
+    addr: u64,
+    len: u64,
+    access: u32,
+    buf: Option<Arc<Buffer>>,
+    live: bool,
+}
+
+impl Mr {
+    /// The MR's handle in the file.
+    pub fn handle(&self) -> u32 {
+        self.handle
+    }
+
+    pub fn lkey(&self) -> u32 {
+        self.lkey
+    }
+
+    pub fn rkey(&self) -> u32 {
+        self.rkey
+    }
+
+    /// Start address (0 for the implicit MR).
+    pub fn addr(&self) -> u64 {
+        self.addr
+    }
+
+    /// Length in bytes (`u64::MAX` for the implicit MR).
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the MR is empty (never: registration refuses a zero length).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The access flags it was registered with.
+    pub fn access(&self) -> u32 {
+        self.access
+    }
+
+    /// The buffer a safe registration borrowed.
+    pub fn buffer(&self) -> Option<&Arc<Buffer>> {
+        self.buf.as_ref()
+    }
+
+    /// An SGE for `[addr() + offset, addr() + offset + len)` with this MR's lkey.
+    pub fn sge(&self, offset: u64, len: u32) -> Sge {
+        Sge {
+            addr: self.addr.wrapping_add(offset),
+            length: len,
+            lkey: self.lkey,
+        }
+    }
+
+    /// The MR's page fault, invalidation and prefetch counters (`PFNIC_IOCTL_QUERY_MR`).
+    pub fn stats(&self) -> io::Result<MrStats> {
+        self.pd.ctx.dev.query_mr(self.handle)
+    }
+
+    /// `ibv_dereg_mr`, reporting the error (and giving the MR back) if it fails.
+    pub fn dereg(mut self) -> Result<(), (Mr, io::Error)> {
+        match self.pd.ctx.dev.dereg_mr(self.handle) {
+            Ok(()) => {
+                self.live = false;
+                Ok(())
+            }
+            Err(e) => Err((self, e)),
+        }
+    }
+}
+
+impl Drop for Mr {
+    fn drop(&mut self) {
+        if self.live {
+            // The file's release deregisters it anyway if this fails.
+            let _ = self.pd.ctx.dev.dereg_mr(self.handle);
+        }
+    }
+}

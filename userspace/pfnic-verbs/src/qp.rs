@@ -1,0 +1,478 @@
+//! RC queue pairs: work requests written straight into the mapped queues.
+
+use std::io;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use pfnic_sys::uapi;
+use pfnic_sys::Mapping;
+
+use crate::cq::CqInner;
+use crate::types::{PostError, QpState, RecvWr, SendWr, Sge, SEND_FLAGS_SUPPORTED};
+use crate::{errno, qp_attr, Cq, Ctx, Pd, PdInner, QpAttr, QpCap, QueryQp, DB_RQ, DB_SQ};
+
+/// Bytes per WQE (docs/verbs.md, "Work queue entry").
+const WQE_SIZE: usize = 128;
+/// SGEs a WQE holds.
+const WQE_MAX_SGE: usize = 4;
+
+/// `ibv_qp_init_attr` for an RC QP.
+#[derive(Clone, Copy)]
+pub struct QpInitAttr<'a> {
+    pub send_cq: &'a Cq,
+    pub recv_cq: &'a Cq,
+    /// Requested capabilities; [`Qp::cap`] gives the actual ones.
+    pub cap: QpCap,
+    /// Signal every send work request (`sq_sig_all`).
+    pub sq_sig_all: bool,
+}
+
+impl<'a> QpInitAttr<'a> {
+    /// `max_wr` send and receive work requests of up to `max_sge` SGEs each.
+    pub fn new(send_cq: &'a Cq, recv_cq: &'a Cq, max_wr: u32, max_sge: u32) -> Self {
+        Self {
+            send_cq,
+            recv_cq,
+            cap: QpCap {
+                max_send_wr: max_wr,
+                max_recv_wr: max_wr,
+                max_send_sge: max_sge,
+                max_recv_sge: max_sge,
+                max_inline_data: 0,
+            },
+            sq_sig_all: false,
+        }
+    }
+}
+
+/// What [`Qp::connect`] sets besides the peer's QP number.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectAttr {
+    /// `IBV_ACCESS_REMOTE_*`: what the peer may do through this QP.
+    pub access: u32,
+    /// RNR NAK timer the peer waits when this QP has no receive WQE (IB encoding 0..31).
+    pub min_rnr_timer: u32,
+    /// Retries when the peer has no receive WQE, 0..7 (7: forever).
+    pub rnr_retry: u32,
+    /// Transport retries, 0..7.
+    pub retry_cnt: u32,
+    /// Local ACK timeout (IB encoding).
+    pub timeout: u32,
+    /// Outstanding RDMA READ/atomics, both directions.
+    pub max_rd_atomic: u32,
+}
+
+impl Default for ConnectAttr {
+    fn default() -> Self {
+        Self {
+            access: crate::ACCESS_REMOTE_WRITE
+                | crate::ACCESS_REMOTE_READ
+                | crate::ACCESS_REMOTE_ATOMIC,
+            min_rnr_timer: 1,
+            rnr_retry: 7,
+            retry_cnt: 7,
+            timeout: 14,
+            max_rd_atomic: 1,
+        }
+    }
+}
+
+/// A work queue mapped from the driver: where the next WQE goes.
+struct WorkQueue {
+    /// WQEs posted: the free-running tail (the doorbell carries its low 16 bits).
+    tail: u32,
+}
+
+/// An RC queue pair: `ibv_qp`. Destroyed on drop.
+pub struct Qp {
+    ctx: Arc<Ctx>,
+    _pd: Arc<PdInner>,
+    _send_cq: Arc<CqInner>,
+    _recv_cq: Arc<CqInner>,
+    qpn: u32,
+    cap: QpCap,
+    sq_sig_all: bool,
+    sq_entries: u32,
+    rq_entries: u32,
+    queues: Mapping,
+    rq_offset: usize,
+    record_offset: usize,
+    sq: Mutex<WorkQueue>,
+    rq: Mutex<WorkQueue>,
+    live: bool,
+}
+
+impl Qp {
+    pub(crate) fn create(pd: &Pd, attr: &QpInitAttr<'_>) -> io::Result<Self> {
+        let ctx = &pd.inner.ctx;
+        if !Arc::ptr_eq(&attr.send_cq.inner.ctx, ctx) || !Arc::ptr_eq(&attr.recv_cq.inner.ctx, ctx)
+        {
+            return Err(errno(libc::EINVAL));
+        }
+        let mut arg = uapi::CreateQp {
+            pd: pd.inner.handle,
+            send_cq: attr.send_cq.inner.cqn,
+            recv_cq: attr.recv_cq.inner.cqn,
+            qp_type: uapi::PFNIC_QPT_RC,
+            sq_sig_all: u32::from(attr.sq_sig_all),
+            cap: attr.cap,
+            ..Default::default()
+        };
+        ctx.dev.create_qp(&mut arg)?;
+        let queues = (|| {
+            let sq_bytes = u64::from(arg.sq_entries) * WQE_SIZE as u64;
+            let rq_bytes = u64::from(arg.rq_entries) * WQE_SIZE as u64;
+            if !arg.sq_entries.is_power_of_two()
+                || !arg.rq_entries.is_power_of_two()
+                || arg.sq_entries > 1 << 16
+                || arg.rq_entries > 1 << 16
+                || arg.rq_offset < sq_bytes
+                || !arg.rq_offset.is_multiple_of(WQE_SIZE as u64)
+                || arg.record_offset < arg.rq_offset + rq_bytes
+                || !arg.record_offset.is_multiple_of(4)
+                || arg.record_offset + 16 > arg.mmap_len
+                || arg.cap.max_send_sge as usize > WQE_MAX_SGE
+                || arg.cap.max_recv_sge as usize > WQE_MAX_SGE
+            {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("driver returned an inconsistent QP layout: {arg:?}"),
+                ));
+            }
+            let len = usize::try_from(arg.mmap_len).map_err(|_| errno(libc::EINVAL))?;
+            ctx.dev.mmap(arg.mmap_offset, len)
+        })();
+        let queues = match queues {
+            Ok(q) => q,
+            Err(e) => {
+                let _ = ctx.dev.destroy_qp(arg.qpn);
+                return Err(e);
+            }
+        };
+        Ok(Self {
+            ctx: ctx.clone(),
+            _pd: pd.inner.clone(),
+            _send_cq: attr.send_cq.inner.clone(),
+            _recv_cq: attr.recv_cq.inner.clone(),
+            qpn: arg.qpn,
+            cap: arg.cap,
+            sq_sig_all: attr.sq_sig_all,
+            sq_entries: arg.sq_entries,
+            rq_entries: arg.rq_entries,
+            queues,
+            rq_offset: arg.rq_offset as usize,
+            record_offset: arg.record_offset as usize,
+            sq: Mutex::new(WorkQueue { tail: 0 }),
+            rq: Mutex::new(WorkQueue { tail: 0 }),
+            live: true,
+        })
+    }
+
+    /// The QP number, which a peer connects to.
+    pub fn qp_num(&self) -> u32 {
+        self.qpn
+    }
+
+    /// The actual capabilities (at least those requested).
+    pub fn cap(&self) -> QpCap {
+        self.cap
+    }
+
+    /// Whether every send work request is signaled.
+    pub fn sq_sig_all(&self) -> bool {
+        self.sq_sig_all
+    }
+
+    /// Entries of the send and receive queues.
+    pub fn queue_entries(&self) -> (u32, u32) {
+        (self.sq_entries, self.rq_entries)
+    }
+
+    /// `ibv_modify_qp`: `attr_mask` is made of [`qp_attr`] bits.
+    pub fn modify(&self, attr: &QpAttr, attr_mask: u32) -> io::Result<()> {
+        let arg = uapi::ModifyQp {
+            qpn: self.qpn,
+            attr_mask,
+            attr: *attr,
+        };
+        // Hold both queues: no post may interleave with a reset of them. RESET empties them:
+        // the device's heads jump to our tails and it writes them to the record
+        // (docs/verbs.md), so the free space we compute from it is the whole queue again.
+        let _sq = self.sq.lock().unwrap_or_else(|e| e.into_inner());
+        let _rq = self.rq.lock().unwrap_or_else(|e| e.into_inner());
+        self.ctx.dev.modify_qp(&arg)?;
+        Ok(())
+    }
+
+    /// `ibv_query_qp`: attributes (with the device's current state), capabilities, counters.
+    pub fn query(&self) -> io::Result<QueryQp> {
+        self.ctx.dev.query_qp(self.qpn)
+    }
+
+    /// The device's current state of the QP.
+    pub fn state(&self) -> io::Result<QpState> {
+        let q = self.query()?;
+        QpState::from_raw(q.attr.qp_state).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("unknown QP state {}", q.attr.qp_state),
+            )
+        })
+    }
+
+    /// Takes the QP from RESET through INIT and RTR to RTS, connected to QP `dest_qpn` of the
+    /// same device (loopback), with libibverbs' required attributes for each transition.
+    pub fn connect(&self, dest_qpn: u32, c: &ConnectAttr) -> io::Result<()> {
+        let port = self.ctx.dev.query_port()?;
+        let mut a = QpAttr {
+            qp_state: QpState::Init as u32,
+            pkey_index: 0,
+            port_num: 1,
+            qp_access_flags: c.access,
+            ..Default::default()
+        };
+        self.modify(
+            &a,
+            qp_attr::STATE | qp_attr::PKEY_INDEX | qp_attr::PORT | qp_attr::ACCESS_FLAGS,
+        )?;
+        a.qp_state = QpState::Rtr as u32;
+        a.path_mtu = port.active_mtu;
+        a.dest_qp_num = dest_qpn;
+        a.rq_psn = 0;
+        a.max_dest_rd_atomic = c.max_rd_atomic;
+        a.min_rnr_timer = c.min_rnr_timer;
+        a.dlid = port.lid.into();
+        a.sl = 0;
+        self.modify(
+            &a,
+            qp_attr::STATE
+                | qp_attr::AV
+                | qp_attr::PATH_MTU
+                | qp_attr::DEST_QPN
+                | qp_attr::RQ_PSN
+                | qp_attr::MAX_DEST_RD_ATOMIC
+                | qp_attr::MIN_RNR_TIMER,
+        )?;
+        a.qp_state = QpState::Rts as u32;
+        a.sq_psn = 0;
+        a.timeout = c.timeout;
+        a.retry_cnt = c.retry_cnt;
+        a.rnr_retry = c.rnr_retry;
+        a.max_rd_atomic = c.max_rd_atomic;
+        self.modify(
+            &a,
+            qp_attr::STATE
+                | qp_attr::TIMEOUT
+                | qp_attr::RETRY_CNT
+                | qp_attr::RNR_RETRY
+                | qp_attr::SQ_PSN
+                | qp_attr::MAX_QP_RD_ATOMIC,
+        )
+    }
+
+    /// The 32-bit word at `offset` of the QP record (0: send head, 4: receive head).
+    fn record(&self, offset: usize) -> &AtomicU32 {
+        // SAFETY: the record is 16 bytes at a 4-byte aligned offset inside the mapping
+        // (checked at creation), alive as long as `self`; the device writes it, so it is only
+        // accessed atomically.
+        unsafe { AtomicU32::from_ptr(self.queues.as_ptr().add(self.record_offset + offset).cast()) }
+    }
+
+    /// Writes a WQE into slot `slot` of the queue at `queue_offset`.
+    fn write_wqe(&self, queue_offset: usize, slot: u32, wqe: &[u64; WQE_SIZE / 8]) {
+        // SAFETY: `slot` is below the queue's entries, so the 128-byte WQE lies inside the
+        // queue inside the mapping (checked at creation); the device only reads a WQE after
+        // the doorbell that follows, so plain volatile stores suffice.
+        unsafe {
+            let p = self
+                .queues
+                .as_ptr()
+                .add(queue_offset + slot as usize * WQE_SIZE)
+                .cast::<u64>();
+            for (i, w) in wqe.iter().enumerate() {
+                p.add(i).write_volatile(w.to_le());
+            }
+        }
+    }
+
+    /// `ibv_post_send`: queues `wrs` in order and rings the doorbell once. Fails at the first
+    /// work request with too many SGEs or unsupported flags (`EINVAL`) or that finds the send
+    /// queue full (`ENOMEM`); those before it are posted.
+    pub fn post_send(&self, wrs: &[SendWr<'_>]) -> Result<(), PostError> {
+        let mut sq = self.sq.lock().unwrap_or_else(|e| e.into_inner());
+        let start = sq.tail;
+        let mut result = Ok(());
+        let mut head = self.record(0).load(Ordering::Acquire);
+        for (i, wr) in wrs.iter().enumerate() {
+            if wr.sg_list.len() > self.cap.max_send_sge as usize
+                || wr.send_flags & !SEND_FLAGS_SUPPORTED != 0
+            {
+                result = Err(PostError::new(i, libc::EINVAL));
+                break;
+            }
+            if sq.tail.wrapping_sub(head) & 0xffff >= self.sq_entries {
+                head = self.record(0).load(Ordering::Acquire);
+                if sq.tail.wrapping_sub(head) & 0xffff >= self.sq_entries {
+                    result = Err(PostError::new(i, libc::ENOMEM));
+                    break;
+                }
+            }
+            self.write_wqe(0, sq.tail & (self.sq_entries - 1), &send_wqe(wr));
+            sq.tail = sq.tail.wrapping_add(1);
+        }
+        if sq.tail != start {
+            self.ctx.ring(DB_SQ, self.qpn << 16 | (sq.tail & 0xffff));
+        }
+        result
+    }
+
+    /// `ibv_post_recv`: as [`Qp::post_send`], for the receive queue.
+    pub fn post_recv(&self, wrs: &[RecvWr<'_>]) -> Result<(), PostError> {
+        let mut rq = self.rq.lock().unwrap_or_else(|e| e.into_inner());
+        let start = rq.tail;
+        let mut result = Ok(());
+        let mut head = self.record(4).load(Ordering::Acquire);
+        for (i, wr) in wrs.iter().enumerate() {
+            if wr.sg_list.len() > self.cap.max_recv_sge as usize {
+                result = Err(PostError::new(i, libc::EINVAL));
+                break;
+            }
+            if rq.tail.wrapping_sub(head) & 0xffff >= self.rq_entries {
+                head = self.record(4).load(Ordering::Acquire);
+                if rq.tail.wrapping_sub(head) & 0xffff >= self.rq_entries {
+                    result = Err(PostError::new(i, libc::ENOMEM));
+                    break;
+                }
+            }
+            self.write_wqe(
+                self.rq_offset,
+                rq.tail & (self.rq_entries - 1),
+                &recv_wqe(wr),
+            );
+            rq.tail = rq.tail.wrapping_add(1);
+        }
+        if rq.tail != start {
+            self.ctx.ring(DB_RQ, self.qpn << 16 | (rq.tail & 0xffff));
+        }
+        result
+    }
+
+    /// `ibv_destroy_qp`, reporting the error (and giving the QP back) if it fails.
+    // The QP comes back by value, as `ibv_destroy_qp` leaves it usable on failure.
+    #[allow(clippy::result_large_err)]
+    pub fn destroy(mut self) -> Result<(), (Qp, io::Error)> {
+        match self.ctx.dev.destroy_qp(self.qpn) {
+            Ok(()) => {
+                self.live = false;
+                Ok(())
+            }
+            Err(e) => Err((self, e)),
+        }
+    }
+}
+
+impl Drop for Qp {
+    fn drop(&mut self) {
+        if self.live {
+            // The file's release destroys it anyway if this fails.
+            let _ = self.ctx.dev.destroy_qp(self.qpn);
+        }
+    }
+}
+
+/// Fills the SGE part (words 8..16) of a WQE.
+fn put_sges(wqe: &mut [u64; WQE_SIZE / 8], sges: &[Sge]) {
+    for (i, s) in sges.iter().take(WQE_MAX_SGE).enumerate() {
+        wqe[8 + 2 * i] = s.addr;
+        wqe[8 + 2 * i + 1] = u64::from(s.length) | u64::from(s.lkey) << 32;
+    }
+}
+
+/// A send WQE as 16 little-endian words (docs/verbs.md, "Work queue entry").
+fn send_wqe(wr: &SendWr<'_>) -> [u64; WQE_SIZE / 8] {
+    let mut wqe = [0u64; WQE_SIZE / 8];
+    // imm_data is stored as posted: its bytes in memory, whatever the host order.
+    wqe[0] = u64::from(wr.opcode as u8)
+        | u64::from(wr.send_flags as u8) << 8
+        | (wr.sg_list.len() as u64) << 16
+        | u64::from(u32::from_le(wr.imm_data)) << 32;
+    wqe[1] = wr.wr_id;
+    wqe[2] = wr.remote_addr;
+    wqe[3] = u64::from(wr.rkey);
+    wqe[4] = wr.compare_add;
+    wqe[5] = wr.swap;
+    put_sges(&mut wqe, wr.sg_list);
+    wqe
+}
+
+/// A receive WQE: `num_sge`, `wr_id` and the SGEs.
+fn recv_wqe(wr: &RecvWr<'_>) -> [u64; WQE_SIZE / 8] {
+    let mut wqe = [0u64; WQE_SIZE / 8];
+    wqe[0] = (wr.sg_list.len() as u64) << 16;
+    wqe[1] = wr.wr_id;
+    put_sges(&mut wqe, wr.sg_list);
+    wqe
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{WrOpcode, SEND_SIGNALED};
+
+    fn bytes(w: &[u64; WQE_SIZE / 8]) -> Vec<u8> {
+        w.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn send_wqe_layout() {
+        let sges = [
+            Sge {
+                addr: 0x1122_3344_5566_7788,
+                length: 0x99,
+                lkey: 0xabcd_ef01,
+            },
+            Sge {
+                addr: 2,
+                length: 3,
+                lkey: 4,
+            },
+        ];
+        let mut wr = SendWr::new(0x0102_0304_0506_0708, WrOpcode::AtomicCmpAndSwp, &sges)
+            .remote(0xdead_beef_0000_1000, 0x4242_4242)
+            .imm(0x1234_5678)
+            .flags(SEND_SIGNALED);
+        wr.compare_add = 0x1111;
+        wr.swap = 0x2222;
+        let b = bytes(&send_wqe(&wr));
+        assert_eq!(&b[0..4], &[5, 2, 2, 0]);
+        // Network order, as posted.
+        assert_eq!(&b[4..8], &[0x12, 0x34, 0x56, 0x78]);
+        assert_eq!(&b[8..16], &0x0102_0304_0506_0708u64.to_le_bytes());
+        assert_eq!(&b[0x10..0x18], &0xdead_beef_0000_1000u64.to_le_bytes());
+        assert_eq!(&b[0x18..0x1c], &0x4242_4242u32.to_le_bytes());
+        assert_eq!(&b[0x20..0x28], &0x1111u64.to_le_bytes());
+        assert_eq!(&b[0x28..0x30], &0x2222u64.to_le_bytes());
+        assert_eq!(&b[0x40..0x48], &0x1122_3344_5566_7788u64.to_le_bytes());
+        assert_eq!(&b[0x48..0x4c], &0x99u32.to_le_bytes());
+        assert_eq!(&b[0x4c..0x50], &0xabcd_ef01u32.to_le_bytes());
+        assert_eq!(&b[0x50..0x58], &2u64.to_le_bytes());
+        assert!(b[0x60..].iter().all(|&x| x == 0));
+    }
+
+    #[test]
+    fn recv_wqe_layout() {
+        let sges = [Sge {
+            addr: 0x1000,
+            length: 64,
+            lkey: 0x105,
+        }];
+        let b = bytes(&recv_wqe(&RecvWr {
+            wr_id: 9,
+            sg_list: &sges,
+        }));
+        assert_eq!(&b[0..8], &[0, 0, 1, 0, 0, 0, 0, 0]);
+        assert_eq!(&b[8..16], &9u64.to_le_bytes());
+        assert_eq!(&b[0x40..0x48], &0x1000u64.to_le_bytes());
+        assert_eq!(&b[0x48..0x50], &[64, 0, 0, 0, 5, 1, 0, 0]);
+    }
+}

@@ -1,0 +1,393 @@
+//! Verbs types with libibverbs' numbers, names and strings.
+
+use core::fmt;
+use std::io;
+
+pub use pfnic_sys::uapi::Sge;
+
+/// `IBV_ACCESS_LOCAL_WRITE`.
+pub const ACCESS_LOCAL_WRITE: u32 = pfnic_sys::uapi::PFNIC_ACCESS_LOCAL_WRITE;
+/// `IBV_ACCESS_REMOTE_WRITE` (an MR also needs `LOCAL_WRITE`).
+pub const ACCESS_REMOTE_WRITE: u32 = pfnic_sys::uapi::PFNIC_ACCESS_REMOTE_WRITE;
+/// `IBV_ACCESS_REMOTE_READ`.
+pub const ACCESS_REMOTE_READ: u32 = pfnic_sys::uapi::PFNIC_ACCESS_REMOTE_READ;
+/// `IBV_ACCESS_REMOTE_ATOMIC` (an MR also needs `LOCAL_WRITE`).
+pub const ACCESS_REMOTE_ATOMIC: u32 = pfnic_sys::uapi::PFNIC_ACCESS_REMOTE_ATOMIC;
+/// `IBV_ACCESS_ON_DEMAND`.
+pub const ACCESS_ON_DEMAND: u32 = pfnic_sys::uapi::PFNIC_ACCESS_ON_DEMAND;
+
+/// `IBV_SEND_FENCE`.
+pub const SEND_FENCE: u32 = 1;
+/// `IBV_SEND_SIGNALED`.
+pub const SEND_SIGNALED: u32 = 2;
+/// `IBV_SEND_SOLICITED`.
+pub const SEND_SOLICITED: u32 = 4;
+/// The send flags the device accepts (`IBV_SEND_INLINE` is not supported).
+pub const SEND_FLAGS_SUPPORTED: u32 = SEND_FENCE | SEND_SIGNALED | SEND_SOLICITED;
+
+/// `IBV_WC_WITH_IMM` in [`Wc::wc_flags`].
+pub const WC_WITH_IMM: u32 = 2;
+
+/// `IBV_ADVISE_MR_ADVICE_*` of [`crate::Pd::advise_mr`].
+pub const ADVISE_PREFETCH: u32 = pfnic_sys::uapi::PFNIC_ADVISE_PREFETCH;
+/// `IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE`.
+pub const ADVISE_PREFETCH_WRITE: u32 = pfnic_sys::uapi::PFNIC_ADVISE_PREFETCH_WRITE;
+/// `IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT`.
+pub const ADVISE_PREFETCH_NO_FAULT: u32 = pfnic_sys::uapi::PFNIC_ADVISE_PREFETCH_NO_FAULT;
+/// `IBV_ADVISE_MR_FLAG_FLUSH`: return once the pages are present.
+pub const ADVISE_FLAG_FLUSH: u32 = pfnic_sys::uapi::PFNIC_ADVISE_FLAG_FLUSH;
+
+/// Work request opcodes (`enum ibv_wr_opcode`), as the WQE's opcode byte.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WrOpcode {
+    /// `IBV_WR_RDMA_WRITE`.
+    RdmaWrite = 0,
+    /// `IBV_WR_RDMA_WRITE_WITH_IMM`.
+    RdmaWriteWithImm = 1,
+    /// `IBV_WR_SEND`.
+    Send = 2,
+    /// `IBV_WR_SEND_WITH_IMM`.
+    SendWithImm = 3,
+    /// `IBV_WR_RDMA_READ`.
+    RdmaRead = 4,
+    /// `IBV_WR_ATOMIC_CMP_AND_SWP`.
+    AtomicCmpAndSwp = 5,
+    /// `IBV_WR_ATOMIC_FETCH_AND_ADD`.
+    AtomicFetchAndAdd = 6,
+}
+
+impl WrOpcode {
+    /// The opcode with libibverbs number `v`, if the device implements it.
+    pub fn from_raw(v: u32) -> Option<Self> {
+        Some(match v {
+            0 => Self::RdmaWrite,
+            1 => Self::RdmaWriteWithImm,
+            2 => Self::Send,
+            3 => Self::SendWithImm,
+            4 => Self::RdmaRead,
+            5 => Self::AtomicCmpAndSwp,
+            6 => Self::AtomicFetchAndAdd,
+            _ => return None,
+        })
+    }
+}
+
+/// A completion status (`enum ibv_wc_status`). A number rather than an enum: the value is what
+/// the device wrote, whatever it is.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct WcStatus(pub u32);
+
+impl WcStatus {
+    pub const SUCCESS: Self = Self(0);
+    pub const LOC_LEN_ERR: Self = Self(1);
+    pub const LOC_QP_OP_ERR: Self = Self(2);
+    pub const LOC_EEC_OP_ERR: Self = Self(3);
+    pub const LOC_PROT_ERR: Self = Self(4);
+    pub const WR_FLUSH_ERR: Self = Self(5);
+    pub const MW_BIND_ERR: Self = Self(6);
+    pub const BAD_RESP_ERR: Self = Self(7);
+    pub const LOC_ACCESS_ERR: Self = Self(8);
+    pub const REM_INV_REQ_ERR: Self = Self(9);
+    pub const REM_ACCESS_ERR: Self = Self(10);
+    pub const REM_OP_ERR: Self = Self(11);
+    pub const RETRY_EXC_ERR: Self = Self(12);
+    pub const RNR_RETRY_EXC_ERR: Self = Self(13);
+    pub const LOC_RDD_VIOL_ERR: Self = Self(14);
+    pub const REM_INV_RD_REQ_ERR: Self = Self(15);
+    pub const REM_ABORT_ERR: Self = Self(16);
+    pub const INV_EECN_ERR: Self = Self(17);
+    pub const INV_EEC_STATE_ERR: Self = Self(18);
+    pub const FATAL_ERR: Self = Self(19);
+    pub const RESP_TIMEOUT_ERR: Self = Self(20);
+    pub const GENERAL_ERR: Self = Self(21);
+    pub const TM_ERR: Self = Self(22);
+    pub const TM_RNDV_INCOMPLETE: Self = Self(23);
+
+    /// `ibv_wc_status_str()`: libibverbs' description of the status.
+    pub fn as_str(self) -> &'static str {
+        const STR: [&str; 24] = [
+            "success",
+            "local length error",
+            "local QP operation error",
+            "local EE context operation error",
+            "local protection error",
+            "Work Request Flushed Error",
+            "memory management operation error",
+            "bad response error",
+            "local access error",
+            "remote invalid request error",
+            "remote access error",
+            "remote operation error",
+            "transport retry counter exceeded",
+            "RNR retry counter exceeded",
+            "local RDD violation error",
+            "remote invalid RD request",
+            "aborted error",
+            "invalid EE context number",
+            "invalid EE context state",
+            "fatal error",
+            "response timeout error",
+            "general error",
+            "TM error",
+            "TM software rendezvous",
+        ];
+        STR.get(self.0 as usize).copied().unwrap_or("unknown")
+    }
+
+    /// libibverbs' enumerator name (`IBV_WC_SUCCESS`, ...), for messages.
+    pub fn name(self) -> &'static str {
+        const NAME: [&str; 24] = [
+            "IBV_WC_SUCCESS",
+            "IBV_WC_LOC_LEN_ERR",
+            "IBV_WC_LOC_QP_OP_ERR",
+            "IBV_WC_LOC_EEC_OP_ERR",
+            "IBV_WC_LOC_PROT_ERR",
+            "IBV_WC_WR_FLUSH_ERR",
+            "IBV_WC_MW_BIND_ERR",
+            "IBV_WC_BAD_RESP_ERR",
+            "IBV_WC_LOC_ACCESS_ERR",
+            "IBV_WC_REM_INV_REQ_ERR",
+            "IBV_WC_REM_ACCESS_ERR",
+            "IBV_WC_REM_OP_ERR",
+            "IBV_WC_RETRY_EXC_ERR",
+            "IBV_WC_RNR_RETRY_EXC_ERR",
+            "IBV_WC_LOC_RDD_VIOL_ERR",
+            "IBV_WC_REM_INV_RD_REQ_ERR",
+            "IBV_WC_REM_ABORT_ERR",
+            "IBV_WC_INV_EECN_ERR",
+            "IBV_WC_INV_EEC_STATE_ERR",
+            "IBV_WC_FATAL_ERR",
+            "IBV_WC_RESP_TIMEOUT_ERR",
+            "IBV_WC_GENERAL_ERR",
+            "IBV_WC_TM_ERR",
+            "IBV_WC_TM_RNDV_INCOMPLETE",
+        ];
+        NAME.get(self.0 as usize).copied().unwrap_or("IBV_WC_?")
+    }
+}
+
+impl fmt::Debug for WcStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.name(), self.0)
+    }
+}
+
+impl fmt::Display for WcStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A completion's opcode (`enum ibv_wc_opcode`).
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct WcOpcode(pub u32);
+
+impl WcOpcode {
+    pub const SEND: Self = Self(0);
+    pub const RDMA_WRITE: Self = Self(1);
+    pub const RDMA_READ: Self = Self(2);
+    pub const COMP_SWAP: Self = Self(3);
+    pub const FETCH_ADD: Self = Self(4);
+    pub const RECV: Self = Self(128);
+    pub const RECV_RDMA_WITH_IMM: Self = Self(129);
+
+    /// The completion opcode a successful send work request of opcode `op` produces.
+    pub fn of(op: WrOpcode) -> Self {
+        match op {
+            WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm => Self::RDMA_WRITE,
+            WrOpcode::Send | WrOpcode::SendWithImm => Self::SEND,
+            WrOpcode::RdmaRead => Self::RDMA_READ,
+            WrOpcode::AtomicCmpAndSwp => Self::COMP_SWAP,
+            WrOpcode::AtomicFetchAndAdd => Self::FETCH_ADD,
+        }
+    }
+}
+
+impl fmt::Debug for WcOpcode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match self.0 {
+            0 => "IBV_WC_SEND",
+            1 => "IBV_WC_RDMA_WRITE",
+            2 => "IBV_WC_RDMA_READ",
+            3 => "IBV_WC_COMP_SWAP",
+            4 => "IBV_WC_FETCH_ADD",
+            128 => "IBV_WC_RECV",
+            129 => "IBV_WC_RECV_RDMA_WITH_IMM",
+            _ => "IBV_WC_?",
+        };
+        write!(f, "{name} ({})", self.0)
+    }
+}
+
+/// QP states (`enum ibv_qp_state`).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QpState {
+    Reset = 0,
+    Init = 1,
+    Rtr = 2,
+    Rts = 3,
+    Sqd = 4,
+    Sqe = 5,
+    Err = 6,
+}
+
+impl QpState {
+    /// The state with libibverbs number `v`.
+    pub fn from_raw(v: u32) -> Option<Self> {
+        Some(match v {
+            0 => Self::Reset,
+            1 => Self::Init,
+            2 => Self::Rtr,
+            3 => Self::Rts,
+            4 => Self::Sqd,
+            5 => Self::Sqe,
+            6 => Self::Err,
+            _ => return None,
+        })
+    }
+}
+
+/// A work completion (`struct ibv_wc`, the fields the device fills).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Wc {
+    /// The work request's `wr_id`.
+    pub wr_id: u64,
+    pub status: WcStatus,
+    pub opcode: WcOpcode,
+    /// Page requests the work request caused (the CQE's `vendor_err` field).
+    pub vendor_err: u32,
+    /// Bytes received (receives) or transferred.
+    pub byte_len: u32,
+    /// Immediate data, network order as posted, valid with [`WC_WITH_IMM`].
+    pub imm_data: u32,
+    /// The local QP.
+    pub qp_num: u32,
+    /// The sending QP (receives).
+    pub src_qp: u32,
+    /// `IBV_WC_*` flags ([`WC_WITH_IMM`]).
+    pub wc_flags: u32,
+}
+
+/// A send work request (`struct ibv_send_wr` without the list link: post a slice instead).
+#[derive(Clone, Copy, Debug)]
+pub struct SendWr<'a> {
+    pub wr_id: u64,
+    pub opcode: WrOpcode,
+    /// `SEND_*` flags.
+    pub send_flags: u32,
+    /// Local buffers (at most the QP's `max_send_sge`; atomics: one of 8 bytes).
+    pub sg_list: &'a [Sge],
+    /// Immediate data, network order (`*_WITH_IMM`).
+    pub imm_data: u32,
+    /// Remote address (RDMA, atomics).
+    pub remote_addr: u64,
+    /// Remote key (RDMA, atomics).
+    pub rkey: u32,
+    /// Compare value (compare-and-swap) or addend (fetch-and-add).
+    pub compare_add: u64,
+    /// Swap value (compare-and-swap).
+    pub swap: u64,
+}
+
+impl<'a> SendWr<'a> {
+    /// A signaled work request of `opcode` over `sg_list`, the other fields zero.
+    pub fn new(wr_id: u64, opcode: WrOpcode, sg_list: &'a [Sge]) -> Self {
+        Self {
+            wr_id,
+            opcode,
+            send_flags: SEND_SIGNALED,
+            sg_list,
+            imm_data: 0,
+            remote_addr: 0,
+            rkey: 0,
+            compare_add: 0,
+            swap: 0,
+        }
+    }
+
+    /// Sets the remote address and key (RDMA, atomics).
+    pub fn remote(mut self, remote_addr: u64, rkey: u32) -> Self {
+        self.remote_addr = remote_addr;
+        self.rkey = rkey;
+        self
+    }
+
+    /// Sets the immediate data (given in host order, stored in network order).
+    pub fn imm(mut self, imm_host_order: u32) -> Self {
+        self.imm_data = imm_host_order.to_be();
+        self
+    }
+
+    /// Sets the send flags.
+    pub fn flags(mut self, send_flags: u32) -> Self {
+        self.send_flags = send_flags;
+        self
+    }
+}
+
+/// A receive work request (`struct ibv_recv_wr` without the list link).
+#[derive(Clone, Copy, Debug)]
+pub struct RecvWr<'a> {
+    pub wr_id: u64,
+    /// Buffers, at most the QP's `max_recv_sge`.
+    pub sg_list: &'a [Sge],
+}
+
+/// Why a post failed: the index of the first work request not posted (`bad_wr`) and the errno
+/// libibverbs returns (`ENOMEM`: queue full; `EINVAL`: too many SGEs, bad flags).
+#[derive(Debug)]
+pub struct PostError {
+    /// Index of the first work request that was not posted; those before it were.
+    pub bad_wr: usize,
+    pub error: io::Error,
+}
+
+impl PostError {
+    pub(crate) fn new(bad_wr: usize, errno: i32) -> Self {
+        Self {
+            bad_wr,
+            error: io::Error::from_raw_os_error(errno),
+        }
+    }
+
+    /// The errno, as `ibv_post_send`/`ibv_post_recv` return it.
+    pub fn errno(&self) -> i32 {
+        self.error.raw_os_error().unwrap_or(libc::EIO)
+    }
+}
+
+impl fmt::Display for PostError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "work request {} not posted: {}", self.bad_wr, self.error)
+    }
+}
+
+impl std::error::Error for PostError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wc_status_strings_are_libibverbs() {
+        assert_eq!(WcStatus::SUCCESS.as_str(), "success");
+        assert_eq!(WcStatus::LOC_PROT_ERR.as_str(), "local protection error");
+        assert_eq!(
+            WcStatus::WR_FLUSH_ERR.as_str(),
+            "Work Request Flushed Error"
+        );
+        assert_eq!(WcStatus::REM_ACCESS_ERR.as_str(), "remote access error");
+        assert_eq!(
+            WcStatus::RNR_RETRY_EXC_ERR.as_str(),
+            "RNR retry counter exceeded"
+        );
+        assert_eq!(
+            WcStatus::TM_RNDV_INCOMPLETE.as_str(),
+            "TM software rendezvous"
+        );
+        assert_eq!(WcStatus(24).as_str(), "unknown");
+        assert_eq!(WcStatus::REM_INV_REQ_ERR.name(), "IBV_WC_REM_INV_REQ_ERR");
+    }
+}
