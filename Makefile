@@ -9,8 +9,10 @@ CMD ?=
 OVERLAY ?=
 # make test knob: FILTER=name (guest tests whose name contains it)
 FILTER ?=
+# make bench knob: BENCH_ARGS='pfnic-perf options' (default --odp; see scripts/bench.sh)
+BENCH_ARGS ?=
 
-.PHONY: all setup sources kernel qemu module userspace rootfs run test check clean help
+.PHONY: all setup sources kernel qemu module userspace rootfs run test bench check clean help
 
 all:
 	$(SCRIPTS)/build-all.sh
@@ -41,6 +43,9 @@ run: all
 
 test:
 	$(SCRIPTS)/test.sh $(if $(FILTER),--filter '$(FILTER)')
+
+bench: all
+	$(SCRIPTS)/bench.sh --no-build $(BENCH_ARGS)
 
 check: all
 	$(SCRIPTS)/check.sh

@@ -34,7 +34,7 @@ list=$ROOTFS_BUILD/initramfs.list
 	done
 	echo "file /init $PFNIC_ROOT/rootfs/init 0755 0 0"
 	echo "file /lib/modules/pfnic.ko $module 0644 0 0"
-	for b in pfnic-test pfnic-info; do
+	for b in pfnic-test pfnic-info pfnic-rc-pingpong pfnic-verbs-api-test pfnic-perf; do
 		[[ -x $bins/$b ]] || die "no $bins/$b; run scripts/build-userspace.sh"
 		echo "file /usr/bin/$b $bins/$b 0755 0 0"
 	done

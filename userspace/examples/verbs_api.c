@@ -1,0 +1,574 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * The verbs API from C, the way libibverbs programs use it: queries, the
+ * return and errno conventions of bad calls, and every RC operation over
+ * loopback (RDMA WRITE with two SGEs, RDMA READ, WRITE and SEND with
+ * immediate data, both atomics), then a bad rkey: the failing QP completes
+ * with IBV_WC_REM_ACCESS_ERR and flushes what follows.
+ *
+ * Written against <infiniband/verbs.h> only (it builds against rdma-core's
+ * too). Prints TAP ("ok N name" / "not ok N name"), one line per check
+ * group, with "# " lines explaining failures; exits 0 only if all passed.
+ */
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+
+#define BUF_SIZE 8192
+
+static bool group_failed;
+
+static void fail(int line, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void fail(int line, const char *fmt, ...)
+{
+    va_list ap;
+
+    printf("# line %d: ", line);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    group_failed = true;
+}
+
+/* Checks `cond`; on failure reports it and returns from the group. */
+#define CHECK(cond, fmt, ...)                                                \
+    do {                                                                     \
+        if (!(cond)) {                                                       \
+            fail(__LINE__, "%s: " fmt, #cond, ##__VA_ARGS__);               \
+            return;                                                          \
+        }                                                                    \
+    } while (0)
+
+/* Everything the groups share: two QPs of one context, connected. */
+struct fixture {
+    struct ibv_context *ctx;
+    struct ibv_pd *pd;
+    struct ibv_cq *cq_a, *cq_b;
+    struct ibv_qp *qp_a, *qp_b;
+    unsigned char *buf_a, *buf_b;
+    struct ibv_mr *mr_a, *mr_b;
+    __be64 guid;
+    uint16_t lid;
+};
+
+static struct fixture fx;
+
+static int connect_qp(struct ibv_qp *qp, uint32_t dest, uint16_t dlid)
+{
+    struct ibv_qp_attr a;
+    int ret;
+
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                        IBV_ACCESS_REMOTE_ATOMIC;
+    ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+                        IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    if (ret) {
+        return ret;
+    }
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = IBV_MTU_4096;
+    a.dest_qp_num = dest;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 1;
+    a.ah_attr.dlid = dlid;
+    a.ah_attr.port_num = 1;
+    ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+                        IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+    if (ret) {
+        return ret;
+    }
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = 14;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = 1;
+    return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
+                         IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                         IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* Polls `cq` for one completion, for up to 60 s; 1 if one came. */
+static int poll_one(struct ibv_cq *cq, struct ibv_wc *wc)
+{
+    time_t end = time(NULL) + 60;
+    int n;
+
+    do {
+        n = ibv_poll_cq(cq, 1, wc);
+        if (n) {
+            return n;
+        }
+    } while (time(NULL) < end);
+    return 0;
+}
+
+static struct ibv_qp *make_qp(struct ibv_cq *cq, uint32_t max_sge)
+{
+    struct ibv_qp_init_attr init = {
+        .send_cq = cq,
+        .recv_cq = cq,
+        .cap = {
+            .max_send_wr = 8,
+            .max_recv_wr = 8,
+            .max_send_sge = max_sge,
+            .max_recv_sge = max_sge,
+        },
+        .qp_type = IBV_QPT_RC,
+    };
+
+    return ibv_create_qp(fx.pd, &init);
+}
+
+static void test_device(void)
+{
+    struct ibv_device **list;
+    struct ibv_device_attr attr;
+    struct ibv_device_attr_ex ex;
+    struct ibv_query_device_ex_input in = { .comp_mask = 1 };
+    struct ibv_port_attr port;
+    union ibv_gid gid;
+    int n = -1;
+
+    list = ibv_get_device_list(&n);
+    CHECK(list && n >= 1, "%d devices", n);
+    CHECK(!list[n], "the list is not NULL-terminated");
+    CHECK(!strncmp(ibv_get_device_name(list[0]), "pfnic", 5), "name %s",
+          ibv_get_device_name(list[0]));
+    fx.guid = ibv_get_device_guid(list[0]);
+    CHECK(fx.guid != 0, "GUID 0 (%s)", strerror(errno));
+    fx.ctx = ibv_open_device(list[0]);
+    ibv_free_device_list(list);
+    CHECK(fx.ctx, "ibv_open_device: %s", strerror(errno));
+    CHECK(fx.ctx->device && fx.ctx->num_comp_vectors >= 1,
+          "context fields");
+
+    CHECK(!ibv_query_device(fx.ctx, &attr), "ibv_query_device");
+    CHECK(attr.node_guid == fx.guid, "node GUID differs from the device's");
+    CHECK(attr.max_qp > 0 && attr.max_qp_wr > 0 && attr.max_sge >= 2 &&
+          attr.max_cqe > 0 && attr.max_mr > 0 && attr.phys_port_cnt == 1,
+          "limits: qp %d wr %d sge %d cqe %d mr %d ports %d", attr.max_qp,
+          attr.max_qp_wr, attr.max_sge, attr.max_cqe, attr.max_mr,
+          attr.phys_port_cnt);
+    CHECK(attr.atomic_cap == IBV_ATOMIC_HCA, "atomic_cap %d",
+          attr.atomic_cap);
+    CHECK(attr.fw_ver[0] != '\0', "no firmware version");
+
+    CHECK(!ibv_query_device_ex(fx.ctx, NULL, &ex), "ibv_query_device_ex");
+    CHECK(ex.orig_attr.node_guid == fx.guid, "ex: node GUID");
+    CHECK(ex.odp_caps.general_caps & IBV_ODP_SUPPORT, "no ODP");
+    CHECK(ex.odp_caps.per_transport_caps.rc_odp_caps & IBV_ODP_SUPPORT_SEND,
+          "no RC SEND ODP");
+    CHECK(ibv_query_device_ex(fx.ctx, &in, &ex) == EINVAL,
+          "comp_mask 1 is not EINVAL");
+
+    CHECK(!ibv_query_port(fx.ctx, 1, &port), "ibv_query_port");
+    CHECK(port.state == IBV_PORT_ACTIVE && port.lid != 0 &&
+          port.link_layer == IBV_LINK_LAYER_INFINIBAND &&
+          port.active_mtu >= IBV_MTU_1024 && port.gid_tbl_len >= 1,
+          "port: state %d lid %u link %u mtu %d gids %d", port.state,
+          port.lid, port.link_layer, port.active_mtu, port.gid_tbl_len);
+    fx.lid = port.lid;
+    CHECK(ibv_query_port(fx.ctx, 2, &port) == EINVAL, "port 2 is not EINVAL");
+
+    CHECK(!ibv_query_gid(fx.ctx, 1, 0, &gid), "ibv_query_gid");
+    CHECK(gid.global.interface_id == fx.guid, "GID 0 is not the node GUID");
+    errno = 0;
+    CHECK(ibv_query_gid(fx.ctx, 1, 1, &gid) == -1 && errno == EINVAL,
+          "GID 1: errno %d", errno);
+}
+
+static void test_bad_calls(void)
+{
+    struct ibv_comp_channel *ch;
+    struct ibv_qp_init_attr init = { .qp_type = IBV_QPT_UD };
+    struct ibv_qp_attr attr;
+    struct ibv_cq *cq;
+    struct ibv_qp *qp;
+    struct ibv_mr *mr;
+    struct ibv_pd *pd;
+
+    CHECK(fx.ctx, "no context");
+    pd = ibv_alloc_pd(fx.ctx);
+    CHECK(pd, "ibv_alloc_pd: %s", strerror(errno));
+    errno = 0;
+    CHECK(!ibv_reg_mr(pd, fx.buf_a, 0, IBV_ACCESS_LOCAL_WRITE) &&
+          errno == EINVAL, "zero length: errno %d", errno);
+    errno = 0;
+    CHECK(!ibv_reg_mr(pd, fx.buf_a, BUF_SIZE, IBV_ACCESS_REMOTE_WRITE) &&
+          errno == EINVAL, "REMOTE_WRITE without LOCAL_WRITE: errno %d",
+          errno);
+    mr = ibv_reg_mr(pd, fx.buf_a, BUF_SIZE, IBV_ACCESS_LOCAL_WRITE);
+    CHECK(mr && mr->lkey == mr->rkey && mr->pd == pd &&
+          mr->addr == fx.buf_a && mr->length == BUF_SIZE, "ibv_reg_mr");
+    CHECK(ibv_dealloc_pd(pd) == EBUSY, "dealloc of a PD with an MR");
+    CHECK(!ibv_dereg_mr(mr), "ibv_dereg_mr");
+
+    ch = ibv_create_comp_channel(fx.ctx);
+    CHECK(ch && ch->fd >= 0, "ibv_create_comp_channel: %s", strerror(errno));
+    errno = 0;
+    CHECK(!ibv_create_cq(fx.ctx, 0, NULL, ch, 0) && errno == EINVAL,
+          "0 CQEs: errno %d", errno);
+    errno = 0;
+    CHECK(!ibv_create_cq(fx.ctx, 4, NULL, ch, fx.ctx->num_comp_vectors) &&
+          errno == EINVAL, "bad comp_vector: errno %d", errno);
+    cq = ibv_create_cq(fx.ctx, 4, NULL, ch, 0);
+    CHECK(cq && cq->cqe >= 4 && cq->channel == ch, "ibv_create_cq");
+    CHECK(ibv_destroy_comp_channel(ch) == EBUSY, "channel with a CQ");
+
+    init.send_cq = cq;
+    init.recv_cq = cq;
+    errno = 0;
+    CHECK(!ibv_create_qp(pd, &init) && errno == EOPNOTSUPP,
+          "UD QP: errno %d", errno);
+    init.qp_type = IBV_QPT_RC;
+    init.cap.max_send_wr = init.cap.max_recv_wr = 1;
+    init.cap.max_send_sge = init.cap.max_recv_sge = 1;
+    qp = ibv_create_qp(pd, &init);
+    CHECK(qp && qp->state == IBV_QPS_RESET && qp->qp_num > 1,
+          "ibv_create_qp: %s", strerror(errno));
+    CHECK(ibv_destroy_cq(cq) == EBUSY, "CQ used by a QP");
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state = IBV_QPS_RTR;
+    CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE) == EINVAL,
+          "RESET to RTR is not EINVAL");
+    CHECK(!ibv_destroy_qp(qp), "ibv_destroy_qp");
+    CHECK(!ibv_destroy_cq(cq), "ibv_destroy_cq");
+    CHECK(!ibv_destroy_comp_channel(ch), "ibv_destroy_comp_channel");
+    CHECK(!ibv_dealloc_pd(pd), "ibv_dealloc_pd");
+    CHECK(!strcmp(ibv_wc_status_str(IBV_WC_SUCCESS), "success") &&
+          !strcmp(ibv_wc_status_str(IBV_WC_REM_ACCESS_ERR),
+                  "remote access error") &&
+          !strcmp(ibv_wc_status_str((enum ibv_wc_status)999), "unknown"),
+          "ibv_wc_status_str");
+}
+
+static void test_setup(void)
+{
+    int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    struct ibv_qp_init_attr init;
+    struct ibv_qp_attr attr;
+
+    CHECK(fx.ctx, "no context");
+    fx.pd = ibv_alloc_pd(fx.ctx);
+    CHECK(fx.pd, "ibv_alloc_pd: %s", strerror(errno));
+    fx.mr_a = ibv_reg_mr(fx.pd, fx.buf_a, BUF_SIZE,
+                         access | IBV_ACCESS_ON_DEMAND);
+    fx.mr_b = ibv_reg_mr(fx.pd, fx.buf_b, BUF_SIZE, access);
+    CHECK(fx.mr_a && fx.mr_b, "ibv_reg_mr: %s", strerror(errno));
+    fx.cq_a = ibv_create_cq(fx.ctx, 16, NULL, NULL, 0);
+    fx.cq_b = ibv_create_cq(fx.ctx, 16, NULL, NULL, 0);
+    CHECK(fx.cq_a && fx.cq_b, "ibv_create_cq: %s", strerror(errno));
+    fx.qp_a = make_qp(fx.cq_a, 2);
+    fx.qp_b = make_qp(fx.cq_b, 2);
+    CHECK(fx.qp_a && fx.qp_b, "ibv_create_qp: %s", strerror(errno));
+    CHECK(!connect_qp(fx.qp_a, fx.qp_b->qp_num, fx.lid) &&
+          !connect_qp(fx.qp_b, fx.qp_a->qp_num, fx.lid), "connect");
+    CHECK(!ibv_query_qp(fx.qp_a, &attr, IBV_QP_STATE | IBV_QP_CAP, &init),
+          "ibv_query_qp");
+    CHECK(attr.qp_state == IBV_QPS_RTS && fx.qp_a->state == IBV_QPS_RTS &&
+          attr.dest_qp_num == fx.qp_b->qp_num && init.cap.max_send_sge >= 2 &&
+          init.send_cq == fx.cq_a && init.qp_type == IBV_QPT_RC,
+          "query: state %d dest %u sge %u", attr.qp_state, attr.dest_qp_num,
+          init.cap.max_send_sge);
+}
+
+/* Posts `wr` on A and expects one successful completion of `opcode`. */
+static int run_wr(struct ibv_send_wr *wr, enum ibv_wc_opcode opcode,
+                  uint32_t byte_len, int line)
+{
+    struct ibv_send_wr *bad = NULL;
+    struct ibv_wc wc;
+    int ret;
+
+    ret = ibv_post_send(fx.qp_a, wr, &bad);
+    if (ret) {
+        fail(line, "ibv_post_send: %s", strerror(ret));
+        return -1;
+    }
+    if (!poll_one(fx.cq_a, &wc)) {
+        fail(line, "no completion");
+        return -1;
+    }
+    if (wc.status != IBV_WC_SUCCESS || wc.opcode != opcode ||
+        wc.wr_id != wr->wr_id || wc.qp_num != fx.qp_a->qp_num ||
+        (opcode != IBV_WC_COMP_SWAP && opcode != IBV_WC_FETCH_ADD &&
+         wc.byte_len != byte_len)) {
+        fail(line, "completion: %s, opcode %d, wr_id %" PRIu64 ", %u bytes",
+             ibv_wc_status_str(wc.status), wc.opcode, wc.wr_id,
+             wc.byte_len);
+        return -1;
+    }
+    return 0;
+}
+
+static void test_rdma(void)
+{
+    struct ibv_sge sge[2] = {
+        { (uintptr_t)fx.buf_a, 100, 0 },
+        { (uintptr_t)fx.buf_a + 4096, 200, 0 },
+    };
+    struct ibv_send_wr wr = {
+        .wr_id = 1,
+        .sg_list = sge,
+        .num_sge = 2,
+        .opcode = IBV_WR_RDMA_WRITE,
+        .send_flags = IBV_SEND_SIGNALED,
+    };
+
+    CHECK(fx.qp_a, "no QPs");
+    sge[0].lkey = sge[1].lkey = fx.mr_a->lkey;
+    for (int i = 0; i < 300; i++) {
+        fx.buf_a[i < 100 ? i : 4096 + i - 100] = (unsigned char)(i * 7 + 3);
+    }
+    memset(fx.buf_b, 0, BUF_SIZE);
+    wr.wr.rdma.remote_addr = (uintptr_t)fx.buf_b + 16;
+    wr.wr.rdma.rkey = fx.mr_b->rkey;
+    if (run_wr(&wr, IBV_WC_RDMA_WRITE, 300, __LINE__)) {
+        return;
+    }
+    for (int i = 0; i < 300; i++) {
+        CHECK(fx.buf_b[16 + i] == (unsigned char)(i * 7 + 3),
+              "written byte %d is %u", i, fx.buf_b[16 + i]);
+    }
+    CHECK(fx.buf_b[15] == 0 && fx.buf_b[316] == 0, "wrote outside");
+
+    /* READ it back into one SGE. */
+    memset(fx.buf_a, 0, BUF_SIZE);
+    sge[0].length = 300;
+    wr.wr_id = 2;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_READ;
+    if (run_wr(&wr, IBV_WC_RDMA_READ, 300, __LINE__)) {
+        return;
+    }
+    CHECK(!memcmp(fx.buf_a, fx.buf_b + 16, 300), "read data differs");
+}
+
+static void test_imm(void)
+{
+    struct ibv_sge rsge = { (uintptr_t)fx.buf_b, BUF_SIZE, 0 };
+    struct ibv_recv_wr rwr = { .wr_id = 77, .sg_list = &rsge, .num_sge = 1 };
+    struct ibv_sge sge = { (uintptr_t)fx.buf_a, 64, 0 };
+    struct ibv_send_wr wr = {
+        .wr_id = 3,
+        .sg_list = &sge,
+        .num_sge = 1,
+        .opcode = IBV_WR_SEND_WITH_IMM,
+        .send_flags = IBV_SEND_SIGNALED,
+        .imm_data = htonl(0x12345678),
+    };
+    struct ibv_recv_wr *rbad;
+    struct ibv_wc wc;
+
+    CHECK(fx.qp_a, "no QPs");
+    rsge.lkey = fx.mr_b->lkey;
+    sge.lkey = fx.mr_a->lkey;
+    memset(fx.buf_a, 0x3c, 64);
+
+    CHECK(!ibv_post_recv(fx.qp_b, &rwr, &rbad), "ibv_post_recv");
+    if (run_wr(&wr, IBV_WC_SEND, 64, __LINE__)) {
+        return;
+    }
+    CHECK(poll_one(fx.cq_b, &wc), "no receive completion");
+    CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV &&
+          wc.wr_id == 77 && wc.byte_len == 64 &&
+          (wc.wc_flags & IBV_WC_WITH_IMM) && wc.imm_data == htonl(0x12345678) &&
+          wc.src_qp == fx.qp_a->qp_num && wc.qp_num == fx.qp_b->qp_num,
+          "SEND_WITH_IMM receive: %s op %d len %u flags 0x%x imm 0x%x src %u",
+          ibv_wc_status_str(wc.status), wc.opcode, wc.byte_len, wc.wc_flags,
+          ntohl(wc.imm_data), wc.src_qp);
+    CHECK(fx.buf_b[0] == 0x3c && fx.buf_b[63] == 0x3c, "received data");
+
+    /* RDMA WRITE with immediate: data in place, and a receive consumed. */
+    rwr.wr_id = 78;
+    CHECK(!ibv_post_recv(fx.qp_b, &rwr, &rbad), "ibv_post_recv");
+    memset(fx.buf_a, 0x4d, 64);
+    wr.wr_id = 4;
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.imm_data = htonl(0xcafe);
+    wr.wr.rdma.remote_addr = (uintptr_t)fx.buf_b + 1024;
+    wr.wr.rdma.rkey = fx.mr_b->rkey;
+    if (run_wr(&wr, IBV_WC_RDMA_WRITE, 64, __LINE__)) {
+        return;
+    }
+    CHECK(poll_one(fx.cq_b, &wc), "no receive completion");
+    CHECK(wc.status == IBV_WC_SUCCESS &&
+          wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM && wc.wr_id == 78 &&
+          (wc.wc_flags & IBV_WC_WITH_IMM) && wc.imm_data == htonl(0xcafe),
+          "WRITE_WITH_IMM receive: %s op %d flags 0x%x imm 0x%x",
+          ibv_wc_status_str(wc.status), wc.opcode, wc.wc_flags,
+          ntohl(wc.imm_data));
+    CHECK(fx.buf_b[1024] == 0x4d && fx.buf_b[1087] == 0x4d, "written data");
+}
+
+static void test_atomics(void)
+{
+    uint64_t *remote = (uint64_t *)(fx.buf_b + 256);
+    uint64_t *local = (uint64_t *)fx.buf_a;
+    struct ibv_sge sge = { (uintptr_t)local, 8, 0 };
+    struct ibv_send_wr wr = {
+        .wr_id = 5,
+        .sg_list = &sge,
+        .num_sge = 1,
+        .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD,
+        .send_flags = IBV_SEND_SIGNALED,
+    };
+
+    CHECK(fx.qp_a, "no QPs");
+    sge.lkey = fx.mr_a->lkey;
+    *remote = 1000;
+    *local = 0;
+    wr.wr.atomic.remote_addr = (uintptr_t)remote;
+    wr.wr.atomic.rkey = fx.mr_b->rkey;
+    wr.wr.atomic.compare_add = 234;
+    if (run_wr(&wr, IBV_WC_FETCH_ADD, 8, __LINE__)) {
+        return;
+    }
+    CHECK(*local == 1000 && *remote == 1234, "fetch-add: got %" PRIu64
+          ", now %" PRIu64, *local, *remote);
+
+    /* Compare-and-swap that matches, then one that does not. */
+    wr.wr_id = 6;
+    wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+    wr.wr.atomic.compare_add = 1234;
+    wr.wr.atomic.swap = 42;
+    if (run_wr(&wr, IBV_WC_COMP_SWAP, 8, __LINE__)) {
+        return;
+    }
+    CHECK(*local == 1234 && *remote == 42, "cmp-swap: got %" PRIu64
+          ", now %" PRIu64, *local, *remote);
+    wr.wr_id = 7;
+    wr.wr.atomic.swap = 7;
+    if (run_wr(&wr, IBV_WC_COMP_SWAP, 8, __LINE__)) {
+        return;
+    }
+    CHECK(*local == 42 && *remote == 42, "failed cmp-swap: got %" PRIu64
+          ", now %" PRIu64, *local, *remote);
+}
+
+static void test_post_errors(void)
+{
+    struct ibv_sge sge[5];
+    struct ibv_send_wr wr[2];
+    struct ibv_send_wr *bad = NULL;
+    struct ibv_wc wc;
+
+    CHECK(fx.qp_a, "no QPs");
+    for (int i = 0; i < 5; i++) {
+        sge[i] = (struct ibv_sge){ (uintptr_t)fx.buf_a, 8, fx.mr_a->lkey };
+    }
+    memset(wr, 0, sizeof(wr));
+    wr[0].wr_id = 10;
+    wr[0].sg_list = sge;
+    wr[0].num_sge = 1;
+    wr[0].opcode = IBV_WR_RDMA_WRITE;
+    wr[0].send_flags = IBV_SEND_SIGNALED;
+    wr[0].wr.rdma.remote_addr = (uintptr_t)fx.buf_b;
+    wr[0].wr.rdma.rkey = fx.mr_b->rkey;
+    wr[0].next = &wr[1];
+    wr[1] = wr[0];
+    wr[1].next = NULL;
+    wr[1].wr_id = 11;
+    wr[1].num_sge = 5;
+    /* The first is posted, the second (more SGEs than the QP has) is not. */
+    CHECK(ibv_post_send(fx.qp_a, wr, &bad) == EINVAL && bad == &wr[1],
+          "too many SGEs: bad_wr %p", (void *)bad);
+    CHECK(poll_one(fx.cq_a, &wc) && wc.wr_id == 10 &&
+          wc.status == IBV_WC_SUCCESS, "the first work request");
+
+    /* A bad rkey: REM_ACCESS_ERR, the QP in ERR, then flushes. */
+    wr[0].next = NULL;
+    wr[0].wr_id = 12;
+    wr[0].wr.rdma.rkey = fx.mr_b->rkey ^ 0x80;
+    CHECK(!ibv_post_send(fx.qp_a, wr, &bad), "post");
+    CHECK(poll_one(fx.cq_a, &wc), "no completion for a bad rkey");
+    CHECK(wc.wr_id == 12 && wc.status == IBV_WC_REM_ACCESS_ERR,
+          "bad rkey: %s (%d)", ibv_wc_status_str(wc.status), wc.status);
+    {
+        struct ibv_qp_init_attr init;
+        struct ibv_qp_attr attr;
+
+        CHECK(!ibv_query_qp(fx.qp_a, &attr, IBV_QP_STATE, &init) &&
+              attr.qp_state == IBV_QPS_ERR, "QP state %d after the error",
+              attr.qp_state);
+    }
+    wr[0].wr_id = 13;
+    wr[0].wr.rdma.rkey = fx.mr_b->rkey;
+    CHECK(!ibv_post_send(fx.qp_a, wr, &bad), "post in ERR");
+    CHECK(poll_one(fx.cq_a, &wc) && wc.wr_id == 13 &&
+          wc.status == IBV_WC_WR_FLUSH_ERR, "in ERR: %s",
+          ibv_wc_status_str(wc.status));
+}
+
+static void test_teardown(void)
+{
+    CHECK(fx.ctx, "no context");
+    if (fx.qp_a) {
+        CHECK(!ibv_destroy_qp(fx.qp_a) && !ibv_destroy_qp(fx.qp_b),
+              "ibv_destroy_qp");
+        CHECK(!ibv_destroy_cq(fx.cq_a) && !ibv_destroy_cq(fx.cq_b),
+              "ibv_destroy_cq");
+        CHECK(!ibv_dereg_mr(fx.mr_a) && !ibv_dereg_mr(fx.mr_b),
+              "ibv_dereg_mr");
+        CHECK(!ibv_dealloc_pd(fx.pd), "ibv_dealloc_pd");
+    }
+    CHECK(!ibv_close_device(fx.ctx), "ibv_close_device");
+}
+
+int main(void)
+{
+    static const struct {
+        const char *name;
+        void (*fn)(void);
+    } groups[] = {
+        { "device_and_port_queries", test_device },
+        { "bad_calls_and_errnos", test_bad_calls },
+        { "connect_two_qps", test_setup },
+        { "rdma_write_two_sges_and_read", test_rdma },
+        { "send_and_write_with_imm", test_imm },
+        { "atomics", test_atomics },
+        { "post_errors_and_error_completions", test_post_errors },
+        { "teardown", test_teardown },
+    };
+    int n = sizeof(groups) / sizeof(groups[0]), failed = 0;
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    fx.buf_a = mmap(NULL, BUF_SIZE, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    fx.buf_b = mmap(NULL, BUF_SIZE, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (fx.buf_a == MAP_FAILED || fx.buf_b == MAP_FAILED) {
+        perror("mmap");
+        return 1;
+    }
+    printf("1..%d\n", n);
+    for (int i = 0; i < n; i++) {
+        group_failed = false;
+        groups[i].fn();
+        printf("%sok %d %s\n", group_failed ? "not " : "", i + 1,
+               groups[i].name);
+        failed += group_failed;
+    }
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,766 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * pfnic's verbs API: the core of libibverbs' <infiniband/verbs.h>.
+ *
+ * Programs written against libibverbs compile against this header
+ * unchanged, as long as they use the verbs below: the names, field names,
+ * enum values, signatures and return conventions are libibverbs' own. The
+ * implementation is userspace/pfnic-ibverbs (libibverbs.a, link with
+ * -libverbs), on top of the pfnic driver. Only RC queue pairs on port 1 of a
+ * pfnic device exist.
+ *
+ * Return conventions, as in libibverbs:
+ * - constructors (ibv_open_device, ibv_alloc_pd, ibv_reg_mr, ...) return
+ *   NULL and set errno;
+ * - ibv_query_*, ibv_modify_qp, ibv_post_*, ibv_req_notify_cq,
+ *   ibv_advise_mr, ibv_dealloc_pd, ibv_dereg_mr, ibv_destroy_* return 0 or
+ *   an errno value;
+ * - ibv_close_device, ibv_query_gid and ibv_get_cq_event return 0, or -1
+ *   and set errno;
+ * - ibv_poll_cq returns the number of completions, or a negative value.
+ */
+
+#ifndef INFINIBAND_VERBS_H
+#define INFINIBAND_VERBS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <string.h>
+#include <linux/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Devices                                                             */
+/* ------------------------------------------------------------------ */
+
+union ibv_gid {
+    uint8_t raw[16];
+    struct {
+        __be64 subnet_prefix;
+        __be64 interface_id;
+    } global;
+};
+
+enum ibv_node_type {
+    IBV_NODE_UNKNOWN = -1,
+    IBV_NODE_CA = 1,
+    IBV_NODE_SWITCH,
+    IBV_NODE_ROUTER,
+    IBV_NODE_RNIC,
+    IBV_NODE_USNIC,
+    IBV_NODE_USNIC_UDP,
+    IBV_NODE_UNSPECIFIED,
+};
+
+enum ibv_transport_type {
+    IBV_TRANSPORT_UNKNOWN = -1,
+    IBV_TRANSPORT_IB = 0,
+    IBV_TRANSPORT_IWARP,
+    IBV_TRANSPORT_USNIC,
+    IBV_TRANSPORT_USNIC_UDP,
+    IBV_TRANSPORT_UNSPECIFIED,
+};
+
+enum {
+    IBV_SYSFS_NAME_MAX = 64,
+    IBV_SYSFS_PATH_MAX = 256,
+};
+
+struct ibv_device {
+    enum ibv_node_type node_type;
+    enum ibv_transport_type transport_type;
+    /* Device name, e.g. "pfnic0". */
+    char name[IBV_SYSFS_NAME_MAX];
+    /* Character device name, e.g. "pfnic0". */
+    char dev_name[IBV_SYSFS_NAME_MAX];
+    /* The character device's node, e.g. "/dev/pfnic0". */
+    char dev_path[IBV_SYSFS_PATH_MAX];
+    /* The PCI function in sysfs. */
+    char ibdev_path[IBV_SYSFS_PATH_MAX];
+};
+
+struct ibv_context {
+    struct ibv_device *device;
+    /* The open device file: its completion events are read from it. */
+    int cmd_fd;
+    int async_fd;
+    int num_comp_vectors;
+};
+
+enum ibv_device_cap_flags {
+    IBV_DEVICE_RESIZE_MAX_WR = 1,
+    IBV_DEVICE_BAD_PKEY_CNTR = 1 << 1,
+    IBV_DEVICE_BAD_QKEY_CNTR = 1 << 2,
+    IBV_DEVICE_RAW_MULTI = 1 << 3,
+    IBV_DEVICE_AUTO_PATH_MIG = 1 << 4,
+    IBV_DEVICE_CHANGE_PHY_PORT = 1 << 5,
+    IBV_DEVICE_UD_AV_PORT_ENFORCE = 1 << 6,
+    IBV_DEVICE_CURR_QP_STATE_MOD = 1 << 7,
+    IBV_DEVICE_SHUTDOWN_PORT = 1 << 8,
+    IBV_DEVICE_INIT_TYPE = 1 << 9,
+    IBV_DEVICE_PORT_ACTIVE_EVENT = 1 << 10,
+    IBV_DEVICE_SYS_IMAGE_GUID = 1 << 11,
+    IBV_DEVICE_RC_RNR_NAK_GEN = 1 << 12,
+    IBV_DEVICE_SRQ_RESIZE = 1 << 13,
+    IBV_DEVICE_N_NOTIFY_CQ = 1 << 14,
+    IBV_DEVICE_MEM_WINDOW = 1 << 17,
+    IBV_DEVICE_UD_IP_CSUM = 1 << 18,
+    IBV_DEVICE_XRC = 1 << 20,
+    IBV_DEVICE_MEM_MGT_EXTENSIONS = 1 << 21,
+    IBV_DEVICE_MEM_WINDOW_TYPE_2A = 1 << 23,
+    IBV_DEVICE_MEM_WINDOW_TYPE_2B = 1 << 24,
+    IBV_DEVICE_RC_IP_CSUM = 1 << 25,
+    IBV_DEVICE_RAW_IP_CSUM = 1 << 26,
+    IBV_DEVICE_MANAGED_FLOW_STEERING = 1 << 29,
+};
+
+enum ibv_atomic_cap {
+    IBV_ATOMIC_NONE,
+    IBV_ATOMIC_HCA,
+    IBV_ATOMIC_GLOB,
+};
+
+struct ibv_device_attr {
+    char fw_ver[64];
+    __be64 node_guid;
+    __be64 sys_image_guid;
+    uint64_t max_mr_size;
+    uint64_t page_size_cap;
+    uint32_t vendor_id;
+    uint32_t vendor_part_id;
+    uint32_t hw_ver;
+    int max_qp;
+    int max_qp_wr;
+    unsigned int device_cap_flags;
+    int max_sge;
+    int max_sge_rd;
+    int max_cq;
+    int max_cqe;
+    int max_mr;
+    int max_pd;
+    int max_qp_rd_atom;
+    int max_ee_rd_atom;
+    int max_res_rd_atom;
+    int max_qp_init_rd_atom;
+    int max_ee_init_rd_atom;
+    enum ibv_atomic_cap atomic_cap;
+    int max_ee;
+    int max_rdd;
+    int max_mw;
+    int max_raw_ipv6_qp;
+    int max_raw_ethy_qp;
+    int max_mcast_grp;
+    int max_mcast_qp_attach;
+    int max_total_mcast_qp_attach;
+    int max_ah;
+    int max_fmr;
+    int max_map_per_fmr;
+    int max_srq;
+    int max_srq_wr;
+    int max_srq_sge;
+    uint16_t max_pkeys;
+    uint8_t local_ca_ack_delay;
+    uint8_t phys_port_cnt;
+};
+
+struct ibv_query_device_ex_input {
+    uint32_t comp_mask;
+};
+
+enum ibv_odp_general_caps {
+    IBV_ODP_SUPPORT = 1 << 0,
+    IBV_ODP_SUPPORT_IMPLICIT = 1 << 1,
+};
+
+enum ibv_odp_transport_cap_bits {
+    IBV_ODP_SUPPORT_SEND = 1 << 0,
+    IBV_ODP_SUPPORT_RECV = 1 << 1,
+    IBV_ODP_SUPPORT_WRITE = 1 << 2,
+    IBV_ODP_SUPPORT_READ = 1 << 3,
+    IBV_ODP_SUPPORT_ATOMIC = 1 << 4,
+    IBV_ODP_SUPPORT_SRQ_RECV = 1 << 5,
+    IBV_ODP_SUPPORT_FLUSH = 1 << 6,
+    IBV_ODP_SUPPORT_ATOMIC_WRITE = 1 << 7,
+};
+
+struct ibv_odp_caps {
+    uint64_t general_caps;
+    struct {
+        uint32_t rc_odp_caps;
+        uint32_t uc_odp_caps;
+        uint32_t ud_odp_caps;
+    } per_transport_caps;
+};
+
+struct ibv_tso_caps {
+    uint32_t max_tso;
+    uint32_t supported_qpts;
+};
+
+struct ibv_rss_caps {
+    uint32_t supported_qpts;
+    uint32_t max_rwq_indirection_tables;
+    uint32_t max_rwq_indirection_table_size;
+    uint64_t rx_hash_fields_mask;
+    uint8_t rx_hash_function;
+};
+
+struct ibv_packet_pacing_caps {
+    uint32_t qp_rate_limit_min;
+    uint32_t qp_rate_limit_max;
+    uint32_t supported_qpts;
+};
+
+struct ibv_tm_caps {
+    uint32_t max_rndv_hdr_size;
+    uint32_t max_num_tags;
+    uint32_t flags;
+    uint32_t max_ops;
+    uint32_t max_sge;
+};
+
+struct ibv_cq_moderation_caps {
+    uint16_t max_cq_count;
+    uint16_t max_cq_period;
+};
+
+struct ibv_pci_atomic_caps {
+    uint16_t fetch_add;
+    uint16_t swap;
+    uint16_t compare_swap;
+};
+
+/* Everything after odp_caps is zero: pfnic has none of those features. */
+struct ibv_device_attr_ex {
+    struct ibv_device_attr orig_attr;
+    uint32_t comp_mask;
+    struct ibv_odp_caps odp_caps;
+    uint64_t completion_timestamp_mask;
+    uint64_t hca_core_clock;
+    uint64_t device_cap_flags_ex;
+    struct ibv_tso_caps tso_caps;
+    struct ibv_rss_caps rss_caps;
+    uint32_t max_wq_type_rq;
+    struct ibv_packet_pacing_caps packet_pacing_caps;
+    uint32_t raw_packet_caps;
+    struct ibv_tm_caps tm_caps;
+    struct ibv_cq_moderation_caps cq_mod_caps;
+    uint64_t max_dm_size;
+    struct ibv_pci_atomic_caps pci_atomic_caps;
+    uint32_t xrc_odp_caps;
+    uint32_t phys_port_cnt_ex;
+};
+
+/* ------------------------------------------------------------------ */
+/* Ports                                                               */
+/* ------------------------------------------------------------------ */
+
+enum ibv_mtu {
+    IBV_MTU_256 = 1,
+    IBV_MTU_512 = 2,
+    IBV_MTU_1024 = 3,
+    IBV_MTU_2048 = 4,
+    IBV_MTU_4096 = 5,
+};
+
+enum ibv_port_state {
+    IBV_PORT_NOP = 0,
+    IBV_PORT_DOWN = 1,
+    IBV_PORT_INIT = 2,
+    IBV_PORT_ARMED = 3,
+    IBV_PORT_ACTIVE = 4,
+    IBV_PORT_ACTIVE_DEFER = 5,
+};
+
+enum {
+    IBV_LINK_LAYER_UNSPECIFIED,
+    IBV_LINK_LAYER_INFINIBAND,
+    IBV_LINK_LAYER_ETHERNET,
+};
+
+struct ibv_port_attr {
+    enum ibv_port_state state;
+    enum ibv_mtu max_mtu;
+    enum ibv_mtu active_mtu;
+    int gid_tbl_len;
+    uint32_t port_cap_flags;
+    uint32_t max_msg_sz;
+    uint32_t bad_pkey_cntr;
+    uint32_t qkey_viol_cntr;
+    uint16_t pkey_tbl_len;
+    uint16_t lid;
+    uint16_t sm_lid;
+    uint8_t lmc;
+    uint8_t max_vl_num;
+    uint8_t sm_sl;
+    uint8_t subnet_timeout;
+    uint8_t init_type_reply;
+    uint8_t active_width;
+    uint8_t active_speed;
+    uint8_t phys_state;
+    uint8_t link_layer;
+    uint8_t flags;
+    uint16_t port_cap_flags2;
+    uint32_t active_speed_ex;
+};
+
+/* ------------------------------------------------------------------ */
+/* Completions                                                         */
+/* ------------------------------------------------------------------ */
+
+enum ibv_wc_status {
+    IBV_WC_SUCCESS,
+    IBV_WC_LOC_LEN_ERR,
+    IBV_WC_LOC_QP_OP_ERR,
+    IBV_WC_LOC_EEC_OP_ERR,
+    IBV_WC_LOC_PROT_ERR,
+    IBV_WC_WR_FLUSH_ERR,
+    IBV_WC_MW_BIND_ERR,
+    IBV_WC_BAD_RESP_ERR,
+    IBV_WC_LOC_ACCESS_ERR,
+    IBV_WC_REM_INV_REQ_ERR,
+    IBV_WC_REM_ACCESS_ERR,
+    IBV_WC_REM_OP_ERR,
+    IBV_WC_RETRY_EXC_ERR,
+    IBV_WC_RNR_RETRY_EXC_ERR,
+    IBV_WC_LOC_RDD_VIOL_ERR,
+    IBV_WC_REM_INV_RD_REQ_ERR,
+    IBV_WC_REM_ABORT_ERR,
+    IBV_WC_INV_EECN_ERR,
+    IBV_WC_INV_EEC_STATE_ERR,
+    IBV_WC_FATAL_ERR,
+    IBV_WC_RESP_TIMEOUT_ERR,
+    IBV_WC_GENERAL_ERR,
+    IBV_WC_TM_ERR,
+    IBV_WC_TM_RNDV_INCOMPLETE,
+};
+
+const char *ibv_wc_status_str(enum ibv_wc_status status);
+
+enum ibv_wc_opcode {
+    IBV_WC_SEND,
+    IBV_WC_RDMA_WRITE,
+    IBV_WC_RDMA_READ,
+    IBV_WC_COMP_SWAP,
+    IBV_WC_FETCH_ADD,
+    IBV_WC_BIND_MW,
+    IBV_WC_LOCAL_INV,
+    IBV_WC_TSO,
+    IBV_WC_FLUSH,
+    IBV_WC_ATOMIC_WRITE = 9,
+    /* Receive completions have this bit set: (opcode & IBV_WC_RECV). */
+    IBV_WC_RECV = 1 << 7,
+    IBV_WC_RECV_RDMA_WITH_IMM,
+};
+
+enum ibv_wc_flags {
+    IBV_WC_GRH = 1 << 0,
+    IBV_WC_WITH_IMM = 1 << 1,
+    IBV_WC_IP_CSUM_OK = 1 << 2,
+    IBV_WC_WITH_INV = 1 << 3,
+};
+
+struct ibv_wc {
+    uint64_t wr_id;
+    enum ibv_wc_status status;
+    enum ibv_wc_opcode opcode;
+    /* pfnic: the page requests the work request caused. */
+    uint32_t vendor_err;
+    uint32_t byte_len;
+    union {
+        /* With IBV_WC_WITH_IMM: network byte order, as posted. */
+        __be32 imm_data;
+        uint32_t invalidated_rkey;
+    };
+    uint32_t qp_num;
+    uint32_t src_qp;
+    unsigned int wc_flags;
+    uint16_t pkey_index;
+    uint16_t slid;
+    uint8_t sl;
+    uint8_t dlid_path_bits;
+};
+
+/* ------------------------------------------------------------------ */
+/* Protection domains and memory regions                               */
+/* ------------------------------------------------------------------ */
+
+enum ibv_access_flags {
+    IBV_ACCESS_LOCAL_WRITE = 1,
+    IBV_ACCESS_REMOTE_WRITE = 1 << 1,
+    IBV_ACCESS_REMOTE_READ = 1 << 2,
+    IBV_ACCESS_REMOTE_ATOMIC = 1 << 3,
+    IBV_ACCESS_MW_BIND = 1 << 4,
+    IBV_ACCESS_ZERO_BASED = 1 << 5,
+    IBV_ACCESS_ON_DEMAND = 1 << 6,
+    IBV_ACCESS_HUGETLB = 1 << 7,
+    IBV_ACCESS_FLUSH_GLOBAL = 1 << 8,
+    IBV_ACCESS_FLUSH_PERSISTENT = 1 << 9,
+    IBV_ACCESS_RELAXED_ORDERING = 1 << 20,
+};
+
+/* Access bits at or above this one are hints a device may ignore. */
+#define IBV_ACCESS_OPTIONAL_FIRST (1 << 20)
+#define IBV_ACCESS_OPTIONAL_RANGE 0x3ff00000
+
+struct ibv_pd {
+    struct ibv_context *context;
+    uint32_t handle;
+};
+
+struct ibv_mr {
+    struct ibv_context *context;
+    struct ibv_pd *pd;
+    void *addr;
+    size_t length;
+    uint32_t handle;
+    uint32_t lkey;
+    uint32_t rkey;
+};
+
+struct ibv_sge {
+    uint64_t addr;
+    uint32_t length;
+    uint32_t lkey;
+};
+
+enum ibv_advise_mr_advice {
+    IBV_ADVISE_MR_ADVICE_PREFETCH,
+    IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE,
+    IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT,
+};
+
+enum ibv_advise_mr_flags {
+    /* Return once the pages are present, not when the prefetch started. */
+    IBV_ADVISE_MR_FLAG_FLUSH = 1 << 0,
+};
+
+/* ------------------------------------------------------------------ */
+/* Completion channels and completion queues                           */
+/* ------------------------------------------------------------------ */
+
+struct ibv_comp_channel {
+    struct ibv_context *context;
+    /* Readable (poll(), select(), epoll) when a completion event waits. */
+    int fd;
+    /* CQs using the channel. */
+    int refcnt;
+};
+
+struct ibv_cq {
+    struct ibv_context *context;
+    struct ibv_comp_channel *channel;
+    void *cq_context;
+    uint32_t handle;
+    /* Completions the CQ holds (at least those asked for). */
+    int cqe;
+    uint32_t comp_events_completed;
+    uint32_t async_events_completed;
+};
+
+/* ------------------------------------------------------------------ */
+/* Queue pairs                                                         */
+/* ------------------------------------------------------------------ */
+
+struct ibv_srq;
+struct ibv_ah;
+struct ibv_mw;
+
+struct ibv_global_route {
+    union ibv_gid dgid;
+    uint32_t flow_label;
+    uint8_t sgid_index;
+    uint8_t hop_limit;
+    uint8_t traffic_class;
+};
+
+struct ibv_ah_attr {
+    struct ibv_global_route grh;
+    uint16_t dlid;
+    uint8_t sl;
+    uint8_t src_path_bits;
+    uint8_t static_rate;
+    uint8_t is_global;
+    uint8_t port_num;
+};
+
+enum ibv_qp_type {
+    IBV_QPT_RC = 2,
+    IBV_QPT_UC,
+    IBV_QPT_UD,
+    IBV_QPT_RAW_PACKET = 8,
+    IBV_QPT_XRC_SEND = 9,
+    IBV_QPT_XRC_RECV,
+    IBV_QPT_DRIVER = 0xff,
+};
+
+struct ibv_qp_cap {
+    uint32_t max_send_wr;
+    uint32_t max_recv_wr;
+    uint32_t max_send_sge;
+    uint32_t max_recv_sge;
+    uint32_t max_inline_data;
+};
+
+struct ibv_qp_init_attr {
+    void *qp_context;
+    struct ibv_cq *send_cq;
+    struct ibv_cq *recv_cq;
+    /* Must be NULL: pfnic has no shared receive queues. */
+    struct ibv_srq *srq;
+    struct ibv_qp_cap cap;
+    enum ibv_qp_type qp_type;
+    int sq_sig_all;
+};
+
+enum ibv_qp_attr_mask {
+    IBV_QP_STATE = 1 << 0,
+    IBV_QP_CUR_STATE = 1 << 1,
+    IBV_QP_EN_SQD_ASYNC_NOTIFY = 1 << 2,
+    IBV_QP_ACCESS_FLAGS = 1 << 3,
+    IBV_QP_PKEY_INDEX = 1 << 4,
+    IBV_QP_PORT = 1 << 5,
+    IBV_QP_QKEY = 1 << 6,
+    IBV_QP_AV = 1 << 7,
+    IBV_QP_PATH_MTU = 1 << 8,
+    IBV_QP_TIMEOUT = 1 << 9,
+    IBV_QP_RETRY_CNT = 1 << 10,
+    IBV_QP_RNR_RETRY = 1 << 11,
+    IBV_QP_RQ_PSN = 1 << 12,
+    IBV_QP_MAX_QP_RD_ATOMIC = 1 << 13,
+    IBV_QP_ALT_PATH = 1 << 14,
+    IBV_QP_MIN_RNR_TIMER = 1 << 15,
+    IBV_QP_SQ_PSN = 1 << 16,
+    IBV_QP_MAX_DEST_RD_ATOMIC = 1 << 17,
+    IBV_QP_PATH_MIG_STATE = 1 << 18,
+    IBV_QP_CAP = 1 << 19,
+    IBV_QP_DEST_QPN = 1 << 20,
+    IBV_QP_RATE_LIMIT = 1 << 25,
+};
+
+enum ibv_qp_state {
+    IBV_QPS_RESET,
+    IBV_QPS_INIT,
+    IBV_QPS_RTR,
+    IBV_QPS_RTS,
+    IBV_QPS_SQD,
+    IBV_QPS_SQE,
+    IBV_QPS_ERR,
+    IBV_QPS_UNKNOWN,
+};
+
+enum ibv_mig_state {
+    IBV_MIG_MIGRATED,
+    IBV_MIG_REARM,
+    IBV_MIG_ARMED,
+};
+
+struct ibv_qp_attr {
+    enum ibv_qp_state qp_state;
+    enum ibv_qp_state cur_qp_state;
+    enum ibv_mtu path_mtu;
+    enum ibv_mig_state path_mig_state;
+    uint32_t qkey;
+    uint32_t rq_psn;
+    uint32_t sq_psn;
+    uint32_t dest_qp_num;
+    unsigned int qp_access_flags;
+    struct ibv_qp_cap cap;
+    struct ibv_ah_attr ah_attr;
+    struct ibv_ah_attr alt_ah_attr;
+    uint16_t pkey_index;
+    uint16_t alt_pkey_index;
+    uint8_t en_sqd_async_notify;
+    uint8_t sq_draining;
+    uint8_t max_rd_atomic;
+    uint8_t max_dest_rd_atomic;
+    uint8_t min_rnr_timer;
+    uint8_t port_num;
+    uint8_t timeout;
+    uint8_t retry_cnt;
+    uint8_t rnr_retry;
+    uint8_t alt_port_num;
+    uint8_t alt_timeout;
+    uint32_t rate_limit;
+};
+
+struct ibv_qp {
+    struct ibv_context *context;
+    void *qp_context;
+    struct ibv_pd *pd;
+    struct ibv_cq *send_cq;
+    struct ibv_cq *recv_cq;
+    struct ibv_srq *srq;
+    uint32_t handle;
+    uint32_t qp_num;
+    /* The state as of the last ibv_modify_qp or ibv_query_qp. */
+    enum ibv_qp_state state;
+    enum ibv_qp_type qp_type;
+    uint32_t events_completed;
+};
+
+enum ibv_wr_opcode {
+    IBV_WR_RDMA_WRITE,
+    IBV_WR_RDMA_WRITE_WITH_IMM,
+    IBV_WR_SEND,
+    IBV_WR_SEND_WITH_IMM,
+    IBV_WR_RDMA_READ,
+    IBV_WR_ATOMIC_CMP_AND_SWP,
+    IBV_WR_ATOMIC_FETCH_AND_ADD,
+    IBV_WR_LOCAL_INV,
+    IBV_WR_BIND_MW,
+    IBV_WR_SEND_WITH_INV,
+    IBV_WR_TSO,
+    IBV_WR_DRIVER1,
+    IBV_WR_FLUSH = 14,
+    IBV_WR_ATOMIC_WRITE = 15,
+};
+
+enum ibv_send_flags {
+    IBV_SEND_FENCE = 1 << 0,
+    IBV_SEND_SIGNALED = 1 << 1,
+    IBV_SEND_SOLICITED = 1 << 2,
+    IBV_SEND_INLINE = 1 << 3,
+    IBV_SEND_IP_CSUM = 1 << 4,
+};
+
+struct ibv_mw_bind_info {
+    struct ibv_mr *mr;
+    uint64_t addr;
+    uint64_t length;
+    unsigned int mw_access_flags;
+};
+
+struct ibv_send_wr {
+    uint64_t wr_id;
+    struct ibv_send_wr *next;
+    struct ibv_sge *sg_list;
+    int num_sge;
+    enum ibv_wr_opcode opcode;
+    unsigned int send_flags;
+    union {
+        /* *_WITH_IMM: network byte order, delivered as posted. */
+        __be32 imm_data;
+        uint32_t invalidate_rkey;
+    };
+    union {
+        struct {
+            uint64_t remote_addr;
+            uint32_t rkey;
+        } rdma;
+        struct {
+            uint64_t remote_addr;
+            uint64_t compare_add;
+            uint64_t swap;
+            uint32_t rkey;
+        } atomic;
+        struct {
+            struct ibv_ah *ah;
+            uint32_t remote_qpn;
+            uint32_t remote_qkey;
+        } ud;
+    } wr;
+    union {
+        struct {
+            uint32_t remote_srqn;
+        } xrc;
+    } qp_type;
+    union {
+        struct {
+            struct ibv_mw *mw;
+            uint32_t rkey;
+            struct ibv_mw_bind_info bind_info;
+        } bind_mw;
+        struct {
+            void *hdr;
+            uint16_t hdr_sz;
+            uint16_t mss;
+        } tso;
+    };
+};
+
+struct ibv_recv_wr {
+    uint64_t wr_id;
+    struct ibv_recv_wr *next;
+    struct ibv_sge *sg_list;
+    int num_sge;
+};
+
+/* ------------------------------------------------------------------ */
+/* Verbs                                                               */
+/* ------------------------------------------------------------------ */
+
+/*
+ * A NULL-terminated array of the pfnic devices present (empty, not NULL, if
+ * there are none); *num_devices (if not NULL) gets their number.
+ */
+struct ibv_device **ibv_get_device_list(int *num_devices);
+void ibv_free_device_list(struct ibv_device **list);
+const char *ibv_get_device_name(struct ibv_device *device);
+/* The node GUID, network byte order. */
+__be64 ibv_get_device_guid(struct ibv_device *device);
+
+struct ibv_context *ibv_open_device(struct ibv_device *device);
+int ibv_close_device(struct ibv_context *context);
+
+int ibv_query_device(struct ibv_context *context,
+                     struct ibv_device_attr *device_attr);
+int ibv_query_device_ex(struct ibv_context *context,
+                        const struct ibv_query_device_ex_input *input,
+                        struct ibv_device_attr_ex *attr);
+int ibv_query_port(struct ibv_context *context, uint8_t port_num,
+                   struct ibv_port_attr *port_attr);
+int ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index,
+                  union ibv_gid *gid);
+
+struct ibv_pd *ibv_alloc_pd(struct ibv_context *context);
+int ibv_dealloc_pd(struct ibv_pd *pd);
+
+/*
+ * Nothing is pinned. Without IBV_ACCESS_ON_DEMAND the range is made present
+ * at registration; with it, pages fault in when the device first touches
+ * them. addr NULL with length SIZE_MAX and IBV_ACCESS_ON_DEMAND registers
+ * the whole address space (the implicit MR).
+ */
+struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
+                          int access);
+int ibv_dereg_mr(struct ibv_mr *mr);
+int ibv_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
+                  uint32_t flags, struct ibv_sge *sg_list, uint32_t num_sge);
+
+struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context);
+int ibv_destroy_comp_channel(struct ibv_comp_channel *channel);
+
+struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
+                             void *cq_context,
+                             struct ibv_comp_channel *channel,
+                             int comp_vector);
+int ibv_destroy_cq(struct ibv_cq *cq);
+int ibv_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
+int ibv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq,
+                     void **cq_context);
+void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents);
+
+struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
+                             struct ibv_qp_init_attr *qp_init_attr);
+int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask);
+int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
+                 struct ibv_qp_init_attr *init_attr);
+int ibv_destroy_qp(struct ibv_qp *qp);
+
+/* On failure *bad_wr is the first work request that was not posted. */
+int ibv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
+                  struct ibv_send_wr **bad_wr);
+int ibv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+                  struct ibv_recv_wr **bad_wr);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* INFINIBAND_VERBS_H */

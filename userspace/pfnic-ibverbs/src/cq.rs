@@ -1,0 +1,466 @@
+//! Completion channels, completion queues and their events.
+//!
+//! Completion events are queued per open device file, so every channel of a context reads the
+//! same stream. An event carries the CQ wrapper's address (the `cq_context` the CQ was created
+//! with) and its CQN: `ibv_get_cq_event` checks both against the context's live CQs, drops
+//! events of CQs destroyed meanwhile, and parks events of another channel's CQ in the
+//! context's pending queue, where that channel's next `ibv_get_cq_event` finds them.
+
+use core::cell::UnsafeCell;
+use core::ffi::{c_int, c_void};
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex};
+
+use pfnic_verbs::{CompChannel, Cq, CqEvent, Wc};
+
+use crate::device::{ctx_wrap, Shared};
+use crate::ffi::*;
+use crate::{errno_of, into_c, lock, set_errno, unbox};
+
+/// `IBV_WC_RECV`: the bit every receive completion's opcode has.
+const WC_RECV: u32 = 1 << 7;
+
+/// `struct ibv_comp_channel` and the channel behind it.
+#[repr(C)]
+struct ChannelWrap {
+    /// C reads it; `refcnt` changes under the context's `cqs` lock.
+    ibv: UnsafeCell<ibv_comp_channel>,
+    chan: CompChannel,
+    shared: Arc<Shared>,
+}
+
+/// Completion events of one CQ handed out and acknowledged.
+#[derive(Default)]
+struct EventCount {
+    delivered: u32,
+    acked: u32,
+}
+
+/// `struct ibv_cq` and the CQ behind it.
+#[repr(C)]
+pub(crate) struct CqWrap {
+    /// C reads it; `comp_events_completed` changes under `events`, the rest is set before the
+    /// CQ is handed out.
+    ibv: UnsafeCell<ibv_cq>,
+    /// `None` only while `ibv_destroy_cq` hands it to the driver: only that writes it, and the
+    /// caller does not use the CQ meanwhile (except `ibv_ack_cq_events`, which does not read
+    /// it), so shared references never see it change.
+    cq: UnsafeCell<Option<Cq>>,
+    shared: Arc<Shared>,
+    events: Mutex<EventCount>,
+    /// Signalled by `ibv_ack_cq_events`, for `ibv_destroy_cq` waiting for the acks.
+    acked: Condvar,
+}
+
+/// The CQ wrapper of `cq`.
+///
+/// # Safety
+///
+/// `cq` is NULL or a CQ this library created and not yet destroyed.
+pub(crate) unsafe fn cq_wrap<'a>(cq: *mut ibv_cq) -> Option<&'a CqWrap> {
+    // SAFETY: `ibv` (an `UnsafeCell`, transparent) is the first field of the `#[repr(C)]`
+    // `CqWrap` that `ibv_create_cq` boxed; the caller guarantees it is alive.
+    unsafe { cq.cast::<CqWrap>().as_ref() }
+}
+
+impl CqWrap {
+    /// The CQ, unless it is being destroyed.
+    pub(crate) fn cq(&self) -> Option<&Cq> {
+        // SAFETY: only `ibv_destroy_cq` writes the cell, never while the CQ is otherwise used
+        // (see the field).
+        unsafe { (*self.cq.get()).as_ref() }
+    }
+
+    /// The CQ's completion channel (NULL for none).
+    fn channel(&self) -> *mut ibv_comp_channel {
+        // SAFETY: `channel` is set before the CQ is handed out and never written again.
+        unsafe { (*self.ibv.get()).channel }
+    }
+}
+
+/// `ibv_create_comp_channel`.
+///
+/// # Safety
+///
+/// `context` is NULL or a live context of this library.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_create_comp_channel(
+    context: *mut ibv_context,
+) -> *mut ibv_comp_channel {
+    // SAFETY: the caller passes a live context or NULL.
+    let Some(w) = (unsafe { ctx_wrap(context) }) else {
+        set_errno(libc::EINVAL);
+        return core::ptr::null_mut();
+    };
+    match w.shared.ctx.create_comp_channel() {
+        Ok(chan) => into_c(ChannelWrap {
+            ibv: UnsafeCell::new(ibv_comp_channel {
+                context,
+                fd: chan.fd(),
+                refcnt: 0,
+            }),
+            chan,
+            shared: w.shared.clone(),
+        })
+        .cast(),
+        Err(e) => {
+            set_errno(errno_of(&e));
+            core::ptr::null_mut()
+        }
+    }
+}
+
+/// `ibv_destroy_comp_channel`: 0 or an errno value (`EBUSY` while CQs use it).
+///
+/// # Safety
+///
+/// `channel` is NULL or a live channel of this library; on success it is not used
+/// afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel) -> c_int {
+    // SAFETY: `ibv` is the first field of the boxed `ChannelWrap`; the caller passes a live
+    // channel or NULL.
+    let Some(w) = (unsafe { channel.cast::<ChannelWrap>().as_ref() }) else {
+        return libc::EINVAL;
+    };
+    {
+        // `refcnt` changes under this lock (CQ creation and destruction).
+        let _cqs = lock(&w.shared.cqs);
+        // SAFETY: `refcnt` is only written under this lock.
+        if unsafe { (*w.ibv.get()).refcnt } > 0 {
+            return libc::EBUSY;
+        }
+    }
+    // SAFETY: the boxed `ChannelWrap`, which the caller no longer uses.
+    unsafe { unbox(channel.cast::<ChannelWrap>()) };
+    0
+}
+
+/// `ibv_create_cq`: a CQ of at least `cqe` entries whose completion events go to `channel`
+/// (if not NULL). `comp_vector` must be 0 (`num_comp_vectors` is 1).
+///
+/// # Safety
+///
+/// `context` is NULL or a live context of this library; `channel` is NULL or a live channel
+/// of that context.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_create_cq(
+    context: *mut ibv_context,
+    cqe: c_int,
+    cq_context: *mut c_void,
+    channel: *mut ibv_comp_channel,
+    comp_vector: c_int,
+) -> *mut ibv_cq {
+    // SAFETY: the caller passes a live context or NULL.
+    let Some(w) = (unsafe { ctx_wrap(context) }) else {
+        set_errno(libc::EINVAL);
+        return core::ptr::null_mut();
+    };
+    let Ok(entries) = u32::try_from(cqe) else {
+        set_errno(libc::EINVAL);
+        return core::ptr::null_mut();
+    };
+    // SAFETY: the caller passes NULL or a live channel.
+    let chan = unsafe { channel.cast::<ChannelWrap>().as_ref() };
+    if entries == 0
+        || comp_vector != 0
+        || chan
+            .as_ref()
+            .is_some_and(|c| !Arc::ptr_eq(&c.shared, &w.shared))
+    {
+        set_errno(libc::EINVAL);
+        return core::ptr::null_mut();
+    }
+    // The wrapper's address is the CQ's event cookie: box it first.
+    let wrap = into_c(CqWrap {
+        ibv: UnsafeCell::new(ibv_cq {
+            context,
+            channel,
+            cq_context,
+            handle: 0,
+            cqe: 0,
+            comp_events_completed: 0,
+            async_events_completed: 0,
+        }),
+        cq: UnsafeCell::new(None),
+        shared: w.shared.clone(),
+        events: Mutex::new(EventCount::default()),
+        acked: Condvar::new(),
+    });
+    let cq = match w
+        .shared
+        .ctx
+        .create_cq(entries, chan.map(|c| &c.chan), wrap as usize as u64)
+    {
+        Ok(cq) => cq,
+        Err(e) => {
+            // SAFETY: `wrap` was boxed above and never handed out.
+            unsafe { unbox(wrap) };
+            set_errno(errno_of(&e));
+            return core::ptr::null_mut();
+        }
+    };
+    // SAFETY: `wrap` was boxed above and is not shared yet.
+    let cw = unsafe { &mut *wrap };
+    cw.ibv.get_mut().handle = cq.cqn();
+    cw.ibv.get_mut().cqe = c_int::try_from(cq.entries()).unwrap_or(c_int::MAX);
+    let cqn = cq.cqn();
+    *cw.cq.get_mut() = Some(cq);
+    let mut cqs = lock(&w.shared.cqs);
+    cqs.insert(cqn, wrap as usize);
+    if let Some(c) = chan {
+        // SAFETY: `refcnt` is only written under the `cqs` lock, held here.
+        unsafe { (*c.ibv.get()).refcnt += 1 };
+    }
+    drop(cqs);
+    wrap.cast()
+}
+
+/// `ibv_destroy_cq`: 0 or an errno value (`EBUSY` while a QP uses it; it stays). Waits until
+/// every completion event handed out for it was acknowledged, as libibverbs does.
+///
+/// # Safety
+///
+/// `cq` is NULL or a live CQ of this library; on success it is not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
+    // SAFETY: the caller passes a live CQ or NULL. Other threads may still acknowledge its
+    // events, so the wrapper is only shared.
+    let Some(w) = (unsafe { cq_wrap(cq) }) else {
+        return libc::EINVAL;
+    };
+    // SAFETY: nothing else uses the CQ while it is destroyed (but `ibv_ack_cq_events`, which
+    // does not touch this cell).
+    let slot = unsafe { &mut *w.cq.get() };
+    let Some(inner) = slot.take() else {
+        return libc::EINVAL;
+    };
+    let cqn = inner.cqn();
+    if let Err((inner, e)) = inner.destroy() {
+        *slot = Some(inner);
+        return errno_of(&e);
+    }
+    // No event is handed out for it once it leaves the registry (unless a new CQ already took
+    // its number); then wait for the acks of those that were.
+    {
+        let mut cqs = lock(&w.shared.cqs);
+        if cqs.get(&cqn) == Some(&(cq as usize)) {
+            cqs.remove(&cqn);
+        }
+    }
+    {
+        let mut ev = lock(&w.events);
+        while ev.acked != ev.delivered {
+            ev = w.acked.wait(ev).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+    {
+        let _cqs = lock(&w.shared.cqs);
+        let c = w.channel();
+        if !c.is_null() {
+            // SAFETY: a CQ's channel is a live channel of the context: it outlives its CQs
+            // (`ibv_destroy_comp_channel` refuses while `refcnt` counts them). `refcnt` is only
+            // written under the `cqs` lock, held here.
+            unsafe { (*c).refcnt -= 1 };
+        }
+    }
+    // Events parked for it go; those still in the file are dropped when read (the CQ is no
+    // longer in the registry).
+    lock(&w.shared.pending).retain(|e| e.cq_context != cq as u64);
+    // SAFETY: the boxed `CqWrap`, which the caller no longer uses.
+    unsafe { unbox(cq.cast::<CqWrap>()) };
+    0
+}
+
+/// `ibv_poll_cq`: up to `num_entries` completions into `wc`; how many, or a negative value
+/// (-`EINVAL` for bad arguments).
+///
+/// # Safety
+///
+/// `cq` is NULL or a live CQ of this library; `wc` has room for `num_entries` entries.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_poll_cq(
+    cq: *mut ibv_cq,
+    num_entries: c_int,
+    wc: *mut ibv_wc,
+) -> c_int {
+    const BATCH: usize = 16;
+    // SAFETY: the caller passes a live CQ or NULL.
+    let Some(w) = (unsafe { cq_wrap(cq) }) else {
+        return -libc::EINVAL;
+    };
+    let (Some(c), Ok(want)) = (w.cq(), usize::try_from(num_entries)) else {
+        return -libc::EINVAL;
+    };
+    if want > 0 && wc.is_null() {
+        return -libc::EINVAL;
+    }
+    let mut buf = [Wc::default(); BATCH];
+    let mut got = 0;
+    while got < want {
+        let chunk = BATCH.min(want - got);
+        let n = c.poll(&mut buf[..chunk]);
+        for x in &buf[..n] {
+            let out = ibv_wc {
+                wr_id: x.wr_id,
+                status: x.status.0 as c_int,
+                opcode: x.opcode.0 as c_int,
+                vendor_err: x.vendor_err,
+                byte_len: x.byte_len,
+                imm_data: x.imm_data,
+                qp_num: x.qp_num,
+                src_qp: x.src_qp,
+                wc_flags: x.wc_flags,
+                pkey_index: 0,
+                // Receives come from this port (loopback): its LID is the source.
+                slid: if x.opcode.0 & WC_RECV != 0 {
+                    w.shared.lid
+                } else {
+                    0
+                },
+                sl: 0,
+                dlid_path_bits: 0,
+            };
+            // SAFETY: `got < num_entries`, and the caller gives room for that many.
+            unsafe { wc.add(got).write(out) };
+            got += 1;
+        }
+        if n < chunk {
+            break;
+        }
+    }
+    got as c_int
+}
+
+/// `ibv_req_notify_cq`: the next completion (the next solicited one with `solicited_only`)
+/// queues a completion event on the CQ's channel. 0 or an errno value.
+///
+/// # Safety
+///
+/// `cq` is NULL or a live CQ of this library.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
+    // SAFETY: the caller passes a live CQ or NULL.
+    let Some(Some(c)) = (unsafe { cq_wrap(cq) }).map(CqWrap::cq) else {
+        return libc::EINVAL;
+    };
+    match c.req_notify(solicited_only != 0) {
+        Ok(()) => 0,
+        Err(e) => errno_of(&e),
+    }
+}
+
+/// `ibv_get_cq_event`: waits for the next completion event of a CQ of `channel` (or returns
+/// -1 with `EAGAIN` if the channel's fd is non-blocking and none is queued). 0, or -1 with
+/// `errno` set.
+///
+/// # Safety
+///
+/// `channel` is NULL or a live channel of this library; `cq` and `cq_context` are valid for a
+/// write.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_get_cq_event(
+    channel: *mut ibv_comp_channel,
+    cq: *mut *mut ibv_cq,
+    cq_context: *mut *mut c_void,
+) -> c_int {
+    // SAFETY: `ibv` is the first field of the boxed `ChannelWrap`; the caller passes a live
+    // channel or NULL.
+    let Some(w) = (unsafe { channel.cast::<ChannelWrap>().as_ref() }) else {
+        set_errno(libc::EINVAL);
+        return -1;
+    };
+    if cq.is_null() || cq_context.is_null() {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    // SAFETY: the caller passes a live channel; events name CQs of its context.
+    match unsafe { next_event(w, channel) } {
+        Ok(found) => {
+            // SAFETY: `found` is a live CQ wrapper (checked against the context's CQs); the
+            // caller passes writable `cq` and `cq_context`.
+            unsafe {
+                *cq = found.cast();
+                *cq_context = (*(*found).ibv.get()).cq_context;
+            }
+            0
+        }
+        Err(e) => {
+            set_errno(e);
+            -1
+        }
+    }
+}
+
+/// The next event for a CQ of `channel`; counts it as delivered.
+///
+/// Locks are taken in the order `pending`, `cqs`, a CQ's `events`.
+///
+/// # Safety
+///
+/// `w` is the live wrapper of `channel`.
+unsafe fn next_event(
+    w: &ChannelWrap,
+    channel: *mut ibv_comp_channel,
+) -> Result<*mut CqWrap, c_int> {
+    loop {
+        // An event another channel read for us first, else the next one from the file.
+        let parked = {
+            let mut pending = lock(&w.shared.pending);
+            let cqs = lock(&w.shared.cqs);
+            let mine = pending.iter().position(|e| {
+                // SAFETY: the registry holds live CQ wrappers only (while `cqs` is locked).
+                live_cq(&cqs, e).is_some_and(|p| unsafe { (*p).channel() } == channel)
+            });
+            mine.and_then(|i| pending.remove(i))
+        };
+        let ev = match parked {
+            Some(ev) => ev,
+            None => w.chan.get_event().map_err(|e| errno_of(&e))?,
+        };
+        let cqs = lock(&w.shared.cqs);
+        // An event of a CQ destroyed since it was queued is dropped.
+        let Some(p) = live_cq(&cqs, &ev) else {
+            continue;
+        };
+        // SAFETY: `p` is a live CQ wrapper, kept alive while `cqs` is locked.
+        let cw = unsafe { &*p };
+        if cw.channel() == channel {
+            lock(&cw.events).delivered += 1;
+            return Ok(p);
+        }
+        let other_channel = !cw.channel().is_null();
+        drop(cqs);
+        // Another channel's: park it. (A CQ without a channel has no one to tell.)
+        if other_channel {
+            lock(&w.shared.pending).push_back(ev);
+        }
+    }
+}
+
+/// The live CQ an event is for: its CQN is registered, with the wrapper the event names.
+fn live_cq(cqs: &HashMap<u32, usize>, ev: &CqEvent) -> Option<*mut CqWrap> {
+    cqs.get(&ev.cqn)
+        .copied()
+        .filter(|&p| p as u64 == ev.cq_context)
+        .map(|p| p as *mut CqWrap)
+}
+
+/// `ibv_ack_cq_events`: acknowledges `nevents` events `ibv_get_cq_event` returned for `cq`.
+///
+/// # Safety
+///
+/// `cq` is NULL or a live CQ of this library.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: u32) {
+    // SAFETY: the caller passes a live CQ or NULL.
+    let Some(w) = (unsafe { cq_wrap(cq) }) else {
+        return;
+    };
+    let mut ev = lock(&w.events);
+    ev.acked = ev.acked.wrapping_add(nevents);
+    // SAFETY: `comp_events_completed` is only written under `events`, held here.
+    unsafe { (*w.ibv.get()).comp_events_completed = ev.acked };
+    drop(ev);
+    w.acked.notify_all();
+}

@@ -1,0 +1,468 @@
+//! Devices and contexts: the device list, open/close and the query verbs.
+
+use core::ffi::{c_char, c_int, CStr};
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use pfnic_verbs::pfnic_sys;
+use pfnic_verbs::{Context, CqEvent};
+
+use crate::ffi::*;
+use crate::{errno_of, into_c, set_errno, unbox};
+
+/// `IBV_NODE_CA`.
+const NODE_CA: c_int = 1;
+/// `IBV_TRANSPORT_IB`.
+const TRANSPORT_IB: c_int = 0;
+/// `IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN`: what pfnic does of
+/// `ibv_device_cap_flags`.
+const DEVICE_CAP_FLAGS: u32 = 1 << 11 | 1 << 12;
+/// `IBV_PORT_*` physical state "LinkUp".
+const PHYS_STATE_LINK_UP: u8 = 5;
+
+/// A device of the list: the C structure first, then where it is.
+#[repr(C)]
+pub(crate) struct DeviceEntry {
+    pub(crate) ibv: ibv_device,
+    path: PathBuf,
+}
+
+/// Copies `s` into a C string field, truncated and NUL-terminated.
+fn put_str(dst: &mut [c_char], s: &str) {
+    let n = s.len().min(dst.len() - 1);
+    for (d, b) in dst.iter_mut().zip(s.bytes().take(n)) {
+        *d = b as c_char;
+    }
+    dst[n] = 0;
+}
+
+/// What every object of an open context shares.
+pub(crate) struct Shared {
+    pub(crate) ctx: Context,
+    /// The port's LID (the source LID of every completion on this loopback port).
+    pub(crate) lid: u16,
+    /// The live CQs: CQN to the address of their wrapper, to check the `cq_context` a
+    /// completion event carries before trusting it.
+    pub(crate) cqs: Mutex<HashMap<u32, usize>>,
+    /// Completion events read from the file by a channel they were not for, waiting for theirs.
+    pub(crate) pending: Mutex<VecDeque<CqEvent>>,
+}
+
+/// `struct ibv_context` and what is behind it.
+#[repr(C)]
+pub(crate) struct CtxWrap {
+    pub(crate) ibv: ibv_context,
+    /// The device this context was opened from (`ibv.device` points here): a copy, so the
+    /// device list may be freed while the context lives.
+    device: ibv_device,
+    pub(crate) shared: Arc<Shared>,
+}
+
+/// The context wrapper of `ctx`.
+///
+/// # Safety
+///
+/// `ctx` is NULL or an `ibv_context` this library returned and not yet closed.
+pub(crate) unsafe fn ctx_wrap<'a>(ctx: *mut ibv_context) -> Option<&'a CtxWrap> {
+    // SAFETY: `ibv` is the first field of the `#[repr(C)]` `CtxWrap` that `ibv_open_device`
+    // boxed, so the pointers are the same; the caller guarantees it is alive.
+    unsafe { ctx.cast::<CtxWrap>().as_ref() }
+}
+
+/// `ibv_get_device_list`: the pfnic devices present.
+///
+/// # Safety
+///
+/// `num_devices` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut ibv_device {
+    let paths = match pfnic_sys::devices() {
+        Ok(p) => p,
+        // No /dev (or no device nodes yet): no devices, as libibverbs reports it.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => {
+            set_errno(errno_of(&e));
+            return core::ptr::null_mut();
+        }
+    };
+    let mut list: Vec<*mut ibv_device> = Vec::with_capacity(paths.len() + 1);
+    for path in paths {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut e = DeviceEntry {
+            ibv: ibv_device {
+                node_type: NODE_CA,
+                transport_type: TRANSPORT_IB,
+                name: [0; 64],
+                dev_name: [0; 64],
+                dev_path: [0; 256],
+                ibdev_path: [0; 256],
+            },
+            path: path.clone(),
+        };
+        put_str(&mut e.ibv.name, &name);
+        put_str(&mut e.ibv.dev_name, &name);
+        put_str(&mut e.ibv.dev_path, &path.to_string_lossy());
+        put_str(
+            &mut e.ibv.ibdev_path,
+            &format!("/sys/class/misc/{name}/device"),
+        );
+        list.push(into_c(e).cast());
+    }
+    let n = list.len();
+    list.push(core::ptr::null_mut());
+    if !num_devices.is_null() {
+        // SAFETY: the caller passes NULL or a valid `int *`.
+        unsafe { *num_devices = n as c_int };
+    }
+    Box::into_raw(list.into_boxed_slice()).cast()
+}
+
+/// `ibv_free_device_list`.
+///
+/// # Safety
+///
+/// `list` is NULL or a list `ibv_get_device_list` returned, not freed yet.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
+    if list.is_null() {
+        return;
+    }
+    let mut n = 0;
+    // SAFETY: the list is NULL-terminated; every entry before the NULL is a boxed
+    // `DeviceEntry` (its `ibv` field first), and the array itself is a boxed slice of `n + 1`
+    // pointers.
+    unsafe {
+        while !(*list.add(n)).is_null() {
+            unbox((*list.add(n)).cast::<DeviceEntry>());
+            n += 1;
+        }
+        drop(Box::from_raw(core::ptr::slice_from_raw_parts_mut(
+            list,
+            n + 1,
+        )));
+    }
+}
+
+/// `ibv_get_device_name`.
+///
+/// # Safety
+///
+/// `device` is NULL or a device of a live list, or of a live context.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const c_char {
+    if device.is_null() {
+        set_errno(libc::EINVAL);
+        return core::ptr::null();
+    }
+    // SAFETY: the caller passes a valid device; `name` is NUL-terminated.
+    unsafe { (*device).name.as_ptr() }
+}
+
+/// The device node of `device`.
+///
+/// # Safety
+///
+/// `device` is a valid `ibv_device`.
+unsafe fn device_path(device: *const ibv_device) -> PathBuf {
+    // SAFETY: `dev_path` of a device this library made is NUL-terminated.
+    let p = unsafe { CStr::from_ptr((*device).dev_path.as_ptr()) };
+    PathBuf::from(p.to_string_lossy().into_owned())
+}
+
+/// `ibv_get_device_guid`: the node GUID, network byte order (0 with `errno` set on failure).
+///
+/// # Safety
+///
+/// `device` is NULL or a device of a live list, or of a live context.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> u64 {
+    if device.is_null() {
+        set_errno(libc::EINVAL);
+        return 0;
+    }
+    // SAFETY: the caller passes a valid device.
+    let path = unsafe { device_path(device) };
+    match pfnic_sys::Device::open(&path).and_then(|d| d.query_verbs()) {
+        Ok(v) => v.node_guid.to_be(),
+        Err(e) => {
+            set_errno(errno_of(&e));
+            0
+        }
+    }
+}
+
+/// `ibv_open_device`.
+///
+/// # Safety
+///
+/// `device` is NULL or a device of a live list, or of a live context.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
+    if device.is_null() {
+        set_errno(libc::EINVAL);
+        return core::ptr::null_mut();
+    }
+    // SAFETY: the caller passes a valid device.
+    let path = unsafe { device_path(device) };
+    let opened = Context::open_path(&path).and_then(|ctx| {
+        let port = ctx.query_port(1)?;
+        Ok((ctx, port.lid))
+    });
+    let (ctx, lid) = match opened {
+        Ok(x) => x,
+        Err(e) => {
+            set_errno(errno_of(&e));
+            return core::ptr::null_mut();
+        }
+    };
+    let fd = ctx.device().as_raw_fd();
+    let w = into_c(CtxWrap {
+        ibv: ibv_context {
+            device: core::ptr::null_mut(),
+            cmd_fd: fd,
+            async_fd: -1,
+            num_comp_vectors: 1,
+        },
+        // SAFETY: the caller passes a valid device; `ibv_device` is plain data.
+        device: unsafe { core::ptr::read(device) },
+        shared: Arc::new(Shared {
+            ctx,
+            lid,
+            cqs: Mutex::new(HashMap::new()),
+            pending: Mutex::new(VecDeque::new()),
+        }),
+    });
+    // SAFETY: `w` was just boxed; the device copy lives as long as the wrapper.
+    unsafe { (*w).ibv.device = &raw mut (*w).device };
+    w.cast()
+}
+
+/// `ibv_close_device`: 0, or -1 with `errno` set. Objects still open keep the device file open
+/// until they are destroyed.
+///
+/// # Safety
+///
+/// `context` is NULL or a context this library opened, not closed yet.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
+    if context.is_null() {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    // SAFETY: `context` is the first field of a boxed `CtxWrap`, not used after this.
+    unsafe { unbox(context.cast::<CtxWrap>()) };
+    0
+}
+
+/// The fields `ibv_query_device` and `ibv_query_device_ex` share.
+fn common_attr(w: &CtxWrap) -> Result<ibv_device_attr, c_int> {
+    let a = w.shared.ctx.query_device_ex().map_err(|e| errno_of(&e))?;
+    let (d, v) = (a.device, a.verbs);
+    // SAFETY: `ibv_device_attr` is plain integers and characters: all zeroes is valid.
+    let mut out: ibv_device_attr = unsafe { core::mem::zeroed() };
+    let fw = d.fw_version;
+    put_str(
+        &mut out.fw_ver,
+        &format!("{}.{}.{}", fw >> 24, (fw >> 16) & 0xff, fw & 0xffff),
+    );
+    out.node_guid = v.node_guid.to_be();
+    out.sys_image_guid = v.node_guid.to_be();
+    out.max_mr_size = v.max_mr_size;
+    out.page_size_cap = v.page_size_cap;
+    out.vendor_id = d.vendor_id.into();
+    out.vendor_part_id = d.device_id.into();
+    out.hw_ver = d.revision;
+    let int = |x: u32| c_int::try_from(x).unwrap_or(c_int::MAX);
+    out.max_qp = int(v.max_qp);
+    out.max_qp_wr = int(v.max_qp_wr);
+    out.device_cap_flags = DEVICE_CAP_FLAGS;
+    out.max_sge = int(v.max_sge);
+    out.max_sge_rd = int(v.max_sge);
+    out.max_cq = int(v.max_cq);
+    out.max_cqe = int(v.max_cqe);
+    out.max_mr = int(v.max_mr);
+    out.max_pd = int(v.max_pd);
+    out.max_qp_rd_atom = int(v.max_qp_rd_atom);
+    out.max_qp_init_rd_atom = int(v.max_qp_rd_atom);
+    out.max_res_rd_atom = int(v.max_qp_rd_atom.saturating_mul(v.max_qp));
+    out.atomic_cap = int(v.atomic_cap);
+    out.max_pkeys = 1;
+    out.phys_port_cnt = 1;
+    Ok(out)
+}
+
+/// `ibv_query_device`: 0 or an errno value.
+///
+/// # Safety
+///
+/// `context` is a live context of this library (or NULL); `device_attr` is NULL or valid for
+/// a write.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_device(
+    context: *mut ibv_context,
+    device_attr: *mut ibv_device_attr,
+) -> c_int {
+    // SAFETY: the caller passes a live context or NULL.
+    let Some(w) = (unsafe { ctx_wrap(context) }) else {
+        return libc::EINVAL;
+    };
+    if device_attr.is_null() {
+        return libc::EINVAL;
+    }
+    match common_attr(w) {
+        Ok(a) => {
+            // SAFETY: the caller passes a writable `ibv_device_attr`.
+            unsafe { device_attr.write(a) };
+            0
+        }
+        Err(e) => e,
+    }
+}
+
+/// `ibv_query_device_ex`: 0 or an errno value (`EINVAL` for a nonzero `input->comp_mask`).
+///
+/// # Safety
+///
+/// `context` is a live context of this library (or NULL); `input` is NULL or valid for a read;
+/// `attr` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_device_ex(
+    context: *mut ibv_context,
+    input: *const ibv_query_device_ex_input,
+    attr: *mut ibv_device_attr_ex,
+) -> c_int {
+    // SAFETY: the caller passes a live context or NULL.
+    let Some(w) = (unsafe { ctx_wrap(context) }) else {
+        return libc::EINVAL;
+    };
+    // SAFETY: the caller passes NULL or a readable input.
+    if attr.is_null() || unsafe { input.as_ref() }.is_some_and(|i| i.comp_mask != 0) {
+        return libc::EINVAL;
+    }
+    let orig = match common_attr(w) {
+        Ok(a) => a,
+        Err(e) => return e,
+    };
+    let verbs = match w.shared.ctx.device().query_verbs() {
+        Ok(v) => v,
+        Err(e) => return errno_of(&e),
+    };
+    // SAFETY: `ibv_device_attr_ex` is plain integers and characters: all zeroes is valid.
+    let mut out: ibv_device_attr_ex = unsafe { core::mem::zeroed() };
+    out.orig_attr = orig;
+    out.odp_caps.general_caps = verbs.odp_general_caps;
+    out.odp_caps.per_transport_caps.rc_odp_caps = verbs.odp_rc_caps;
+    out.phys_port_cnt_ex = 1;
+    // SAFETY: the caller passes a writable `ibv_device_attr_ex`.
+    unsafe { attr.write(out) };
+    0
+}
+
+/// `ibv_query_port`: 0 or an errno value (`EINVAL` for a port other than 1).
+///
+/// # Safety
+///
+/// `context` is a live context of this library (or NULL); `port_attr` is NULL or valid for a
+/// write.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_port(
+    context: *mut ibv_context,
+    port_num: u8,
+    port_attr: *mut ibv_port_attr,
+) -> c_int {
+    // SAFETY: the caller passes a live context or NULL.
+    let Some(w) = (unsafe { ctx_wrap(context) }) else {
+        return libc::EINVAL;
+    };
+    if port_attr.is_null() {
+        return libc::EINVAL;
+    }
+    let p = match w.shared.ctx.query_port(port_num) {
+        Ok(p) => p,
+        Err(e) => return errno_of(&e),
+    };
+    // SAFETY: `ibv_port_attr` is plain integers: all zeroes is valid.
+    let mut out: ibv_port_attr = unsafe { core::mem::zeroed() };
+    let int = |x: u32| c_int::try_from(x).unwrap_or(c_int::MAX);
+    out.state = int(p.state);
+    out.max_mtu = int(p.max_mtu);
+    out.active_mtu = int(p.active_mtu);
+    out.gid_tbl_len = int(p.gid_tbl_len);
+    out.max_msg_sz = p.max_msg_sz;
+    out.pkey_tbl_len = 1;
+    out.lid = p.lid;
+    out.sm_lid = p.sm_lid;
+    out.max_vl_num = 1;
+    out.active_width = p.active_width;
+    out.active_speed = p.active_speed;
+    out.phys_state = PHYS_STATE_LINK_UP;
+    out.link_layer = u8::try_from(p.link_layer).unwrap_or(0);
+    // SAFETY: the caller passes a writable `ibv_port_attr`.
+    unsafe { port_attr.write(out) };
+    0
+}
+
+/// `ibv_query_gid`: 0, or -1 with `errno` set (`EINVAL`: port other than 1 or index not 0).
+///
+/// # Safety
+///
+/// `context` is a live context of this library (or NULL); `gid` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_gid(
+    context: *mut ibv_context,
+    port_num: u8,
+    index: c_int,
+    gid: *mut ibv_gid,
+) -> c_int {
+    // SAFETY: the caller passes a live context or NULL.
+    let Some(w) = (unsafe { ctx_wrap(context) }) else {
+        set_errno(libc::EINVAL);
+        return -1;
+    };
+    let Ok(index) = u32::try_from(index) else {
+        set_errno(libc::EINVAL);
+        return -1;
+    };
+    if gid.is_null() {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    match w.shared.ctx.query_gid(port_num, index) {
+        Ok(raw) => {
+            // SAFETY: the caller passes a writable `union ibv_gid`.
+            unsafe { gid.write(ibv_gid { raw }) };
+            0
+        }
+        Err(e) => {
+            set_errno(errno_of(&e));
+            -1
+        }
+    }
+}
+
+/// `ibv_wc_status_str`: libibverbs' description of a completion status ("unknown" for a number
+/// that is none).
+#[no_mangle]
+pub extern "C" fn ibv_wc_status_str(status: c_int) -> *const c_char {
+    use std::ffi::CString;
+    use std::sync::OnceLock;
+
+    /// Statuses 0..=23 have descriptions; 24 stands for every other number.
+    const UNKNOWN: usize = 24;
+    static STR: OnceLock<Vec<CString>> = OnceLock::new();
+    let table = STR.get_or_init(|| {
+        (0..=UNKNOWN as u32)
+            .map(|i| CString::new(pfnic_verbs::WcStatus(i).as_str()).unwrap_or_default())
+            .collect()
+    });
+    let i = usize::try_from(status)
+        .ok()
+        .filter(|&i| i < UNKNOWN)
+        .unwrap_or(UNKNOWN);
+    table[i].as_ptr()
+}

@@ -1,0 +1,430 @@
+//! RC queue pairs: create, modify, query, destroy, and posting work requests.
+
+use core::cell::UnsafeCell;
+use core::ffi::c_int;
+
+use pfnic_verbs::{PostError, Qp, QpAttr, QpInitAttr, RecvWr, SendWr, Sge, WrOpcode};
+
+use crate::cq::{cq_wrap, CqWrap};
+use crate::ffi::*;
+use crate::mr::pd_wrap;
+use crate::{errno_of, into_c, set_errno, unbox};
+
+/// `IBV_QPT_RC`, the only QP type.
+const QPT_RC: c_int = 2;
+/// `IBV_QPS_RESET`.
+const QPS_RESET: c_int = 0;
+/// `IBV_QP_STATE` in an attribute mask.
+const QP_STATE: c_int = 1;
+
+/// `struct ibv_qp` and the QP behind it.
+#[repr(C)]
+struct QpWrap {
+    /// C reads it; `state` changes with `ibv_modify_qp`/`ibv_query_qp` (which libibverbs does
+    /// not serialize either), the rest is set before the QP is handed out.
+    ibv: UnsafeCell<ibv_qp>,
+    /// `None` only while `ibv_destroy_qp` hands it to the driver.
+    qp: Option<Qp>,
+}
+
+/// The live QP behind `qp`.
+///
+/// # Safety
+///
+/// `qp` is NULL or a QP this library created and not yet destroyed.
+unsafe fn qp_wrap<'a>(qp: *mut ibv_qp) -> Option<&'a QpWrap> {
+    // SAFETY: `ibv` (an `UnsafeCell`, transparent) is the first field of the `#[repr(C)]`
+    // `QpWrap` that `ibv_create_qp` boxed; the caller guarantees it is alive.
+    unsafe { qp.cast::<QpWrap>().as_ref() }
+}
+
+impl QpWrap {
+    /// Records the state C reads in `ibv_qp::state`.
+    fn set_state(&self, state: c_int) {
+        // SAFETY: a plain integer store into the `UnsafeCell`; C readers race with it as they
+        // do with libibverbs.
+        unsafe { (*self.ibv.get()).state = state };
+    }
+}
+
+fn cap_from(c: &ibv_qp_cap) -> pfnic_verbs::QpCap {
+    pfnic_verbs::QpCap {
+        max_send_wr: c.max_send_wr,
+        max_recv_wr: c.max_recv_wr,
+        max_send_sge: c.max_send_sge,
+        max_recv_sge: c.max_recv_sge,
+        max_inline_data: c.max_inline_data,
+    }
+}
+
+fn cap_to(c: &pfnic_verbs::QpCap) -> ibv_qp_cap {
+    ibv_qp_cap {
+        max_send_wr: c.max_send_wr,
+        max_recv_wr: c.max_recv_wr,
+        max_send_sge: c.max_send_sge,
+        max_recv_sge: c.max_recv_sge,
+        max_inline_data: c.max_inline_data,
+    }
+}
+
+/// `ibv_create_qp`: an RC QP in RESET. `qp_init_attr->cap` gets the actual capabilities.
+/// Other QP types and shared receive queues fail with `EOPNOTSUPP`.
+///
+/// # Safety
+///
+/// `pd` is NULL or a live PD of this library; `qp_init_attr` is NULL or valid for reads and
+/// writes, its CQs live CQs of this library.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_create_qp(
+    pd: *mut ibv_pd,
+    qp_init_attr: *mut ibv_qp_init_attr,
+) -> *mut ibv_qp {
+    // SAFETY: the caller passes a live PD or NULL, and a valid attribute structure or NULL.
+    let (Some(Some(p)), Some(init)) = (unsafe { pd_wrap(pd) }.map(|w| w.pd.as_ref()), unsafe {
+        qp_init_attr.as_mut()
+    }) else {
+        set_errno(libc::EINVAL);
+        return core::ptr::null_mut();
+    };
+    if init.qp_type != QPT_RC || !init.srq.is_null() {
+        set_errno(libc::EOPNOTSUPP);
+        return core::ptr::null_mut();
+    }
+    // SAFETY: the caller passes live CQs (or NULL).
+    let (Some(Some(scq)), Some(Some(rcq))) = (
+        unsafe { cq_wrap(init.send_cq) }.map(CqWrap::cq),
+        unsafe { cq_wrap(init.recv_cq) }.map(CqWrap::cq),
+    ) else {
+        set_errno(libc::EINVAL);
+        return core::ptr::null_mut();
+    };
+    let attr = QpInitAttr {
+        send_cq: scq,
+        recv_cq: rcq,
+        cap: cap_from(&init.cap),
+        sq_sig_all: init.sq_sig_all != 0,
+    };
+    let qp = match p.create_qp(&attr) {
+        Ok(qp) => qp,
+        Err(e) => {
+            set_errno(errno_of(&e));
+            return core::ptr::null_mut();
+        }
+    };
+    init.cap = cap_to(&qp.cap());
+    into_c(QpWrap {
+        ibv: UnsafeCell::new(ibv_qp {
+            // SAFETY: the caller passes a live PD.
+            context: unsafe { (*pd).context },
+            qp_context: init.qp_context,
+            pd,
+            send_cq: init.send_cq,
+            recv_cq: init.recv_cq,
+            srq: core::ptr::null_mut(),
+            handle: qp.qp_num(),
+            qp_num: qp.qp_num(),
+            state: QPS_RESET,
+            qp_type: QPT_RC,
+            events_completed: 0,
+        }),
+        qp: Some(qp),
+    })
+    .cast()
+}
+
+/// `ibv_modify_qp`: 0 or an errno value (`EINVAL` for a transition, or a set of attributes,
+/// that libibverbs' RC rules do not allow).
+///
+/// # Safety
+///
+/// `qp` is NULL or a live QP of this library; `attr` is NULL or valid for a read.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_modify_qp(
+    qp: *mut ibv_qp,
+    attr: *mut ibv_qp_attr,
+    attr_mask: c_int,
+) -> c_int {
+    // SAFETY: the caller passes a live QP or NULL, and a readable attribute structure or NULL.
+    let (Some(w), Some(a)) = (unsafe { qp_wrap(qp) }, unsafe { attr.as_ref() }) else {
+        return libc::EINVAL;
+    };
+    let Some(q) = w.qp.as_ref() else {
+        return libc::EINVAL;
+    };
+    let arg = QpAttr {
+        qp_state: a.qp_state as u32,
+        cur_qp_state: a.cur_qp_state as u32,
+        path_mtu: a.path_mtu as u32,
+        qp_access_flags: a.qp_access_flags,
+        pkey_index: a.pkey_index.into(),
+        port_num: a.port_num.into(),
+        dest_qp_num: a.dest_qp_num,
+        rq_psn: a.rq_psn,
+        sq_psn: a.sq_psn,
+        min_rnr_timer: a.min_rnr_timer.into(),
+        timeout: a.timeout.into(),
+        retry_cnt: a.retry_cnt.into(),
+        rnr_retry: a.rnr_retry.into(),
+        max_rd_atomic: a.max_rd_atomic.into(),
+        max_dest_rd_atomic: a.max_dest_rd_atomic.into(),
+        dlid: a.ah_attr.dlid.into(),
+        sl: a.ah_attr.sl.into(),
+        reserved: 0,
+    };
+    match q.modify(&arg, attr_mask as u32) {
+        Ok(()) => {
+            if attr_mask & QP_STATE != 0 {
+                w.set_state(a.qp_state);
+            }
+            0
+        }
+        Err(e) => errno_of(&e),
+    }
+}
+
+/// `ibv_query_qp`: the QP's attributes (`qp_state` is the device's current state) and its
+/// creation attributes. All attributes are returned whatever `attr_mask` asks. 0 or an errno
+/// value.
+///
+/// # Safety
+///
+/// `qp` is NULL or a live QP of this library; `attr` and `init_attr` are NULL or valid for a
+/// write.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_qp(
+    qp: *mut ibv_qp,
+    attr: *mut ibv_qp_attr,
+    attr_mask: c_int,
+    init_attr: *mut ibv_qp_init_attr,
+) -> c_int {
+    let _ = attr_mask;
+    // SAFETY: the caller passes a live QP or NULL.
+    let Some(w) = (unsafe { qp_wrap(qp) }) else {
+        return libc::EINVAL;
+    };
+    let Some(q) = w.qp.as_ref() else {
+        return libc::EINVAL;
+    };
+    if attr.is_null() || init_attr.is_null() {
+        return libc::EINVAL;
+    }
+    let r = match q.query() {
+        Ok(r) => r,
+        Err(e) => return errno_of(&e),
+    };
+    let a = r.attr;
+    // SAFETY: `ibv_qp_attr` is plain integers: all zeroes is valid.
+    let mut out: ibv_qp_attr = unsafe { core::mem::zeroed() };
+    out.qp_state = a.qp_state as c_int;
+    out.cur_qp_state = a.qp_state as c_int;
+    out.path_mtu = a.path_mtu as c_int;
+    out.qp_access_flags = a.qp_access_flags;
+    out.pkey_index = a.pkey_index as u16;
+    out.port_num = a.port_num as u8;
+    out.dest_qp_num = a.dest_qp_num;
+    out.rq_psn = a.rq_psn;
+    out.sq_psn = a.sq_psn;
+    out.min_rnr_timer = a.min_rnr_timer as u8;
+    out.timeout = a.timeout as u8;
+    out.retry_cnt = a.retry_cnt as u8;
+    out.rnr_retry = a.rnr_retry as u8;
+    out.max_rd_atomic = a.max_rd_atomic as u8;
+    out.max_dest_rd_atomic = a.max_dest_rd_atomic as u8;
+    out.ah_attr.dlid = a.dlid as u16;
+    out.ah_attr.sl = a.sl as u8;
+    out.ah_attr.port_num = a.port_num as u8;
+    out.cap = cap_to(&r.cap);
+    w.set_state(out.qp_state);
+    // SAFETY: these fields are set before the QP is handed out and never written again.
+    let (qp_context, send_cq, recv_cq) = unsafe {
+        let i = &*w.ibv.get();
+        (i.qp_context, i.send_cq, i.recv_cq)
+    };
+    // SAFETY: the caller passes writable structures.
+    unsafe {
+        attr.write(out);
+        init_attr.write(ibv_qp_init_attr {
+            qp_context,
+            send_cq,
+            recv_cq,
+            srq: core::ptr::null_mut(),
+            cap: cap_to(&r.cap),
+            qp_type: QPT_RC,
+            sq_sig_all: c_int::from(r.sq_sig_all != 0),
+        });
+    }
+    0
+}
+
+/// `ibv_destroy_qp`: 0 or an errno value (the QP stays on failure).
+///
+/// # Safety
+///
+/// `qp` is NULL or a live QP of this library; on success it is not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
+    // SAFETY: `ibv` is the first field of the boxed `QpWrap`; the caller passes a live QP (or
+    // NULL), which nothing else uses while it is destroyed.
+    let Some(w) = (unsafe { qp.cast::<QpWrap>().as_mut() }) else {
+        return libc::EINVAL;
+    };
+    let Some(inner) = w.qp.take() else {
+        return libc::EINVAL;
+    };
+    match inner.destroy() {
+        Ok(()) => {
+            // SAFETY: the boxed `QpWrap`, which the caller no longer uses.
+            unsafe { unbox(qp.cast::<QpWrap>()) };
+            0
+        }
+        Err((inner, e)) => {
+            w.qp = Some(inner);
+            errno_of(&e)
+        }
+    }
+}
+
+/// The scatter/gather list of a work request.
+///
+/// # Safety
+///
+/// `sg_list` holds `num_sge` readable entries (or `num_sge` is 0), which outlive the use of
+/// the returned slice.
+unsafe fn sges<'a>(sg_list: *const ibv_sge, num_sge: c_int) -> Result<&'a [Sge], c_int> {
+    let n = usize::try_from(num_sge).map_err(|_| libc::EINVAL)?;
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if sg_list.is_null() {
+        return Err(libc::EINVAL);
+    }
+    const _: () = assert!(
+        core::mem::size_of::<ibv_sge>() == core::mem::size_of::<Sge>()
+            && core::mem::align_of::<ibv_sge>() == core::mem::align_of::<Sge>()
+    );
+    // SAFETY: `ibv_sge` and the uAPI's `Sge` are both `#[repr(C)]` `{ u64 addr; u32 length;
+    // u32 lkey; }` (size and alignment checked above); the caller passes `n` readable entries.
+    Ok(unsafe { core::slice::from_raw_parts(sg_list.cast::<Sge>(), n) })
+}
+
+/// `ibv_post_send`: queues the list of work requests and rings the doorbell; no system call.
+/// 0, or an errno value with `*bad_wr` the first work request not posted (`EINVAL`: bad
+/// opcode, flags or SGE count; `ENOMEM`: send queue full).
+///
+/// # Safety
+///
+/// `qp` is NULL or a live QP of this library; `wr` is NULL or a valid list of work requests;
+/// `bad_wr` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_post_send(
+    qp: *mut ibv_qp,
+    wr: *mut ibv_send_wr,
+    bad_wr: *mut *mut ibv_send_wr,
+) -> c_int {
+    let fail = |at: *mut ibv_send_wr, e: c_int| {
+        if !bad_wr.is_null() {
+            // SAFETY: the caller passes NULL or a writable `bad_wr`.
+            unsafe { *bad_wr = at };
+        }
+        e
+    };
+    // SAFETY: the caller passes a live QP or NULL.
+    let Some(Some(q)) = (unsafe { qp_wrap(qp) }).map(|w| w.qp.as_ref()) else {
+        return fail(wr, libc::EINVAL);
+    };
+    // The list as the safe API's slice, with the C node of each entry for `bad_wr`.
+    let mut nodes = Vec::new();
+    let mut wrs = Vec::new();
+    let mut p = wr;
+    // SAFETY: the caller passes a valid NULL-terminated list; each node is read, not kept.
+    while let Some(w) = unsafe { p.as_ref() } {
+        let opcode = u32::try_from(w.opcode).ok().and_then(WrOpcode::from_raw);
+        // SAFETY: the caller's SGE list of this work request.
+        let sg = unsafe { sges(w.sg_list, w.num_sge) };
+        let (Some(opcode), Ok(sg)) = (opcode, sg) else {
+            // Post those before it, as a provider does, then report this one.
+            return match q.post_send(&wrs) {
+                Ok(()) => fail(p, libc::EINVAL),
+                Err(e) => fail(nodes[e.bad_wr], e.errno()),
+            };
+        };
+        let (remote_addr, rkey, compare_add, swap) = match opcode {
+            WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => {
+                // SAFETY: atomics use the `atomic` member of the union, plain integers.
+                let a = unsafe { w.wr.atomic };
+                (a.remote_addr, a.rkey, a.compare_add, a.swap)
+            }
+            _ => {
+                // SAFETY: the other opcodes use (or ignore) the `rdma` member, plain integers.
+                let r = unsafe { w.wr.rdma };
+                (r.remote_addr, r.rkey, 0, 0)
+            }
+        };
+        wrs.push(SendWr {
+            wr_id: w.wr_id,
+            opcode,
+            send_flags: w.send_flags,
+            sg_list: sg,
+            imm_data: w.imm_data,
+            remote_addr,
+            rkey,
+            compare_add,
+            swap,
+        });
+        nodes.push(p);
+        p = w.next;
+    }
+    match q.post_send(&wrs) {
+        Ok(()) => 0,
+        Err(PostError { bad_wr: i, .. }) if i >= nodes.len() => fail(p, libc::EINVAL),
+        Err(e) => fail(nodes[e.bad_wr], e.errno()),
+    }
+}
+
+/// `ibv_post_recv`: as `ibv_post_send`, for the receive queue.
+///
+/// # Safety
+///
+/// As `ibv_post_send`.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_post_recv(
+    qp: *mut ibv_qp,
+    wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+) -> c_int {
+    let fail = |at: *mut ibv_recv_wr, e: c_int| {
+        if !bad_wr.is_null() {
+            // SAFETY: the caller passes NULL or a writable `bad_wr`.
+            unsafe { *bad_wr = at };
+        }
+        e
+    };
+    // SAFETY: the caller passes a live QP or NULL.
+    let Some(Some(q)) = (unsafe { qp_wrap(qp) }).map(|w| w.qp.as_ref()) else {
+        return fail(wr, libc::EINVAL);
+    };
+    let mut nodes = Vec::new();
+    let mut wrs = Vec::new();
+    let mut p = wr;
+    // SAFETY: the caller passes a valid NULL-terminated list; each node is read, not kept.
+    while let Some(w) = unsafe { p.as_ref() } {
+        // SAFETY: the caller's SGE list of this work request.
+        let Ok(sg) = (unsafe { sges(w.sg_list, w.num_sge) }) else {
+            return match q.post_recv(&wrs) {
+                Ok(()) => fail(p, libc::EINVAL),
+                Err(e) => fail(nodes[e.bad_wr], e.errno()),
+            };
+        };
+        wrs.push(RecvWr {
+            wr_id: w.wr_id,
+            sg_list: sg,
+        });
+        nodes.push(p);
+        p = w.next;
+    }
+    match q.post_recv(&wrs) {
+        Ok(()) => 0,
+        Err(PostError { bad_wr: i, .. }) if i >= nodes.len() => fail(p, libc::EINVAL),
+        Err(e) => fail(nodes[e.bad_wr], e.errno()),
+    }
+}

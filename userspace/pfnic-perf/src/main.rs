@@ -1,0 +1,609 @@
+//! pfnic-perf: a benchmark in the spirit of perftest (`ib_write_bw`, `ib_read_lat`, ...) for
+//! pfnic's loopback port.
+//!
+//! Two RC QPs of one process are connected to each other; QP A initiates, QP B is the target
+//! (RDMA WRITE/READ) or the receiver (SEND). Every test prints perftest's table layout, plus a
+//! last column: the page requests (faults) per iteration, read from the MR counters of both
+//! buffers (mlx5's `page_faults`).
+//!
+//! Warm runs touch the buffers first, so the pages are present. `--cold` drops them with
+//! `madvise(MADV_DONTNEED)` before every iteration: each message then faults its pages in,
+//! on the initiator's side and on the target's.
+//!
+//! Bandwidth tests keep `--tx-depth` signaled work requests in flight; "BW peak" is the best
+//! rate over one window of `tx-depth` completions, "BW average" the rate over the whole run.
+//! Latency tests have one message in flight: RDMA WRITE and READ are timed from the post to
+//! the completion, SEND as half a ping-pong round trip (A to B, then B to A), as perftest's
+//! `ib_send_lat` reports it.
+//!
+//! The numbers are what they are: nothing here fails on time. The tool fails (exit status 1)
+//! only when the verbs fail, or a completion does not arrive within a minute.
+
+use std::io;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pfnic_verbs::{
+    Buffer, ConnectAttr, Context, Cq, Mr, Pd, Qp, QpInitAttr, RecvWr, SendWr, Wc, WcOpcode,
+    WcStatus, WrOpcode, ACCESS_LOCAL_WRITE, ACCESS_ON_DEMAND, ACCESS_REMOTE_READ,
+    ACCESS_REMOTE_WRITE, SEND_SIGNALED,
+};
+
+/// perftest's separator line.
+const RESULT_LINE: &str =
+    "---------------------------------------------------------------------------------------";
+/// The page size buffers and slots are aligned to.
+const PAGE_SIZE: usize = 4096;
+/// Bytes per side that cold bandwidth runs spread their messages in flight over.
+const COLD_SLOTS_BYTES: usize = 64 << 20;
+/// How long a completion may take before the run is declared broken (not slow: broken).
+const STUCK: Duration = Duration::from_secs(60);
+
+const USAGE: &str = "\
+usage: pfnic-perf [options] [TEST...]
+  TEST is write_bw, write_lat, read_bw, read_lat, send_bw or send_lat (default: all six)
+  -s, --size=BYTES      message size (default: 4096 and 1048576)
+  -a, --all             every power of two from 2 bytes to 8 MiB
+  -n, --iters=N         iterations per size (default 100)
+  -t, --tx-depth=N      work requests in flight in bandwidth tests (default 32)
+      --odp             on-demand MRs (IBV_ACCESS_ON_DEMAND)
+      --cold            madvise(MADV_DONTNEED) the buffers before every iteration
+  -d, --ib-dev=N        use /dev/pfnicN (default 0)
+  -h, --help            this text";
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Verb {
+    Write,
+    Read,
+    Send,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    Bw,
+    Lat,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Test {
+    verb: Verb,
+    kind: Kind,
+}
+
+impl Test {
+    const ALL: [Test; 6] = [
+        Test::new(Verb::Write, Kind::Bw),
+        Test::new(Verb::Write, Kind::Lat),
+        Test::new(Verb::Read, Kind::Bw),
+        Test::new(Verb::Read, Kind::Lat),
+        Test::new(Verb::Send, Kind::Bw),
+        Test::new(Verb::Send, Kind::Lat),
+    ];
+
+    const fn new(verb: Verb, kind: Kind) -> Self {
+        Self { verb, kind }
+    }
+
+    fn name(self) -> &'static str {
+        match (self.verb, self.kind) {
+            (Verb::Write, Kind::Bw) => "write_bw",
+            (Verb::Write, Kind::Lat) => "write_lat",
+            (Verb::Read, Kind::Bw) => "read_bw",
+            (Verb::Read, Kind::Lat) => "read_lat",
+            (Verb::Send, Kind::Bw) => "send_bw",
+            (Verb::Send, Kind::Lat) => "send_lat",
+        }
+    }
+
+    /// perftest's title line.
+    fn title(self) -> String {
+        let verb = match self.verb {
+            Verb::Write => "RDMA_Write",
+            Verb::Read => "RDMA_Read",
+            Verb::Send => "Send",
+        };
+        let kind = match self.kind {
+            Kind::Bw => "BW",
+            Kind::Lat => "Latency",
+        };
+        format!("{verb} {kind} Test")
+    }
+}
+
+struct Options {
+    tests: Vec<Test>,
+    sizes: Vec<usize>,
+    iters: usize,
+    tx_depth: u32,
+    odp: bool,
+    cold: bool,
+    device: u32,
+}
+
+fn parse_args() -> Result<Options, String> {
+    let mut o = Options {
+        tests: Vec::new(),
+        sizes: vec![4096, 1 << 20],
+        iters: 100,
+        tx_depth: 32,
+        odp: false,
+        cold: false,
+        device: 0,
+    };
+    let mut size = None;
+    let mut all = false;
+    let mut args = std::env::args().skip(1);
+    fn number<T: std::str::FromStr>(opt: &str, v: Option<String>) -> Result<T, String> {
+        let v = v.ok_or_else(|| format!("{opt} needs a value"))?;
+        v.parse()
+            .map_err(|_| format!("{opt}: '{v}' is not a valid number"))
+    }
+    while let Some(a) = args.next() {
+        let (opt, inline) = match a.split_once('=') {
+            Some((o, v)) if o.starts_with("--") => (o.to_string(), Some(v.to_string())),
+            _ => (a.clone(), None),
+        };
+        let mut value = || inline.clone().or_else(|| args.next());
+        match opt.as_str() {
+            "-s" | "--size" => size = Some(number::<usize>(&opt, value())?),
+            "-a" | "--all" => all = true,
+            "-n" | "--iters" => o.iters = number(&opt, value())?,
+            "-t" | "--tx-depth" => o.tx_depth = number(&opt, value())?,
+            "-d" | "--ib-dev" => o.device = number(&opt, value())?,
+            "--odp" => o.odp = true,
+            "--cold" => o.cold = true,
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            t if !t.starts_with('-') => match Test::ALL.iter().find(|x| x.name() == t) {
+                Some(&x) => o.tests.push(x),
+                None => return Err(format!("unknown test '{t}'")),
+            },
+            _ => return Err(format!("unknown option '{a}'")),
+        }
+    }
+    if size == Some(0) || o.iters == 0 || o.tx_depth == 0 {
+        return Err("--size, --iters and --tx-depth must be at least 1".into());
+    }
+    if all && size.is_some() {
+        return Err("--all and --size exclude each other".into());
+    }
+    if all {
+        o.sizes = (1..=23).map(|s| 1usize << s).collect();
+    } else if let Some(s) = size {
+        o.sizes = vec![s];
+    }
+    if o.tests.is_empty() {
+        o.tests = Test::ALL.to_vec();
+    }
+    Ok(o)
+}
+
+/// What a test gives to its row.
+enum Row {
+    Bw {
+        peak_mib_s: f64,
+        avg_mib_s: f64,
+        msg_rate_mpps: f64,
+    },
+    Lat(Vec<f64>),
+}
+
+/// The two connected QPs, their CQs and PD, shared by every test.
+struct Bench {
+    pd: Pd,
+    cq_a: Cq,
+    cq_b: Cq,
+    qp_a: Qp,
+    qp_b: Qp,
+    depth: u32,
+    odp: bool,
+    cold: bool,
+}
+
+/// One size's buffers: A's (local) and B's (remote), registered, each of `slots` messages
+/// (page aligned). Message `i` uses slot `i % slots` on both sides.
+struct Buffers {
+    a: Arc<Buffer>,
+    b: Arc<Buffer>,
+    mr_a: Mr,
+    mr_b: Mr,
+    size: usize,
+    slots: usize,
+    stride: usize,
+}
+
+impl Buffers {
+    /// Page faults of both MRs so far.
+    fn faults(&self) -> io::Result<u64> {
+        Ok(self.mr_a.stats()?.page_faults + self.mr_b.stats()?.page_faults)
+    }
+
+    /// Offset of message `i`'s slot.
+    fn offset(&self, i: usize) -> usize {
+        (i % self.slots) * self.stride
+    }
+
+    /// Drops the pages of message `i`'s slot on both sides (`--cold`).
+    fn drop_pages(&self, i: usize) -> io::Result<()> {
+        let off = self.offset(i);
+        for buf in [&self.a, &self.b] {
+            // SAFETY: the slot is inside the buffer's mapping (`slots * stride` bytes, page
+            // aligned); MADV_DONTNEED only makes its pages read as zeros again, and the buffer
+            // is only ever accessed through atomic copies, so no reference is invalidated.
+            if unsafe {
+                libc::madvise(
+                    buf.as_ptr().add(off).cast(),
+                    self.stride,
+                    libc::MADV_DONTNEED,
+                )
+            } != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+}
+
+fn err(msg: String) -> io::Error {
+    io::Error::other(msg)
+}
+
+impl Bench {
+    fn new(o: &Options) -> io::Result<Self> {
+        let ctx = Context::open(o.device)
+            .map_err(|e| err(format!("cannot open /dev/pfnic{}: {e}", o.device)))?;
+        let attr = ctx.query_device_ex()?;
+        let depth = o.tx_depth.min(attr.verbs.max_qp_wr);
+        let pd = ctx.alloc_pd()?;
+        // Room for every completion in flight: the send queue's, and as many receives.
+        let cq_a = ctx.create_cq(2 * depth, None, 0)?;
+        let cq_b = ctx.create_cq(2 * depth, None, 0)?;
+        let qp_a = pd.create_qp(&QpInitAttr::new(&cq_a, &cq_a, depth, 1))?;
+        let qp_b = pd.create_qp(&QpInitAttr::new(&cq_b, &cq_b, depth, 1))?;
+        let c = ConnectAttr {
+            max_rd_atomic: attr.verbs.max_qp_rd_atom.clamp(1, 16),
+            ..ConnectAttr::default()
+        };
+        qp_a.connect(qp_b.qp_num(), &c)?;
+        qp_b.connect(qp_a.qp_num(), &c)?;
+        Ok(Self {
+            pd,
+            cq_a,
+            cq_b,
+            qp_a,
+            qp_b,
+            depth,
+            odp: o.odp,
+            cold: o.cold,
+        })
+    }
+
+    /// Buffers for messages of `size` bytes. Cold bandwidth runs give every message in
+    /// flight its own slot (up to [`COLD_SLOTS_BYTES`] per side), so that dropping the pages of
+    /// the next message does not touch those the device is still moving.
+    fn buffers(&self, size: usize, kind: Kind) -> io::Result<Buffers> {
+        let access = ACCESS_LOCAL_WRITE
+            | ACCESS_REMOTE_WRITE
+            | ACCESS_REMOTE_READ
+            | if self.odp { ACCESS_ON_DEMAND } else { 0 };
+        let stride = size.next_multiple_of(PAGE_SIZE);
+        let slots = if self.cold && kind == Kind::Bw {
+            (self.depth as usize).min((COLD_SLOTS_BYTES / stride).max(1))
+        } else {
+            1
+        };
+        let a = Arc::new(Buffer::new(stride * slots)?);
+        let b = Arc::new(Buffer::new(stride * slots)?);
+        // Base pages only: a transparent huge page would fault in (and count as) one page
+        // for up to 2 MiB, so faults per iteration would depend on where a buffer lands.
+        a.madvise(libc::MADV_NOHUGEPAGE)?;
+        b.madvise(libc::MADV_NOHUGEPAGE)?;
+        if !self.cold {
+            // Warm: every page present before the first message.
+            a.fill(0xa5);
+            b.fill(0x5a);
+        }
+        let mr_a = self.pd.reg_mr(&a, access)?;
+        let mr_b = self.pd.reg_mr(&b, access)?;
+        Ok(Buffers {
+            a,
+            b,
+            mr_a,
+            mr_b,
+            size,
+            slots,
+            stride,
+        })
+    }
+
+    /// A work request of `verb` from A's buffer to B's.
+    /// Posts message `i` of `verb` from A's slot to B's.
+    fn post(&self, verb: Verb, bufs: &Buffers, i: usize) -> io::Result<()> {
+        let off = bufs.offset(i);
+        let sge = [bufs.mr_a.sge(off as u64, bufs.size as u32)];
+        let op = match verb {
+            Verb::Write => WrOpcode::RdmaWrite,
+            Verb::Read => WrOpcode::RdmaRead,
+            Verb::Send => WrOpcode::Send,
+        };
+        let mut wr = SendWr::new(i as u64, op, &sge).flags(SEND_SIGNALED);
+        if verb != Verb::Send {
+            wr = wr.remote(bufs.mr_b.addr() + off as u64, bufs.mr_b.rkey());
+        }
+        self.qp_a
+            .post_send(&[wr])
+            .map_err(|e| err(format!("post_send: {e}")))
+    }
+
+    /// Posts a receive of message `i`'s slot of `mr` on `qp`.
+    fn post_recv(qp: &Qp, mr: &Mr, bufs: &Buffers, i: usize) -> io::Result<()> {
+        let sge = [mr.sge(bufs.offset(i) as u64, bufs.size as u32)];
+        qp.post_recv(&[RecvWr {
+            wr_id: 0,
+            sg_list: &sge,
+        }])
+        .map_err(|e| err(format!("post_recv: {e}")))
+    }
+
+    /// Polls `cq` for at least one completion; fails on an error completion or after
+    /// [`STUCK`].
+    fn poll(cq: &Cq, out: &mut [Wc], what: &str) -> io::Result<usize> {
+        let start = Instant::now();
+        loop {
+            let n = cq.poll(out);
+            if let Some(bad) = out[..n].iter().find(|w| w.status != WcStatus::SUCCESS) {
+                return Err(err(format!(
+                    "{what}: completion {:?} of wr_id {}",
+                    bad.status, bad.wr_id
+                )));
+            }
+            if n > 0 {
+                return Ok(n);
+            }
+            if start.elapsed() > STUCK {
+                return Err(err(format!("{what}: no completion within {STUCK:?}")));
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Waits for one completion of `opcode` on `cq`, counting the others in `other`.
+    fn wait_for(cq: &Cq, opcode: WcOpcode, other: &mut usize, what: &str) -> io::Result<()> {
+        let mut wc = [Wc::default(); 1];
+        loop {
+            Self::poll(cq, &mut wc, what)?;
+            if wc[0].opcode == opcode {
+                return Ok(());
+            }
+            *other += 1;
+        }
+    }
+
+    fn run_bw(&self, verb: Verb, bufs: &Buffers, iters: usize) -> io::Result<Row> {
+        let size = bufs.size;
+        let depth = self.depth as usize;
+        let mut recvs_posted = 0;
+        if verb == Verb::Send {
+            for _ in 0..depth.min(iters) {
+                Self::post_recv(&self.qp_b, &bufs.mr_b, bufs, recvs_posted)?;
+                recvs_posted += 1;
+            }
+        }
+        let mut wcs = vec![Wc::default(); depth];
+        let (mut posted, mut done, mut received) = (0, 0, 0);
+        let mut peak = 0f64;
+        let start = Instant::now();
+        let mut window = (start, 0usize);
+        while done < iters || received < recvs_posted {
+            while posted < iters && posted - done < depth {
+                if self.cold {
+                    bufs.drop_pages(posted)?;
+                }
+                self.post(verb, bufs, posted)?;
+                posted += 1;
+            }
+            if done < iters {
+                let n = self.cq_a.poll(&mut wcs);
+                if let Some(bad) = wcs[..n].iter().find(|w| w.status != WcStatus::SUCCESS) {
+                    return Err(err(format!(
+                        "completion {:?} of wr_id {}",
+                        bad.status, bad.wr_id
+                    )));
+                }
+                done += n;
+                if done - window.1 >= depth {
+                    let now = Instant::now();
+                    let secs = now.duration_since(window.0).as_secs_f64();
+                    peak = peak.max(((done - window.1) * size) as f64 / secs);
+                    window = (now, done);
+                }
+            }
+            if verb == Verb::Send && received < recvs_posted {
+                let n = self.cq_b.poll(&mut wcs);
+                if let Some(bad) = wcs[..n].iter().find(|w| w.status != WcStatus::SUCCESS) {
+                    return Err(err(format!("receive completion {:?}", bad.status)));
+                }
+                received += n;
+                // Keep a receive ready for every send still to come.
+                for _ in 0..n {
+                    if recvs_posted < iters {
+                        Self::post_recv(&self.qp_b, &bufs.mr_b, bufs, recvs_posted)?;
+                        recvs_posted += 1;
+                    }
+                }
+            }
+            if start.elapsed() > STUCK * (1 + iters as u32 / 1000) {
+                return Err(err(format!(
+                    "{done} of {iters} completions after {:?}",
+                    start.elapsed()
+                )));
+            }
+        }
+        let secs = start.elapsed().as_secs_f64();
+        let avg = (iters * size) as f64 / secs;
+        let mib = (1u64 << 20) as f64;
+        Ok(Row::Bw {
+            peak_mib_s: peak.max(avg) / mib,
+            avg_mib_s: avg / mib,
+            msg_rate_mpps: iters as f64 / secs / 1e6,
+        })
+    }
+
+    fn run_lat(&self, verb: Verb, bufs: &Buffers, iters: usize) -> io::Result<Row> {
+        let size = bufs.size;
+        let sge_a = [bufs.mr_a.sge(0, size as u32)];
+        let sge_b = [bufs.mr_b.sge(0, size as u32)];
+        let mut samples = Vec::with_capacity(iters);
+        let mut wc = [Wc::default(); 1];
+        // Send completions seen while waiting for receives.
+        let (mut extra_a, mut extra_b) = (0, 0);
+        for i in 0..iters {
+            if verb == Verb::Send {
+                // Both receives ready before the clock starts; none is left over at the end
+                // (a receive must not outlive its buffer's MR).
+                Self::post_recv(&self.qp_b, &bufs.mr_b, bufs, 0)?;
+                Self::post_recv(&self.qp_a, &bufs.mr_a, bufs, 0)?;
+            }
+            if self.cold {
+                bufs.drop_pages(0)?;
+            }
+            let t0 = Instant::now();
+            match verb {
+                Verb::Write | Verb::Read => {
+                    self.post(verb, bufs, i)?;
+                    Self::poll(&self.cq_a, &mut wc, "completion")?;
+                    samples.push(t0.elapsed().as_secs_f64() * 1e6);
+                }
+                Verb::Send => {
+                    // A -> B, then B -> A: half the round trip is the latency.
+                    self.qp_a
+                        .post_send(&[SendWr::new(i as u64, WrOpcode::Send, &sge_a)])
+                        .map_err(|e| err(format!("post_send: {e}")))?;
+                    Self::wait_for(&self.cq_b, WcOpcode::RECV, &mut extra_b, "B receive")?;
+                    self.qp_b
+                        .post_send(&[SendWr::new(i as u64, WrOpcode::Send, &sge_b)])
+                        .map_err(|e| err(format!("post_send: {e}")))?;
+                    Self::wait_for(&self.cq_a, WcOpcode::RECV, &mut extra_a, "A receive")?;
+                    samples.push(t0.elapsed().as_secs_f64() * 1e6 / 2.0);
+                }
+            }
+        }
+        if verb == Verb::Send {
+            // Collect the send completions not seen yet: one per send, on each side.
+            while extra_a < iters {
+                Self::wait_for(&self.cq_a, WcOpcode::SEND, &mut 0, "A send")?;
+                extra_a += 1;
+            }
+            while extra_b < iters {
+                Self::wait_for(&self.cq_b, WcOpcode::SEND, &mut 0, "B send")?;
+                extra_b += 1;
+            }
+        }
+        Ok(Row::Lat(samples))
+    }
+}
+
+fn print_header(t: Test, o: &Options, depth: u32) {
+    println!("{RESULT_LINE}");
+    println!("                    {}", t.title());
+    println!(" Device          : pfnic{}", o.device);
+    println!(" Connection type : RC, loopback (two QPs of one process)");
+    if t.kind == Kind::Bw {
+        println!(" TX depth        : {depth}");
+    }
+    println!(
+        " Memory          : {}",
+        if o.odp {
+            "on-demand MRs (IBV_ACCESS_ON_DEMAND)"
+        } else {
+            "MRs made present at registration, not pinned"
+        }
+    );
+    println!(
+        " Pages           : {}",
+        if o.cold {
+            "cold: madvise(MADV_DONTNEED) before every iteration"
+        } else {
+            "warm: touched before the run"
+        }
+    );
+    println!("{RESULT_LINE}");
+    match t.kind {
+        Kind::Bw => println!(
+            " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]   faults/iter"
+        ),
+        Kind::Lat => println!(
+            " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]   faults/iter"
+        ),
+    }
+}
+
+fn print_row(size: usize, iters: usize, row: &Row, faults: f64) {
+    match row {
+        Row::Bw {
+            peak_mib_s,
+            avg_mib_s,
+            msg_rate_mpps,
+        } => println!(
+            " {size:<7}    {iters:<10}       {peak_mib_s:<7.2}            {avg_mib_s:<7.2}\t\t     {msg_rate_mpps:<7.6}        {faults:<7.2}"
+        ),
+        Row::Lat(samples) => {
+            let mut s = samples.clone();
+            s.sort_by(f64::total_cmp);
+            let n = s.len();
+            let avg = s.iter().sum::<f64>() / n as f64;
+            let var = s.iter().map(|x| (x - avg) * (x - avg)).sum::<f64>() / n as f64;
+            let pct = |p: f64| s[((n as f64 * p).ceil() as usize).clamp(1, n) - 1];
+            println!(
+                " {size:<7} {iters:<10}    {:<7.2}        {:<7.2}      {:<7.2}  \t       {avg:<7.2}     \t{:<7.2}\t\t{:<7.2} \t\t{:<7.2}                 {faults:<7.2}",
+                s[0],
+                s[n - 1],
+                s[n / 2],
+                var.sqrt(),
+                pct(0.99),
+                pct(0.999),
+            );
+        }
+    }
+}
+
+fn run(o: &Options) -> io::Result<()> {
+    let bench = Bench::new(o)?;
+    for &t in &o.tests {
+        print_header(t, o, bench.depth);
+        for &size in &o.sizes {
+            let bufs = bench.buffers(size, t.kind)?;
+            let before = bufs.faults()?;
+            let row = match t.kind {
+                Kind::Bw => bench.run_bw(t.verb, &bufs, o.iters),
+                Kind::Lat => bench.run_lat(t.verb, &bufs, o.iters),
+            }
+            .map_err(|e| err(format!("{} {size} bytes: {e}", t.name())))?;
+            let faults = (bufs.faults()? - before) as f64 / o.iters as f64;
+            print_row(size, o.iters, &row, faults);
+        }
+        println!("{RESULT_LINE}");
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let o = match parse_args() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("pfnic-perf: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&o) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pfnic-perf: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
