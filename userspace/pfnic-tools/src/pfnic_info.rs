@@ -51,6 +51,37 @@ fn show(dev: &Device, selftest: bool) -> Result<(), String> {
         yes(q.caps & uapi::PFNIC_CAP_PRI != 0),
         q.pri_max_requests
     );
+    if q.caps & uapi::PFNIC_CAP_VERBS != 0 {
+        let v = dev
+            .query_verbs()
+            .map_err(|e| format!("{}: query verbs: {e}", dev.path().display()))?;
+        let p = dev
+            .query_port()
+            .map_err(|e| format!("{}: query port: {e}", dev.path().display()))?;
+        println!(
+            "  verbs:         RC, {} QPs x {} WRs, {} CQs, {} MRs, {} SGEs; ODP{}{}",
+            v.max_qp,
+            v.max_qp_wr,
+            v.max_cq,
+            v.max_mr,
+            v.max_sge,
+            if v.odp_general_caps & uapi::PFNIC_ODP_SUPPORT != 0 {
+                " yes"
+            } else {
+                " no"
+            },
+            if v.odp_general_caps & uapi::PFNIC_ODP_SUPPORT_IMPLICIT != 0 {
+                " (implicit too)"
+            } else {
+                ""
+            }
+        );
+        println!(
+            "  port 1:        {}, LID {}, loopback",
+            if p.state == 4 { "ACTIVE" } else { "down" },
+            p.lid
+        );
+    }
     match Config::read(&bdf) {
         Ok(cfg) => {
             let names: Vec<String> = cfg
