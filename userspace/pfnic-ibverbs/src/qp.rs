@@ -307,6 +307,56 @@ unsafe fn sges<'a>(sg_list: *const ibv_sge, num_sge: c_int) -> Result<&'a [Sge],
     Ok(unsafe { core::slice::from_raw_parts(sg_list.cast::<Sge>(), n) })
 }
 
+/// What `ibv_post_send` and `ibv_post_recv` share: converts the NULL-terminated list at
+/// `first` (linked by `next`) with `convert` (`None`: a work request the device cannot take,
+/// `EINVAL`), posts it to `q` with `post`, and reports the first work request not posted in
+/// `*bad_wr`. Before a work request that does not convert, those before it are posted, as a
+/// provider does.
+///
+/// # Safety
+///
+/// `first` is NULL or a valid list of work requests; `bad_wr` is NULL or valid for a write.
+unsafe fn post_list<N, W>(
+    q: Option<&Qp>,
+    first: *mut N,
+    bad_wr: *mut *mut N,
+    next: impl Fn(&N) -> *mut N,
+    mut convert: impl FnMut(&N) -> Option<W>,
+    post: impl Fn(&Qp, &[W]) -> Result<(), PostError>,
+) -> c_int {
+    let fail = |at: *mut N, e: c_int| {
+        if !bad_wr.is_null() {
+            // SAFETY: the caller passes NULL or a writable `bad_wr`.
+            unsafe { *bad_wr = at };
+        }
+        e
+    };
+    let Some(q) = q else {
+        return fail(first, libc::EINVAL);
+    };
+    // The list as the safe API's slice, with the C node of each entry for `bad_wr`.
+    let mut nodes = Vec::new();
+    let mut wrs = Vec::new();
+    let mut p = first;
+    // SAFETY: the caller passes a valid NULL-terminated list; each node is read, not kept.
+    while let Some(w) = unsafe { p.as_ref() } {
+        let Some(wr) = convert(w) else {
+            return match post(q, &wrs) {
+                Ok(()) => fail(p, libc::EINVAL),
+                Err(e) => fail(nodes[e.bad_wr], e.errno()),
+            };
+        };
+        wrs.push(wr);
+        nodes.push(p);
+        p = next(w);
+    }
+    match post(q, &wrs) {
+        Ok(()) => 0,
+        Err(PostError { bad_wr: i, .. }) if i >= nodes.len() => fail(p, libc::EINVAL),
+        Err(e) => fail(nodes[e.bad_wr], e.errno()),
+    }
+}
+
 /// `ibv_post_send`: queues the list of work requests and rings the doorbell; no system call.
 /// 0, or an errno value with `*bad_wr` the first work request not posted (`EINVAL`: bad
 /// opcode, flags or SGE count; `ENOMEM`: send queue full).
@@ -321,33 +371,12 @@ pub unsafe extern "C" fn ibv_post_send(
     wr: *mut ibv_send_wr,
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
-    let fail = |at: *mut ibv_send_wr, e: c_int| {
-        if !bad_wr.is_null() {
-            // SAFETY: the caller passes NULL or a writable `bad_wr`.
-            unsafe { *bad_wr = at };
-        }
-        e
-    };
     // SAFETY: the caller passes a live QP or NULL.
-    let Some(Some(q)) = (unsafe { qp_wrap(qp) }).map(|w| w.qp.as_ref()) else {
-        return fail(wr, libc::EINVAL);
-    };
-    // The list as the safe API's slice, with the C node of each entry for `bad_wr`.
-    let mut nodes = Vec::new();
-    let mut wrs = Vec::new();
-    let mut p = wr;
-    // SAFETY: the caller passes a valid NULL-terminated list; each node is read, not kept.
-    while let Some(w) = unsafe { p.as_ref() } {
-        let opcode = u32::try_from(w.opcode).ok().and_then(WrOpcode::from_raw);
+    let q = unsafe { qp_wrap(qp) }.and_then(|w| w.qp.as_ref());
+    let convert = |w: &ibv_send_wr| {
+        let opcode = u32::try_from(w.opcode).ok().and_then(WrOpcode::from_raw)?;
         // SAFETY: the caller's SGE list of this work request.
-        let sg = unsafe { sges(w.sg_list, w.num_sge) };
-        let (Some(opcode), Ok(sg)) = (opcode, sg) else {
-            // Post those before it, as a provider does, then report this one.
-            return match q.post_send(&wrs) {
-                Ok(()) => fail(p, libc::EINVAL),
-                Err(e) => fail(nodes[e.bad_wr], e.errno()),
-            };
-        };
+        let sg = unsafe { sges(w.sg_list, w.num_sge) }.ok()?;
         let (remote_addr, rkey, compare_add, swap) = match opcode {
             WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => {
                 // SAFETY: atomics use the `atomic` member of the union, plain integers.
@@ -360,7 +389,7 @@ pub unsafe extern "C" fn ibv_post_send(
                 (r.remote_addr, r.rkey, 0, 0)
             }
         };
-        wrs.push(SendWr {
+        Some(SendWr {
             wr_id: w.wr_id,
             opcode,
             send_flags: w.send_flags,
@@ -370,15 +399,10 @@ pub unsafe extern "C" fn ibv_post_send(
             rkey,
             compare_add,
             swap,
-        });
-        nodes.push(p);
-        p = w.next;
-    }
-    match q.post_send(&wrs) {
-        Ok(()) => 0,
-        Err(PostError { bad_wr: i, .. }) if i >= nodes.len() => fail(p, libc::EINVAL),
-        Err(e) => fail(nodes[e.bad_wr], e.errno()),
-    }
+        })
+    };
+    // SAFETY: the caller passes a valid list or NULL, and NULL or a writable `bad_wr`.
+    unsafe { post_list(q, wr, bad_wr, |w| w.next, convert, |q, w| q.post_send(w)) }
 }
 
 /// `ibv_post_recv`: as `ibv_post_send`, for the receive queue.
@@ -392,39 +416,16 @@ pub unsafe extern "C" fn ibv_post_recv(
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
-    let fail = |at: *mut ibv_recv_wr, e: c_int| {
-        if !bad_wr.is_null() {
-            // SAFETY: the caller passes NULL or a writable `bad_wr`.
-            unsafe { *bad_wr = at };
-        }
-        e
-    };
     // SAFETY: the caller passes a live QP or NULL.
-    let Some(Some(q)) = (unsafe { qp_wrap(qp) }).map(|w| w.qp.as_ref()) else {
-        return fail(wr, libc::EINVAL);
-    };
-    let mut nodes = Vec::new();
-    let mut wrs = Vec::new();
-    let mut p = wr;
-    // SAFETY: the caller passes a valid NULL-terminated list; each node is read, not kept.
-    while let Some(w) = unsafe { p.as_ref() } {
+    let q = unsafe { qp_wrap(qp) }.and_then(|w| w.qp.as_ref());
+    let convert = |w: &ibv_recv_wr| {
         // SAFETY: the caller's SGE list of this work request.
-        let Ok(sg) = (unsafe { sges(w.sg_list, w.num_sge) }) else {
-            return match q.post_recv(&wrs) {
-                Ok(()) => fail(p, libc::EINVAL),
-                Err(e) => fail(nodes[e.bad_wr], e.errno()),
-            };
-        };
-        wrs.push(RecvWr {
+        let sg = unsafe { sges(w.sg_list, w.num_sge) }.ok()?;
+        Some(RecvWr {
             wr_id: w.wr_id,
             sg_list: sg,
-        });
-        nodes.push(p);
-        p = w.next;
-    }
-    match q.post_recv(&wrs) {
-        Ok(()) => 0,
-        Err(PostError { bad_wr: i, .. }) if i >= nodes.len() => fail(p, libc::EINVAL),
-        Err(e) => fail(nodes[e.bad_wr], e.errno()),
-    }
+        })
+    };
+    // SAFETY: the caller passes a valid list or NULL, and NULL or a writable `bad_wr`.
+    unsafe { post_list(q, wr, bad_wr, |w| w.next, convert, |q, w| q.post_recv(w)) }
 }

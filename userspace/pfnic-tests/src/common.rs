@@ -141,3 +141,13 @@ pub fn sh(cmd: &str, args: &[&str]) -> Result<(bool, String), Failure> {
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     Ok((out.status.success(), text))
 }
+
+/// The "VmPin" line of /proc/self/status, in kB.
+pub fn vm_pinned_kb() -> Result<u64, Failure> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmPin:"))
+        .ok_or("no VmPin in /proc/self/status")?;
+    Ok(line.split_whitespace().nth(1).unwrap_or("?").parse()?)
+}

@@ -1,6 +1,6 @@
 //! DMA in process memory that nobody pinned: the device faults pages in through PRI.
 
-use crate::common::{dmesg, in_child, sh, sva_nic, Child};
+use crate::common::{dmesg, in_child, sh, sva_nic, vm_pinned_kb, Child};
 use crate::ktap::{Failure, Test, TestResult};
 use pfnic_sys::{uapi, Device, Submit};
 
@@ -149,16 +149,6 @@ fn run(dev: &Device, mut s: Submit) -> Result<Submit, Failure> {
     dev.submit(&mut s)
         .map_err(|e| Failure::Fail(format!("submit op {}: {e}", s.opcode)))?;
     Ok(s)
-}
-
-/// The "VmPin" line of /proc/self/status, in kB.
-fn vm_pinned_kb() -> Result<u64, Failure> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmPin:"))
-        .ok_or("no VmPin in /proc/self/status")?;
-    Ok(line.split_whitespace().nth(1).unwrap_or("?").parse()?)
 }
 
 /// The device writes into memory the CPU never touched: every page comes from a page request,

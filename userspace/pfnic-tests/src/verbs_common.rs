@@ -8,9 +8,9 @@ use crate::common::sva_nic;
 use crate::ktap::Failure;
 use pfnic_sys::uapi;
 use pfnic_verbs::{
-    Buffer, ConnectAttr, Context, Cq, Mr, Pd, Qp, QpInitAttr, QpState, RecvWr, SendWr, Sge, Wc,
-    WcOpcode, WcStatus, ACCESS_LOCAL_WRITE, ACCESS_ON_DEMAND, ACCESS_REMOTE_ATOMIC,
-    ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,
+    qp_attr, Buffer, ConnectAttr, Context, Cq, Mr, Pd, Qp, QpAttr, QpInitAttr, QpState, RecvWr,
+    SendWr, Sge, Wc, WcOpcode, WcStatus, WrOpcode, ACCESS_LOCAL_WRITE, ACCESS_ON_DEMAND,
+    ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,
 };
 
 pub const PAGE: usize = 4096;
@@ -119,6 +119,12 @@ impl Side {
         })
     }
 
+    /// A side in `ctx` with a `len`-byte buffer registered with every access, a CQ of 16
+    /// entries and a QP of 8 work requests.
+    pub fn basic(ctx: &Context, len: usize, kind: MrKind) -> Result<Self, Failure> {
+        Self::new(ctx, len, ACCESS_ALL, kind, 16, 8)
+    }
+
     /// An SGE over `[off, off + len)` of the side's buffer.
     pub fn sge(&self, off: usize, len: usize) -> Sge {
         self.mr.sge(off as u64, len as u32)
@@ -142,14 +148,87 @@ impl Side {
             .map_err(|e| Failure::Fail(format!("post_send {:?}: {e}", wr.opcode)))
     }
 
+    /// A work request of `op` gathering `sges`, aimed at `off` bytes into `peer`'s buffer
+    /// through `peer`'s rkey (RDMA and atomics).
+    pub fn rdma_wr<'a>(
+        &self,
+        wr_id: u64,
+        op: WrOpcode,
+        sges: &'a [Sge],
+        peer: &Side,
+        off: usize,
+    ) -> SendWr<'a> {
+        SendWr::new(wr_id, op, sges).remote(peer.buf.addr() + off as u64, peer.mr.rkey())
+    }
+
     /// Waits for exactly `n` completions on the side's CQ.
     pub fn wait(&self, n: usize) -> Result<Vec<Wc>, Failure> {
         wait_cq(&self.cq, n)
     }
 
+    /// Waits for exactly one completion and checks its status and opcode.
+    pub fn wait_wc(&self, status: WcStatus, opcode: Option<WcOpcode>) -> Result<Wc, Failure> {
+        let wc = self.wait(1)?[0];
+        check_wc(&wc, status, opcode)?;
+        Ok(wc)
+    }
+
+    /// Posts `wr` and waits for its successful completion, of the opcode `wr` asks for.
+    pub fn post_ok(&self, wr: SendWr<'_>) -> Result<Wc, Failure> {
+        self.post(wr)?;
+        self.wait_wc(WcStatus::SUCCESS, Some(requester_opcode(wr.opcode)))
+    }
+
+    /// Posts the SEND `wr` to `peer`, which has a receive posted: both complete successfully.
+    /// Returns the receive's completion.
+    pub fn send_ok(&self, peer: &Side, wr: SendWr<'_>) -> Result<Wc, Failure> {
+        self.post_ok(wr)?;
+        peer.wait_wc(WcStatus::SUCCESS, Some(WcOpcode::RECV))
+    }
+
     /// The QP's state as the device reports it.
     pub fn state(&self) -> Result<QpState, Failure> {
         Ok(self.qp.state()?)
+    }
+
+    /// Moves the QP to `state` with no other attribute (ERR, RESET).
+    pub fn modify_state(&self, state: QpState) -> Result<(), Failure> {
+        let attr = QpAttr {
+            qp_state: state as u32,
+            ..Default::default()
+        };
+        Ok(self.qp.modify(&attr, qp_attr::STATE)?)
+    }
+
+    /// RESET→INIT on port 1 with remote `access`.
+    pub fn modify_to_init(&self, access: u32) -> Result<(), Failure> {
+        Ok(self.qp.modify(&init_attr(access), INIT_MASK)?)
+    }
+}
+
+/// The attributes of RESET→INIT on port 1 with remote `access`.
+pub fn init_attr(access: u32) -> QpAttr {
+    QpAttr {
+        qp_state: QpState::Init as u32,
+        port_num: 1,
+        qp_access_flags: access,
+        ..Default::default()
+    }
+}
+
+/// The attributes libibverbs requires for RESET→INIT.
+pub const INIT_MASK: u32 =
+    qp_attr::STATE | qp_attr::PKEY_INDEX | qp_attr::PORT | qp_attr::ACCESS_FLAGS;
+
+/// The opcode of the requester's completion of a successful `op` (spelled out here rather
+/// than taken from the library, so that the tests check the library's mapping).
+pub fn requester_opcode(op: WrOpcode) -> WcOpcode {
+    match op {
+        WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm => WcOpcode::RDMA_WRITE,
+        WrOpcode::Send | WrOpcode::SendWithImm => WcOpcode::SEND,
+        WrOpcode::RdmaRead => WcOpcode::RDMA_READ,
+        WrOpcode::AtomicCmpAndSwp => WcOpcode::COMP_SWAP,
+        WrOpcode::AtomicFetchAndAdd => WcOpcode::FETCH_ADD,
     }
 }
 
@@ -198,6 +277,22 @@ impl Pair {
         Self::build(&c, &c, o)
     }
 
+    /// Two sides, each in a new context, with ODP MRs of `len` bytes, connected; skips unless
+    /// the device has RC ODP for `rc_caps`.
+    pub fn odp(rc_caps: u32, len: usize) -> Result<Self, Failure> {
+        let ctx = verbs_ctx()?;
+        requires_odp(&ctx, rc_caps, false)?;
+        Self::build(
+            &ctx,
+            &verbs_ctx()?,
+            &PairOpts {
+                len,
+                kind: MrKind::Odp,
+                ..Default::default()
+            },
+        )
+    }
+
     pub fn build(ca: &Context, cb: &Context, o: &PairOpts) -> Result<Self, Failure> {
         let a = Side::new(ca, o.len, o.access, o.kind, o.cqe, o.max_wr)?;
         let b = Side::new(cb, o.len, o.access, o.kind, o.cqe, o.max_wr)?;
@@ -206,6 +301,13 @@ impl Pair {
         b.qp.connect(a.qp.qp_num(), &o.connect)
             .map_err(|e| fail("connect b", e))?;
         Ok(Self { a, b })
+    }
+
+    /// Drops the pages of both sides' buffers (`MADV_DONTNEED`).
+    pub fn dontneed(&self) -> Result<(), Failure> {
+        self.a.buf.dontneed()?;
+        self.b.buf.dontneed()?;
+        Ok(())
     }
 }
 
@@ -236,6 +338,20 @@ pub fn wait_cq(cq: &Cq, n: usize) -> Result<Vec<Wc>, Failure> {
     Ok(wcs)
 }
 
+/// Fails unless `cq` holds no completion.
+pub fn check_cq_empty(cq: &Cq) -> Result<(), Failure> {
+    let mut wc = [Wc::default(); 1];
+    let n = cq.poll(&mut wc);
+    if n != 0 {
+        return Err(Failure::Fail(format!(
+            "CQ {}: unexpected completion {:?}",
+            cq.cqn(),
+            wc[0]
+        )));
+    }
+    Ok(())
+}
+
 /// Checks one completion's status and opcode.
 pub fn check_wc(wc: &Wc, status: WcStatus, opcode: Option<WcOpcode>) -> Result<(), Failure> {
     if wc.status != status {
@@ -253,6 +369,13 @@ pub fn check_wc(wc: &Wc, status: WcStatus, opcode: Option<WcOpcode>) -> Result<(
         }
     }
     Ok(())
+}
+
+/// A new `len`-byte buffer with every byte `byte`.
+pub fn filled_buffer(len: usize, byte: u8) -> Result<Arc<Buffer>, Failure> {
+    let buf = Arc::new(Buffer::new(len)?);
+    buf.fill(byte);
+    Ok(buf)
 }
 
 /// A byte pattern that differs per `seed` and per offset.
@@ -300,14 +423,4 @@ pub fn expect_errno<T>(what: &str, r: std::io::Result<T>, want: i32) -> Result<(
         )));
     }
     Ok(())
-}
-
-/// The "VmPin" line of /proc/self/status, in kB.
-pub fn vm_pinned_kb() -> Result<u64, Failure> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmPin:"))
-        .ok_or("no VmPin in /proc/self/status")?;
-    Ok(line.split_whitespace().nth(1).unwrap_or("?").parse()?)
 }

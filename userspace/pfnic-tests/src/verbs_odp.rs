@@ -2,14 +2,13 @@
 //! with `madvise(MADV_DONTNEED)` on both sides before every iteration, mixed ODP and plain
 //! SGEs, the implicit MR, and each prefetch variant.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::ktap::{Failure, Test, TestResult};
 use crate::verbs_common::*;
 use pfnic_verbs::{
-    Buffer, Mr, MrStats, RecvWr, SendWr, Sge, WcOpcode, WcStatus, WrOpcode, ADVISE_FLAG_FLUSH,
-    ADVISE_PREFETCH, ADVISE_PREFETCH_NO_FAULT, ADVISE_PREFETCH_WRITE,
+    Buffer, Mr, MrStats, RecvWr, SendWr, Sge, WrOpcode, ADVISE_FLAG_FLUSH, ADVISE_PREFETCH,
+    ADVISE_PREFETCH_NO_FAULT, ADVISE_PREFETCH_WRITE,
 };
 
 pub const TESTS: &[&Test] = &[
@@ -54,20 +53,6 @@ pub const TESTS: &[&Test] = &[
 const ITERS: usize = 4;
 const LEN: usize = 4 * PAGE;
 
-fn odp_pair(caps: u32) -> Result<Pair, Failure> {
-    let ctx = verbs_ctx()?;
-    requires_odp(&ctx, caps, false)?;
-    Pair::build(
-        &ctx,
-        &verbs_ctx()?,
-        &PairOpts {
-            len: LEN,
-            kind: MrKind::Odp,
-            ..Default::default()
-        },
-    )
-}
-
 /// Fails unless `after` counted at least `pages` more page faults than `before`, all handled.
 fn check_faulted(what: &str, before: &MrStats, after: &MrStats, pages: u64) -> TestResult {
     let (f, h) = (
@@ -97,8 +82,7 @@ fn odp_iterations(
 ) -> TestResult {
     let mut last: Option<(MrStats, MrStats)> = None;
     for i in 0..ITERS {
-        p.a.buf.dontneed()?;
-        p.b.buf.dontneed()?;
+        p.dontneed()?;
         let (s0, d0) = (src.1.stats()?, dst.1.stats()?);
         if let Some((ls, ld)) = last {
             // The device used both MRs in the last iteration; dropping the pages must have
@@ -137,14 +121,14 @@ fn odp_iterations(
 
 /// SEND/RECV between ODP MRs.
 fn test_verbs_odp_rc_send() -> TestResult {
-    let p = odp_pair(ODP_SEND | ODP_RECV)?;
+    let p = Pair::odp(ODP_SEND | ODP_RECV, LEN)?;
     odp_iterations(&p, (&p.a.buf, &p.a.mr), (&p.b.buf, &p.b.mr), LEN, |i| {
         p.b.post_recv(i as u64, 0, LEN)?;
-        p.a.post(SendWr::new(i as u64, WrOpcode::Send, &[p.a.sge(0, LEN)]))?;
-        check_wc(&p.a.wait(1)?[0], WcStatus::SUCCESS, Some(WcOpcode::SEND))?;
-        let r = p.b.wait(1)?;
-        check_wc(&r[0], WcStatus::SUCCESS, Some(WcOpcode::RECV))?;
-        check_eq!(r[0].byte_len, LEN as u32);
+        let r = p.a.send_ok(
+            &p.b,
+            SendWr::new(i as u64, WrOpcode::Send, &[p.a.sge(0, LEN)]),
+        )?;
+        check_eq!(r.byte_len, LEN as u32);
         Ok(())
     })?;
     // Receive-side faults are waits of the sender, never of other QPs.
@@ -155,19 +139,16 @@ fn test_verbs_odp_rc_send() -> TestResult {
 
 /// RDMA WRITE between ODP MRs.
 fn test_verbs_odp_rc_rdma_write() -> TestResult {
-    let p = odp_pair(ODP_WRITE)?;
+    let p = Pair::odp(ODP_WRITE, LEN)?;
     odp_iterations(&p, (&p.a.buf, &p.a.mr), (&p.b.buf, &p.b.mr), LEN, |i| {
-        p.a.post(
-            SendWr::new(i as u64, WrOpcode::RdmaWrite, &[p.a.sge(0, LEN)])
-                .remote(p.b.buf.addr(), p.b.mr.rkey()),
-        )?;
-        let wc = p.a.wait(1)?;
-        check_wc(&wc[0], WcStatus::SUCCESS, Some(WcOpcode::RDMA_WRITE))?;
+        let sge = [p.a.sge(0, LEN)];
+        let wc =
+            p.a.post_ok(p.a.rdma_wr(i as u64, WrOpcode::RdmaWrite, &sge, &p.b, 0))?;
         // Either side was untouched: the WQE itself caused the page requests.
         check!(
-            wc[0].vendor_err >= (LEN / PAGE) as u32,
+            wc.vendor_err >= (LEN / PAGE) as u32,
             "iteration {i}: the completion reports {} page requests for {} untouched pages",
-            wc[0].vendor_err,
+            wc.vendor_err,
             LEN / PAGE
         );
         Ok(())
@@ -176,28 +157,20 @@ fn test_verbs_odp_rc_rdma_write() -> TestResult {
 
 /// RDMA READ between ODP MRs (the remote side is the source).
 fn test_verbs_odp_rc_rdma_read() -> TestResult {
-    let p = odp_pair(ODP_READ)?;
+    let p = Pair::odp(ODP_READ, LEN)?;
     odp_iterations(&p, (&p.b.buf, &p.b.mr), (&p.a.buf, &p.a.mr), LEN, |i| {
-        p.a.post(
-            SendWr::new(i as u64, WrOpcode::RdmaRead, &[p.a.sge(0, LEN)])
-                .remote(p.b.buf.addr(), p.b.mr.rkey()),
-        )?;
-        check_wc(
-            &p.a.wait(1)?[0],
-            WcStatus::SUCCESS,
-            Some(WcOpcode::RDMA_READ),
-        )?;
+        let sge = [p.a.sge(0, LEN)];
+        p.a.post_ok(p.a.rdma_wr(i as u64, WrOpcode::RdmaRead, &sge, &p.b, 0))?;
         Ok(())
     })
 }
 
 /// Atomics between ODP MRs: the remote word and the local result page fault in turn.
 fn test_verbs_odp_rc_atomics() -> TestResult {
-    let p = odp_pair(ODP_ATOMIC)?;
+    let p = Pair::odp(ODP_ATOMIC, LEN)?;
     let local = [p.a.sge(0, 8)];
     for i in 0..ITERS {
-        p.a.buf.dontneed()?;
-        p.b.buf.dontneed()?;
+        p.dontneed()?;
         let (a0, b0) = (p.a.mr.stats()?, p.b.mr.stats()?);
         // Even: the remote word holds a value, the local result page is untouched.
         // Odd: the remote word is untouched (zero), the local page pre-filled.
@@ -208,24 +181,19 @@ fn test_verbs_odp_rc_atomics() -> TestResult {
             p.a.buf.write_u64(0, u64::MAX);
             0
         };
-        let mut wr = if i < 2 {
-            let mut w = SendWr::new(i as u64, WrOpcode::AtomicCmpAndSwp, &local);
+        let wr = if i < 2 {
+            let mut w =
+                p.a.rdma_wr(i as u64, WrOpcode::AtomicCmpAndSwp, &local, &p.b, 0);
             w.compare_add = old;
             w.swap = 0x5555_0000 + i as u64;
             w
         } else {
-            let mut w = SendWr::new(i as u64, WrOpcode::AtomicFetchAndAdd, &local);
+            let mut w =
+                p.a.rdma_wr(i as u64, WrOpcode::AtomicFetchAndAdd, &local, &p.b, 0);
             w.compare_add = 7;
             w
         };
-        wr = wr.remote(p.b.buf.addr(), p.b.mr.rkey());
-        p.a.post(wr)?;
-        let want_op = if i < 2 {
-            WcOpcode::COMP_SWAP
-        } else {
-            WcOpcode::FETCH_ADD
-        };
-        check_wc(&p.a.wait(1)?[0], WcStatus::SUCCESS, Some(want_op))?;
+        p.a.post_ok(wr)?;
         check_eq!(p.a.buf.read_u64(0), old);
         let new = if i < 2 {
             0x5555_0000 + i as u64
@@ -245,16 +213,13 @@ fn test_verbs_odp_rc_atomics() -> TestResult {
 
 /// Work requests mixing SGEs of ODP and ordinary MRs, on both the gather and scatter sides.
 fn test_verbs_odp_mixed_sges() -> TestResult {
-    let p = odp_pair(ODP_SEND | ODP_RECV | ODP_WRITE)?;
-    let plain_a = Arc::new(Buffer::new(2 * PAGE)?);
-    let plain_b = Arc::new(Buffer::new(2 * PAGE)?);
-    plain_a.fill(0);
-    plain_b.fill(0);
+    let p = Pair::odp(ODP_SEND | ODP_RECV | ODP_WRITE, LEN)?;
+    let plain_a = filled_buffer(2 * PAGE, 0)?;
+    let plain_b = filled_buffer(2 * PAGE, 0)?;
     let ma = p.a.pd.reg_mr(&plain_a, ACCESS_ALL)?;
     let mb = p.b.pd.reg_mr(&plain_b, ACCESS_ALL)?;
     for i in 0..ITERS {
-        p.a.buf.dontneed()?;
-        p.b.buf.dontneed()?;
+        p.dontneed()?;
         let odp_data = pattern(60 + i as u8, 2 * PAGE);
         let plain_data = pattern(70 + i as u8, 2 * PAGE);
         p.a.buf.write(0, &odp_data);
@@ -278,26 +243,16 @@ fn test_verbs_odp_mixed_sges() -> TestResult {
             wr_id: i as u64,
             sg_list: &scatter,
         }])?;
-        p.a.post(SendWr::new(i as u64, WrOpcode::Send, &gather))?;
-        check_wc(&p.a.wait(1)?[0], WcStatus::SUCCESS, Some(WcOpcode::SEND))?;
-        let r = p.b.wait(1)?;
-        check_wc(&r[0], WcStatus::SUCCESS, Some(WcOpcode::RECV))?;
-        check_eq!(r[0].byte_len, expect.len() as u32);
+        let r =
+            p.a.send_ok(&p.b, SendWr::new(i as u64, WrOpcode::Send, &gather))?;
+        check_eq!(r.byte_len, expect.len() as u32);
         check_bytes("plain receive SGE", &plain_b, 0, &expect[..1000])?;
         check_bytes("ODP receive SGE", &p.b.buf, 0, &expect[1000..])?;
         check_faulted("ODP receive SGE", &b0, &p.b.mr.stats()?, 2)?;
         // RDMA write from mixed SGEs into the ODP target.
         p.b.buf.dontneed()?;
         let b1 = p.b.mr.stats()?;
-        p.a.post(
-            SendWr::new(100 + i as u64, WrOpcode::RdmaWrite, &gather)
-                .remote(p.b.buf.addr(), p.b.mr.rkey()),
-        )?;
-        check_wc(
-            &p.a.wait(1)?[0],
-            WcStatus::SUCCESS,
-            Some(WcOpcode::RDMA_WRITE),
-        )?;
+        p.a.post_ok(p.a.rdma_wr(100 + i as u64, WrOpcode::RdmaWrite, &gather, &p.b, 0))?;
         check_bytes("mixed RDMA write", &p.b.buf, 0, &expect)?;
         check_faulted("ODP RDMA write target", &b1, &p.b.mr.stats()?, 2)?;
     }
@@ -335,33 +290,24 @@ fn test_verbs_odp_implicit_traffic() -> TestResult {
                     wr_id: 1,
                     sg_list: &[sge(&dst, &ib, 0, LEN)],
                 }])?;
-                p.a.post(SendWr::new(2, WrOpcode::Send, &[sge(&src, &ia, 0, LEN)]))?;
-                check_wc(&p.b.wait(1)?[0], WcStatus::SUCCESS, Some(WcOpcode::RECV))?;
-                check_wc(&p.a.wait(1)?[0], WcStatus::SUCCESS, Some(WcOpcode::SEND))?;
+                p.a.send_ok(
+                    &p.b,
+                    SendWr::new(2, WrOpcode::Send, &[sge(&src, &ia, 0, LEN)]),
+                )?;
                 check_faulted("implicit receive", &b0, &ib.stats()?, 4)?;
             }
             1 => {
-                p.a.post(
+                p.a.post_ok(
                     SendWr::new(3, WrOpcode::RdmaWrite, &[sge(&src, &ia, 0, LEN)])
                         .remote(dst.addr(), ib.rkey()),
-                )?;
-                check_wc(
-                    &p.a.wait(1)?[0],
-                    WcStatus::SUCCESS,
-                    Some(WcOpcode::RDMA_WRITE),
                 )?;
                 check_faulted("implicit write target", &b0, &ib.stats()?, 4)?;
             }
             _ => {
                 // Read back into a's untouched destination from b's source.
-                p.a.post(
+                p.a.post_ok(
                     SendWr::new(4, WrOpcode::RdmaRead, &[sge(&dst, &ia, 0, LEN)])
                         .remote(src.addr(), ib.rkey()),
-                )?;
-                check_wc(
-                    &p.a.wait(1)?[0],
-                    WcStatus::SUCCESS,
-                    Some(WcOpcode::RDMA_READ),
                 )?;
                 check_faulted("implicit read destination", &a0, &ia.stats()?, 4)?;
             }
@@ -389,73 +335,61 @@ fn wait_prefetch(mr: &Mr, want: u64) -> Result<MrStats, Failure> {
     }
 }
 
+/// Prefetches `range` (all of `p.b`'s MR) with `advice` (named `what`) and `flags`, waits
+/// until its pages count in `page_prefetch`, then runs `wr` on `p.a`: fails if that traffic
+/// faulted on the prefetched pages.
+fn prefetched_traffic(
+    p: &Pair,
+    (what, advice, flags): (&str, u32, u32),
+    range: &[Sge],
+    wr: SendWr<'_>,
+) -> TestResult {
+    let b0 = p.b.mr.stats()?;
+    p.b.pd.advise_mr(advice, flags, range)?;
+    let b1 = wait_prefetch(&p.b.mr, b0.page_prefetch + (LEN / PAGE) as u64)?;
+    p.a.post_ok(wr)?;
+    let b2 = p.b.mr.stats()?;
+    check!(
+        b2.page_faults == b1.page_faults,
+        "flags {flags}: {} page faults on pages {what} made present",
+        b2.page_faults - b1.page_faults
+    );
+    Ok(())
+}
+
 /// `PREFETCH` and `PREFETCH_WRITE`, synchronous (`FLUSH`) and not: the pages count in
 /// `page_prefetch`, and the traffic that follows takes no page fault on them.
 fn test_verbs_odp_prefetch() -> TestResult {
-    let p = odp_pair(ODP_WRITE | ODP_READ)?;
+    let p = Pair::odp(ODP_WRITE | ODP_READ, LEN)?;
     let pages = (LEN / PAGE) as u64;
+    let whole = [p.a.sge(0, LEN)];
     for flags in [ADVISE_FLAG_FLUSH, 0] {
         // PREFETCH_WRITE of an RDMA write's target.
-        p.a.buf.dontneed()?;
-        p.b.buf.dontneed()?;
+        p.dontneed()?;
         let data = pattern(90, LEN);
         p.a.buf.write(0, &data);
-        let b0 = p.b.mr.stats()?;
-        p.b.pd
-            .advise_mr(ADVISE_PREFETCH_WRITE, flags, &[p.b.sge(0, LEN)])?;
-        let b1 = wait_prefetch(&p.b.mr, b0.page_prefetch + pages)?;
-        p.a.post(
-            SendWr::new(1, WrOpcode::RdmaWrite, &[p.a.sge(0, LEN)])
-                .remote(p.b.buf.addr(), p.b.mr.rkey()),
+        prefetched_traffic(
+            &p,
+            ("PREFETCH_WRITE", ADVISE_PREFETCH_WRITE, flags),
+            &[p.b.sge(0, LEN)],
+            p.a.rdma_wr(1, WrOpcode::RdmaWrite, &whole, &p.b, 0),
         )?;
-        let wc = p.a.wait(1)?;
-        check_wc(&wc[0], WcStatus::SUCCESS, Some(WcOpcode::RDMA_WRITE))?;
-        let b2 = p.b.mr.stats()?;
-        check!(
-            b2.page_faults == b1.page_faults,
-            "flags {flags}: {} page faults on pages PREFETCH_WRITE made present",
-            b2.page_faults - b1.page_faults
-        );
         check_bytes("after PREFETCH_WRITE", &p.b.buf, 0, &data)?;
         // PREFETCH of an RDMA read's remote source (untouched: reads as zeros).
         p.a.buf.fill(0xee);
         p.b.buf.dontneed()?;
-        let b0 = p.b.mr.stats()?;
-        p.b.pd.advise_mr(
-            ADVISE_PREFETCH,
-            flags,
+        prefetched_traffic(
+            &p,
+            ("PREFETCH", ADVISE_PREFETCH, flags),
             &[p.b.sge(0, 2 * PAGE), p.b.sge(2 * PAGE, 2 * PAGE)],
+            p.a.rdma_wr(2, WrOpcode::RdmaRead, &whole, &p.b, 0),
         )?;
-        let b1 = wait_prefetch(&p.b.mr, b0.page_prefetch + pages)?;
-        p.a.post(
-            SendWr::new(2, WrOpcode::RdmaRead, &[p.a.sge(0, LEN)])
-                .remote(p.b.buf.addr(), p.b.mr.rkey()),
-        )?;
-        check_wc(
-            &p.a.wait(1)?[0],
-            WcStatus::SUCCESS,
-            Some(WcOpcode::RDMA_READ),
-        )?;
-        let b2 = p.b.mr.stats()?;
-        check!(
-            b2.page_faults == b1.page_faults,
-            "flags {flags}: {} page faults on pages PREFETCH made present",
-            b2.page_faults - b1.page_faults
-        );
         check_bytes("after PREFETCH", &p.a.buf, 0, &vec![0; LEN])?;
     }
     // Without a prefetch the same write faults: the checks above can fail.
     p.b.buf.dontneed()?;
     let b0 = p.b.mr.stats()?;
-    p.a.post(
-        SendWr::new(3, WrOpcode::RdmaWrite, &[p.a.sge(0, LEN)])
-            .remote(p.b.buf.addr(), p.b.mr.rkey()),
-    )?;
-    check_wc(
-        &p.a.wait(1)?[0],
-        WcStatus::SUCCESS,
-        Some(WcOpcode::RDMA_WRITE),
-    )?;
+    p.a.post_ok(p.a.rdma_wr(3, WrOpcode::RdmaWrite, &whole, &p.b, 0))?;
     check_faulted("write without prefetch", &b0, &p.b.mr.stats()?, pages)?;
     Ok(())
 }
@@ -463,20 +397,17 @@ fn test_verbs_odp_prefetch() -> TestResult {
 /// `PREFETCH_NO_FAULT` never sends a page request: on dropped pages it does nothing (the
 /// traffic that follows faults), on present pages it succeeds.
 fn test_verbs_odp_prefetch_no_fault() -> TestResult {
-    let p = odp_pair(ODP_WRITE)?;
+    let p = Pair::odp(ODP_WRITE, LEN)?;
     let pages = (LEN / PAGE) as u64;
     p.b.buf.dontneed()?;
     let ctx0 = p.b.ctx.device().query_context()?.translation;
     let b0 = p.b.mr.stats()?;
     // Asynchronous, then synchronous: the ring runs them in order, so both are done after
     // the second returns.
+    let target = [p.b.sge(0, LEN)];
+    p.b.pd.advise_mr(ADVISE_PREFETCH_NO_FAULT, 0, &target)?;
     p.b.pd
-        .advise_mr(ADVISE_PREFETCH_NO_FAULT, 0, &[p.b.sge(0, LEN)])?;
-    p.b.pd.advise_mr(
-        ADVISE_PREFETCH_NO_FAULT,
-        ADVISE_FLAG_FLUSH,
-        &[p.b.sge(0, LEN)],
-    )?;
+        .advise_mr(ADVISE_PREFETCH_NO_FAULT, ADVISE_FLAG_FLUSH, &target)?;
     let b1 = p.b.mr.stats()?;
     let ctx1 = p.b.ctx.device().query_context()?.translation;
     check_eq!(b1.page_prefetch, b0.page_prefetch);
@@ -484,15 +415,8 @@ fn test_verbs_odp_prefetch_no_fault() -> TestResult {
     check_eq!(ctx1.page_requests, ctx0.page_requests);
     let data = pattern(95, LEN);
     p.a.buf.write(0, &data);
-    p.a.post(
-        SendWr::new(1, WrOpcode::RdmaWrite, &[p.a.sge(0, LEN)])
-            .remote(p.b.buf.addr(), p.b.mr.rkey()),
-    )?;
-    check_wc(
-        &p.a.wait(1)?[0],
-        WcStatus::SUCCESS,
-        Some(WcOpcode::RDMA_WRITE),
-    )?;
+    let sge = [p.a.sge(0, LEN)];
+    p.a.post_ok(p.a.rdma_wr(1, WrOpcode::RdmaWrite, &sge, &p.b, 0))?;
     check_faulted(
         "write after PREFETCH_NO_FAULT of dropped pages",
         &b1,
@@ -502,11 +426,8 @@ fn test_verbs_odp_prefetch_no_fault() -> TestResult {
     check_bytes("after PREFETCH_NO_FAULT", &p.b.buf, 0, &data)?;
     // Present pages: still no page request.
     let ctx2 = p.b.ctx.device().query_context()?.translation;
-    p.b.pd.advise_mr(
-        ADVISE_PREFETCH_NO_FAULT,
-        ADVISE_FLAG_FLUSH,
-        &[p.b.sge(0, LEN)],
-    )?;
+    p.b.pd
+        .advise_mr(ADVISE_PREFETCH_NO_FAULT, ADVISE_FLAG_FLUSH, &target)?;
     check_eq!(
         p.b.ctx.device().query_context()?.translation.page_requests,
         ctx2.page_requests
@@ -517,7 +438,7 @@ fn test_verbs_odp_prefetch_no_fault() -> TestResult {
 /// Bad advice: unknown advice or flags, no or too many SGEs, a key that is not an MR of the
 /// context, a range outside the MR.
 fn test_verbs_odp_advise_errors() -> TestResult {
-    let p = odp_pair(ODP_WRITE)?;
+    let p = Pair::odp(ODP_WRITE, LEN)?;
     let pd = &p.b.pd;
     let good = p.b.sge(0, PAGE);
     expect_errno(

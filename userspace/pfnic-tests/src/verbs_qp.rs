@@ -89,8 +89,8 @@ pub const TESTS: &[&Test] = &[
 /// required attribute is refused; ERR and back to RESET; a reset QP reconnects and works.
 fn test_verbs_qp_state_machine() -> TestResult {
     let ctx = verbs_ctx()?;
-    let a = Side::new(&ctx, PAGE, ACCESS_ALL, MrKind::Plain, 16, 8)?;
-    let b = Side::new(&ctx, PAGE, ACCESS_ALL, MrKind::Plain, 16, 8)?;
+    let a = Side::basic(&ctx, PAGE, MrKind::Plain)?;
+    let b = Side::basic(&ctx, PAGE, MrKind::Plain)?;
     check_eq!(a.state()?, QpState::Reset);
     check!(
         a.qp.qp_num() >= 2,
@@ -118,22 +118,14 @@ fn test_verbs_qp_state_machine() -> TestResult {
         | qp_attr::MIN_RNR_TIMER;
     expect_errno("RESET→RTR", a.qp.modify(&rtr, rtr_mask), libc::EINVAL)?;
     // RESET→INIT without the port and access flags.
-    let init = QpAttr {
-        qp_state: QpState::Init as u32,
-        port_num: 1,
-        qp_access_flags: ACCESS_REMOTE_WRITE,
-        ..Default::default()
-    };
+    let init = init_attr(ACCESS_REMOTE_WRITE);
     expect_errno(
         "RESET→INIT without PORT",
         a.qp.modify(&init, qp_attr::STATE),
         libc::EINVAL,
     )?;
     check_eq!(a.state()?, QpState::Reset);
-    a.qp.modify(
-        &init,
-        qp_attr::STATE | qp_attr::PKEY_INDEX | qp_attr::PORT | qp_attr::ACCESS_FLAGS,
-    )?;
+    a.qp.modify(&init, INIT_MASK)?;
     check_eq!(a.state()?, QpState::Init);
     // INIT→RTR without the destination QPN.
     expect_errno(
@@ -147,14 +139,9 @@ fn test_verbs_qp_state_machine() -> TestResult {
     check_eq!(q.attr.dest_qp_num, b.qp.qp_num());
     check_eq!(q.attr.qp_access_flags, ACCESS_REMOTE_WRITE);
     // Into ERR, back to RESET, and a full connection again.
-    let err = QpAttr {
-        qp_state: QpState::Err as u32,
-        ..Default::default()
-    };
-    a.qp.modify(&err, qp_attr::STATE)?;
+    a.modify_state(QpState::Err)?;
     check_eq!(a.state()?, QpState::Err);
-    let reset = QpAttr::default();
-    a.qp.modify(&reset, qp_attr::STATE)?;
+    a.modify_state(QpState::Reset)?;
     check_eq!(a.state()?, QpState::Reset);
     a.qp.connect(b.qp.qp_num(), &ConnectAttr::default())?;
     b.qp.connect(a.qp.qp_num(), &ConnectAttr::default())?;
@@ -163,9 +150,7 @@ fn test_verbs_qp_state_machine() -> TestResult {
     // Traffic after the reset: the queues start empty.
     b.post_recv(7, 0, 64)?;
     a.buf.write(0, &pattern(1, 64));
-    a.post(SendWr::new(8, WrOpcode::Send, &[a.sge(0, 64)]))?;
-    check_wc(&a.wait(1)?[0], WcStatus::SUCCESS, Some(WcOpcode::SEND))?;
-    check_wc(&b.wait(1)?[0], WcStatus::SUCCESS, Some(WcOpcode::RECV))?;
+    a.send_ok(&b, SendWr::new(8, WrOpcode::Send, &[a.sge(0, 64)]))?;
     check_bytes("send after a reset", &b.buf, 0, &pattern(1, 64))?;
     Ok(())
 }
@@ -184,22 +169,19 @@ fn test_verbs_rc_send_recv() -> TestResult {
         p.a.buf.write(0, &data);
         p.b.buf.fill(0);
         p.b.post_recv(100 + i as u64, 0, 16 * PAGE)?;
-        p.a.post(SendWr::new(
+        let s = p.a.post_ok(SendWr::new(
             200 + i as u64,
             WrOpcode::Send,
             &[p.a.sge(0, len)],
         ))?;
-        let s = p.a.wait(1)?;
-        check_wc(&s[0], WcStatus::SUCCESS, Some(WcOpcode::SEND))?;
-        check_eq!(s[0].wr_id, 200 + i as u64);
-        check_eq!(s[0].qp_num, p.a.qp.qp_num());
-        let r = p.b.wait(1)?;
-        check_wc(&r[0], WcStatus::SUCCESS, Some(WcOpcode::RECV))?;
-        check_eq!(r[0].wr_id, 100 + i as u64);
-        check_eq!(r[0].byte_len, len as u32);
-        check_eq!(r[0].qp_num, p.b.qp.qp_num());
-        check_eq!(r[0].src_qp, p.a.qp.qp_num());
-        check_eq!(r[0].wc_flags & WC_WITH_IMM, 0);
+        check_eq!(s.wr_id, 200 + i as u64);
+        check_eq!(s.qp_num, p.a.qp.qp_num());
+        let r = p.b.wait_wc(WcStatus::SUCCESS, Some(WcOpcode::RECV))?;
+        check_eq!(r.wr_id, 100 + i as u64);
+        check_eq!(r.byte_len, len as u32);
+        check_eq!(r.qp_num, p.b.qp.qp_num());
+        check_eq!(r.src_qp, p.a.qp.qp_num());
+        check_eq!(r.wc_flags & WC_WITH_IMM, 0);
         check_bytes(&format!("send of {len} bytes"), &p.b.buf, 0, &data)?;
         check_bytes(
             "beyond the message",
@@ -223,13 +205,13 @@ fn test_verbs_rc_send_imm() -> TestResult {
     let p = Pair::new(&PairOpts::default())?;
     p.a.buf.write(0, &pattern(2, 100));
     p.b.post_recv(1, 0, PAGE)?;
-    p.a.post(SendWr::new(2, WrOpcode::SendWithImm, &[p.a.sge(0, 100)]).imm(0x1234_5678))?;
-    check_wc(&p.a.wait(1)?[0], WcStatus::SUCCESS, Some(WcOpcode::SEND))?;
-    let r = p.b.wait(1)?;
-    check_wc(&r[0], WcStatus::SUCCESS, Some(WcOpcode::RECV))?;
-    check!(r[0].wc_flags & WC_WITH_IMM != 0, "no IBV_WC_WITH_IMM");
-    check_eq!(u32::from_be(r[0].imm_data), 0x1234_5678);
-    check_eq!(r[0].byte_len, 100);
+    let r = p.a.send_ok(
+        &p.b,
+        SendWr::new(2, WrOpcode::SendWithImm, &[p.a.sge(0, 100)]).imm(0x1234_5678),
+    )?;
+    check!(r.wc_flags & WC_WITH_IMM != 0, "no IBV_WC_WITH_IMM");
+    check_eq!(u32::from_be(r.imm_data), 0x1234_5678);
+    check_eq!(r.byte_len, 100);
     check_bytes("send with immediate", &p.b.buf, 0, &pattern(2, 100))?;
     Ok(())
 }
@@ -245,17 +227,12 @@ fn test_verbs_rc_rdma_write() -> TestResult {
     let data = pattern(5, len);
     p.a.buf.write(0, &data);
     p.b.post_recv(9, 0, PAGE)?;
-    let target = p.b.buf.addr() + 100;
-    p.a.post(
-        SendWr::new(1, WrOpcode::RdmaWrite, &[p.a.sge(0, len)]).remote(target, p.b.mr.rkey()),
-    )?;
-    let s = p.a.wait(1)?;
-    check_wc(&s[0], WcStatus::SUCCESS, Some(WcOpcode::RDMA_WRITE))?;
+    let sge = [p.a.sge(0, len)];
+    p.a.post_ok(p.a.rdma_wr(1, WrOpcode::RdmaWrite, &sge, &p.b, 100))?;
     check_bytes("RDMA write", &p.b.buf, 100, &data)?;
     check_bytes("before the target", &p.b.buf, 0, &[0xaa; 100])?;
     check_bytes("after the target", &p.b.buf, 100 + len, &[0xaa; 64])?;
-    let mut wc = [Default::default(); 1];
-    check_eq!(p.b.cq.poll(&mut wc), 0);
+    check_cq_empty(&p.b.cq)?;
     Ok(())
 }
 
@@ -266,22 +243,17 @@ fn test_verbs_rc_rdma_write_imm() -> TestResult {
     let data = pattern(6, 2 * PAGE);
     p.a.buf.write(0, &data);
     p.b.post_recv(11, 0, 0)?;
-    p.a.post(
-        SendWr::new(12, WrOpcode::RdmaWriteWithImm, &[p.a.sge(0, 2 * PAGE)])
-            .remote(p.b.buf.addr() + PAGE as u64, p.b.mr.rkey())
+    let sge = [p.a.sge(0, 2 * PAGE)];
+    p.a.post_ok(
+        p.a.rdma_wr(12, WrOpcode::RdmaWriteWithImm, &sge, &p.b, PAGE)
             .imm(0xfeed_f00d),
     )?;
-    check_wc(
-        &p.a.wait(1)?[0],
-        WcStatus::SUCCESS,
-        Some(WcOpcode::RDMA_WRITE),
-    )?;
-    let r = p.b.wait(1)?;
-    check_wc(&r[0], WcStatus::SUCCESS, Some(WcOpcode::RECV_RDMA_WITH_IMM))?;
-    check_eq!(r[0].wr_id, 11);
-    check!(r[0].wc_flags & WC_WITH_IMM != 0, "no IBV_WC_WITH_IMM");
-    check_eq!(u32::from_be(r[0].imm_data), 0xfeed_f00d);
-    check_eq!(r[0].byte_len, 2 * PAGE as u32);
+    let r =
+        p.b.wait_wc(WcStatus::SUCCESS, Some(WcOpcode::RECV_RDMA_WITH_IMM))?;
+    check_eq!(r.wr_id, 11);
+    check!(r.wc_flags & WC_WITH_IMM != 0, "no IBV_WC_WITH_IMM");
+    check_eq!(u32::from_be(r.imm_data), 0xfeed_f00d);
+    check_eq!(r.byte_len, 2 * PAGE as u32);
     check_bytes("RDMA write with immediate", &p.b.buf, PAGE, &data)?;
     Ok(())
 }
@@ -291,13 +263,10 @@ fn test_verbs_rc_rdma_read() -> TestResult {
     let p = Pair::new(&PairOpts::default())?;
     let data = pattern(7, 3 * PAGE - 3);
     p.b.buf.write(3, &data);
-    p.a.post(
-        SendWr::new(3, WrOpcode::RdmaRead, &[p.a.sge(PAGE, data.len())])
-            .remote(p.b.buf.addr() + 3, p.b.mr.rkey()),
-    )?;
-    let s = p.a.wait(1)?;
-    check_wc(&s[0], WcStatus::SUCCESS, Some(WcOpcode::RDMA_READ))?;
-    check_eq!(s[0].byte_len, data.len() as u32);
+    let sge = [p.a.sge(PAGE, data.len())];
+    let s =
+        p.a.post_ok(p.a.rdma_wr(3, WrOpcode::RdmaRead, &sge, &p.b, 3))?;
+    check_eq!(s.byte_len, data.len() as u32);
     check_bytes("RDMA read", &p.a.buf, PAGE, &data)?;
     Ok(())
 }
@@ -308,48 +277,33 @@ fn test_verbs_rc_atomics() -> TestResult {
     let p = Pair::new(&PairOpts::default())?;
     p.b.buf.write_u64(64, 100);
     let local = [p.a.sge(0, 8)];
-    let rkey = p.b.mr.rkey();
-    let target = p.b.buf.addr() + 64;
-    let mut cas = SendWr::new(1, WrOpcode::AtomicCmpAndSwp, &local).remote(target, rkey);
+    let mut cas = p.a.rdma_wr(1, WrOpcode::AtomicCmpAndSwp, &local, &p.b, 64);
     cas.compare_add = 100;
     cas.swap = 0xdead_beef_0000_0001;
-    p.a.post(cas)?;
-    check_wc(
-        &p.a.wait(1)?[0],
-        WcStatus::SUCCESS,
-        Some(WcOpcode::COMP_SWAP),
-    )?;
+    p.a.post_ok(cas)?;
     check_eq!(p.a.buf.read_u64(0), 100);
     check_eq!(p.b.buf.read_u64(64), 0xdead_beef_0000_0001);
     // A compare that misses leaves the target alone and still returns the old value.
     cas.wr_id = 2;
     cas.compare_add = 5;
     cas.swap = 7;
-    p.a.post(cas)?;
-    check_wc(
-        &p.a.wait(1)?[0],
-        WcStatus::SUCCESS,
-        Some(WcOpcode::COMP_SWAP),
-    )?;
+    p.a.post_ok(cas)?;
     check_eq!(p.a.buf.read_u64(0), 0xdead_beef_0000_0001);
     check_eq!(p.b.buf.read_u64(64), 0xdead_beef_0000_0001);
-    let mut fadd = SendWr::new(3, WrOpcode::AtomicFetchAndAdd, &local).remote(target, rkey);
+    let mut fadd =
+        p.a.rdma_wr(3, WrOpcode::AtomicFetchAndAdd, &local, &p.b, 64);
     fadd.compare_add = 0xffff_ffff;
-    p.a.post(fadd)?;
-    check_wc(
-        &p.a.wait(1)?[0],
-        WcStatus::SUCCESS,
-        Some(WcOpcode::FETCH_ADD),
-    )?;
+    p.a.post_ok(fadd)?;
     check_eq!(p.a.buf.read_u64(0), 0xdead_beef_0000_0001);
     check_eq!(p.b.buf.read_u64(64), 0xdead_bef0_0000_0000);
     check_eq!(p.b.buf.read_u64(56), 0);
     check_eq!(p.b.buf.read_u64(72), 0);
     // Misaligned target and wrong local length: LOC_QP_OP_ERR.
-    let mut bad = SendWr::new(4, WrOpcode::AtomicFetchAndAdd, &local).remote(target + 4, rkey);
+    let mut bad =
+        p.a.rdma_wr(4, WrOpcode::AtomicFetchAndAdd, &local, &p.b, 64 + 4);
     bad.compare_add = 1;
     p.a.post(bad)?;
-    check_wc(&p.a.wait(1)?[0], WcStatus::LOC_QP_OP_ERR, None)?;
+    p.a.wait_wc(WcStatus::LOC_QP_OP_ERR, None)?;
     check_eq!(p.b.buf.read_u64(64), 0xdead_bef0_0000_0000);
     Ok(())
 }
@@ -385,37 +339,18 @@ fn test_verbs_rc_multi_sge() -> TestResult {
         wr_id: 1,
         sg_list: &scatter,
     }])?;
-    p.a.post(SendWr::new(2, WrOpcode::Send, &gather))?;
-    check_wc(&p.a.wait(1)?[0], WcStatus::SUCCESS, Some(WcOpcode::SEND))?;
-    let r = p.b.wait(1)?;
-    check_wc(&r[0], WcStatus::SUCCESS, Some(WcOpcode::RECV))?;
-    check_eq!(r[0].byte_len, expect.len() as u32);
+    let r = p.a.send_ok(&p.b, SendWr::new(2, WrOpcode::Send, &gather))?;
+    check_eq!(r.byte_len, expect.len() as u32);
     check_bytes("scatter 1", &p.b.buf, 5 * PAGE, &expect[..100])?;
     check_bytes("scatter 2", &p.b.buf, 0, &expect[100..100 + 2 * PAGE])?;
     check_bytes("scatter 3", &p.b.buf, 7 * PAGE, &expect[100 + 2 * PAGE..])?;
     // RDMA write gathering four pieces.
-    p.a.post(
-        SendWr::new(3, WrOpcode::RdmaWrite, &gather)
-            .remote(p.b.buf.addr() + 4 * PAGE as u64, p.b.mr.rkey()),
-    )?;
-    check_wc(
-        &p.a.wait(1)?[0],
-        WcStatus::SUCCESS,
-        Some(WcOpcode::RDMA_WRITE),
-    )?;
+    p.a.post_ok(p.a.rdma_wr(3, WrOpcode::RdmaWrite, &gather, &p.b, 4 * PAGE))?;
     check_bytes("gathered RDMA write", &p.b.buf, 4 * PAGE, &expect)?;
     // RDMA read scattering into four pieces of the local buffer.
     p.a.buf.fill(0);
     let dst: Vec<Sge> = pieces.iter().map(|&(o, l)| p.a.sge(o, l)).collect();
-    p.a.post(
-        SendWr::new(4, WrOpcode::RdmaRead, &dst)
-            .remote(p.b.buf.addr() + 4 * PAGE as u64, p.b.mr.rkey()),
-    )?;
-    check_wc(
-        &p.a.wait(1)?[0],
-        WcStatus::SUCCESS,
-        Some(WcOpcode::RDMA_READ),
-    )?;
+    p.a.post_ok(p.a.rdma_wr(4, WrOpcode::RdmaRead, &dst, &p.b, 4 * PAGE))?;
     for &(o, l) in &pieces {
         check_bytes("scattered RDMA read", &p.a.buf, o, &data[o..o + l])?;
     }
@@ -432,21 +367,20 @@ fn test_verbs_rc_unsignaled() -> TestResult {
     let entries = p.a.qp.queue_entries().0 as u64;
     p.a.buf.write(0, &pattern(10, 64));
     let sge = [p.a.sge(0, 64)];
-    let target = p.b.buf.addr();
     for round in 0..3 * entries {
         let flags = if (round + 1) % entries == 0 {
             SEND_SIGNALED
         } else {
             0
         };
-        let wr = SendWr::new(round, WrOpcode::RdmaWrite, &sge)
-            .remote(target + 64 * (round % 32), p.b.mr.rkey())
-            .flags(flags);
-        p.a.post(wr)?;
+        let off = 64 * (round % 32) as usize;
+        p.a.post(
+            p.a.rdma_wr(round, WrOpcode::RdmaWrite, &sge, &p.b, off)
+                .flags(flags),
+        )?;
         if flags != 0 {
-            let wc = p.a.wait(1)?;
-            check_wc(&wc[0], WcStatus::SUCCESS, Some(WcOpcode::RDMA_WRITE))?;
-            check_eq!(wc[0].wr_id, round);
+            let wc = p.a.wait_wc(WcStatus::SUCCESS, Some(WcOpcode::RDMA_WRITE))?;
+            check_eq!(wc.wr_id, round);
         }
     }
     for i in 0..(3 * entries).min(32) as usize {
@@ -464,15 +398,7 @@ fn test_verbs_post_limits() -> TestResult {
     let cap = a.qp.cap();
     check!(sq >= 4 && rq >= 4 && sq.is_power_of_two() && rq.is_power_of_two());
     // INIT: work requests queue but do not execute.
-    let init = QpAttr {
-        qp_state: QpState::Init as u32,
-        port_num: 1,
-        ..Default::default()
-    };
-    a.qp.modify(
-        &init,
-        qp_attr::STATE | qp_attr::PKEY_INDEX | qp_attr::PORT | qp_attr::ACCESS_FLAGS,
-    )?;
+    a.modify_to_init(0)?;
     let sges = vec![a.sge(0, 8); cap.max_send_sge as usize + 1];
     let ok = SendWr::new(1, WrOpcode::Send, &sges[..1]);
     let too_many = SendWr::new(2, WrOpcode::Send, &sges);
@@ -511,15 +437,10 @@ fn test_verbs_post_limits() -> TestResult {
         other => fail!("post_recv of {} on {rq} entries: {other:?}", rq + 1),
     }
     // Nothing ran: no completion, the QP still in INIT.
-    let mut wc = [Default::default(); 1];
-    check_eq!(a.cq.poll(&mut wc), 0);
+    check_cq_empty(&a.cq)?;
     check_eq!(a.state()?, QpState::Init);
     // ERR flushes everything posted: one completion per WQE.
-    let err = QpAttr {
-        qp_state: QpState::Err as u32,
-        ..Default::default()
-    };
-    a.qp.modify(&err, qp_attr::STATE)?;
+    a.modify_state(QpState::Err)?;
     let wcs = wait_cq(&a.cq, (sq + rq) as usize)?;
     for w in &wcs {
         check_wc(w, WcStatus::WR_FLUSH_ERR, None)?;
@@ -537,20 +458,15 @@ fn test_verbs_post_limits() -> TestResult {
 fn check_only_a_in_err(p: &Pair, peer_state: QpState) -> TestResult {
     check_eq!(p.a.state()?, QpState::Err);
     check_eq!(p.b.state()?, peer_state);
-    p.a.post(
-        SendWr::new(0xf1, WrOpcode::RdmaWrite, &[p.a.sge(0, 8)])
-            .remote(p.b.buf.addr(), p.b.mr.rkey()),
-    )?;
-    let wc = p.a.wait(1)?;
-    check_wc(&wc[0], WcStatus::WR_FLUSH_ERR, None)?;
-    check_eq!(wc[0].wr_id, 0xf1);
+    let sge = [p.a.sge(0, 8)];
+    p.a.post(p.a.rdma_wr(0xf1, WrOpcode::RdmaWrite, &sge, &p.b, 0))?;
+    let wc = p.a.wait_wc(WcStatus::WR_FLUSH_ERR, None)?;
+    check_eq!(wc.wr_id, 0xf1);
     // Another pair of the same contexts works.
     let q = Pair::build(&p.a.ctx, &p.b.ctx, &PairOpts::default())?;
     q.a.buf.write(0, &pattern(11, 256));
     q.b.post_recv(1, 0, PAGE)?;
-    q.a.post(SendWr::new(2, WrOpcode::Send, &[q.a.sge(0, 256)]))?;
-    check_wc(&q.a.wait(1)?[0], WcStatus::SUCCESS, Some(WcOpcode::SEND))?;
-    check_wc(&q.b.wait(1)?[0], WcStatus::SUCCESS, Some(WcOpcode::RECV))?;
+    q.a.send_ok(&q.b, SendWr::new(2, WrOpcode::Send, &[q.a.sge(0, 256)]))?;
     check_bytes("other pair", &q.b.buf, 0, &pattern(11, 256))?;
     Ok(())
 }
@@ -581,14 +497,13 @@ fn test_verbs_err_local_key() -> TestResult {
     ];
     for (what, case) in cases {
         let p = Pair::same_context(&PairOpts::default())?;
-        let ro_buf = std::sync::Arc::new(pfnic_verbs::Buffer::new(PAGE)?);
-        ro_buf.fill(0x55);
+        let ro_buf = filled_buffer(PAGE, 0x55)?;
         let ro = p.a.pd.reg_mr(&ro_buf, ACCESS_REMOTE_READ)?;
         let (sges, op) = case(&p, &ro);
         p.b.buf.fill(0x33);
-        p.a.post(SendWr::new(1, op, &sges).remote(p.b.buf.addr(), p.b.mr.rkey()))?;
-        let wc = p.a.wait(1)?;
-        check_wc(&wc[0], WcStatus::LOC_PROT_ERR, None).map_err(|e| ctx_err(what, e))?;
+        p.a.post(p.a.rdma_wr(1, op, &sges, &p.b, 0))?;
+        p.a.wait_wc(WcStatus::LOC_PROT_ERR, None)
+            .map_err(|e| ctx_err(what, e))?;
         check_bytes(what, &p.b.buf, 0, &[0x33; 64])?;
         check_bytes(what, &ro_buf, 0, &[0x55; 64])?;
         check_only_a_in_err(&p, QpState::Rts).map_err(|e| ctx_err(what, e))?;
@@ -661,8 +576,8 @@ fn test_verbs_err_remote_key() -> TestResult {
     for c in &cases {
         let ca = verbs_ctx()?;
         let cb = verbs_ctx()?;
-        let a = Side::new(&ca, 4 * PAGE, ACCESS_ALL, MrKind::Plain, 16, 8)?;
-        let b = Side::new(&cb, 4 * PAGE, ACCESS_ALL, MrKind::Plain, 16, 8)?;
+        let a = Side::basic(&ca, 4 * PAGE, MrKind::Plain)?;
+        let b = Side::basic(&cb, 4 * PAGE, MrKind::Plain)?;
         a.qp.connect(b.qp.qp_num(), &ConnectAttr::default())?;
         b.qp.connect(
             a.qp.qp_num(),
@@ -674,11 +589,9 @@ fn test_verbs_err_remote_key() -> TestResult {
         let p = Pair { a, b };
         // An MR of another PD in b's context, and a read-only MR of b's PD.
         let other = cb.alloc_pd()?;
-        let obuf = std::sync::Arc::new(pfnic_verbs::Buffer::new(PAGE)?);
-        obuf.fill(0x44);
+        let obuf = filled_buffer(PAGE, 0x44)?;
         let other_mr = other.reg_mr(&obuf, ACCESS_ALL)?;
-        let robuf = std::sync::Arc::new(pfnic_verbs::Buffer::new(PAGE)?);
-        robuf.fill(0x66);
+        let robuf = filled_buffer(PAGE, 0x66)?;
         let ro =
             p.b.pd
                 .reg_mr(&robuf, ACCESS_LOCAL_WRITE | ACCESS_REMOTE_READ)?;
@@ -696,8 +609,8 @@ fn test_verbs_err_remote_key() -> TestResult {
         let mut wr = SendWr::new(1, c.op, &sge).remote(addr, rkey);
         wr.compare_add = 1;
         p.a.post(wr)?;
-        let wc = p.a.wait(1)?;
-        check_wc(&wc[0], WcStatus::REM_ACCESS_ERR, None).map_err(|e| ctx_err(c.what, e))?;
+        p.a.wait_wc(WcStatus::REM_ACCESS_ERR, None)
+            .map_err(|e| ctx_err(c.what, e))?;
         check_bytes(c.what, &p.b.buf, 4 * PAGE - 64, &[0x22; 64])?;
         check_bytes(c.what, &p.b.buf, 0, &[0x22; 64])?;
         check_bytes(c.what, &obuf, 0, &[0x44; 64])?;
@@ -716,25 +629,14 @@ fn test_verbs_err_protection() -> TestResult {
         ("read-only target", true, libc::PROT_READ),
         ("PROT_NONE source", false, libc::PROT_NONE),
     ] {
-        let ctx = verbs_ctx()?;
-        requires_odp(&ctx, ODP_WRITE, false)?;
-        let p = Pair::build(
-            &ctx,
-            &verbs_ctx()?,
-            &PairOpts {
-                kind: MrKind::Odp,
-                ..Default::default()
-            },
-        )?;
+        let p = Pair::odp(ODP_WRITE, 4 * PAGE)?;
         p.a.buf.write(0, &pattern(12, PAGE));
         p.b.buf.fill(0x5a);
         let victim = if remote { &p.b.buf } else { &p.a.buf };
         // SAFETY: the victim buffer is not read by the CPU until restored below.
         unsafe { victim.protect(prot) }?;
-        p.a.post(
-            SendWr::new(1, WrOpcode::RdmaWrite, &[p.a.sge(0, PAGE)])
-                .remote(p.b.buf.addr(), p.b.mr.rkey()),
-        )?;
+        let sge = [p.a.sge(0, PAGE)];
+        p.a.post(p.a.rdma_wr(1, WrOpcode::RdmaWrite, &sge, &p.b, 0))?;
         let wc = p.a.wait(1)?;
         // SAFETY: back to read/write before any CPU access.
         unsafe { victim.protect(libc::PROT_READ | libc::PROT_WRITE) }?;
@@ -757,10 +659,9 @@ fn test_verbs_err_recv_too_small() -> TestResult {
     p.a.buf.write(0, &pattern(13, 200));
     p.b.post_recv(1, 0, 100)?;
     p.a.post(SendWr::new(2, WrOpcode::Send, &[p.a.sge(0, 200)]))?;
-    check_wc(&p.a.wait(1)?[0], WcStatus::REM_INV_REQ_ERR, None)?;
-    let r = p.b.wait(1)?;
-    check_wc(&r[0], WcStatus::LOC_LEN_ERR, None)?;
-    check_eq!(r[0].wr_id, 1);
+    p.a.wait_wc(WcStatus::REM_INV_REQ_ERR, None)?;
+    let r = p.b.wait_wc(WcStatus::LOC_LEN_ERR, None)?;
+    check_eq!(r.wr_id, 1);
     check_eq!(p.a.state()?, QpState::Err);
     check_eq!(p.b.state()?, QpState::Err);
     Ok(())
@@ -779,7 +680,7 @@ fn test_verbs_err_rnr_retry() -> TestResult {
     })?;
     p.a.buf.write(0, &pattern(14, 64));
     p.a.post(SendWr::new(1, WrOpcode::Send, &[p.a.sge(0, 64)]))?;
-    check_wc(&p.a.wait(1)?[0], WcStatus::RNR_RETRY_EXC_ERR, None)?;
+    p.a.wait_wc(WcStatus::RNR_RETRY_EXC_ERR, None)?;
     let waits = p.a.qp.query()?.stats.rnr_waits;
     check!(waits >= 1, "{waits} RNR waits counted for 2 retries");
     check_only_a_in_err(&p, QpState::Rts)?;
@@ -790,11 +691,10 @@ fn test_verbs_err_rnr_retry() -> TestResult {
         SendWr::new(3, WrOpcode::Send, &[q.a.sge(0, 64)]).flags(SEND_SIGNALED | SEND_SOLICITED),
     )?;
     std::thread::sleep(std::time::Duration::from_millis(50));
-    let mut wc = [Default::default(); 1];
-    check_eq!(q.a.cq.poll(&mut wc), 0);
+    check_cq_empty(&q.a.cq)?;
     q.b.post_recv(4, 0, PAGE)?;
-    check_wc(&q.a.wait(1)?[0], WcStatus::SUCCESS, Some(WcOpcode::SEND))?;
-    check_wc(&q.b.wait(1)?[0], WcStatus::SUCCESS, Some(WcOpcode::RECV))?;
+    q.a.wait_wc(WcStatus::SUCCESS, Some(WcOpcode::SEND))?;
+    q.b.wait_wc(WcStatus::SUCCESS, Some(WcOpcode::RECV))?;
     check_bytes("send after an RNR wait", &q.b.buf, 0, &pattern(15, 64))?;
     Ok(())
 }
@@ -802,27 +702,19 @@ fn test_verbs_err_rnr_retry() -> TestResult {
 /// A destination QP that is not ready (INIT) or gone: `RETRY_EXC_ERR`.
 fn test_verbs_err_dest_not_ready() -> TestResult {
     let ctx = verbs_ctx()?;
-    let a = Side::new(&ctx, PAGE, ACCESS_ALL, MrKind::Plain, 16, 8)?;
-    let b = Side::new(&ctx, PAGE, ACCESS_ALL, MrKind::Plain, 16, 8)?;
+    let a = Side::basic(&ctx, PAGE, MrKind::Plain)?;
+    let b = Side::basic(&ctx, PAGE, MrKind::Plain)?;
     a.qp.connect(b.qp.qp_num(), &ConnectAttr::default())?;
-    let init = QpAttr {
-        qp_state: QpState::Init as u32,
-        port_num: 1,
-        qp_access_flags: ACCESS_ALL,
-        ..Default::default()
-    };
-    b.qp.modify(
-        &init,
-        qp_attr::STATE | qp_attr::PKEY_INDEX | qp_attr::PORT | qp_attr::ACCESS_FLAGS,
-    )?;
+    b.modify_to_init(ACCESS_ALL)?;
     b.buf.fill(0x11);
-    a.post(SendWr::new(1, WrOpcode::RdmaWrite, &[a.sge(0, 64)]).remote(b.buf.addr(), b.mr.rkey()))?;
-    check_wc(&a.wait(1)?[0], WcStatus::RETRY_EXC_ERR, None)?;
+    let sge = [a.sge(0, 64)];
+    a.post(a.rdma_wr(1, WrOpcode::RdmaWrite, &sge, &b, 0))?;
+    a.wait_wc(WcStatus::RETRY_EXC_ERR, None)?;
     check_bytes("target of a QP in INIT", &b.buf, 0, &[0x11; 64])?;
     check_eq!(b.state()?, QpState::Init);
     // Destroyed destination.
-    let c = Side::new(&ctx, PAGE, ACCESS_ALL, MrKind::Plain, 16, 8)?;
-    let d = Side::new(&ctx, PAGE, ACCESS_ALL, MrKind::Plain, 16, 8)?;
+    let c = Side::basic(&ctx, PAGE, MrKind::Plain)?;
+    let d = Side::basic(&ctx, PAGE, MrKind::Plain)?;
     c.qp.connect(d.qp.qp_num(), &ConnectAttr::default())?;
     let Side {
         qp: dqp,
@@ -832,7 +724,7 @@ fn test_verbs_err_dest_not_ready() -> TestResult {
     } = d;
     dqp.destroy().map_err(|(_, e)| fail("destroy_qp", e))?;
     c.post(SendWr::new(2, WrOpcode::RdmaWrite, &[c.sge(0, 64)]).remote(dbuf.addr(), dmr.rkey()))?;
-    check_wc(&c.wait(1)?[0], WcStatus::RETRY_EXC_ERR, None)?;
+    c.wait_wc(WcStatus::RETRY_EXC_ERR, None)?;
     Ok(())
 }
 
@@ -868,7 +760,7 @@ fn recv_u64s(f: &mut std::fs::File, n: usize) -> std::io::Result<Vec<u64>> {
 fn two_processes_child(mut rx: std::fs::File, mut tx: std::fs::File) -> i32 {
     let r = (|| -> Result<(), Failure> {
         let ctx = verbs_ctx()?;
-        let s = Side::new(&ctx, 4 * PAGE, ACCESS_ALL, MrKind::Odp, 16, 8)?;
+        let s = Side::basic(&ctx, 4 * PAGE, MrKind::Odp)?;
         s.buf.write(2 * PAGE, &pattern(21, 2 * PAGE));
         s.post_recv(1, 0, 0)?;
         send_u64s(
@@ -883,14 +775,9 @@ fn two_processes_child(mut rx: std::fs::File, mut tx: std::fs::File) -> i32 {
         s.qp.connect(peer, &ConnectAttr::default())?;
         send_u64s(&mut tx, &[1])?;
         // The parent writes our first pages with an immediate, then reads our last ones.
-        let wc = s.wait(1)?;
-        check_wc(
-            &wc[0],
-            WcStatus::SUCCESS,
-            Some(WcOpcode::RECV_RDMA_WITH_IMM),
-        )?;
-        check_eq!(u32::from_be(wc[0].imm_data), 0xc0ffee);
-        check_eq!(wc[0].src_qp, peer);
+        let wc = s.wait_wc(WcStatus::SUCCESS, Some(WcOpcode::RECV_RDMA_WITH_IMM))?;
+        check_eq!(u32::from_be(wc.imm_data), 0xc0ffee);
+        check_eq!(wc.src_qp, peer);
         check_bytes("written by the parent", &s.buf, 0, &pattern(20, 2 * PAGE))?;
         send_u64s(&mut tx, &[2])?;
         // Wait for the parent to be done before tearing down.
@@ -914,28 +801,22 @@ fn test_verbs_two_processes() -> TestResult {
     let (c_rx, mut p_tx) = pipe()?;
     let child = Child::spawn(move || two_processes_child(c_rx, c_tx))?;
     let ctx = verbs_ctx()?;
-    let s = Side::new(&ctx, 4 * PAGE, ACCESS_ALL, MrKind::Odp, 16, 8)?;
+    let s = Side::basic(&ctx, 4 * PAGE, MrKind::Odp)?;
     let v = recv_u64s(&mut p_rx, 3).map_err(|e| fail("from the child", e))?;
     let (peer, addr, rkey) = (v[0] as u32, v[1], v[2] as u32);
     send_u64s(&mut p_tx, &[u64::from(s.qp.qp_num())])?;
     s.qp.connect(peer, &ConnectAttr::default())?;
     recv_u64s(&mut p_rx, 1).map_err(|e| fail("child connect", e))?;
     s.buf.write(0, &pattern(20, 2 * PAGE));
-    s.post(
+    s.post_ok(
         SendWr::new(1, WrOpcode::RdmaWriteWithImm, &[s.sge(0, 2 * PAGE)])
             .remote(addr, rkey)
             .imm(0xc0ffee),
     )?;
-    check_wc(
-        &s.wait(1)?[0],
-        WcStatus::SUCCESS,
-        Some(WcOpcode::RDMA_WRITE),
-    )?;
-    s.post(
+    s.post_ok(
         SendWr::new(2, WrOpcode::RdmaRead, &[s.sge(2 * PAGE, 2 * PAGE)])
             .remote(addr + 2 * PAGE as u64, rkey),
     )?;
-    check_wc(&s.wait(1)?[0], WcStatus::SUCCESS, Some(WcOpcode::RDMA_READ))?;
     check_bytes(
         "read from the child",
         &s.buf,
