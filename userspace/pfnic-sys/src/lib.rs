@@ -251,14 +251,16 @@ impl Device {
         }
     }
 
-    /// Sets or clears `O_NONBLOCK` on the file (shared by every handle of it).
-    pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+    /// Sets or clears `O_NONBLOCK` on the file (shared by every handle of it): whether it was
+    /// set before.
+    pub fn set_nonblocking(&self, on: bool) -> io::Result<bool> {
         let fd = self.file.as_raw_fd();
         // SAFETY: F_GETFL on our own descriptor.
         let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
         if fl < 0 {
             return Err(io::Error::last_os_error());
         }
+        let was = fl & libc::O_NONBLOCK != 0;
         let fl = if on {
             fl | libc::O_NONBLOCK
         } else {
@@ -268,7 +270,7 @@ impl Device {
         if unsafe { libc::fcntl(fd, libc::F_SETFL, fl) } < 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(())
+        Ok(was)
     }
 
     /// Waits up to `timeout_ms` (negative: forever) for a completion event to be readable:

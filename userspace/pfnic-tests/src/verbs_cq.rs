@@ -150,6 +150,27 @@ fn test_verbs_cq_events() -> TestResult {
         "event for the idle CQ"
     );
     check_eq!(wait_cq(&cq2, 1)?[0].wr_id, 6);
+    // Waiting for an event with a timeout keeps a channel the caller made non-blocking so
+    // (`cq` is still armed).
+    ch.set_nonblocking(true)?;
+    post_write(&qp, &s, &d, 7)?;
+    check!(
+        ch.get_event_timeout(WC_TIMEOUT.as_millis() as i32)?
+            .is_some_and(|ev| ev.cqn == cq.cqn()),
+        "no event for the non-blocking channel"
+    );
+    // SAFETY: F_GETFL on the channel's open descriptor.
+    let fl = unsafe { libc::fcntl(ch.fd(), libc::F_GETFL) };
+    check!(
+        fl >= 0 && fl & libc::O_NONBLOCK != 0,
+        "get_event_timeout made the channel blocking (flags {fl:#x})"
+    );
+    check!(
+        matches!(ch.get_event(), Err(e) if e.raw_os_error() == Some(libc::EAGAIN)),
+        "get_event on an empty non-blocking channel is not EAGAIN"
+    );
+    ch.set_nonblocking(false)?;
+    check_eq!(wait_cq(&cq, 1)?[0].wr_id, 7);
     Ok(())
 }
 

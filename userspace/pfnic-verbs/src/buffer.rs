@@ -1,15 +1,16 @@
 //! Ordinary process memory lent to the device.
 
 use std::io;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 /// Page-aligned anonymous private memory (`mmap`), unmapped on drop: ordinary pageable memory
 /// that nobody pins. [`crate::Pd::reg_mr`] registers it.
 ///
 /// The device writes it behind the compiler's back, so it is only accessed by copies made of
-/// relaxed atomic loads and stores (never through references): a CPU access racing with the
-/// device, or with another thread, sees some mix of old and new bytes but is not undefined
-/// behaviour. Nothing is touched at creation: the pages are not present until first used.
+/// relaxed atomic byte loads and stores (never through references): a CPU access racing with
+/// the device, or with another thread, sees some mix of old and new bytes but is not undefined
+/// behaviour. Every access is one byte wide, as atomic accesses of different sizes must not
+/// race. Nothing is touched at creation: the pages are not present until first used.
 pub struct Buffer {
     ptr: *mut u8,
     len: usize,
@@ -91,41 +92,19 @@ impl Buffer {
     /// Copies `out.len()` bytes from `offset` into `out`. Panics if the range is outside.
     pub fn read(&self, offset: usize, out: &mut [u8]) {
         self.check(offset, out.len());
-        let mut i = 0;
-        while i < out.len() {
+        for (i, o) in out.iter_mut().enumerate() {
             // SAFETY: `offset + i` is inside the mapping (checked above); a byte is always
-            // aligned for `AtomicU8`, and we only ever access the memory atomically.
-            let p = unsafe { self.ptr.add(offset + i) };
-            if (p as usize).is_multiple_of(8) && out.len() - i >= 8 {
-                // SAFETY: as above, and `p` is 8-byte aligned with 8 bytes left in the range.
-                let v = unsafe { AtomicU64::from_ptr(p.cast()) }.load(Ordering::Relaxed);
-                out[i..i + 8].copy_from_slice(&v.to_ne_bytes());
-                i += 8;
-            } else {
-                // SAFETY: as above.
-                out[i] = unsafe { AtomicU8::from_ptr(p) }.load(Ordering::Relaxed);
-                i += 1;
-            }
+            // aligned for `AtomicU8`, and the memory is only ever accessed by atomic bytes.
+            *o = unsafe { AtomicU8::from_ptr(self.ptr.add(offset + i)) }.load(Ordering::Relaxed);
         }
     }
 
     /// Copies `data` to `offset`. Panics if the range is outside.
     pub fn write(&self, offset: usize, data: &[u8]) {
         self.check(offset, data.len());
-        let mut i = 0;
-        while i < data.len() {
-            // SAFETY: `offset + i` is inside the mapping (checked above); only atomic accesses.
-            let p = unsafe { self.ptr.add(offset + i) };
-            if (p as usize).is_multiple_of(8) && data.len() - i >= 8 {
-                let v = u64::from_ne_bytes(data[i..i + 8].try_into().unwrap());
-                // SAFETY: as above, and `p` is 8-byte aligned with 8 bytes left in the range.
-                unsafe { AtomicU64::from_ptr(p.cast()) }.store(v, Ordering::Relaxed);
-                i += 8;
-            } else {
-                // SAFETY: as above.
-                unsafe { AtomicU8::from_ptr(p) }.store(data[i], Ordering::Relaxed);
-                i += 1;
-            }
+        for (i, &b) in data.iter().enumerate() {
+            // SAFETY: as in `read`.
+            unsafe { AtomicU8::from_ptr(self.ptr.add(offset + i)) }.store(b, Ordering::Relaxed);
         }
     }
 

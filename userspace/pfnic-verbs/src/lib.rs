@@ -234,16 +234,21 @@ impl CompChannel {
         if !self.file.poll_event(timeout_ms)? {
             return Ok(None);
         }
-        self.file.set_nonblocking(true)?;
+        // Non-blocking for this read only: the caller's own setting (shared by the file's
+        // handles) comes back afterwards.
+        let was = self.file.set_nonblocking(true)?;
         let ev = self.file.read_event();
-        self.file.set_nonblocking(false)?;
+        if !was {
+            self.file.set_nonblocking(false)?;
+        }
         ev
     }
 
     /// Makes [`CompChannel::get_event`] return `EAGAIN` instead of blocking (the flag is
     /// shared with the context's other handles on the file).
     pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
-        self.file.set_nonblocking(on)
+        self.file.set_nonblocking(on)?;
+        Ok(())
     }
 }
 

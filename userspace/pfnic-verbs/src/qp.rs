@@ -120,12 +120,14 @@ impl Qp {
         };
         ctx.dev.create_qp(&mut arg)?;
         let queues = (|| {
+            // The doorbell and the record count WQEs in 16 bits: a queue of 2^16 entries would
+            // look empty when full.
             let sq_bytes = u64::from(arg.sq_entries) * WQE_SIZE as u64;
             let rq_bytes = u64::from(arg.rq_entries) * WQE_SIZE as u64;
             if !arg.sq_entries.is_power_of_two()
                 || !arg.rq_entries.is_power_of_two()
-                || arg.sq_entries > 1 << 16
-                || arg.rq_entries > 1 << 16
+                || arg.sq_entries > 1 << 15
+                || arg.rq_entries > 1 << 15
                 || arg.rq_offset < sq_bytes
                 || !arg.rq_offset.is_multiple_of(WQE_SIZE as u64)
                 || arg.record_offset < arg.rq_offset + rq_bytes
