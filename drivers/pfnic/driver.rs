@@ -120,6 +120,7 @@ impl pci::Driver for PfnicDriver {
                 num_vectors: u32::try_from(vectors.len())?,
                 num_contexts,
                 doorbell_phys: pdev.resource_start(2)?,
+                doorbell_len: pdev.resource_len(2)?,
             };
 
             let doorbells = pdev.iomap_region(2, c"pfnic/doorbells")?.into_devres()?;

@@ -59,6 +59,8 @@ pub(crate) struct NicInfo {
     pub(crate) num_contexts: u32,
     /// Physical address of BAR2 (the doorbell pages), for mapping one into a process.
     pub(crate) doorbell_phys: u64,
+    /// Length of BAR2 in bytes.
+    pub(crate) doorbell_len: u64,
 }
 
 /// Per-MSI-X-vector counters, written by that vector's interrupt handler.

@@ -9,7 +9,7 @@ use super::{
     file::{ring_bytes, Cq, VerbsFile},
 };
 use crate::uapi;
-use kernel::{prelude::*, sync::Arc, types::ScopeGuard};
+use kernel::{page::PAGE_SIZE, prelude::*, sync::Arc, types::ScopeGuard};
 
 /// Bytes of a CQE.
 const CQE_SIZE: usize = 32;
@@ -55,27 +55,32 @@ impl VerbsFile {
         let destroy = ScopeGuard::new(|| {
             let _ = self.nic.command(cmd::CQ_DESTROY, &[cqn]);
         });
-        o.cqs
-            .try_create_and_insert(cqn, Cq { qps: 0 }, GFP_KERNEL)?;
-        let offset = match o.add_ring(mem) {
-            Ok(offset) => offset,
-            Err(e) => {
-                o.cqs.remove(&cqn);
-                return Err(e);
-            }
-        };
+        // A clone: on failure, `mem` outlives the guards that destroy the object in the device.
+        let token = o.add_ring(mem.clone())?;
+        if let Err(e) = o.cqs.try_create_and_insert(
+            cqn,
+            Cq {
+                qps: 0,
+                ring: token,
+            },
+            GFP_KERNEL,
+        ) {
+            o.remove_ring(token);
+            return Err(e);
+        }
         destroy.dismiss();
         unroute.dismiss();
         free_cqn.dismiss();
         arg.cqn = cqn;
         arg.entries = entries;
-        arg.mmap_offset = offset;
+        arg.mmap_offset = token * PAGE_SIZE as u64;
         arg.mmap_len = bytes as u64;
         arg.record_offset = record_offset as u64;
         Ok(())
     }
 
-    /// `PFNIC_IOCTL_DESTROY_CQ`: `EBUSY` while a QP uses it. Its queued events are dropped.
+    /// `PFNIC_IOCTL_DESTROY_CQ`: `EBUSY` while a QP uses it. Its queued events are dropped, and
+    /// its ring memory once no mapping uses it.
     pub(crate) fn destroy_cq(&self, arg: &uapi::ObjectNumber) -> Result {
         let verbs = self.nic.verbs()?;
         if arg.reserved != 0 {
@@ -86,8 +91,10 @@ impl VerbsFile {
         if cq.qps != 0 {
             return Err(EBUSY);
         }
+        let ring = cq.ring;
         self.nic.command(cmd::CQ_DESTROY, &[arg.num])?;
         o.cqs.remove(&arg.num);
+        o.remove_ring(ring);
         drop(verbs.eq.set_route(arg.num, None));
         self.events.purge(arg.num);
         verbs.ids.lock().cqns.free(arg.num);

@@ -8,8 +8,9 @@
 //! holding that lock (faulting takes the address space's lock, which `mmap()` holds while it
 //! takes ours).
 //!
-//! Ring memory lives until the file is released, not until its object is destroyed: a
-//! process may keep the mapping after `DESTROY_*`, and the mapping holds the file.
+//! The file keeps an object's ring memory, for `mmap()`, until the object is destroyed; every
+//! mapping of it holds a reference of its own ([`Coherent::mmap`]), so a process may keep the
+//! mapping after `DESTROY_*` and the memory goes with the last mapping.
 
 use super::{cmd, events::CompletionEvents, MAX_PDS};
 use crate::{nic::Nic, regs, uapi};
@@ -60,6 +61,8 @@ impl Mr {
 pub(crate) struct Cq {
     /// QPs using it, as send or receive CQ (counted twice when both).
     pub(crate) qps: u32,
+    /// `mmap()` token of its ring memory.
+    pub(crate) ring: u64,
 }
 
 /// A queue pair.
@@ -69,6 +72,8 @@ pub(crate) struct Qp {
     pub(crate) recv_cq: u32,
     pub(crate) sq_sig_all: bool,
     pub(crate) cap: uapi::QpCap,
+    /// `mmap()` token of its ring memory.
+    pub(crate) ring: u64,
     /// The attributes as last set (the state is the device's).
     pub(crate) attr: uapi::QpAttr,
 }
@@ -85,7 +90,7 @@ pub(crate) struct Objects {
     pub(crate) cqs: RBTree<u32, Cq>,
     /// By QPN.
     pub(crate) qps: RBTree<u32, Qp>,
-    /// Ring memory by `mmap()` token, of live and destroyed objects alike.
+    /// Ring memory of the live CQs and QPs, by `mmap()` token.
     pub(crate) rings: RBTree<u64, Arc<Coherent<[u8]>>>,
 }
 
@@ -101,13 +106,19 @@ impl Objects {
         }
     }
 
-    /// Keeps `mem` until the file is released; returns its `mmap()` offset.
+    /// Keeps `mem` until [`Objects::remove_ring`]; returns its `mmap()` token.
     pub(crate) fn add_ring(&mut self, mem: Arc<Coherent<[u8]>>) -> Result<u64> {
         let token = self.next_token;
-        let offset = token.checked_mul(PAGE_SIZE as u64).ok_or(ENOSPC)?;
+        token.checked_mul(PAGE_SIZE as u64).ok_or(ENOSPC)?;
         self.rings.try_create_and_insert(token, mem, GFP_KERNEL)?;
         self.next_token += 1;
-        Ok(offset)
+        Ok(token)
+    }
+
+    /// Lets go of the ring memory of a destroyed object: the device no longer uses it, and
+    /// mappings of it keep their own references.
+    pub(crate) fn remove_ring(&mut self, token: u64) {
+        drop(self.rings.remove(&token));
     }
 }
 
@@ -187,12 +198,16 @@ impl VerbsFile {
         if token == uapi::PFNIC_MMAP_DOORBELL {
             // Refused once the device is unbound (its BAR may be gone).
             self.nic.with_bar(|_| ())?;
-            let start = self.nic.info.doorbell_phys
-                + PhysAddr::from(self.ctx) * regs::DB_PAGE_SIZE as PhysAddr;
-            // SAFETY: `start` is this file's context's page of BAR2, which holds nothing but
-            // that context's doorbells; the device checks every doorbell against the context
-            // whose page is written, so the process reaches only its own queues. The BAR stays
-            // assigned to the device while it exists.
+            let offset = PhysAddr::from(self.ctx) * regs::DB_PAGE_SIZE as PhysAddr;
+            // The device's BAR2 must hold the page, or the mapping would reach past it.
+            if offset + regs::DB_PAGE_SIZE as PhysAddr > self.nic.info.doorbell_len {
+                return Err(EINVAL);
+            }
+            let start = self.nic.info.doorbell_phys + offset;
+            // SAFETY: `start` is this file's context's page of BAR2 (checked to lie inside it
+            // above), which holds nothing but that context's doorbells; the device checks every
+            // doorbell against the context whose page is written, so the process reaches only
+            // its own queues. The BAR stays assigned to the device while it exists.
             return unsafe { vma.iomap_uncached(start, regs::DB_PAGE_SIZE) };
         }
         let ring = self

@@ -10,7 +10,7 @@ use super::{
     MAX_QP_RD_ATOM,
 };
 use crate::uapi::*;
-use kernel::{prelude::*, sync::Arc, types::ScopeGuard};
+use kernel::{page::PAGE_SIZE, prelude::*, sync::Arc, types::ScopeGuard};
 
 /// Bytes of a work queue entry.
 const WQE_SIZE: usize = 128;
@@ -234,6 +234,8 @@ impl VerbsFile {
             max_recv_sge: l.max_sge,
             max_inline_data: 0,
         };
+        // A clone: on failure, `mem` outlives the guards that destroy the object in the device.
+        let token = o.add_ring(mem.clone())?;
         let qp = Qp {
             pd: arg.pd,
             send_cq: arg.send_cq,
@@ -241,15 +243,12 @@ impl VerbsFile {
             sq_sig_all: sig_all != 0,
             cap: actual,
             attr: QpAttr::default(),
+            ring: token,
         };
-        o.qps.try_create_and_insert(qpn, qp, GFP_KERNEL)?;
-        let offset = match o.add_ring(mem) {
-            Ok(offset) => offset,
-            Err(e) => {
-                o.qps.remove(&qpn);
-                return Err(e);
-            }
-        };
+        if let Err(e) = o.qps.try_create_and_insert(qpn, qp, GFP_KERNEL) {
+            o.remove_ring(token);
+            return Err(e);
+        }
         // Cannot fail from here on.
         if let Some(pd) = o.pds.get_mut(&arg.pd) {
             pd.qps += 1;
@@ -265,7 +264,7 @@ impl VerbsFile {
         arg.qpn = qpn;
         arg.sq_entries = sq_entries;
         arg.rq_entries = rq_entries;
-        arg.mmap_offset = offset;
+        arg.mmap_offset = token * PAGE_SIZE as u64;
         arg.mmap_len = bytes as u64;
         arg.rq_offset = rq_offset as u64;
         arg.record_offset = record_offset as u64;
@@ -346,7 +345,7 @@ impl VerbsFile {
         Ok(())
     }
 
-    /// `PFNIC_IOCTL_DESTROY_QP`.
+    /// `PFNIC_IOCTL_DESTROY_QP`. Its ring memory goes once no mapping uses it.
     pub(crate) fn destroy_qp(&self, arg: &ObjectNumber) -> Result {
         let verbs = self.nic.verbs()?;
         if arg.reserved != 0 {
@@ -358,6 +357,7 @@ impl VerbsFile {
         let Some(qp) = o.qps.remove(&arg.num) else {
             return Err(EINVAL);
         };
+        o.remove_ring(qp.ring);
         if let Some(pd) = o.pds.get_mut(&qp.pd) {
             pd.qps -= 1;
         }

@@ -490,7 +490,7 @@ fn test_swapped_out_memory() -> TestResult {
     Ok(())
 }
 
-fn meminfo_kb(key: &str) -> Result<u64, Failure> {
+pub(crate) fn meminfo_kb(key: &str) -> Result<u64, Failure> {
     let info = std::fs::read_to_string("/proc/meminfo")?;
     let line = info
         .lines()
