@@ -1394,16 +1394,17 @@ static void test_verbs_cq_overflow(void)
     qtest_end();
 }
 
-static uint32_t run_desc(uint32_t slot, PfnicDesc *d)
+/* Run descriptor number @n (free-running) in context 1's ring of 8. */
+static uint32_t run_desc(uint32_t n, PfnicDesc *d)
 {
+    uint64_t addr = RING_ADDR + (n % 8) * PFNIC_DESC_SIZE;
     uint32_t status = 0;
 
-    memwrite(RING_ADDR + slot * PFNIC_DESC_SIZE, d, sizeof(*d));
-    doorbell(1, slot + 1);
+    memwrite(addr, d, sizeof(*d));
+    doorbell(1, n + 1);
     for (int i = 0; i < 1000 && !(status & PFNIC_DESC_DONE); i++) {
         clock_step(1000);
-        memread(RING_ADDR + slot * PFNIC_DESC_SIZE +
-                offsetof(PfnicDesc, status), &status, 4);
+        memread(addr + offsetof(PfnicDesc, status), &status, 4);
         status = le32_to_cpu(status);
     }
     return status;
@@ -1440,23 +1441,28 @@ static void test_verbs_prefetch(void)
     d.src = cpu_to_le64(key3);
     g_assert_cmphex(run_desc(3, &d), ==, PFNIC_DESC_DONE |
                     PFNIC_ST_PROTECTION);
+    /* A key with bits set above 31 (NO_FAULT would otherwise succeed) */
+    d.src = cpu_to_le64(key2 | 1ULL << 32);
+    d.flags = PFNIC_PREFETCH_NO_FAULT;
+    g_assert_cmphex(run_desc(4, &d), ==, PFNIC_DESC_DONE |
+                    PFNIC_ST_PROTECTION);
     /* A read prefetch in the read-only MR is fine (NO_FAULT: skipped). */
     d.src = cpu_to_le64(key2);
     d.flags = PFNIC_PREFETCH_NO_FAULT;
-    g_assert_cmphex(run_desc(4, &d), ==, PFNIC_DESC_DONE | PFNIC_ST_SUCCESS);
+    g_assert_cmphex(run_desc(5, &d), ==, PFNIC_DESC_DONE | PFNIC_ST_SUCCESS);
     /* Reserved flags: a bad descriptor */
     d.flags = 4;
     d.src = cpu_to_le64(key);
-    g_assert_cmphex(run_desc(5, &d), ==, PFNIC_DESC_DONE |
+    g_assert_cmphex(run_desc(6, &d), ==, PFNIC_DESC_DONE |
                     PFNIC_ST_BAD_DESCRIPTOR);
 
     /* NO_FAULT: nothing present, nothing requested, success */
     d.flags = PFNIC_PREFETCH_WRITE | PFNIC_PREFETCH_NO_FAULT;
     d.len = cpu_to_le64(3 * 4096);
-    g_assert_cmphex(run_desc(6, &d), ==, PFNIC_DESC_DONE | PFNIC_ST_SUCCESS);
+    g_assert_cmphex(run_desc(7, &d), ==, PFNIC_DESC_DONE | PFNIC_ST_SUCCESS);
     /* Faulting without an IOMMU fails. */
     d.flags = 0;
-    g_assert_cmphex(run_desc(7, &d), ==, PFNIC_DESC_DONE |
+    g_assert_cmphex(run_desc(8, &d), ==, PFNIC_DESC_DONE |
                     PFNIC_ST_PAGE_FAULT);
     a[0] = 1;
     g_assert_cmpint(cmd(PFNIC_CMD_MR_QUERY, a, 1), ==, PFNIC_CMD_OK);

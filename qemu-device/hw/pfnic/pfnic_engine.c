@@ -429,7 +429,9 @@ static PfnicStep pfnic_prefetch_step(PfnicContext *ctx)
     AddressSpace *as;
 
     if (ctx->prefetch_mr < 0) {
-        mr = pfnic_mr_lookup(s, d->src, ctx->index, UINT32_MAX, d->dst,
+        /* A key is 32 bits: more in src is not a key. */
+        mr = d->src > UINT32_MAX ? NULL :
+             pfnic_mr_lookup(s, d->src, ctx->index, UINT32_MAX, d->dst,
                              d->len, write ? PFNIC_ACCESS_LOCAL_WRITE : 0);
         if (!mr) {
             trace_pfnic_prefetch_bad_key(ctx->index, (uint32_t)d->src,

@@ -250,8 +250,12 @@ void pfnic_qp_ctx_stop(PfnicState *s, PfnicContext *ctx)
             pfnic_qp_abort(s, qp);
         } else if ((qp->pw.waiting || qp->pw.retry_prq) &&
                    qp->pw.ctx == ctx->index) {
-            /* Its next chunk finds the destination gone. */
+            /*
+             * Its next chunk finds the destination gone. The response
+             * will not come: run it even if no QP of ours is left to wake.
+             */
             qp->pw.waiting = qp->pw.retry_prq = false;
+            qemu_bh_schedule(s->engine_bh);
         }
     }
     for (uint32_t i = 0; i < PFNIC_MAX_QPS; i++) {
