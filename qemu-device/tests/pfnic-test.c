@@ -756,11 +756,11 @@ static void test_verbs_mr(void)
     start("");
     map_bars();
 
-    /* Key: index << 8 | a random nonzero byte. */
+    /* Key: 20 random bits, never all zero, above the 12-bit index. */
     g_assert_cmpint(mr_set(4095, 3, 1, PFNIC_ACCESS_LOCAL_WRITE, 0x1000,
                            0x2000, &key), ==, PFNIC_CMD_OK);
-    g_assert_cmphex(key >> 8, ==, 4095);
-    g_assert_cmphex(key & 0xff, !=, 0);
+    g_assert_cmphex(key & 0xfff, ==, 4095);
+    g_assert_cmphex(key >> 12, !=, 0);
     /* A filled entry is refused; re-registration draws a new key. */
     g_assert_cmpint(mr_set(4095, 3, 1, 0, 0x1000, 0x2000, NULL), ==,
                     PFNIC_CMD_BAD_STATE);
@@ -768,8 +768,8 @@ static void test_verbs_mr(void)
         g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 4095), ==, PFNIC_CMD_OK);
         g_assert_cmpint(mr_set(4095, 3, 1, 0, 0x1000, 0x2000, &key2), ==,
                         PFNIC_CMD_OK);
-        g_assert_cmphex(key2 >> 8, ==, 4095);
-        g_assert_cmphex(key2 & 0xff, !=, 0);
+        g_assert_cmphex(key2 & 0xfff, ==, 4095);
+        g_assert_cmphex(key2 >> 12, !=, 0);
         renewed |= key2 != key;
     }
     g_assert_true(renewed);
@@ -786,7 +786,7 @@ static void test_verbs_mr(void)
     g_assert_cmpint(mr_set(0, 0, 1, PFNIC_ACCESS_ON_DEMAND |
                            PFNIC_ACCESS_LOCAL_WRITE, 0, UINT64_MAX, &key), ==,
                     PFNIC_CMD_OK);
-    g_assert_cmphex(key >> 8, ==, 0);
+    g_assert_cmphex(key & 0xfff, ==, 0);
 
     /* Errors */
     g_assert_cmpint(mr_set(4096, 0, 1, 0, 0x1000, 0x1000, NULL), ==,
@@ -1029,6 +1029,19 @@ static void test_verbs_doorbells(void)
     g_assert_cmpint(qp_state(2), ==, PFNIC_QPS_ERR);
     read_eqe(1, &type, &owner, &object);
     g_assert_cmpint(owner, ==, 0);
+
+    /* A tail never moves back: QP 2's receive tail 5, then 3, is fatal. */
+    reg_write(PFNIC_REG_CONTROL, PFNIC_CONTROL_RESET);
+    eq_setup(4);
+    verbs_setup(7);
+    verbs_db(1, PFNIC_DB_RQ, 2 << 16 | 5);
+    g_assert_cmpint(qp_state(2), ==, PFNIC_QPS_RTS);
+    verbs_db(1, PFNIC_DB_RQ, 2 << 16 | 3);
+    g_assert_cmpint(qp_state(2), ==, PFNIC_QPS_ERR);
+    g_assert_cmpint(qp_state(3), ==, PFNIC_QPS_RTS);
+    read_eqe(0, &type, &owner, &object);
+    g_assert_cmpint(type, ==, PFNIC_EV_QP_FATAL);
+    g_assert_cmpint(object, ==, 2);
     qtest_end();
 }
 

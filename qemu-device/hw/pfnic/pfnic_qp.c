@@ -330,6 +330,7 @@ void pfnic_qp_doorbell(PfnicContext *ctx, hwaddr offset, uint32_t val)
     uint32_t qpn = val >> 16;
     uint16_t tail = val;
     bool send = offset == PFNIC_DB_SQ;
+    uint16_t head, old;
     PfnicQp *qp;
 
     if (!ctx->enabled) {
@@ -346,9 +347,12 @@ void pfnic_qp_doorbell(PfnicContext *ctx, hwaddr offset, uint32_t val)
         return;
     }
     trace_pfnic_qp_doorbell(ctx->index, qpn, send, tail);
-    if ((uint16_t)(tail - (send ? qp->sq_head : qp->rq_head)) >
-        (send ? qp->sq_entries : qp->rq_entries)) {
-        pfnic_guest_error(s, "QP doorbell past the queue");
+    head = send ? qp->sq_head : qp->rq_head;
+    old = send ? qp->sq_tail : qp->rq_tail;
+    /* Work already posted stays posted: a tail only moves forward. */
+    if ((uint16_t)(tail - head) > (send ? qp->sq_entries : qp->rq_entries) ||
+        (uint16_t)(tail - head) < (uint16_t)(old - head)) {
+        pfnic_guest_error(s, "QP doorbell past the queue or moving back");
         pfnic_qp_enter_err(s, qp, true);
         return;
     }

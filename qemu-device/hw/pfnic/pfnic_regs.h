@@ -175,8 +175,12 @@ typedef struct PfnicDesc {
 #define PFNIC_CMD_BUSY              4
 #define PFNIC_CMD_BAD_OP            5
 
-/* Memory keys: index << 8 | a random nonzero byte; IBV_ACCESS_* bits */
-#define PFNIC_KEY_SHIFT             8
+/*
+ * Memory keys: 20 random bits (nonzero) above the 12-bit table index;
+ * IBV_ACCESS_* bits
+ */
+#define PFNIC_KEY_INDEX_BITS        12
+#define PFNIC_KEY_INDEX_MASK        ((1u << PFNIC_KEY_INDEX_BITS) - 1)
 #define PFNIC_ACCESS_LOCAL_WRITE    0x01
 #define PFNIC_ACCESS_REMOTE_WRITE   0x02
 #define PFNIC_ACCESS_REMOTE_READ    0x04

@@ -40,12 +40,9 @@ PfnicMr *pfnic_mr_lookup(PfnicState *s, uint32_t key, uint32_t ctx,
                          uint32_t pd, uint64_t addr, uint64_t len,
                          uint32_t access)
 {
-    uint32_t index = key >> PFNIC_KEY_SHIFT;
+    uint32_t index = key & PFNIC_KEY_INDEX_MASK;
     PfnicMr *mr;
 
-    if (index >= PFNIC_MAX_MRS) {
-        return NULL;
-    }
     mr = &s->mrs[index];
     if (!mr->valid || mr->key != key || mr->ctx != ctx ||
         (pd != UINT32_MAX && mr->pd != pd) ||
@@ -93,7 +90,7 @@ static uint32_t pfnic_cmd_mr_set(PfnicState *s)
     uint32_t access = s->cmd_arg[3];
     uint64_t addr = pfnic_arg64(s, 4), len = pfnic_arg64(s, 6);
     PfnicMr *mr;
-    uint8_t v;
+    uint32_t v;
 
     if (index >= PFNIC_MAX_MRS || ctx >= s->num_contexts) {
         return PFNIC_CMD_BAD_INDEX;
@@ -108,10 +105,11 @@ static uint32_t pfnic_cmd_mr_set(PfnicState *s)
     }
     do {
         qemu_guest_getrandom_nofail(&v, sizeof(v));
+        v >>= PFNIC_KEY_INDEX_BITS;
     } while (!v);
     *mr = (PfnicMr) {
         .valid = true,
-        .key = index << PFNIC_KEY_SHIFT | v,
+        .key = v << PFNIC_KEY_INDEX_BITS | index,
         .ctx = ctx,
         .pd = pd,
         .access = access,

@@ -106,13 +106,13 @@ fn test_verbs_mr_reg_dereg() -> TestResult {
     Ok(())
 }
 
-/// Re-registering gets a new key (the device draws a new random byte), and the old key no
+/// Re-registering gets a new key (the device draws 20 new random bits), and the old key no
 /// longer reaches the memory: a peer's RDMA write with it completes `REM_ACCESS_ERR`.
 fn test_verbs_mr_key_renewed() -> TestResult {
     let p = Pair::new(&PairOpts::default())?;
     let old = p.b.mr.rkey();
     let (mut mr, mut tries) = (None, 0);
-    // A new key can equal the old one by chance (1 in 255): try a few times.
+    // A new key can equal the old one by chance (1 in 2^20 - 1): try a few times.
     while tries < 4 {
         let m = p.b.pd.reg_mr(&p.b.buf, ACCESS_ALL)?;
         if m.rkey() != old {
