@@ -58,6 +58,7 @@ typedef struct PfnicContext {
     uint32_t index;
     uint32_t pasid;
     bool enabled;
+    uint32_t mrs;               /* valid MRs (memory keys) of the context */
 
     /* Descriptor ring (driver memory) and doorbell */
     uint64_t ring;

@@ -211,6 +211,7 @@ typedef enum PfnicMrCounter {
 
 /* Event queue entries */
 #define PFNIC_EQE_SIZE              16
+#define PFNIC_EQE_OWNER             3       /* offset of the owner byte */
 #define PFNIC_EQ_MAX                4096
 #define PFNIC_EV_COMPLETION         1
 #define PFNIC_EV_QP_FATAL           2

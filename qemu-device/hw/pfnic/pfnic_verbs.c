@@ -61,6 +61,10 @@ void pfnic_mr_invalidate(PfnicContext *ctx, uint64_t start, uint64_t last)
 {
     PfnicState *s = ctx->s;
 
+    if (!ctx->mrs) {
+        /* Not a verbs process: no need to scan the whole table. */
+        return;
+    }
     for (uint32_t i = 0; i < PFNIC_MAX_MRS; i++) {
         PfnicMr *mr = &s->mrs[i];
 
@@ -116,6 +120,7 @@ static uint32_t pfnic_cmd_mr_set(PfnicState *s)
         .addr = addr,
         .len = len,
     };
+    s->contexts[ctx].mrs++;
     s->cmd_arg[0] = mr->key;
     trace_pfnic_mr_set(index, mr->key, ctx, pd, access, addr, len);
     return PFNIC_CMD_OK;
@@ -132,6 +137,7 @@ static uint32_t pfnic_cmd_mr_clear(PfnicState *s)
         return PFNIC_CMD_BAD_STATE;
     }
     /* In-flight work holds index and key only: it fails its next check. */
+    s->contexts[s->mrs[index].ctx].mrs--;
     s->mrs[index] = (PfnicMr) { };
     trace_pfnic_mr_clear(index);
     return PFNIC_CMD_OK;
@@ -239,6 +245,24 @@ static void pfnic_cq_overflow(PfnicState *s, uint32_t cqn)
 }
 
 /*
+ * Write entry @prod of a ring of @entries entries of @size bytes at @base
+ * (a CQ or the EQ): the entry with the owner byte at @owner_off still at the
+ * previous lap's value, then the owner byte, which hands it to software.
+ */
+static bool pfnic_ring_put(PfnicState *s, uint64_t base, uint32_t entries,
+                           uint32_t prod, void *entry, size_t size,
+                           size_t owner_off)
+{
+    PCIDevice *pdev = PCI_DEVICE(s);
+    hwaddr addr = base + (hwaddr)(prod % entries) * size;
+    uint8_t owner = ((prod / entries) & 1) ^ 1;
+
+    ((uint8_t *)entry)[owner_off] = owner ^ 1;
+    return pci_dma_write(pdev, addr, entry, size) == MEMTX_OK &&
+           pci_dma_write(pdev, addr + owner_off, &owner, 1) == MEMTX_OK;
+}
+
+/*
  * Write a CQE to CQ @cqn: the entry first, its owner byte last. @solicited
  * (or an error status) satisfies a solicited-only arm. Returns false when
  * the CQ is unusable (destroyed, overflowed, unwritable); the caller's QP
@@ -247,12 +271,9 @@ static void pfnic_cq_overflow(PfnicState *s, uint32_t cqn)
 bool pfnic_cqe_write(PfnicState *s, uint32_t cqn, PfnicCqe *cqe,
                      bool solicited)
 {
-    PCIDevice *pdev = PCI_DEVICE(s);
     PfnicCq *cq;
     PfnicCqe le;
     uint32_t cons;
-    hwaddr addr;
-    uint8_t owner;
 
     if (cqn >= PFNIC_MAX_CQS || !s->cqs[cqn].valid) {
         return false;
@@ -272,8 +293,6 @@ bool pfnic_cqe_write(PfnicState *s, uint32_t cqn, PfnicCqe *cqe,
         return false;
     }
 
-    addr = cq->ring + (hwaddr)(cq->prod % cq->entries) * PFNIC_CQE_SIZE;
-    owner = ((cq->prod / cq->entries) & 1) ^ 1;
     le = (PfnicCqe) {
         .wr_id = cpu_to_le64(cqe->wr_id),
         .byte_len = cpu_to_le32(cqe->byte_len),
@@ -283,14 +302,12 @@ bool pfnic_cqe_write(PfnicState *s, uint32_t cqn, PfnicCqe *cqe,
         .status = cqe->status,
         .opcode = cqe->opcode,
         .wc_flags = cqe->wc_flags,
-        .owner = owner ^ 1,     /* still software's old parity */
         .vendor_err = cpu_to_le32(cqe->vendor_err),
     };
     trace_pfnic_cqe(cqn, cq->prod, cqe->qp_num, cqe->wr_id, cqe->status,
                     cqe->opcode, cqe->byte_len);
-    if (pci_dma_write(pdev, addr, &le, sizeof(le)) != MEMTX_OK ||
-        pci_dma_write(pdev, addr + offsetof(PfnicCqe, owner), &owner, 1) !=
-        MEMTX_OK) {
+    if (!pfnic_ring_put(s, cq->ring, cq->entries, cq->prod, &le, sizeof(le),
+                        offsetof(PfnicCqe, owner))) {
         pfnic_guest_error(s, "CQ ring unwritable");
         pfnic_cq_overflow(s, cqn);
         return false;
@@ -338,8 +355,6 @@ void pfnic_event(PfnicState *s, uint8_t type, uint32_t object)
 {
     PCIDevice *pdev = PCI_DEVICE(s);
     uint8_t e[PFNIC_EQE_SIZE] = { type };
-    uint8_t owner;
-    hwaddr addr;
 
     trace_pfnic_event(type, object, s->eq_prod);
     if (!s->eq_size) {
@@ -350,12 +365,9 @@ void pfnic_event(PfnicState *s, uint8_t type, uint32_t object)
         trace_pfnic_event_overflow(type, object, s->eq_overflow);
         return;
     }
-    addr = s->eq_base + (hwaddr)(s->eq_prod % s->eq_size) * PFNIC_EQE_SIZE;
-    owner = ((s->eq_prod / s->eq_size) & 1) ^ 1;
-    e[3] = owner ^ 1;
     stl_le_p(&e[4], object);
-    if (pci_dma_write(pdev, addr, e, sizeof(e)) != MEMTX_OK ||
-        pci_dma_write(pdev, addr + 3, &owner, 1) != MEMTX_OK) {
+    if (!pfnic_ring_put(s, s->eq_base, s->eq_size, s->eq_prod, e, sizeof(e),
+                        PFNIC_EQE_OWNER)) {
         pfnic_guest_error(s, "event queue unwritable");
         return;
     }
@@ -617,6 +629,9 @@ void pfnic_verbs_reset(PfnicState *s)
     }
     memset(s->cqs, 0, sizeof(*s->cqs) * PFNIC_MAX_CQS);
     memset(s->mrs, 0, sizeof(*s->mrs) * PFNIC_MAX_MRS);
+    for (uint32_t i = 0; i < s->num_contexts; i++) {
+        s->contexts[i].mrs = 0;
+    }
     memset(s->cmd_arg, 0, sizeof(s->cmd_arg));
     s->cmd_status = 0;
     s->eq_base = 0;
