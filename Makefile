@@ -41,8 +41,8 @@ rootfs: module userspace
 run: all
 	$(SCRIPTS)/run-guest.sh $(if $(CMD),--cmd '$(CMD)') $(if $(OVERLAY),--overlay '$(OVERLAY)')
 
-test:
-	$(SCRIPTS)/test.sh $(if $(FILTER),--filter '$(FILTER)')
+test: all
+	$(SCRIPTS)/test.sh --no-build $(if $(FILTER),--filter '$(FILTER)')
 
 bench: all
 	$(SCRIPTS)/bench.sh --no-build $(BENCH_ARGS)

@@ -31,7 +31,7 @@ if [[ ! -e $QEMU_BUILD/build.ninja || $(cat "$QEMU_BUILD/.pfnic-config" 2>/dev/n
 	echo "${config_args[*]}" >"$QEMU_BUILD/.pfnic-config"
 fi
 
-log "building QEMU (ninja -j$PFNIC_JOBS; about 7 minutes cold)"
+log "building QEMU (ninja -j$PFNIC_JOBS; about 6 minutes cold)"
 ninja -C "$QEMU_BUILD" -j"$PFNIC_JOBS" qemu-system-x86_64 $(printf "tests/qtest/%s " "${QTESTS[@]}") >"$QEMU_BUILD/ninja.log" 2>&1 ||
 	{ grep -B2 -A12 -m3 "error\|FAILED" "$QEMU_BUILD/ninja.log" >&2; die "QEMU build failed; see $QEMU_BUILD/ninja.log"; }
 log "QEMU ready: $QEMU_BIN"

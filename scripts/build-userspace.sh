@@ -20,9 +20,7 @@ out=$BUILD_DIR/userspace/x86_64-unknown-linux-gnu/release
 include=$PFNIC_ROOT/userspace/include
 for ex in rc_pingpong:pfnic-rc-pingpong verbs_api:pfnic-verbs-api-test; do
 	src=$PFNIC_ROOT/userspace/examples/${ex%%:*}.c bin=$out/${ex##*:}
-	if [[ -x $bin && $bin -nt $src && $bin -nt $out/libibverbs.a && $bin -nt $include/infiniband/verbs.h ]]; then
-		continue
-	fi
+	stamp_fresh "$bin" "$src" "$out/libibverbs.a" "$include" && continue
 	log "building $(basename "$bin") (cc, static, -libverbs)"
 	cc -std=gnu11 -O2 -Wall -Wextra -Werror -static -I "$include" -o "$bin.tmp" "$src" \
 		-L "$out" -libverbs -Wl,--gc-sections -Wl,--no-warnings ||

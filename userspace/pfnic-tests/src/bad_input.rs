@@ -1,9 +1,8 @@
 //! Bad ioctl input gets a precise errno and leaves the device working.
 
-use crate::common::{cookie, nic};
-use crate::ktap::{Failure, Test, TestResult};
+use crate::common::{cookie, expect_errno, nic};
+use crate::ktap::{Test, TestResult};
 use pfnic_sys::{uapi, Device, Selftest};
-use std::io;
 
 pub const TESTS: &[&Test] = &[
     &Test {
@@ -19,15 +18,6 @@ pub const TESTS: &[&Test] = &[
         run: test_selftest_bad_args_einval,
     },
 ];
-
-fn errno_of(r: io::Result<libc::c_int>) -> Result<i32, Failure> {
-    match r {
-        Ok(v) => Err(Failure::Fail(format!(
-            "ioctl succeeded ({v}) where it must fail"
-        ))),
-        Err(e) => Ok(e.raw_os_error().unwrap_or(0)),
-    }
-}
 
 const fn ioc(dir: u32, ty: u32, nr: u32, size: u32) -> u32 {
     (dir << 30) | (size << 16) | (ty << 8) | nr
@@ -62,10 +52,8 @@ fn test_ioctl_unknown_enotty() -> TestResult {
     ];
     for (what, cmd) in cases {
         // SAFETY: `buf` is large enough for any of these sizes; the kernel must not touch it.
-        let e = errno_of(unsafe { n.dev.ioctl(cmd, p) })?;
-        if e != libc::ENOTTY {
-            fail!("{what} ({cmd:#x}): errno {e}, expected ENOTTY");
-        }
+        let r = unsafe { n.dev.ioctl(cmd, p) };
+        expect_errno(&format!("{what} ({cmd:#x})"), r, libc::ENOTTY)?;
     }
     check_eq!(buf, [0u8; 256]);
     still_works(&n.dev)
@@ -100,16 +88,14 @@ fn test_ioctl_bad_pointer_efault() -> TestResult {
     ] {
         for cmd in [uapi::PFNIC_IOCTL_QUERY_DEVICE, uapi::PFNIC_IOCTL_SELFTEST] {
             // SAFETY: the kernel must reject these pointers; nothing of ours is behind them.
-            let e = errno_of(unsafe { n.dev.ioctl(cmd, p) })?;
-            if e != libc::EFAULT {
-                fail!("{what} pointer, cmd {cmd:#x}: errno {e}, expected EFAULT");
-            }
+            let r = unsafe { n.dev.ioctl(cmd, p) };
+            expect_errno(&format!("{what} pointer, cmd {cmd:#x}"), r, libc::EFAULT)?;
         }
     }
     // Readable but not writable: QUERY cannot copy out.
     // SAFETY: as above; `ro` is ours and read-only.
-    let e = errno_of(unsafe { n.dev.ioctl(uapi::PFNIC_IOCTL_QUERY_DEVICE, ro) })?;
-    check_eq!(e, libc::EFAULT);
+    let r = unsafe { n.dev.ioctl(uapi::PFNIC_IOCTL_QUERY_DEVICE, ro) };
+    expect_errno("query into a read-only page", r, libc::EFAULT)?;
     // SAFETY: `ro` was mapped above.
     unsafe { libc::munmap(ro, 4096) };
     still_works(&n.dev)
@@ -144,13 +130,11 @@ fn test_selftest_bad_args_einval() -> TestResult {
     for (what, mut arg) in cases {
         let before = arg;
         // SAFETY: `arg` is a valid `Selftest`.
-        let e = errno_of(unsafe {
+        let r = unsafe {
             n.dev
                 .ioctl(uapi::PFNIC_IOCTL_SELFTEST, (&raw mut arg).cast())
-        })?;
-        if e != libc::EINVAL {
-            fail!("{what}: errno {e}, expected EINVAL");
-        }
+        };
+        expect_errno(what, r, libc::EINVAL)?;
         // Nothing is written back on failure.
         check_eq!(arg.echo, before.echo);
         check_eq!(arg.latency_ns, before.latency_ns);

@@ -1,4 +1,4 @@
-//! Shared setup: find the one pfnic under test.
+//! Shared setup: find the one pfnic under test; helpers every test module uses.
 
 use crate::ktap::Failure;
 use pfnic_sys::pci;
@@ -142,12 +142,45 @@ pub fn sh(cmd: &str, args: &[&str]) -> Result<(bool, String), Failure> {
     Ok((out.status.success(), text))
 }
 
+/// The size in kB that `key` (e.g. "VmPin:", "MemFree:") has in `/proc/<file>`.
+fn proc_kb(file: &str, key: &str) -> Result<u64, Failure> {
+    let text = std::fs::read_to_string(format!("/proc/{file}"))?;
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(key))
+        .ok_or_else(|| format!("no {key} in /proc/{file}"))?;
+    Ok(line.split_whitespace().nth(1).unwrap_or("?").parse()?)
+}
+
 /// The "VmPin" line of /proc/self/status, in kB.
 pub fn vm_pinned_kb() -> Result<u64, Failure> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmPin:"))
-        .ok_or("no VmPin in /proc/self/status")?;
-    Ok(line.split_whitespace().nth(1).unwrap_or("?").parse()?)
+    proc_kb("self/status", "VmPin:")
+}
+
+/// A line of /proc/meminfo (`key` with its colon, e.g. "MemFree:"), in kB.
+pub fn meminfo_kb(key: &str) -> Result<u64, Failure> {
+    proc_kb("meminfo", key)
+}
+
+/// The errno of an `io::Result`, or a failure if it succeeded.
+fn errno_of<T>(what: &str, r: std::io::Result<T>) -> Result<i32, Failure> {
+    match r {
+        Ok(_) => Err(Failure::Fail(format!(
+            "{what} succeeded, expected an error"
+        ))),
+        Err(e) => Ok(e.raw_os_error().unwrap_or(-1)),
+    }
+}
+
+/// Fails unless `r` failed with `want`.
+pub fn expect_errno<T>(what: &str, r: std::io::Result<T>, want: i32) -> Result<(), Failure> {
+    let got = errno_of(what, r)?;
+    if got != want {
+        return Err(Failure::Fail(format!(
+            "{what}: {}, expected {}",
+            std::io::Error::from_raw_os_error(got),
+            std::io::Error::from_raw_os_error(want)
+        )));
+    }
+    Ok(())
 }

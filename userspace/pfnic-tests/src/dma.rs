@@ -1,6 +1,6 @@
 //! DMA in process memory that nobody pinned: the device faults pages in through PRI.
 
-use crate::common::{dmesg, in_child, sh, sva_nic, vm_pinned_kb, Child};
+use crate::common::{dmesg, in_child, meminfo_kb, sh, sva_nic, vm_pinned_kb, Child};
 use crate::ktap::{Failure, Test, TestResult};
 use pfnic_sys::{uapi, Device, Submit};
 
@@ -488,15 +488,6 @@ fn test_swapped_out_memory() -> TestResult {
         "data read back from swap differs"
     );
     Ok(())
-}
-
-pub(crate) fn meminfo_kb(key: &str) -> Result<u64, Failure> {
-    let info = std::fs::read_to_string("/proc/meminfo")?;
-    let line = info
-        .lines()
-        .find(|l| l.starts_with(key))
-        .ok_or("no such meminfo key")?;
-    Ok(line.split_whitespace().nth(1).unwrap_or("?").parse()?)
 }
 
 /// A mapping larger than the guest's RAM and swap together, which no amount of pinning could

@@ -401,26 +401,3 @@ pub fn check_bytes(what: &str, buf: &Buffer, off: usize, want: &[u8]) -> Result<
     }
     Ok(())
 }
-
-/// The errno of an `io::Result`, or a failure if it succeeded.
-pub fn errno_of<T>(what: &str, r: std::io::Result<T>) -> Result<i32, Failure> {
-    match r {
-        Ok(_) => Err(Failure::Fail(format!(
-            "{what} succeeded, expected an error"
-        ))),
-        Err(e) => Ok(e.raw_os_error().unwrap_or(-1)),
-    }
-}
-
-/// Fails unless `r` failed with `want`.
-pub fn expect_errno<T>(what: &str, r: std::io::Result<T>, want: i32) -> Result<(), Failure> {
-    let got = errno_of(what, r)?;
-    if got != want {
-        return Err(Failure::Fail(format!(
-            "{what}: {}, expected {}",
-            std::io::Error::from_raw_os_error(got),
-            std::io::Error::from_raw_os_error(want)
-        )));
-    }
-    Ok(())
-}

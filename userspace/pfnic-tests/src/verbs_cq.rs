@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::common::expect_errno;
 use crate::ktap::{Failure, Test, TestResult};
 use crate::verbs_common::*;
 use pfnic_sys::uapi;
@@ -38,9 +39,7 @@ pub const TESTS: &[&Test] = &[
 /// from `src`'s buffer into `dst`'s.
 fn post_write(qp: &pfnic_verbs::Qp, src: &Side, dst: &Side, wr_id: u64) -> TestResult {
     let sge = [src.sge(0, 8)];
-    qp.post_send(&[
-        SendWr::new(wr_id, WrOpcode::RdmaWrite, &sge).remote(dst.buf.addr() + 64, dst.mr.rkey())
-    ])?;
+    qp.post_send(&[src.rdma_wr(wr_id, WrOpcode::RdmaWrite, &sge, dst, 64)])?;
     Ok(())
 }
 

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::common::in_child;
+use crate::common::{expect_errno, in_child};
 use crate::ktap::{Test, TestResult};
 use crate::verbs_common::*;
 use pfnic_sys::uapi;

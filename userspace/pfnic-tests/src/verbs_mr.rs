@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::common::vm_pinned_kb;
+use crate::common::{expect_errno, vm_pinned_kb};
 use crate::ktap::{Test, TestResult};
 use crate::verbs_common::*;
 use pfnic_sys::uapi;

@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::common::expect_errno;
 use crate::ktap::{Failure, Test, TestResult};
 use crate::verbs_common::*;
 use pfnic_verbs::{

@@ -5,8 +5,7 @@
 use std::io::{Read, Write};
 use std::os::fd::FromRawFd;
 
-use crate::common::Child;
-use crate::dma::meminfo_kb;
+use crate::common::{expect_errno, meminfo_kb, Child};
 use crate::ktap::{Failure, Test, TestResult};
 use crate::verbs_common::*;
 use pfnic_sys::uapi;
