@@ -197,24 +197,11 @@ impl MiscDevice for PfnicFile {
     fn ioctl(me: &PfnicFile, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
         let arg = UserPtr::from_addr(arg);
         match cmd {
-            uapi::PFNIC_IOCTL_QUERY_DEVICE => {
-                me.query_device(user_slice::<uapi::QueryDevice>(arg).writer())
-            }
-            uapi::PFNIC_IOCTL_QUERY_STATS => write_arg(
-                user_slice::<uapi::DeviceStats>(arg).writer(),
-                &me.nic.stats()?,
-            ),
-            uapi::PFNIC_IOCTL_SUBMIT => {
-                let (reader, writer) = user_slice::<uapi::Submit>(arg).reader_writer();
-                me.submit(reader, writer)
-            }
-            uapi::PFNIC_IOCTL_QUERY_CONTEXT => {
-                me.query_context(user_slice::<uapi::QueryContext>(arg).writer())
-            }
-            uapi::PFNIC_IOCTL_SELFTEST => {
-                let (reader, writer) = user_slice::<uapi::Selftest>(arg).reader_writer();
-                me.selftest(reader, writer)
-            }
+            uapi::PFNIC_IOCTL_QUERY_DEVICE => output(arg, || me.query_device()),
+            uapi::PFNIC_IOCTL_QUERY_STATS => output(arg, || me.nic.stats()),
+            uapi::PFNIC_IOCTL_SUBMIT => in_out(arg, |op| me.submit(op)),
+            uapi::PFNIC_IOCTL_QUERY_CONTEXT => output(arg, || me.query_context()),
+            uapi::PFNIC_IOCTL_SELFTEST => in_out(arg, |a| me.selftest(a)),
             _ => me.verbs_ioctl(cmd, arg),
         }?;
         Ok(0)
@@ -262,15 +249,15 @@ fn write_arg<T: IntoBytes + Immutable>(mut writer: UserSliceWriter, value: &T) -
 }
 
 impl PfnicFile {
-    fn query_device(&self, writer: UserSliceWriter) -> Result {
+    fn query_device(&self) -> Result<uapi::QueryDevice> {
         // Fail like every other ioctl once the device is gone.
         self.nic.with_bar(|_| ())?;
-        write_arg(writer, &self.nic.query())
+        Ok(self.nic.query())
     }
 
-    fn query_context(&self, writer: UserSliceWriter) -> Result {
+    fn query_context(&self) -> Result<uapi::QueryContext> {
         self.owner_only()?;
-        write_arg(writer, &self.ctx.query()?)
+        self.ctx.query()
     }
 
     /// Context operations are for the address space that opened the file, not for a child
@@ -284,11 +271,9 @@ impl PfnicFile {
         }
     }
 
-    fn submit(&self, mut reader: UserSliceReader, writer: UserSliceWriter) -> Result {
-        let mut op: uapi::Submit = read_arg(&mut reader)?;
+    fn submit(&self, op: &mut uapi::Submit) -> Result {
         self.owner_only()?;
-        self.ctx.submit(&mut op)?;
-        write_arg(writer, &op)
+        self.ctx.submit(op)
     }
 
     /// The verbs ioctls. Device queries are for anyone who can open the device; objects are
@@ -360,8 +345,7 @@ impl PfnicFile {
         }
     }
 
-    fn selftest(&self, mut reader: UserSliceReader, writer: UserSliceWriter) -> Result {
-        let mut arg: uapi::Selftest = read_arg(&mut reader)?;
+    fn selftest(&self, arg: &mut uapi::Selftest) -> Result {
         if arg.flags != 0 || arg.vector >= self.nic.info.num_vectors {
             return Err(EINVAL);
         }
@@ -369,6 +353,6 @@ impl PfnicFile {
         arg.echo = result.echo;
         arg.latency_ns = u64::try_from(result.latency.as_nanos()).unwrap_or(u64::MAX);
         arg.interrupts = result.interrupts;
-        write_arg(writer, &arg)
+        Ok(())
     }
 }

@@ -17,16 +17,16 @@ use kernel::{
     dma::Coherent,
     io::{poll::read_poll_timeout, register::Array, Io},
     iommu::sva::SvaBond,
-    new_mutex,
+    new_condvar, new_mutex, new_spinlock_irq,
     num::Bounded,
     pci,
     prelude::*,
     sync::{
         aref::ARef,
         atomic::{Acquire, Atomic, AtomicFlag, Relaxed, Release},
-        Mutex,
+        CondVar, CondVarTimeoutResult, Mutex, SpinLockIrq,
     },
-    time::{Delta, Instant, Monotonic},
+    time::{msecs_to_jiffies, Delta, Instant, Monotonic},
 };
 
 /// The mapped control registers.
@@ -38,6 +38,8 @@ const RESET_TIMEOUT: Delta = Delta::from_millis(100);
 const SELFTEST_TIMEOUT: Delta = Delta::from_millis(2000);
 /// How long one submitted descriptor may take: 1 GiB of faulting pages under TCG is slow.
 const SUBMIT_TIMEOUT: Delta = Delta::from_secs(120);
+/// [`Nic::selftest_vector`] when no self-test runs.
+const NO_SELFTEST: u32 = u32::MAX;
 
 /// What the driver learnt about the device at probe time; immutable afterwards.
 #[derive(Clone, Copy, Debug)]
@@ -96,6 +98,15 @@ pub(crate) struct Nic {
     /// The device runs one self-test at a time.
     #[pin]
     selftest_lock: Mutex<()>,
+    /// The vector the running self-test signals, or [`NO_SELFTEST`]. `IRQ_STATUS` has no
+    /// other cause, so only that vector's handler reads it.
+    selftest_vector: Atomic<u32>,
+    /// Bumped on every descriptor completion interrupt and every released ring slot; ring
+    /// waiters ([`Nic::post`], [`Nic::wait_desc`]) sleep on `ring_wait` until it moves.
+    #[pin]
+    ring_progress: SpinLockIrq<u64>,
+    #[pin]
+    ring_wait: CondVar,
     /// The hardware contexts in use and their SVA bonds. The lock also serializes the
     /// CTX_SELECT-then-access register sequences.
     #[pin]
@@ -176,6 +187,9 @@ impl Nic {
             info,
             vectors,
             selftest_lock <- new_mutex!(()),
+            selftest_vector: Atomic::new(NO_SELFTEST),
+            ring_progress <- new_spinlock_irq!(0),
+            ring_wait <- new_condvar!("pfnic ring"),
             contexts <- new_mutex!(contexts),
             sva_announced: AtomicFlag::new(false),
             counters: Counters {
@@ -307,41 +321,70 @@ impl Nic {
     /// With `claim`, the caller must collect it with [`Nic::wait_desc`]; without, the ring slot
     /// is reclaimed once the device is done with it. Waits while the ring is full.
     pub(crate) fn post(&self, index: u32, desc: Desc, claim: bool) -> Result<u32> {
+        self.wait_ring(|| {
+            let mut table = self.contexts.lock();
+            let slot = table
+                .slots
+                .get_mut(index as usize)
+                .and_then(Option::as_mut)
+                .ok_or(ENODEV)?;
+            self.reap(index, slot);
+            if slot.tail.wrapping_sub(slot.head) >= ring::RING_SIZE {
+                return Ok(None);
+            }
+            let pos = slot.tail;
+            self.rings.write(index, pos, desc);
+            slot.claimed[ring::slot_index(pos)] = claim;
+            slot.tail = pos.wrapping_add(1);
+            // The tail is rung under the lock, so the device sees it only grow.
+            self.doorbells
+                .try_access_with(|db| {
+                    db.try_write32(
+                        slot.tail,
+                        index as usize * regs::DB_PAGE_SIZE + regs::DB_RING_TAIL,
+                    )
+                })
+                .ok_or(ENODEV)??;
+            Ok(Some(pos))
+        })
+    }
+
+    /// Sleeps until `ready` yields a value, evaluating it again after every descriptor
+    /// completion interrupt and every released ring slot. `EINTR` if a signal arrives while
+    /// waiting, `ETIMEDOUT` after [`SUBMIT_TIMEOUT`].
+    fn wait_ring<T>(&self, mut ready: impl FnMut() -> Result<Option<T>>) -> Result<T> {
         let start = Instant::<Monotonic>::now();
         loop {
-            {
-                let mut table = self.contexts.lock();
-                let slot = table
-                    .slots
-                    .get_mut(index as usize)
-                    .and_then(Option::as_mut)
-                    .ok_or(ENODEV)?;
-                self.reap(index, slot);
-                if slot.tail.wrapping_sub(slot.head) < ring::RING_SIZE {
-                    let pos = slot.tail;
-                    self.rings.write(index, pos, desc);
-                    slot.claimed[ring::slot_index(pos)] = claim;
-                    slot.tail = pos.wrapping_add(1);
-                    // The tail is rung under the lock, so the device sees it only grow.
-                    self.doorbells
-                        .try_access_with(|db| {
-                            db.try_write32(
-                                slot.tail,
-                                index as usize * regs::DB_PAGE_SIZE + regs::DB_RING_TAIL,
-                            )
-                        })
-                        .ok_or(ENODEV)??;
-                    return Ok(pos);
-                }
+            let seen = *self.ring_progress.lock();
+            if let Some(value) = ready()? {
+                return Ok(value);
             }
-            if kernel::current!().signal_pending() {
-                return Err(EINTR);
-            }
-            if start.elapsed() > SUBMIT_TIMEOUT {
+            let left = SUBMIT_TIMEOUT - start.elapsed();
+            if left.is_negative() || left.is_zero() {
                 return Err(ETIMEDOUT);
             }
-            kernel::time::delay::fsleep(Delta::from_micros(20));
+            let jiffies =
+                msecs_to_jiffies(u32::try_from(left.as_millis_ceil()).unwrap_or(u32::MAX));
+            let mut progress = self.ring_progress.lock();
+            // Progress after `seen` may have been missed by `ready`: look again. Otherwise the
+            // interrupt handler that makes progress takes the lock only once we are queued.
+            if *progress == seen {
+                let woke = self
+                    .ring_wait
+                    .wait_interruptible_timeout(&mut progress, jiffies);
+                if let CondVarTimeoutResult::Signal { .. } = woke {
+                    return Err(EINTR);
+                }
+            }
         }
+    }
+
+    /// Wakes the ring waiters: a descriptor completed or a ring slot was released.
+    fn ring_progressed(&self) {
+        let mut progress = self.ring_progress.lock();
+        *progress = progress.wrapping_add(1);
+        drop(progress);
+        self.ring_wait.notify_all();
     }
 
     /// Advances `slot.head` past descriptors that are done and not claimed.
@@ -360,23 +403,18 @@ impl Nic {
     /// Waits for the claimed descriptor at `pos` of context `index` and returns it completed.
     /// Releases the claim in every case.
     pub(crate) fn wait_desc(&self, index: u32, pos: u32) -> Result<Desc> {
-        let done = read_poll_timeout(
-            || {
-                if kernel::current!().signal_pending() {
-                    return Err(EINTR);
-                }
-                Ok(self.rings.status(index, pos))
-            },
-            |status: &u32| status & ring::DESC_DONE != 0,
-            Delta::from_micros(20),
-            SUBMIT_TIMEOUT,
-        )
-        .map(|_| self.rings.read(index, pos));
+        let done = self.wait_ring(|| {
+            let done = self.rings.status(index, pos) & ring::DESC_DONE != 0;
+            Ok(done.then(|| self.rings.read(index, pos)))
+        });
         let mut table = self.contexts.lock();
         if let Some(slot) = table.slots.get_mut(index as usize).and_then(Option::as_mut) {
             slot.claimed[ring::slot_index(pos)] = false;
             self.reap(index, slot);
         }
+        drop(table);
+        // A poster may be waiting for this slot.
+        self.ring_progressed();
         done
     }
 
@@ -527,17 +565,24 @@ impl Nic {
         let _guard = self.selftest_lock.lock();
 
         let before = stats.selftests.load(Acquire);
+        // Published before the trigger, so the handler of `vector` looks at `IRQ_STATUS`.
+        self.selftest_vector.store(vector, Release);
         let start = Instant::<Monotonic>::now();
-        self.with_bar(|bar| {
-            bar.write_reg(regs::SELFTEST_COOKIE::zeroed().with_value(cookie));
-            bar.write_reg(regs::SELFTEST_TRIGGER::zeroed().with_vector(vector));
-        })?;
-        read_poll_timeout(
-            || Ok(stats.selftests.load(Acquire)),
-            |seen: &u64| *seen != before,
-            Delta::from_micros(20),
-            SELFTEST_TIMEOUT,
-        )?;
+        let done = self
+            .with_bar(|bar| {
+                bar.write_reg(regs::SELFTEST_COOKIE::zeroed().with_value(cookie));
+                bar.write_reg(regs::SELFTEST_TRIGGER::zeroed().with_vector(vector));
+            })
+            .and_then(|()| {
+                read_poll_timeout(
+                    || Ok(stats.selftests.load(Acquire)),
+                    |seen: &u64| *seen != before,
+                    Delta::from_micros(20),
+                    SELFTEST_TIMEOUT,
+                )
+            });
+        self.selftest_vector.store(NO_SELFTEST, Relaxed);
+        done?;
         Ok(SelftestResult {
             latency: start.elapsed(),
             echo: stats.last_echo.load(Relaxed),
@@ -545,13 +590,17 @@ impl Nic {
         })
     }
 
-    /// Called by the handler of `vector`: acknowledges the device's causes and records them.
+    /// Called by the handler of `vector`: consumes the events of the event queue (vector 0),
+    /// wakes the ring waiters (other vectors: descriptor completions, which have no cause bit)
+    /// and, only while a self-test signals this vector, acknowledges `IRQ_STATUS`.
     ///
     /// Returns whether the device had anything pending.
     pub(crate) fn handle_irq(&self, vector: usize) -> bool {
         let Some(stats) = self.vectors.get(vector) else {
             return false;
         };
+        stats.interrupts.add(1, Relaxed);
+        let selftest = self.selftest_vector.load(Acquire) as usize == vector;
         let (echo, events) = self
             .with_bar(|bar| {
                 // The event queue has no cause bit: its vector looks at the queue itself.
@@ -561,6 +610,9 @@ impl Nic {
                     }
                     _ => false,
                 };
+                if !selftest {
+                    return (None, events);
+                }
                 let status = bar.read(regs::IRQ_STATUS);
                 if status.into_raw() == 0 {
                     return (None, events);
@@ -572,18 +624,17 @@ impl Nic {
                 (echo, events)
             })
             .unwrap_or((None, false));
-        stats.interrupts.add(1, Relaxed);
+        if vector != 0 {
+            self.ring_progressed();
+        }
         if let Some(echo) = echo {
             stats.last_echo.store(echo, Relaxed);
             // Publishes `last_echo` to the waiter in `selftest`.
             stats.selftests.fetch_add(1, Release);
             return true;
         }
-        if events {
-            return true;
-        }
-        // Vectors other than 0 also signal descriptor completions, which have no cause bit.
-        vector != 0
+        // Vectors other than 0 also signal descriptor completions.
+        events || vector != 0
     }
 
     /// The answer to `PFNIC_IOCTL_QUERY_DEVICE`.
