@@ -11,14 +11,11 @@ use core::ffi::{c_int, c_void};
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
 
-use pfnic_verbs::{CompChannel, Cq, CqEvent, Wc};
+use pfnic_verbs::{CompChannel, Cq, CqEvent, Wc, WcOpcode};
 
 use crate::device::{ctx_wrap, Shared};
 use crate::ffi::*;
 use crate::{errno_of, into_c, lock, set_errno, unbox};
-
-/// `IBV_WC_RECV`: the bit every receive completion's opcode has.
-const WC_RECV: u32 = 1 << 7;
 
 /// `struct ibv_comp_channel` and the channel behind it.
 #[repr(C)]
@@ -312,8 +309,9 @@ pub unsafe extern "C" fn ibv_poll_cq(
                 src_qp: x.src_qp,
                 wc_flags: x.wc_flags,
                 pkey_index: 0,
-                // Receives come from this port (loopback): its LID is the source.
-                slid: if x.opcode.0 & WC_RECV != 0 {
+                // Receives (every receive opcode has `IBV_WC_RECV`'s bit) come from this port
+                // (loopback): its LID is the source.
+                slid: if x.opcode.0 & WcOpcode::RECV.0 != 0 {
                     w.shared.lid
                 } else {
                     0

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use pfnic_verbs::pfnic_sys;
-use pfnic_verbs::{Context, CqEvent};
+use pfnic_verbs::{Context, CqEvent, DeviceAttr};
 
 use crate::ffi::*;
 use crate::{errno_of, into_c, set_errno, unbox};
@@ -259,10 +259,9 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
     0
 }
 
-/// The fields `ibv_query_device` and `ibv_query_device_ex` share.
-fn common_attr(w: &CtxWrap) -> Result<ibv_device_attr, c_int> {
-    let a = w.shared.ctx.query_device_ex().map_err(|e| errno_of(&e))?;
-    let (d, v) = (a.device, a.verbs);
+/// The fields `ibv_query_device` and `ibv_query_device_ex` share, from the device's answer.
+fn common_attr(a: &DeviceAttr) -> ibv_device_attr {
+    let (d, v) = (&a.device, &a.verbs);
     // SAFETY: `ibv_device_attr` is plain integers and characters: all zeroes is valid.
     let mut out: ibv_device_attr = unsafe { core::mem::zeroed() };
     let fw = d.fw_version;
@@ -293,7 +292,7 @@ fn common_attr(w: &CtxWrap) -> Result<ibv_device_attr, c_int> {
     out.atomic_cap = int(v.atomic_cap);
     out.max_pkeys = 1;
     out.phys_port_cnt = 1;
-    Ok(out)
+    out
 }
 
 /// `ibv_query_device`: 0 or an errno value.
@@ -314,13 +313,13 @@ pub unsafe extern "C" fn ibv_query_device(
     if device_attr.is_null() {
         return libc::EINVAL;
     }
-    match common_attr(w) {
+    match w.shared.ctx.query_device_ex() {
         Ok(a) => {
             // SAFETY: the caller passes a writable `ibv_device_attr`.
-            unsafe { device_attr.write(a) };
+            unsafe { device_attr.write(common_attr(&a)) };
             0
         }
-        Err(e) => e,
+        Err(e) => errno_of(&e),
     }
 }
 
@@ -344,19 +343,15 @@ pub unsafe extern "C" fn ibv_query_device_ex(
     if attr.is_null() || unsafe { input.as_ref() }.is_some_and(|i| i.comp_mask != 0) {
         return libc::EINVAL;
     }
-    let orig = match common_attr(w) {
+    let a = match w.shared.ctx.query_device_ex() {
         Ok(a) => a,
-        Err(e) => return e,
-    };
-    let verbs = match w.shared.ctx.device().query_verbs() {
-        Ok(v) => v,
         Err(e) => return errno_of(&e),
     };
     // SAFETY: `ibv_device_attr_ex` is plain integers and characters: all zeroes is valid.
     let mut out: ibv_device_attr_ex = unsafe { core::mem::zeroed() };
-    out.orig_attr = orig;
-    out.odp_caps.general_caps = verbs.odp_general_caps;
-    out.odp_caps.per_transport_caps.rc_odp_caps = verbs.odp_rc_caps;
+    out.orig_attr = common_attr(&a);
+    out.odp_caps.general_caps = a.verbs.odp_general_caps;
+    out.odp_caps.per_transport_caps.rc_odp_caps = a.verbs.odp_rc_caps;
     out.phys_port_cnt_ex = 1;
     // SAFETY: the caller passes a writable `ibv_device_attr_ex`.
     unsafe { attr.write(out) };

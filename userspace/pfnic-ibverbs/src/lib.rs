@@ -20,8 +20,13 @@ mod ffi;
 mod mr;
 mod qp;
 
+use core::ffi::c_int;
 use std::io;
 use std::sync::{Mutex, MutexGuard};
+
+use pfnic_verbs::Sge;
+
+use crate::ffi::ibv_sge;
 
 /// Sets the calling thread's `errno`.
 pub(crate) fn set_errno(e: i32) {
@@ -38,6 +43,29 @@ pub(crate) fn errno_of(e: &io::Error) -> i32 {
 /// seen, and the data behind every lock here stays consistent between statements anyway.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The scatter/gather list of a work request (or of `ibv_advise_mr`), as the uAPI's `Sge`s.
+///
+/// # Safety
+///
+/// `sg_list` holds `num_sge` readable entries (or `num_sge` is 0), which outlive the use of
+/// the returned slice.
+pub(crate) unsafe fn sges<'a>(sg_list: *const ibv_sge, num_sge: c_int) -> Result<&'a [Sge], c_int> {
+    let n = usize::try_from(num_sge).map_err(|_| libc::EINVAL)?;
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if sg_list.is_null() {
+        return Err(libc::EINVAL);
+    }
+    const _: () = assert!(
+        core::mem::size_of::<ibv_sge>() == core::mem::size_of::<Sge>()
+            && core::mem::align_of::<ibv_sge>() == core::mem::align_of::<Sge>()
+    );
+    // SAFETY: `ibv_sge` and the uAPI's `Sge` are both `#[repr(C)]` `{ u64 addr; u32 length;
+    // u32 lkey; }` (size and alignment checked above); the caller passes `n` readable entries.
+    Ok(unsafe { core::slice::from_raw_parts(sg_list.cast::<Sge>(), n) })
 }
 
 /// Moves `v` to the heap and returns the pointer C gets; [`unbox`] takes it back.

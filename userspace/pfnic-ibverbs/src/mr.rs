@@ -2,17 +2,16 @@
 
 use core::ffi::{c_int, c_void};
 
-use pfnic_verbs::{Mr, Pd, Sge};
+use pfnic_verbs::pfnic_sys::uapi::PFNIC_ADVISE_MAX_SGE;
+use pfnic_verbs::{Mr, Pd};
 
 use crate::device::ctx_wrap;
 use crate::ffi::*;
-use crate::{errno_of, into_c, set_errno, unbox};
+use crate::{errno_of, into_c, set_errno, sges, unbox};
 
 /// `IBV_ACCESS_OPTIONAL_RANGE`: access bits a device may ignore (as libibverbs masks them
 /// for a kernel that does not know them).
 const ACCESS_OPTIONAL_RANGE: c_int = 0x3ff0_0000;
-/// Entries the driver takes per `ibv_advise_mr` call; longer lists go in several calls.
-const ADVISE_MAX_SGE: usize = 8;
 
 /// `struct ibv_pd` and the PD behind it.
 #[repr(C)]
@@ -195,21 +194,17 @@ pub unsafe extern "C" fn ibv_advise_mr(
     let Ok(advice) = u32::try_from(advice) else {
         return libc::EINVAL;
     };
-    if sg_list.is_null() || num_sge == 0 {
+    let Ok(num_sge) = c_int::try_from(num_sge) else {
         return libc::EINVAL;
-    }
+    };
     // SAFETY: the caller passes `num_sge` readable entries.
-    let sges = unsafe { core::slice::from_raw_parts(sg_list, num_sge as usize) };
-    for chunk in sges.chunks(ADVISE_MAX_SGE) {
-        let chunk: Vec<Sge> = chunk
-            .iter()
-            .map(|s| Sge {
-                addr: s.addr,
-                length: s.length,
-                lkey: s.lkey,
-            })
-            .collect();
-        if let Err(e) = p.advise_mr(advice, flags, &chunk) {
+    let sges = match unsafe { sges(sg_list, num_sge) } {
+        Ok(s) if !s.is_empty() => s,
+        _ => return libc::EINVAL,
+    };
+    // The driver takes a bounded number of entries per call; longer lists go in several.
+    for chunk in sges.chunks(PFNIC_ADVISE_MAX_SGE) {
+        if let Err(e) = p.advise_mr(advice, flags, chunk) {
             return errno_of(&e);
         }
     }

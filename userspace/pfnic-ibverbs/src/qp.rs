@@ -3,19 +3,15 @@
 use core::cell::UnsafeCell;
 use core::ffi::c_int;
 
-use pfnic_verbs::{PostError, Qp, QpAttr, QpInitAttr, RecvWr, SendWr, Sge, WrOpcode};
+use pfnic_verbs::{qp_attr, PostError, Qp, QpAttr, QpInitAttr, QpState, RecvWr, SendWr, WrOpcode};
 
 use crate::cq::{cq_wrap, CqWrap};
 use crate::ffi::*;
 use crate::mr::pd_wrap;
-use crate::{errno_of, into_c, set_errno, unbox};
+use crate::{errno_of, into_c, set_errno, sges, unbox};
 
 /// `IBV_QPT_RC`, the only QP type.
-const QPT_RC: c_int = 2;
-/// `IBV_QPS_RESET`.
-const QPS_RESET: c_int = 0;
-/// `IBV_QP_STATE` in an attribute mask.
-const QP_STATE: c_int = 1;
+const QPT_RC: c_int = pfnic_verbs::pfnic_sys::uapi::PFNIC_QPT_RC as c_int;
 
 /// `struct ibv_qp` and the QP behind it.
 #[repr(C)]
@@ -123,7 +119,7 @@ pub unsafe extern "C" fn ibv_create_qp(
             srq: core::ptr::null_mut(),
             handle: qp.qp_num(),
             qp_num: qp.qp_num(),
-            state: QPS_RESET,
+            state: QpState::Reset as c_int,
             qp_type: QPT_RC,
             events_completed: 0,
         }),
@@ -173,7 +169,7 @@ pub unsafe extern "C" fn ibv_modify_qp(
     };
     match q.modify(&arg, attr_mask as u32) {
         Ok(()) => {
-            if attr_mask & QP_STATE != 0 {
+            if attr_mask as u32 & qp_attr::STATE != 0 {
                 w.set_state(a.qp_state);
             }
             0
@@ -284,34 +280,11 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
     }
 }
 
-/// The scatter/gather list of a work request.
-///
-/// # Safety
-///
-/// `sg_list` holds `num_sge` readable entries (or `num_sge` is 0), which outlive the use of
-/// the returned slice.
-unsafe fn sges<'a>(sg_list: *const ibv_sge, num_sge: c_int) -> Result<&'a [Sge], c_int> {
-    let n = usize::try_from(num_sge).map_err(|_| libc::EINVAL)?;
-    if n == 0 {
-        return Ok(&[]);
-    }
-    if sg_list.is_null() {
-        return Err(libc::EINVAL);
-    }
-    const _: () = assert!(
-        core::mem::size_of::<ibv_sge>() == core::mem::size_of::<Sge>()
-            && core::mem::align_of::<ibv_sge>() == core::mem::align_of::<Sge>()
-    );
-    // SAFETY: `ibv_sge` and the uAPI's `Sge` are both `#[repr(C)]` `{ u64 addr; u32 length;
-    // u32 lkey; }` (size and alignment checked above); the caller passes `n` readable entries.
-    Ok(unsafe { core::slice::from_raw_parts(sg_list.cast::<Sge>(), n) })
-}
-
-/// What `ibv_post_send` and `ibv_post_recv` share: converts the NULL-terminated list at
-/// `first` (linked by `next`) with `convert` (`None`: a work request the device cannot take,
-/// `EINVAL`), posts it to `q` with `post`, and reports the first work request not posted in
-/// `*bad_wr`. Before a work request that does not convert, those before it are posted, as a
-/// provider does.
+/// What `ibv_post_send` and `ibv_post_recv` share: hands the NULL-terminated list at `first`
+/// (linked by `next`) to `post` one work request at a time, converted with `convert` (`None`:
+/// a work request the device cannot take, `EINVAL`), and reports the first work request not
+/// posted in `*bad_wr`. Those before it are posted, as a provider does. Nothing is allocated:
+/// the list is read as it is posted.
 ///
 /// # Safety
 ///
@@ -321,8 +294,8 @@ unsafe fn post_list<N, W>(
     first: *mut N,
     bad_wr: *mut *mut N,
     next: impl Fn(&N) -> *mut N,
-    mut convert: impl FnMut(&N) -> Option<W>,
-    post: impl Fn(&Qp, &[W]) -> Result<(), PostError>,
+    convert: impl FnMut(&N) -> Option<W>,
+    post: impl FnOnce(&Qp, &mut dyn Iterator<Item = Option<W>>) -> Result<(), PostError>,
 ) -> c_int {
     let fail = |at: *mut N, e: c_int| {
         if !bad_wr.is_null() {
@@ -334,26 +307,28 @@ unsafe fn post_list<N, W>(
     let Some(q) = q else {
         return fail(first, libc::EINVAL);
     };
-    // The list as the safe API's slice, with the C node of each entry for `bad_wr`.
-    let mut nodes = Vec::new();
-    let mut wrs = Vec::new();
     let mut p = first;
-    // SAFETY: the caller passes a valid NULL-terminated list; each node is read, not kept.
-    while let Some(w) = unsafe { p.as_ref() } {
-        let Some(wr) = convert(w) else {
-            return match post(q, &wrs) {
-                Ok(()) => fail(p, libc::EINVAL),
-                Err(e) => fail(nodes[e.bad_wr], e.errno()),
-            };
-        };
-        wrs.push(wr);
-        nodes.push(p);
+    let mut wrs = core::iter::from_fn(|| {
+        // SAFETY: the caller passes a valid NULL-terminated list; each node is read, not kept.
+        let w = unsafe { p.as_ref() }?;
         p = next(w);
-    }
-    match post(q, &wrs) {
+        Some(w)
+    })
+    .map(convert);
+    match post(q, &mut wrs) {
         Ok(()) => 0,
-        Err(PostError { bad_wr: i, .. }) if i >= nodes.len() => fail(p, libc::EINVAL),
-        Err(e) => fail(nodes[e.bad_wr], e.errno()),
+        Err(e) => {
+            // The node of the work request at index `e.bad_wr`.
+            let mut at = first;
+            for _ in 0..e.bad_wr {
+                // SAFETY: as above; the list is at least `e.bad_wr` long.
+                let Some(w) = (unsafe { at.as_ref() }) else {
+                    break;
+                };
+                at = next(w);
+            }
+            fail(at, e.errno())
+        }
     }
 }
 
@@ -402,7 +377,16 @@ pub unsafe extern "C" fn ibv_post_send(
         })
     };
     // SAFETY: the caller passes a valid list or NULL, and NULL or a writable `bad_wr`.
-    unsafe { post_list(q, wr, bad_wr, |w| w.next, convert, |q, w| q.post_send(w)) }
+    unsafe {
+        post_list(
+            q,
+            wr,
+            bad_wr,
+            |w| w.next,
+            convert,
+            |q, w| q.post_send_iter(w),
+        )
+    }
 }
 
 /// `ibv_post_recv`: as `ibv_post_send`, for the receive queue.
@@ -427,5 +411,14 @@ pub unsafe extern "C" fn ibv_post_recv(
         })
     };
     // SAFETY: the caller passes a valid list or NULL, and NULL or a writable `bad_wr`.
-    unsafe { post_list(q, wr, bad_wr, |w| w.next, convert, |q, w| q.post_recv(w)) }
+    unsafe {
+        post_list(
+            q,
+            wr,
+            bad_wr,
+            |w| w.next,
+            convert,
+            |q, w| q.post_recv_iter(w),
+        )
+    }
 }

@@ -301,17 +301,28 @@ impl Qp {
     /// work request with too many SGEs or unsupported flags (`EINVAL`) or that finds the send
     /// queue full (`ENOMEM`); those before it are posted.
     pub fn post_send(&self, wrs: &[SendWr<'_>]) -> Result<(), PostError> {
+        self.post_send_iter(wrs.iter().map(|wr| Some(*wr)))
+    }
+
+    /// [`Qp::post_send`] of work requests made one at a time (from a C list, say), without
+    /// collecting them first. A `None` is a work request the caller could not make: it fails
+    /// with `EINVAL` like one with bad flags. Nothing is taken from `wrs` after a failure.
+    pub fn post_send_iter<'b>(
+        &self,
+        wrs: impl IntoIterator<Item = Option<SendWr<'b>>>,
+    ) -> Result<(), PostError> {
         let mut sq = self.sq.lock().unwrap_or_else(|e| e.into_inner());
         let start = sq.tail;
         let mut result = Ok(());
         let mut head = self.record(0).load(Ordering::Acquire);
-        for (i, wr) in wrs.iter().enumerate() {
-            if wr.sg_list.len() > self.cap.max_send_sge as usize
-                || wr.send_flags & !SEND_FLAGS_SUPPORTED != 0
-            {
+        for (i, wr) in wrs.into_iter().enumerate() {
+            let Some(wr) = wr.filter(|wr| {
+                wr.sg_list.len() <= self.cap.max_send_sge as usize
+                    && wr.send_flags & !SEND_FLAGS_SUPPORTED == 0
+            }) else {
                 result = Err(PostError::new(i, libc::EINVAL));
                 break;
-            }
+            };
             if sq.tail.wrapping_sub(head) & 0xffff >= self.sq_entries {
                 head = self.record(0).load(Ordering::Acquire);
                 if sq.tail.wrapping_sub(head) & 0xffff >= self.sq_entries {
@@ -319,7 +330,7 @@ impl Qp {
                     break;
                 }
             }
-            self.write_wqe(0, sq.tail & (self.sq_entries - 1), &send_wqe(wr));
+            self.write_wqe(0, sq.tail & (self.sq_entries - 1), &send_wqe(&wr));
             sq.tail = sq.tail.wrapping_add(1);
         }
         if sq.tail != start {
@@ -330,15 +341,24 @@ impl Qp {
 
     /// `ibv_post_recv`: as [`Qp::post_send`], for the receive queue.
     pub fn post_recv(&self, wrs: &[RecvWr<'_>]) -> Result<(), PostError> {
+        self.post_recv_iter(wrs.iter().map(|wr| Some(*wr)))
+    }
+
+    /// [`Qp::post_recv`] of work requests made one at a time, as [`Qp::post_send_iter`].
+    pub fn post_recv_iter<'b>(
+        &self,
+        wrs: impl IntoIterator<Item = Option<RecvWr<'b>>>,
+    ) -> Result<(), PostError> {
         let mut rq = self.rq.lock().unwrap_or_else(|e| e.into_inner());
         let start = rq.tail;
         let mut result = Ok(());
         let mut head = self.record(4).load(Ordering::Acquire);
-        for (i, wr) in wrs.iter().enumerate() {
-            if wr.sg_list.len() > self.cap.max_recv_sge as usize {
+        for (i, wr) in wrs.into_iter().enumerate() {
+            let Some(wr) = wr.filter(|wr| wr.sg_list.len() <= self.cap.max_recv_sge as usize)
+            else {
                 result = Err(PostError::new(i, libc::EINVAL));
                 break;
-            }
+            };
             if rq.tail.wrapping_sub(head) & 0xffff >= self.rq_entries {
                 head = self.record(4).load(Ordering::Acquire);
                 if rq.tail.wrapping_sub(head) & 0xffff >= self.rq_entries {
@@ -349,7 +369,7 @@ impl Qp {
             self.write_wqe(
                 self.rq_offset,
                 rq.tail & (self.rq_entries - 1),
-                &recv_wqe(wr),
+                &recv_wqe(&wr),
             );
             rq.tail = rq.tail.wrapping_add(1);
         }
