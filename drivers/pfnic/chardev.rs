@@ -143,11 +143,11 @@ impl MiscDevice for PfnicFile {
     type Ptr = KBox<Self>;
     type RegistrationData = Arc<Nic>;
 
-    fn open(_file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<KBox<Self>> {
+    fn open(file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<KBox<Self>> {
         let nic = misc.data();
         let task = kernel::current!();
         let mm = task.mm().ok_or(EINVAL)?;
-        let ctx = Context::new(nic, mm)?;
+        let ctx = Context::new(nic, mm, file.mappings())?;
         let verbs = VerbsFile::new(nic, ctx.index())?;
         Ok(KBox::new(
             PfnicFile {
@@ -175,13 +175,15 @@ impl MiscDevice for PfnicFile {
         if n == 0 {
             return Err(EINVAL);
         }
-        let mut batch = [uapi::CqEvent::default(); events::READ_BATCH];
-        let taken = me.verbs.events.take(&mut batch[..n], kiocb.nonblocking())?;
-        let copied = iov.copy_to_iter(batch[..taken].as_bytes());
-        if copied == 0 {
+        // Only events copied whole are taken off the queue: a buffer that faults part way
+        // loses none.
+        let delivered = me.verbs.events.read(n, kiocb.nonblocking(), |batch| {
+            iov.copy_to_iter(batch.as_bytes()) / size_of::<uapi::CqEvent>()
+        })?;
+        if delivered == 0 {
             return Err(EFAULT);
         }
-        Ok(copied)
+        Ok(delivered * size_of::<uapi::CqEvent>())
     }
 
     /// `POLLIN` while completion events are queued.

@@ -13,6 +13,7 @@ use crate::{
     uapi,
 };
 use kernel::{
+    fs::file::FileMappings,
     iommu::sva::SvaBond,
     mm::{
         mmu_notifier::{self, MmuNotifier},
@@ -80,7 +81,7 @@ impl Context {
     /// Fails with `EOPNOTSUPP` when the device lacks ATS, PASID or PRI or the IOMMU did not
     /// enable them, with the IOMMU's error (`ENODEV` without SVA support) when the address space
     /// cannot be bound, and with `EBUSY` when every hardware context is in use.
-    pub(crate) fn new(nic: &Arc<Nic>, mm: &MmWithUser) -> Result<Self> {
+    pub(crate) fn new(nic: &Arc<Nic>, mm: &MmWithUser, mappings: FileMappings) -> Result<Self> {
         let failed = ScopeGuard::new(|| {
             nic.counters.context_failures.fetch_add(1, Relaxed);
         });
@@ -104,7 +105,7 @@ impl Context {
             )
         })?;
         let pasid = bond.pasid();
-        let index = nic.start_context(bond)?;
+        let index = nic.start_context(bond, mappings)?;
         let started = ScopeGuard::new(|| nic.stop_context(index));
         let exit_stop = KBox::pin_init(
             mmu_notifier::Registration::register(
@@ -193,6 +194,12 @@ impl Context {
             context: self.index,
             pasid: self.pasid,
             translation: self.nic.context_stats(self.index)?,
+            // Reading the count re-arms the device's report of the next refusal.
+            remote_access_errors: match self.nic.remote_access_errors(self.index) {
+                Ok(n) => n,
+                Err(e) if e == EOPNOTSUPP => 0,
+                Err(e) => return Err(e),
+            },
             ..Default::default()
         })
     }

@@ -15,6 +15,7 @@ use crate::{
 use kernel::{
     device::{self, Bound},
     dma::Coherent,
+    fs::file::FileMappings,
     io::{poll::read_poll_timeout, register::Array, Io},
     iommu::sva::SvaBond,
     new_condvar, new_mutex, new_spinlock_irq,
@@ -89,7 +90,8 @@ impl VectorStats {
 #[pin_data]
 pub(crate) struct Nic {
     bar: pci::DevresBar<{ regs::BAR0_SIZE }>,
-    /// BAR2: one doorbell page per context.
+    /// BAR2: one doorbell page per context. The driver never writes it (processes map their
+    /// page); holding the mapping keeps the region claimed while the device is bound.
     doorbells: pci::DevresBar,
     rings: Rings,
     dev: ARef<device::Device>,
@@ -111,6 +113,10 @@ pub(crate) struct Nic {
     /// CTX_SELECT-then-access register sequences.
     #[pin]
     contexts: Mutex<ContextTable>,
+    /// Set at unbind: files may map nothing any more. Held across a mapping, so that none is
+    /// made after the revocation that would miss it.
+    #[pin]
+    mappings_revoked: Mutex<bool>,
     /// Set once the first SVA bind has been logged.
     sva_announced: AtomicFlag,
     pub(crate) counters: Counters,
@@ -140,6 +146,9 @@ struct ContextTable {
 struct Slot {
     /// The address space binding; unbound when the slot is emptied.
     bond: SvaBond,
+    /// The shared mappings of the file that owns the context (its doorbell page and rings),
+    /// revoked at unbind.
+    mappings: FileMappings,
     /// Position of the next descriptor to post in the context's ring (free-running).
     tail: u32,
     /// Oldest posted descriptor not yet known to be done and released; `tail - head`
@@ -191,6 +200,7 @@ impl Nic {
             ring_progress <- new_spinlock_irq!(0),
             ring_wait <- new_condvar!("pfnic ring"),
             contexts <- new_mutex!(contexts),
+            mappings_revoked <- new_mutex!(false),
             sva_announced: AtomicFlag::new(false),
             counters: Counters {
                 contexts_created: Atomic::new(0),
@@ -232,7 +242,7 @@ impl Nic {
     ///
     /// Fails with `EOPNOTSUPP` when the device refuses the context: the IOMMU did not enable
     /// ATS, PASID and PRI for it.
-    pub(crate) fn start_context(&self, bond: SvaBond) -> Result<u32> {
+    pub(crate) fn start_context(&self, bond: SvaBond, mappings: FileMappings) -> Result<u32> {
         // The IOMMU never hands out PASIDs wider than the device advertised.
         let pasid = Bounded::<u32, 20>::try_new(bond.pasid()).ok_or(EINVAL)?;
         let mut table = self.contexts.lock();
@@ -258,8 +268,13 @@ impl Nic {
             );
             return Err(EOPNOTSUPP);
         }
+        if let Some(verbs) = &self.verbs {
+            // An alert of the context's previous owner, reported at its close, is stale.
+            verbs.eq.take_alert(index_u32);
+        }
         table.slots[index] = Some(Slot {
             bond,
+            mappings,
             tail: 0,
             head: 0,
             claimed: [false; ring::RING_SIZE as usize],
@@ -337,25 +352,31 @@ impl Nic {
             slot.claimed[ring::slot_index(pos)] = claim;
             slot.tail = pos.wrapping_add(1);
             // The tail is rung under the lock, so the device sees it only grow.
-            self.doorbells
-                .try_access_with(|db| {
-                    db.try_write32(
-                        slot.tail,
-                        index as usize * regs::DB_PAGE_SIZE + regs::DB_RING_TAIL,
-                    )
-                })
-                .ok_or(ENODEV)??;
+            let context = Bounded::<u32, 16>::try_new(index).ok_or(EINVAL)?;
+            // The device takes the low 16 bits and finds the rest from its head.
+            let tail = Bounded::<u32, 16>::try_new(slot.tail & 0xffff).ok_or(EINVAL)?;
+            self.with_bar(|bar| {
+                bar.write_reg(
+                    regs::RING_DB::zeroed()
+                        .with_context(context)
+                        .with_tail(tail),
+                )
+            })?;
             Ok(Some(pos))
         })
     }
 
     /// Sleeps until `ready` yields a value, evaluating it again after every descriptor
     /// completion interrupt and every released ring slot. `EINTR` if a signal arrives while
-    /// waiting, `ETIMEDOUT` after [`SUBMIT_TIMEOUT`].
+    /// waiting, `ETIMEDOUT` after [`SUBMIT_TIMEOUT`], `ENODEV` as soon as the device is unbound.
     fn wait_ring<T>(&self, mut ready: impl FnMut() -> Result<Option<T>>) -> Result<T> {
         let start = Instant::<Monotonic>::now();
         loop {
             let seen = *self.ring_progress.lock();
+            // An unbound device completes nothing more (its reset stopped every context).
+            if self.contexts.lock().revoked {
+                return Err(ENODEV);
+            }
             if let Some(value) = ready()? {
                 return Ok(value);
             }
@@ -526,17 +547,34 @@ impl Nic {
     /// stopped every context) and before the driver core detaches the device's IOMMU domain.
     /// Open files keep their `Context`, which finds its slot empty.
     pub(crate) fn revoke_contexts(&self) {
+        // No mapping is made from now on; those made before are removed below, so no process
+        // keeps a doorbell page that, after a rebind, would ring another process's queues.
+        *self.mappings_revoked.lock() = true;
         let mut table = self.contexts.lock();
         table.revoked = true;
         let mut bonds = KVec::new();
         for slot in table.slots.iter_mut() {
             if let Some(slot) = slot.take() {
+                // A touch of a revoked page raises SIGBUS: the device is gone.
+                slot.mappings.unmap_all();
                 // On allocation failure the bond drops here, which unbinds it just the same.
                 let _ = bonds.push(slot.bond, GFP_KERNEL);
             }
         }
         drop(table);
         drop(bonds);
+        // Wake every waiter at once: they find the table revoked and fail with ENODEV.
+        self.ring_progressed();
+    }
+
+    /// Runs `map`, which maps something of the device into a process, unless the device is
+    /// unbound (`ENODEV`); unbinding waits for it, then removes what it mapped.
+    pub(crate) fn map_into_process(&self, map: impl FnOnce() -> Result) -> Result {
+        let revoked = self.mappings_revoked.lock();
+        if *revoked {
+            return Err(ENODEV);
+        }
+        map()
     }
 
     /// Runs `f` on the control registers, or fails with `ENODEV` once the device is unbound.
@@ -669,13 +707,14 @@ pub(crate) fn identify(pdev: &pci::Device<Bound>, bar: &Bar0<'_>) -> Result<(u32
         return Err(ENODEV);
     }
     let version = bar.read(regs::VERSION);
-    if version.major().get() != regs::ABI_MAJOR {
+    if version.major().get() != regs::ABI_MAJOR || version.minor().get() < regs::ABI_MINOR_MIN {
         dev_err!(
             pdev,
-            "unsupported device ABI {}.{} (driver implements {}.x)\n",
+            "unsupported device ABI {}.{} (driver implements {}.{} and later)\n",
             version.major().get(),
             version.minor().get(),
-            regs::ABI_MAJOR
+            regs::ABI_MAJOR,
+            regs::ABI_MINOR_MIN
         );
         return Err(ENODEV);
     }

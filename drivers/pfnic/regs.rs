@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! BAR0 register definitions, mirroring `docs/registers.md` (device ABI 1.3) and the verbs
+//! BAR0 register definitions, mirroring `docs/registers.md` (device ABI 1.4) and the verbs
 //! registers of `docs/verbs.md` (limits, admin command mailbox, event queue), plus the offsets
 //! of the user doorbells in each context's BAR2 page.
 
@@ -19,8 +19,9 @@ pub(crate) const COUNTERS_NR: usize = 7;
 pub(crate) const CMD_ARGS_NR: usize = 16;
 
 /// Offsets in a context's BAR2 doorbell page (docs/verbs.md, "User doorbells"). Only user space
-/// writes the verbs doorbells, through its mapping of the page; the driver writes `RING_TAIL`.
-pub(crate) const DB_RING_TAIL: usize = 0x000;
+/// writes them, through its mapping of the page; the driver rings its descriptor rings through
+/// [`RING_DB`] in BAR0, which no process can reach.
+///
 /// `QPN << 16 | send tail`.
 #[expect(dead_code, reason = "documents the page user space maps")]
 pub(crate) const DB_SQ: usize = 0x008;
@@ -35,6 +36,8 @@ pub(crate) const DB_PAGE_SIZE: usize = 0x1000;
 
 /// The device ABI major version this driver implements.
 pub(crate) const ABI_MAJOR: u32 = 1;
+/// The oldest minor version it drives: 1.4 moved the ring doorbell into BAR0.
+pub(crate) const ABI_MINOR_MIN: u32 = 4;
 
 register! {
     /// Identifies a pfnic.
@@ -256,5 +259,12 @@ register! {
     /// Scatter/gather entries per work request.
     pub(crate) MAX_SGE(u32) @ 0x274 {
         31:0 value;
+    }
+
+    /// Rings a context's descriptor ring: the low 16 bits of its new tail. The device refuses
+    /// a tail that moves back or past the ring.
+    pub(crate) RING_DB(u32) @ 0x278 {
+        31:16 context;
+        15:0 tail;
     }
 }

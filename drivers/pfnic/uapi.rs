@@ -18,7 +18,7 @@
 use zerocopy_derive::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// Version of this interface, reported by [`PFNIC_IOCTL_QUERY_DEVICE`]. Bumped for every change.
-pub const PFNIC_UAPI_VERSION: u32 = 8;
+pub const PFNIC_UAPI_VERSION: u32 = 9;
 
 /// The ioctl "type" byte of every pfnic ioctl.
 pub const PFNIC_IOCTL_MAGIC: u32 = 0xf5;
@@ -105,8 +105,11 @@ pub struct QueryContext {
     pub translation: TranslationStats,
     /// Reserved, zero.
     pub reserved0: u32,
+    /// Remote accesses to this context's memory the device refused (a key that names no MR
+    /// of the context, or an MR, range or QP access that does not allow the operation).
+    pub remote_access_errors: u64,
     /// Reserved, zero.
-    pub reserved: [u64; 2],
+    pub reserved: u64,
 }
 
 /// Address translation and page request counters, kept by the device for each context and for
@@ -427,6 +430,8 @@ pub struct QueryMr {
     pub page_invalidations_handled: u64,
     /// Out: pages made present by prefetch.
     pub page_prefetch: u64,
+    /// Out: remote uses of the MR's key the device refused (range, access or PD).
+    pub remote_access_errors: u64,
 }
 
 /// Argument of [`PFNIC_IOCTL_CREATE_CQ`]. Map `mmap_len` bytes at `mmap_offset` to get the
@@ -616,6 +621,8 @@ pub struct QpStats {
     pub wqes: u64,
     /// Bytes moved.
     pub bytes: u64,
+    /// Requests the QP refused because they came from a QP that is not its connected peer.
+    pub refused: u64,
 }
 
 /// Argument of [`PFNIC_IOCTL_QUERY_QP`].

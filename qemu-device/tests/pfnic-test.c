@@ -461,16 +461,18 @@ static void start_ctx(uint32_t ctx, uint64_t ring)
     g_assert_true(ctx_active(ctx));
 }
 
+/* The driver rings a context's descriptor ring through RING_DB in BAR0. */
 static void doorbell(uint32_t ctx, uint32_t tail)
 {
-    writel(BAR2_ADDR + ctx * PFNIC_DOORBELL_PAGE_SIZE, tail);
+    reg_write(PFNIC_REG_RING_DB, ctx << 16 | (tail & 0xffff));
 }
 
 /*
  * Without an IOMMU nothing can be translated or faulted in: a descriptor
  * completes with PAGE_FAULT, written back to the ring, and signals the
  * context's vector. A ring the device cannot read stops the context, which
- * can be started again; a doorbell past the ring is refused.
+ * can be started again; a doorbell past the ring, or moving the tail back,
+ * is refused, and offset 0 of the process's doorbell page no longer rings.
  */
 static void test_engine(void)
 {
@@ -504,6 +506,26 @@ static void test_engine(void)
     doorbell(1, 100);
     clock_step(1000000);
     g_assert_cmpint(reg_read(PFNIC_REG_CTX_HEAD), ==, 1);
+    assert_refused();
+
+    /*
+     * The ring's tail is the driver's: the process's page (BAR2) does not
+     * move it (ABI 1.3 had it at offset 0).
+     */
+    memwrite(RING_ADDR, &d, sizeof(d));
+    start_ctx(1, RING_ADDR);
+    writel(BAR2_ADDR + 1 * PFNIC_DOORBELL_PAGE_SIZE, 1);
+    clock_step(1000000);
+    ctx_select(1);
+    g_assert_cmpint(reg_read(PFNIC_REG_CTX_HEAD), ==, 0);
+    /* A tail behind the head is refused: posted work stays posted. */
+    doorbell(1, 0xffff);
+    clock_step(1000000);
+    ctx_select(1);
+    g_assert_cmpint(reg_read(PFNIC_REG_CTX_HEAD), ==, 0);
+    assert_refused();
+    /* So is a context out of range. */
+    reg_write(PFNIC_REG_RING_DB, 4 << 16 | 1);
     assert_refused();
 
     /* An unreadable ring stops the context; it can be started again. */
@@ -729,8 +751,8 @@ static void test_verbs_limits(void)
 {
     start("");
     map_bars();
-    g_assert_cmphex(reg_read(PFNIC_REG_VERSION), ==, 0x00010003);
-    g_assert_cmphex(reg_read(PFNIC_REG_FW_VERSION), ==, 0x01030000);
+    g_assert_cmphex(reg_read(PFNIC_REG_VERSION), ==, 0x00010004);
+    g_assert_cmphex(reg_read(PFNIC_REG_FW_VERSION), ==, 0x01040000);
     g_assert_true(reg_read(PFNIC_REG_CAPS) & PFNIC_CAPS_VERBS);
     g_assert_cmpint(reg_read(PFNIC_REG_MAX_QPS), ==, 256);
     g_assert_cmpint(reg_read(PFNIC_REG_MAX_CQS), ==, 256);
@@ -756,11 +778,10 @@ static void test_verbs_mr(void)
     start("");
     map_bars();
 
-    /* Key: 20 random bits, never all zero, above the 12-bit index. */
+    /* Keys: 32 random bits, never zero; the index is not in them. */
     g_assert_cmpint(mr_set(4095, 3, 1, PFNIC_ACCESS_LOCAL_WRITE, 0x1000,
                            0x2000, &key), ==, PFNIC_CMD_OK);
-    g_assert_cmphex(key & 0xfff, ==, 4095);
-    g_assert_cmphex(key >> 12, !=, 0);
+    g_assert_cmphex(key, !=, 0);
     /* A filled entry is refused; re-registration draws a new key. */
     g_assert_cmpint(mr_set(4095, 3, 1, 0, 0x1000, 0x2000, NULL), ==,
                     PFNIC_CMD_BAD_STATE);
@@ -768,17 +789,36 @@ static void test_verbs_mr(void)
         g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 4095), ==, PFNIC_CMD_OK);
         g_assert_cmpint(mr_set(4095, 3, 1, 0, 0x1000, 0x2000, &key2), ==,
                         PFNIC_CMD_OK);
-        g_assert_cmphex(key2 & 0xfff, ==, 4095);
-        g_assert_cmphex(key2 >> 12, !=, 0);
+        g_assert_cmphex(key2, !=, 0);
         renewed |= key2 != key;
     }
     g_assert_true(renewed);
+    /* 64 live keys: all different, and their low bits are not the index. */
+    {
+        uint32_t keys[64];
+        int index_in_key = 0;
+
+        for (int i = 0; i < 64; i++) {
+            g_assert_cmpint(mr_set(100 + i, 3, 1, 0, 0x1000, 0x1000,
+                                   &keys[i]), ==, PFNIC_CMD_OK);
+            index_in_key += (keys[i] & 0xfff) == 100 + i;
+            for (int j = 0; j < i; j++) {
+                g_assert_cmphex(keys[i], !=, keys[j]);
+            }
+        }
+        g_assert_cmpint(index_in_key, <, 4);
+        /* A key from a cleared entry names nothing, even its old index. */
+        g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 100), ==, PFNIC_CMD_OK);
+        g_assert_cmpint(mr_set(100, 3, 1, 0, 0x1000, 0x1000, &key2), ==,
+                        PFNIC_CMD_OK);
+        g_assert_cmphex(key2, !=, keys[0]);
+    }
 
     /* Counters start at zero. */
     memset(a, 0xff, sizeof(a));
     a[0] = 4095;
     g_assert_cmpint(cmd(PFNIC_CMD_MR_QUERY, a, 1), ==, PFNIC_CMD_OK);
-    for (int i = 0; i < 10; i++) {
+    for (int i = 0; i < 12; i++) {
         g_assert_cmphex(a[i], ==, 0);
     }
 
@@ -786,7 +826,7 @@ static void test_verbs_mr(void)
     g_assert_cmpint(mr_set(0, 0, 1, PFNIC_ACCESS_ON_DEMAND |
                            PFNIC_ACCESS_LOCAL_WRITE, 0, UINT64_MAX, &key), ==,
                     PFNIC_CMD_OK);
-    g_assert_cmphex(key & 0xfff, ==, 0);
+    g_assert_cmphex(key, !=, 0);
 
     /* Errors */
     g_assert_cmpint(mr_set(4096, 0, 1, 0, 0x1000, 0x1000, NULL), ==,
@@ -1250,6 +1290,172 @@ static void test_verbs_errors(void)
     qtest_end();
 }
 
+/* An RDMA WRITE of @len bytes from 0x10000000 to @raddr with @rkey. */
+static void post_write(uint32_t qpn, uint32_t slot, uint64_t wr_id,
+                       uint32_t lkey, uint32_t rkey, uint64_t raddr,
+                       uint32_t len)
+{
+    PfnicWqe w = {
+        .opcode = PFNIC_WR_RDMA_WRITE, .flags = PFNIC_SEND_SIGNALED,
+        .num_sge = 1, .wr_id = cpu_to_le64(wr_id),
+        .remote_addr = cpu_to_le64(raddr), .rkey = cpu_to_le32(rkey),
+        .sge[0] = {
+            .addr = cpu_to_le64(0x10000000), .length = cpu_to_le32(len),
+            .lkey = cpu_to_le32(lkey),
+        },
+    };
+
+    memwrite(SQ_ADDR + qpn * 0x10000 + slot * PFNIC_WQE_SIZE, &w, sizeof(w));
+    verbs_db(1, PFNIC_DB_SQ, qpn << 16 | (slot + 1));
+}
+
+/* A signaled zero-length SEND in send queue slot @slot, rung. */
+static void post_send0(uint32_t qpn, uint32_t slot, uint64_t wr_id,
+                       uint32_t key)
+{
+    post_wqe(SQ_ADDR + qpn * 0x10000, slot, PFNIC_WR_SEND,
+             PFNIC_SEND_SIGNALED, wr_id, 0, 0, 0, key);
+    verbs_db(1, PFNIC_DB_SQ, qpn << 16 | (slot + 1));
+}
+
+/* An empty receive WQE in receive queue slot @slot, rung. */
+static void post_recv0(uint32_t qpn, uint32_t slot, uint64_t wr_id,
+                       uint32_t key)
+{
+    post_wqe(RQ_ADDR + qpn * 0x10000, slot, 0, 0, wr_id, 0, 0, 0, key);
+    verbs_db(1, PFNIC_DB_RQ, qpn << 16 | (slot + 1));
+}
+
+/* A QP that a failed WQE left in ERR, back to RTS towards @dest. */
+static void qp_reconnect(uint32_t qpn, uint32_t dest)
+{
+    g_assert_cmpint(qp_modify(qpn, PFNIC_QPS_RESET, 0, 0, 0, 0), ==,
+                    PFNIC_CMD_OK);
+    qp_connect(qpn, dest, 7);
+}
+
+/* Wait for CQE @slot of CQ @cqn: its wr_id and status. */
+static PfnicCqe expect_cqe(uint32_t cqn, uint32_t slot, uint64_t wr_id,
+                           uint8_t status)
+{
+    PfnicCqe c = wait_cqe(cqn, slot, 1);
+
+    g_assert_cmphex(c.wr_id, ==, wr_id);
+    g_assert_cmpint(c.status, ==, status);
+    return c;
+}
+
+static uint64_t ctx_access_errors(uint32_t ctx)
+{
+    uint32_t a[PFNIC_CMD_ARGS] = { ctx };
+
+    g_assert_cmpint(cmd(PFNIC_CMD_CTX_QUERY, a, 1), ==, PFNIC_CMD_OK);
+    return a[0] | (uint64_t)a[1] << 32;
+}
+
+/*
+ * RC connections: a QP that is not the destination's connected peer is
+ * refused (RETRY_EXC_ERR; the destination counts it and is untouched), and
+ * so is a QP created later at the peer's number. The peer itself is
+ * accepted.
+ */
+static void test_verbs_peer(void)
+{
+    uint32_t key, a[PFNIC_CMD_ARGS];
+
+    start(",contexts=4");
+    map_bars();
+    key = verbs_setup(7);
+
+    /* QP 4 targets QP 3, whose peer is QP 2. */
+    g_assert_cmpint(qp_create(4, 1, 7, 1, 2, 4, 0), ==, PFNIC_CMD_OK);
+    qp_connect(4, 3, 7);
+    post_recv0(3, 0, 0x300, key);
+    post_send0(4, 0, 0x400, key);
+    expect_cqe(1, 0, 0x400, PFNIC_WC_RETRY_EXC_ERR);
+    /* With the right key, an RDMA WRITE is refused just the same. */
+    qp_reconnect(4, 3);
+    post_write(4, 1, 0x401, key, key, 0x20000000, 8);
+    expect_cqe(1, 1, 0x401, PFNIC_WC_RETRY_EXC_ERR);
+    g_assert_cmpint(qp_query(3, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[0], ==, PFNIC_QPS_RTS);
+    g_assert_cmpint(a[2], ==, 0);           /* its receive WQE is still there */
+    g_assert_cmpint(a[8], ==, 2);           /* refused */
+    g_assert_cmpint(read_cqe(2, 0).owner, ==, 0);
+
+    /* The peer is accepted: its SEND takes the receive WQE. */
+    post_send0(2, 0, 0x200, key);
+    g_assert_cmpint(expect_cqe(2, 0, 0x300, PFNIC_WC_SUCCESS).src_qp, ==, 2);
+    expect_cqe(1, 2, 0x200, PFNIC_WC_SUCCESS);
+
+    /* A new QP 2 is not the QP 3 was connected to. */
+    g_assert_cmpint(cmd1(PFNIC_CMD_QP_DESTROY, 2), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create(2, 1, 7, 1, 2, 4, 0), ==, PFNIC_CMD_OK);
+    qp_connect(2, 3, 7);
+    post_recv0(3, 1, 0x301, key);
+    post_send0(2, 0, 0x201, key);
+    expect_cqe(1, 3, 0x201, PFNIC_WC_RETRY_EXC_ERR);
+    g_assert_cmpint(qp_query(3, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[2], ==, 1);
+    g_assert_cmpint(a[8], ==, 3);
+    /* Connecting QP 3 again (to the new QP 2) makes them peers. */
+    qp_reconnect(3, 2);
+    qp_reconnect(2, 3);
+    post_recv0(3, 2, 0x302, key);
+    post_send0(2, 1, 0x202, key);
+    expect_cqe(1, 4, 0x202, PFNIC_WC_SUCCESS);
+    expect_cqe(2, 1, 0x302, PFNIC_WC_SUCCESS);
+    qtest_end();
+}
+
+/*
+ * Refused remote accesses count against the destination's context, and
+ * against the MR when the key names one; the first queues one
+ * ACCESS_ERROR event, and the next one only after CTX_QUERY read the count.
+ */
+static void test_verbs_access_errors(void)
+{
+    uint32_t key, object, a[PFNIC_CMD_ARGS];
+    uint8_t type, owner;
+
+    start(",contexts=4");
+    map_bars();
+    eq_setup(8);
+    key = verbs_setup(7);
+    g_assert_cmpint(ctx_access_errors(1), ==, 0);
+
+    /* A key that names nothing */
+    post_write(2, 0, 1, key, key ^ 0x5a5a5a5a, 0x20000000, 8);
+    expect_cqe(1, 0, 1, PFNIC_WC_REM_ACCESS_ERR);
+    read_eqe(0, &type, &owner, &object);
+    g_assert_cmpint(owner, ==, 1);
+    g_assert_cmpint(type, ==, PFNIC_EV_ACCESS_ERROR);
+    g_assert_cmpint(object, ==, 1);
+
+    /* The MR's key past its end: counted by the MR too; no second event */
+    qp_reconnect(2, 3);
+    post_write(2, 1, 2, key, key, 0x30000000 - 4, 8);
+    expect_cqe(1, 1, 2, PFNIC_WC_REM_ACCESS_ERR);
+    read_eqe(1, &type, &owner, &object);
+    g_assert_cmpint(owner, ==, 0);
+    memset(a, 0, sizeof(a));
+    a[0] = 1;
+    g_assert_cmpint(cmd(PFNIC_CMD_MR_QUERY, a, 1), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[10], ==, 1);
+    g_assert_cmpint(ctx_access_errors(1), ==, 2);
+
+    /* Read and re-armed: the next refusal is told again. */
+    qp_reconnect(2, 3);
+    post_write(2, 2, 3, key, key + 1, 0x20000000, 8);
+    expect_cqe(1, 2, 3, PFNIC_WC_REM_ACCESS_ERR);
+    read_eqe(1, &type, &owner, &object);
+    g_assert_cmpint(owner, ==, 1);
+    g_assert_cmpint(type, ==, PFNIC_EV_ACCESS_ERROR);
+    g_assert_cmpint(ctx_access_errors(1), ==, 3);
+    g_assert_cmpint(cmd1(PFNIC_CMD_CTX_QUERY, 4), ==, PFNIC_CMD_BAD_INDEX);
+    qtest_end();
+}
+
 /*
  * Zero-length messages need no translation, so they succeed without an
  * IOMMU: a SEND consumes a receive WQE (RECV CQE with src_qp), an
@@ -1503,6 +1709,8 @@ int main(int argc, char **argv)
     qtest_add_func("/pfnic/verbs/doorbells", test_verbs_doorbells);
     qtest_add_func("/pfnic/verbs/send-fault", test_verbs_send_fault);
     qtest_add_func("/pfnic/verbs/errors", test_verbs_errors);
+    qtest_add_func("/pfnic/verbs/peer", test_verbs_peer);
+    qtest_add_func("/pfnic/verbs/access-errors", test_verbs_access_errors);
     qtest_add_func("/pfnic/verbs/zero-length", test_verbs_zero_length);
     qtest_add_func("/pfnic/verbs/cq-overflow", test_verbs_cq_overflow);
     qtest_add_func("/pfnic/verbs/prefetch", test_verbs_prefetch);

@@ -5,7 +5,12 @@
 //! serializes the commands of the whole device.
 
 use crate::{nic::Nic, regs};
-use kernel::{io::register::Array, io::Io, prelude::*};
+use kernel::{
+    io::register::Array,
+    io::Io,
+    prelude::*,
+    time::{Delta, Instant, Monotonic},
+};
 
 /// Opcodes.
 pub(crate) const MR_SET: u32 = 0x01;
@@ -17,6 +22,7 @@ pub(crate) const QP_CREATE: u32 = 0x20;
 pub(crate) const QP_MODIFY: u32 = 0x21;
 pub(crate) const QP_QUERY: u32 = 0x22;
 pub(crate) const QP_DESTROY: u32 = 0x23;
+pub(crate) const CTX_QUERY: u32 = 0x30;
 
 /// Statuses.
 const STATUS_OK: u32 = 0;
@@ -68,7 +74,13 @@ impl Nic {
             return Err(EINVAL);
         }
         let verbs = self.verbs()?;
-        let _guard = verbs.cmd_lock.lock();
+        let mut state = verbs.cmd_lock.lock();
+        self.report_access_alerts(&mut state);
+        self.execute(op, args)
+    }
+
+    /// Executes one command; the caller holds the command lock.
+    fn execute(&self, op: u32, args: &[u32]) -> Result<Args> {
         let (status, results) = self.with_bar(|bar| -> Result<(u32, Args)> {
             for i in 0..regs::CMD_ARGS_NR {
                 let value = args.get(i).copied().unwrap_or(0);
@@ -89,4 +101,73 @@ impl Nic {
         status_to_result(self, op, status)?;
         Ok(results)
     }
+
+    /// Refused remote accesses of context `index` so far (`CTX_QUERY`); also re-arms the
+    /// context's `ACCESS_ERROR` event.
+    pub(crate) fn remote_access_errors(&self, index: u32) -> Result<u64> {
+        let verbs = self.verbs()?;
+        let _state = verbs.cmd_lock.lock();
+        let r = self.execute(CTX_QUERY, &[index])?;
+        Ok(join(r[0], r[1]))
+    }
+
+    /// Logs the contexts whose `ACCESS_ERROR` event arrived since the last report, with their
+    /// counts, and re-arms their events: at most once per [`ALERT_INTERVAL`], so a key scan
+    /// costs the log one line a second, however fast it runs. Runs before each admin command
+    /// (a scanning peer issues one for every refused attempt, to reset its QP).
+    fn report_access_alerts(&self, state: &mut CmdState) {
+        let Ok(verbs) = self.verbs() else { return };
+        if !verbs.eq.alerts_pending() {
+            return;
+        }
+        if let Some(last) = state.last_alert_report {
+            if last.elapsed() < ALERT_INTERVAL {
+                return;
+            }
+        }
+        state.last_alert_report = Some(Instant::<Monotonic>::now());
+        for index in 0..self.info.num_contexts {
+            if verbs.eq.take_alert(index) {
+                self.log_access_errors(index);
+            }
+        }
+    }
+
+    /// Logs the refused remote accesses of context `index` (and re-arms its event); the
+    /// caller holds the command lock.
+    fn log_access_errors(&self, index: u32) {
+        let Ok(r) = self.execute(CTX_QUERY, &[index]) else {
+            return;
+        };
+        let count = join(r[0], r[1]);
+        if count != 0 {
+            dev_warn!(
+                self.device(),
+                "pfnic{}: context {}: {} remote accesses refused (wrong key, range or access)\n",
+                self.info.index,
+                index,
+                count
+            );
+        }
+    }
+
+    /// Logs what is left to report of context `index`, which is about to stop (its count goes
+    /// with it), whatever the rate limit: once per context at most.
+    pub(crate) fn flush_access_alert(&self, index: u32) {
+        let Ok(verbs) = self.verbs() else { return };
+        let _state = verbs.cmd_lock.lock();
+        if verbs.eq.take_alert(index) {
+            self.log_access_errors(index);
+        }
+    }
+}
+
+/// The least time between two reports of refused remote accesses.
+const ALERT_INTERVAL: Delta = Delta::from_secs(1);
+
+/// What the command lock protects besides the mailbox itself.
+#[derive(Default)]
+pub(crate) struct CmdState {
+    /// When refused remote accesses were last reported.
+    last_alert_report: Option<Instant<Monotonic>>,
 }

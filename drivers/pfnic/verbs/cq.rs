@@ -7,6 +7,7 @@ use super::{
     cmd,
     eq::Route,
     file::{ring_bytes, Cq, VerbsFile},
+    Limits,
 };
 use crate::uapi;
 use kernel::{page::PAGE_SIZE, prelude::*, sync::Arc, types::ScopeGuard};
@@ -33,6 +34,9 @@ impl VerbsFile {
         let mem = Arc::new(self.nic.alloc_coherent(bytes)?, GFP_KERNEL)?;
 
         let mut o = self.objects.lock();
+        if o.cqs.iter().count() >= Limits::file_share(verbs.limits.max_cqs) {
+            return Err(EDQUOT);
+        }
         let cqn = verbs.ids.lock().cqns.alloc()?;
         let free_cqn = ScopeGuard::new(|| verbs.ids.lock().cqns.free(cqn));
         // Route events before the CQ exists, so none is lost.

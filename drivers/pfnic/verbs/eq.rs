@@ -31,6 +31,11 @@ pub(crate) const EQ_VECTOR: u32 = 0;
 const EVENT_COMPLETION: u8 = 1;
 const EVENT_QP_FATAL: u8 = 2;
 const EVENT_CQ_ERROR: u8 = 3;
+const EVENT_ACCESS_ERROR: u8 = 4;
+
+/// Contexts whose refused remote accesses can be flagged ([`EventQueue::take_alert`]): the
+/// device's maximum.
+const MAX_CONTEXTS: usize = 1024;
 
 /// One event queue entry, as the device writes it.
 #[repr(C)]
@@ -66,6 +71,9 @@ pub(crate) struct EqCounters {
     /// Completion events for a CQ no file owns (destroyed in the meantime), or dropped
     /// because the owner's queue was full.
     pub(crate) dropped: Atomic<u64>,
+    /// `ACCESS_ERROR` events: a context's first refused remote access since its count was
+    /// last read.
+    pub(crate) access_errors: Atomic<u64>,
 }
 
 /// The event queue and the CQ routing table.
@@ -78,6 +86,9 @@ pub(crate) struct EventQueue {
     /// Slot `cqn` says which file gets the CQ's completion events.
     #[pin]
     routes: SpinLockIrq<KVec<Option<Route>>>,
+    /// Bit `i`: context `i` had an `ACCESS_ERROR` event not yet reported.
+    #[pin]
+    alerts: SpinLockIrq<[u64; MAX_CONTEXTS / 64]>,
     pub(crate) counters: EqCounters,
 }
 
@@ -95,11 +106,13 @@ impl EventQueue {
             mem,
             consumed <- new_spinlock_irq!(0),
             routes <- new_spinlock_irq!(routes),
+            alerts <- new_spinlock_irq!([0; MAX_CONTEXTS / 64]),
             counters: EqCounters {
                 completions: Atomic::new(0),
                 qp_fatal: Atomic::new(0),
                 cq_errors: Atomic::new(0),
                 dropped: Atomic::new(0),
+                access_errors: Atomic::new(0),
             },
         }? Error))
     }
@@ -172,8 +185,32 @@ impl EventQueue {
             }
             EVENT_QP_FATAL => self.counters.qp_fatal.add(1, Relaxed),
             EVENT_CQ_ERROR => self.counters.cq_errors.add(1, Relaxed),
+            EVENT_ACCESS_ERROR => {
+                self.counters.access_errors.add(1, Relaxed);
+                let ctx = entry.object as usize;
+                if ctx < MAX_CONTEXTS {
+                    self.alerts.lock()[ctx / 64] |= 1 << (ctx % 64);
+                }
+            }
             _ => {}
         }
+    }
+
+    /// Whether some context had an `ACCESS_ERROR` event not yet reported.
+    pub(crate) fn alerts_pending(&self) -> bool {
+        self.alerts.lock().iter().any(|&w| w != 0)
+    }
+
+    /// Clears context `index`'s pending `ACCESS_ERROR`; returns whether it was pending.
+    pub(crate) fn take_alert(&self, index: u32) -> bool {
+        let i = index as usize;
+        if i >= MAX_CONTEXTS {
+            return false;
+        }
+        let mut alerts = self.alerts.lock();
+        let was = alerts[i / 64] & (1 << (i % 64)) != 0;
+        alerts[i / 64] &= !(1 << (i % 64));
+        was
     }
 
     /// Events the device dropped because the queue was full.

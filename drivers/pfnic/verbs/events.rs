@@ -4,13 +4,14 @@
 //!
 //! The event queue's interrupt handler pushes a [`uapi::CqEvent`] here when an armed CQ of the
 //! file gets a completion; `read()` takes them out, waiting (interruptibly) unless the file is
-//! non-blocking.
+//! non-blocking. An event leaves the queue only once it was copied to the reader: a reader whose
+//! buffer faults loses nothing.
 
 use crate::uapi;
 use kernel::{
-    new_poll_condvar, new_spinlock_irq,
+    new_mutex, new_poll_condvar, new_spinlock_irq,
     prelude::*,
-    sync::{poll::PollCondVar, Arc, SpinLockIrq},
+    sync::{poll::PollCondVar, Arc, Mutex, SpinLockIrq},
 };
 
 /// Events one file can have queued. A CQ queues at most one event per arm, so this only fills
@@ -21,10 +22,18 @@ const CAPACITY: usize = 1024;
 /// Events one `read()` returns at most.
 pub(crate) const READ_BATCH: usize = 16;
 
+/// A queued event and its sequence number (pushes are numbered in order).
+#[derive(Clone, Copy, Default)]
+struct Entry {
+    seq: u64,
+    event: uapi::CqEvent,
+}
+
 struct Ring {
-    buf: KVec<uapi::CqEvent>,
+    buf: KVec<Entry>,
     head: usize,
     len: usize,
+    next_seq: u64,
 }
 
 /// The completion events of one open file.
@@ -32,6 +41,9 @@ struct Ring {
 pub(crate) struct CompletionEvents {
     #[pin]
     queue: SpinLockIrq<Ring>,
+    /// Serializes readers between looking at the queue and taking what they copied.
+    #[pin]
+    readers: Mutex<()>,
     /// Readers and pollers wait here.
     #[pin]
     wait: PollCondVar,
@@ -41,7 +53,7 @@ impl CompletionEvents {
     pub(crate) fn new() -> Result<Arc<Self>> {
         let mut buf = KVec::with_capacity(CAPACITY, GFP_KERNEL)?;
         for _ in 0..CAPACITY {
-            buf.push(uapi::CqEvent::default(), GFP_KERNEL)?;
+            buf.push(Entry::default(), GFP_KERNEL)?;
         }
         Arc::pin_init(
             pin_init!(Self {
@@ -49,7 +61,9 @@ impl CompletionEvents {
                     buf,
                     head: 0,
                     len: 0,
+                    next_seq: 0,
                 }),
+                readers <- new_mutex!(()),
                 wait <- new_poll_condvar!("pfnic completion events"),
             }),
             GFP_KERNEL,
@@ -65,7 +79,9 @@ impl CompletionEvents {
                 return false;
             }
             let slot = (q.head + q.len) % CAPACITY;
-            q.buf[slot] = event;
+            let seq = q.next_seq;
+            q.buf[slot] = Entry { seq, event };
+            q.next_seq += 1;
             q.len += 1;
         }
         self.wait.notify_all();
@@ -79,9 +95,9 @@ impl CompletionEvents {
         let (head, len) = (q.head, q.len);
         let mut kept = 0;
         for i in 0..len {
-            let event = q.buf[(head + i) % CAPACITY];
-            if event.cqn != cqn {
-                q.buf[(head + kept) % CAPACITY] = event;
+            let entry = q.buf[(head + i) % CAPACITY];
+            if entry.event.cqn != cqn {
+                q.buf[(head + kept) % CAPACITY] = entry;
                 kept += 1;
             }
         }
@@ -93,9 +109,53 @@ impl CompletionEvents {
         self.queue.lock().len != 0
     }
 
-    /// Takes up to `out.len()` events, waiting for the first unless `nonblocking` (then
-    /// `EAGAIN`). A signal ends the wait with `ERESTARTSYS`.
-    pub(crate) fn take(&self, out: &mut [uapi::CqEvent], nonblocking: bool) -> Result<usize> {
+    /// Hands up to `max` queued events (at most [`READ_BATCH`]) to `copy`, waiting for the first
+    /// unless `nonblocking` (then `EAGAIN`); a signal ends the wait with `ERESTARTSYS`. `copy`
+    /// returns how many of them it delivered, and only those leave the queue; the rest stay at
+    /// its head, in order. Returns what `copy` returned.
+    pub(crate) fn read(
+        &self,
+        max: usize,
+        nonblocking: bool,
+        copy: impl FnOnce(&[uapi::CqEvent]) -> usize,
+    ) -> Result<usize> {
+        let max = max.min(READ_BATCH);
+        loop {
+            self.wait_ready(nonblocking)?;
+            let _reader = self.readers.lock();
+            let mut batch = [uapi::CqEvent::default(); READ_BATCH];
+            let mut seqs = [0u64; READ_BATCH];
+            let n = {
+                let q = self.queue.lock();
+                let n = max.min(q.len);
+                for i in 0..n {
+                    let entry = q.buf[(q.head + i) % CAPACITY];
+                    batch[i] = entry.event;
+                    seqs[i] = entry.seq;
+                }
+                n
+            };
+            if n == 0 {
+                // Another reader took them (or their CQ was destroyed): wait again.
+                continue;
+            }
+            // Copying may fault and sleep: no spinlock held. Pushes only append, and a purge
+            // only removes, so what we copied is still at the head unless purged.
+            let delivered = copy(&batch[..n]).min(n);
+            if delivered > 0 {
+                let last = seqs[delivered - 1];
+                let mut q = self.queue.lock();
+                while q.len > 0 && q.buf[q.head].seq <= last {
+                    q.head = (q.head + 1) % CAPACITY;
+                    q.len -= 1;
+                }
+            }
+            return Ok(delivered);
+        }
+    }
+
+    /// Waits until an event is queued (see [`CompletionEvents::read`]).
+    fn wait_ready(&self, nonblocking: bool) -> Result {
         let mut q = self.queue.lock();
         while q.len == 0 {
             if nonblocking {
@@ -105,13 +165,7 @@ impl CompletionEvents {
                 return Err(ERESTARTSYS);
             }
         }
-        let n = out.len().min(q.len);
-        for e in out.iter_mut().take(n) {
-            *e = q.buf[q.head];
-            q.head = (q.head + 1) % CAPACITY;
-            q.len -= 1;
-        }
-        Ok(n)
+        Ok(())
     }
 
     /// The condition variable `poll()` registers with.

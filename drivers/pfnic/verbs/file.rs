@@ -106,6 +106,18 @@ impl Objects {
         }
     }
 
+    /// Inserts `mr` at `handle`, which must be free ([`Objects::new_handle`] under the same
+    /// lock): a live handle is never replaced, which would orphan its device key.
+    pub(crate) fn insert_mr(&mut self, handle: u32, mr: Mr) -> Result {
+        if self.mrs.get(&handle).is_some() || self.pds.get(&handle).is_some() {
+            return Err(EEXIST);
+        }
+        let old = self.mrs.try_create_and_insert(handle, mr, GFP_KERNEL)?;
+        // Checked above, under the lock the caller holds.
+        debug_assert!(old.is_none());
+        Ok(())
+    }
+
     /// Keeps `mem` until [`Objects::remove_ring`]; returns its `mmap()` token.
     pub(crate) fn add_ring(&mut self, mem: Arc<Coherent<[u8]>>) -> Result<u64> {
         let token = self.next_token;
@@ -195,6 +207,12 @@ impl VerbsFile {
         // A fork child cannot use the context; it does not inherit the mappings either.
         vma.set_dontcopy();
         let token = vma.pgoff() as u64;
+        // Nothing is mapped once the device is unbound, and unbinding removes what was.
+        self.nic.map_into_process(|| self.map(vma, token))
+    }
+
+    /// Maps the doorbell page or the rings of `token` (see [`VerbsFile::mmap`]).
+    fn map(&self, vma: &VmaNew, token: u64) -> Result {
         if token == uapi::PFNIC_MMAP_DOORBELL {
             // Refused once the device is unbound (its BAR may be gone).
             self.nic.with_bar(|_| ())?;
@@ -207,7 +225,8 @@ impl VerbsFile {
             // SAFETY: `start` is this file's context's page of BAR2 (checked to lie inside it
             // above), which holds nothing but that context's doorbells; the device checks every
             // doorbell against the context whose page is written, so the process reaches only
-            // its own queues. The BAR stays assigned to the device while it exists.
+            // its own queues. The BAR stays assigned to the device while it is bound, and
+            // unbinding removes this mapping before it lets the BAR go.
             return unsafe { vma.iomap_uncached(start, regs::DB_PAGE_SIZE) };
         }
         let ring = self
@@ -225,6 +244,8 @@ impl VerbsFile {
     /// keys). Runs at release, before the hardware context stops; after an unbind the device
     /// was reset, which emptied its tables, and the commands fail harmlessly.
     fn destroy_all(&self) {
+        // The context's refused remote accesses are reported before its count goes.
+        self.nic.flush_access_alert(self.ctx);
         let mut o = self.objects.lock();
         let verbs = match self.nic.verbs() {
             Ok(v) => v,

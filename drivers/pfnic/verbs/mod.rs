@@ -45,6 +45,10 @@ pub(crate) const MAX_MSG_SZ: u32 = 1 << 31;
 /// The page size the device translates.
 const PAGE_SIZE_CAP: u64 = 1 << 12;
 
+/// One open file may hold at most this fraction (1/N) of each device table (QPs, CQs, memory
+/// keys), so that one process cannot take the device from the others; beyond it, `EDQUOT`.
+pub(crate) const FILE_SHARE: u32 = 4;
+
 /// The device's table sizes (read-only registers).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Limits {
@@ -57,6 +61,11 @@ pub(crate) struct Limits {
 }
 
 impl Limits {
+    /// What one file may hold of a table of `entries` ([`FILE_SHARE`]).
+    pub(crate) fn file_share(entries: u32) -> usize {
+        (entries / FILE_SHARE).max(1) as usize
+    }
+
     /// Reads the limits; `EIO` if the device reports nonsense (the allocators size tables by
     /// them).
     pub(crate) fn read(bar: &Bar0<'_>) -> Result<Self> {
@@ -97,7 +106,7 @@ pub(crate) struct Verbs {
     pub(crate) limits: Limits,
     /// Serializes admin commands.
     #[pin]
-    pub(crate) cmd_lock: Mutex<()>,
+    pub(crate) cmd_lock: Mutex<cmd::CmdState>,
     #[pin]
     pub(crate) ids: Mutex<Ids>,
     #[pin]
@@ -119,7 +128,7 @@ impl Verbs {
         let eq_init = EventQueue::new(dev, limits.max_cqs)?;
         Ok(try_pin_init!(Self {
             limits,
-            cmd_lock <- new_mutex!(()),
+            cmd_lock <- new_mutex!(cmd::CmdState::default()),
             ids <- new_mutex!(ids),
             eq <- eq_init,
         }? Error))
@@ -214,6 +223,7 @@ impl Nic {
         let c = &verbs.eq.counters;
         writeln!(f, "completion_events {}", c.completions.load(Relaxed))?;
         writeln!(f, "qp_fatal_events {}", c.qp_fatal.load(Relaxed))?;
+        writeln!(f, "access_error_events {}", c.access_errors.load(Relaxed))?;
         writeln!(f, "cq_error_events {}", c.cq_errors.load(Relaxed))?;
         writeln!(f, "completion_events_dropped {}", c.dropped.load(Relaxed))?;
         if let Ok(overflow) = self.with_bar(EventQueue::overflow) {

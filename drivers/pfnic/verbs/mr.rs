@@ -8,7 +8,7 @@
 //! like any others and the device faults them back in. An ODP MR is populated only by faults
 //! and prefetches.
 
-use super::{cmd, file::Mr, file::VerbsFile};
+use super::{cmd, file::Mr, file::VerbsFile, Limits};
 use crate::{
     ring::{self, Desc},
     uapi,
@@ -78,11 +78,14 @@ impl VerbsFile {
     pub(crate) fn reg_mr(&self, arg: &mut uapi::RegMr) -> Result {
         let verbs = self.nic.verbs()?;
         let implicit = check_reg(arg)?;
-        let handle = {
-            let mut o = self.objects.lock();
+        let share = Limits::file_share(verbs.limits.max_mrs);
+        {
+            let o = self.objects.lock();
             o.pds.get(&arg.pd).ok_or(EINVAL)?;
-            o.new_handle()
-        };
+            if o.mrs.iter().count() >= share {
+                return Err(EDQUOT);
+            }
+        }
         let index = verbs.ids.lock().mrs.alloc()?;
         let free_index = kernel::types::ScopeGuard::new(|| verbs.ids.lock().mrs.free(index));
         let [addr_lo, addr_hi] = cmd::split(arg.addr);
@@ -108,8 +111,15 @@ impl VerbsFile {
         }
         let mut o = self.objects.lock();
         // The PD may have gone while the lock was dropped (another thread of the process).
+        // Counted again: other threads may have registered while the lock was dropped.
+        if o.mrs.iter().count() >= share {
+            return Err(EDQUOT);
+        }
         let pd = o.pds.get_mut(&arg.pd).ok_or(EINVAL)?;
         pd.mrs += 1;
+        // The handle is taken under the same lock as the insertion, so no other registration
+        // can take it in between.
+        let handle = o.new_handle();
         let mr = Mr {
             index,
             key,
@@ -118,7 +128,7 @@ impl VerbsFile {
             addr: arg.addr,
             length: arg.length,
         };
-        if let Err(e) = o.mrs.try_create_and_insert(handle, mr, GFP_KERNEL) {
+        if let Err(e) = o.insert_mr(handle, mr) {
             if let Some(pd) = o.pds.get_mut(&arg.pd) {
                 pd.mrs -= 1;
             }
@@ -165,6 +175,7 @@ impl VerbsFile {
         arg.page_invalidations = cmd::join(r[4], r[5]);
         arg.page_invalidations_handled = cmd::join(r[6], r[7]);
         arg.page_prefetch = cmd::join(r[8], r[9]);
+        arg.remote_access_errors = cmd::join(r[10], r[11]);
         Ok(())
     }
 

@@ -7,7 +7,7 @@
 use super::{
     cmd,
     file::{ring_bytes, Qp, VerbsFile},
-    MAX_QP_RD_ATOM,
+    Limits, MAX_QP_RD_ATOM,
 };
 use crate::uapi::*;
 use kernel::{page::PAGE_SIZE, prelude::*, sync::Arc, types::ScopeGuard};
@@ -198,6 +198,9 @@ impl VerbsFile {
         {
             return Err(EINVAL);
         }
+        if o.qps.iter().count() >= Limits::file_share(verbs.limits.max_qps) {
+            return Err(EDQUOT);
+        }
         let qpn = verbs.ids.lock().qpns.alloc()?;
         let free_qpn = ScopeGuard::new(|| verbs.ids.lock().qpns.free(qpn));
         let sq = mem.dma_address();
@@ -341,6 +344,7 @@ impl VerbsFile {
             rnr_waits: u64::from(r[4]),
             wqes: u64::from(r[5]),
             bytes: cmd::join(r[6], r[7]),
+            refused: u64::from(r[8]),
         };
         Ok(())
     }

@@ -59,6 +59,8 @@ typedef struct PfnicContext {
     uint32_t pasid;
     bool enabled;
     uint32_t mrs;               /* valid MRs (memory keys) of the context */
+    uint64_t remote_access_errors;  /* refused remote accesses to us */
+    bool access_alert_armed;    /* the next refusal queues ACCESS_ERROR */
 
     /* Descriptor ring (driver memory) and doorbell */
     uint64_t ring;
@@ -135,6 +137,7 @@ typedef struct PfnicQp {
     uint32_t state;
     uint32_t access;
     uint32_t dest_qpn;
+    uint32_t peer_gen;          /* generation of dest_qpn when connected */
     uint32_t min_rnr_timer;
     uint32_t rnr_retry;
     uint32_t retry_cnt;
@@ -154,6 +157,7 @@ typedef struct PfnicQp {
     PfnicWqe rwqe;              /* the claimed receive WQE (SEND, WITH_IMM) */
     uint32_t rwqe_requests;     /* page requests on the receive buffers */
     uint32_t rnr_left;
+    uint32_t rnr_backoff;       /* RNR waits in a row with rnr_retry 7 */
     bool rnr_waiting;
     int64_t rnr_deadline;
     bool atomic_done;
@@ -165,6 +169,7 @@ typedef struct PfnicQp {
     uint32_t rnr_waits;
     uint32_t wqes_completed;
     uint64_t bytes;
+    uint32_t refused;           /* requests from QPs that are not our peer */
 } PfnicQp;
 
 struct PfnicState {
@@ -208,6 +213,7 @@ struct PfnicState {
     uint32_t eq_vector;
     uint32_t eq_overflow;
     PfnicMr *mrs;               /* PFNIC_MAX_MRS entries */
+    GHashTable *keys;           /* key of each valid MR -> its index + 1 */
     PfnicCq *cqs;               /* PFNIC_MAX_CQS entries */
     PfnicQp *qps;               /* PFNIC_MAX_QPS entries */
     uint32_t qp_next;           /* round robin: first QP of the next run */
@@ -233,7 +239,7 @@ void pfnic_engine_exit(PfnicState *s);
 void pfnic_engine_reset(PfnicState *s);
 bool pfnic_ctx_start(PfnicContext *ctx);
 void pfnic_ctx_stop(PfnicContext *ctx);
-void pfnic_doorbell(PfnicContext *ctx, uint32_t tail);
+void pfnic_doorbell(PfnicContext *ctx, uint16_t tail16);
 
 #define PFNIC_PAGE_SIZE         4096ull
 #define PFNIC_PAGE_MASK         (~(PFNIC_PAGE_SIZE - 1))
@@ -261,6 +267,8 @@ void pfnic_event(PfnicState *s, uint8_t type, uint32_t object);
 PfnicMr *pfnic_mr_lookup(PfnicState *s, uint32_t key, uint32_t ctx,
                          uint32_t pd, uint64_t addr, uint64_t len,
                          uint32_t access);
+PfnicMr *pfnic_mr_remote(PfnicState *s, uint32_t key, PfnicQp *dest,
+                         uint64_t addr, uint64_t len, uint32_t access);
 bool pfnic_cqe_write(PfnicState *s, uint32_t cqn, PfnicCqe *cqe,
                      bool solicited);
 void pfnic_mr_invalidate(PfnicContext *ctx, uint64_t start, uint64_t last);

@@ -294,6 +294,9 @@ static uint64_t pfnic_ctrl_read(void *opaque, hwaddr addr, unsigned size)
     case PFNIC_REG_MAX_SGE:
         val = PFNIC_MAX_SGE;
         break;
+    case PFNIC_REG_RING_DB:
+        val = 0;                /* write-only */
+        break;
     default:
         qemu_log_mask(LOG_GUEST_ERROR,
                       "pfnic: read of unknown register 0x%" HWADDR_PRIx "\n",
@@ -382,6 +385,13 @@ static void pfnic_ctrl_write(void *opaque, hwaddr addr, uint64_t val,
     case PFNIC_REG_EQ_BASE_LO ... PFNIC_REG_EQ_VECTOR:
         pfnic_eq_write_reg(s, addr, val);
         break;
+    case PFNIC_REG_RING_DB:
+        if ((val >> 16) >= s->num_contexts) {
+            pfnic_guest_error(s, "RING_DB for a context out of range");
+        } else {
+            pfnic_doorbell(&s->contexts[val >> 16], val & 0xffff);
+        }
+        break;
     case PFNIC_REG_ID:
     case PFNIC_REG_VERSION:
     case PFNIC_REG_FW_VERSION:
@@ -427,9 +437,10 @@ const MemoryRegionOps pfnic_ctrl_ops = {
 };
 
 /*
- * BAR2: one doorbell page per hardware context. Offset 0 of a context's
- * page takes the ring's new tail, 0x8/0xc/0x10 the verbs doorbells
- * (docs/verbs.md); the rest of the page is reserved.
+ * BAR2: one doorbell page per hardware context, mapped by the process that
+ * owns the context: 0x8/0xc/0x10 are the verbs doorbells (docs/verbs.md);
+ * the rest of the page is reserved. The driver's descriptor ring is rung
+ * through RING_DB in BAR0, out of the process's reach.
  */
 static uint64_t pfnic_doorbell_read(void *opaque, hwaddr addr, unsigned size)
 {
@@ -446,18 +457,14 @@ static void pfnic_doorbell_write(void *opaque, hwaddr addr, uint64_t val,
 
     trace_pfnic_doorbell_write(addr, val);
     if (size != 4 || index >= s->num_contexts ||
-        (offset != PFNIC_DB_RING_TAIL && offset != PFNIC_DB_SQ &&
-         offset != PFNIC_DB_RQ && offset != PFNIC_DB_CQ_ARM)) {
+        (offset != PFNIC_DB_SQ && offset != PFNIC_DB_RQ &&
+         offset != PFNIC_DB_CQ_ARM)) {
         qemu_log_mask(LOG_GUEST_ERROR,
                       "pfnic: doorbell write at reserved 0x%" HWADDR_PRIx "\n",
                       addr);
         return;
     }
-    if (offset == PFNIC_DB_RING_TAIL) {
-        pfnic_doorbell(&s->contexts[index], val);
-    } else {
-        pfnic_qp_doorbell(&s->contexts[index], offset, val);
-    }
+    pfnic_qp_doorbell(&s->contexts[index], offset, val);
 }
 
 const MemoryRegionOps pfnic_doorbell_ops = {

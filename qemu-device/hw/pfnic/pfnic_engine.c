@@ -593,14 +593,25 @@ static void pfnic_engine_bh(void *opaque)
 
 /* --- context lifecycle ----------------------------------------------- */
 
-void pfnic_doorbell(PfnicContext *ctx, uint32_t tail)
+/*
+ * RING_DB: the low 16 bits of the ring's new tail. The full tail is the one
+ * within a ring of the head; it may not move back (descriptors once posted
+ * stay posted) nor past the ring.
+ */
+void pfnic_doorbell(PfnicContext *ctx, uint16_t tail16)
 {
+    uint32_t tail = ctx->head + (uint16_t)(tail16 - (uint16_t)ctx->head);
+
     if (!ctx->enabled || !ctx->ring_size) {
         pfnic_guest_error(ctx->s, "doorbell of a stopped context");
         return;
     }
     if (tail - ctx->head > ctx->ring_size) {
         pfnic_guest_error(ctx->s, "doorbell past the ring");
+        return;
+    }
+    if (tail - ctx->head < ctx->tail - ctx->head) {
+        pfnic_guest_error(ctx->s, "doorbell moving the ring tail back");
         return;
     }
     ctx->tail = tail;
@@ -616,6 +627,8 @@ bool pfnic_ctx_start(PfnicContext *ctx)
     ctx->busy = false;
     pfnic_page_wait_init(&ctx->pw, ctx->index);
     memset(&ctx->stats, 0, sizeof(ctx->stats));
+    ctx->remote_access_errors = 0;
+    ctx->access_alert_armed = true;
     ctx->pri_notifier.notify = pfnic_pri_response;
     ctx->pri_registered =
         pci_pri_register_notifier(pdev, ctx->pasid, &ctx->pri_notifier) == 0;

@@ -10,6 +10,9 @@
  * request in that context's PASID with the QP's own group index (256 +
  * QPN); the QP waits and every other QP and context goes on.
  *
+ * RC connections are checked at every chunk: a destination accepts only
+ * the QP it was connected to (number and generation), as on a wire.
+ *
  * A sender of SEND or WITH_IMM takes the destination's head receive WQE
  * for itself (rq_owner) until its message is complete, so two senders
  * never share one receive WQE; the head only moves when the receive
@@ -454,14 +457,29 @@ static PfnicQpStep pfnic_qp_fail(PfnicState *s, PfnicQp *qp, uint8_t status)
 
 /* --- execution --------------------------------------------------------- */
 
-/* The destination, if it still is the one we started with and ready. */
+/*
+ * RC: a responder accepts requests only from the QP it was connected to
+ * (its number and the generation it had then), so a process that learns
+ * another's QPN can neither send into that QP nor reach its memory.
+ */
+static bool pfnic_qp_is_peer(const PfnicQp *dest, const PfnicQp *qp)
+{
+    return dest->dest_qpn == qp->qpn && dest->peer_gen == qp->gen;
+}
+
+static bool pfnic_qp_ready(PfnicState *s, const PfnicQp *dest)
+{
+    return (dest->state == PFNIC_QPS_RTR || dest->state == PFNIC_QPS_RTS) &&
+           s->contexts[dest->ctx].enabled;
+}
+
+/* The destination, if it still is our connected peer and ready. */
 static PfnicQp *pfnic_qp_dest(PfnicState *s, PfnicQp *qp)
 {
     PfnicQp *dest = pfnic_qp_get(s, qp->dest);
 
-    if (!dest || dest->gen != qp->dest_gen ||
-        (dest->state != PFNIC_QPS_RTR && dest->state != PFNIC_QPS_RTS) ||
-        !s->contexts[dest->ctx].enabled) {
+    if (!dest || dest->gen != qp->dest_gen || !pfnic_qp_ready(s, dest) ||
+        !pfnic_qp_is_peer(dest, qp)) {
         return NULL;
     }
     if (qp->started && pfnic_op_recv(qp->wqe.opcode) &&
@@ -495,10 +513,19 @@ static PfnicQpStep pfnic_qp_rnr(PfnicState *s, PfnicQp *qp, PfnicQp *dest)
         trace_pfnic_qp_rnr(qp->qpn, dest->qpn, 0, 0);
         return pfnic_qp_fail(s, qp, PFNIC_WC_RNR_RETRY_EXC_ERR);
     }
+    ns = (int64_t)pfnic_rnr_10us[dest->min_rnr_timer] * 10 * SCALE_US;
     if (qp->rnr_retry != PFNIC_RNR_FOREVER) {
         qp->rnr_left--;
+    } else {
+        /*
+         * Retrying forever: back off exponentially up to the longest RNR
+         * timer, so an idle receiver does not keep QEMU busy. A receive
+         * doorbell at the destination still retries at once.
+         */
+        ns = MIN(ns << MIN(qp->rnr_backoff, 16),
+                 (int64_t)pfnic_rnr_10us[0] * 10 * SCALE_US);
+        qp->rnr_backoff++;
     }
-    ns = (int64_t)pfnic_rnr_10us[dest->min_rnr_timer] * 10 * SCALE_US;
     trace_pfnic_qp_rnr(qp->qpn, dest->qpn, qp->rnr_left, ns);
     qp->rnr_waits++;
     qp->rnr_waiting = true;
@@ -537,19 +564,23 @@ static PfnicQpStep pfnic_qp_start(PfnicState *s, PfnicQp *qp)
     }
 
     qp->dest = qp->dest_qpn;
+    qp->dest_gen = qp->peer_gen;
     dest = pfnic_qp_get(s, qp->dest);
-    qp->dest_gen = dest ? dest->gen : 0;
+    if (dest && dest->gen == qp->dest_gen && pfnic_qp_ready(s, dest) &&
+        !pfnic_qp_is_peer(dest, qp)) {
+        /* On a wire the responder drops it: the requester times out. */
+        dest->refused++;
+        trace_pfnic_qp_refused(dest->qpn, qp->qpn, dest->dest_qpn);
+    }
     dest = pfnic_qp_dest(s, qp);
     if (!dest) {
         return pfnic_qp_fail(s, qp, PFNIC_WC_RETRY_EXC_ERR);
     }
     if (pfnic_op_rdma(op) || pfnic_op_atomic(op)) {
-        uint32_t acc = pfnic_op_remote_access(op);
-
         if ((qp->len || pfnic_op_atomic(op)) &&
-            (!(dest->access & acc) ||
-             !pfnic_mr_lookup(s, w->rkey, dest->ctx, dest->pd,
-                              w->remote_addr, qp->len, acc))) {
+            !pfnic_mr_remote(s, w->rkey, dest, w->remote_addr,
+                             pfnic_op_atomic(op) ? 8 : qp->len,
+                             pfnic_op_remote_access(op))) {
             return pfnic_qp_fail(s, qp, PFNIC_WC_REM_ACCESS_ERR);
         }
     }
@@ -571,6 +602,7 @@ static PfnicQpStep pfnic_qp_start(PfnicState *s, PfnicQp *qp)
         dest->rq_owner = qp->qpn;
         qp->started = true;
         qp->rwqe_requests = 0;
+        qp->rnr_backoff = 0;
         if (pfnic_op_send(op)) {
             PfnicWqe *r = &qp->rwqe;
 
@@ -635,8 +667,8 @@ static PfnicQpStep pfnic_qp_atomic_step(PfnicState *s, PfnicQp *qp,
     AddressSpace *as;
 
     if (!qp->atomic_done) {
-        mr = pfnic_mr_lookup(s, w->rkey, dest->ctx, dest->pd, w->remote_addr,
-                             8, PFNIC_ACCESS_REMOTE_ATOMIC);
+        mr = pfnic_mr_remote(s, w->rkey, dest, w->remote_addr, 8,
+                             PFNIC_ACCESS_REMOTE_ATOMIC);
         if (!mr) {
             return pfnic_qp_fail(s, qp, PFNIC_WC_REM_ACCESS_ERR);
         }
@@ -759,11 +791,9 @@ static PfnicQpStep pfnic_qp_step(PfnicState *s, PfnicQp *qp)
         rva = r->sge[ri].addr + ro;
         rrem = r->sge[ri].length - ro;
     } else {
-        uint32_t acc = pfnic_op_remote_access(op);
-
-        rmr = pfnic_mr_lookup(s, w->rkey, dest->ctx, dest->pd,
-                              w->remote_addr, qp->len, acc);
-        if (!rmr || !(dest->access & acc)) {
+        rmr = pfnic_mr_remote(s, w->rkey, dest, w->remote_addr, qp->len,
+                              pfnic_op_remote_access(op));
+        if (!rmr) {
             return pfnic_qp_fail(s, qp, PFNIC_WC_REM_ACCESS_ERR);
         }
         rva = w->remote_addr + qp->done;
@@ -813,6 +843,7 @@ static bool pfnic_qp_load(PfnicState *s, PfnicQp *qp)
     qp->len = 0;
     qp->atomic_done = false;
     qp->rnr_left = qp->rnr_retry;
+    qp->rnr_backoff = 0;
     qp->rnr_waiting = false;
     pfnic_page_wait_init(&qp->pw, PFNIC_PRGI_QP_BASE + qp->qpn);
     trace_pfnic_qp_wqe_start(qp->qpn, qp->sq_head, qp->wqe.opcode,

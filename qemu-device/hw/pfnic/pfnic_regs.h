@@ -1,5 +1,5 @@
 /*
- * pfnic register layout (device ABI 1.3)
+ * pfnic register layout (device ABI 1.4)
  *
  * Mirrors docs/registers.md and docs/verbs.md, which are the definition;
  * the Rust driver's drivers/pfnic/regs.rs mirrors the same documents.
@@ -72,6 +72,7 @@
 #define PFNIC_REG_MAX_WQES          0x26c
 #define PFNIC_REG_MAX_CQES          0x270
 #define PFNIC_REG_MAX_SGE           0x274
+#define PFNIC_REG_RING_DB           0x278   /* context << 16 | ring tail */
 
 /*
  * Translation and page-request counters, in register order. The device-wide
@@ -92,9 +93,9 @@ typedef enum PfnicCounter {
 /* Register values and fields */
 #define PFNIC_ID_VALUE              0x434e4650 /* "PFNC" in memory order */
 #define PFNIC_ABI_MAJOR             1
-#define PFNIC_ABI_MINOR             3
+#define PFNIC_ABI_MINOR             4
 #define PFNIC_VERSION_VALUE         ((PFNIC_ABI_MAJOR << 16) | PFNIC_ABI_MINOR)
-#define PFNIC_FW_VERSION_VALUE      0x01030000 /* model 1.3.0 */
+#define PFNIC_FW_VERSION_VALUE      0x01040000 /* model 1.4.0 */
 
 #define PFNIC_CAPS_ATS              (1u << 0)
 #define PFNIC_CAPS_PASID            (1u << 1)
@@ -167,6 +168,7 @@ typedef struct PfnicDesc {
 #define PFNIC_CMD_QP_MODIFY         0x21
 #define PFNIC_CMD_QP_QUERY          0x22
 #define PFNIC_CMD_QP_DESTROY        0x23
+#define PFNIC_CMD_CTX_QUERY         0x30
 
 #define PFNIC_CMD_OK                0
 #define PFNIC_CMD_BAD_ARG           1
@@ -176,11 +178,9 @@ typedef struct PfnicDesc {
 #define PFNIC_CMD_BAD_OP            5
 
 /*
- * Memory keys: 20 random bits (nonzero) above the 12-bit table index;
- * IBV_ACCESS_* bits
+ * Memory keys are 32 random bits (docs/verbs.md, "Memory keys"); access
+ * bits are IBV_ACCESS_*
  */
-#define PFNIC_KEY_INDEX_BITS        12
-#define PFNIC_KEY_INDEX_MASK        ((1u << PFNIC_KEY_INDEX_BITS) - 1)
 #define PFNIC_ACCESS_LOCAL_WRITE    0x01
 #define PFNIC_ACCESS_REMOTE_WRITE   0x02
 #define PFNIC_ACCESS_REMOTE_READ    0x04
@@ -196,6 +196,7 @@ typedef enum PfnicMrCounter {
     PFNIC_MR_PAGE_INVALIDATIONS,
     PFNIC_MR_PAGE_INVALIDATIONS_HANDLED,
     PFNIC_MR_PAGE_PREFETCH,
+    PFNIC_MR_REMOTE_ACCESS_ERRORS,  /* remote use of the key that was refused */
     PFNIC_MR_CNT_NR
 } PfnicMrCounter;
 
@@ -216,6 +217,7 @@ typedef enum PfnicMrCounter {
 #define PFNIC_EV_COMPLETION         1
 #define PFNIC_EV_QP_FATAL           2
 #define PFNIC_EV_CQ_ERROR           3
+#define PFNIC_EV_ACCESS_ERROR       4
 
 /* Work queue entries (128 bytes) */
 #define PFNIC_WQE_SIZE              128
@@ -287,8 +289,10 @@ typedef struct PfnicCqe {
     uint32_t vendor_err;
 } PfnicCqe;
 
-/* User doorbells in each context's BAR2 page */
-#define PFNIC_DB_RING_TAIL          0x000
+/*
+ * User doorbells in each context's BAR2 page (offset 0, the ring tail of
+ * ABI 1.3, is reserved: the driver's ring is rung through RING_DB in BAR0)
+ */
 #define PFNIC_DB_SQ                 0x008
 #define PFNIC_DB_RQ                 0x00c
 #define PFNIC_DB_CQ_ARM             0x010

@@ -40,10 +40,14 @@ PfnicMr *pfnic_mr_lookup(PfnicState *s, uint32_t key, uint32_t ctx,
                          uint32_t pd, uint64_t addr, uint64_t len,
                          uint32_t access)
 {
-    uint32_t index = key & PFNIC_KEY_INDEX_MASK;
+    gpointer found = g_hash_table_lookup(s->keys, GUINT_TO_POINTER(key));
+    uintptr_t slot = GPOINTER_TO_UINT(found);
     PfnicMr *mr;
 
-    mr = &s->mrs[index];
+    if (!slot) {
+        return NULL;
+    }
+    mr = &s->mrs[slot - 1];
     if (!mr->valid || mr->key != key || mr->ctx != ctx ||
         (pd != UINT32_MAX && mr->pd != pd) ||
         (mr->access & access) != access) {
@@ -54,6 +58,40 @@ PfnicMr *pfnic_mr_lookup(PfnicState *s, uint32_t key, uint32_t ctx,
         return NULL;
     }
     return mr;
+}
+
+/*
+ * A remote access through the destination QP @dest: the MR, if both the QP
+ * and the key allow it. A refusal counts against the destination's context
+ * (and the MR, when the key names one of that context), and the first one
+ * since the driver last read the count queues an ACCESS_ERROR event, so a
+ * key scan is visible to the victim without flooding the event queue.
+ */
+PfnicMr *pfnic_mr_remote(PfnicState *s, uint32_t key, PfnicQp *dest,
+                         uint64_t addr, uint64_t len, uint32_t access)
+{
+    PfnicContext *ctx = &s->contexts[dest->ctx];
+    PfnicMr *mr = NULL;
+    uintptr_t slot;
+
+    if ((dest->access & access) == access) {
+        mr = pfnic_mr_lookup(s, key, dest->ctx, dest->pd, addr, len, access);
+    }
+    if (mr) {
+        return mr;
+    }
+    slot = GPOINTER_TO_UINT(g_hash_table_lookup(s->keys,
+                                                GUINT_TO_POINTER(key)));
+    if (slot && s->mrs[slot - 1].ctx == dest->ctx) {
+        s->mrs[slot - 1].count[PFNIC_MR_REMOTE_ACCESS_ERRORS]++;
+    }
+    ctx->remote_access_errors++;
+    trace_pfnic_remote_access_refused(dest->qpn, key, addr, len, access);
+    if (ctx->access_alert_armed) {
+        ctx->access_alert_armed = false;
+        pfnic_event(s, PFNIC_EV_ACCESS_ERROR, ctx->index);
+    }
+    return NULL;
 }
 
 /* A device-IOTLB invalidation of [start, last] in @ctx's address space. */
@@ -107,19 +145,21 @@ static uint32_t pfnic_cmd_mr_set(PfnicState *s)
     if (mr->valid) {
         return PFNIC_CMD_BAD_STATE;
     }
+    /* 32 random bits, nonzero and unused: nothing in a key is predictable. */
     do {
         qemu_guest_getrandom_nofail(&v, sizeof(v));
-        v >>= PFNIC_KEY_INDEX_BITS;
-    } while (!v);
+    } while (!v || g_hash_table_contains(s->keys, GUINT_TO_POINTER(v)));
     *mr = (PfnicMr) {
         .valid = true,
-        .key = v << PFNIC_KEY_INDEX_BITS | index,
+        .key = v,
         .ctx = ctx,
         .pd = pd,
         .access = access,
         .addr = addr,
         .len = len,
     };
+    g_hash_table_insert(s->keys, GUINT_TO_POINTER(v),
+                        GUINT_TO_POINTER(index + 1));
     s->contexts[ctx].mrs++;
     s->cmd_arg[0] = mr->key;
     trace_pfnic_mr_set(index, mr->key, ctx, pd, access, addr, len);
@@ -138,6 +178,7 @@ static uint32_t pfnic_cmd_mr_clear(PfnicState *s)
     }
     /* In-flight work holds index and key only: it fails its next check. */
     s->contexts[s->mrs[index].ctx].mrs--;
+    g_hash_table_remove(s->keys, GUINT_TO_POINTER(s->mrs[index].key));
     s->mrs[index] = (PfnicMr) { };
     trace_pfnic_mr_clear(index);
     return PFNIC_CMD_OK;
@@ -156,6 +197,21 @@ static uint32_t pfnic_cmd_mr_query(PfnicState *s)
     for (int c = 0; c < PFNIC_MR_CNT_NR; c++) {
         pfnic_set_arg64(s, 2 * c, s->mrs[index].count[c]);
     }
+    return PFNIC_CMD_OK;
+}
+
+/* Refused remote accesses to a context; re-arms its ACCESS_ERROR event. */
+static uint32_t pfnic_cmd_ctx_query(PfnicState *s)
+{
+    uint32_t index = s->cmd_arg[0];
+    PfnicContext *ctx;
+
+    if (index >= s->num_contexts) {
+        return PFNIC_CMD_BAD_INDEX;
+    }
+    ctx = &s->contexts[index];
+    pfnic_set_arg64(s, 0, ctx->remote_access_errors);
+    ctx->access_alert_armed = true;
     return PFNIC_CMD_OK;
 }
 
@@ -520,6 +576,14 @@ static uint32_t pfnic_cmd_qp_modify(PfnicState *s)
         return PFNIC_CMD_BAD_STATE;
     }
     qp->access = a[2];
+    if (state == PFNIC_QPS_RTR || a[3] != qp->dest_qpn) {
+        /*
+         * The connection is to the QP that has this number now: a QP
+         * created later at the same number is not our peer.
+         */
+        qp->peer_gen = a[3] < PFNIC_MAX_QPS && s->qps[a[3]].valid ?
+                       s->qps[a[3]].gen : 0;
+    }
     qp->dest_qpn = a[3];
     qp->min_rnr_timer = a[4];
     qp->rnr_retry = a[5];
@@ -548,6 +612,7 @@ static uint32_t pfnic_cmd_qp_query(PfnicState *s)
     s->cmd_arg[4] = qp->rnr_waits;
     s->cmd_arg[5] = qp->wqes_completed;
     pfnic_set_arg64(s, 6, qp->bytes);
+    s->cmd_arg[8] = qp->refused;
     return PFNIC_CMD_OK;
 }
 
@@ -606,6 +671,9 @@ void pfnic_cmd_execute(PfnicState *s, uint32_t op)
     case PFNIC_CMD_QP_DESTROY:
         st = pfnic_cmd_qp_destroy(s);
         break;
+    case PFNIC_CMD_CTX_QUERY:
+        st = pfnic_cmd_ctx_query(s);
+        break;
     default:
         st = PFNIC_CMD_BAD_OP;
         break;
@@ -629,8 +697,11 @@ void pfnic_verbs_reset(PfnicState *s)
     }
     memset(s->cqs, 0, sizeof(*s->cqs) * PFNIC_MAX_CQS);
     memset(s->mrs, 0, sizeof(*s->mrs) * PFNIC_MAX_MRS);
+    g_hash_table_remove_all(s->keys);
     for (uint32_t i = 0; i < s->num_contexts; i++) {
         s->contexts[i].mrs = 0;
+        s->contexts[i].remote_access_errors = 0;
+        s->contexts[i].access_alert_armed = true;
     }
     memset(s->cmd_arg, 0, sizeof(s->cmd_arg));
     s->cmd_status = 0;
@@ -644,6 +715,7 @@ void pfnic_verbs_reset(PfnicState *s)
 void pfnic_verbs_init(PfnicState *s)
 {
     s->mrs = g_new0(PfnicMr, PFNIC_MAX_MRS);
+    s->keys = g_hash_table_new(g_direct_hash, g_direct_equal);
     s->cqs = g_new0(PfnicCq, PFNIC_MAX_CQS);
     s->qps = g_new0(PfnicQp, PFNIC_MAX_QPS);
     s->rnr_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, pfnic_qp_rnr_timer, s);
@@ -654,5 +726,6 @@ void pfnic_verbs_exit(PfnicState *s)
     timer_free(s->rnr_timer);
     g_free(s->qps);
     g_free(s->cqs);
+    g_hash_table_destroy(s->keys);
     g_free(s->mrs);
 }

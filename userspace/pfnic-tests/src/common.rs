@@ -184,3 +184,23 @@ pub fn expect_errno<T>(what: &str, r: std::io::Result<T>, want: i32) -> Result<(
     }
     Ok(())
 }
+
+/// A pipe: (read end, write end), for two processes of a test to talk.
+pub fn pipe() -> Result<(std::fs::File, std::fs::File), Failure> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        return Err(Failure::Fail(format!(
+            "pipe: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    // SAFETY: both descriptors are new and owned by nobody else.
+    Ok(unsafe {
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
+    })
+}

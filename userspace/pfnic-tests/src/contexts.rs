@@ -45,7 +45,9 @@ fn test_context_sva_bound() -> TestResult {
         c.context,
         q.num_contexts
     );
-    check_eq!(c.reserved, [0u64; 2]);
+    check_eq!(c.reserved, 0);
+    check_eq!(c.reserved0, 0);
+    check_eq!(c.remote_access_errors, 0);
 
     let cfg = Config::read(&n.bdf)?;
     let pasid = cfg

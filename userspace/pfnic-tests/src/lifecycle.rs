@@ -1,9 +1,11 @@
 //! Module unload/reload and device unbind, with and without open files.
 
-use crate::common::{cookie, nic, sh};
+use crate::common::{cookie, nic, pipe, sh, Child};
 use crate::ktap::{Failure, Test, TestResult};
-use pfnic_sys::pci;
+use pfnic_sys::{pci, uapi, Device};
+use std::io::{Read, Write};
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 pub const TESTS: &[&Test] = &[
     &Test {
@@ -13,6 +15,14 @@ pub const TESTS: &[&Test] = &[
     &Test {
         name: "test_unbind_with_open_file",
         run: test_unbind_with_open_file,
+    },
+    &Test {
+        name: "test_unbind_revokes_mappings",
+        run: test_unbind_revokes_mappings,
+    },
+    &Test {
+        name: "test_unbind_wakes_submit",
+        run: test_unbind_wakes_submit,
     },
     &Test {
         name: "test_rmmod_insmod_cycles",
@@ -102,6 +112,115 @@ fn test_unbind_with_open_file() -> TestResult {
         drv.join("bind"),
         pci::functions()?.first().ok_or("no pfnic function")?,
     )?;
+    check_working()
+}
+
+/// Unbinds the device and binds it again.
+fn unbind_rebind(bdf: &str) -> TestResult {
+    let drv = Path::new("/sys/bus/pci/drivers/pfnic");
+    std::fs::write(drv.join("unbind"), bdf)?;
+    check!(pci::driver(bdf).is_none(), "still bound after unbind");
+    std::fs::write(drv.join("bind"), bdf)?;
+    check!(pci::driver(bdf).is_some(), "not bound again");
+    Ok(())
+}
+
+/// A process keeps its doorbell page mapped across an unbind and a rebind, while another
+/// process opens the device again (and may get the same hardware context). The unbind removed
+/// the stale mapping: the first process's write to it dies with SIGBUS instead of ringing the
+/// new owner's queues.
+fn test_unbind_revokes_mappings() -> TestResult {
+    need_module()?;
+    let n = nic()?;
+    let bdf = n.bdf.clone();
+    drop(n);
+    let (mut p_rx, mut c_tx) = pipe()?;
+    let (mut c_rx, mut p_tx) = pipe()?;
+    let child = Child::spawn(move || {
+        let Ok(dev) = Device::open("/dev/pfnic0") else {
+            return 2;
+        };
+        let Ok(db) = dev.mmap(uapi::PFNIC_MMAP_DOORBELL, 4096) else {
+            return 3;
+        };
+        if c_tx.write_all(&[1]).is_err() {
+            return 4;
+        }
+        let mut go = [0u8];
+        if c_rx.read_exact(&mut go).is_err() {
+            return 5;
+        }
+        // CQ_ARM of a CQ number no context has: harmless if it ever reached the device.
+        // SAFETY: offset 0x10 of the page mapped above.
+        unsafe { core::ptr::write_volatile(db.as_ptr().add(0x10).cast::<u32>(), 0xffff << 16) };
+        drop(dev);
+        0
+    })?;
+    let mut ready = [0u8];
+    p_rx.read_exact(&mut ready)
+        .map_err(|e| Failure::Fail(format!("the child did not map its doorbell: {e}")))?;
+    unbind_rebind(&bdf)?;
+    // The new owner of the device's contexts.
+    let n = nic()?;
+    let c = cookie();
+    check_eq!(n.dev.selftest(0, c)?.echo, !c);
+    n.dev.query_context()?;
+    p_tx.write_all(&[1])?;
+    let status = child.wait()?;
+    check_eq!(status, 128 + libc::SIGBUS);
+    check_working()
+}
+
+/// A SUBMIT that waits for a long, faulting operation when the device is unbound returns at
+/// once with ENODEV (the unbind's reset stopped the operation), not after its timeout.
+fn test_unbind_wakes_submit() -> TestResult {
+    need_module()?;
+    let n = nic()?;
+    let bdf = n.bdf.clone();
+    // 256 MiB never touched: every page is a page request.
+    const LEN: usize = 256 << 20;
+    // SAFETY: a fresh anonymous mapping, unmapped below.
+    let buf = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            LEN,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    check!(buf != libc::MAP_FAILED, "mmap of {LEN} bytes failed");
+    let addr = buf as u64;
+    let dev = n.dev.try_clone()?;
+    let worker = std::thread::spawn(move || {
+        let mut op = uapi::Submit {
+            opcode: uapi::PFNIC_OP_FILL,
+            dst: addr,
+            len: LEN as u64,
+            pattern: 0x5a,
+            ..Default::default()
+        };
+        let r = dev.submit(&mut op);
+        (r.map_err(|e| e.raw_os_error()), Instant::now())
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    let unbound = Instant::now();
+    std::fs::write(Path::new("/sys/bus/pci/drivers/pfnic/unbind"), &bdf)?;
+    let (r, returned) = worker
+        .join()
+        .map_err(|_| Failure::Fail("the SUBMIT thread panicked".into()))?;
+    // SAFETY: the mapping made above; the device no longer uses it (the thread is done).
+    unsafe { libc::munmap(buf, LEN) };
+    drop(n);
+    std::fs::write(Path::new("/sys/bus/pci/drivers/pfnic/bind"), &bdf)?;
+    // Ok(()) here would mean the fill finished before the unbind: nothing was tested.
+    check_eq!(r, Err(Some(libc::ENODEV)));
+    let waited = returned.saturating_duration_since(unbound);
+    check!(
+        waited < Duration::from_secs(20),
+        "SUBMIT returned {waited:?} after the unbind"
+    );
     check_working()
 }
 

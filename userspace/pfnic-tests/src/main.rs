@@ -12,6 +12,7 @@ mod device;
 mod dma;
 mod interrupts;
 mod lifecycle;
+mod security;
 mod verbs_common;
 mod verbs_cq;
 mod verbs_device;
@@ -32,6 +33,7 @@ fn main() {
         verbs_qp::TESTS,
         verbs_cq::TESTS,
         verbs_odp::TESTS,
+        security::TESTS,
         c_programs::TESTS,
         lifecycle::TESTS,
     ]

@@ -3,9 +3,8 @@
 //! and test_rdmacm-like traffic).
 
 use std::io::{Read, Write};
-use std::os::fd::FromRawFd;
 
-use crate::common::{expect_errno, meminfo_kb, Child};
+use crate::common::{expect_errno, meminfo_kb, pipe, Child};
 use crate::ktap::{Failure, Test, TestResult};
 use crate::verbs_common::*;
 use pfnic_sys::uapi;
@@ -731,21 +730,6 @@ fn test_verbs_err_dest_not_ready() -> TestResult {
     c.post(SendWr::new(2, WrOpcode::RdmaWrite, &[c.sge(0, 64)]).remote(dbuf.addr(), dmr.rkey()))?;
     c.wait_wc(WcStatus::RETRY_EXC_ERR, None)?;
     Ok(())
-}
-
-fn pipe() -> Result<(std::fs::File, std::fs::File), Failure> {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` has room for the two descriptors.
-    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
-        fail!("pipe: {}", std::io::Error::last_os_error());
-    }
-    // SAFETY: both descriptors are new and owned by nobody else.
-    Ok(unsafe {
-        (
-            std::fs::File::from_raw_fd(fds[0]),
-            std::fs::File::from_raw_fd(fds[1]),
-        )
-    })
 }
 
 fn send_u64s(f: &mut std::fs::File, v: &[u64]) -> std::io::Result<()> {

@@ -1,0 +1,351 @@
+//! Trust boundaries between processes: a QP accepts work only from the QP it was connected to,
+//! remote keys cannot be guessed and guessing is visible to the victim, and completion events
+//! are not lost to a reader whose buffer faults.
+//!
+//! Each "attacker" here is a context of its own (a separate open of the device), which is what
+//! a separate process is to the device and the driver.
+
+use crate::common::dmesg;
+use crate::ktap::{Failure, Test, TestResult};
+use crate::verbs_common::*;
+use pfnic_verbs::{
+    ConnectAttr, QpState, SendWr, WcStatus, WrOpcode, ACCESS_LOCAL_WRITE, ACCESS_ON_DEMAND,
+};
+
+pub const TESTS: &[&Test] = &[
+    &Test {
+        name: "test_sec_qp_only_from_peer",
+        run: test_sec_qp_only_from_peer,
+    },
+    &Test {
+        name: "test_sec_rkey_scan",
+        run: test_sec_rkey_scan,
+    },
+    &Test {
+        name: "test_sec_event_read_faults",
+        run: test_sec_event_read_faults,
+    },
+    &Test {
+        name: "test_sec_file_quota",
+        run: test_sec_file_quota,
+    },
+];
+
+/// Random 32-bit values, from the kernel (no crate needed for a handful of keys).
+fn random_u32s(n: usize) -> Result<Vec<u32>, Failure> {
+    let mut bytes = vec![0u8; 4 * n];
+    let mut done = 0;
+    while done < bytes.len() {
+        // SAFETY: the pointer and length describe the unfilled tail of `bytes`.
+        let r =
+            unsafe { libc::getrandom(bytes[done..].as_mut_ptr().cast(), bytes.len() - done, 0) };
+        if r <= 0 {
+            fail!("getrandom: {}", std::io::Error::last_os_error());
+        }
+        done += r as usize;
+    }
+    Ok(bytes
+        .chunks(4)
+        .map(|c| u32::from_ne_bytes(c.try_into().unwrap()))
+        .collect())
+}
+
+/// Puts a QP that a failed work request left in ERR back in RTS, connected to `peer`.
+fn reconnect(s: &Side, peer: u32) -> Result<(), Failure> {
+    s.modify_state(QpState::Reset)?;
+    s.qp.connect(peer, &ConnectAttr::default())
+        .map_err(|e| fail("reconnect", e))
+}
+
+/// A third context connects a QP of its own to a connected QP of another context and tries
+/// SEND, RDMA WRITE and RDMA READ with the victim's real address and key: every one completes
+/// `RETRY_EXC_ERR` (the responder drops what is not from its peer, as on a wire), the victim's
+/// memory, receive queue and state are untouched, its QP counts the refusals, and its real
+/// peer still gets through to the receive the intruder could not take.
+fn test_sec_qp_only_from_peer() -> TestResult {
+    let p = Pair::new(&PairOpts::default())?;
+    let victim = &p.b;
+    victim.buf.fill(0x5a);
+    victim.post_recv(77, 0, PAGE)?;
+    let intruder = Side::basic(&verbs_ctx()?, 4 * PAGE, MrKind::Plain)?;
+    intruder.buf.fill(0xee);
+    intruder
+        .qp
+        .connect(victim.qp.qp_num(), &ConnectAttr::default())
+        .map_err(|e| fail("connect the intruder", e))?;
+    let sge = [intruder.sge(0, 64)];
+    let tries = [
+        SendWr::new(1, WrOpcode::Send, &sge),
+        intruder.rdma_wr(2, WrOpcode::RdmaWrite, &sge, victim, 0),
+        intruder.rdma_wr(3, WrOpcode::RdmaRead, &sge, victim, 0),
+    ];
+    for (i, wr) in tries.into_iter().enumerate() {
+        if i > 0 {
+            reconnect(&intruder, victim.qp.qp_num())?;
+        }
+        intruder.post(wr)?;
+        intruder.wait_wc(WcStatus::RETRY_EXC_ERR, None)?;
+    }
+    check_bytes("the victim's memory", &victim.buf, 0, &[0x5a; 4 * PAGE])?;
+    check_bytes("the intruder's read target", &intruder.buf, 0, &[0xee; 64])?;
+    check_eq!(victim.state()?, QpState::Rts);
+    check_cq_empty(&victim.cq)?;
+    let q = victim.qp.query().map_err(|e| fail("query_qp", e))?;
+    check_eq!(q.stats.refused, 3);
+    // The peer's SEND takes the receive the intruder could not.
+    p.a.buf.write(0, &pattern(3, 64));
+    p.a.post_ok(SendWr::new(4, WrOpcode::Send, &[p.a.sge(0, 64)]))?;
+    let wc = victim.wait_wc(WcStatus::SUCCESS, None)?;
+    check_eq!(wc.wr_id, 77);
+    check_eq!(wc.src_qp, p.a.qp.qp_num());
+    check_bytes("sent by the peer", &victim.buf, 0, &pattern(3, 64))?;
+    Ok(())
+}
+
+/// Attempts of the rkey scan (each is a work request, a completion and a QP reset).
+const SCAN_ATTEMPTS: usize = 100_000;
+
+/// A connected peer tries random rkeys against the other side's buffer: none works, every
+/// attempt is counted in the victim's context, the victim's memory is untouched, the kernel log
+/// reports the refusals (rate-limited), and a real key used past its MR counts on that MR.
+fn test_sec_rkey_scan() -> TestResult {
+    let p = Pair::new(&PairOpts::default())?;
+    let (scanner, victim) = (&p.a, &p.b);
+    victim.buf.fill(0x33);
+    let vctx = victim.ctx.device().query_context()?;
+    check_eq!(vctx.remote_access_errors, 0);
+    let log_before = dmesg()?.lines().count();
+    let started = std::time::Instant::now();
+    let real = victim.mr.rkey();
+    let keys: Vec<u32> = random_u32s(SCAN_ATTEMPTS)?
+        .into_iter()
+        .map(|k| if k == real { k ^ 1 } else { k })
+        .collect();
+    let sge = [scanner.sge(0, 8)];
+    for (i, &key) in keys.iter().enumerate() {
+        if i > 0 {
+            reconnect(scanner, victim.qp.qp_num())?;
+        }
+        scanner.post(
+            SendWr::new(i as u64, WrOpcode::RdmaWrite, &sge).remote(victim.buf.addr(), key),
+        )?;
+        scanner
+            .wait_wc(WcStatus::REM_ACCESS_ERR, None)
+            .map_err(|e| match e {
+                Failure::Fail(m) => Failure::Fail(format!("key {key:#x} (attempt {i}): {m}")),
+                other => other,
+            })?;
+    }
+    let scan_time = started.elapsed();
+    check_bytes("the scanned buffer", &victim.buf, 0, &[0x33; 4 * PAGE])?;
+    let ctx = victim.ctx.device().query_context()?;
+    check_eq!(ctx.remote_access_errors, SCAN_ATTEMPTS as u64);
+    check_eq!(victim.mr.stats()?.remote_access_errors, 0);
+    // The real key, past the end of its MR: refused, and counted by the MR as well.
+    reconnect(scanner, victim.qp.qp_num())?;
+    scanner.post(
+        SendWr::new(1 << 40, WrOpcode::RdmaWrite, &[scanner.sge(0, 16)])
+            .remote(victim.buf.addr() + 4 * PAGE as u64 - 8, real),
+    )?;
+    scanner.wait_wc(WcStatus::REM_ACCESS_ERR, None)?;
+    check_eq!(victim.mr.stats()?.remote_access_errors, 1);
+    let total = SCAN_ATTEMPTS as u64 + 1;
+    check_eq!(
+        victim.ctx.device().query_context()?.remote_access_errors,
+        total
+    );
+    // The kernel log says so: once the rate limit's second has passed, the driver's next
+    // command reports the count so far.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    reconnect(scanner, victim.qp.qp_num())?;
+    let tag = format!("context {}: ", vctx.context);
+    let lines: Vec<String> = dmesg()?
+        .lines()
+        .skip(log_before)
+        .filter(|l| l.contains(&tag) && l.contains("remote accesses refused"))
+        .map(str::to_owned)
+        .collect();
+    check!(
+        lines
+            .iter()
+            .any(|l| l.contains(&format!("{tag}{total} remote accesses refused"))),
+        "no kernel message with the count {total}: {lines:?}"
+    );
+    // At most one line a second (and one at the start).
+    let allowed = scan_time.as_secs() as usize + 3;
+    check!(
+        lines.len() <= allowed,
+        "{} kernel messages in {scan_time:?}: not rate-limited",
+        lines.len()
+    );
+    Ok(())
+}
+
+/// `read()` of completion events into a buffer that faults: nothing copied is nothing taken.
+/// One event and a buffer wholly in a `PROT_NONE` page: `EFAULT`, and the event is still
+/// there. Two events and a 32-byte buffer whose second half faults: `read()` returns the first
+/// and the second is still there.
+fn test_sec_event_read_faults() -> TestResult {
+    let ctx = verbs_ctx()?;
+    let ch = ctx.create_comp_channel()?;
+    let peer_ctx = verbs_ctx()?;
+    // Two QPs of the context, each on its own CQ, each connected to a peer.
+    let s1 = Side::new(&ctx, PAGE, ACCESS_ALL, MrKind::Plain, 16, 8)?;
+    let s2 = Side::new(&ctx, PAGE, ACCESS_ALL, MrKind::Plain, 16, 8)?;
+    let d1 = Side::new(&peer_ctx, PAGE, ACCESS_ALL, MrKind::Plain, 16, 8)?;
+    let d2 = Side::new(&peer_ctx, PAGE, ACCESS_ALL, MrKind::Plain, 16, 8)?;
+    for (a, b) in [(&s1, &d1), (&s2, &d2)] {
+        a.qp.connect(b.qp.qp_num(), &ConnectAttr::default())?;
+        b.qp.connect(a.qp.qp_num(), &ConnectAttr::default())?;
+    }
+    ch.set_nonblocking(true)?;
+    let map = Mapping::with_guard_page()?;
+    let bad = map.page(1);
+
+    // One event; a read wholly into the bad page.
+    s1.cq.req_notify(false)?;
+    s1.post_ok(s1.rdma_wr(1, WrOpcode::RdmaWrite, &[s1.sge(0, 8)], &d1, 0))?;
+    wait_event_queued(&ctx)?;
+    // SAFETY: the pointer is in our mapping; the kernel checks every byte it writes.
+    let r = unsafe { libc::read(ch.fd(), bad.cast(), 32) };
+    check_eq!(r, -1);
+    check_eq!(
+        std::io::Error::last_os_error().raw_os_error(),
+        Some(libc::EFAULT)
+    );
+    let ev = ch
+        .get_event_timeout(0)?
+        .ok_or_else(|| Failure::Fail("the event was lost to a faulting read".into()))?;
+    check_eq!(ev.cqn, s1.cq.cqn());
+
+    // Two events, one per CQ; the second record of the read faults.
+    s1.cq.req_notify(false)?;
+    s2.cq.req_notify(false)?;
+    s1.post_ok(s1.rdma_wr(2, WrOpcode::RdmaWrite, &[s1.sge(0, 8)], &d1, 0))?;
+    s2.post_ok(s2.rdma_wr(3, WrOpcode::RdmaWrite, &[s2.sge(0, 8)], &d2, 0))?;
+    wait_event_queued(&ctx)?;
+    // Both CQEs are written; give the second event's interrupt time to arrive.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // SAFETY: 16 good bytes at the end of the first page, then the PROT_NONE page.
+    let n = unsafe { libc::read(ch.fd(), bad.sub(16).cast(), 32) };
+    check_eq!(n, 16);
+    let mut first = [0u8; 16];
+    // SAFETY: the 16 bytes read() filled, in our mapping.
+    unsafe { std::ptr::copy_nonoverlapping(bad.sub(16), first.as_mut_ptr(), 16) };
+    let first_cqn = u32::from_ne_bytes(first[8..12].try_into().unwrap());
+    let second = ch
+        .get_event_timeout(0)?
+        .ok_or_else(|| Failure::Fail("the second event was lost to a faulting read".into()))?;
+    let mut got = [first_cqn, second.cqn];
+    got.sort();
+    let mut want = [s1.cq.cqn(), s2.cq.cqn()];
+    want.sort();
+    check_eq!(got, want);
+    check!(
+        ch.get_event_timeout(0)?.is_none(),
+        "an extra completion event"
+    );
+    Ok(())
+}
+
+/// Waits until the context has a completion event queued (without taking it).
+fn wait_event_queued(ctx: &pfnic_verbs::Context) -> TestResult {
+    let deadline = std::time::Instant::now() + WC_TIMEOUT;
+    while !ctx.device().poll_event(100)? {
+        check!(
+            std::time::Instant::now() < deadline,
+            "no completion event within {WC_TIMEOUT:?}"
+        );
+    }
+    Ok(())
+}
+
+/// Two anonymous pages, the second `PROT_NONE`; unmapped on drop.
+struct Mapping(*mut u8);
+
+impl Mapping {
+    fn with_guard_page() -> Result<Self, Failure> {
+        // SAFETY: a fresh anonymous mapping, owned by the returned value.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                2 * PAGE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            fail!("mmap: {}", std::io::Error::last_os_error());
+        }
+        let m = Self(p.cast());
+        // SAFETY: the second page of the mapping just made.
+        if unsafe { libc::mprotect(m.page(1).cast(), PAGE, libc::PROT_NONE) } != 0 {
+            fail!("mprotect: {}", std::io::Error::last_os_error());
+        }
+        Ok(m)
+    }
+
+    fn page(&self, i: usize) -> *mut u8 {
+        self.0.wrapping_add(i * PAGE)
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the mapping is ours and nothing uses it after this.
+        unsafe { libc::munmap(self.0.cast(), 2 * PAGE) };
+    }
+}
+
+/// One open file holds at most a quarter of each device table (CQs, QPs, memory keys): past it,
+/// `EDQUOT`, while another file still gets what it asks for; freeing one makes room again.
+fn test_sec_file_quota() -> TestResult {
+    let hog = verbs_ctx()?;
+    let v = hog.query_device_ex()?.verbs;
+    let pd = hog.alloc_pd()?;
+    let mut cqs = Vec::new();
+    loop {
+        match hog.create_cq(1, None, 0) {
+            Ok(cq) => cqs.push(cq),
+            Err(e) if e.raw_os_error() == Some(libc::EDQUOT) => break,
+            Err(e) => fail!("create_cq {}: {e}, expected EDQUOT at the quota", cqs.len()),
+        }
+        check!(cqs.len() <= v.max_cq as usize, "no quota on CQs");
+    }
+    check_eq!(cqs.len(), v.max_cq as usize / 4);
+    let mut qps = Vec::new();
+    loop {
+        match pd.create_qp(&pfnic_verbs::QpInitAttr::new(&cqs[0], &cqs[0], 1, 1)) {
+            Ok(qp) => qps.push(qp),
+            Err(e) if e.raw_os_error() == Some(libc::EDQUOT) => break,
+            Err(e) => fail!("create_qp {}: {e}, expected EDQUOT at the quota", qps.len()),
+        }
+        check!(qps.len() <= v.max_qp as usize, "no quota on QPs");
+    }
+    check_eq!(qps.len(), v.max_qp as usize / 4);
+    let buf = std::sync::Arc::new(pfnic_verbs::Buffer::new(PAGE)?);
+    let mut mrs = Vec::new();
+    loop {
+        match pd.reg_mr(&buf, ACCESS_LOCAL_WRITE | ACCESS_ON_DEMAND) {
+            Ok(mr) => mrs.push(mr),
+            Err(e) if e.raw_os_error() == Some(libc::EDQUOT) => break,
+            Err(e) => fail!("reg_mr {}: {e}, expected EDQUOT at the quota", mrs.len()),
+        }
+        check!(mrs.len() <= v.max_mr as usize, "no quota on MRs");
+    }
+    check_eq!(mrs.len(), v.max_mr as usize / 4);
+    // Another process is not starved.
+    let other = Pair::new(&PairOpts::default())?;
+    other.a.post_ok(
+        other
+            .a
+            .rdma_wr(1, WrOpcode::RdmaWrite, &[other.a.sge(0, 8)], &other.b, 0),
+    )?;
+    // Room again once one is freed.
+    drop(mrs.pop());
+    pd.reg_mr(&buf, ACCESS_LOCAL_WRITE | ACCESS_ON_DEMAND)
+        .map_err(|e| fail("reg_mr after a dereg", e))?;
+    Ok(())
+}
