@@ -12,6 +12,7 @@ mod device;
 mod dma;
 mod interrupts;
 mod lifecycle;
+mod matrix;
 mod security;
 mod verbs_common;
 mod verbs_cq;
@@ -34,6 +35,7 @@ fn main() {
         verbs_cq::TESTS,
         verbs_odp::TESTS,
         security::TESTS,
+        matrix::TESTS,
         c_programs::TESTS,
         lifecycle::TESTS,
     ]

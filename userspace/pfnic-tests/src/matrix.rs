@@ -1,0 +1,548 @@
+//! The fault matrix on the verbs path (docs/research/perf-reliability.md): what the kernel does
+//! to a process's memory while the device is moving data into or out of it. A racing thread
+//! drops, unmaps, write-protects or migrates the pages of an ODP MR while RDMA runs; a fork
+//! shares them copy-on-write with a child. Every transfer must complete with success or a
+//! clean remote access error, never touch a byte outside its range (sentinels of 1 to 8 bytes
+//! on each side), and move the right bytes once the race stops.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::common::{pipe, Child};
+use crate::ktap::{Failure, Test, TestResult};
+use crate::verbs_common::*;
+use pfnic_verbs::{QpState, SendWr, WcStatus, WrOpcode};
+use std::io::{Read, Write};
+
+pub const TESTS: &[&Test] = &[
+    &Test {
+        name: "test_matrix_dontneed_race",
+        run: test_matrix_dontneed_race,
+    },
+    &Test {
+        name: "test_matrix_munmap_race",
+        run: test_matrix_munmap_race,
+    },
+    &Test {
+        name: "test_matrix_mprotect_race",
+        run: test_matrix_mprotect_race,
+    },
+    &Test {
+        name: "test_matrix_migration",
+        run: test_matrix_migration,
+    },
+    &Test {
+        name: "test_matrix_fork_cow",
+        run: test_matrix_fork_cow,
+    },
+    &Test {
+        name: "test_matrix_thp",
+        run: test_matrix_thp,
+    },
+    &Test {
+        name: "test_matrix_kill_mid_rdma",
+        run: test_matrix_kill_mid_rdma,
+    },
+    &Test {
+        name: "test_matrix_open_close_cycles",
+        run: test_matrix_open_close_cycles,
+    },
+];
+
+/// Pages of the target buffer: the first and the last hold the sentinels and are never raced.
+const PAGES: usize = 34;
+const LEN: usize = PAGES * PAGE;
+/// Transfers per race.
+const ITERS: usize = 40;
+/// Sentinel widths: the transfer's edges sit 1, 2, 4 and 8 bytes inside the outer pages.
+const EDGES: [usize; 4] = [1, 2, 4, 8];
+const SENTINEL: u8 = 0xa5;
+
+/// The byte range iteration `i` writes: from `e` bytes before the end of the first page to `e`
+/// bytes into the last one.
+fn span(i: usize) -> (usize, usize) {
+    let e = EDGES[i % EDGES.len()];
+    (PAGE - e, LEN - 2 * PAGE + 2 * e)
+}
+
+/// Fails unless the 8 bytes on each side of `[off, off + len)` of `buf` still hold the sentinel.
+fn check_sentinels(what: &str, buf: &pfnic_verbs::Buffer, off: usize, len: usize) -> TestResult {
+    for (side, at) in [("before", off - 8), ("after", off + len)] {
+        let got = buf.to_vec(at, 8);
+        check!(
+            got == [SENTINEL; 8],
+            "{what}: the 8 bytes {side} the transfer changed: {got:02x?}"
+        );
+    }
+    Ok(())
+}
+
+/// A thread that runs `step` until stopped; counts its rounds.
+struct Racer {
+    stop: Arc<AtomicBool>,
+    rounds: Arc<AtomicU64>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Racer {
+    fn start(mut step: impl FnMut() + Send + 'static) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let rounds = Arc::new(AtomicU64::new(0));
+        let (s, r) = (stop.clone(), rounds.clone());
+        let thread = std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                step();
+                r.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        Self {
+            stop,
+            rounds,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops the thread; returns its rounds.
+    fn finish(mut self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.rounds.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Racer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The interior pages of `buf` (all but the first and the last), as an address and length.
+fn interior(buf: &pfnic_verbs::Buffer) -> (usize, usize) {
+    (buf.addr() as usize + PAGE, LEN - 2 * PAGE)
+}
+
+/// Runs `ITERS` RDMA WRITEs from `p.a` into `p.b` while `racer` (if any) runs, calling `during(i)` after
+/// posting write `i`; each must complete with success, or with `REM_ACCESS_ERR` when
+/// `may_fail` (the target page was unmapped or read-only at that moment; the QP is then
+/// reconnected), and leave the sentinels alone. Then, with the race stopped, one more write
+/// must deliver every byte. Returns (successes, errors, racer rounds).
+fn race_writes(
+    p: &Pair,
+    racer: Option<Racer>,
+    mut during: impl FnMut(usize),
+    may_fail: bool,
+) -> Result<(usize, usize, u64), Failure> {
+    let (mut ok, mut failed) = (0, 0);
+    let r = (|| -> Result<(), Failure> {
+        for i in 0..ITERS {
+            let (off, len) = span(i);
+            // Earlier transfers reached further into the outer pages: sentinels anew.
+            p.b.buf.write(0, &[SENTINEL; PAGE]);
+            p.b.buf.write(LEN - PAGE, &[SENTINEL; PAGE]);
+            p.a.buf.write(0, &pattern(i as u8, len));
+            p.a.post(
+                SendWr::new(i as u64, WrOpcode::RdmaWrite, &[p.a.sge(0, len)])
+                    .remote(p.b.buf.addr() + off as u64, p.b.mr.rkey()),
+            )?;
+            during(i);
+            let wc = wait_cq(&p.a.cq, 1)?[0];
+            check_eq!(wc.wr_id, i as u64);
+            if wc.status == WcStatus::SUCCESS {
+                ok += 1;
+            } else if may_fail && wc.status == WcStatus::REM_ACCESS_ERR {
+                failed += 1;
+                p.a.modify_state(QpState::Reset)?;
+                p.a.qp
+                    .connect(p.b.qp.qp_num(), &Default::default())
+                    .map_err(|e| fail("reconnect", e))?;
+            } else {
+                fail!("write {i}: {:?}", wc.status);
+            }
+            check_sentinels(&format!("write {i}"), &p.b.buf, off, len)?;
+        }
+        Ok(())
+    })();
+    let rounds = racer.map_or(0, Racer::finish);
+    r?;
+    // The race is over: a last write must land whole.
+    let (off, len) = span(0);
+    p.b.buf.write(0, &[SENTINEL; PAGE]);
+    p.b.buf.write(LEN - PAGE, &[SENTINEL; PAGE]);
+    p.a.buf.write(0, &pattern(0xee, len));
+    p.a.post_ok(
+        SendWr::new(1 << 32, WrOpcode::RdmaWrite, &[p.a.sge(0, len)])
+            .remote(p.b.buf.addr() + off as u64, p.b.mr.rkey()),
+    )?;
+    check_bytes("after the race", &p.b.buf, off, &pattern(0xee, len))?;
+    check_sentinels("after the race", &p.b.buf, off, len)?;
+    Ok((ok, failed, rounds))
+}
+
+/// An ODP pair whose target buffer is `LEN` bytes with sentinels everywhere.
+fn matrix_pair() -> Result<Pair, Failure> {
+    let p = Pair::odp(ODP_WRITE, LEN)?;
+    p.b.buf.fill(SENTINEL);
+    Ok(p)
+}
+
+/// `MADV_DONTNEED` on the target's interior pages, again and again, during the writes: the
+/// device faults them back each time; nothing fails.
+fn test_matrix_dontneed_race() -> TestResult {
+    let p = matrix_pair()?;
+    let (addr, len) = interior(&p.b.buf);
+    let racer = Racer::start(move || {
+        // SAFETY: drops pages of the test's own buffer; it stays mapped.
+        unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_DONTNEED) };
+        std::thread::sleep(Duration::from_micros(200));
+    });
+    let (ok, failed, rounds) = race_writes(&p, Some(racer), |_| {}, false)?;
+    println!("# {ok} writes, {failed} failed, {rounds} MADV_DONTNEED rounds");
+    check!(rounds > 0, "the racer never ran");
+    Ok(())
+}
+
+/// The target's interior pages unmapped and mapped again (fresh zero pages at the same
+/// address) at moments spread over the writes, from right after the post to after the end: a
+/// write that finds a hole fails with `REM_ACCESS_ERR`, none writes outside its range, and the
+/// QP recovers.
+fn test_matrix_munmap_race() -> TestResult {
+    let p = matrix_pair()?;
+    let (addr, len) = interior(&p.b.buf);
+    let remaps = AtomicU64::new(0);
+    let (ok, failed, _) = race_writes(
+        &p,
+        None,
+        |i| {
+            std::thread::sleep(Duration::from_micros((i as u64 * 397) % 4000));
+            // SAFETY: unmaps, then maps again at the same place, part of the test's own
+            // buffer, which the CPU does not touch meanwhile (the device is what races).
+            unsafe {
+                libc::munmap(addr as *mut libc::c_void, len);
+                libc::mmap(
+                    addr as *mut libc::c_void,
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                    -1,
+                    0,
+                );
+            }
+            remaps.fetch_add(1, Ordering::Relaxed);
+        },
+        true,
+    )?;
+    println!(
+        "# {ok} writes, {failed} failed on a hole, {} munmap/mmap",
+        remaps.load(Ordering::Relaxed)
+    );
+    Ok(())
+}
+
+/// The target's interior pages made read-only and writable again during the writes: a write
+/// that meets a read-only page fails with `REM_ACCESS_ERR`.
+fn test_matrix_mprotect_race() -> TestResult {
+    let p = matrix_pair()?;
+    let (addr, len) = interior(&p.b.buf);
+    let racer = Racer::start(move || {
+        // SAFETY: changes the protection of part of the test's own buffer, which the test
+        // only touches again (on the CPU) after the racer has stopped and made it writable.
+        unsafe {
+            libc::mprotect(addr as *mut libc::c_void, len, libc::PROT_READ);
+            std::thread::sleep(Duration::from_micros(200));
+            libc::mprotect(
+                addr as *mut libc::c_void,
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+            );
+        }
+        std::thread::sleep(Duration::from_micros(300));
+    });
+    let (ok, failed, rounds) = race_writes(&p, Some(racer), |_| {}, true)?;
+    println!("# {ok} writes, {failed} failed on a read-only page, {rounds} mprotect rounds");
+    check!(rounds > 0, "the racer never ran");
+    Ok(())
+}
+
+/// Pages migrated by compaction (`/proc/sys/vm/compact_memory`) while the device reads them:
+/// every RDMA READ returns exactly what the CPU wrote.
+fn test_matrix_migration() -> TestResult {
+    let compact = std::path::Path::new("/proc/sys/vm/compact_memory");
+    if !compact.exists() {
+        return Err(Failure::Skip("no /proc/sys/vm/compact_memory".into()));
+    }
+    let p = Pair::odp(ODP_READ, LEN)?;
+    let racer = Racer::start(|| {
+        let _ = std::fs::write("/proc/sys/vm/compact_memory", "1");
+    });
+    let r = (|| -> TestResult {
+        for i in 0..ITERS / 2 {
+            let want = pattern(i as u8 ^ 0x5c, LEN);
+            p.b.buf.write(0, &want);
+            p.a.post_ok(
+                SendWr::new(i as u64, WrOpcode::RdmaRead, &[p.a.sge(0, LEN)])
+                    .remote(p.b.buf.addr(), p.b.mr.rkey()),
+            )?;
+            check_bytes(&format!("read {i}"), &p.a.buf, 0, &want)?;
+        }
+        Ok(())
+    })();
+    let rounds = racer.finish();
+    r?;
+    println!("# {} reads, {rounds} compaction rounds", ITERS / 2);
+    check!(rounds > 0, "compaction never ran");
+    Ok(())
+}
+
+/// Forks around the device's writes into the parent's buffer, which make its pages
+/// copy-on-write: the device's writes must break the sharing and land in the parent's copies
+/// only. Even rounds fork before the write is posted: the child's snapshot is all old, for
+/// good. Odd rounds fork while it runs: each page of the snapshot is all old or all new, and
+/// never changes afterwards. The parent sees every new byte.
+fn test_matrix_fork_cow() -> TestResult {
+    let p = Pair::odp(ODP_WRITE, LEN)?;
+    for i in 0..8u8 {
+        let (old, new) = (i, 0x80 | i);
+        let before = i % 2 == 0;
+        p.b.buf.fill(old);
+        p.a.buf.fill(new);
+        let post = || {
+            p.a.post(
+                SendWr::new(u64::from(i), WrOpcode::RdmaWrite, &[p.a.sge(0, LEN)])
+                    .remote(p.b.buf.addr(), p.b.mr.rkey()),
+            )
+        };
+        if !before {
+            post()?;
+        }
+        let (mut rx, tx) = pipe()?;
+        let buf = p.b.buf.clone();
+        let child = Child::spawn(move || {
+            let mut tx = tx;
+            let first = buf.to_vec(0, LEN);
+            std::thread::sleep(Duration::from_millis(200));
+            let second = buf.to_vec(0, LEN);
+            let bad = first
+                .chunks(PAGE)
+                .filter(|pg| {
+                    let all = |v: u8| pg.iter().all(|&b| b == v);
+                    !(all(old) || (!before && all(new)))
+                })
+                .count();
+            let _ = tx.write_all(&[u8::from(bad > 0), u8::from(first != second)]);
+            0
+        })?;
+        if before {
+            post()?;
+        }
+        let wc = wait_cq(&p.a.cq, 1)?[0];
+        check_wc(&wc, WcStatus::SUCCESS, None)?;
+        let mut verdict = [0u8; 2];
+        rx.read_exact(&mut verdict)
+            .map_err(|e| fail("the child's verdict", e))?;
+        check_eq!(child.wait()?, 0);
+        check!(
+            verdict[0] == 0,
+            "round {i}: the child's snapshot has pages that are not what they were at the fork"
+        );
+        check!(
+            verdict[1] == 0,
+            "round {i}: the device wrote into the child's copy after the fork"
+        );
+        check_bytes(&format!("round {i}, parent"), &p.b.buf, 0, &[new; LEN])?;
+    }
+    Ok(())
+}
+
+/// Transparent huge pages: a 4 MiB target backed by huge pages receives writes whole, and
+/// still does after `MADV_DONTNEED` on 4 KiB in the middle of a huge page splits it.
+fn test_matrix_thp() -> TestResult {
+    let thp = std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled");
+    let mode = std::fs::read_to_string(thp).map_err(|_| Failure::Skip("no THP".into()))?;
+    if mode.contains("[never]") {
+        std::fs::write(thp, "madvise")?;
+    }
+    const HUGE: usize = 2 << 20;
+    let ctx = verbs_ctx()?;
+    requires_odp(&ctx, ODP_WRITE, false)?;
+    let cb = verbs_ctx()?;
+    let o = PairOpts {
+        len: 3 * HUGE,
+        kind: MrKind::Odp,
+        ..Default::default()
+    };
+    let p = Pair::build(&ctx, &cb, &o)?;
+    // The 2 MiB-aligned 4 MiB inside the target buffer.
+    let base = (p.b.buf.addr() as usize).next_multiple_of(HUGE) - p.b.buf.addr() as usize;
+    // SAFETY: advice on the test's own buffer.
+    unsafe {
+        libc::madvise(
+            p.b.buf.as_ptr().add(base).cast(),
+            2 * HUGE,
+            libc::MADV_HUGEPAGE,
+        )
+    };
+    p.b.buf.write(base, &vec![1u8; 2 * HUGE]);
+    let huge_kb = crate::common::meminfo_kb("AnonHugePages")?;
+    if huge_kb == 0 {
+        return Err(Failure::Skip("no huge page was allocated".into()));
+    }
+    for round in 0..2u8 {
+        if round == 1 {
+            // Split one huge page by dropping 4 KiB in its middle.
+            // SAFETY: drops one page of the test's own buffer.
+            unsafe {
+                libc::madvise(
+                    p.b.buf.as_ptr().add(base + HUGE / 2).cast(),
+                    PAGE,
+                    libc::MADV_DONTNEED,
+                )
+            };
+        }
+        let want = pattern(0x30 + round, 2 * HUGE - 16);
+        p.a.buf.write(0, &want);
+        p.a.post_ok(
+            SendWr::new(
+                u64::from(round),
+                WrOpcode::RdmaWrite,
+                &[p.a.sge(0, want.len())],
+            )
+            .remote(p.b.buf.addr() + (base + 8) as u64, p.b.mr.rkey()),
+        )?;
+        check_bytes(&format!("round {round}"), &p.b.buf, base + 8, &want)?;
+    }
+    println!("# AnonHugePages {huge_kb} kB");
+    Ok(())
+}
+
+/// Children killed at random points of cold RDMA traffic between two contexts of their own,
+/// with page requests outstanding: the device and the driver recover every time (the contexts
+/// are freed, the next pair works).
+fn test_matrix_kill_mid_rdma() -> TestResult {
+    const KILLS: usize = 20;
+    requires_odp(&verbs_ctx()?, ODP_WRITE, false)?;
+    let n = crate::common::nic()?;
+    let before = n.dev.query_stats()?.contexts_active;
+    for k in 0..KILLS {
+        let (mut rx, tx) = pipe()?;
+        let child = Child::spawn(move || {
+            let mut tx = tx;
+            let r = (|| -> Result<(), Failure> {
+                let p = Pair::odp(ODP_WRITE, 64 * PAGE)?;
+                let _ = tx.write_all(&[1]);
+                for i in 0u64.. {
+                    p.dontneed()?;
+                    p.a.post_ok(
+                        SendWr::new(i, WrOpcode::RdmaWrite, &[p.a.sge(0, 64 * PAGE)])
+                            .remote(p.b.buf.addr(), p.b.mr.rkey()),
+                    )?;
+                }
+                Ok(())
+            })();
+            i32::from(r.is_err())
+        })?;
+        let mut ready = [0u8];
+        rx.read_exact(&mut ready)
+            .map_err(|e| fail(&format!("kill {k}: the child did not start"), e))?;
+        // Moments spread over the first few transfers (the same ones every run).
+        let us = 200 + (k as u64 * 7919) % 20_000;
+        std::thread::sleep(Duration::from_micros(us));
+        child.kill();
+        check_eq!(child.wait()?, 128 + libc::SIGKILL);
+    }
+    // Every killed child's contexts were freed.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while n.dev.query_stats()?.contexts_active != before {
+        check!(
+            Instant::now() < deadline,
+            "{} contexts active after the kills, {before} before",
+            n.dev.query_stats()?.contexts_active
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let p = Pair::odp(ODP_WRITE, 16 * PAGE)?;
+    p.a.buf.write(0, &pattern(9, 16 * PAGE));
+    p.a.post_ok(
+        SendWr::new(1, WrOpcode::RdmaWrite, &[p.a.sge(0, 16 * PAGE)])
+            .remote(p.b.buf.addr(), p.b.mr.rkey()),
+    )?;
+    check_bytes("after the kills", &p.b.buf, 0, &pattern(9, 16 * PAGE))?;
+    Ok(())
+}
+
+/// The verbs table usage the driver reports in debugfs: (QPs, CQs, MRs, contexts).
+fn table_usage() -> Result<[u64; 4], Failure> {
+    let text = std::fs::read_to_string("/sys/kernel/debug/pfnic0/stats")?;
+    let get = |key: &str| -> Result<u64, Failure> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
+            .ok_or_else(|| Failure::Fail(format!("no {key} in debugfs stats")))
+    };
+    Ok([
+        get("verbs_qps ")?,
+        get("verbs_cqs ")?,
+        get("verbs_mrs ")?,
+        get("contexts_active ")?,
+    ])
+}
+
+/// 1000 opens, each with a PD, a CQ, a QP and an MR (and the CQ's rings mapped), closed
+/// without destroying anything: the release must. The device's tables and contexts come back
+/// to where they were.
+fn test_matrix_open_close_cycles() -> TestResult {
+    use pfnic_sys::uapi;
+    const CYCLES: usize = 1000;
+    verbs_ctx()?;
+    let before = table_usage()?;
+    let buf = pfnic_verbs::Buffer::new(PAGE)?;
+    for i in 0..CYCLES {
+        let dev = pfnic_sys::Device::open("/dev/pfnic0")?;
+        let pd = dev.alloc_pd()?;
+        let mut cq = uapi::CreateCq {
+            cqe: 4,
+            ..Default::default()
+        };
+        dev.create_cq(&mut cq)?;
+        let ring = dev.mmap(cq.mmap_offset, cq.mmap_len as usize)?;
+        let mut qp = uapi::CreateQp {
+            pd,
+            send_cq: cq.cqn,
+            recv_cq: cq.cqn,
+            qp_type: uapi::PFNIC_QPT_RC,
+            cap: uapi::QpCap {
+                max_send_wr: 4,
+                max_recv_wr: 4,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 0,
+            },
+            ..Default::default()
+        };
+        dev.create_qp(&mut qp)?;
+        let mut mr = uapi::RegMr {
+            pd,
+            access: ACCESS_ALL | pfnic_verbs::ACCESS_ON_DEMAND,
+            addr: buf.addr(),
+            length: PAGE as u64,
+            ..Default::default()
+        };
+        dev.reg_mr(&mut mr)?;
+        if i == 0 {
+            let during = table_usage()?;
+            check_eq!(
+                during,
+                [before[0] + 1, before[1] + 1, before[2] + 1, before[3] + 1]
+            );
+        }
+        // Closed with everything in it (the ring mapping goes last).
+        drop(dev);
+        drop(ring);
+    }
+    check_eq!(table_usage()?, before);
+    Ok(())
+}
