@@ -12,7 +12,7 @@ FILTER ?=
 # make bench knob: BENCH_ARGS='pfnic-perf options' (default --odp; see scripts/bench.sh)
 BENCH_ARGS ?=
 
-.PHONY: all setup sources kernel qemu module userspace rootfs run test bench check clean help
+.PHONY: all setup sources kernel qemu module userspace rootfs run test test-debug bench check clean help
 
 all:
 	$(SCRIPTS)/build-all.sh
@@ -43,6 +43,12 @@ run: all
 
 test: all
 	$(SCRIPTS)/test.sh --no-build $(if $(FILTER),--filter '$(FILTER)')
+
+# The same tests on the debug kernel (KASAN, lockdep, kmemleak): a second
+# kernel, module and initramfs, built beside the ordinary ones.
+test-debug:
+	PFNIC_FLAVOR=debug $(SCRIPTS)/build-all.sh
+	PFNIC_FLAVOR=debug $(SCRIPTS)/test.sh --no-build $(if $(FILTER),--filter '$(FILTER)')
 
 bench: all
 	$(SCRIPTS)/bench.sh --no-build $(BENCH_ARGS)

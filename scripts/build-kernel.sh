@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the guest kernel: apply kernel/patches/ to the Linux source (a git
 # tree in the cache, reset to pristine whenever the series changes), merge
-# kernel/pfnic.config onto tinyconfig, and build bzImage out of tree.
+# kernel/pfnic.config (and kernel/debug.config with PFNIC_FLAVOR=debug) onto
+# tinyconfig, and build bzImage out of tree.
 # Incremental: make only rebuilds what changed.
 # usage: scripts/build-kernel.sh
 source "$(dirname "$0")/lib.sh"
@@ -16,13 +17,13 @@ source "$PFNIC_ROOT/scripts/patch-tree.sh"
 apply_series "$KERNEL_SRC" "$PFNIC_ROOT/kernel/patches" kernel
 
 mkdir -p "$KERNEL_BUILD"
-fragment=$PFNIC_ROOT/kernel/pfnic.config
-if ! stamp_fresh "$KERNEL_BUILD/.pfnic-config.stamp" "$fragment" "$KERNEL_SRC/.pfnic-series"; then
-	log "configuring the kernel (tinyconfig + kernel/pfnic.config)"
+names=$(printf '%s + ' "${KERNEL_FRAGMENTS[@]#"$PFNIC_ROOT"/}")
+if ! stamp_fresh "$KERNEL_BUILD/.pfnic-config.stamp" "${KERNEL_FRAGMENTS[@]}" "$KERNEL_SRC/.pfnic-series"; then
+	log "configuring the kernel (tinyconfig + ${names% + })"
 	kmake -s rustavailable >/dev/null ||
 		{ kmake rustavailable; die "the kernel cannot use this Rust toolchain (see above)"; }
 	cat "$KERNEL_SRC/kernel/configs/tiny.config" "$KERNEL_SRC/arch/x86/configs/tiny.config" \
-		"$fragment" >"$KERNEL_BUILD/pfnic-allconfig"
+		"${KERNEL_FRAGMENTS[@]}" >"$KERNEL_BUILD/pfnic-allconfig"
 	KCONFIG_ALLCONFIG=$KERNEL_BUILD/pfnic-allconfig kmake -s allnoconfig
 	# Kconfig silently drops symbols with unmet dependencies: check every one.
 	bad=0
@@ -36,8 +37,8 @@ if ! stamp_fresh "$KERNEL_BUILD/.pfnic-config.stamp" "$fragment" "$KERNEL_SRC/.p
 		fi
 		log "kernel config: $sym=$want did not stick (got: $(grep "^$sym=\|^# $sym " "$KERNEL_BUILD/.config" || echo unset))"
 		bad=1
-	done <"$fragment"
-	((bad == 0)) || die "kernel/pfnic.config has symbols Kconfig rejected; fix their dependencies"
+	done < <(cat "${KERNEL_FRAGMENTS[@]}")
+	((bad == 0)) || die "${names% + } has symbols Kconfig rejected; fix their dependencies"
 	touch "$KERNEL_BUILD/.pfnic-config.stamp"
 fi
 

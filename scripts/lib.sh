@@ -21,8 +21,22 @@ BUILD_DIR=$PFNIC_CACHE/build
 TOOLS_DIR=$PFNIC_CACHE/tools
 APT_DIR=$PFNIC_CACHE/apt
 
+# PFNIC_FLAVOR=debug builds and boots the debug kernel (kernel/debug.config on
+# top of kernel/pfnic.config) with its own module and initramfs, beside the
+# ordinary ones: make test-debug.
+PFNIC_FLAVOR=${PFNIC_FLAVOR:-}
+case $PFNIC_FLAVOR in
+'') FLAVOR_SUFFIX= ;;
+debug) FLAVOR_SUFFIX=-debug ;;
+*) printf '[pfnic] error: PFNIC_FLAVOR=%s: only "debug" exists\n' "$PFNIC_FLAVOR" >&2; exit 1 ;;
+esac
+KERNEL_FRAGMENTS=("$PFNIC_ROOT/kernel/pfnic.config")
+if [[ $PFNIC_FLAVOR == debug ]]; then
+	KERNEL_FRAGMENTS+=("$PFNIC_ROOT/kernel/debug.config")
+fi
+
 KERNEL_SRC=$SRC_DIR/linux-$KERNEL_SERIES
-KERNEL_BUILD=$BUILD_DIR/linux
+KERNEL_BUILD=$BUILD_DIR/linux$FLAVOR_SUFFIX
 QEMU_PRISTINE=$SRC_DIR/qemu-$QEMU_VERSION
 QEMU_SRC=$BUILD_DIR/qemu-src
 QEMU_BUILD=$BUILD_DIR/qemu
@@ -31,8 +45,8 @@ QEMU_BIN=$QEMU_BUILD/qemu-system-x86_64
 QTESTS=(pfnic-test intel-iommu-test)
 # Firmware: Debian's +ds QEMU source ships no ROMs; these packages do.
 QEMU_FIRMWARE_ARGS=(-L /usr/share/seabios -L /usr/share/qemu -L /usr/lib/ipxe/qemu)
-MODULE_BUILD=$BUILD_DIR/module
-ROOTFS_BUILD=$BUILD_DIR/rootfs
+MODULE_BUILD=$BUILD_DIR/module$FLAVOR_SUFFIX
+ROOTFS_BUILD=$BUILD_DIR/rootfs$FLAVOR_SUFFIX
 INITRAMFS=$ROOTFS_BUILD/initramfs.cpio.gz
 RUST_SRC_ROOT=$SRC_DIR/rust-src
 LOG_DIR=${PFNIC_LOG_DIR:-$PFNIC_CACHE/logs}

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Build what is missing, then run every test: the device qtests (TAP) and the
 # guest suite (KTAP) in a booted guest. Any failed test, a guest kernel
-# WARNING:/BUG:/Oops/Call Trace, a missing result or a timeout fails the run.
+# WARNING:/BUG:/Oops/Call Trace (KASAN and lockdep reports among them), a
+# kmemleak report, a missing result or a timeout fails the run. With
+# PFNIC_FLAVOR=debug (make test-debug) the guest runs the debug kernel.
 # Logs are kept in $PFNIC_LOG_DIR (default $PFNIC_CACHE/logs/<time>).
 # The last line is "N passed, N failed".
 #
@@ -88,15 +90,16 @@ for qtest in "${QTESTS[@]}"; do
 done
 
 # --- guest suites -------------------------------------------------------------
-# guest_suite LABEL DEVICE-PROPS FILTER: boot a guest whose pfnic has
-# DEVICE-PROPS, run the guest tests matching FILTER, and judge the results and
-# the guest kernel's log. With KUNIT=1 also judge the boot's KUnit suites.
+# guest_suite LABEL DEVICE-PROPS FILTER [APPEND]: boot a guest whose pfnic has
+# DEVICE-PROPS (and APPEND on its kernel command line), run the guest tests
+# matching FILTER, and judge the results and the guest kernel's log. With
+# KUNIT=1 also judge the boot's KUnit suites.
 guest_suite() {
-	local label=$1 props=$2 filter=$3 serial ktap rc=0 limit=${PFNIC_TEST_TIMEOUT:-900}
+	local label=$1 props=$2 filter=$3 append=${4:-} serial ktap rc=0 limit=${PFNIC_TEST_TIMEOUT:-900}
 	serial=$run_dir/$label-serial.log ktap=$run_dir/$label.ktap
 	: >"$serial"
 	: >"$ktap"
-	PFNIC_DEVICE_PROPS=$props "$PFNIC_ROOT/scripts/run-guest.sh" --mode test --timeout "$limit" \
+	PFNIC_DEVICE_PROPS=$props PFNIC_APPEND=$append "$PFNIC_ROOT/scripts/run-guest.sh" --mode test --timeout "$limit" \
 		--log "$serial" --results "$ktap" ${filter:+--filter "$filter"} || rc=$?
 	if ((rc == 124)); then
 		expect "$label-timeout" "the guest did not finish within ${limit}s" false
@@ -107,7 +110,7 @@ guest_suite() {
 	expect "$label-finished" "the guest suite did not run to the end" \
 		grep -q "pfnic-guest: exit status" "$serial"
 	local bad
-	bad=$(grep -nE 'WARNING:|BUG:|Oops|Call Trace|general protection fault|Kernel panic' "$serial" || true)
+	bad=$(grep -nE 'WARNING:|BUG:|Oops|Call Trace|general protection fault|Kernel panic|unreferenced object' "$serial" || true)
 	expect "$label-kernel-log" "guest kernel log has: $(head -3 <<<"$bad" | tr '\n' ' ')" test -z "$bad"
 	if ((${KUNIT:-0})); then
 		# KUnit: the suites the guest kernel ran at boot (KTAP on the console).
@@ -125,6 +128,14 @@ KUNIT=1 guest_suite guest "" "$filter"
 if [[ -z $filter || test_open_without_sva == *"$filter"* ]]; then
 	log "booting a guest without PRI (pfnic pri=off): open() must fail cleanly"
 	guest_suite guest-nopri ",pri=off" test_open_without_sva
+fi
+
+if [[ -z $filter || test_inject == *"$filter"* || $filter == test_inject* ]]; then
+	# Fault injection: the tests skip in the other guests and run here.
+	log "booting a guest whose pfnic takes every 2nd page request as refused by a full queue"
+	guest_suite guest-prq-full ",x-inject-prq-full=2" test_inject pfnic_inject=prq-full
+	log "booting a guest whose pfnic takes every 3rd page response as a failure"
+	guest_suite guest-pri-failure ",x-inject-pri-failure=3" test_inject pfnic_inject=pri-failure
 fi
 
 # --- verdict ----------------------------------------------------------------------

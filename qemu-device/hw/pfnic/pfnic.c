@@ -146,6 +146,10 @@ static const Property pfnic_properties[] = {
     DEFINE_PROP_BOOL("pri", PfnicState, pri, true),
     DEFINE_PROP_UINT32("vectors", PfnicState, num_vectors, 8),
     DEFINE_PROP_UINT32("contexts", PfnicState, num_contexts, 64),
+    /* Fault injection (0: off): every Nth page request or response. */
+    DEFINE_PROP_UINT32("x-inject-prq-full", PfnicState, inject_prq_full, 0),
+    DEFINE_PROP_UINT32("x-inject-pri-failure", PfnicState, inject_pri_failure,
+                       0),
 };
 
 /* Live migration is not supported until the engine state is described. */

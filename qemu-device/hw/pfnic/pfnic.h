@@ -184,6 +184,15 @@ struct PfnicState {
     bool pri;
     uint32_t num_vectors;
     uint32_t num_contexts;
+    /*
+     * Fault injection, for tests: every Nth page request is refused as if
+     * the IOMMU's page request queue were full, every Nth successful
+     * response is taken as a Response Failure (0: never).
+     */
+    uint32_t inject_prq_full;
+    uint32_t inject_pri_failure;
+    uint32_t inject_prq_seq;
+    uint32_t inject_resp_seq;
 
     /* Control registers (BAR0) */
     uint32_t status;

@@ -201,7 +201,13 @@ static void pfnic_pri_response(IOMMUPRINotifier *n, IOMMUPRIResponse *r)
     w->waiting = false;
     pfnic_fault_latency(s, w);
     mr = pfnic_wait_mr(s, w);
-    if (r->response_code == IOMMU_PRI_RESP_SUCCESS) {
+    if (r->response_code == IOMMU_PRI_RESP_SUCCESS && s->inject_pri_failure &&
+        ++s->inject_resp_seq % s->inject_pri_failure == 0) {
+        /* Fault injection: handled as a Response Failure. */
+        trace_pfnic_pri_response_injected(ctx->index, r->prgi);
+        pfnic_count(ctx, PFNIC_CNT_PRI_FAILED);
+        w->fault = true;
+    } else if (r->response_code == IOMMU_PRI_RESP_SUCCESS) {
         pfnic_count(ctx, PFNIC_CNT_PRI_SUCCESS);
         if (mr) {
             mr->count[PFNIC_MR_PAGE_FAULTS_HANDLED]++;
@@ -267,9 +273,14 @@ void pfnic_page_request(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
                   qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) + PFNIC_PRQ_RETRY_NS);
         return;
     }
-    ret = pci_pri_request_page(PCI_DEVICE(s), ctx->pasid, false, false,
-                               va & PFNIC_PAGE_MASK, true, w->prgi,
-                               true, write);
+    if (s->inject_prq_full &&
+        ++s->inject_prq_seq % s->inject_prq_full == 0) {
+        ret = -ENOSPC;          /* fault injection: as if the queue were full */
+    } else {
+        ret = pci_pri_request_page(PCI_DEVICE(s), ctx->pasid, false, false,
+                                   va & PFNIC_PAGE_MASK, true, w->prgi,
+                                   true, write);
+    }
     trace_pfnic_page_request(ctx->index, ctx->pasid, va, write, w->prgi, ret);
     if (ret == -ENOSPC) {
         /* Queue full: not dropped, retried after a back-off. */

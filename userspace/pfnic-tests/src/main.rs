@@ -10,6 +10,7 @@ mod common;
 mod contexts;
 mod device;
 mod dma;
+mod inject;
 mod interrupts;
 mod lifecycle;
 mod matrix;
@@ -36,6 +37,7 @@ fn main() {
         verbs_odp::TESTS,
         security::TESTS,
         matrix::TESTS,
+        inject::TESTS,
         c_programs::TESTS,
         lifecycle::TESTS,
     ]

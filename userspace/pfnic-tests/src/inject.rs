@@ -1,0 +1,145 @@
+//! Fault injection: what the device does when the IOMMU cannot queue its page requests, and
+//! when page responses fail. `scripts/test.sh` boots a guest of its own for each, with the
+//! device's `x-inject-*` property set and `pfnic_inject=<what>` on the kernel command line;
+//! elsewhere these tests skip.
+
+use crate::common::sva_nic;
+use crate::ktap::{Failure, Test, TestResult};
+use crate::verbs_common::*;
+use pfnic_sys::uapi;
+use pfnic_verbs::{QpState, SendWr, WcStatus, WrOpcode};
+
+pub const TESTS: &[&Test] = &[
+    &Test {
+        name: "test_inject_prq_full",
+        run: test_inject_prq_full,
+    },
+    &Test {
+        name: "test_inject_pri_failure",
+        run: test_inject_pri_failure,
+    },
+];
+
+/// Skips unless this guest's device injects `what`.
+fn requires_injection(what: &str) -> TestResult {
+    let cmdline = std::fs::read_to_string("/proc/cmdline")?;
+    if cmdline
+        .split_whitespace()
+        .any(|w| w == format!("pfnic_inject={what}"))
+    {
+        Ok(())
+    } else {
+        Err(Failure::Skip(format!(
+            "the device does not inject {what} (scripts/test.sh boots a guest that does)"
+        )))
+    }
+}
+
+/// A cold FILL of `pages` pages through SUBMIT: its status.
+fn cold_fill(
+    dev: &pfnic_sys::Device,
+    buf: &pfnic_verbs::Buffer,
+    pages: usize,
+) -> Result<u32, Failure> {
+    buf.dontneed()?;
+    let mut op = uapi::Submit {
+        opcode: uapi::PFNIC_OP_FILL,
+        dst: buf.addr(),
+        len: (pages * PAGE) as u64,
+        pattern: 0x6b6b_6b6b_6b6b_6b6b,
+        ..Default::default()
+    };
+    dev.submit(&mut op)?;
+    Ok(op.status)
+}
+
+/// Every second page request is refused as if the IOMMU's queue were full: the device retries
+/// it, so every transfer still succeeds with the right bytes, and the refusals are counted.
+fn test_inject_prq_full() -> TestResult {
+    requires_injection("prq-full")?;
+    let p = Pair::odp(ODP_WRITE, 16 * PAGE)?;
+    for i in 0..10u8 {
+        p.dontneed()?;
+        let want = pattern(i, 16 * PAGE);
+        p.a.buf.write(0, &want);
+        p.a.post_ok(
+            SendWr::new(u64::from(i), WrOpcode::RdmaWrite, &[p.a.sge(0, 16 * PAGE)])
+                .remote(p.b.buf.addr(), p.b.mr.rkey()),
+        )?;
+        check_bytes(&format!("write {i}"), &p.b.buf, 0, &want)?;
+    }
+    let t = p.b.ctx.device().query_context()?.translation;
+    check!(t.prq_full > 0, "no refused page request counted: {t:?}");
+    check_eq!(t.pri_failed, 0);
+    // The descriptor ring's faults are retried the same way.
+    let n = sva_nic()?;
+    let buf = pfnic_verbs::Buffer::new(16 * PAGE)?;
+    for _ in 0..4 {
+        check_eq!(cold_fill(&n.dev, &buf, 16)?, uapi::PFNIC_STATUS_SUCCESS);
+        check_bytes("filled", &buf, 0, &[0x6b; 16 * PAGE])?;
+    }
+    check!(
+        n.dev.query_context()?.translation.prq_full > 0,
+        "SUBMIT: no refused page request counted"
+    );
+    Ok(())
+}
+
+/// Every third page response fails: a one-page RDMA WRITE into a cold page then completes with
+/// `REM_ACCESS_ERR` (the QP recovers after a reset), the others land whole; a cold FILL
+/// completes `PAGE_FAULT` or `SUCCESS`. Nothing hangs, nothing else is written, and the
+/// failures are counted.
+fn test_inject_pri_failure() -> TestResult {
+    requires_injection("pri-failure")?;
+    let p = Pair::odp(ODP_WRITE, 4 * PAGE)?;
+    let (mut ok, mut failed) = (0, 0);
+    for i in 0..30u8 {
+        p.b.buf.dontneed()?;
+        let want = pattern(i, PAGE);
+        p.a.buf.write(0, &want);
+        p.a.post(
+            SendWr::new(u64::from(i), WrOpcode::RdmaWrite, &[p.a.sge(0, PAGE)])
+                .remote(p.b.buf.addr() + PAGE as u64, p.b.mr.rkey()),
+        )?;
+        let wc = wait_cq(&p.a.cq, 1)?[0];
+        if wc.status == WcStatus::SUCCESS {
+            ok += 1;
+            check_bytes(&format!("write {i}"), &p.b.buf, PAGE, &want)?;
+        } else if wc.status == WcStatus::REM_ACCESS_ERR || wc.status == WcStatus::LOC_PROT_ERR {
+            failed += 1;
+            p.a.modify_state(QpState::Reset)?;
+            p.a.qp
+                .connect(p.b.qp.qp_num(), &Default::default())
+                .map_err(|e| fail("reconnect", e))?;
+        } else {
+            fail!("write {i}: {:?}", wc.status);
+        }
+        // Nothing outside the target page (dropped: zeros) was written.
+        check_bytes(&format!("write {i}, before"), &p.b.buf, 0, &[0; PAGE])?;
+        check_bytes(&format!("write {i}, after"), &p.b.buf, 2 * PAGE, &[0; PAGE])?;
+    }
+    println!("# {ok} writes, {failed} failed on an injected page response failure");
+    check!(
+        ok > 0 && failed > 0,
+        "{ok} writes succeeded and {failed} failed: expected both"
+    );
+    check!(
+        p.b.ctx.device().query_context()?.translation.pri_failed > 0,
+        "no failed response counted"
+    );
+    let n = sva_nic()?;
+    let buf = pfnic_verbs::Buffer::new(PAGE)?;
+    let mut statuses = Vec::new();
+    for _ in 0..6 {
+        statuses.push(cold_fill(&n.dev, &buf, 1)?);
+    }
+    check!(
+        statuses.contains(&uapi::PFNIC_STATUS_SUCCESS)
+            && statuses.contains(&uapi::PFNIC_STATUS_PAGE_FAULT)
+            && statuses
+                .iter()
+                .all(|&s| s == uapi::PFNIC_STATUS_SUCCESS || s == uapi::PFNIC_STATUS_PAGE_FAULT),
+        "cold FILL statuses {statuses:?}"
+    );
+    Ok(())
+}
