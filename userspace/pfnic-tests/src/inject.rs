@@ -7,7 +7,7 @@ use crate::common::sva_nic;
 use crate::ktap::{Failure, Test, TestResult};
 use crate::verbs_common::*;
 use pfnic_sys::uapi;
-use pfnic_verbs::{QpState, SendWr, WcStatus, WrOpcode};
+use pfnic_verbs::{SendWr, WcStatus, WrOpcode};
 
 pub const TESTS: &[&Test] = &[
     &Test {
@@ -107,10 +107,7 @@ fn test_inject_pri_failure() -> TestResult {
             check_bytes(&format!("write {i}"), &p.b.buf, PAGE, &want)?;
         } else if wc.status == WcStatus::REM_ACCESS_ERR || wc.status == WcStatus::LOC_PROT_ERR {
             failed += 1;
-            p.a.modify_state(QpState::Reset)?;
-            p.a.qp
-                .connect(p.b.qp.qp_num(), &Default::default())
-                .map_err(|e| fail("reconnect", e))?;
+            p.a.reconnect(p.b.qp.qp_num())?;
         } else {
             fail!("write {i}: {:?}", wc.status);
         }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crate::common::{pipe, Child};
 use crate::ktap::{Failure, Test, TestResult};
 use crate::verbs_common::*;
-use pfnic_verbs::{QpState, SendWr, WcStatus, WrOpcode};
+use pfnic_verbs::{SendWr, WcStatus, WrOpcode};
 use std::io::{Read, Write};
 
 pub const TESTS: &[&Test] = &[
@@ -157,10 +157,7 @@ fn race_writes(
                 ok += 1;
             } else if may_fail && wc.status == WcStatus::REM_ACCESS_ERR {
                 failed += 1;
-                p.a.modify_state(QpState::Reset)?;
-                p.a.qp
-                    .connect(p.b.qp.qp_num(), &Default::default())
-                    .map_err(|e| fail("reconnect", e))?;
+                p.a.reconnect(p.b.qp.qp_num())?;
             } else {
                 fail!("write {i}: {:?}", wc.status);
             }

@@ -50,13 +50,6 @@ fn random_u32s(n: usize) -> Result<Vec<u32>, Failure> {
         .collect())
 }
 
-/// Puts a QP that a failed work request left in ERR back in RTS, connected to `peer`.
-fn reconnect(s: &Side, peer: u32) -> Result<(), Failure> {
-    s.modify_state(QpState::Reset)?;
-    s.qp.connect(peer, &ConnectAttr::default())
-        .map_err(|e| fail("reconnect", e))
-}
-
 /// A third context connects a QP of its own to a connected QP of another context and tries
 /// SEND, RDMA WRITE and RDMA READ with the victim's real address and key: every one completes
 /// `RETRY_EXC_ERR` (the responder drops what is not from its peer, as on a wire), the victim's
@@ -81,7 +74,7 @@ fn test_sec_qp_only_from_peer() -> TestResult {
     ];
     for (i, wr) in tries.into_iter().enumerate() {
         if i > 0 {
-            reconnect(&intruder, victim.qp.qp_num())?;
+            intruder.reconnect(victim.qp.qp_num())?;
         }
         intruder.post(wr)?;
         intruder.wait_wc(WcStatus::RETRY_EXC_ERR, None)?;
@@ -124,7 +117,7 @@ fn test_sec_rkey_scan() -> TestResult {
     let sge = [scanner.sge(0, 8)];
     for (i, &key) in keys.iter().enumerate() {
         if i > 0 {
-            reconnect(scanner, victim.qp.qp_num())?;
+            scanner.reconnect(victim.qp.qp_num())?;
         }
         scanner.post(
             SendWr::new(i as u64, WrOpcode::RdmaWrite, &sge).remote(victim.buf.addr(), key),
@@ -142,7 +135,7 @@ fn test_sec_rkey_scan() -> TestResult {
     check_eq!(ctx.remote_access_errors, SCAN_ATTEMPTS as u64);
     check_eq!(victim.mr.stats()?.remote_access_errors, 0);
     // The real key, past the end of its MR: refused, and counted by the MR as well.
-    reconnect(scanner, victim.qp.qp_num())?;
+    scanner.reconnect(victim.qp.qp_num())?;
     scanner.post(
         SendWr::new(1 << 40, WrOpcode::RdmaWrite, &[scanner.sge(0, 16)])
             .remote(victim.buf.addr() + 4 * PAGE as u64 - 8, real),
@@ -157,7 +150,7 @@ fn test_sec_rkey_scan() -> TestResult {
     // The kernel log says so: once the rate limit's second has passed, the driver's next
     // command reports the count so far.
     std::thread::sleep(std::time::Duration::from_millis(1100));
-    reconnect(scanner, victim.qp.qp_num())?;
+    scanner.reconnect(victim.qp.qp_num())?;
     let tag = format!("context {}: ", vctx.context);
     let lines: Vec<String> = dmesg()?
         .lines()

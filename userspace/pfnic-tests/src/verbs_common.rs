@@ -204,6 +204,14 @@ impl Side {
     pub fn modify_to_init(&self, access: u32) -> Result<(), Failure> {
         Ok(self.qp.modify(&init_attr(access), INIT_MASK)?)
     }
+
+    /// Puts a QP that a failed work request left in ERR back in RTS, connected to `peer`.
+    pub fn reconnect(&self, peer: u32) -> Result<(), Failure> {
+        self.modify_state(QpState::Reset)?;
+        self.qp
+            .connect(peer, &ConnectAttr::default())
+            .map_err(|e| fail("reconnect", e))
+    }
 }
 
 /// The attributes of RESET→INIT on port 1 with remote `access`.
