@@ -7,6 +7,23 @@
 //! and exposes `/dev/pfnicN`. Every open file owns a hardware context bound to the opener's
 //! address space through the IOMMU (SVA), with the PASID programmed into the device, and the
 //! RDMA verbs objects (PDs, MRs, CQs, RC QPs) it creates, whose rings it maps (`verbs/`).
+//!
+//! # Lock order
+//!
+//! Outer first; a lock is only taken while holding the ones above it in its own column:
+//!
+//! 1. the address space's `mmap_lock` (held by the kernel around `mmap()`), then
+//!    `Nic::mappings_revoked`, then a file's `VerbsFile::objects`;
+//! 2. `VerbsFile::objects`, then `Verbs::ids`, `Verbs::cmd_lock` (the admin mailbox) or the
+//!    event queue's spinlocks (`routes`, `alerts`);
+//! 3. `Verbs::cmd_lock`, then the event queue's `alerts`;
+//! 4. `Nic::contexts`, then the address space's `i_mmap_rwsem` (revoking mappings at unbind);
+//! 5. `CompletionEvents::readers`, then its `queue` spinlock.
+//!
+//! Nothing waits for the device's page faults while holding `objects` or `contexts` (a fault
+//! takes `mmap_lock`), and `mappings_revoked` is never held while taking `contexts`. The
+//! interrupt handlers take only spinlocks (`ring_progress`, the event queue's, a file's event
+//! `queue`).
 
 mod chardev;
 mod context;
