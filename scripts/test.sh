@@ -136,6 +136,8 @@ if [[ -z $filter || test_inject == *"$filter"* || $filter == test_inject* ]]; th
 	guest_suite guest-prq-full ",x-inject-prq-full=2" test_inject pfnic_inject=prq-full
 	log "booting a guest whose pfnic takes every 3rd page response as a failure"
 	guest_suite guest-pri-failure ",x-inject-pri-failure=3" test_inject pfnic_inject=pri-failure
+	log "booting a guest whose pfnic leaves every 2nd stopped context active"
+	guest_suite guest-ctx-stuck ",x-inject-ctx-stuck=2" test_inject pfnic_inject=ctx-stuck
 fi
 
 # --- verdict ----------------------------------------------------------------------

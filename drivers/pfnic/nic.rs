@@ -35,6 +35,8 @@ pub(crate) type Bar0<'a> = pci::Bar<'a, { regs::BAR0_SIZE }>;
 
 /// How long a reset may take before the device is declared dead (docs/registers.md).
 const RESET_TIMEOUT: Delta = Delta::from_millis(100);
+/// How long a context may take to stop once disabled (docs/registers.md).
+const CONTEXT_STOP_TIMEOUT: Delta = Delta::from_millis(100);
 /// How long a self-test interrupt may take (TCG guests on a loaded host are slow).
 const SELFTEST_TIMEOUT: Delta = Delta::from_millis(2000);
 /// How long one submitted descriptor may take: 1 GiB of faulting pages under TCG is slow.
@@ -128,6 +130,7 @@ pub(crate) struct Nic {
 pub(crate) struct Counters {
     pub(crate) contexts_created: Atomic<u64>,
     pub(crate) contexts_stopped_by_exit: Atomic<u64>,
+    pub(crate) contexts_stuck: Atomic<u64>,
     pub(crate) context_failures: Atomic<u64>,
 }
 
@@ -205,6 +208,7 @@ impl Nic {
             counters: Counters {
                 contexts_created: Atomic::new(0),
                 contexts_stopped_by_exit: Atomic::new(0),
+                contexts_stuck: Atomic::new(0),
                 context_failures: Atomic::new(0),
             },
             verbs,
@@ -454,6 +458,7 @@ impl Nic {
             return writeln!(f, "device unbound");
         };
         writeln!(f, "contexts_active {}", st.contexts_active)?;
+        writeln!(f, "contexts_stuck {}", st.contexts_stuck)?;
         writeln!(f, "contexts_created {}", st.contexts_created)?;
         writeln!(
             f,
@@ -503,6 +508,7 @@ impl Nic {
         let mut stats = uapi::DeviceStats {
             contexts_created: self.counters.contexts_created.load(Relaxed),
             contexts_stopped_by_exit: self.counters.contexts_stopped_by_exit.load(Relaxed),
+            contexts_stuck: self.counters.contexts_stuck.load(Relaxed),
             context_failures: self.counters.context_failures.load(Relaxed),
             interrupts: self
                 .vectors
@@ -524,19 +530,44 @@ impl Nic {
 
     /// Stops hardware context `index` and frees it. Once this returns the device no longer
     /// uses the context's PASID. A device already unbound was reset, which stopped it.
+    ///
+    /// A context the device does not stop within [`CONTEXT_STOP_TIMEOUT`] may still use its
+    /// PASID: the slot keeps the PASID bound (so the IOMMU never hands it to another address
+    /// space while the device can use it) and stays taken until the device is reset at unbind.
     pub(crate) fn stop_context(&self, index: u32) {
         let mut table = self.contexts.lock();
-        let Some(slot) = table.slots.get_mut(index as usize).and_then(Option::take) else {
+        let Some(entry) = table.slots.get_mut(index as usize) else {
+            return;
+        };
+        let Some(slot) = entry.take() else {
             return; // revoked at unbind
         };
-        let stopped = self.with_bar(|bar| disable_context(bar, index));
+        // Polled outside the BAR's access guard, which must not sleep. The table lock keeps
+        // CTX_SELECT on this context meanwhile.
+        let stopped = self
+            .with_bar(|bar| disable_context(bar, index))
+            .map(|stopped| {
+                stopped
+                    || read_poll_timeout(
+                        || self.with_bar(|bar| bar.read(regs::CTX_STATUS).active()),
+                        |active: &bool| !*active,
+                        Delta::from_millis(1),
+                        CONTEXT_STOP_TIMEOUT,
+                    )
+                    .is_ok()
+            });
         if stopped == Ok(false) {
+            self.counters.contexts_stuck.add(1, Relaxed);
             dev_err!(
                 self.dev,
-                "pfnic{}: context {} did not stop\n",
+                "pfnic{}: context {} did not stop within {} ms: its PASID stays bound and the \
+                 context out of use until the device is reset\n",
                 self.info.index,
-                index
+                index,
+                CONTEXT_STOP_TIMEOUT.as_millis()
             );
+            *entry = Some(slot);
+            return;
         }
         drop(table);
         // Only now that the device has stopped using it may the PASID go.

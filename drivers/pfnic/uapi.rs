@@ -157,8 +157,11 @@ pub struct DeviceStats {
     /// Page request round trips: entry `i` counts those answered within [2^i, 2^(i+1))
     /// microseconds (entry 0 includes faster ones, entry 15 slower ones), guest time.
     pub fault_latency_us_log2: [u32; 16],
+    /// Contexts that did not stop when their file was closed: their PASID stays bound and
+    /// their slot taken (counted in `contexts_active`) until the device is reset (unbind).
+    pub contexts_stuck: u64,
     /// Reserved, zero.
-    pub reserved: [u64; 2],
+    pub reserved: u64,
 }
 
 /// Operations of [`PFNIC_IOCTL_SUBMIT`].

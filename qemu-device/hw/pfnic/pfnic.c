@@ -150,6 +150,7 @@ static const Property pfnic_properties[] = {
     DEFINE_PROP_UINT32("x-inject-prq-full", PfnicState, inject_prq_full, 0),
     DEFINE_PROP_UINT32("x-inject-pri-failure", PfnicState, inject_pri_failure,
                        0),
+    DEFINE_PROP_UINT32("x-inject-ctx-stuck", PfnicState, inject_ctx_stuck, 0),
 };
 
 /* Live migration is not supported until the engine state is described. */

@@ -58,6 +58,7 @@ typedef struct PfnicContext {
     uint32_t index;
     uint32_t pasid;
     bool enabled;
+    bool stuck;                 /* fault injection: ACTIVE after a stop */
     uint32_t mrs;               /* valid MRs (memory keys) of the context */
     uint64_t remote_access_errors;  /* refused remote accesses to us */
     bool access_alert_armed;    /* the next refusal queues ACCESS_ERROR */
@@ -187,12 +188,15 @@ struct PfnicState {
     /*
      * Fault injection, for tests: every Nth page request is refused as if
      * the IOMMU's page request queue were full, every Nth successful
-     * response is taken as a Response Failure (0: never).
+     * response is taken as a Response Failure, every Nth context stop
+     * leaves the context reporting ACTIVE until a reset (0: never).
      */
     uint32_t inject_prq_full;
     uint32_t inject_pri_failure;
+    uint32_t inject_ctx_stuck;
     uint32_t inject_prq_seq;
     uint32_t inject_resp_seq;
+    uint32_t inject_stop_seq;
 
     /* Control registers (BAR0) */
     uint32_t status;

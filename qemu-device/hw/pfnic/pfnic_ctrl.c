@@ -124,11 +124,18 @@ static void pfnic_ctx_set_ctrl(PfnicState *s, uint32_t val)
             return;
         }
     }
+    if (enable && !ctx->enabled && ctx->stuck) {
+        pfnic_guest_error(s, "context enabled while it has not stopped");
+        return;
+    }
     if (enable && !ctx->enabled) {
         ctx->enabled = pfnic_ctx_start(ctx);
     } else if (!enable && ctx->enabled) {
         pfnic_ctx_stop(ctx);
         ctx->enabled = false;
+        /* Fault injection: the stop never completes (until a reset). */
+        ctx->stuck = s->inject_ctx_stuck &&
+                     ++s->inject_stop_seq % s->inject_ctx_stuck == 0;
     }
     trace_pfnic_ctx(s->ctx_select, ctx->pasid, ctx->enabled);
 }
@@ -229,7 +236,7 @@ static uint64_t pfnic_ctrl_read(void *opaque, hwaddr addr, unsigned size)
         if (s->ctx_select < s->num_contexts) {
             PfnicContext *ctx = &s->contexts[s->ctx_select];
 
-            val = (ctx->enabled ? PFNIC_CTX_STATUS_ACTIVE : 0) |
+            val = (ctx->enabled || ctx->stuck ? PFNIC_CTX_STATUS_ACTIVE : 0) |
                   (ctx->pw.waiting ? PFNIC_CTX_STATUS_WAITING : 0);
         } else {
             val = 0;

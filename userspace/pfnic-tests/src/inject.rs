@@ -18,6 +18,10 @@ pub const TESTS: &[&Test] = &[
         name: "test_inject_pri_failure",
         run: test_inject_pri_failure,
     },
+    &Test {
+        name: "test_inject_ctx_stuck",
+        run: test_inject_ctx_stuck,
+    },
 ];
 
 /// Skips unless this guest's device injects `what`.
@@ -138,5 +142,50 @@ fn test_inject_pri_failure() -> TestResult {
                 .all(|&s| s == uapi::PFNIC_STATUS_SUCCESS || s == uapi::PFNIC_STATUS_PAGE_FAULT),
         "cold FILL statuses {statuses:?}"
     );
+    Ok(())
+}
+
+/// Every second context stop never completes (the device keeps reporting the context active):
+/// the driver keeps that context's PASID bound and its slot out of use, says so, and goes on
+/// with the other contexts; an unbind (which resets the device) frees them all.
+fn test_inject_ctx_stuck() -> TestResult {
+    requires_injection("ctx-stuck")?;
+    let n = sva_nic()?;
+    let before = n.dev.query_stats()?;
+    let log_before = crate::common::dmesg()?.lines().count();
+    for _ in 0..4 {
+        drop(pfnic_sys::Device::open("/dev/pfnic0")?);
+    }
+    let after = n.dev.query_stats()?;
+    check_eq!(after.contexts_stuck - before.contexts_stuck, 2);
+    check_eq!(after.contexts_active, before.contexts_active + 2);
+    let said = crate::common::dmesg()?
+        .lines()
+        .skip(log_before)
+        .filter(|l| l.contains("did not stop"))
+        .count();
+    check_eq!(said, 2);
+    // The other contexts work.
+    let p = Pair::odp(ODP_WRITE, 4 * PAGE)?;
+    p.a.buf.write(0, &pattern(1, 4 * PAGE));
+    p.a.post_ok(
+        SendWr::new(1, WrOpcode::RdmaWrite, &[p.a.sge(0, 4 * PAGE)])
+            .remote(p.b.buf.addr(), p.b.mr.rkey()),
+    )?;
+    check_bytes(
+        "a pair beside the stuck contexts",
+        &p.b.buf,
+        0,
+        &pattern(1, 4 * PAGE),
+    )?;
+    drop(p);
+    // The reset at unbind stops them: after a rebind, none is in use.
+    let bdf = n.bdf.clone();
+    drop(n);
+    let drv = std::path::Path::new("/sys/bus/pci/drivers/pfnic");
+    std::fs::write(drv.join("unbind"), &bdf)?;
+    std::fs::write(drv.join("bind"), &bdf)?;
+    let n = sva_nic()?;
+    check_eq!(n.dev.query_stats()?.contexts_active, 1);
     Ok(())
 }
