@@ -11,8 +11,10 @@ OVERLAY ?=
 FILTER ?=
 # make bench knob: BENCH_ARGS='pfnic-perf options' (default --odp; see scripts/bench.sh)
 BENCH_ARGS ?=
+# make fuzz knob: FUZZ_SECONDS=how long to fuzz the device (default 60)
+FUZZ_SECONDS ?= 60
 
-.PHONY: all setup sources kernel qemu module userspace rootfs run test test-debug bench check clean help
+.PHONY: all setup sources kernel qemu module userspace rootfs run test test-debug fuzz bench check clean help
 
 all:
 	$(SCRIPTS)/build-all.sh
@@ -49,6 +51,10 @@ test: all
 test-debug:
 	PFNIC_FLAVOR=debug $(SCRIPTS)/build-all.sh
 	PFNIC_FLAVOR=debug $(SCRIPTS)/test.sh --no-build $(if $(FILTER),--filter '$(FILTER)')
+
+# QEMU's generic-fuzz on the device (libFuzzer + ASan), a second QEMU build.
+fuzz:
+	$(SCRIPTS)/fuzz.sh --seconds $(FUZZ_SECONDS)
 
 bench: all
 	$(SCRIPTS)/bench.sh --no-build $(BENCH_ARGS)

@@ -12,24 +12,13 @@ need ninja "Run scripts/setup-host.sh (package ninja-build)."
 need meson "Run scripts/setup-host.sh (it installs meson $MESON_VERSION)."
 
 source "$PFNIC_ROOT/scripts/patch-tree.sh"
-apply_series "$QEMU_PRISTINE" "$PFNIC_ROOT/qemu-device/patches" qemu
-ln -sfn "$PFNIC_ROOT/qemu-device/hw/pfnic" "$QEMU_PRISTINE/hw/net/pfnic"
-ln -sfn "$PFNIC_ROOT/qemu-device/tests/pfnic-test.c" "$QEMU_PRISTINE/tests/qtest/pfnic-test.c"
+qemu_tree
 
 # Only what the guest needs: one target, TCG (+ KVM where it works), slirp.
-config_args=(
-	--target-list=x86_64-softmmu --without-default-features
-	--enable-tcg --enable-kvm --enable-slirp --disable-docs --disable-werror
+qemu_configure "$QEMU_BUILD" \
+	--target-list=x86_64-softmmu --without-default-features \
+	--enable-tcg --enable-kvm --enable-slirp --disable-docs --disable-werror \
 	--disable-install-blobs --disable-download --disable-rust
-)
-mkdir -p "$QEMU_BUILD"
-if [[ ! -e $QEMU_BUILD/build.ninja || $(cat "$QEMU_BUILD/.pfnic-config" 2>/dev/null) != "${config_args[*]}" ]]; then
-	log "configuring QEMU"
-	rm -rf "$QEMU_BUILD" && mkdir -p "$QEMU_BUILD"
-	(cd "$QEMU_BUILD" && "$QEMU_PRISTINE/configure" "${config_args[@]}") >"$QEMU_BUILD/configure.log" 2>&1 ||
-		die "QEMU configure failed; see $QEMU_BUILD/configure.log"
-	echo "${config_args[*]}" >"$QEMU_BUILD/.pfnic-config"
-fi
 
 log "building QEMU (ninja -j$PFNIC_JOBS; about 6 minutes cold)"
 ninja -C "$QEMU_BUILD" -j"$PFNIC_JOBS" qemu-system-x86_64 $(printf "tests/qtest/%s " "${QTESTS[@]}") >"$QEMU_BUILD/ninja.log" 2>&1 ||

@@ -98,6 +98,22 @@ stamp_fresh() {
 	[[ -z $(find "$@" -newer "$stamp" -print -quit 2>/dev/null) ]]
 }
 
+# apt_install PACKAGE...: install the Debian packages that are not installed yet.
+apt_install() {
+	local p missing=()
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
+			missing+=("$p")
+	done
+	((${#missing[@]})) || return 0
+	((EUID == 0)) || die "missing Debian packages: ${missing[*]}; run as root or: sudo apt-get install ${missing[*]}"
+	log "installing Debian packages: ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get install -y --no-install-recommends "${missing[@]}" ||
+		{ apt-get update && apt-get install -y --no-install-recommends "${missing[@]}"; } ||
+		die "apt-get install failed for: ${missing[*]} (is Debian's archive reachable?)"
+}
+
 # take_lock NAME: hold an exclusive lock on one part of the cache for the
 # rest of this script, waiting if another pfnic build holds it (two builds
 # writing one tree corrupt it).

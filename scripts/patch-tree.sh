@@ -31,3 +31,25 @@ apply_series() {
 	done
 	echo "$want" >"$tree/.pfnic-series"
 }
+
+# qemu_tree: the QEMU source with qemu-device/patches applied, and the device
+# and its qtest linked in from qemu-device/ (edits rebuild incrementally).
+qemu_tree() {
+	apply_series "$QEMU_PRISTINE" "$PFNIC_ROOT/qemu-device/patches" qemu
+	ln -sfn "$PFNIC_ROOT/qemu-device/hw/pfnic" "$QEMU_PRISTINE/hw/net/pfnic"
+	ln -sfn "$PFNIC_ROOT/qemu-device/tests/pfnic-test.c" "$QEMU_PRISTINE/tests/qtest/pfnic-test.c"
+}
+
+# qemu_configure DIR ARG...: configure that tree into the build directory DIR
+# with ARG..., unless DIR was configured with exactly those arguments.
+qemu_configure() {
+	local dir=$1
+	shift
+	mkdir -p "$dir"
+	[[ -e $dir/build.ninja && $(cat "$dir/.pfnic-config" 2>/dev/null) == "$*" ]] && return 0
+	log "configuring QEMU in ${dir#"$PFNIC_CACHE"/}"
+	rm -rf "$dir" && mkdir -p "$dir"
+	(cd "$dir" && "$QEMU_PRISTINE/configure" "$@") >"$dir/configure.log" 2>&1 ||
+		die "QEMU configure failed; see $dir/configure.log"
+	echo "$*" >"$dir/.pfnic-config"
+}

@@ -16,19 +16,7 @@ HOST_PACKAGES=(
 	busybox-static xz-utils ca-certificates
 )
 
-missing=()
-for p in "${HOST_PACKAGES[@]}"; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
-		missing+=("$p")
-done
-if ((${#missing[@]})); then
-	((EUID == 0)) || die "missing Debian packages: ${missing[*]}; run as root or: sudo apt-get install ${missing[*]}"
-	log "installing Debian packages: ${missing[*]}"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get install -y --no-install-recommends "${missing[@]}" ||
-		{ apt-get update && apt-get install -y --no-install-recommends "${missing[@]}"; } ||
-		die "apt-get install failed for: ${missing[*]} (is Debian's archive reachable?)"
-fi
+apt_install "${HOST_PACKAGES[@]}"
 
 need rustc "Install Rust with rustup (the kernel needs rustc >= 1.78)."
 need cargo "Install Rust with rustup."

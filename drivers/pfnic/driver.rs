@@ -189,7 +189,7 @@ impl pci::Driver for PfnicDriver {
     fn unbind<'bound>(_pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
         // Quiesce the hardware while its interrupt handlers are still registered: the reset
         // stops every context, after which their PASIDs can be unbound.
-        if this.nic.with_bar(Nic::reset).is_err() {
+        if this.nic.reset_device().is_err() {
             dev_warn!(this.pdev, "device did not reset at unbind\n");
         }
         this.nic.revoke_contexts();
