@@ -103,8 +103,6 @@ pub struct QueryContext {
     pub pasid: u32,
     /// This context's counters, since it was created.
     pub translation: TranslationStats,
-    /// Reserved, zero.
-    pub reserved0: u32,
     /// Remote accesses to this context's memory the device refused (a key that names no MR
     /// of the context, or an MR, range or QP access that does not allow the operation).
     pub remote_access_errors: u64,
@@ -133,6 +131,9 @@ pub struct TranslationStats {
     pub invalidations: u32,
     /// Page requests the IOMMU could not queue at first (retried).
     pub prq_full: u32,
+    /// Page requests held back (and sent later) because the context already had its share
+    /// of the device's outstanding page requests out.
+    pub prq_held: u32,
 }
 
 /// Argument of [`PFNIC_IOCTL_QUERY_STATS`] (output only): device-wide counters since the driver
@@ -157,6 +158,8 @@ pub struct DeviceStats {
     /// Page request round trips: entry `i` counts those answered within [2^i, 2^(i+1))
     /// microseconds (entry 0 includes faster ones, entry 15 slower ones), guest time.
     pub fault_latency_us_log2: [u32; 16],
+    /// Reserved, zero.
+    pub reserved0: u32,
     /// Contexts that did not stop when their file was closed: their PASID stays bound and
     /// their slot taken (counted in `contexts_active`) until the device is reset (unbind).
     pub contexts_stuck: u64,

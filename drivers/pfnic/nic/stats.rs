@@ -20,6 +20,7 @@ fn translation_stats(read: impl Fn(usize) -> u32) -> uapi::TranslationStats {
         atc_misses: read(4),
         invalidations: read(5),
         prq_full: read(6),
+        prq_held: read(7),
     }
 }
 
@@ -37,6 +38,7 @@ fn write_translation(
         ("atc_misses", t.atc_misses),
         ("invalidations", t.invalidations),
         ("prq_full", t.prq_full),
+        ("prq_held", t.prq_held),
     ] {
         write!(f, "{sep}{name} {value}")?;
     }

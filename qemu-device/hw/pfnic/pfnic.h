@@ -51,6 +51,8 @@ typedef struct PfnicPageWait {
 } PfnicPageWait;
 
 #define PFNIC_PRGI_QP_BASE          256
+/* A context may have at most 1/PFNIC_PRI_SHARE of the PRI allocation out. */
+#define PFNIC_PRI_SHARE             4
 
 /* The device side of one process: see docs/registers.md, "Hardware contexts" */
 typedef struct PfnicContext {

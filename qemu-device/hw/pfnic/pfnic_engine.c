@@ -220,21 +220,34 @@ static void pfnic_pri_response(IOMMUPRINotifier *n, IOMMUPRIResponse *r)
 }
 
 /*
- * Page requests outstanding: one per waiter at most. Counted, not tracked,
- * so that a waiter dropped with its request unanswered (a context stopped,
- * a QP destroyed) cannot leak a slot.
+ * Page requests outstanding: one per waiter at most, device-wide (*all) and
+ * in context @ctx's PASID (the return value). Counted, not tracked, so that
+ * a waiter dropped with its request unanswered (a context stopped, a QP
+ * destroyed) cannot leak a slot.
  */
-static uint32_t pfnic_pri_outstanding(PfnicState *s)
+static uint32_t pfnic_pri_outstanding(PfnicState *s, uint32_t ctx,
+                                      uint32_t *all)
 {
-    uint32_t n = 0;
+    uint32_t n = 0, mine = 0;
 
     for (uint32_t i = 0; i < s->num_contexts; i++) {
-        n += s->contexts[i].enabled && s->contexts[i].pw.waiting;
+        PfnicContext *c = &s->contexts[i];
+
+        if (c->enabled && c->pw.waiting) {
+            n++;
+            mine += c->pw.ctx == ctx;
+        }
     }
     for (uint32_t i = 0; i < PFNIC_MAX_QPS; i++) {
-        n += s->qps[i].valid && s->qps[i].pw.waiting;
+        PfnicQp *qp = &s->qps[i];
+
+        if (qp->valid && qp->pw.waiting) {
+            n++;
+            mine += qp->pw.ctx == ctx;
+        }
     }
-    return n;
+    *all = n;
+    return mine;
 }
 
 /*
@@ -246,7 +259,7 @@ void pfnic_page_request(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
                         uint64_t va, bool write)
 {
     PfnicMr *mr;
-    uint32_t alloc;
+    uint32_t alloc, all, mine;
     int ret;
 
     if ((va & PFNIC_PAGE_MASK) == (w->fault_addr & PFNIC_PAGE_MASK) &&
@@ -264,10 +277,19 @@ void pfnic_page_request(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
     w->fault_addr = va;
     w->fault_write = write;
 
-    /* Never more outstanding than the OS allocated (PRI capability). */
+    /*
+     * Never more outstanding than the OS allocated (PRI capability), and no
+     * context more than a quarter of that, so that one process's faults
+     * cannot hold back every other's.
+     */
     alloc = pcie_pri_get_req_alloc(PCI_DEVICE(s));
-    if (pfnic_pri_outstanding(s) >= (alloc ? alloc : PFNIC_PRI_OUTSTANDING)) {
+    alloc = alloc ? alloc : PFNIC_PRI_OUTSTANDING;
+    mine = pfnic_pri_outstanding(s, ctx->index, &all);
+    if (all >= alloc || mine >= MAX(alloc / PFNIC_PRI_SHARE, 1)) {
         trace_pfnic_page_request_throttled(ctx->index, w->prgi, alloc);
+        if (all < alloc) {
+            pfnic_count(ctx, PFNIC_CNT_PRQ_HELD);
+        }
         w->retry_prq = true;
         timer_mod(s->retry_timer,
                   qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) + PFNIC_PRQ_RETRY_NS);

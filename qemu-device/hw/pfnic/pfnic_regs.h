@@ -87,6 +87,7 @@ typedef enum PfnicCounter {
     PFNIC_CNT_ATC_MISSES,       /* ATS translation requests */
     PFNIC_CNT_INVALIDATIONS,    /* device-IOTLB invalidations */
     PFNIC_CNT_PRQ_FULL,         /* page requests the IOMMU could not queue */
+    PFNIC_CNT_PRQ_HELD,         /* held back: the context had its share out */
     PFNIC_CNT_NR
 } PfnicCounter;
 

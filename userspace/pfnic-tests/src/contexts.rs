@@ -46,7 +46,6 @@ fn test_context_sva_bound() -> TestResult {
         q.num_contexts
     );
     check_eq!(c.reserved, 0);
-    check_eq!(c.reserved0, 0);
     check_eq!(c.remote_access_errors, 0);
 
     let cfg = Config::read(&n.bdf)?;

@@ -29,6 +29,10 @@ pub const TESTS: &[&Test] = &[
         name: "test_sec_file_quota",
         run: test_sec_file_quota,
     },
+    &Test {
+        name: "test_sec_page_request_share",
+        run: test_sec_page_request_share,
+    },
 ];
 
 /// Random 32-bit values, from the kernel (no crate needed for a handful of keys).
@@ -340,5 +344,63 @@ fn test_sec_file_quota() -> TestResult {
     drop(mrs.pop());
     pd.reg_mr(&buf, ACCESS_LOCAL_WRITE | ACCESS_ON_DEMAND)
         .map_err(|e| fail("reg_mr after a dereg", e))?;
+    Ok(())
+}
+
+/// One process with twelve QPs whose cold transfers all fault at once may have only a quarter
+/// of the device's outstanding page requests: the rest wait their turn (counted in
+/// `prq_held`), every transfer still completes with the right bytes, and another process's
+/// cold transfer meanwhile completes too.
+fn test_sec_page_request_share() -> TestResult {
+    const PAIRS: usize = 12;
+    const LEN: usize = 16 * PAGE;
+    let hog = verbs_ctx()?;
+    requires_odp(&hog, ODP_WRITE, false)?;
+    let o = PairOpts {
+        len: LEN,
+        kind: MrKind::Odp,
+        ..Default::default()
+    };
+    let pairs = (0..PAIRS)
+        .map(|_| Pair::build(&hog, &hog, &o))
+        .collect::<Result<Vec<_>, _>>()?;
+    let other = Pair::odp(ODP_WRITE, LEN)?;
+    for (i, p) in pairs.iter().enumerate() {
+        p.dontneed()?;
+        // The source present again, the target cold: every page of it faults.
+        p.a.buf.write(0, &pattern(i as u8, LEN));
+    }
+    other.dontneed()?;
+    other.a.buf.write(0, &pattern(0x77, LEN));
+    // All at once: every QP faults on its first page.
+    for (i, p) in pairs.iter().enumerate() {
+        p.a.post(
+            SendWr::new(i as u64, WrOpcode::RdmaWrite, &[p.a.sge(0, LEN)])
+                .remote(p.b.buf.addr(), p.b.mr.rkey()),
+        )?;
+    }
+    other.a.post_ok(
+        SendWr::new(99, WrOpcode::RdmaWrite, &[other.a.sge(0, LEN)])
+            .remote(other.b.buf.addr(), other.b.mr.rkey()),
+    )?;
+    check_bytes(
+        "the other process's transfer",
+        &other.b.buf,
+        0,
+        &pattern(0x77, LEN),
+    )?;
+    for (i, p) in pairs.iter().enumerate() {
+        check_wc(&wait_cq(&p.a.cq, 1)?[0], WcStatus::SUCCESS, None)?;
+        check_bytes(&format!("pair {i}"), &p.b.buf, 0, &pattern(i as u8, LEN))?;
+    }
+    let t = hog.device().query_context()?.translation;
+    check!(
+        t.prq_held > 0,
+        "{PAIRS} QPs faulting at once, none held back: {t:?}"
+    );
+    println!(
+        "# {} page requests held back, {} sent",
+        t.prq_held, t.page_requests
+    );
     Ok(())
 }
