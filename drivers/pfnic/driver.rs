@@ -84,7 +84,7 @@ impl pci::Driver for PfnicDriver {
                     .inspect_err(|_| dev_err!(pdev, "verbs limits out of range; verbs disabled\n"));
                 match limits {
                     Ok(limits) => Some(KBox::pin_init(
-                        Verbs::new(pdev.as_ref(), limits)?,
+                        Verbs::new(pdev.as_ref(), limits, num_contexts)?,
                         GFP_KERNEL,
                     )?),
                     Err(_) => None,

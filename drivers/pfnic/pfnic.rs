@@ -15,10 +15,12 @@
 //! 1. the address space's `mmap_lock` (held by the kernel around `mmap()`), then
 //!    `Nic::mappings_revoked`, then a file's `VerbsFile::objects`;
 //! 2. `VerbsFile::objects`, then `Verbs::ids`, `Verbs::cmd_lock` (the admin mailbox) or the
-//!    event queue's spinlocks (`routes`, `alerts`);
-//! 3. `Verbs::cmd_lock`, then the event queue's `alerts`;
-//! 4. `Nic::contexts`, then the address space's `i_mmap_rwsem` (revoking mappings at unbind);
-//! 5. `CompletionEvents::readers`, then its `queue` spinlock.
+//!    event queue's `routes` spinlock;
+//! 3. `Nic::contexts`, then the address space's `i_mmap_rwsem` (revoking mappings at unbind);
+//! 4. `CompletionEvents::readers`, then its `queue` spinlock.
+//!
+//! The event queue's pending access alerts are a bitmap changed with atomic bit operations
+//! only, from the interrupt handler and under `cmd_lock`.
 //!
 //! Nothing waits for the device's page faults while holding `objects` or `contexts` (a fault
 //! takes `mmap_lock`), and `mappings_revoked` is never held while taking `contexts`. The

@@ -8,6 +8,7 @@
 use super::events::CompletionEvents;
 use crate::{nic::Bar0, regs, uapi};
 use kernel::{
+    bitmap::BitmapVec,
     device::{Bound, Device},
     dma::Coherent,
     io::{io_project, io_read, Io},
@@ -32,10 +33,6 @@ const EVENT_COMPLETION: u8 = 1;
 const EVENT_QP_FATAL: u8 = 2;
 const EVENT_CQ_ERROR: u8 = 3;
 const EVENT_ACCESS_ERROR: u8 = 4;
-
-/// Contexts whose refused remote accesses can be flagged ([`EventQueue::take_alert`]): the
-/// device's maximum.
-const MAX_CONTEXTS: usize = 1024;
 
 /// One event queue entry, as the device writes it.
 #[repr(C)]
@@ -86,9 +83,9 @@ pub(crate) struct EventQueue {
     /// Slot `cqn` says which file gets the CQ's completion events.
     #[pin]
     routes: SpinLockIrq<KVec<Option<Route>>>,
-    /// Bit `i`: context `i` had an `ACCESS_ERROR` event not yet reported.
-    #[pin]
-    alerts: SpinLockIrq<[u64; MAX_CONTEXTS / 64]>,
+    /// Bit `i`: context `i` had an `ACCESS_ERROR` event not yet reported. Set by the
+    /// interrupt handler and cleared by the reporter with atomic bit operations only.
+    alerts: BitmapVec,
     pub(crate) counters: EqCounters,
 }
 
@@ -96,8 +93,10 @@ impl EventQueue {
     pub(crate) fn new(
         dev: &Device<Bound>,
         max_cqs: u32,
+        num_contexts: u32,
     ) -> Result<impl PinInit<Self, Error> + use<>> {
         let mem = Coherent::zeroed_slice(dev, EQ_ENTRIES as usize, GFP_KERNEL)?;
+        let alerts = BitmapVec::new(num_contexts as usize, GFP_KERNEL)?;
         let mut routes = KVec::with_capacity(max_cqs as usize, GFP_KERNEL)?;
         for _ in 0..max_cqs {
             routes.push(None, GFP_KERNEL)?;
@@ -106,7 +105,7 @@ impl EventQueue {
             mem,
             consumed <- new_spinlock_irq!(0),
             routes <- new_spinlock_irq!(routes),
-            alerts <- new_spinlock_irq!([0; MAX_CONTEXTS / 64]),
+            alerts,
             counters: EqCounters {
                 completions: Atomic::new(0),
                 qp_fatal: Atomic::new(0),
@@ -188,8 +187,8 @@ impl EventQueue {
             EVENT_ACCESS_ERROR => {
                 self.counters.access_errors.add(1, Relaxed);
                 let ctx = entry.object as usize;
-                if ctx < MAX_CONTEXTS {
-                    self.alerts.lock()[ctx / 64] |= 1 << (ctx % 64);
+                if ctx < self.alerts.len() {
+                    self.alerts.set_bit_atomic(ctx);
                 }
             }
             _ => {}
@@ -198,19 +197,17 @@ impl EventQueue {
 
     /// Whether some context had an `ACCESS_ERROR` event not yet reported.
     pub(crate) fn alerts_pending(&self) -> bool {
-        self.alerts.lock().iter().any(|&w| w != 0)
+        self.alerts.len() != 0 && self.alerts.next_bit(0).is_some()
     }
 
     /// Clears context `index`'s pending `ACCESS_ERROR`; returns whether it was pending.
     pub(crate) fn take_alert(&self, index: u32) -> bool {
         let i = index as usize;
-        if i >= MAX_CONTEXTS {
+        if i >= self.alerts.len() || self.alerts.next_bit(i) != Some(i) {
             return false;
         }
-        let mut alerts = self.alerts.lock();
-        let was = alerts[i / 64] & (1 << (i % 64)) != 0;
-        alerts[i / 64] &= !(1 << (i % 64));
-        was
+        self.alerts.clear_bit_atomic(i);
+        true
     }
 
     /// Events the device dropped because the queue was full.

@@ -106,15 +106,13 @@ impl Objects {
         }
     }
 
-    /// Inserts `mr` at `handle`, which must be free ([`Objects::new_handle`] under the same
-    /// lock): a live handle is never replaced, which would orphan its device key.
+    /// Inserts `mr` at `handle` ([`Objects::new_handle`] under the same lock): a live MR is
+    /// never replaced, which would orphan its device key.
     pub(crate) fn insert_mr(&mut self, handle: u32, mr: Mr) -> Result {
-        if self.mrs.get(&handle).is_some() || self.pds.get(&handle).is_some() {
+        if self.mrs.get(&handle).is_some() {
             return Err(EEXIST);
         }
-        let old = self.mrs.try_create_and_insert(handle, mr, GFP_KERNEL)?;
-        // Checked above, under the lock the caller holds.
-        debug_assert!(old.is_none());
+        self.mrs.try_create_and_insert(handle, mr, GFP_KERNEL)?;
         Ok(())
     }
 

@@ -118,6 +118,7 @@ impl Verbs {
     pub(crate) fn new(
         dev: &Device<Bound>,
         limits: Limits,
+        num_contexts: u32,
     ) -> Result<impl PinInit<Self, Error> + use<>> {
         let ids = Ids {
             // QPNs 0 and 1 are never used (docs/verbs.md).
@@ -125,7 +126,7 @@ impl Verbs {
             cqns: IndexAllocator::new(0, limits.max_cqs)?,
             mrs: IndexAllocator::new(0, limits.max_mrs)?,
         };
-        let eq_init = EventQueue::new(dev, limits.max_cqs)?;
+        let eq_init = EventQueue::new(dev, limits.max_cqs, num_contexts)?;
         Ok(try_pin_init!(Self {
             limits,
             cmd_lock <- new_mutex!(cmd::CmdState::default()),

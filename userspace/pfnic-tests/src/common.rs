@@ -204,3 +204,15 @@ pub fn pipe() -> Result<(std::fs::File, std::fs::File), Failure> {
         )
     })
 }
+
+/// Unbinds PCI function `bdf` from the pfnic driver (`/sys/bus/pci/drivers/pfnic/unbind`).
+pub fn unbind(bdf: &str) -> Result<(), Failure> {
+    std::fs::write("/sys/bus/pci/drivers/pfnic/unbind", bdf)
+        .map_err(|e| Failure::Fail(format!("unbind {bdf}: {e}")))
+}
+
+/// Binds PCI function `bdf` to the pfnic driver again.
+pub fn bind(bdf: &str) -> Result<(), Failure> {
+    std::fs::write("/sys/bus/pci/drivers/pfnic/bind", bdf)
+        .map_err(|e| Failure::Fail(format!("bind {bdf}: {e}")))
+}

@@ -167,24 +167,13 @@ fn test_inject_ctx_stuck() -> TestResult {
     check_eq!(said, 2);
     // The other contexts work.
     let p = Pair::odp(ODP_WRITE, 4 * PAGE)?;
-    p.a.buf.write(0, &pattern(1, 4 * PAGE));
-    p.a.post_ok(
-        SendWr::new(1, WrOpcode::RdmaWrite, &[p.a.sge(0, 4 * PAGE)])
-            .remote(p.b.buf.addr(), p.b.mr.rkey()),
-    )?;
-    check_bytes(
-        "a pair beside the stuck contexts",
-        &p.b.buf,
-        0,
-        &pattern(1, 4 * PAGE),
-    )?;
+    p.write_ok(1, 4 * PAGE, "a pair beside the stuck contexts")?;
     drop(p);
     // The reset at unbind stops them: after a rebind, none is in use.
     let bdf = n.bdf.clone();
     drop(n);
-    let drv = std::path::Path::new("/sys/bus/pci/drivers/pfnic");
-    std::fs::write(drv.join("unbind"), &bdf)?;
-    std::fs::write(drv.join("bind"), &bdf)?;
+    crate::common::unbind(&bdf)?;
+    crate::common::bind(&bdf)?;
     let n = sva_nic()?;
     check_eq!(n.dev.query_stats()?.contexts_active, 1);
     Ok(())

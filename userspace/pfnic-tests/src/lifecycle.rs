@@ -1,6 +1,6 @@
 //! Module unload/reload and device unbind, with and without open files.
 
-use crate::common::{cookie, nic, pipe, sh, Child};
+use crate::common::{bind, cookie, nic, pipe, sh, unbind, Child};
 use crate::ktap::{Failure, Test, TestResult};
 use pfnic_sys::{pci, uapi, Device};
 use std::io::{Read, Write};
@@ -121,10 +121,9 @@ fn test_unbind_with_open_file() -> TestResult {
 
 /// Unbinds the device and binds it again.
 fn unbind_rebind(bdf: &str) -> TestResult {
-    let drv = Path::new("/sys/bus/pci/drivers/pfnic");
-    std::fs::write(drv.join("unbind"), bdf)?;
+    unbind(bdf)?;
     check!(pci::driver(bdf).is_none(), "still bound after unbind");
-    std::fs::write(drv.join("bind"), bdf)?;
+    bind(bdf)?;
     check!(pci::driver(bdf).is_some(), "not bound again");
     Ok(())
 }
@@ -183,19 +182,8 @@ fn test_unbind_wakes_submit() -> TestResult {
     let bdf = n.bdf.clone();
     // 256 MiB never touched: every page is a page request.
     const LEN: usize = 256 << 20;
-    // SAFETY: a fresh anonymous mapping, unmapped below.
-    let buf = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            LEN,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    check!(buf != libc::MAP_FAILED, "mmap of {LEN} bytes failed");
-    let addr = buf as u64;
+    let buf = pfnic_verbs::Buffer::with_flags(LEN, libc::MAP_NORESERVE)?;
+    let addr = buf.addr();
     let dev = n.dev.try_clone()?;
     let worker = std::thread::spawn(move || {
         let mut op = uapi::Submit {
@@ -210,14 +198,14 @@ fn test_unbind_wakes_submit() -> TestResult {
     });
     std::thread::sleep(Duration::from_millis(1500));
     let unbound = Instant::now();
-    std::fs::write(Path::new("/sys/bus/pci/drivers/pfnic/unbind"), &bdf)?;
+    unbind(&bdf)?;
     let (r, returned) = worker
         .join()
         .map_err(|_| Failure::Fail("the SUBMIT thread panicked".into()))?;
-    // SAFETY: the mapping made above; the device no longer uses it (the thread is done).
-    unsafe { libc::munmap(buf, LEN) };
+    // The device no longer uses it: the thread is done.
+    drop(buf);
     drop(n);
-    std::fs::write(Path::new("/sys/bus/pci/drivers/pfnic/bind"), &bdf)?;
+    bind(&bdf)?;
     // Ok(()) here would mean the fill finished before the unbind: nothing was tested.
     check_eq!(r, Err(Some(libc::ENODEV)));
     let waited = returned.saturating_duration_since(unbound);
@@ -239,12 +227,14 @@ fn test_unbind_bind_cycles() -> TestResult {
         {
             let p = crate::verbs_common::Pair::new(&Default::default())?;
             let db = p.a.ctx.device().mmap(uapi::PFNIC_MMAP_DOORBELL, 4096)?;
-            std::fs::write(Path::new("/sys/bus/pci/drivers/pfnic/unbind"), &bdf)?;
+            unbind(&bdf)?;
             drop(db);
             drop(p);
         }
-        std::fs::write(Path::new("/sys/bus/pci/drivers/pfnic/bind"), &bdf)
-            .map_err(|e| Failure::Fail(format!("cycle {i}: bind: {e}")))?;
+        bind(&bdf).map_err(|e| match e {
+            Failure::Fail(m) => Failure::Fail(format!("cycle {i}: {m}")),
+            other => other,
+        })?;
     }
     let n = nic()?;
     let st = n.dev.query_stats()?;

@@ -462,13 +462,7 @@ fn test_matrix_kill_mid_rdma() -> TestResult {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let p = Pair::odp(ODP_WRITE, 16 * PAGE)?;
-    p.a.buf.write(0, &pattern(9, 16 * PAGE));
-    p.a.post_ok(
-        SendWr::new(1, WrOpcode::RdmaWrite, &[p.a.sge(0, 16 * PAGE)])
-            .remote(p.b.buf.addr(), p.b.mr.rkey()),
-    )?;
-    check_bytes("after the kills", &p.b.buf, 0, &pattern(9, 16 * PAGE))?;
+    Pair::odp(ODP_WRITE, 16 * PAGE)?.write_ok(9, 16 * PAGE, "after the kills")?;
     Ok(())
 }
 
@@ -506,20 +500,7 @@ fn test_matrix_open_close_cycles() -> TestResult {
         };
         dev.create_cq(&mut cq)?;
         let ring = dev.mmap(cq.mmap_offset, cq.mmap_len as usize)?;
-        let mut qp = uapi::CreateQp {
-            pd,
-            send_cq: cq.cqn,
-            recv_cq: cq.cqn,
-            qp_type: uapi::PFNIC_QPT_RC,
-            cap: uapi::QpCap {
-                max_send_wr: 4,
-                max_recv_wr: 4,
-                max_send_sge: 1,
-                max_recv_sge: 1,
-                max_inline_data: 0,
-            },
-            ..Default::default()
-        };
+        let mut qp = raw_rc_qp(pd, cq.cqn, cq.cqn, 4);
         dev.create_qp(&mut qp)?;
         let mut mr = uapi::RegMr {
             pd,

@@ -196,8 +196,14 @@ fn test_sec_event_read_faults() -> TestResult {
         b.qp.connect(a.qp.qp_num(), &ConnectAttr::default())?;
     }
     ch.set_nonblocking(true)?;
-    let map = Mapping::with_guard_page()?;
-    let bad = map.page(1);
+    // Two pages, the second inaccessible.
+    let map = pfnic_verbs::Buffer::new(2 * PAGE)?;
+    // SAFETY: `bad` is the second page of `map`; the CPU accessors touch only the first.
+    let bad = unsafe { map.as_ptr().add(PAGE) };
+    // SAFETY: as above: only the kernel's copy (which checks) goes near that page.
+    if unsafe { libc::mprotect(bad.cast(), PAGE, libc::PROT_NONE) } != 0 {
+        fail!("mprotect: {}", std::io::Error::last_os_error());
+    }
 
     // One event; a read wholly into the bad page.
     s1.cq.req_notify(false)?;
@@ -226,9 +232,7 @@ fn test_sec_event_read_faults() -> TestResult {
     // SAFETY: 16 good bytes at the end of the first page, then the PROT_NONE page.
     let n = unsafe { libc::read(ch.fd(), bad.sub(16).cast(), 32) };
     check_eq!(n, 16);
-    let mut first = [0u8; 16];
-    // SAFETY: the 16 bytes read() filled, in our mapping.
-    unsafe { std::ptr::copy_nonoverlapping(bad.sub(16), first.as_mut_ptr(), 16) };
+    let first = map.to_vec(PAGE - 16, 16);
     let first_cqn = u32::from_ne_bytes(first[8..12].try_into().unwrap());
     let second = ch
         .get_event_timeout(0)?
@@ -255,45 +259,6 @@ fn wait_event_queued(ctx: &pfnic_verbs::Context) -> TestResult {
         );
     }
     Ok(())
-}
-
-/// Two anonymous pages, the second `PROT_NONE`; unmapped on drop.
-struct Mapping(*mut u8);
-
-impl Mapping {
-    fn with_guard_page() -> Result<Self, Failure> {
-        // SAFETY: a fresh anonymous mapping, owned by the returned value.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                2 * PAGE,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            fail!("mmap: {}", std::io::Error::last_os_error());
-        }
-        let m = Self(p.cast());
-        // SAFETY: the second page of the mapping just made.
-        if unsafe { libc::mprotect(m.page(1).cast(), PAGE, libc::PROT_NONE) } != 0 {
-            fail!("mprotect: {}", std::io::Error::last_os_error());
-        }
-        Ok(m)
-    }
-
-    fn page(&self, i: usize) -> *mut u8 {
-        self.0.wrapping_add(i * PAGE)
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: the mapping is ours and nothing uses it after this.
-        unsafe { libc::munmap(self.0.cast(), 2 * PAGE) };
-    }
 }
 
 /// One open file holds at most a quarter of each device table (CQs, QPs, memory keys): past it,

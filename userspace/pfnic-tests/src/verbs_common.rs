@@ -311,6 +311,18 @@ impl Pair {
         Ok(Self { a, b })
     }
 
+    /// RDMA WRITEs `len` bytes of pattern `seed` from the start of `a`'s buffer to the start
+    /// of `b`'s, and checks that they arrived (`what` names the transfer in a failure).
+    pub fn write_ok(&self, seed: u8, len: usize, what: &str) -> Result<(), Failure> {
+        let want = pattern(seed, len);
+        self.a.buf.write(0, &want);
+        self.a.post_ok(
+            SendWr::new(u64::from(seed), WrOpcode::RdmaWrite, &[self.a.sge(0, len)])
+                .remote(self.b.buf.addr(), self.b.mr.rkey()),
+        )?;
+        check_bytes(what, &self.b.buf, 0, &want)
+    }
+
     /// Drops the pages of both sides' buffers (`MADV_DONTNEED`).
     pub fn dontneed(&self) -> Result<(), Failure> {
         self.a.buf.dontneed()?;
@@ -408,4 +420,23 @@ pub fn check_bytes(what: &str, buf: &Buffer, off: usize, want: &[u8]) -> Result<
         )));
     }
     Ok(())
+}
+
+/// The `CREATE_QP` argument of an RC QP of PD `pd` with `max_wr` work requests of one SGE
+/// each way, for tests that drive the ioctls directly.
+pub fn raw_rc_qp(pd: u32, send_cq: u32, recv_cq: u32, max_wr: u32) -> uapi::CreateQp {
+    uapi::CreateQp {
+        pd,
+        send_cq,
+        recv_cq,
+        qp_type: uapi::PFNIC_QPT_RC,
+        cap: uapi::QpCap {
+            max_send_wr: max_wr,
+            max_recv_wr: max_wr,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        },
+        ..Default::default()
+    }
 }

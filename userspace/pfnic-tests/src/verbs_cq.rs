@@ -6,7 +6,6 @@ use std::time::Duration;
 use crate::common::expect_errno;
 use crate::ktap::{Failure, Test, TestResult};
 use crate::verbs_common::*;
-use pfnic_sys::uapi;
 use pfnic_verbs::{
     ConnectAttr, QpInitAttr, QpState, SendWr, Wc, WcOpcode, WcStatus, WrOpcode, SEND_SIGNALED,
     SEND_SOLICITED,
@@ -291,20 +290,7 @@ fn test_verbs_cq_bad_args() -> TestResult {
     let other = verbs_ctx()?;
     let foreign = other.create_cq(4, None, 0)?;
     let pd = ctx.alloc_pd()?;
-    let mut arg = uapi::CreateQp {
-        pd: pd.handle(),
-        send_cq: foreign.cqn(),
-        recv_cq: odd.cqn(),
-        qp_type: uapi::PFNIC_QPT_RC,
-        cap: uapi::QpCap {
-            max_send_wr: 4,
-            max_recv_wr: 4,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-        },
-        ..Default::default()
-    };
+    let mut arg = raw_rc_qp(pd.handle(), foreign.cqn(), odd.cqn(), 4);
     expect_errno(
         "create_qp with another file's CQ",
         ctx.device().create_qp(&mut arg),

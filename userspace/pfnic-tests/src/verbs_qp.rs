@@ -856,20 +856,7 @@ fn test_verbs_destroy_frees_rings() -> TestResult {
     let mut created = 0;
     let before = meminfo_kb("MemFree:")? * 1024;
     for _ in 0..64 {
-        let mut qp = uapi::CreateQp {
-            pd,
-            send_cq: cq.cqn,
-            recv_cq: cq.cqn,
-            qp_type: uapi::PFNIC_QPT_RC,
-            cap: uapi::QpCap {
-                max_send_wr: max_wr,
-                max_recv_wr: max_wr,
-                max_send_sge: 1,
-                max_recv_sge: 1,
-                max_inline_data: 0,
-            },
-            ..Default::default()
-        };
+        let mut qp = raw_rc_qp(pd, cq.cqn, cq.cqn, max_wr);
         dev.create_qp(&mut qp)?;
         created += qp.mmap_len;
         dev.destroy_qp(qp.qpn)?;
