@@ -18,6 +18,7 @@
 #include "hw/pci/msix.h"
 #include "hw/pci/pcie.h"
 #include "hw/qdev-properties.h"
+#include "hw/qdev-properties-system.h"
 #include "migration/vmstate.h"
 #include "pfnic.h"
 #include "pfnic_regs.h"
@@ -38,6 +39,11 @@ static bool pfnic_check_props(PfnicState *s, Error **errp)
         !is_power_of_2(s->num_contexts)) {
         error_setg(errp, "pfnic: contexts must be a power of two in 1..%d",
                    PFNIC_MAX_CONTEXTS);
+        return false;
+    }
+    if (s->wire_loss > 1000000 || s->wire_reorder > 1000000) {
+        error_setg(errp, "pfnic: x-wire-loss and x-wire-reorder are per "
+                   "million (0..1000000)");
         return false;
     }
     if (s->pri && !s->ats) {
@@ -112,6 +118,8 @@ static void pfnic_realize(PCIDevice *pdev, Error **errp)
     pfnic_init_ext_caps(s);
 
     s->contexts = g_new0(PfnicContext, s->num_contexts);
+    pfnic_net_realize(s, DEVICE(pdev));
+    pfnic_roce_init(s);
     pfnic_engine_init(s);
     s->selftest_bh = aio_bh_new_guarded(qemu_get_aio_context(),
                                         pfnic_selftest_bh, s,
@@ -126,6 +134,8 @@ static void pfnic_exit(PCIDevice *pdev)
 
     qemu_bh_delete(s->selftest_bh);
     pfnic_engine_exit(s);
+    pfnic_roce_exit(s);
+    pfnic_net_exit(s);
     g_free(s->contexts);
     msix_unuse_all_vectors(pdev);
     msix_uninit_exclusive_bar(pdev);
@@ -151,6 +161,11 @@ static const Property pfnic_properties[] = {
     DEFINE_PROP_UINT32("x-inject-pri-failure", PfnicState, inject_pri_failure,
                        0),
     DEFINE_PROP_UINT32("x-inject-ctx-stuck", PfnicState, inject_ctx_stuck, 0),
+    /* The port (docs/wire.md): no netdev means loopback only. */
+    DEFINE_NIC_PROPERTIES(PfnicState, conf),
+    /* Wire faults for tests, per million RoCE frames sent (0: off). */
+    DEFINE_PROP_UINT32("x-wire-loss", PfnicState, wire_loss, 0),
+    DEFINE_PROP_UINT32("x-wire-reorder", PfnicState, wire_reorder, 0),
 };
 
 /* Live migration is not supported until the engine state is described. */

@@ -2,9 +2,10 @@
  * pfnic: a PCIe RDMA NIC with ATS, PASID and PRI
  *
  * Device state shared by the PCI glue (pfnic.c), the control register
- * block (pfnic_ctrl.c), the DMA engine (pfnic_engine.c) and the verbs
+ * block (pfnic_ctrl.c), the DMA engine (pfnic_engine.c), the verbs
  * (pfnic_verbs.c: tables, commands, CQEs and events; pfnic_qp.c: QP
- * execution).
+ * execution in loopback), the Ethernet port (pfnic_net.c) and the RoCEv2
+ * transport of QPs on the wire (pfnic_roce.c).
  *
  * Copyright (c) 2026 The pfnic authors
  *
@@ -21,6 +22,7 @@
 OBJECT_DECLARE_SIMPLE_TYPE(PfnicState, PFNIC)
 
 #include "hw/pci/pci.h"
+#include "net/net.h"
 #include "pfnic_regs.h"
 
 typedef struct PfnicStats {
@@ -126,6 +128,69 @@ typedef struct PfnicCq {
 
 #define PFNIC_QPN_NONE              UINT32_MAX
 
+/* RoCEv2 transport limits (docs/wire.md) */
+#define PFNIC_ROCE_MAX_INFLIGHT     16      /* send WQEs on the wire */
+#define PFNIC_ROCE_MAX_RES          16      /* responder resources */
+#define PFNIC_ROCE_PSN_WINDOW       128     /* PSNs unacknowledged */
+#define PFNIC_ROCE_ACKREQ_EVERY     64      /* packets between AckReqs */
+
+/* A send WQE on the wire, from its first packet until it completes */
+typedef struct PfnicRoceSend {
+    PfnicWqe wqe;
+    uint64_t len;               /* bytes of the message */
+    uint32_t psn;               /* its first PSN */
+    uint32_t npsn;              /* PSNs it uses */
+    uint32_t sent;              /* PSNs sent (READ: asked for) */
+    uint32_t got;               /* READ: response packets received */
+} PfnicRoceSend;
+
+/* The requester side of a wire QP */
+typedef struct PfnicRoceReq {
+    uint32_t psn;               /* next PSN for a new WQE */
+    PfnicRoceSend fl[PFNIC_ROCE_MAX_INFLIGHT];
+    uint32_t fl_head;           /* oldest in fl[], at the send head */
+    uint32_t fl_count;
+    uint32_t tx;                /* fl[head + tx]: the one being sent */
+    uint32_t high;              /* PSN after the highest one sent */
+    uint32_t since_ackreq;      /* packets since the last AckReq */
+    bool arp_wait;              /* deadline: look for the peer's MAC */
+    uint32_t retry_left;
+    uint32_t rnr_left;
+    int64_t deadline;           /* local ACK timeout (0: none armed) */
+    bool rnr_waiting;
+    int64_t rnr_deadline;
+    uint32_t rnr_psn;
+} PfnicRoceReq;
+
+/* A READ or atomic a responder has answered (IB "responder resources") */
+typedef struct PfnicRoceRes {
+    bool valid;
+    bool atomic;
+    uint32_t psn;
+    uint32_t npsn;
+    uint64_t va;
+    uint32_t rkey;
+    uint32_t len;
+    uint32_t sent;              /* READ: response packets sent */
+    uint64_t orig;              /* atomic: the value returned */
+} PfnicRoceRes;
+
+/* The responder side of a wire QP */
+typedef struct PfnicRoceResp {
+    uint32_t epsn;              /* expected PSN */
+    uint32_t msn;               /* messages completed */
+    bool nak_sent;              /* a sequence NAK for epsn is out */
+    uint8_t cur;                /* message in progress: 0, SEND or WRITE op */
+    uint64_t off;               /* its bytes received */
+    uint64_t va;                /* WRITE: target, key and length */
+    uint32_t rkey;
+    uint32_t len;
+    bool have_rwqe;             /* SEND: the receive WQE at rq_head */
+    PfnicWqe rwqe;
+    PfnicRoceRes res[PFNIC_ROCE_MAX_RES];
+    uint32_t res_next;          /* slot for the next READ/atomic */
+} PfnicRoceResp;
+
 /* A queue pair: its attributes and the send WQE being executed */
 typedef struct PfnicQp {
     bool valid;
@@ -144,6 +209,20 @@ typedef struct PfnicQp {
     uint32_t min_rnr_timer;
     uint32_t rnr_retry;
     uint32_t retry_cnt;
+
+    /* The wire (docs/wire.md): a destination IPv4 other than ours */
+    bool wire;
+    uint32_t dest_ip;
+    uint32_t sq_psn, rq_psn;    /* as QP_MODIFY set them */
+    uint32_t mtu;               /* path MTU, bytes */
+    uint32_t timeout;           /* local ACK timeout, IB encoding */
+    uint32_t max_dest_rd_atomic;
+    uint32_t max_rd_atomic;
+    uint8_t hop_limit;
+    uint8_t traffic_class;
+    PfnicRoceReq req;
+    PfnicRoceResp resp;
+    PfnicPageWait rpw;          /* the responder's page request */
     uint16_t sq_head, sq_tail, rq_head, rq_tail;
 
     /* The sender now writing into our receive queue's head WQE */
@@ -173,7 +252,26 @@ typedef struct PfnicQp {
     uint32_t wqes_completed;
     uint64_t bytes;
     uint32_t refused;           /* requests from QPs that are not our peer */
+    uint32_t retransmits;       /* wire: packets sent again */
+    uint32_t rnr_naks_sent;
+    uint32_t rnr_naks_rcvd;
+    uint32_t seq_naks_sent;
+    uint32_t duplicates;
 } PfnicQp;
+
+/* The port's neighbour cache (docs/wire.md, "Addresses") */
+#define PFNIC_NEIGH_ENTRIES         64
+
+typedef struct PfnicNeigh {
+    uint32_t ip;                /* 0: free */
+    bool resolved;
+    uint8_t mac[6];
+    int64_t used_ns;            /* LRU */
+    int64_t arp_sent_ns;        /* last ARP request for it */
+} PfnicNeigh;
+
+/* Frames received, waiting for the port's bottom half */
+#define PFNIC_RX_QUEUE              256
 
 struct PfnicState {
     PCIDevice parent_obj;
@@ -233,6 +331,21 @@ struct PfnicState {
     PfnicQp *qps;               /* PFNIC_MAX_QPS entries */
     uint32_t qp_next;           /* round robin: first QP of the next run */
     QEMUTimer *rnr_timer;
+
+    /* The Ethernet port (pfnic_net.c) and the RoCEv2 transport */
+    NICConf conf;
+    NICState *nic;
+    uint32_t wire_loss;         /* x-wire-loss: per million */
+    uint32_t wire_reorder;      /* x-wire-reorder: per million */
+    uint64_t wire_rng;
+    uint8_t *held;              /* a frame held back (x-wire-reorder) */
+    size_t held_len;
+    uint32_t port_ipv4;
+    uint32_t port_counters[PFNIC_PORT_CNT_NR];
+    PfnicNeigh neigh[PFNIC_NEIGH_ENTRIES];
+    GQueue rx_queue;            /* of GByteArray */
+    QEMUBH *rx_bh;
+    QEMUTimer *wire_timer;      /* ACK timeouts and RNR waits of wire QPs */
 
     /* A self-test in flight: its vector, completed by selftest_bh */
     uint32_t selftest_vector;
@@ -301,5 +414,60 @@ void pfnic_qp_rnr_timer(void *opaque);
 PfnicPageWait *pfnic_qp_page_wait(PfnicState *s, uint16_t prgi,
                                   uint32_t pasid);
 void pfnic_qp_prq_retry(PfnicState *s);
+
+/* Helpers the loopback engine and the wire share (pfnic_qp.c) */
+PfnicQp *pfnic_qp_get(PfnicState *s, uint32_t qpn);
+bool pfnic_wqe_read(PfnicState *s, uint64_t base, uint32_t entries,
+                    uint16_t index, PfnicWqe *w);
+void pfnic_qp_record(PfnicState *s, PfnicQp *qp);
+void pfnic_qp_complete_wqe(PfnicState *s, PfnicQp *qp, const PfnicWqe *w,
+                           uint64_t len, uint32_t requests, uint8_t status);
+bool pfnic_sge_at(const PfnicWqeSge *sge, int n, uint64_t off, int *i,
+                  uint64_t *o);
+int64_t pfnic_rnr_timer_ns(uint32_t timer);
+uint8_t pfnic_wc_opcode(uint8_t op);
+uint8_t pfnic_wqe_check(PfnicState *s, PfnicQp *qp, const PfnicWqe *w,
+                        uint64_t *len);
+
+static inline bool pfnic_op_atomic(uint8_t op)
+{
+    return op == PFNIC_WR_ATOMIC_CMP_AND_SWP ||
+           op == PFNIC_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+/* SEND, SEND_WITH_IMM and RDMA_WRITE_WITH_IMM consume a receive WQE. */
+static inline bool pfnic_op_recv(uint8_t op)
+{
+    return op == PFNIC_WR_SEND || op == PFNIC_WR_SEND_WITH_IMM ||
+           op == PFNIC_WR_RDMA_WRITE_WITH_IMM;
+}
+
+static inline bool pfnic_op_send(uint8_t op)
+{
+    return op == PFNIC_WR_SEND || op == PFNIC_WR_SEND_WITH_IMM;
+}
+
+static inline bool pfnic_op_imm(uint8_t op)
+{
+    return op == PFNIC_WR_SEND_WITH_IMM || op == PFNIC_WR_RDMA_WRITE_WITH_IMM;
+}
+
+/* pfnic_net.c: the Ethernet port */
+void pfnic_net_realize(PfnicState *s, DeviceState *dev);
+void pfnic_net_exit(PfnicState *s);
+void pfnic_net_reset(PfnicState *s);
+uint32_t pfnic_port_status(PfnicState *s);
+void pfnic_port_count(PfnicState *s, PfnicPortCounter c);
+bool pfnic_net_send_roce(PfnicState *s, uint32_t dest_ip, uint32_t qpn,
+                         uint8_t tos, uint8_t ttl, const uint8_t *pkt,
+                         size_t len);
+
+/* pfnic_roce.c: RC over RoCEv2 */
+void pfnic_roce_init(PfnicState *s);
+void pfnic_roce_exit(PfnicState *s);
+void pfnic_roce_qp_reset(PfnicQp *qp);
+bool pfnic_roce_run(PfnicState *s, PfnicQp *qp);
+void pfnic_roce_rx(PfnicState *s, uint32_t src_ip, uint8_t *pkt, size_t len);
+void pfnic_roce_timer(void *opaque);
 
 #endif /* HW_PFNIC_H */

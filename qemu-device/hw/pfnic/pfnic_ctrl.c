@@ -11,6 +11,7 @@
  */
 
 #include "qemu/osdep.h"
+#include "qemu/bswap.h"
 #include "qemu/log.h"
 #include "qemu/main-loop.h"
 #include "hw/pci/msix.h"
@@ -31,6 +32,7 @@ uint32_t pfnic_caps(const PfnicState *s)
     return (s->ats ? PFNIC_CAPS_ATS : 0) |
            (s->pasid ? PFNIC_CAPS_PASID : 0) |
            (s->pri ? PFNIC_CAPS_PRI : 0) |
+           (s->nic ? PFNIC_CAPS_WIRE : 0) |
            PFNIC_CAPS_SELFTEST | PFNIC_CAPS_VERBS;
 }
 
@@ -46,6 +48,7 @@ void pfnic_ctrl_reset(PfnicState *s)
     s->scratch = 0;
     s->ctx_select = 0;
     pfnic_engine_reset(s);
+    pfnic_net_reset(s);
     s->status = PFNIC_STATUS_READY;
 }
 
@@ -301,6 +304,22 @@ static uint64_t pfnic_ctrl_read(void *opaque, hwaddr addr, unsigned size)
     case PFNIC_REG_MAX_SGE:
         val = PFNIC_MAX_SGE;
         break;
+    case PFNIC_REG_PORT_MAC_LO:
+        val = ldl_le_p(s->conf.macaddr.a);
+        break;
+    case PFNIC_REG_PORT_MAC_HI:
+        val = lduw_le_p(s->conf.macaddr.a + 4);
+        break;
+    case PFNIC_REG_PORT_IPV4:
+        val = s->port_ipv4;
+        break;
+    case PFNIC_REG_PORT_STATUS:
+        val = pfnic_port_status(s);
+        break;
+    case PFNIC_REG_PORT_COUNTERS ...
+         PFNIC_REG_PORT_COUNTERS + 4 * (PFNIC_PORT_CNT_NR - 1):
+        val = s->port_counters[(addr - PFNIC_REG_PORT_COUNTERS) / 4];
+        break;
     case PFNIC_REG_RING_DB:
         val = 0;                /* write-only */
         break;
@@ -391,6 +410,10 @@ static void pfnic_ctrl_write(void *opaque, hwaddr addr, uint64_t val,
         break;
     case PFNIC_REG_EQ_BASE_LO ... PFNIC_REG_EQ_VECTOR:
         pfnic_eq_write_reg(s, addr, val);
+        break;
+    case PFNIC_REG_PORT_IPV4:
+        /* Packets on the wire already sent keep their source address. */
+        s->port_ipv4 = val;
         break;
     case PFNIC_REG_RING_DB:
         if ((val >> 16) >= s->num_contexts) {

@@ -245,6 +245,10 @@ static uint32_t pfnic_pri_outstanding(PfnicState *s, uint32_t ctx,
             n++;
             mine += qp->pw.ctx == ctx;
         }
+        if (qp->valid && qp->rpw.waiting) {
+            n++;
+            mine += qp->rpw.ctx == ctx;
+        }
     }
     *all = n;
     return mine;

@@ -48,29 +48,17 @@ static const uint32_t pfnic_rnr_10us[32] = {
     16384, 24576, 32768, 49152,
 };
 
+/* The RNR NAK timer @timer (IB encoding 0..31) in ns */
+int64_t pfnic_rnr_timer_ns(uint32_t timer)
+{
+    return (int64_t)pfnic_rnr_10us[timer & 31] * 10 * SCALE_US;
+}
+
 typedef enum {
     PFNIC_QP_MORE,          /* a chunk was processed */
     PFNIC_QP_WAIT,          /* waiting: page, RNR or another sender */
     PFNIC_QP_DONE,          /* the WQE completed */
 } PfnicQpStep;
-
-static bool pfnic_op_atomic(uint8_t op)
-{
-    return op == PFNIC_WR_ATOMIC_CMP_AND_SWP ||
-           op == PFNIC_WR_ATOMIC_FETCH_AND_ADD;
-}
-
-/* SEND, SEND_WITH_IMM and RDMA_WRITE_WITH_IMM consume a receive WQE. */
-static bool pfnic_op_recv(uint8_t op)
-{
-    return op == PFNIC_WR_SEND || op == PFNIC_WR_SEND_WITH_IMM ||
-           op == PFNIC_WR_RDMA_WRITE_WITH_IMM;
-}
-
-static bool pfnic_op_send(uint8_t op)
-{
-    return op == PFNIC_WR_SEND || op == PFNIC_WR_SEND_WITH_IMM;
-}
 
 static bool pfnic_op_rdma(uint8_t op)
 {
@@ -78,12 +66,7 @@ static bool pfnic_op_rdma(uint8_t op)
            op == PFNIC_WR_RDMA_READ;
 }
 
-static bool pfnic_op_imm(uint8_t op)
-{
-    return op == PFNIC_WR_SEND_WITH_IMM || op == PFNIC_WR_RDMA_WRITE_WITH_IMM;
-}
-
-static uint8_t pfnic_wc_opcode(uint8_t op)
+uint8_t pfnic_wc_opcode(uint8_t op)
 {
     switch (op) {
     case PFNIC_WR_RDMA_WRITE:
@@ -112,7 +95,7 @@ static uint32_t pfnic_op_remote_access(uint8_t op)
     return PFNIC_ACCESS_REMOTE_ATOMIC;
 }
 
-static PfnicQp *pfnic_qp_get(PfnicState *s, uint32_t qpn)
+PfnicQp *pfnic_qp_get(PfnicState *s, uint32_t qpn)
 {
     return qpn < PFNIC_MAX_QPS && s->qps[qpn].valid ? &s->qps[qpn] : NULL;
 }
@@ -131,7 +114,7 @@ static void pfnic_qp_count_request(PfnicQp *qp, uint32_t before)
 }
 
 /* Write the heads to the QP record. */
-static void pfnic_qp_record(PfnicState *s, PfnicQp *qp)
+void pfnic_qp_record(PfnicState *s, PfnicQp *qp)
 {
     uint32_t rec[2] = { cpu_to_le32(qp->sq_head), cpu_to_le32(qp->rq_head) };
 
@@ -142,8 +125,8 @@ static void pfnic_qp_record(PfnicState *s, PfnicQp *qp)
     }
 }
 
-static bool pfnic_wqe_read(PfnicState *s, uint64_t base, uint32_t entries,
-                           uint16_t index, PfnicWqe *w)
+bool pfnic_wqe_read(PfnicState *s, uint64_t base, uint32_t entries,
+                    uint16_t index, PfnicWqe *w)
 {
     hwaddr addr = base + (hwaddr)(index & (entries - 1)) * PFNIC_WQE_SIZE;
 
@@ -202,6 +185,7 @@ void pfnic_qp_abort(PfnicState *s, PfnicQp *qp)
     qp->rq_owner = PFNIC_QPN_NONE;
     qp->busy = qp->started = qp->rnr_waiting = false;
     pfnic_page_wait_init(&qp->pw, PFNIC_PRGI_QP_BASE + qp->qpn);
+    pfnic_roce_qp_reset(qp);
 }
 
 void pfnic_qp_enter_err(PfnicState *s, PfnicQp *qp, bool fatal)
@@ -270,6 +254,12 @@ void pfnic_qp_ctx_stop(PfnicState *s, PfnicContext *ctx)
     }
 }
 
+/*
+ * The waiter of a response to group 256 + @qpn: the QP's own page request
+ * (its send WQE, or a loopback sender's remote side), else its responder's
+ * (a wire QP's receive side). Both use the QP's group index; a response
+ * wakes one of them, and each request gets its own response.
+ */
 PfnicPageWait *pfnic_qp_page_wait(PfnicState *s, uint16_t qpn, uint32_t pasid)
 {
     PfnicQp *qp = pfnic_qp_get(s, qpn);
@@ -277,28 +267,44 @@ PfnicPageWait *pfnic_qp_page_wait(PfnicState *s, uint16_t qpn, uint32_t pasid)
     if (qp && qp->pw.waiting && qp->pw.pasid == pasid) {
         return &qp->pw;
     }
+    if (qp && qp->rpw.waiting && qp->rpw.pasid == pasid) {
+        return &qp->rpw;
+    }
     return NULL;
+}
+
+static void pfnic_qp_prq_retry_one(PfnicState *s, PfnicQp *qp,
+                                   PfnicPageWait *w)
+{
+    PfnicContext *ctx;
+    uint32_t before;
+
+    if (!w->retry_prq) {
+        return;
+    }
+    ctx = &s->contexts[w->ctx];
+    if (!ctx->enabled || ctx->pasid != w->pasid) {
+        w->retry_prq = false;
+        return;
+    }
+    before = w->requests;
+    pfnic_page_request(s, w, ctx, w->fault_addr, w->fault_write);
+    if (w == &qp->pw) {
+        pfnic_qp_count_request(qp, before);
+    } else if (w->requests != before) {
+        qp->page_requests++;
+    }
 }
 
 void pfnic_qp_prq_retry(PfnicState *s)
 {
     for (uint32_t i = 0; i < PFNIC_MAX_QPS; i++) {
         PfnicQp *qp = &s->qps[i];
-        PfnicContext *ctx;
-        uint32_t before;
 
-        if (!qp->valid || !qp->pw.retry_prq) {
-            continue;
+        if (qp->valid) {
+            pfnic_qp_prq_retry_one(s, qp, &qp->pw);
+            pfnic_qp_prq_retry_one(s, qp, &qp->rpw);
         }
-        ctx = &s->contexts[qp->pw.ctx];
-        if (!ctx->enabled || ctx->pasid != qp->pw.pasid) {
-            qp->pw.retry_prq = false;
-            continue;
-        }
-        before = qp->pw.requests;
-        pfnic_page_request(s, &qp->pw, ctx, qp->pw.fault_addr,
-                           qp->pw.fault_write);
-        pfnic_qp_count_request(qp, before);
     }
 }
 
@@ -370,28 +376,26 @@ void pfnic_qp_doorbell(PfnicContext *ctx, hwaddr offset, uint32_t val)
 
 /* --- completions ------------------------------------------------------- */
 
-/* Complete the send WQE at the head with @status; errors put the QP in ERR. */
-static void pfnic_qp_complete(PfnicState *s, PfnicQp *qp, uint8_t status)
+/*
+ * Complete the send WQE @w at the head with @status (@len bytes moved,
+ * @requests page requests); errors put the QP in ERR.
+ */
+void pfnic_qp_complete_wqe(PfnicState *s, PfnicQp *qp, const PfnicWqe *w,
+                           uint64_t len, uint32_t requests, uint8_t status)
 {
-    PfnicWqe *w = &qp->wqe;
     PfnicCqe cqe = {
         .wr_id = w->wr_id,
-        .byte_len = status == PFNIC_WC_SUCCESS ? qp->len : qp->done,
+        .byte_len = len,
         .qp_num = qp->qpn,
         .status = status,
         .opcode = pfnic_wc_opcode(w->opcode),
-        .vendor_err = qp->pw.requests,
+        .vendor_err = requests,
     };
 
-    trace_pfnic_qp_wqe_done(qp->qpn, qp->sq_head, status, qp->done,
-                            qp->pw.requests);
-    if (status != PFNIC_WC_SUCCESS) {
-        pfnic_qp_release_dest(s, qp);
-    }
-    qp->busy = qp->started = false;
+    trace_pfnic_qp_wqe_done(qp->qpn, qp->sq_head, status, len, requests);
     qp->wqes_completed++;
     if (status == PFNIC_WC_SUCCESS) {
-        qp->bytes += qp->len;
+        qp->bytes += len;
     }
     if (status != PFNIC_WC_SUCCESS || w->flags & PFNIC_SEND_SIGNALED ||
         qp->flags & PFNIC_QP_FLAG_SIGNAL_ALL) {
@@ -402,6 +406,18 @@ static void pfnic_qp_complete(PfnicState *s, PfnicQp *qp, uint8_t status)
     if (status != PFNIC_WC_SUCCESS) {
         pfnic_qp_enter_err(s, qp, false);
     }
+}
+
+/* Complete the send WQE at the head with @status; errors put the QP in ERR. */
+static void pfnic_qp_complete(PfnicState *s, PfnicQp *qp, uint8_t status)
+{
+    if (status != PFNIC_WC_SUCCESS) {
+        pfnic_qp_release_dest(s, qp);
+    }
+    qp->busy = qp->started = false;
+    pfnic_qp_complete_wqe(s, qp, &qp->wqe,
+                          status == PFNIC_WC_SUCCESS ? qp->len : qp->done,
+                          qp->pw.requests, status);
 }
 
 /* Complete the receive WQE the sender took at @dest, and release it. */
@@ -490,8 +506,8 @@ static PfnicQp *pfnic_qp_dest(PfnicState *s, PfnicQp *qp)
 }
 
 /* Where byte @off of a scatter/gather list is: entry *i, offset *o. */
-static bool pfnic_sge_at(const PfnicWqeSge *sge, int n, uint64_t off,
-                         int *i, uint64_t *o)
+bool pfnic_sge_at(const PfnicWqeSge *sge, int n, uint64_t off, int *i,
+                  uint64_t *o)
 {
     for (int k = 0; k < n; k++) {
         if (off < sge[k].length) {
@@ -535,6 +551,36 @@ static PfnicQpStep pfnic_qp_rnr(PfnicState *s, PfnicQp *qp, PfnicQp *dest)
 }
 
 /*
+ * The checks of a send WQE that need nothing but the WQE and our own keys:
+ * format and local keys. Returns the completion status (SUCCESS: go on)
+ * and the message length.
+ */
+uint8_t pfnic_wqe_check(PfnicState *s, PfnicQp *qp, const PfnicWqe *w,
+                        uint64_t *len)
+{
+    uint8_t op = w->opcode;
+    bool lwrite = op == PFNIC_WR_RDMA_READ || pfnic_op_atomic(op);
+
+    if (op > PFNIC_WR_ATOMIC_FETCH_AND_ADD ||
+        w->flags & ~PFNIC_SEND_FLAGS_MASK || w->num_sge > PFNIC_MAX_SGE ||
+        (pfnic_op_atomic(op) &&
+         (w->num_sge != 1 || w->sge[0].length != 8 || w->remote_addr % 8))) {
+        return PFNIC_WC_LOC_QP_OP_ERR;
+    }
+    *len = 0;
+    for (int i = 0; i < w->num_sge; i++) {
+        *len += w->sge[i].length;
+        if (w->sge[i].length &&
+            !pfnic_mr_lookup(s, w->sge[i].lkey, qp->ctx, qp->pd,
+                             w->sge[i].addr, w->sge[i].length,
+                             lwrite ? PFNIC_ACCESS_LOCAL_WRITE : 0)) {
+            return PFNIC_WC_LOC_PROT_ERR;
+        }
+    }
+    return PFNIC_WC_SUCCESS;
+}
+
+/*
  * The checks before the first byte moves: WQE format, local keys, the
  * destination, the remote key, and the receive WQE (taken for us).
  */
@@ -542,25 +588,13 @@ static PfnicQpStep pfnic_qp_start(PfnicState *s, PfnicQp *qp)
 {
     PfnicWqe *w = &qp->wqe;
     uint8_t op = w->opcode;
-    bool lwrite = op == PFNIC_WR_RDMA_READ || pfnic_op_atomic(op);
     PfnicQp *dest;
     uint64_t rlen = 0;
+    uint8_t st;
 
-    if (op > PFNIC_WR_ATOMIC_FETCH_AND_ADD ||
-        w->flags & ~PFNIC_SEND_FLAGS_MASK || w->num_sge > PFNIC_MAX_SGE ||
-        (pfnic_op_atomic(op) &&
-         (w->num_sge != 1 || w->sge[0].length != 8 || w->remote_addr % 8))) {
-        return pfnic_qp_fail(s, qp, PFNIC_WC_LOC_QP_OP_ERR);
-    }
-    qp->len = 0;
-    for (int i = 0; i < w->num_sge; i++) {
-        qp->len += w->sge[i].length;
-        if (w->sge[i].length &&
-            !pfnic_mr_lookup(s, w->sge[i].lkey, qp->ctx, qp->pd,
-                             w->sge[i].addr, w->sge[i].length,
-                             lwrite ? PFNIC_ACCESS_LOCAL_WRITE : 0)) {
-            return pfnic_qp_fail(s, qp, PFNIC_WC_LOC_PROT_ERR);
-        }
+    st = pfnic_wqe_check(s, qp, w, &qp->len);
+    if (st != PFNIC_WC_SUCCESS) {
+        return pfnic_qp_fail(s, qp, st);
     }
 
     qp->dest = qp->dest_qpn;
@@ -899,6 +933,9 @@ bool pfnic_qp_run(PfnicQp *qp, PfnicState *s)
     }
     if (qp->state == PFNIC_QPS_ERR) {
         return pfnic_qp_flush(s, qp);
+    }
+    if (qp->wire) {
+        return pfnic_roce_run(s, qp);
     }
     for (int budget = PFNIC_QP_CHUNKS_PER_RUN; budget > 0; budget--) {
         if (qp->state != PFNIC_QPS_RTS || qp->pw.waiting ||

@@ -1,7 +1,8 @@
 /*
- * pfnic register layout (device ABI 1.4)
+ * pfnic register layout (device ABI 1.5)
  *
- * Mirrors docs/registers.md and docs/verbs.md, which are the definition;
+ * Mirrors docs/registers.md, docs/verbs.md and docs/wire.md, which are the
+ * definition;
  * the Rust driver's drivers/pfnic/regs.rs mirrors the same documents.
  *
  * Copyright (c) 2026 The pfnic authors
@@ -74,6 +75,35 @@
 #define PFNIC_REG_MAX_SGE           0x274
 #define PFNIC_REG_RING_DB           0x278   /* context << 16 | ring tail */
 
+/* The Ethernet port (docs/wire.md) */
+#define PFNIC_REG_PORT_MAC_LO       0x280
+#define PFNIC_REG_PORT_MAC_HI       0x284
+#define PFNIC_REG_PORT_IPV4         0x288
+#define PFNIC_REG_PORT_STATUS       0x28c
+#define PFNIC_REG_PORT_COUNTERS     0x2c0   /* PFNIC_PORT_CNT_NR registers */
+#define PFNIC_PORT_STATUS_WIRE      (1u << 0)
+#define PFNIC_PORT_STATUS_LINK_UP   (1u << 1)
+
+typedef enum PfnicPortCounter {
+    PFNIC_PORT_TX_FRAMES,
+    PFNIC_PORT_RX_FRAMES,
+    PFNIC_PORT_RX_ROCE,
+    PFNIC_PORT_RX_NOT_OURS,
+    PFNIC_PORT_RX_MALFORMED,
+    PFNIC_PORT_RX_BAD_ICRC,
+    PFNIC_PORT_RX_NO_QP,
+    PFNIC_PORT_RX_NOT_PEER,
+    PFNIC_PORT_RX_DUPLICATE,
+    PFNIC_PORT_TX_SEQ_NAKS,
+    PFNIC_PORT_TX_RNR_NAKS,
+    PFNIC_PORT_RX_RNR_NAKS,
+    PFNIC_PORT_RETRANSMITS,
+    PFNIC_PORT_TIMEOUTS,
+    PFNIC_PORT_ARP_REQUESTS,
+    PFNIC_PORT_INJECTED,
+    PFNIC_PORT_CNT_NR
+} PfnicPortCounter;
+
 /*
  * Translation and page-request counters, in register order. The device-wide
  * block (COUNTERS) and the selected context's block (CTX_COUNTERS) both use
@@ -94,15 +124,16 @@ typedef enum PfnicCounter {
 /* Register values and fields */
 #define PFNIC_ID_VALUE              0x434e4650 /* "PFNC" in memory order */
 #define PFNIC_ABI_MAJOR             1
-#define PFNIC_ABI_MINOR             4
+#define PFNIC_ABI_MINOR             5
 #define PFNIC_VERSION_VALUE         ((PFNIC_ABI_MAJOR << 16) | PFNIC_ABI_MINOR)
-#define PFNIC_FW_VERSION_VALUE      0x01040000 /* model 1.4.0 */
+#define PFNIC_FW_VERSION_VALUE      0x01050000 /* model 1.5.0 */
 
 #define PFNIC_CAPS_ATS              (1u << 0)
 #define PFNIC_CAPS_PASID            (1u << 1)
 #define PFNIC_CAPS_PRI              (1u << 2)
 #define PFNIC_CAPS_SELFTEST         (1u << 3)
 #define PFNIC_CAPS_VERBS            (1u << 4)
+#define PFNIC_CAPS_WIRE             (1u << 5)
 
 #define PFNIC_CONTROL_RESET         (1u << 0)
 

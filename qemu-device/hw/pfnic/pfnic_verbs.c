@@ -536,6 +536,7 @@ static uint32_t pfnic_cmd_qp_create(PfnicState *s)
         .rq_owner = PFNIC_QPN_NONE,
     };
     pfnic_page_wait_init(&qp->pw, PFNIC_PRGI_QP_BASE + qpn);
+    pfnic_roce_qp_reset(qp);
     trace_pfnic_qp_create(qpn, ctx, qp->pd, scqn, rcqn, qp->sq_entries,
                           qp->rq_entries);
     return PFNIC_CMD_OK;
@@ -562,19 +563,52 @@ static uint32_t pfnic_cmd_qp_modify(PfnicState *s)
     const uint32_t *a = s->cmd_arg;
     uint32_t qpn = a[0], state = a[1];
     PfnicQp *qp;
+    bool wire;
 
     if (qpn >= PFNIC_MAX_QPS) {
         return PFNIC_CMD_BAD_INDEX;
     }
+    wire = a[7] && a[7] != s->port_ipv4;
+    /* On the wire the peer's QPN is any 24-bit number of another device. */
     if (state > PFNIC_QPS_ERR || a[2] & ~PFNIC_QP_ACCESS_MASK ||
-        (a[3] >= PFNIC_MAX_QPS && a[3] != PFNIC_QPN_NONE) ||
-        a[4] > 31 || a[5] > 7 || a[6] > 7) {
+        (!wire && a[3] >= PFNIC_MAX_QPS && a[3] != PFNIC_QPN_NONE) ||
+        (wire && a[3] > 0xffffff) ||
+        a[4] > 31 || a[5] > 7 || a[6] > 7 || a[8] > 0xffffff ||
+        a[9] > 0xffffff || a[10] > 5 || a[11] > 31 ||
+        a[12] > PFNIC_ROCE_MAX_RES || a[13] > 0xffff ||
+        a[14] > PFNIC_ROCE_MAX_INFLIGHT || a[15]) {
         return PFNIC_CMD_BAD_ARG;
     }
     qp = &s->qps[qpn];
     if (!qp->valid || !pfnic_qp_transition_ok(qp->state, state)) {
         return PFNIC_CMD_BAD_STATE;
     }
+    if (qp->busy || (qp->wire && qp->req.fl_count)) {
+        /* Where a QP sends cannot change under work in flight. */
+        if (wire != qp->wire || a[7] != qp->dest_ip) {
+            return PFNIC_CMD_BUSY;
+        }
+    }
+    qp->wire = wire;
+    qp->dest_ip = wire ? a[7] : 0;
+    qp->sq_psn = a[8];
+    qp->rq_psn = a[9];
+    qp->mtu = 128u << (a[10] ? a[10] : 3);     /* IBV_MTU_*; 0: 1024 */
+    qp->timeout = a[11];
+    qp->max_dest_rd_atomic = a[12];
+    qp->hop_limit = a[13] & 0xff ? a[13] & 0xff : 64;
+    qp->traffic_class = a[13] >> 8;
+    qp->max_rd_atomic = a[14];
+    if (state == PFNIC_QPS_RTR && qp->state != PFNIC_QPS_RTR) {
+        memset(&qp->resp, 0, sizeof(qp->resp));
+        qp->resp.epsn = qp->rq_psn;
+    }
+    if (state == PFNIC_QPS_RTS && qp->state != PFNIC_QPS_RTS) {
+        memset(&qp->req, 0, sizeof(qp->req));
+        qp->req.psn = qp->req.high = qp->sq_psn;
+    }
+    qp->req.retry_left = a[6];
+    qp->req.rnr_left = a[5];
     qp->access = a[2];
     if (state == PFNIC_QPS_RTR || a[3] != qp->dest_qpn) {
         /*
@@ -613,6 +647,13 @@ static uint32_t pfnic_cmd_qp_query(PfnicState *s)
     s->cmd_arg[5] = qp->wqes_completed;
     pfnic_set_arg64(s, 6, qp->bytes);
     s->cmd_arg[8] = qp->refused;
+    s->cmd_arg[9] = qp->wire ? qp->req.psn : 0;
+    s->cmd_arg[10] = qp->wire ? qp->resp.epsn : 0;
+    s->cmd_arg[11] = qp->retransmits;
+    s->cmd_arg[12] = qp->rnr_naks_sent;
+    s->cmd_arg[13] = qp->rnr_naks_rcvd;
+    s->cmd_arg[14] = qp->seq_naks_sent;
+    s->cmd_arg[15] = qp->duplicates;
     return PFNIC_CMD_OK;
 }
 
