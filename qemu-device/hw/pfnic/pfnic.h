@@ -175,6 +175,23 @@ typedef struct PfnicRoceRes {
     uint64_t orig;              /* atomic: the value returned */
 } PfnicRoceRes;
 
+/*
+ * A payload parked in the backup buffer until its page is present
+ * (docs/wire.md, "Receive faults"), and what completes after it
+ */
+typedef struct PfnicParked {
+    uint32_t slot;              /* backup slot, UINT32_MAX: no payload */
+    uint32_t len;
+    bool send;                  /* into rwqe at off; else RDMA WRITE */
+    PfnicWqe rwqe;
+    uint64_t off;
+    uint64_t va;                /* WRITE: target and key */
+    uint32_t rkey;
+    bool complete;              /* then write cqe to the receive CQ */
+    bool se;
+    PfnicCqe cqe;
+} PfnicParked;
+
 /* The responder side of a wire QP */
 typedef struct PfnicRoceResp {
     uint32_t epsn;              /* expected PSN */
@@ -189,6 +206,7 @@ typedef struct PfnicRoceResp {
     PfnicWqe rwqe;
     PfnicRoceRes res[PFNIC_ROCE_MAX_RES];
     uint32_t res_next;          /* slot for the next READ/atomic */
+    GQueue parked;              /* of PfnicParked, oldest first */
 } PfnicRoceResp;
 
 /* A queue pair: its attributes and the send WQE being executed */
@@ -220,6 +238,7 @@ typedef struct PfnicQp {
     uint32_t max_rd_atomic;
     uint8_t hop_limit;
     uint8_t traffic_class;
+    bool backup;                /* receive faults: park, do not RNR NAK */
     PfnicRoceReq req;
     PfnicRoceResp resp;
     PfnicPageWait rpw;          /* the responder's page request */
@@ -344,6 +363,9 @@ struct PfnicState {
     uint32_t port_counters[PFNIC_PORT_CNT_NR];
     PfnicNeigh neigh[PFNIC_NEIGH_ENTRIES];
     GQueue rx_queue;            /* of GByteArray */
+    uint64_t backup_base;       /* the driver's backup buffer (BACKUP_SET) */
+    uint32_t backup_slots;
+    unsigned long *backup_used; /* bitmap of slots holding a payload */
     QEMUBH *rx_bh;
     QEMUTimer *wire_timer;      /* ACK timeouts and RNR waits of wire QPs */
 
@@ -465,7 +487,8 @@ bool pfnic_net_send_roce(PfnicState *s, uint32_t dest_ip, uint32_t qpn,
 /* pfnic_roce.c: RC over RoCEv2 */
 void pfnic_roce_init(PfnicState *s);
 void pfnic_roce_exit(PfnicState *s);
-void pfnic_roce_qp_reset(PfnicQp *qp);
+void pfnic_roce_qp_reset(PfnicState *s, PfnicQp *qp);
+uint32_t pfnic_roce_backup_set(PfnicState *s, uint64_t base, uint32_t size);
 bool pfnic_roce_run(PfnicState *s, PfnicQp *qp);
 void pfnic_roce_rx(PfnicState *s, uint32_t src_ip, uint8_t *pkt, size_t len);
 void pfnic_roce_timer(void *opaque);

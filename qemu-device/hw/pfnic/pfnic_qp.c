@@ -185,7 +185,7 @@ void pfnic_qp_abort(PfnicState *s, PfnicQp *qp)
     qp->rq_owner = PFNIC_QPN_NONE;
     qp->busy = qp->started = qp->rnr_waiting = false;
     pfnic_page_wait_init(&qp->pw, PFNIC_PRGI_QP_BASE + qp->qpn);
-    pfnic_roce_qp_reset(qp);
+    pfnic_roce_qp_reset(s, qp);
 }
 
 void pfnic_qp_enter_err(PfnicState *s, PfnicQp *qp, bool fatal)

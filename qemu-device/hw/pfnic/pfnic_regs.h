@@ -81,6 +81,9 @@
 #define PFNIC_REG_PORT_IPV4         0x288
 #define PFNIC_REG_PORT_STATUS       0x28c
 #define PFNIC_REG_PORT_COUNTERS     0x2c0   /* PFNIC_PORT_CNT_NR registers */
+#define PFNIC_BACKUP_SLOT           4096    /* one packet's payload */
+#define PFNIC_BACKUP_MAX            (16u << 20)
+#define PFNIC_QP_WIRE_BACKUP        (1u << 0)   /* QP_MODIFY a15 */
 #define PFNIC_PORT_STATUS_WIRE      (1u << 0)
 #define PFNIC_PORT_STATUS_LINK_UP   (1u << 1)
 
@@ -101,6 +104,10 @@ typedef enum PfnicPortCounter {
     PFNIC_PORT_TIMEOUTS,
     PFNIC_PORT_ARP_REQUESTS,
     PFNIC_PORT_INJECTED,
+    PFNIC_PORT_BACKUP_PACKETS,  /* payloads parked in the backup buffer */
+    PFNIC_PORT_BACKUP_BYTES,
+    PFNIC_PORT_BACKUP_PLACED,   /* parked payloads placed once present */
+    PFNIC_PORT_BACKUP_FULL,     /* no slot free: RNR NAK instead */
     PFNIC_PORT_CNT_NR
 } PfnicPortCounter;
 
@@ -201,6 +208,7 @@ typedef struct PfnicDesc {
 #define PFNIC_CMD_QP_QUERY          0x22
 #define PFNIC_CMD_QP_DESTROY        0x23
 #define PFNIC_CMD_CTX_QUERY         0x30
+#define PFNIC_CMD_BACKUP_SET        0x31
 
 #define PFNIC_CMD_OK                0
 #define PFNIC_CMD_BAD_ARG           1

@@ -26,6 +26,7 @@
 
 #include "qemu/osdep.h"
 #include "qemu/bswap.h"
+#include "qemu/bitmap.h"
 #include "qemu/log.h"
 #include "qemu/main-loop.h"
 #include "qemu/timer.h"
@@ -151,10 +152,53 @@ static void pfnic_roce_arm(PfnicState *s, int64_t when)
     timer_mod_anticipate_ns(s->wire_timer, when);
 }
 
-void pfnic_roce_qp_reset(PfnicQp *qp)
+/* --- the backup buffer ------------------------------------------------ */
+
+/*
+ * BACKUP_SET: the driver's buffer for payloads whose page is not present
+ * (0 bytes: none). It changes only while no QP has anything parked.
+ */
+uint32_t pfnic_roce_backup_set(PfnicState *s, uint64_t base, uint32_t size)
 {
+    if (size % PFNIC_BACKUP_SLOT || size > PFNIC_BACKUP_MAX ||
+        base % PFNIC_PAGE_SIZE) {
+        return PFNIC_CMD_BAD_ARG;
+    }
+    if (s->backup_used &&
+        find_first_bit(s->backup_used, s->backup_slots) < s->backup_slots) {
+        return PFNIC_CMD_BUSY;
+    }
+    g_free(s->backup_used);
+    s->backup_base = base;
+    s->backup_slots = size / PFNIC_BACKUP_SLOT;
+    s->backup_used = s->backup_slots ? bitmap_new(s->backup_slots) : NULL;
+    return PFNIC_CMD_OK;
+}
+
+static void pfnic_parked_free(PfnicState *s, PfnicParked *p)
+{
+    if (p->slot != UINT32_MAX && s->backup_used) {
+        clear_bit(p->slot, s->backup_used);
+    }
+    g_free(p);
+}
+
+/* Drop what the QP has parked (it is being reset or destroyed). */
+static void pfnic_roce_drop_parked(PfnicState *s, PfnicQp *qp)
+{
+    PfnicParked *p;
+
+    while ((p = g_queue_pop_head(&qp->resp.parked))) {
+        pfnic_parked_free(s, p);
+    }
+}
+
+void pfnic_roce_qp_reset(PfnicState *s, PfnicQp *qp)
+{
+    pfnic_roce_drop_parked(s, qp);
     memset(&qp->req, 0, sizeof(qp->req));
     memset(&qp->resp, 0, sizeof(qp->resp));
+    g_queue_init(&qp->resp.parked);
     pfnic_page_wait_init(&qp->rpw, PFNIC_PRGI_QP_BASE + qp->qpn);
 }
 
@@ -767,7 +811,25 @@ static void pfnic_resp_nak(PfnicState *s, PfnicQp *qp, uint8_t syndrome)
     pfnic_roce_ack(s, qp, syndrome, qp->resp.epsn);
 }
 
-/* Complete the receive WQE at the head of our receive queue. */
+/* Account and write a receive completion. */
+static void pfnic_resp_cqe_write(PfnicState *s, PfnicQp *qp, PfnicCqe *cqe,
+                                 bool se)
+{
+    qp->wqes_completed++;
+    if (cqe->status == PFNIC_WC_SUCCESS) {
+        qp->bytes += cqe->byte_len;
+    }
+    pfnic_cqe_write(s, qp->rcqn, cqe, se);
+    if (cqe->status != PFNIC_WC_SUCCESS) {
+        pfnic_qp_enter_err(s, qp, false);
+    }
+}
+
+/*
+ * Complete the receive WQE at the head of our receive queue. With payloads
+ * still parked, the completion waits for them (and the WQE is consumed
+ * now: the parked entries keep copies of its scatter list).
+ */
 static void pfnic_resp_recv_done(PfnicState *s, PfnicQp *qp,
                                  const PfnicRocePkt *pk, uint32_t len,
                                  uint8_t status)
@@ -789,17 +851,128 @@ static void pfnic_resp_recv_done(PfnicState *s, PfnicQp *qp,
     }
     trace_pfnic_qp_recv_done(qp->qpn, qp->rq_head, status, qp->dest_qpn);
     qp->resp.have_rwqe = false;
-    qp->wqes_completed++;
-    if (status == PFNIC_WC_SUCCESS) {
-        qp->bytes += len;
-    }
-    pfnic_cqe_write(s, qp->rcqn, &cqe, pk->se);
     qp->rq_head++;
     pfnic_qp_record(s, qp);
     pfnic_page_wait_init(&qp->rpw, PFNIC_PRGI_QP_BASE + qp->qpn);
-    if (status != PFNIC_WC_SUCCESS) {
-        pfnic_qp_enter_err(s, qp, false);
+    if (status == PFNIC_WC_SUCCESS && !g_queue_is_empty(&qp->resp.parked)) {
+        PfnicParked *p = g_new0(PfnicParked, 1);
+
+        p->slot = UINT32_MAX;
+        p->complete = true;
+        p->se = pk->se;
+        p->cqe = cqe;
+        g_queue_push_tail(&qp->resp.parked, p);
+        return;
     }
+    pfnic_resp_cqe_write(s, qp, &cqe, pk->se);
+}
+
+/*
+ * Backup policy: park @pk's payload (for a SEND at byte @off of the receive
+ * WQE, or a WRITE at @va) in a slot of the driver's backup buffer. False
+ * if no slot is free (the caller answers RNR NAK instead).
+ */
+static bool pfnic_resp_park(PfnicState *s, PfnicQp *qp,
+                            const PfnicRocePkt *pk, bool send, uint64_t at)
+{
+    PfnicParked *p;
+    uint32_t slot = UINT32_MAX;
+
+    if (pk->plen) {
+        slot = s->backup_used ?
+               find_first_zero_bit(s->backup_used, s->backup_slots) :
+               s->backup_slots;
+        if (slot >= s->backup_slots) {
+            pfnic_port_count(s, PFNIC_PORT_BACKUP_FULL);
+            return false;
+        }
+        if (pci_dma_write(PCI_DEVICE(s), s->backup_base +
+                          (uint64_t)slot * PFNIC_BACKUP_SLOT, pk->payload,
+                          pk->plen) != MEMTX_OK) {
+            pfnic_guest_error(s, "backup buffer unwritable");
+            return false;
+        }
+        set_bit(slot, s->backup_used);
+    }
+    p = g_new0(PfnicParked, 1);
+    p->slot = slot;
+    p->len = pk->plen;
+    p->send = send;
+    if (send) {
+        p->rwqe = qp->resp.rwqe;
+        p->off = at;
+    } else {
+        p->va = at;
+        p->rkey = qp->resp.rkey;
+    }
+    g_queue_push_tail(&qp->resp.parked, p);
+    pfnic_port_count(s, PFNIC_PORT_BACKUP_PACKETS);
+    s->port_counters[PFNIC_PORT_BACKUP_BYTES] += pk->plen;
+    trace_pfnic_roce_parked(qp->qpn, pk->psn, slot, pk->plen);
+    return true;
+}
+
+/*
+ * Place what the QP parked, in order, as its pages come; then the
+ * completions that waited for it. False while a page is awaited.
+ */
+static bool pfnic_resp_drain(PfnicState *s, PfnicQp *qp)
+{
+    uint8_t buf[PFNIC_BACKUP_SLOT];
+    PfnicParked *p;
+
+    while ((p = g_queue_peek_head(&qp->resp.parked))) {
+        PfnicCopy c = PFNIC_COPY_OK;
+
+        if (p->len) {
+            if (pci_dma_read(PCI_DEVICE(s), s->backup_base +
+                             (uint64_t)p->slot * PFNIC_BACKUP_SLOT, buf,
+                             p->len) != MEMTX_OK) {
+                pfnic_guest_error(s, "backup buffer unreadable");
+                c = PFNIC_COPY_FAULT;
+            } else if (p->send) {
+                c = pfnic_roce_sge_copy(s, qp, &qp->rpw, &p->rwqe, p->off,
+                                        buf, p->len, true);
+            } else {
+                c = pfnic_roce_mr_copy(s, qp, &qp->rpw, p->rkey,
+                                       PFNIC_ACCESS_REMOTE_WRITE, p->va, buf,
+                                       p->len, true);
+            }
+        }
+        if (c == PFNIC_COPY_WAIT) {
+            return false;
+        }
+        if (c != PFNIC_COPY_OK) {
+            /*
+             * Acknowledged data that can no longer be placed: the QP is
+             * broken. A SEND's receive completes in error first.
+             */
+            for (GList *l = qp->resp.parked.head; l; l = l->next) {
+                PfnicParked *q = l->data;
+
+                if (q->complete) {
+                    q->cqe.status = PFNIC_WC_LOC_PROT_ERR;
+                    q->cqe.byte_len = 0;
+                    pfnic_cqe_write(s, qp->rcqn, &q->cqe, q->se);
+                    break;
+                }
+            }
+            pfnic_qp_enter_err(s, qp, true);
+            return false;
+        }
+        if (p->len) {
+            pfnic_port_count(s, PFNIC_PORT_BACKUP_PLACED);
+        }
+        g_queue_pop_head(&qp->resp.parked);
+        if (p->complete) {
+            pfnic_resp_cqe_write(s, qp, &p->cqe, p->se);
+        }
+        pfnic_parked_free(s, p);
+        if (qp->state == PFNIC_QPS_ERR) {
+            return false;
+        }
+    }
+    return true;
 }
 
 /* The head receive WQE, taken for the message in progress. */
@@ -867,12 +1040,18 @@ static void pfnic_resp_send(PfnicState *s, PfnicQp *qp,
         pfnic_resp_recv_done(s, qp, pk, 0, PFNIC_WC_LOC_LEN_ERR);
         return;
     }
-    c = pfnic_roce_sge_copy(s, qp, &qp->rpw, r, rs->off,
+    /* Behind parked payloads, in order: parked too. */
+    c = qp->backup && !g_queue_is_empty(&rs->parked) ? PFNIC_COPY_WAIT :
+        pfnic_roce_sge_copy(s, qp, &qp->rpw, r, rs->off,
                             (uint8_t *)pk->payload, pk->plen, true);
     if (c == PFNIC_COPY_PROT) {
         pfnic_roce_ack(s, qp, AETH_NAK_REM_OP, pk->psn);
         pfnic_resp_recv_done(s, qp, pk, 0, PFNIC_WC_LOC_PROT_ERR);
         return;
+    }
+    if (c == PFNIC_COPY_WAIT && qp->backup &&
+        pfnic_resp_park(s, qp, pk, true, rs->off)) {
+        c = PFNIC_COPY_OK;
     }
     if (c != PFNIC_COPY_OK) {
         pfnic_resp_copy_failed(s, qp, c, AETH_NAK_REM_OP);
@@ -929,12 +1108,17 @@ static void pfnic_resp_write(PfnicState *s, PfnicQp *qp,
         return;
     }
     if (pk->plen) {
-        c = pfnic_roce_mr_copy(s, qp, &qp->rpw, rs->rkey,
+        c = qp->backup && !g_queue_is_empty(&rs->parked) ? PFNIC_COPY_WAIT :
+            pfnic_roce_mr_copy(s, qp, &qp->rpw, rs->rkey,
                                PFNIC_ACCESS_REMOTE_WRITE, rs->va + rs->off,
                                (uint8_t *)pk->payload, pk->plen, true);
         if (c == PFNIC_COPY_PROT) {
             pfnic_resp_nak(s, qp, AETH_NAK_REM_ACCESS);
             return;
+        }
+        if (c == PFNIC_COPY_WAIT && qp->backup &&
+            pfnic_resp_park(s, qp, pk, false, rs->va + rs->off)) {
+            c = PFNIC_COPY_OK;
         }
         if (c != PFNIC_COPY_OK) {
             pfnic_resp_copy_failed(s, qp, c, AETH_NAK_REM_ACCESS);
@@ -1026,6 +1210,11 @@ static void pfnic_resp_atomic(PfnicState *s, PfnicQp *qp,
         !pfnic_mr_remote(s, pk->rkey, qp, pk->va, 8,
                          PFNIC_ACCESS_REMOTE_ATOMIC)) {
         pfnic_resp_nak(s, qp, AETH_NAK_REM_ACCESS);
+        return;
+    }
+    if (!g_queue_is_empty(&rs->parked)) {
+        /* It must see the parked writes: come back once they are placed. */
+        pfnic_resp_nak(s, qp, AETH_RNR_NAK | qp->min_rnr_timer);
         return;
     }
     /* Both the read and the write of the 8 bytes must be possible. */
@@ -1151,6 +1340,10 @@ static bool pfnic_resp_run(PfnicState *s, PfnicQp *qp)
 
     if (qp->rpw.waiting || qp->rpw.retry_prq ||
         (qp->state != PFNIC_QPS_RTR && qp->state != PFNIC_QPS_RTS)) {
+        return false;
+    }
+    /* READ responses see the writes parked before them. */
+    if (!pfnic_resp_drain(s, qp)) {
         return false;
     }
     for (int budget = PFNIC_ROCE_PKTS_PER_RUN; budget > 0; budget--) {

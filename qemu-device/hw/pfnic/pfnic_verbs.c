@@ -536,7 +536,7 @@ static uint32_t pfnic_cmd_qp_create(PfnicState *s)
         .rq_owner = PFNIC_QPN_NONE,
     };
     pfnic_page_wait_init(&qp->pw, PFNIC_PRGI_QP_BASE + qpn);
-    pfnic_roce_qp_reset(qp);
+    pfnic_roce_qp_reset(s, qp);
     trace_pfnic_qp_create(qpn, ctx, qp->pd, scqn, rcqn, qp->sq_entries,
                           qp->rq_entries);
     return PFNIC_CMD_OK;
@@ -576,7 +576,7 @@ static uint32_t pfnic_cmd_qp_modify(PfnicState *s)
         a[4] > 31 || a[5] > 7 || a[6] > 7 || a[8] > 0xffffff ||
         a[9] > 0xffffff || a[10] > 5 || a[11] > 31 ||
         a[12] > PFNIC_ROCE_MAX_RES || a[13] > 0xffff ||
-        a[14] > PFNIC_ROCE_MAX_INFLIGHT || a[15]) {
+        a[14] > PFNIC_ROCE_MAX_INFLIGHT || a[15] & ~PFNIC_QP_WIRE_BACKUP) {
         return PFNIC_CMD_BAD_ARG;
     }
     qp = &s->qps[qpn];
@@ -599,8 +599,10 @@ static uint32_t pfnic_cmd_qp_modify(PfnicState *s)
     qp->hop_limit = a[13] & 0xff ? a[13] & 0xff : 64;
     qp->traffic_class = a[13] >> 8;
     qp->max_rd_atomic = a[14];
+    qp->backup = a[15] & PFNIC_QP_WIRE_BACKUP;
     if (state == PFNIC_QPS_RTR && qp->state != PFNIC_QPS_RTR) {
-        memset(&qp->resp, 0, sizeof(qp->resp));
+        /* From INIT: nothing received or sent yet. */
+        pfnic_roce_qp_reset(s, qp);
         qp->resp.epsn = qp->rq_psn;
     }
     if (state == PFNIC_QPS_RTS && qp->state != PFNIC_QPS_RTS) {
@@ -715,6 +717,9 @@ void pfnic_cmd_execute(PfnicState *s, uint32_t op)
     case PFNIC_CMD_CTX_QUERY:
         st = pfnic_cmd_ctx_query(s);
         break;
+    case PFNIC_CMD_BACKUP_SET:
+        st = pfnic_roce_backup_set(s, pfnic_arg64(s, 0), s->cmd_arg[2]);
+        break;
     default:
         st = PFNIC_CMD_BAD_OP;
         break;
@@ -734,8 +739,10 @@ void pfnic_verbs_reset(PfnicState *s)
     for (uint32_t i = 0; i < PFNIC_MAX_QPS; i++) {
         uint32_t gen = s->qps[i].gen;
 
+        pfnic_roce_qp_reset(s, &s->qps[i]);
         s->qps[i] = (PfnicQp) { .gen = gen, .rq_owner = PFNIC_QPN_NONE };
     }
+    pfnic_roce_backup_set(s, 0, 0);
     memset(s->cqs, 0, sizeof(*s->cqs) * PFNIC_MAX_CQS);
     memset(s->mrs, 0, sizeof(*s->mrs) * PFNIC_MAX_MRS);
     g_hash_table_remove_all(s->keys);
@@ -764,6 +771,10 @@ void pfnic_verbs_init(PfnicState *s)
 
 void pfnic_verbs_exit(PfnicState *s)
 {
+    for (uint32_t i = 0; i < PFNIC_MAX_QPS; i++) {
+        pfnic_roce_qp_reset(s, &s->qps[i]);
+    }
+    g_free(s->backup_used);
     timer_free(s->rnr_timer);
     g_free(s->qps);
     g_free(s->cqs);
