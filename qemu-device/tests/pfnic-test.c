@@ -1961,6 +1961,29 @@ static void test_wire_peer(void)
     g_assert_cmpint(a[2], ==, 0);               /* receive WQE still there */
     g_assert_cmpint(a[8], ==, 3);               /* refused */
     g_assert_cmpint(read_cqe(4, 0).owner, ==, 0);
+
+    /*
+     * A's QP 2 is connected over the wire to QP 3 of B. A local QP that
+     * happens to be number 3 on A (here when QP 2 is connected) cannot
+     * reach QP 2 through the loopback path.
+     */
+    use_nic(0);
+    g_assert_cmpint(qp_create(3, 1, 7, 1, 2, 4, 0), ==, PFNIC_CMD_OK);
+    qp_connect(3, 2, 0);
+    for (uint32_t st = PFNIC_QPS_RESET; st <= PFNIC_QPS_RTS; st++) {
+        g_assert_cmpint(wire_modify(2, st, 3, IP_B, WIRE_SQ_PSN_A,
+                                    WIRE_SQ_PSN_B, 10, 2, 7), ==,
+                        PFNIC_CMD_OK);
+    }
+    post_recv0(2, 0, 0x210, key_a);
+    post_send0(3, 0, 0x310, key_a);
+    c = wait_cqe_ms(1, 1, 100);
+    g_assert_cmphex(c.wr_id, ==, 0x310);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_RETRY_EXC_ERR);
+    g_assert_cmpint(qp_query(2, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[0], ==, PFNIC_QPS_RTS);
+    g_assert_cmpint(a[2], ==, 0);
+    g_assert_cmpint(read_cqe(2, 0).owner, ==, 0);
     qtest_end();
 }
 

@@ -480,7 +480,9 @@ static PfnicQpStep pfnic_qp_fail(PfnicState *s, PfnicQp *qp, uint8_t status)
  */
 static bool pfnic_qp_is_peer(const PfnicQp *dest, const PfnicQp *qp)
 {
-    return dest->dest_qpn == qp->qpn && dest->peer_gen == qp->gen;
+    /* A QP connected over the wire takes nothing from this device. */
+    return !dest->wire && dest->dest_qpn == qp->qpn &&
+           dest->peer_gen == qp->gen;
 }
 
 static bool pfnic_qp_ready(PfnicState *s, const PfnicQp *dest)
