@@ -1975,6 +1975,15 @@ static void test_wire_peer(void)
                                     WIRE_SQ_PSN_B, 10, 2, 7), ==,
                         PFNIC_CMD_OK);
     }
+    /* Nor can a QP here connect to B's QP 3 while QP 2 is its peer. */
+    g_assert_cmpint(qp_create(4, 1, 7, 1, 2, 4, 0), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(wire_modify(4, PFNIC_QPS_INIT, 3, IP_B, 0, 0, 10, 2, 7),
+                    ==, PFNIC_CMD_BUSY);
+    g_assert_cmpint(wire_modify(4, PFNIC_QPS_INIT, 4, IP_B, 0, 0, 10, 2, 7),
+                    ==, PFNIC_CMD_OK);
+    g_assert_cmpint(wire_modify(4, PFNIC_QPS_RTR, 3, IP_B, 0, 0, 10, 2, 7),
+                    ==, PFNIC_CMD_BUSY);
+    g_assert_cmpint(qp_state(4), ==, PFNIC_QPS_INIT);
     post_recv0(2, 0, 0x210, key_a);
     post_send0(3, 0, 0x310, key_a);
     c = wait_cqe_ms(1, 1, 100);

@@ -558,6 +558,27 @@ static bool pfnic_qp_transition_ok(uint32_t from, uint32_t to)
     return false;
 }
 
+/*
+ * Whether another QP of this device is connected to QP @qpn at @ip. A
+ * remote QP accepts packets by our address only: it cannot tell two of
+ * our QPs apart, so one remote QP is the peer of at most one of ours (the
+ * first), and no process here can speak into another's connection.
+ */
+static bool pfnic_wire_peer_taken(PfnicState *s, PfnicQp *self, uint32_t ip,
+                                  uint32_t qpn)
+{
+    for (uint32_t i = 0; i < PFNIC_MAX_QPS; i++) {
+        PfnicQp *q = &s->qps[i];
+
+        if (q != self && q->valid && q->wire && q->dest_ip == ip &&
+            q->dest_qpn == qpn && q->state != PFNIC_QPS_RESET &&
+            q->state != PFNIC_QPS_ERR) {
+            return true;
+        }
+    }
+    return false;
+}
+
 static uint32_t pfnic_cmd_qp_modify(PfnicState *s)
 {
     const uint32_t *a = s->cmd_arg;
@@ -582,6 +603,10 @@ static uint32_t pfnic_cmd_qp_modify(PfnicState *s)
     qp = &s->qps[qpn];
     if (!qp->valid || !pfnic_qp_transition_ok(qp->state, state)) {
         return PFNIC_CMD_BAD_STATE;
+    }
+    if (wire && state != PFNIC_QPS_RESET && state != PFNIC_QPS_ERR &&
+        pfnic_wire_peer_taken(s, qp, a[7], a[3])) {
+        return PFNIC_CMD_BUSY;
     }
     if (qp->busy || (qp->wire && qp->req.fl_count)) {
         /* Where a QP sends cannot change under work in flight. */
