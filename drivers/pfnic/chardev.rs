@@ -71,6 +71,9 @@ const _: () =
 const _: () = assert!(
     uapi::PFNIC_IOCTL_DESTROY_QP == _IOW::<uapi::ObjectNumber>(uapi::PFNIC_IOCTL_MAGIC, 0x12)
 );
+const _: () = assert!(
+    uapi::PFNIC_IOCTL_SET_PORT_IPV4 == _IOW::<uapi::PortIpv4>(uapi::PFNIC_IOCTL_MAGIC, 0x13)
+);
 
 /// How many pfnics one system can have (`/dev/pfnic0` .. `/dev/pfnic15`).
 pub(crate) const MAX_NICS: usize = 16;
@@ -278,13 +281,16 @@ impl PfnicFile {
         self.ctx.submit(op)
     }
 
-    /// The verbs ioctls. Device queries are for anyone who can open the device; objects are
-    /// for the address space that owns the context.
+    /// The verbs ioctls. Device queries are for anyone who can open the device, the port's
+    /// address for `CAP_NET_ADMIN`; objects are for the address space that owns the context.
     fn verbs_ioctl(&self, cmd: u32, arg: UserPtr) -> Result {
         let v = &self.verbs;
         match cmd {
             uapi::PFNIC_IOCTL_QUERY_VERBS => return output(arg, || self.nic.query_verbs()),
             uapi::PFNIC_IOCTL_QUERY_PORT => return output(arg, || self.nic.query_port()),
+            // The port's address is the device's, not the context's: whoever may administer
+            // the network sets it (`CAP_NET_ADMIN`).
+            uapi::PFNIC_IOCTL_SET_PORT_IPV4 => return input(arg, |a| self.nic.set_port_ipv4(a)),
             _ => {}
         }
         let owned = || {

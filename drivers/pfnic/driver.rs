@@ -84,7 +84,12 @@ impl pci::Driver for PfnicDriver {
                     .inspect_err(|_| dev_err!(pdev, "verbs limits out of range; verbs disabled\n"));
                 match limits {
                     Ok(limits) => Some(KBox::pin_init(
-                        Verbs::new(pdev.as_ref(), limits, num_contexts)?,
+                        Verbs::new(
+                            pdev.as_ref(),
+                            limits,
+                            num_contexts,
+                            hw_caps.wire() && device_abi & 0xffff >= regs::ABI_MINOR_PORT,
+                        )?,
                         GFP_KERNEL,
                     )?),
                     Err(_) => None,
@@ -94,7 +99,12 @@ impl pci::Driver for PfnicDriver {
             };
             let mut caps = caps(pdev, hw_caps, &ext);
             if verbs.is_none() {
-                caps &= !uapi::PFNIC_CAP_VERBS;
+                caps &= !(uapi::PFNIC_CAP_VERBS | uapi::PFNIC_CAP_WIRE);
+            }
+            // The port registers came with ABI 1.5: an older device that claims a wire is
+            // driven as the loopback port it can only be to this driver.
+            if device_abi & 0xffff < regs::ABI_MINOR_PORT {
+                caps &= !uapi::PFNIC_CAP_WIRE;
             }
             let info = NicInfo {
                 index: index.get(),
@@ -137,6 +147,7 @@ impl pci::Driver for PfnicDriver {
                 GFP_KERNEL,
             )?;
             nic.program_rings()?;
+            nic.program_backup()?;
             let irqs = irq::register_all(vectors, &nic)?;
 
             // Prove the interrupt path before anyone can use the device.
@@ -237,6 +248,9 @@ fn caps(pdev: &pci::Device<Core<'_>>, hw: regs::CAPS, ext: &ExtCaps) -> u64 {
     }
     if hw.verbs() {
         caps |= uapi::PFNIC_CAP_VERBS;
+    }
+    if hw.wire() {
+        caps |= uapi::PFNIC_CAP_WIRE;
     }
     caps
 }

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! BAR0 register definitions, mirroring `docs/registers.md` (device ABI 1.4) and the verbs
-//! registers of `docs/verbs.md` (limits, admin command mailbox, event queue), plus the offsets
-//! of the user doorbells in each context's BAR2 page.
+//! BAR0 register definitions, mirroring `docs/registers.md` (device ABI 1.4), the verbs
+//! registers of `docs/verbs.md` (limits, admin command mailbox, event queue) and the port
+//! registers of `docs/wire.md` (ABI 1.5), plus the offsets of the user doorbells in each
+//! context's BAR2 page.
 
 use kernel::io::register;
 
@@ -38,6 +39,13 @@ pub(crate) const DB_PAGE_SIZE: usize = 0x1000;
 pub(crate) const ABI_MAJOR: u32 = 1;
 /// The oldest minor version it drives: 1.4 moved the ring doorbell into BAR0.
 pub(crate) const ABI_MINOR_MIN: u32 = 4;
+/// The minor version that added the port registers and `QP_MODIFY`'s wire arguments
+/// (docs/wire.md). An older device is a loopback-only port without them.
+pub(crate) const ABI_MINOR_PORT: u32 = 5;
+
+/// Port counters (`PORT_COUNTERS`, docs/wire.md), in the order of
+/// [`uapi::QueryPort::counters`](crate::uapi::QueryPort::counters).
+pub(crate) const PORT_COUNTERS_NR: usize = 20;
 
 register! {
     /// Identifies a pfnic.
@@ -65,6 +73,8 @@ register! {
         3:3 selftest => bool;
         /// The verbs engine of docs/verbs.md.
         4:4 verbs => bool;
+        /// An Ethernet port (a QEMU netdev) speaking RoCEv2, docs/wire.md (ABI 1.5).
+        5:5 wire => bool;
     }
 
     /// MSI-X vectors implemented.
@@ -266,5 +276,34 @@ register! {
     pub(crate) RING_DB(u32) @ 0x278 {
         31:16 context;
         15:0 tail;
+    }
+
+    /// Port MAC address bytes 0..3, byte 0 in bits 7:0 (ABI 1.5).
+    pub(crate) PORT_MAC_LO(u32) @ 0x280 {
+        31:0 value;
+    }
+
+    /// Port MAC address bytes 4..5, byte 4 in bits 7:0 (ABI 1.5).
+    pub(crate) PORT_MAC_HI(u32) @ 0x284 {
+        15:0 value;
+    }
+
+    /// The port's IPv4 address, `a.b.c.d` as `a << 24 | b << 16 | c << 8 | d`; 0: none, the
+    /// port answers and sends nothing (ABI 1.5).
+    pub(crate) PORT_IPV4(u32) @ 0x288 {
+        31:0 addr;
+    }
+
+    /// Port state (ABI 1.5).
+    pub(crate) PORT_STATUS(u32) @ 0x28c {
+        /// A netdev is attached.
+        0:0 wire => bool;
+        /// And its link is up.
+        1:1 link_up => bool;
+    }
+
+    /// Port counters since reset, 32 bits, wrapping (ABI 1.5).
+    pub(crate) PORT_COUNTERS(u32)[PORT_COUNTERS_NR] @ 0x2c0 {
+        31:0 count;
     }
 }

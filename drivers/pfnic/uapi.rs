@@ -18,7 +18,7 @@
 use zerocopy_derive::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// Version of this interface, reported by [`PFNIC_IOCTL_QUERY_DEVICE`]. Bumped for every change.
-pub const PFNIC_UAPI_VERSION: u32 = 9;
+pub const PFNIC_UAPI_VERSION: u32 = 10;
 
 /// The ioctl "type" byte of every pfnic ioctl.
 pub const PFNIC_IOCTL_MAGIC: u32 = 0xf5;
@@ -34,6 +34,8 @@ pub const PFNIC_CAP_PRI: u64 = 1 << 2;
 pub const PFNIC_CAP_SELFTEST: u64 = 1 << 3;
 /// RDMA verbs: PDs, MRs, CQs and RC QPs (docs/verbs.md).
 pub const PFNIC_CAP_VERBS: u64 = 1 << 4;
+/// An Ethernet port speaking RoCEv2 (docs/wire.md): QPs can connect to other machines.
+pub const PFNIC_CAP_WIRE: u64 = 1 << 5;
 
 /// Argument of [`PFNIC_IOCTL_QUERY_DEVICE`] (output only).
 #[repr(C)]
@@ -239,7 +241,7 @@ pub const PFNIC_IOCTL_SELFTEST: u32 =
     ioc(IOC_READ | IOC_WRITE, 0x01, core::mem::size_of::<Selftest>());
 
 // ---------------------------------------------------------------------------------------------
-// RDMA verbs (uAPI 8). Numbers and flags are libibverbs' own (`IBV_*`), so the libraries pass
+// RDMA verbs (uAPI 8, the wire in 10). Numbers and flags are libibverbs' own (`IBV_*`), so the libraries pass
 // them through. Handles (PD, MR) are per open file; CQNs and QPNs are device-wide numbers (a QP
 // number is what a peer needs to connect). See docs/uapi.md and docs/verbs.md.
 // ---------------------------------------------------------------------------------------------
@@ -301,25 +303,102 @@ pub struct QueryVerbs {
     pub reserved: [u64; 4],
 }
 
-/// Argument of [`PFNIC_IOCTL_QUERY_PORT`] (output only): port 1, the device's loopback port.
+/// `IBV_LINK_LAYER_INFINIBAND`: [`QueryPort::link_layer`] of a port without a wire.
+pub const PFNIC_LINK_LAYER_INFINIBAND: u32 = 1;
+/// `IBV_LINK_LAYER_ETHERNET`: a port with a wire (RoCEv2).
+pub const PFNIC_LINK_LAYER_ETHERNET: u32 = 2;
+
+/// [`QueryPort::port_flags`]: the device has a wire (a netdev is attached).
+pub const PFNIC_PORT_WIRE: u32 = 1 << 0;
+/// [`QueryPort::port_flags`]: the wire's link is up.
+pub const PFNIC_PORT_LINK_UP: u32 = 1 << 1;
+/// [`QueryPort::port_flags`]: the device has the port registers (device ABI 1.5): an IPv4
+/// address can be set ([`PFNIC_IOCTL_SET_PORT_IPV4`]) and GID 1 exists.
+pub const PFNIC_PORT_ADDRESSES: u32 = 1 << 2;
+
+/// Entries of [`QueryPort::gids`].
+pub const PFNIC_GID_TBL_LEN: usize = 2;
+/// Entries of [`QueryPort::counters`].
+pub const PFNIC_PORT_COUNTERS: usize = 20;
+
+/// Port counters, the indices of [`QueryPort::counters`] (docs/wire.md): frames sent (RoCE
+/// and ARP).
+pub const PFNIC_PORT_TX_FRAMES: usize = 0;
+/// Frames the netdev delivered to the port.
+pub const PFNIC_PORT_RX_FRAMES: usize = 1;
+/// RoCE packets accepted by a QP (new or duplicate).
+pub const PFNIC_PORT_RX_ROCE: usize = 2;
+/// Dropped: another MAC, not IPv4/ARP, another IP, not UDP 4791.
+pub const PFNIC_PORT_RX_NOT_OURS: usize = 3;
+/// Dropped: a malformed frame.
+pub const PFNIC_PORT_RX_MALFORMED: usize = 4;
+/// Dropped: ICRC mismatch.
+pub const PFNIC_PORT_RX_BAD_ICRC: usize = 5;
+/// Dropped: destination QP absent, not a wire QP, or not in RTR/RTS.
+pub const PFNIC_PORT_RX_NO_QP: usize = 6;
+/// Dropped: the source IP is not the QP's destination.
+pub const PFNIC_PORT_RX_NOT_PEER: usize = 7;
+/// Requests with a PSN older than expected.
+pub const PFNIC_PORT_RX_DUPLICATE: usize = 8;
+/// Responder: PSN sequence error NAKs sent.
+pub const PFNIC_PORT_TX_SEQ_NAKS: usize = 9;
+/// Responder: RNR NAKs sent.
+pub const PFNIC_PORT_TX_RNR_NAKS: usize = 10;
+/// Requester: RNR NAKs received.
+pub const PFNIC_PORT_RX_RNR_NAKS: usize = 11;
+/// Requester: go-back-N restarts.
+pub const PFNIC_PORT_RETRANSMITS: usize = 12;
+/// Requester: local ACK timeouts.
+pub const PFNIC_PORT_TIMEOUTS: usize = 13;
+/// ARP requests sent to resolve a peer.
+pub const PFNIC_PORT_ARP_REQUESTS: usize = 14;
+/// Frames dropped or delayed by the device's loss and reordering properties.
+pub const PFNIC_PORT_INJECTED: usize = 15;
+/// The names of the port counters, in index order (docs/wire.md).
+pub const PFNIC_PORT_COUNTER_NAMES: [&str; PFNIC_PORT_COUNTERS] = [
+    "tx_frames",
+    "rx_frames",
+    "rx_roce",
+    "rx_not_ours",
+    "rx_malformed",
+    "rx_bad_icrc",
+    "rx_no_qp",
+    "rx_not_peer",
+    "rx_duplicate",
+    "tx_seq_naks",
+    "tx_rnr_naks",
+    "rx_rnr_naks",
+    "retransmits",
+    "timeouts",
+    "arp_requests",
+    "injected",
+    "backup_packets",
+    "backup_bytes",
+    "backup_placed",
+    "backup_full",
+];
+
+/// Argument of [`PFNIC_IOCTL_QUERY_PORT`] (output only): port 1. Without a wire it is an
+/// InfiniBand-style port alone on its subnet that loops back to itself; with one
+/// ([`PFNIC_PORT_WIRE`]) it is a RoCEv2 Ethernet port, as rxe's.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct QueryPort {
-    /// `IBV_PORT_ACTIVE` (4).
+    /// `IBV_PORT_ACTIVE` (4); with a wire whose link is down, `IBV_PORT_DOWN` (1).
     pub state: u32,
     /// `IBV_MTU_4096` (5).
     pub max_mtu: u32,
-    /// `IBV_MTU_4096` (5).
+    /// `IBV_MTU_4096` (5) without a wire, `IBV_MTU_1024` (3) with one (1500-byte Ethernet).
     pub active_mtu: u32,
-    /// `IBV_LINK_LAYER_INFINIBAND` (1).
+    /// [`PFNIC_LINK_LAYER_INFINIBAND`] without a wire, [`PFNIC_LINK_LAYER_ETHERNET`] with one.
     pub link_layer: u32,
     /// Largest message, bytes.
     pub max_msg_sz: u32,
-    /// GID table entries (1).
+    /// GID table entries: 2 on a device with the port registers, else 1.
     pub gid_tbl_len: u32,
-    /// The port's LID.
+    /// The port's LID (0 on Ethernet).
     pub lid: u16,
-    /// The subnet manager's LID (the port's own: it is alone on its subnet).
+    /// The subnet manager's LID (the port's own without a wire: it is alone on its subnet).
     pub sm_lid: u16,
     /// `IBV_WIDTH_4X` (2).
     pub active_width: u8,
@@ -327,10 +406,33 @@ pub struct QueryPort {
     pub active_speed: u8,
     /// `IBV_PORT_*` capability flags (0).
     pub reserved0: u16,
-    /// GID 0: the link-local prefix and the node GUID (network order, as `ibv_gid::raw`).
-    pub gid: [u8; 16],
+    /// The GID table, network order (as `ibv_gid::raw`). GID 0: `fe80::` and the EUI-64 of
+    /// the MAC with a wire, else the node GUID. GID 1: `::ffff:a.b.c.d`, the port's IPv4
+    /// address, when one is set, else zero (and absent without the port registers).
+    pub gids: [[u8; 16]; PFNIC_GID_TBL_LEN],
+    /// `PFNIC_PORT_*` flags.
+    pub port_flags: u32,
+    /// The port's IPv4 address, `a.b.c.d` = `a << 24 | b << 16 | c << 8 | d`; 0: none.
+    pub ipv4: u32,
+    /// The port's MAC address (zero without the port registers).
+    pub mac: [u8; 6],
+    /// Reserved, zero.
+    pub reserved1: u16,
+    /// The port counters (`PFNIC_PORT_*` indices, docs/wire.md): 32 bits, wrapping, since the
+    /// device was reset; zero without the port registers.
+    pub counters: [u32; PFNIC_PORT_COUNTERS],
     /// Reserved, zero.
     pub reserved: [u64; 2],
+}
+
+/// Argument of [`PFNIC_IOCTL_SET_PORT_IPV4`] (input only).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct PortIpv4 {
+    /// The address, `a.b.c.d` = `a << 24 | b << 16 | c << 8 | d`; 0 clears it.
+    pub ipv4: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
 }
 
 /// Argument of [`PFNIC_IOCTL_ALLOC_PD`] (output) and [`PFNIC_IOCTL_DEALLOC_PD`] (input).
@@ -507,8 +609,8 @@ pub struct CreateQp {
     pub qp_type: u32,
     /// In: nonzero to signal every send work request.
     pub sq_sig_all: u32,
-    /// Reserved, zero.
-    pub reserved: u32,
+    /// In: `PFNIC_QP_CREATE_*` flags.
+    pub flags: u32,
     /// In: requested capabilities; out: the actual ones (at least those requested).
     pub cap: QpCap,
     /// Out: the QP number.
@@ -526,6 +628,11 @@ pub struct CreateQp {
     /// Out: offset of the QP record in the mapping.
     pub record_offset: u64,
 }
+
+/// [`CreateQp::flags`]: when a page where a request lands is not present, park the payload
+/// in the driver's backup buffer and acknowledge it, instead of answering RNR NAK (a wire QP
+/// only; docs/wire.md, "Receive faults"). `EOPNOTSUPP` on a device without a wire.
+pub const PFNIC_QP_CREATE_RECV_FAULT_BACKUP: u32 = 1 << 0;
 
 /// `ibv_qp_attr_mask` bits the driver accepts in [`ModifyQp::attr_mask`].
 pub const PFNIC_QP_STATE: u32 = 1 << 0;
@@ -560,7 +667,7 @@ pub const PFNIC_QP_MAX_DEST_RD_ATOMIC: u32 = 1 << 17;
 /// `IBV_QP_DEST_QPN`.
 pub const PFNIC_QP_DEST_QPN: u32 = 1 << 20;
 
-/// QP attributes, as the fields of `ibv_qp_attr` an RC QP on a loopback port uses.
+/// QP attributes, as the fields of `ibv_qp_attr` an RC QP uses.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct QpAttr {
@@ -598,8 +705,22 @@ pub struct QpAttr {
     pub dlid: u32,
     /// Address vector: service level.
     pub sl: u32,
+    /// Address vector: nonzero if `dgid` and the other global route fields are given
+    /// (`ah_attr.is_global`). A RoCE address vector always has them.
+    pub is_global: u32,
+    /// Global route: index of the source GID in the port's table.
+    pub sgid_index: u32,
+    /// Global route: hop limit (IPv4 TTL; 0 is 64).
+    pub hop_limit: u32,
+    /// Global route: traffic class (IPv4 TOS).
+    pub traffic_class: u32,
+    /// Global route: flow label (20 bits; not used on IPv4).
+    pub flow_label: u32,
+    /// Global route: the destination GID, network order. `::ffff:a.b.c.d` names the IPv4
+    /// address of the peer; one of the port's own GIDs means loopback.
+    pub dgid: [u8; 16],
     /// Reserved, zero.
-    pub reserved: u32,
+    pub reserved: [u32; 2],
 }
 
 /// Argument of [`PFNIC_IOCTL_MODIFY_QP`]: `ibv_modify_qp`, with libibverbs' rules on which
@@ -629,6 +750,20 @@ pub struct QpStats {
     pub bytes: u64,
     /// Requests the QP refused because they came from a QP that is not its connected peer.
     pub refused: u64,
+    /// Wire QPs (docs/wire.md): the PSN of the next new packet the QP sends.
+    pub next_send_psn: u32,
+    /// Wire QPs: the PSN the QP expects next as responder.
+    pub expected_recv_psn: u32,
+    /// Wire QPs: packets retransmitted.
+    pub retransmits: u64,
+    /// Wire QPs: RNR NAKs sent (no receive WQE, or a receive page not present).
+    pub rnr_naks_sent: u64,
+    /// Wire QPs: RNR NAKs received.
+    pub rnr_naks_received: u64,
+    /// Wire QPs: PSN sequence error NAKs sent.
+    pub seq_naks_sent: u64,
+    /// Wire QPs: duplicate requests received.
+    pub duplicates: u64,
 }
 
 /// Argument of [`PFNIC_IOCTL_QUERY_QP`].
@@ -664,7 +799,8 @@ pub struct CqEvent {
 
 /// `ibv_query_device_ex` and friends: `_IOR(0xf5, 0x05, struct pfnic_query_verbs)`.
 pub const PFNIC_IOCTL_QUERY_VERBS: u32 = ioc(IOC_READ, 0x05, core::mem::size_of::<QueryVerbs>());
-/// `ibv_query_port`/`ibv_query_gid` of port 1: `_IOR(0xf5, 0x06, struct pfnic_query_port)`.
+/// `ibv_query_port`/`ibv_query_gid` of port 1, with its addresses and counters:
+/// `_IOR(0xf5, 0x06, struct pfnic_query_port)`.
 pub const PFNIC_IOCTL_QUERY_PORT: u32 = ioc(IOC_READ, 0x06, core::mem::size_of::<QueryPort>());
 /// `_IOR(0xf5, 0x07, struct pfnic_pd_handle)`.
 pub const PFNIC_IOCTL_ALLOC_PD: u32 = ioc(IOC_READ, 0x07, core::mem::size_of::<PdHandle>());
@@ -694,3 +830,6 @@ pub const PFNIC_IOCTL_QUERY_QP: u32 =
     ioc(IOC_READ | IOC_WRITE, 0x11, core::mem::size_of::<QueryQp>());
 /// `_IOW(0xf5, 0x12, struct pfnic_object_number)`.
 pub const PFNIC_IOCTL_DESTROY_QP: u32 = ioc(IOC_WRITE, 0x12, core::mem::size_of::<ObjectNumber>());
+/// Sets or clears the port's IPv4 address (`CAP_NET_ADMIN`):
+/// `_IOW(0xf5, 0x13, struct pfnic_port_ipv4)`.
+pub const PFNIC_IOCTL_SET_PORT_IPV4: u32 = ioc(IOC_WRITE, 0x13, core::mem::size_of::<PortIpv4>());

@@ -8,14 +8,22 @@
  * with message 2i+1, which the client checks. Every message has its own
  * byte pattern, so a stale or misplaced buffer fails the check. The two QPs
  * live in one process, or in two (--fork: the parent is the server, the
- * child the client; they swap QP numbers over pipes).
+ * child the client; they swap QP numbers over pipes), or on two machines
+ * (--server, and a client given the server's host name): then the two
+ * exchange their addresses over TCP exactly as rdma-core's ibv_rc_pingpong
+ * does (port 18515, the message "LID:QPN:PSN:GID"), so either side can be
+ * rdma-core's own program, on any RDMA device. With -g the address vector
+ * carries a global route to the peer's GID (RoCE needs it: -g 1, the
+ * IPv4-mapped GID); in one machine that GID is the port's own (loopback).
  *
  * Exits 0 when every iteration completed and checked, 1 on any failure, 2 on
  * bad usage. The last line of a successful run starts with "ok:".
  */
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
+#include <netdb.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
@@ -25,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,6 +53,23 @@ struct options {
     bool fork;
     bool cold;
     unsigned int timeout_s;
+    /* Source GID index (-g), -1: no global route. */
+    int gid_index;
+    enum ibv_mtu mtu;
+    /* TCP: run as the server (--server), or the client of `host`. */
+    bool server;
+    const char *host;
+    unsigned int tcp_port;
+    /* Check every received message's bytes (off against another program). */
+    bool check;
+};
+
+/* What each side tells the other: rdma-core's pingpong_dest. */
+struct dest {
+    uint16_t lid;
+    uint32_t qpn;
+    uint32_t psn;
+    union ibv_gid gid;
 };
 
 /* What one process opened: the device, its PD and completion channel. */
@@ -55,6 +81,9 @@ struct proc {
     struct ibv_comp_channel *channel;
     struct ibv_mr *implicit_mr;
     uint16_t lid;
+    enum ibv_mtu active_mtu;
+    /* GID `opt->gid_index` of port 1 (zero without -g). */
+    union ibv_gid gid;
     uint64_t page_requests;
     uint64_t events;
 };
@@ -120,6 +149,9 @@ static int check(const struct end *e, unsigned int seq)
 {
     size_t len = e->proc->opt->size;
 
+    if (!e->proc->opt->check) {
+        return 0;
+    }
     for (size_t i = 0; i < len; i++) {
         if (e->recv_buf[i] != pattern(seq, i)) {
             err("%s: message %u: byte %zu is 0x%02x, expected 0x%02x", e->name,
@@ -199,6 +231,25 @@ static int proc_open(struct proc *p, const struct options *opt,
         return -1;
     }
     p->lid = port.lid;
+    p->active_mtu = port.active_mtu;
+    if (port.link_layer != IBV_LINK_LAYER_ETHERNET && !p->lid) {
+        err("port 1 has no LID");
+        return -1;
+    }
+    if (opt->gid_index >= 0) {
+        if (opt->gid_index >= port.gid_tbl_len) {
+            err("-g %d: port 1 has %d GIDs", opt->gid_index, port.gid_tbl_len);
+            return -1;
+        }
+        if (ibv_query_gid(p->ctx, 1, opt->gid_index, &p->gid)) {
+            err("ibv_query_gid(%d): %s", opt->gid_index, strerror(errno));
+            return -1;
+        }
+    } else if (port.link_layer == IBV_LINK_LAYER_ETHERNET) {
+        err("port 1 is Ethernet (RoCE): give a source GID with -g "
+            "(1: the IPv4 address)");
+        return -1;
+    }
 
     p->pd = ibv_alloc_pd(p->ctx);
     if (!p->pd) {
@@ -360,9 +411,15 @@ static int end_close(struct end *e)
     return rc;
 }
 
-/* RESET -> INIT -> RTR -> RTS, connected to QP `dest_qpn` at `dlid`. */
-static int end_connect(struct end *e, uint32_t dest_qpn, uint16_t dlid)
+/*
+ * RESET -> INIT -> RTR -> RTS, sending from PSN `my_psn` to the QP `d`
+ * names: at its LID, and with a global route to its GID when it has one
+ * (rdma-core's rule: a nonzero interface ID), as rdma-core's pp_connect_ctx.
+ */
+static int end_connect(struct end *e, uint32_t my_psn, const struct dest *d)
 {
+    const struct options *opt = e->proc->opt;
+    uint32_t dest_qpn = d->qpn;
     struct ibv_qp_attr attr;
     int ret;
 
@@ -380,13 +437,19 @@ static int end_connect(struct end *e, uint32_t dest_qpn, uint16_t dlid)
 
     memset(&attr, 0, sizeof(attr));
     attr.qp_state = IBV_QPS_RTR;
-    attr.path_mtu = IBV_MTU_1024;
+    attr.path_mtu = opt->mtu;
     attr.dest_qp_num = dest_qpn;
-    attr.rq_psn = 0;
+    attr.rq_psn = d->psn;
     attr.max_dest_rd_atomic = 1;
     attr.min_rnr_timer = 12;
-    attr.ah_attr.dlid = dlid;
+    attr.ah_attr.dlid = d->lid;
     attr.ah_attr.port_num = 1;
+    if (d->gid.global.interface_id) {
+        attr.ah_attr.is_global = 1;
+        attr.ah_attr.grh.hop_limit = 1;
+        attr.ah_attr.grh.dgid = d->gid;
+        attr.ah_attr.grh.sgid_index = (uint8_t)(opt->gid_index < 0 ? 0 : opt->gid_index);
+    }
     ret = ibv_modify_qp(e->qp, &attr, IBV_QP_STATE | IBV_QP_AV |
                         IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
@@ -400,7 +463,7 @@ static int end_connect(struct end *e, uint32_t dest_qpn, uint16_t dlid)
     attr.timeout = 14;
     attr.retry_cnt = 7;
     attr.rnr_retry = 7;
-    attr.sq_psn = 0;
+    attr.sq_psn = my_psn;
     attr.max_rd_atomic = 1;
     ret = ibv_modify_qp(e->qp, &attr, IBV_QP_STATE | IBV_QP_TIMEOUT |
                         IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
@@ -653,9 +716,15 @@ static int run_one_process(const struct options *opt)
     if (post_recv(&a) || post_recv(&b)) {
         goto out;
     }
-    if (end_connect(&a, b.qp->qp_num, p.lid) ||
-        end_connect(&b, a.qp->qp_num, p.lid)) {
-        goto out;
+    {
+        struct dest da = { .lid = p.lid, .qpn = a.qp->qp_num, .psn = 0x1234,
+                           .gid = p.gid };
+        struct dest db = { .lid = p.lid, .qpn = b.qp->qp_num, .psn = 0xabcdef,
+                           .gid = p.gid };
+
+        if (end_connect(&a, da.psn, &db) || end_connect(&b, db.psn, &da)) {
+            goto out;
+        }
     }
     t0 = now_us();
     for (unsigned int i = 0; i < opt->iters; i++) {
@@ -682,9 +751,8 @@ out:
 }
 
 struct peer_info {
-    uint32_t qpn;
-    uint16_t lid;
-    uint16_t ready;
+    struct dest dest;
+    uint32_t ready;
 };
 
 static int write_all(int fd, const void *buf, size_t len)
@@ -745,12 +813,14 @@ static int run_side(const struct options *opt, bool client, int rfd, int wfd,
         end_open(&e, &p, client ? "client" : "server") || post_recv(&e)) {
         goto out;
     }
-    me.qpn = e.qp->qp_num;
-    me.lid = p.lid;
+    me.dest.qpn = e.qp->qp_num;
+    me.dest.lid = p.lid;
+    me.dest.psn = client ? 0x10203 : 0x40506;
+    me.dest.gid = p.gid;
     if (write_all(wfd, &me, sizeof(me)) || read_all(rfd, &peer, sizeof(peer))) {
         goto out;
     }
-    if (end_connect(&e, peer.qpn, peer.lid)) {
+    if (end_connect(&e, me.dest.psn, &peer.dest)) {
         goto out;
     }
     /* Neither side sends before the other's QP is ready to receive. */
@@ -840,10 +910,278 @@ static int run_two_processes(const struct options *opt)
     return 0;
 }
 
+/*
+ * The TCP exchange of rdma-core's ibv_rc_pingpong (and of its pingpong.c):
+ * each side sends "LID:QPN:PSN:GID" as "%04x:%06x:%06x:%s", NUL included,
+ * the GID as 32 hex digits, one group of 8 per 32-bit word of its raw bytes
+ * in network order. The client writes its address, reads the server's and
+ * writes "done"; the server reads the client's address, connects its QP,
+ * answers with its own and waits for the "done".
+ */
+#define WIRE_MSG_SIZE sizeof("0000:000000:000000:00000000000000000000000000000000")
+#define WIRE_DONE "done"
+
+static void dest_to_wire(const struct dest *d, char msg[WIRE_MSG_SIZE])
+{
+    char gid[33];
+
+    for (int i = 0; i < 4; i++) {
+        const uint8_t *w = d->gid.raw + 4 * i;
+        uint32_t v = (uint32_t)w[0] << 24 | (uint32_t)w[1] << 16 |
+                     (uint32_t)w[2] << 8 | w[3];
+
+        snprintf(gid + 8 * i, sizeof(gid) - 8 * i, "%08x", v);
+    }
+    snprintf(msg, WIRE_MSG_SIZE, "%04x:%06x:%06x:%s", d->lid, d->qpn, d->psn,
+             gid);
+}
+
+static int dest_from_wire(const char *msg, struct dest *d)
+{
+    unsigned int lid, qpn, psn;
+    char gid[33];
+
+    if (memchr(msg, '\0', WIRE_MSG_SIZE) == NULL ||
+        sscanf(msg, "%x:%x:%x:%32s", &lid, &qpn, &psn, gid) != 4 ||
+        strlen(gid) != 32 || lid > 0xffff || qpn > 0xffffff ||
+        psn > 0xffffff) {
+        err("malformed peer address '%.*s'", (int)WIRE_MSG_SIZE, msg);
+        return -1;
+    }
+    memset(d, 0, sizeof(*d));
+    d->lid = (uint16_t)lid;
+    d->qpn = qpn;
+    d->psn = psn;
+    for (int i = 0; i < 4; i++) {
+        char word[9];
+        unsigned int v;
+
+        memcpy(word, gid + 8 * i, 8);
+        word[8] = '\0';
+        if (sscanf(word, "%x", &v) != 1) {
+            err("malformed peer GID '%s'", gid);
+            return -1;
+        }
+        d->gid.raw[4 * i] = (uint8_t)(v >> 24);
+        d->gid.raw[4 * i + 1] = (uint8_t)(v >> 16);
+        d->gid.raw[4 * i + 2] = (uint8_t)(v >> 8);
+        d->gid.raw[4 * i + 3] = (uint8_t)v;
+    }
+    return 0;
+}
+
+static void print_dest(const char *what, const struct dest *d)
+{
+    char gid[INET6_ADDRSTRLEN];
+
+    if (!inet_ntop(AF_INET6, d->gid.raw, gid, sizeof(gid))) {
+        snprintf(gid, sizeof(gid), "?");
+    }
+    printf("  %s LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", what, d->lid,
+           d->qpn, d->psn, gid);
+}
+
+/* Reads exactly `len` bytes, or fails (the peer closed, or `timeout_s`). */
+static int sock_read(int fd, void *buf, size_t len, unsigned int timeout_s)
+{
+    char *p = buf;
+
+    while (len) {
+        struct pollfd pfd = { .fd = fd, .events = POLLIN };
+        ssize_t n;
+        int r = poll(&pfd, 1, (int)timeout_s * 1000);
+
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r <= 0) {
+            err("TCP read: %s", r < 0 ? strerror(errno) : "timed out");
+            return -1;
+        }
+        n = read(fd, p, len);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            err("TCP read: %s", n < 0 ? strerror(errno) : "the peer closed");
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* The client's TCP connection to `host`:`port`, or -1. */
+static int tcp_connect(const char *host, unsigned int port)
+{
+    struct addrinfo hints = { .ai_family = AF_UNSPEC,
+                              .ai_socktype = SOCK_STREAM };
+    struct addrinfo *res, *t;
+    char service[16];
+    int fd = -1, r;
+
+    snprintf(service, sizeof(service), "%u", port);
+    r = getaddrinfo(host, service, &hints, &res);
+    if (r) {
+        err("%s:%u: %s", host, port, gai_strerror(r));
+        return -1;
+    }
+    for (t = res; t; t = t->ai_next) {
+        fd = socket(t->ai_family, t->ai_socktype, t->ai_protocol);
+        if (fd >= 0) {
+            if (!connect(fd, t->ai_addr, t->ai_addrlen)) {
+                break;
+            }
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    if (fd < 0) {
+        err("cannot connect to %s:%u", host, port);
+    }
+    return fd;
+}
+
+/* The server's accepted connection on `port`, or -1. */
+static int tcp_accept(unsigned int port, unsigned int timeout_s)
+{
+    struct addrinfo hints = { .ai_flags = AI_PASSIVE,
+                              .ai_family = AF_UNSPEC,
+                              .ai_socktype = SOCK_STREAM };
+    struct addrinfo *res, *t;
+    struct pollfd pfd;
+    char service[16];
+    int fd = -1, conn, r, one = 1;
+
+    snprintf(service, sizeof(service), "%u", port);
+    r = getaddrinfo(NULL, service, &hints, &res);
+    if (r) {
+        err("port %u: %s", port, gai_strerror(r));
+        return -1;
+    }
+    for (t = res; t; t = t->ai_next) {
+        fd = socket(t->ai_family, t->ai_socktype, t->ai_protocol);
+        if (fd >= 0) {
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+            if (!bind(fd, t->ai_addr, t->ai_addrlen) && !listen(fd, 1)) {
+                break;
+            }
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    if (fd < 0) {
+        err("cannot listen on port %u", port);
+        return -1;
+    }
+    pfd.fd = fd;
+    pfd.events = POLLIN;
+    do {
+        r = poll(&pfd, 1, (int)timeout_s * 1000);
+    } while (r < 0 && errno == EINTR);
+    conn = r > 0 ? accept(fd, NULL, NULL) : -1;
+    if (conn < 0) {
+        err("no client on port %u: %s", port,
+            r == 0 ? "timed out" : strerror(errno));
+    }
+    close(fd);
+    return conn;
+}
+
+/*
+ * One side of a run between two machines, its addresses exchanged over TCP
+ * as rdma-core's programs do. The server connects its QP before it answers,
+ * the client after the exchange: the client sends first.
+ */
+static int run_network(const struct options *opt)
+{
+    bool client = !opt->server;
+    struct proc p;
+    struct end e;
+    struct dest me, peer;
+    char msg[WIRE_MSG_SIZE], done[sizeof(WIRE_DONE)];
+    int fd = -1, rc = -1;
+    double t0, us;
+
+    who = client ? PROG " (client)" : PROG " (server)";
+    /* A peer that goes away fails a write, not the process. */
+    signal(SIGPIPE, SIG_IGN);
+    memset(&e, 0, sizeof(e));
+    if (proc_open(&p, opt, client ? "client" : "server") ||
+        end_open(&e, &p, client ? "client" : "server") || post_recv(&e)) {
+        goto out;
+    }
+    memset(&me, 0, sizeof(me));
+    me.lid = p.lid;
+    me.qpn = e.qp->qp_num;
+    me.psn = (uint32_t)lrand48() & 0xffffff;
+    me.gid = p.gid;
+    print_dest("local address: ", &me);
+    dest_to_wire(&me, msg);
+    if (client) {
+        fd = tcp_connect(opt->host, opt->tcp_port);
+        if (fd < 0 || write_all(fd, msg, sizeof(msg)) ||
+            sock_read(fd, msg, sizeof(msg), opt->timeout_s) ||
+            write_all(fd, WIRE_DONE, sizeof(WIRE_DONE)) ||
+            dest_from_wire(msg, &peer)) {
+            goto out;
+        }
+        print_dest("remote address:", &peer);
+        if (end_connect(&e, me.psn, &peer)) {
+            goto out;
+        }
+    } else {
+        char mine[WIRE_MSG_SIZE];
+
+        memcpy(mine, msg, sizeof(mine));
+        fd = tcp_accept(opt->tcp_port, opt->timeout_s);
+        if (fd < 0 || sock_read(fd, msg, sizeof(msg), opt->timeout_s) ||
+            dest_from_wire(msg, &peer)) {
+            goto out;
+        }
+        print_dest("remote address:", &peer);
+        if (end_connect(&e, me.psn, &peer) ||
+            write_all(fd, mine, sizeof(mine)) ||
+            sock_read(fd, done, sizeof(done), opt->timeout_s)) {
+            goto out;
+        }
+    }
+    t0 = now_us();
+    for (unsigned int i = 0; i < opt->iters; i++) {
+        if (client ? client_step(&e, i) : server_step(&e, i)) {
+            goto out;
+        }
+    }
+    us = now_us() - t0;
+    printf("%llu bytes in %.2f seconds = %.2f Mbit/sec\n",
+           (unsigned long long)opt->size * opt->iters * 2, us / 1e6,
+           (double)opt->size * opt->iters * 2 * 8 / us);
+    printf("%u iters in %.2f seconds = %.2f usec/iter\n", opt->iters,
+           us / 1e6, us / opt->iters);
+    report(opt, client ? "TCP client" : "TCP server", us, p.page_requests,
+           p.events);
+    rc = 0;
+out:
+    if (fd >= 0) {
+        close(fd);
+    }
+    if (end_close(&e) | proc_close(&p)) {
+        rc = -1;
+    }
+    return rc;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: " PROG " [options]\n"
+            "usage: " PROG " [options]                 both QPs here (or --fork)\n"
+            "       " PROG " [options] --server        wait for a client over "
+            "TCP\n"
+            "       " PROG " [options] HOST            connect to the server on "
+            "HOST\n"
             "  -d, --ib-dev=DEV     use device DEV (default: the first)\n"
             "  -s, --size=BYTES     message size (default 4096)\n"
             "  -n, --iters=N        round trips (default 100)\n"
@@ -859,6 +1197,21 @@ static void usage(FILE *f)
             "  -f, --fork           two processes (fork), one QP each\n"
             "  -t, --timeout=SEC    fail when a completion takes longer "
             "(default 60)\n"
+            "  -g, --gid-idx=N      source GID index; send the GID and connect "
+            "with a global\n"
+            "                       route to the peer's (RoCE: -g 1, the IPv4 "
+            "address)\n"
+            "  -m, --mtu=BYTES      path MTU, 256..4096 (default 1024)\n"
+            "  -S, --server         TCP server, rdma-core's exchange "
+            "(ibv_rc_pingpong)\n"
+            "      --port=PORT      TCP port (default 18515)\n"
+            "      --check          check each message's bytes across TCP too "
+            "(both sides\n"
+            "                       this program; rdma-core's echoes its "
+            "buffer)\n"
+            "Across TCP both sides need the same -s and -n (rdma-core's "
+            "ibv_rc_pingpong\n"
+            "defaults to -n 1000) and -m.\n"
             "  -h, --help           this text\n");
 }
 
@@ -891,6 +1244,11 @@ int main(int argc, char **argv)
         { "events", no_argument, NULL, 'e' },
         { "fork", no_argument, NULL, 'f' },
         { "timeout", required_argument, NULL, 't' },
+        { "gid-idx", required_argument, NULL, 'g' },
+        { "mtu", required_argument, NULL, 'm' },
+        { "server", no_argument, NULL, 'S' },
+        { "port", required_argument, NULL, 'P' },
+        { "check", no_argument, NULL, 'C' },
         { "help", no_argument, NULL, 'h' },
         { 0 },
     };
@@ -898,11 +1256,15 @@ int main(int argc, char **argv)
         .size = 4096,
         .iters = 100,
         .timeout_s = 60,
+        .gid_index = -1,
+        .mtu = IBV_MTU_1024,
+        .tcp_port = 18515,
     };
+    bool check = false;
     unsigned long v;
     int c;
 
-    while ((c = getopt_long(argc, argv, "d:s:n:oipceft:h", longopts,
+    while ((c = getopt_long(argc, argv, "d:s:n:oipceft:g:m:Sh", longopts,
                             NULL)) != -1) {
         switch (c) {
         case 'd':
@@ -945,6 +1307,42 @@ int main(int argc, char **argv)
             }
             opt.timeout_s = (unsigned int)v;
             break;
+        case 'g':
+            errno = 0;
+            v = strtoul(optarg, NULL, 0);
+            if (errno || optarg[0] < '0' || optarg[0] > '9' || v > 255) {
+                err("--gid-idx: '%s' is not an index in 0..255", optarg);
+                return 2;
+            }
+            opt.gid_index = (int)v;
+            break;
+        case 'm':
+            if (parse_number("mtu", optarg, 4096, &v)) {
+                return 2;
+            }
+            switch (v) {
+            case 256: opt.mtu = IBV_MTU_256; break;
+            case 512: opt.mtu = IBV_MTU_512; break;
+            case 1024: opt.mtu = IBV_MTU_1024; break;
+            case 2048: opt.mtu = IBV_MTU_2048; break;
+            case 4096: opt.mtu = IBV_MTU_4096; break;
+            default:
+                err("--mtu: %lu is not 256, 512, 1024, 2048 or 4096", v);
+                return 2;
+            }
+            break;
+        case 'S':
+            opt.server = true;
+            break;
+        case 'P':
+            if (parse_number("port", optarg, 65535, &v)) {
+                return 2;
+            }
+            opt.tcp_port = (unsigned int)v;
+            break;
+        case 'C':
+            check = true;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -953,17 +1351,33 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (optind != argc) {
-        err("unexpected argument '%s'", argv[optind]);
+    if (optind + 1 == argc) {
+        opt.host = argv[optind];
+    } else if (optind != argc) {
+        err("unexpected argument '%s'", argv[optind + 1]);
         usage(stderr);
         return 2;
     }
+    if ((opt.host || opt.server) && opt.fork) {
+        err("--fork is for one machine; --server and HOST are for two");
+        return 2;
+    }
+    if (opt.host && opt.server) {
+        err("--server takes no HOST");
+        return 2;
+    }
+    /* Across TCP the peer may be rdma-core's program, which echoes. */
+    opt.check = !(opt.host || opt.server) || check;
     if (opt.prefetch && !opt.odp) {
         err("--prefetch needs --odp or --implicit (ibv_advise_mr works on "
             "ODP MRs)");
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
+    srand48((long)getpid() ^ (long)time(NULL));
+    if (opt.host || opt.server) {
+        return run_network(&opt) ? 1 : 0;
+    }
     if (opt.fork ? run_two_processes(&opt) : run_one_process(&opt)) {
         return 1;
     }

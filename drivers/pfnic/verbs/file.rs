@@ -76,6 +76,11 @@ pub(crate) struct Qp {
     pub(crate) ring: u64,
     /// The attributes as last set (the state is the device's).
     pub(crate) attr: uapi::QpAttr,
+    /// The destination IPv4 address the address vector resolved to (docs/wire.md); 0: this
+    /// device (loopback).
+    pub(crate) dest_ipv4: u32,
+    /// Receive faults park the payload in the backup buffer ([`uapi::PFNIC_QP_CREATE_RECV_FAULT_BACKUP`]).
+    pub(crate) backup: bool,
 }
 
 /// Everything one file created.

@@ -7,7 +7,8 @@
 //! - [`alloc`]: QPN, CQN and memory key index allocation;
 //! - [`events`]: the completion events of one open file (`read()`, `poll()`);
 //! - [`file`]: the objects of one open file (PDs, MRs, CQs, QPs) and their ioctls, with
-//!   [`mr`], [`cq`] and [`qp`] for each kind of object.
+//!   [`mr`], [`cq`] and [`qp`] for each kind of object;
+//! - [`port`]: port 1, its addresses and GIDs (docs/wire.md).
 
 pub(crate) mod alloc;
 pub(crate) mod cmd;
@@ -16,6 +17,7 @@ pub(crate) mod eq;
 pub(crate) mod events;
 pub(crate) mod file;
 pub(crate) mod mr;
+pub(crate) mod port;
 pub(crate) mod qp;
 
 use crate::{
@@ -26,6 +28,7 @@ use alloc::IndexAllocator;
 use eq::EventQueue;
 use kernel::{
     device::{Bound, Device},
+    dma::Coherent,
     io::Io,
     new_mutex,
     prelude::*,
@@ -111,7 +114,13 @@ pub(crate) struct Verbs {
     pub(crate) ids: Mutex<Ids>,
     #[pin]
     pub(crate) eq: EventQueue,
+    /// Where a wire QP parks payloads whose page is not present (docs/wire.md, "Receive
+    /// faults"); on a device with a wire only.
+    pub(crate) backup: Option<Coherent<[u8]>>,
 }
+
+/// Bytes of the backup buffer: 256 slots of one packet (4 KiB) each.
+pub(crate) const BACKUP_BYTES: usize = 1 << 20;
 
 impl Verbs {
     /// Sets up the verbs part of a device that has it (`CAPS.VERBS`).
@@ -119,6 +128,7 @@ impl Verbs {
         dev: &Device<Bound>,
         limits: Limits,
         num_contexts: u32,
+        wire: bool,
     ) -> Result<impl PinInit<Self, Error> + use<>> {
         let ids = Ids {
             // QPNs 0 and 1 are never used (docs/verbs.md).
@@ -127,11 +137,17 @@ impl Verbs {
             mrs: IndexAllocator::new(0, limits.max_mrs)?,
         };
         let eq_init = EventQueue::new(dev, limits.max_cqs, num_contexts)?;
+        let backup = if wire {
+            Some(Coherent::zeroed_slice(dev, BACKUP_BYTES, GFP_KERNEL)?)
+        } else {
+            None
+        };
         Ok(try_pin_init!(Self {
             limits,
             cmd_lock <- new_mutex!(cmd::CmdState::default()),
             ids <- new_mutex!(ids),
             eq <- eq_init,
+            backup,
         }? Error))
     }
 
@@ -142,6 +158,16 @@ impl Verbs {
 }
 
 impl Nic {
+    /// Gives the device the backup buffer (after the reset at probe, which removed it).
+    pub(crate) fn program_backup(&self) -> Result {
+        let Some(mem) = self.verbs.as_deref().and_then(|v| v.backup.as_ref()) else {
+            return Ok(());
+        };
+        let [lo, hi] = cmd::split(mem.dma_address());
+        self.command(cmd::BACKUP_SET, &[lo, hi, BACKUP_BYTES as u32])?;
+        Ok(())
+    }
+
     /// The verbs engine, or `EOPNOTSUPP` when the device has none.
     pub(crate) fn verbs(&self) -> Result<&Verbs> {
         self.verbs.as_deref().ok_or(EOPNOTSUPP)
@@ -180,32 +206,6 @@ impl Nic {
         })
     }
 
-    /// The answer to `PFNIC_IOCTL_QUERY_PORT`.
-    pub(crate) fn query_port(&self) -> Result<uapi::QueryPort> {
-        self.verbs()?;
-        self.with_bar(|_| ())?;
-        let mut gid = [0u8; 16];
-        // The link-local prefix fe80::/64, then the node GUID, in network order.
-        gid[0] = 0xfe;
-        gid[1] = 0x80;
-        gid[8..].copy_from_slice(&self.node_guid().to_be_bytes());
-        Ok(uapi::QueryPort {
-            state: 4,      // IBV_PORT_ACTIVE
-            max_mtu: 5,    // IBV_MTU_4096
-            active_mtu: 5, // IBV_MTU_4096
-            link_layer: 1, // IBV_LINK_LAYER_INFINIBAND
-            max_msg_sz: MAX_MSG_SZ,
-            gid_tbl_len: 1,
-            lid: PORT_LID,
-            sm_lid: PORT_LID,
-            active_width: 2,  // IBV_WIDTH_4X
-            active_speed: 32, // IBV_SPEED_EDR
-            reserved0: 0,
-            gid,
-            reserved: [0; 2],
-        })
-    }
-
     /// Writes the verbs object counts for debugfs.
     pub(crate) fn write_verbs_stats(
         &self,
@@ -229,6 +229,14 @@ impl Nic {
         writeln!(f, "completion_events_dropped {}", c.dropped.load(Relaxed))?;
         if let Ok(overflow) = self.with_bar(EventQueue::overflow) {
             writeln!(f, "eq_overflow {overflow}")?;
+        }
+        if let Ok(port) = self.port_state() {
+            if port.addresses {
+                let names = uapi::PFNIC_PORT_COUNTER_NAMES.iter();
+                for (name, count) in names.zip(port.counters.iter()) {
+                    writeln!(f, "port_{name} {count}")?;
+                }
+            }
         }
         Ok(())
     }

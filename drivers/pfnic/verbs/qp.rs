@@ -2,11 +2,14 @@
 
 //! RC queue pairs: creation with their send and receive queues and record in one coherent
 //! allocation the process maps, the RESET/INIT/RTR/RTS/ERR state machine with libibverbs'
-//! rules on the attributes of each transition, query and destruction.
+//! rules on the attributes of each transition, query and destruction. The driver keeps each
+//! QP's attributes and gives the device the whole set at every transition, with the address
+//! vector resolved to a destination IPv4 address (docs/wire.md).
 
 use super::{
     cmd,
     file::{ring_bytes, Qp, VerbsFile},
+    port::PORT_MAX_MTU,
     Limits, MAX_QP_RD_ATOM,
 };
 use crate::uapi::*;
@@ -26,9 +29,15 @@ const QPS_ERR: u32 = 6;
 /// Highest `IBV_QPS_*` value (`ERR`).
 const QPS_MAX: u32 = QPS_ERR;
 
-/// `IBV_MTU_256` .. `IBV_MTU_4096`.
+/// `IBV_MTU_256`, the smallest path MTU.
 const MTU_MIN: u32 = 1;
-const MTU_MAX: u32 = 5;
+/// The path MTU the device is given before the QP has one (`INIT->RTR` sets it):
+/// `IBV_MTU_1024`.
+const MTU_UNSET: u32 = 3;
+/// `QP_MODIFY` a15: receive faults use the backup buffer (docs/wire.md).
+const QP_WIRE_BACKUP: u32 = 1 << 0;
+/// Largest PSN (24 bits) and QPN.
+const PSN_MASK: u32 = 0xff_ffff;
 
 /// Every attribute bit the driver knows.
 const ALL_ATTRS: u32 = PFNIC_QP_STATE
@@ -83,15 +92,19 @@ fn transition(cur: u32, next: u32) -> Option<(u32, u32)> {
 }
 
 /// Checks the value of every attribute in `mask`.
-fn check_values(file: &VerbsFile, mask: u32, a: &QpAttr) -> Result {
+fn check_values(mask: u32, a: &QpAttr) -> Result {
     let has = |bit: u32| mask & bit != 0;
     let ok = (!has(PFNIC_QP_PKEY_INDEX) || a.pkey_index == 0)
         && (!has(PFNIC_QP_PORT) || a.port_num == 1)
         && (!has(PFNIC_QP_ACCESS_FLAGS) || a.qp_access_flags & !QP_ACCESS == 0)
-        && (!has(PFNIC_QP_AV) || a.sl <= 15)
-        && (!has(PFNIC_QP_PATH_MTU) || (MTU_MIN..=MTU_MAX).contains(&a.path_mtu))
-        && (!has(PFNIC_QP_RQ_PSN) || a.rq_psn <= 0xff_ffff)
-        && (!has(PFNIC_QP_SQ_PSN) || a.sq_psn <= 0xff_ffff)
+        && (!has(PFNIC_QP_AV)
+            || (a.sl <= 15
+                && a.hop_limit <= 0xff
+                && a.traffic_class <= 0xff
+                && a.flow_label <= 0xf_ffff))
+        && (!has(PFNIC_QP_PATH_MTU) || (MTU_MIN..=PORT_MAX_MTU).contains(&a.path_mtu))
+        && (!has(PFNIC_QP_RQ_PSN) || a.rq_psn <= PSN_MASK)
+        && (!has(PFNIC_QP_SQ_PSN) || a.sq_psn <= PSN_MASK)
         && (!has(PFNIC_QP_MIN_RNR_TIMER) || a.min_rnr_timer <= 31)
         && (!has(PFNIC_QP_TIMEOUT) || a.timeout <= 31)
         && (!has(PFNIC_QP_RETRY_CNT) || a.retry_cnt <= 7)
@@ -101,11 +114,22 @@ fn check_values(file: &VerbsFile, mask: u32, a: &QpAttr) -> Result {
     if !ok {
         return Err(EINVAL);
     }
-    // The destination may belong to any process, but it must exist.
-    if has(PFNIC_QP_DEST_QPN) && !file.nic.verbs()?.qp_exists(a.dest_qp_num) {
-        return Err(EINVAL);
-    }
     Ok(())
+}
+
+/// Checks the destination QP number of a QP whose destination is `dest_ipv4`: on this device
+/// (0) the QP may belong to any process, but it must exist; on another one, it is 24 bits.
+fn check_dest_qpn(file: &VerbsFile, dest_ipv4: u32, dest_qp_num: u32) -> Result {
+    let ok = if dest_ipv4 == 0 {
+        file.nic.verbs()?.qp_exists(dest_qp_num)
+    } else {
+        dest_qp_num <= PSN_MASK
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(EINVAL)
+    }
 }
 
 /// Copies the attributes in `mask` from `from` to `to`.
@@ -123,6 +147,12 @@ fn merge(mask: u32, from: &QpAttr, to: &mut QpAttr) {
     if has(PFNIC_QP_AV) {
         to.dlid = from.dlid;
         to.sl = from.sl;
+        to.is_global = from.is_global;
+        to.sgid_index = from.sgid_index;
+        to.hop_limit = from.hop_limit;
+        to.traffic_class = from.traffic_class;
+        to.flow_label = from.flow_label;
+        to.dgid = from.dgid;
     }
     if has(PFNIC_QP_PATH_MTU) {
         to.path_mtu = from.path_mtu;
@@ -169,8 +199,12 @@ impl VerbsFile {
     pub(crate) fn create_qp(&self, arg: &mut CreateQp) -> Result {
         let verbs = self.nic.verbs()?;
         let l = verbs.limits;
-        if arg.reserved != 0 || arg.qp_type != PFNIC_QPT_RC {
+        if arg.flags & !PFNIC_QP_CREATE_RECV_FAULT_BACKUP != 0 || arg.qp_type != PFNIC_QPT_RC {
             return Err(EINVAL);
+        }
+        let backup = arg.flags & PFNIC_QP_CREATE_RECV_FAULT_BACKUP != 0;
+        if backup && verbs.backup.is_none() {
+            return Err(EOPNOTSUPP);
         }
         let cap = arg.cap;
         if cap.max_send_sge > l.max_sge || cap.max_recv_sge > l.max_sge || cap.max_inline_data != 0
@@ -246,6 +280,8 @@ impl VerbsFile {
             sq_sig_all: sig_all != 0,
             cap: actual,
             attr: QpAttr::default(),
+            dest_ipv4: 0,
+            backup,
             ring: token,
         };
         if let Err(e) = o.qps.try_create_and_insert(qpn, qp, GFP_KERNEL) {
@@ -284,7 +320,7 @@ impl VerbsFile {
         self.nic.verbs()?;
         let mask = arg.attr_mask;
         let a = &arg.attr;
-        if mask & !ALL_ATTRS != 0 || a.reserved != 0 {
+        if mask & !ALL_ATTRS != 0 || a.reserved != [0; 2] {
             return Err(EINVAL);
         }
         let mut o = self.objects.lock();
@@ -305,23 +341,49 @@ impl VerbsFile {
         if mask & required != required || mask & !(required | optional | PFNIC_QP_STATE) != 0 {
             return Err(EINVAL);
         }
-        check_values(self, mask, a)?;
+        check_values(mask, a)?;
         let mut attr = qp.attr;
         merge(mask, a, &mut attr);
-        self.nic.command(
-            cmd::QP_MODIFY,
-            &[
-                arg.qpn,
-                next,
-                attr.qp_access_flags,
-                attr.dest_qp_num,
-                attr.min_rnr_timer,
-                attr.rnr_retry,
-                attr.retry_cnt,
-            ],
-        )?;
+        let dest_ipv4 = if mask & PFNIC_QP_AV != 0 {
+            self.nic.resolve_dest(&attr)?
+        } else {
+            qp.dest_ipv4
+        };
+        if mask & (PFNIC_QP_AV | PFNIC_QP_DEST_QPN) != 0 && next != QPS_RESET {
+            check_dest_qpn(self, dest_ipv4, attr.dest_qp_num)?;
+        }
+        let args = [
+            arg.qpn,
+            next,
+            attr.qp_access_flags,
+            attr.dest_qp_num,
+            attr.min_rnr_timer,
+            attr.rnr_retry,
+            attr.retry_cnt,
+            // Device ABI 1.5 (docs/wire.md): the rest of the connection.
+            dest_ipv4,
+            attr.sq_psn,
+            attr.rq_psn,
+            if attr.path_mtu == 0 {
+                MTU_UNSET
+            } else {
+                attr.path_mtu
+            },
+            attr.timeout,
+            attr.max_dest_rd_atomic,
+            attr.hop_limit | (attr.traffic_class << 8),
+            attr.max_rd_atomic,
+            if qp.backup { QP_WIRE_BACKUP } else { 0 },
+        ];
+        let args = if self.nic.has_port_registers() {
+            &args[..]
+        } else {
+            &args[..7]
+        };
+        self.nic.command(cmd::QP_MODIFY, args)?;
         attr.qp_state = next;
         qp.attr = attr;
+        qp.dest_ipv4 = dest_ipv4;
         Ok(())
     }
 
@@ -345,7 +407,18 @@ impl VerbsFile {
             wqes: u64::from(r[5]),
             bytes: cmd::join(r[6], r[7]),
             refused: u64::from(r[8]),
+            ..Default::default()
         };
+        if self.nic.has_port_registers() {
+            let s = &mut arg.stats;
+            s.next_send_psn = r[9];
+            s.expected_recv_psn = r[10];
+            s.retransmits = u64::from(r[11]);
+            s.rnr_naks_sent = u64::from(r[12]);
+            s.rnr_naks_received = u64::from(r[13]);
+            s.seq_naks_sent = u64::from(r[14]);
+            s.duplicates = u64::from(r[15]);
+        }
         Ok(())
     }
 

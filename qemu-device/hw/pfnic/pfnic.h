@@ -142,6 +142,7 @@ typedef struct PfnicRoceSend {
     uint32_t npsn;              /* PSNs it uses */
     uint32_t sent;              /* PSNs sent (READ: asked for) */
     uint32_t got;               /* READ: response packets received */
+    uint32_t acked;             /* SEND, WRITE: packets acknowledged */
 } PfnicRoceSend;
 
 /* The requester side of a wire QP */
@@ -197,7 +198,7 @@ typedef struct PfnicRoceResp {
     uint32_t epsn;              /* expected PSN */
     uint32_t msn;               /* messages completed */
     bool nak_sent;              /* a sequence NAK for epsn is out */
-    uint8_t cur;                /* message in progress: 0, SEND or WRITE op */
+    uint8_t cur;                /* message in progress: PFNIC_MSG_* */
     uint64_t off;               /* its bytes received */
     uint64_t va;                /* WRITE: target, key and length */
     uint32_t rkey;

@@ -87,6 +87,13 @@ static const uint8_t pfnic_roce_hdrs[OP_NR] = {
     [OP_FETCH_ADD] = H_FIRST | H_LAST | H_ATOMIC,
 };
 
+/* The message a responder is in the middle of (PfnicRoceResp.cur) */
+enum {
+    PFNIC_MSG_NONE,
+    PFNIC_MSG_SEND,
+    PFNIC_MSG_WRITE,
+};
+
 /* AETH syndromes (IBTA 9.3.5) */
 #define AETH_ACK            0x1f        /* ACK, credits "unlimited" */
 #define AETH_RNR_NAK        0x20        /* | timer */
@@ -418,10 +425,22 @@ static void pfnic_req_acked(PfnicState *s, PfnicQp *qp, uint32_t psn)
 
     while (qp->state == PFNIC_QPS_RTS && qp->req.fl_count) {
         PfnicRoceSend *e = pfnic_req_at(qp, 0);
+        int32_t d = psn_diff(psn, e->psn);
 
-        /* READs and atomics complete with their responses only. */
-        if (pfnic_wqe_rd_atomic(&e->wqe) || e->sent < e->npsn ||
-            psn_diff(psn, e->psn + e->npsn - 1) < 0) {
+        /*
+         * READs and atomics complete with their responses only. An ACK
+         * may cover PSNs we have gone back to send again: the responder
+         * has them (from the first time).
+         */
+        if (pfnic_wqe_rd_atomic(&e->wqe) || d < 0) {
+            break;
+        }
+        if (d + 1 < (int32_t)e->npsn) {
+            /* Part of a long message (AckReq every 64 packets). */
+            if (d + 1 > (int32_t)e->acked) {
+                e->acked = d + 1;
+                progress = true;
+            }
             break;
         }
         pfnic_req_retire(s, qp, PFNIC_WC_SUCCESS);
@@ -451,9 +470,11 @@ static void pfnic_req_go_back(PfnicState *s, PfnicQp *qp, uint32_t psn)
         trace_pfnic_roce_go_back(qp->qpn, psn & PSN_MASK, i);
         e->sent = MIN(e->sent, d);
         e->got = MIN(e->got, d);
+        e->acked = MIN(e->acked, d);
         for (uint32_t j = i + 1; j < rq->fl_count; j++) {
             pfnic_req_at(qp, j)->sent = 0;
             pfnic_req_at(qp, j)->got = 0;
+            pfnic_req_at(qp, j)->acked = 0;
         }
         rq->tx = MIN(rq->tx, i);
         rq->since_ackreq = 0;
@@ -468,7 +489,7 @@ static uint32_t pfnic_req_una(PfnicQp *qp)
 {
     PfnicRoceSend *e = pfnic_req_at(qp, 0);
 
-    return e->psn + (e->wqe.opcode == PFNIC_WR_RDMA_READ ? e->got : 0);
+    return e->psn + (e->wqe.opcode == PFNIC_WR_RDMA_READ ? e->got : e->acked);
 }
 
 /* Take the next posted WQE onto the wire; false if it cannot go yet. */
@@ -853,7 +874,6 @@ static void pfnic_resp_recv_done(PfnicState *s, PfnicQp *qp,
     qp->resp.have_rwqe = false;
     qp->rq_head++;
     pfnic_qp_record(s, qp);
-    pfnic_page_wait_init(&qp->rpw, PFNIC_PRGI_QP_BASE + qp->qpn);
     if (status == PFNIC_WC_SUCCESS && !g_queue_is_empty(&qp->resp.parked)) {
         PfnicParked *p = g_new0(PfnicParked, 1);
 
@@ -906,6 +926,8 @@ static bool pfnic_resp_park(PfnicState *s, PfnicQp *qp,
         p->rkey = qp->resp.rkey;
     }
     g_queue_push_tail(&qp->resp.parked, p);
+    /* Placed by the engine, as soon as the pages are there. */
+    qemu_bh_schedule(s->engine_bh);
     pfnic_port_count(s, PFNIC_PORT_BACKUP_PACKETS);
     s->port_counters[PFNIC_PORT_BACKUP_BYTES] += pk->plen;
     trace_pfnic_roce_parked(qp->qpn, pk->psn, slot, pk->plen);
@@ -991,7 +1013,6 @@ static bool pfnic_resp_take_rwqe(PfnicState *s, PfnicQp *qp)
         return false;
     }
     qp->resp.have_rwqe = true;
-    pfnic_page_wait_init(&qp->rpw, PFNIC_PRGI_QP_BASE + qp->qpn);
     return true;
 }
 
@@ -1016,8 +1037,8 @@ static void pfnic_resp_send(PfnicState *s, PfnicQp *qp,
     uint64_t rlen = 0;
     PfnicCopy c;
 
-    if (!!(pk->hdrs & H_FIRST) != (rs->cur == 0) ||
-        (rs->cur && rs->cur != OP_SEND_FIRST)) {
+    if (!!(pk->hdrs & H_FIRST) != (rs->cur == PFNIC_MSG_NONE) ||
+        (rs->cur && rs->cur != PFNIC_MSG_SEND)) {
         pfnic_resp_nak(s, qp, AETH_NAK_INV_REQ);
         return;
     }
@@ -1026,6 +1047,9 @@ static void pfnic_resp_send(PfnicState *s, PfnicQp *qp,
             pfnic_resp_nak(s, qp, AETH_RNR_NAK | qp->min_rnr_timer);
         }
         return;
+    }
+    if (pk->hdrs & H_FIRST) {
+        rs->off = 0;
     }
     if (r->num_sge > PFNIC_MAX_SGE) {
         pfnic_resp_recv_done(s, qp, pk, 0, PFNIC_WC_LOC_QP_OP_ERR);
@@ -1057,13 +1081,13 @@ static void pfnic_resp_send(PfnicState *s, PfnicQp *qp,
         pfnic_resp_copy_failed(s, qp, c, AETH_NAK_REM_OP);
         return;
     }
-    rs->cur = OP_SEND_FIRST;
+    rs->cur = PFNIC_MSG_SEND;
     rs->off += pk->plen;
     rs->epsn = (rs->epsn + 1) & PSN_MASK;
     if (pk->hdrs & H_LAST) {
         uint32_t len = rs->off;
 
-        rs->cur = 0;
+        rs->cur = PFNIC_MSG_NONE;
         rs->off = 0;
         rs->msn++;
         pfnic_resp_recv_done(s, qp, pk, len, PFNIC_WC_SUCCESS);
@@ -1079,8 +1103,8 @@ static void pfnic_resp_write(PfnicState *s, PfnicQp *qp,
     PfnicRoceResp *rs = &qp->resp;
     PfnicCopy c;
 
-    if (!!(pk->hdrs & H_FIRST) != (rs->cur == 0) ||
-        (rs->cur && rs->cur != OP_WRITE_FIRST)) {
+    if (!!(pk->hdrs & H_FIRST) != (rs->cur == PFNIC_MSG_NONE) ||
+        (rs->cur && rs->cur != PFNIC_MSG_WRITE)) {
         pfnic_resp_nak(s, qp, AETH_NAK_INV_REQ);
         return;
     }
@@ -1125,11 +1149,12 @@ static void pfnic_resp_write(PfnicState *s, PfnicQp *qp,
             return;
         }
     }
-    rs->cur = OP_WRITE_FIRST;
+    rs->cur = PFNIC_MSG_WRITE;
     rs->off += pk->plen;
     rs->epsn = (rs->epsn + 1) & PSN_MASK;
     if (pk->hdrs & H_LAST) {
-        rs->cur = 0;
+        rs->cur = PFNIC_MSG_NONE;
+        rs->off = 0;
         rs->msn++;
         if (pk->hdrs & H_IMM) {
             pfnic_resp_recv_done(s, qp, pk, rs->len, PFNIC_WC_SUCCESS);

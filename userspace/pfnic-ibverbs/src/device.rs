@@ -21,6 +21,10 @@ const TRANSPORT_IB: c_int = 0;
 const DEVICE_CAP_FLAGS: u32 = 1 << 11 | 1 << 12;
 /// `IBV_PORT_*` physical state "LinkUp".
 const PHYS_STATE_LINK_UP: u8 = 5;
+/// `IB_PORT_PHYS_STATE_DISABLED`: a wire whose link is down.
+const PHYS_STATE_DISABLED: u8 = 3;
+/// `IBV_PORT_ACTIVE`.
+const PORT_ACTIVE: u32 = 4;
 
 /// A device of the list: the C structure first, then where it is.
 #[repr(C)]
@@ -395,14 +399,19 @@ pub unsafe extern "C" fn ibv_query_port(
     out.max_vl_num = 1;
     out.active_width = p.active_width;
     out.active_speed = p.active_speed;
-    out.phys_state = PHYS_STATE_LINK_UP;
+    out.phys_state = if p.state == PORT_ACTIVE {
+        PHYS_STATE_LINK_UP
+    } else {
+        PHYS_STATE_DISABLED
+    };
     out.link_layer = u8::try_from(p.link_layer).unwrap_or(0);
     // SAFETY: the caller passes a writable `ibv_port_attr`.
     unsafe { port_attr.write(out) };
     0
 }
 
-/// `ibv_query_gid`: 0, or -1 with `errno` set (`EINVAL`: port other than 1 or index not 0).
+/// `ibv_query_gid`: 0, or -1 with `errno` set (`EINVAL`: port other than 1 or an index beyond
+/// the port's `gid_tbl_len`).
 ///
 /// # Safety
 ///

@@ -99,6 +99,7 @@ pub unsafe extern "C" fn ibv_create_qp(
         recv_cq: rcq,
         cap: cap_from(&init.cap),
         sq_sig_all: init.sq_sig_all != 0,
+        recv_fault_backup: recv_fault_backup(p),
     };
     let qp = match p.create_qp(&attr) {
         Ok(qp) => qp,
@@ -165,7 +166,13 @@ pub unsafe extern "C" fn ibv_modify_qp(
         max_dest_rd_atomic: a.max_dest_rd_atomic.into(),
         dlid: a.ah_attr.dlid.into(),
         sl: a.ah_attr.sl.into(),
-        reserved: 0,
+        is_global: a.ah_attr.is_global.into(),
+        sgid_index: a.ah_attr.grh.sgid_index.into(),
+        hop_limit: a.ah_attr.grh.hop_limit.into(),
+        traffic_class: a.ah_attr.grh.traffic_class.into(),
+        flow_label: a.ah_attr.grh.flow_label,
+        dgid: a.ah_attr.grh.dgid.raw,
+        reserved: [0; 2],
     };
     match q.modify(&arg, attr_mask as u32) {
         Ok(()) => {
@@ -229,6 +236,14 @@ pub unsafe extern "C" fn ibv_query_qp(
     out.ah_attr.dlid = a.dlid as u16;
     out.ah_attr.sl = a.sl as u8;
     out.ah_attr.port_num = a.port_num as u8;
+    out.ah_attr.is_global = a.is_global as u8;
+    out.ah_attr.grh = ibv_global_route {
+        dgid: ibv_gid { raw: a.dgid },
+        flow_label: a.flow_label,
+        sgid_index: a.sgid_index as u8,
+        hop_limit: a.hop_limit as u8,
+        traffic_class: a.traffic_class as u8,
+    };
     out.cap = cap_to(&r.cap);
     w.set_state(out.qp_state);
     // SAFETY: these fields are set before the QP is handed out and never written again.
@@ -421,4 +436,12 @@ pub unsafe extern "C" fn ibv_post_recv(
             |q, w| q.post_recv_iter(w),
         )
     }
+}
+
+/// `PFNIC_RECV_FAULT=backup` (docs/wire.md, "Receive faults"): the QPs this process creates
+/// on a device with a wire park payloads whose page is not present in the driver's backup
+/// buffer instead of answering RNR NAK. Unset or `rnr`: RNR NAK.
+fn recv_fault_backup(pd: &pfnic_verbs::Pd) -> bool {
+    std::env::var_os("PFNIC_RECV_FAULT").is_some_and(|v| v == "backup")
+        && pd.context().port_attr().is_ok_and(|p| p.has_wire())
 }

@@ -13,7 +13,7 @@ pub mod uapi;
 pub mod pci;
 
 pub use uapi::{
-    AdviseMr, CqEvent, CreateCq, CreateQp, DeviceStats, ModifyQp, QpAttr, QpCap, QpStats,
+    AdviseMr, CqEvent, CreateCq, CreateQp, DeviceStats, ModifyQp, PortIpv4, QpAttr, QpCap, QpStats,
     QueryContext, QueryDevice, QueryMr, QueryPort, QueryQp, QueryVerbs, RegMr, Selftest, Sge,
     Submit,
 };
@@ -112,12 +112,24 @@ impl Device {
         Ok(out)
     }
 
-    /// `PFNIC_IOCTL_QUERY_PORT`: port 1 and its GID 0.
+    /// `PFNIC_IOCTL_QUERY_PORT`: port 1, its GIDs, addresses and counters.
     pub fn query_port(&self) -> io::Result<QueryPort> {
         let mut out = QueryPort::default();
         // SAFETY: `out` is a valid, writable `QueryPort`, the size the ioctl number encodes.
         unsafe { self.ioctl(uapi::PFNIC_IOCTL_QUERY_PORT, (&raw mut out).cast()) }?;
         Ok(out)
+    }
+
+    /// `PFNIC_IOCTL_SET_PORT_IPV4`: sets the port's IPv4 address (`None` clears it). Needs
+    /// `CAP_NET_ADMIN` (`EPERM`); `EINVAL` for an address no host can have.
+    pub fn set_port_ipv4(&self, addr: Option<std::net::Ipv4Addr>) -> io::Result<()> {
+        let mut arg = PortIpv4 {
+            ipv4: addr.map_or(0, u32::from),
+            reserved: 0,
+        };
+        // SAFETY: `arg` is a valid `PortIpv4`, the size the ioctl number encodes.
+        unsafe { self.ioctl(uapi::PFNIC_IOCTL_SET_PORT_IPV4, (&raw mut arg).cast()) }?;
+        Ok(())
     }
 
     /// `PFNIC_IOCTL_ALLOC_PD`: a new protection domain; its handle.

@@ -1,12 +1,17 @@
 //! C programs built against `<infiniband/verbs.h>` and `libibverbs.a`: the RC ping-pong
 //! (`userspace/examples/rc_pingpong.c`, installed as `/usr/bin/pfnic-rc-pingpong`), in one
 //! process and two, with ordinary and on-demand MRs, busy polling and completion events; and
-//! the API checks of `userspace/examples/verbs_api.c` (`/usr/bin/pfnic-verbs-api-test`).
+//! the API checks of `userspace/examples/verbs_api.c` (`/usr/bin/pfnic-verbs-api-test`). With
+//! a global route to the port's own GIDs (`-g`), and between a `--server` and a client that
+//! exchange their addresses over TCP as rdma-core's `ibv_rc_pingpong` does.
 
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
+use crate::common::sh;
 use crate::ktap::{Failure, Test, TestResult};
 use crate::verbs_common::verbs_ctx;
+use crate::verbs_port::{port_with_addresses, RestoreIpv4, TEST_ADDR};
 
 /// The ping-pong in the guest's root file system.
 const PINGPONG: &str = "/usr/bin/pfnic-rc-pingpong";
@@ -51,6 +56,14 @@ pub const TESTS: &[&Test] = &[
     &Test {
         name: "test_c_pingpong_bad_args",
         run: test_c_pingpong_bad_args,
+    },
+    &Test {
+        name: "test_c_pingpong_gid",
+        run: test_c_pingpong_gid,
+    },
+    &Test {
+        name: "test_c_pingpong_tcp",
+        run: test_c_pingpong_tcp,
     },
 ];
 
@@ -197,6 +210,113 @@ fn test_c_pingpong_bad_args() -> TestResult {
     check_eq!(out.status.code(), Some(2));
     let out = run(&["--prefetch"])?;
     check_eq!(out.status.code(), Some(2));
+    Ok(())
+}
+
+/// `-g`: the QPs connect with a global route to the port's own GID, which is loopback: GID 0
+/// in one process, GID 1 (the IPv4-mapped address) across two at a 2048-byte path MTU. A GID
+/// index beyond the table and an MTU that is none are refused.
+fn test_c_pingpong_gid() -> TestResult {
+    run_ok(
+        &["-n", ITERS, "-g", "0"],
+        "20 iterations of 4096 bytes, 1 process",
+    )?;
+    let ctx = verbs_ctx()?;
+    port_with_addresses(&ctx)?;
+    let _restore = RestoreIpv4::new(&ctx)?;
+    if ctx.port_attr()?.ipv4().is_none() {
+        ctx.set_port_ipv4(Some(TEST_ADDR))?;
+    }
+    run_ok(
+        &["-n", ITERS, "-g", "1", "-m", "2048", "--fork", "-s", "6000"],
+        "20 iterations of 6000 bytes, 2 processes",
+    )?;
+    let out = run(&["-n", "1", "-g", "9"])?;
+    check_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    check!(err.contains("-g 9: port 1 has 2 GIDs"), "stderr: {err:?}");
+    let out = run(&["-n", "1", "-m", "1000"])?;
+    check_eq!(out.status.code(), Some(2));
+    Ok(())
+}
+
+/// Whether a socket listens on TCP `port` (`/proc/net/tcp`, state 0A).
+fn listening(port: u16) -> Result<bool, Failure> {
+    let tcp = std::fs::read_to_string("/proc/net/tcp")?
+        + &std::fs::read_to_string("/proc/net/tcp6").unwrap_or_default();
+    let local = format!(":{port:04X}");
+    Ok(tcp.lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.len() > 3 && f[1].ends_with(&local) && f[3] == "0A"
+    }))
+}
+
+/// rdma-core's out-of-band exchange, both sides this program, over the guest's loopback
+/// interface: the server listens, the client sends "LID:QPN:PSN:GID" with GID 1, each
+/// connects its QP with a global route to the other's GID (the port's own: loopback on one
+/// device), and 20 checked round trips follow. Each side prints the other's address.
+fn test_c_pingpong_tcp() -> TestResult {
+    let ctx = verbs_ctx()?;
+    port_with_addresses(&ctx)?;
+    let _restore = RestoreIpv4::new(&ctx)?;
+    let addr = ctx.port_attr()?.ipv4().unwrap_or(TEST_ADDR);
+    ctx.set_port_ipv4(Some(addr))?;
+    let (ok, out) = sh("ip", &["link", "set", "lo", "up"])?;
+    check!(ok, "ip link set lo up: {out}");
+    const PORT: u16 = 18516;
+    let common = ["-n", ITERS, "-g", "1", "-s", "3000", "--check", "-t", "30"];
+    let port = PORT.to_string();
+    let mut server = Command::new(PINGPONG)
+        .args(["--server", "--port", &port])
+        .args(common)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| Failure::Fail(format!("cannot run {PINGPONG}: {e}")))?;
+    let start = Instant::now();
+    while !listening(PORT)? {
+        if start.elapsed() > Duration::from_secs(20) || server.try_wait()?.is_some() {
+            let _ = server.kill();
+            let out = server.wait_with_output()?;
+            fail!(
+                "the server never listened on {PORT}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let client = run(&["127.0.0.1", "--port", &port]
+        .into_iter()
+        .chain(common)
+        .collect::<Vec<_>>());
+    let server = server.wait_with_output()?;
+    let client = client?;
+    let gid = format!("GID ::ffff:{addr}");
+    for (who, out, mode) in [
+        ("client", &client, "TCP client"),
+        ("server", &server, "TCP server"),
+    ] {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        check!(
+            out.status.success(),
+            "the {who} exited with {}: {}{stdout}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        check!(
+            stdout
+                .lines()
+                .any(|l| l.contains("remote address:") && l.contains(&gid)),
+            "the {who} did not print the peer's {gid}: {stdout}"
+        );
+        check!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with("ok: 20 iterations of 3000 bytes, ") && l.contains(mode)),
+            "the {who} did not report {mode}: {stdout}"
+        );
+        check!(stdout.contains("20 iters in "), "{stdout}");
+    }
     Ok(())
 }
 

@@ -20,7 +20,9 @@ mod verbs_cq;
 mod verbs_device;
 mod verbs_mr;
 mod verbs_odp;
+mod verbs_port;
 mod verbs_qp;
+mod wire;
 
 fn main() {
     // Read-only tests first; the lifecycle tests unload and reload the driver.
@@ -31,10 +33,12 @@ fn main() {
         contexts::TESTS,
         dma::TESTS,
         verbs_device::TESTS,
+        verbs_port::TESTS,
         verbs_mr::TESTS,
         verbs_qp::TESTS,
         verbs_cq::TESTS,
         verbs_odp::TESTS,
+        wire::TESTS,
         security::TESTS,
         matrix::TESTS,
         inject::TESTS,

@@ -92,12 +92,31 @@ impl Side {
         cqe: u32,
         max_wr: u32,
     ) -> Result<Self, Failure> {
+        Self::from_opts(
+            ctx,
+            &PairOpts {
+                len,
+                access,
+                kind,
+                cqe,
+                max_wr,
+                ..Default::default()
+            },
+        )
+    }
+
+    /// A side in `ctx` as `o` describes it.
+    pub fn from_opts(ctx: &Context, o: &PairOpts) -> Result<Self, Failure> {
+        let (len, access, kind) = (o.len, o.access, o.kind);
         let pd = ctx.alloc_pd().map_err(|e| fail("alloc_pd", e))?;
         let cq = ctx
-            .create_cq(cqe, None, 0)
+            .create_cq(o.cqe, None, 0)
             .map_err(|e| fail("create_cq", e))?;
         let qp = pd
-            .create_qp(&QpInitAttr::new(&cq, &cq, max_wr, 4))
+            .create_qp(&QpInitAttr {
+                recv_fault_backup: o.recv_fault_backup,
+                ..QpInitAttr::new(&cq, &cq, o.max_wr, 4)
+            })
             .map_err(|e| fail("create_qp", e))?;
         let buf = Arc::new(Buffer::new(len)?);
         let access = match kind {
@@ -256,6 +275,8 @@ pub struct PairOpts {
     pub cqe: u32,
     pub max_wr: u32,
     pub connect: ConnectAttr,
+    /// QPs park receive-fault payloads in the backup buffer (a wire QP only).
+    pub recv_fault_backup: bool,
 }
 
 impl Default for PairOpts {
@@ -267,6 +288,7 @@ impl Default for PairOpts {
             cqe: 64,
             max_wr: 32,
             connect: ConnectAttr::default(),
+            recv_fault_backup: false,
         }
     }
 }
@@ -302,8 +324,8 @@ impl Pair {
     }
 
     pub fn build(ca: &Context, cb: &Context, o: &PairOpts) -> Result<Self, Failure> {
-        let a = Side::new(ca, o.len, o.access, o.kind, o.cqe, o.max_wr)?;
-        let b = Side::new(cb, o.len, o.access, o.kind, o.cqe, o.max_wr)?;
+        let a = Side::from_opts(ca, o)?;
+        let b = Side::from_opts(cb, o)?;
         a.qp.connect(b.qp.qp_num(), &o.connect)
             .map_err(|e| fail("connect a", e))?;
         b.qp.connect(a.qp.qp_num(), &o.connect)

@@ -73,25 +73,50 @@ fn test_verbs_query_device() -> TestResult {
     Ok(())
 }
 
-/// `ibv_query_port(1)` and `ibv_query_gid(1, 0)`: an active IB port whose GID is the
-/// link-local prefix and the node GUID; other ports and GID indexes are refused.
+/// `ibv_query_port(1)` and `ibv_query_gid(1, 0)`: without a wire, an active IB port whose
+/// GID 0 is the link-local prefix and the node GUID; with one, a RoCE port (Ethernet link
+/// layer, no LID, MTU 1024) whose GID 0 is the EUI-64 of its MAC. The table has 2 GIDs on a
+/// device with the port registers (ABI 1.5), else 1; other ports and GID indexes are refused.
 fn test_verbs_query_port_gid() -> TestResult {
     let ctx = verbs_ctx()?;
     let p = ctx.query_port(1)?;
-    check_eq!(p.state, 4);
-    check_eq!(p.active_mtu, 5);
     check_eq!(p.max_mtu, 5);
-    check_eq!(p.link_layer, 1);
-    check_eq!(p.gid_tbl_len, 1);
-    check!(p.lid != 0, "LID 0");
-    check_eq!(p.sm_lid, p.lid);
-    check!(p.max_msg_sz >= 1 << 20, "max_msg_sz {}", p.max_msg_sz);
+    let wire = p.port_flags & uapi::PFNIC_PORT_WIRE != 0;
     let gid = ctx.query_gid(1, 0)?;
     check_eq!(gid[..8], [0xfe, 0x80, 0, 0, 0, 0, 0, 0]);
-    let guid = ctx.query_device_ex()?.verbs.node_guid;
-    check_eq!(gid[8..], guid.to_be_bytes());
+    if wire {
+        let up = p.port_flags & uapi::PFNIC_PORT_LINK_UP != 0;
+        check_eq!(p.state, if up { 4 } else { 1 });
+        check_eq!(p.active_mtu, 3);
+        check_eq!(p.link_layer, 2);
+        check_eq!(p.lid, 0);
+        let m = p.mac;
+        check_eq!(
+            gid[8..],
+            [m[0] ^ 2, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]]
+        );
+    } else {
+        check_eq!(p.state, 4);
+        check_eq!(p.active_mtu, 5);
+        check_eq!(p.link_layer, 1);
+        check!(p.lid != 0, "LID 0");
+        check_eq!(p.sm_lid, p.lid);
+        let guid = ctx.query_device_ex()?.verbs.node_guid;
+        check_eq!(gid[8..], guid.to_be_bytes());
+    }
+    let gids = if p.port_flags & uapi::PFNIC_PORT_ADDRESSES != 0 {
+        2
+    } else {
+        1
+    };
+    check_eq!(p.gid_tbl_len, gids);
+    check!(p.max_msg_sz >= 1 << 20, "max_msg_sz {}", p.max_msg_sz);
     expect_errno("query_port(2)", ctx.query_port(2), libc::EINVAL)?;
-    expect_errno("query_gid(1, 1)", ctx.query_gid(1, 1), libc::EINVAL)?;
+    expect_errno(
+        "query_gid beyond the table",
+        ctx.query_gid(1, gids),
+        libc::EINVAL,
+    )?;
     Ok(())
 }
 

@@ -1,11 +1,82 @@
-//! pfnic-info: show every pfnic, its capabilities as the driver and the PCI core see them, and
-//! prove its interrupts work.
+//! pfnic-info: show every pfnic, its capabilities as the driver and the PCI core see them, its
+//! port (link layer, addresses, GIDs, counters), and prove its interrupts work; or set the
+//! port's IPv4 address.
 //!
-//! usage: pfnic-info [--no-selftest]
+//! usage: pfnic-info [--no-selftest] [--device /dev/pfnicN]
+//!        pfnic-info [--device /dev/pfnicN] --set-ipv4 A.B.C.D|none
 
 use pfnic_sys::pci::{self, Config};
-use pfnic_sys::{uapi, Device};
+use pfnic_sys::{uapi, Device, QueryPort};
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+const USAGE: &str = "usage: pfnic-info [--no-selftest] [--device /dev/pfnicN]
+       pfnic-info [--device /dev/pfnicN] --set-ipv4 A.B.C.D|none
+
+Shows every pfnic (or the one --device names): identity, capabilities, port 1
+(link layer, MAC, IPv4 address, GIDs, counters), and runs the interrupt
+self-test on every vector unless --no-selftest.
+
+--set-ipv4 sets the port's IPv4 address (its GID 1, the address RoCEv2 peers
+reach it at) on /dev/pfnic0, or on the --device one; 'none' or 0.0.0.0 clears
+it. Needs CAP_NET_ADMIN.";
+
+/// A GID as rdma-core prints it: eight groups of four hex digits.
+fn gid_str(gid: &[u8; 16]) -> String {
+    let groups: Vec<String> = gid
+        .chunks(2)
+        .map(|c| format!("{:02x}{:02x}", c[0], c[1]))
+        .collect();
+    groups.join(":")
+}
+
+fn show_port(p: &QueryPort) {
+    let state = if p.state == 4 { "ACTIVE" } else { "DOWN" };
+    if p.port_flags & uapi::PFNIC_PORT_WIRE == 0 {
+        println!("  port 1:        {state}, LID {}, loopback", p.lid);
+    } else {
+        println!(
+            "  port 1:        {state}, Ethernet (RoCEv2), link {}, MTU {}",
+            if p.port_flags & uapi::PFNIC_PORT_LINK_UP != 0 {
+                "up"
+            } else {
+                "down"
+            },
+            128u32 << p.active_mtu.min(5)
+        );
+    }
+    if p.port_flags & uapi::PFNIC_PORT_ADDRESSES == 0 {
+        return;
+    }
+    let m = p.mac;
+    println!(
+        "  addresses:     MAC {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}, IPv4 {}",
+        m[0],
+        m[1],
+        m[2],
+        m[3],
+        m[4],
+        m[5],
+        if p.ipv4 == 0 {
+            "none".to_string()
+        } else {
+            Ipv4Addr::from(p.ipv4).to_string()
+        }
+    );
+    for (i, gid) in p.gids.iter().enumerate().take(p.gid_tbl_len as usize) {
+        println!("  GID {i}:         {}", gid_str(gid));
+    }
+    let counters: Vec<String> = uapi::PFNIC_PORT_COUNTER_NAMES
+        .iter()
+        .zip(p.counters.iter())
+        .map(|(name, v)| format!("{name} {v}"))
+        .collect();
+    for (i, line) in counters.chunks(4).enumerate() {
+        let head = if i == 0 { "port counters:" } else { "" };
+        println!("  {head:<14} {}", line.join(", "));
+    }
+}
 
 fn yes(b: bool) -> &'static str {
     if b {
@@ -76,11 +147,7 @@ fn show(dev: &Device, selftest: bool) -> Result<(), String> {
                 ""
             }
         );
-        println!(
-            "  port 1:        {}, LID {}, loopback",
-            if p.state == 4 { "ACTIVE" } else { "down" },
-            p.lid
-        );
+        show_port(&p);
     }
     match Config::read(&bdf) {
         Ok(cfg) => {
@@ -118,9 +185,99 @@ fn show(dev: &Device, selftest: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// What the command line asks.
+struct Args {
+    selftest: bool,
+    device: Option<PathBuf>,
+    /// `--set-ipv4`: the address (`None`: clear it).
+    set_ipv4: Option<Option<Ipv4Addr>>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        selftest: true,
+        device: None,
+        set_ipv4: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--no-selftest" => args.selftest = false,
+            "-d" | "--device" => {
+                args.device = Some(it.next().ok_or("--device needs a path")?.into());
+            }
+            "--set-ipv4" => {
+                let v = it.next().ok_or("--set-ipv4 needs an address")?;
+                let addr = if v == "none" {
+                    None
+                } else {
+                    let addr: Ipv4Addr = v
+                        .parse()
+                        .map_err(|_| format!("--set-ipv4: '{v}' is not an IPv4 address"))?;
+                    (!addr.is_unspecified()).then_some(addr)
+                };
+                args.set_ipv4 = Some(addr);
+            }
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument '{other}'")),
+        }
+    }
+    Ok(args)
+}
+
+/// `--set-ipv4`: sets the address of one device and says so.
+fn set_ipv4(path: &PathBuf, addr: Option<Ipv4Addr>) -> Result<(), String> {
+    let dev = Device::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    dev.set_port_ipv4(addr).map_err(|e| {
+        let why = match e.raw_os_error() {
+            Some(libc::EPERM) => " (needs CAP_NET_ADMIN)",
+            Some(libc::EINVAL) => " (not a unicast host address)",
+            Some(libc::EOPNOTSUPP) => " (the device has no port registers: ABI 1.5 or later)",
+            _ => "",
+        };
+        format!("{}: set IPv4 address: {e}{why}", path.display())
+    })?;
+    let p = dev
+        .query_port()
+        .map_err(|e| format!("{}: query port: {e}", path.display()))?;
+    match addr {
+        Some(a) => println!(
+            "{}: IPv4 address {a}, GID 1 {}",
+            path.display(),
+            gid_str(&p.gids[1])
+        ),
+        None => println!("{}: IPv4 address cleared", path.display()),
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
-    let selftest = !std::env::args().any(|a| a == "--no-selftest");
-    let paths = match pfnic_sys::devices() {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("pfnic-info: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(addr) = args.set_ipv4 {
+        let path = args.device.unwrap_or_else(|| PathBuf::from("/dev/pfnic0"));
+        return match set_ipv4(&path, addr) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("pfnic-info: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let selftest = args.selftest;
+    let paths = match args.device {
+        Some(p) => Ok(vec![p]),
+        None => pfnic_sys::devices(),
+    };
+    let paths = match paths {
         Ok(p) if !p.is_empty() => p,
         Ok(_) => {
             eprintln!("pfnic-info: no /dev/pfnicN (is the pfnic module loaded?)");

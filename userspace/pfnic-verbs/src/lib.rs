@@ -38,7 +38,7 @@ mod types;
 
 pub use buffer::Buffer;
 pub use cq::Cq;
-pub use qp::{ConnectAttr, Qp, QpInitAttr};
+pub use qp::{set_global_route, ConnectAttr, GlobalRoute, Qp, QpInitAttr};
 pub use types::*;
 
 /// The MR counters of mlx5 ODP (`page_faults`, ...), as [`Mr::stats`] returns them.
@@ -164,12 +164,31 @@ impl Context {
         self.inner.dev.query_port()
     }
 
-    /// `ibv_query_gid`: port 1 has one GID, index 0 (`EINVAL` for others).
+    /// `ibv_query_gid`: GID `index` of port 1, below its `gid_tbl_len` (`EINVAL` otherwise).
+    /// Index 0 is the link-local GID; index 1, on a device with the port registers, the
+    /// IPv4-mapped address of the port (zero while it has none).
     pub fn query_gid(&self, port: u8, index: u32) -> io::Result<[u8; 16]> {
-        if index != 0 {
+        let p = self.query_port(port)?;
+        if index >= p.gid_tbl_len {
             return Err(errno(libc::EINVAL));
         }
-        Ok(self.query_port(port)?.gid)
+        p.gids
+            .get(index as usize)
+            .copied()
+            .ok_or_else(|| errno(libc::EINVAL))
+    }
+
+    /// The attributes of port 1 beyond `ibv_query_port`'s: link layer, MAC and IPv4
+    /// addresses, GIDs and counters ([`PortAttr`]).
+    pub fn port_attr(&self) -> io::Result<PortAttr> {
+        Ok(PortAttr(self.inner.dev.query_port()?))
+    }
+
+    /// Sets (or, with `None`, clears) the port's IPv4 address, which becomes GID 1. Needs
+    /// `CAP_NET_ADMIN` (`EPERM`); `EINVAL` for an address no host can have, `EOPNOTSUPP` on a
+    /// device without the port registers.
+    pub fn set_port_ipv4(&self, addr: Option<std::net::Ipv4Addr>) -> io::Result<()> {
+        self.inner.dev.set_port_ipv4(addr)
     }
 
     /// `ibv_alloc_pd`.

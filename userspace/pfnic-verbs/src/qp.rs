@@ -25,6 +25,9 @@ pub struct QpInitAttr<'a> {
     pub cap: QpCap,
     /// Signal every send work request (`sq_sig_all`).
     pub sq_sig_all: bool,
+    /// On the wire, a receive-side page fault parks the payload in the driver's backup
+    /// buffer instead of answering RNR NAK (docs/wire.md, "Receive faults").
+    pub recv_fault_backup: bool,
 }
 
 impl<'a> QpInitAttr<'a> {
@@ -41,8 +44,25 @@ impl<'a> QpInitAttr<'a> {
                 max_inline_data: 0,
             },
             sq_sig_all: false,
+            recv_fault_backup: false,
         }
     }
+}
+
+/// The global route of an address vector (`struct ibv_global_route`): where a QP's peer is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GlobalRoute {
+    /// The peer's GID: an IPv4-mapped GID (`::ffff:a.b.c.d`, [`crate::gid_from_ipv4`]) names
+    /// a peer across the wire; one of this port's own GIDs means loopback.
+    pub dgid: crate::Gid,
+    /// Index of the source GID in the port's table (1: the IPv4 address, as rxe's).
+    pub sgid_index: u8,
+    /// IPv4 TTL (0: 64).
+    pub hop_limit: u8,
+    /// IPv4 TOS.
+    pub traffic_class: u8,
+    /// Flow label (20 bits; unused on IPv4).
+    pub flow_label: u32,
 }
 
 /// What [`Qp::connect`] sets besides the peer's QP number.
@@ -60,6 +80,15 @@ pub struct ConnectAttr {
     pub timeout: u32,
     /// Outstanding RDMA READ/atomics, both directions.
     pub max_rd_atomic: u32,
+    /// `IBV_MTU_*`; 0: the port's active MTU.
+    pub path_mtu: u32,
+    /// The address vector's global route (`is_global`); `None`: the peer is on this device,
+    /// addressed by the port's LID.
+    pub grh: Option<GlobalRoute>,
+    /// The first PSN this QP sends (24 bits).
+    pub sq_psn: u32,
+    /// The first PSN this QP expects: the peer's `sq_psn`.
+    pub rq_psn: u32,
 }
 
 impl Default for ConnectAttr {
@@ -73,6 +102,10 @@ impl Default for ConnectAttr {
             retry_cnt: 7,
             timeout: 14,
             max_rd_atomic: 1,
+            path_mtu: 0,
+            grh: None,
+            sq_psn: 0,
+            rq_psn: 0,
         }
     }
 }
@@ -115,6 +148,11 @@ impl Qp {
             recv_cq: attr.recv_cq.inner.cqn,
             qp_type: uapi::PFNIC_QPT_RC,
             sq_sig_all: u32::from(attr.sq_sig_all),
+            flags: if attr.recv_fault_backup {
+                uapi::PFNIC_QP_CREATE_RECV_FAULT_BACKUP
+            } else {
+                0
+            },
             cap: attr.cap,
             ..Default::default()
         };
@@ -222,8 +260,9 @@ impl Qp {
         })
     }
 
-    /// Takes the QP from RESET through INIT and RTR to RTS, connected to QP `dest_qpn` of the
-    /// same device (loopback), with libibverbs' required attributes for each transition.
+    /// Takes the QP from RESET through INIT and RTR to RTS, connected to QP `dest_qpn`, with
+    /// libibverbs' required attributes for each transition: on this device (loopback)
+    /// without a global route, or at the GID of `c.grh`.
     pub fn connect(&self, dest_qpn: u32, c: &ConnectAttr) -> io::Result<()> {
         let port = self.ctx.dev.query_port()?;
         let mut a = QpAttr {
@@ -238,13 +277,20 @@ impl Qp {
             qp_attr::STATE | qp_attr::PKEY_INDEX | qp_attr::PORT | qp_attr::ACCESS_FLAGS,
         )?;
         a.qp_state = QpState::Rtr as u32;
-        a.path_mtu = port.active_mtu;
+        a.path_mtu = if c.path_mtu == 0 {
+            port.active_mtu
+        } else {
+            c.path_mtu
+        };
         a.dest_qp_num = dest_qpn;
-        a.rq_psn = 0;
+        a.rq_psn = c.rq_psn;
         a.max_dest_rd_atomic = c.max_rd_atomic;
         a.min_rnr_timer = c.min_rnr_timer;
         a.dlid = port.lid.into();
         a.sl = 0;
+        if let Some(g) = &c.grh {
+            set_global_route(&mut a, g);
+        }
         self.modify(
             &a,
             qp_attr::STATE
@@ -256,7 +302,7 @@ impl Qp {
                 | qp_attr::MIN_RNR_TIMER,
         )?;
         a.qp_state = QpState::Rts as u32;
-        a.sq_psn = 0;
+        a.sq_psn = c.sq_psn;
         a.timeout = c.timeout;
         a.retry_cnt = c.retry_cnt;
         a.rnr_retry = c.rnr_retry;
@@ -434,6 +480,16 @@ fn recv_wqe(wr: &RecvWr<'_>) -> [u64; WQE_SIZE / 8] {
     wqe[1] = wr.wr_id;
     put_sges(&mut wqe, wr.sg_list);
     wqe
+}
+
+/// Sets the global route fields of an address vector (`ah_attr.is_global` and `grh`).
+pub fn set_global_route(a: &mut QpAttr, g: &GlobalRoute) {
+    a.is_global = 1;
+    a.dgid = g.dgid;
+    a.sgid_index = g.sgid_index.into();
+    a.hop_limit = g.hop_limit.into();
+    a.traffic_class = g.traffic_class.into();
+    a.flow_label = g.flow_label;
 }
 
 #[cfg(test)]

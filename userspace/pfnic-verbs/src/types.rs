@@ -37,6 +37,75 @@ pub const ADVISE_PREFETCH_NO_FAULT: u32 = pfnic_sys::uapi::PFNIC_ADVISE_PREFETCH
 /// `IBV_ADVISE_MR_FLAG_FLUSH`: return once the pages are present.
 pub const ADVISE_FLAG_FLUSH: u32 = pfnic_sys::uapi::PFNIC_ADVISE_FLAG_FLUSH;
 
+/// `IBV_LINK_LAYER_INFINIBAND`: a port without a wire.
+pub const LINK_LAYER_INFINIBAND: u32 = pfnic_sys::uapi::PFNIC_LINK_LAYER_INFINIBAND;
+/// `IBV_LINK_LAYER_ETHERNET`: a RoCEv2 port.
+pub const LINK_LAYER_ETHERNET: u32 = pfnic_sys::uapi::PFNIC_LINK_LAYER_ETHERNET;
+
+/// A GID, network order (`union ibv_gid`'s `raw`).
+pub type Gid = [u8; 16];
+
+/// The IPv4-mapped GID `::ffff:a.b.c.d` (what RoCEv2 and rxe use for an IPv4 address).
+pub fn gid_from_ipv4(addr: std::net::Ipv4Addr) -> Gid {
+    addr.to_ipv6_mapped().octets()
+}
+
+/// The IPv4 address an IPv4-mapped GID names.
+pub fn gid_to_ipv4(gid: &Gid) -> Option<std::net::Ipv4Addr> {
+    std::net::Ipv6Addr::from(*gid).to_ipv4_mapped()
+}
+
+/// Port 1 as `PFNIC_IOCTL_QUERY_PORT` describes it, with accessors for what `ibv_port_attr`
+/// does not hold.
+#[derive(Clone, Copy, Debug)]
+pub struct PortAttr(pub pfnic_sys::QueryPort);
+
+impl PortAttr {
+    /// `IBV_LINK_LAYER_*`.
+    pub fn link_layer(&self) -> u32 {
+        self.0.link_layer
+    }
+
+    /// Whether the device has a wire (a RoCEv2 Ethernet port).
+    pub fn has_wire(&self) -> bool {
+        self.0.port_flags & pfnic_sys::uapi::PFNIC_PORT_WIRE != 0
+    }
+
+    /// Whether the wire's link is up.
+    pub fn link_up(&self) -> bool {
+        self.0.port_flags & pfnic_sys::uapi::PFNIC_PORT_LINK_UP != 0
+    }
+
+    /// Whether the device has the port registers (an IPv4 address and GID 1).
+    pub fn has_addresses(&self) -> bool {
+        self.0.port_flags & pfnic_sys::uapi::PFNIC_PORT_ADDRESSES != 0
+    }
+
+    /// The MAC address (zero without the port registers).
+    pub fn mac(&self) -> [u8; 6] {
+        self.0.mac
+    }
+
+    /// The port's IPv4 address, if one is set.
+    pub fn ipv4(&self) -> Option<std::net::Ipv4Addr> {
+        (self.0.ipv4 != 0).then(|| std::net::Ipv4Addr::from(self.0.ipv4))
+    }
+
+    /// The valid GIDs (`gid_tbl_len` of them).
+    pub fn gids(&self) -> &[Gid] {
+        let n = (self.0.gid_tbl_len as usize).min(self.0.gids.len());
+        &self.0.gids[..n]
+    }
+
+    /// The port counters with their names (docs/wire.md).
+    pub fn counters(&self) -> impl Iterator<Item = (&'static str, u32)> + '_ {
+        pfnic_sys::uapi::PFNIC_PORT_COUNTER_NAMES
+            .iter()
+            .copied()
+            .zip(self.0.counters.iter().copied())
+    }
+}
+
 /// Work request opcodes (`enum ibv_wr_opcode`), as the WQE's opcode byte.
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -389,5 +458,17 @@ mod tests {
         );
         assert_eq!(WcStatus(24).as_str(), "unknown");
         assert_eq!(WcStatus::REM_INV_REQ_ERR.name(), "IBV_WC_REM_INV_REQ_ERR");
+    }
+
+    #[test]
+    fn ipv4_mapped_gids() {
+        let a = std::net::Ipv4Addr::new(10, 1, 2, 3);
+        let gid = gid_from_ipv4(a);
+        assert_eq!(gid, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 1, 2, 3]);
+        assert_eq!(gid_to_ipv4(&gid), Some(a));
+        let mut link_local = [0u8; 16];
+        link_local[0] = 0xfe;
+        link_local[1] = 0x80;
+        assert_eq!(gid_to_ipv4(&link_local), None);
     }
 }
