@@ -13,6 +13,7 @@
 use super::{MAX_MSG_SZ, PORT_LID};
 use crate::{nic::Nic, regs, uapi};
 use kernel::{
+    cred::{self, Capability},
     io::{register::Array, Io},
     prelude::*,
 };
@@ -24,8 +25,6 @@ const PORT_ACTIVE: u32 = 4;
 const MTU_1024: u32 = 3;
 /// `IBV_MTU_4096`: the largest path MTU the device segments at.
 pub(crate) const PORT_MAX_MTU: u32 = 5;
-/// `CAP_NET_ADMIN` (include/uapi/linux/capability.h).
-const CAP_NET_ADMIN: i32 = 12;
 
 /// What the port registers say, read at once.
 #[derive(Clone, Copy, Debug, Default)]
@@ -106,10 +105,7 @@ fn eui64(mac: [u8; 6]) -> [u8; 8] {
 /// Whether the calling task may administer the network (`CAP_NET_ADMIN` in the initial user
 /// namespace), as the kernel requires to configure an interface's address.
 fn net_admin_capable() -> bool {
-    // SAFETY: `capable()` only reads the current task's credentials, which a task in a
-    // syscall always has; it takes any capability number and may be called from process
-    // context, where ioctls run.
-    unsafe { kernel::bindings::capable(CAP_NET_ADMIN) }
+    cred::capable(Capability::NET_ADMIN)
 }
 
 impl Nic {
