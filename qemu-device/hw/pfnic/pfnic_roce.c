@@ -447,6 +447,8 @@ static void pfnic_req_acked(PfnicState *s, PfnicQp *qp, uint32_t psn)
         progress = true;
     }
     if (progress) {
+        /* The retries count timeouts in a row, not per message. */
+        qp->req.retry_left = qp->retry_cnt;
         pfnic_req_rearm(s, qp);
         qemu_bh_schedule(s->engine_bh);
     }

@@ -1,6 +1,7 @@
 //! pfnic guest test suite. Prints KTAP on standard output; exits non-zero if anything failed.
 //!
-//! usage: pfnic-test [--list] [FILTER]   (run the tests whose name contains FILTER)
+//! usage: pfnic-test [--list] [FILTER]   (run the tests whose name contains FILTER, or one of
+//! its `|`-separated parts)
 
 #[macro_use]
 mod ktap;
@@ -54,7 +55,7 @@ fn main() {
     let filter = args.first().map(String::as_str).unwrap_or("");
     let selected: Vec<&ktap::Test> = all
         .into_iter()
-        .filter(|t| t.name.contains(filter))
+        .filter(|t| filter.split('|').any(|f| t.name.contains(f)))
         .collect();
     if selected.is_empty() {
         eprintln!("pfnic-test: no test matches {filter:?}");
