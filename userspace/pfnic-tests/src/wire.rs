@@ -312,7 +312,17 @@ fn test_wire_cold_rnr() -> TestResult {
         sb.rnr_naks_sent > 0,
         "the receiver sent no RNR NAK for its cold pages: {sb:?}"
     );
-    check_eq!(sa.rnr_naks_received, sb.rnr_naks_sent);
+    if injected(&ctx)? == 0 {
+        check_eq!(sa.rnr_naks_received, sb.rnr_naks_sent);
+    } else {
+        // Some NAKs were lost on the way.
+        check!(
+            sa.rnr_naks_received > 0 && sa.rnr_naks_received <= sb.rnr_naks_sent,
+            "{} RNR NAKs received of {} sent",
+            sa.rnr_naks_received,
+            sb.rnr_naks_sent
+        );
+    }
     check!(
         sb.page_requests > 0,
         "no page request at the receiver: {sb:?}"
