@@ -1031,6 +1031,23 @@ static void pfnic_resp_copy_failed(PfnicState *s, PfnicQp *qp,
     pfnic_resp_nak(s, qp, nak);
 }
 
+/*
+ * A QP with this much parked (payloads, and completions waiting for them)
+ * takes no more requests until some is placed: RNR NAK. A peer cannot
+ * make the device hold more than this per QP.
+ */
+#define PFNIC_PARKED_MAX            512
+
+static bool pfnic_resp_parked_full(PfnicState *s, PfnicQp *qp)
+{
+    if (g_queue_get_length(&qp->resp.parked) < PFNIC_PARKED_MAX) {
+        return false;
+    }
+    pfnic_port_count(s, PFNIC_PORT_BACKUP_FULL);
+    pfnic_resp_nak(s, qp, AETH_RNR_NAK | qp->min_rnr_timer);
+    return true;
+}
+
 static void pfnic_resp_send(PfnicState *s, PfnicQp *qp,
                             const PfnicRocePkt *pk)
 {
@@ -1038,6 +1055,10 @@ static void pfnic_resp_send(PfnicState *s, PfnicQp *qp,
     PfnicWqe *r = &rs->rwqe;
     uint64_t rlen = 0;
     PfnicCopy c;
+
+    if (pfnic_resp_parked_full(s, qp)) {
+        return;
+    }
 
     if (!!(pk->hdrs & H_FIRST) != (rs->cur == PFNIC_MSG_NONE) ||
         (rs->cur && rs->cur != PFNIC_MSG_SEND)) {
@@ -1104,6 +1125,10 @@ static void pfnic_resp_write(PfnicState *s, PfnicQp *qp,
 {
     PfnicRoceResp *rs = &qp->resp;
     PfnicCopy c;
+
+    if (pfnic_resp_parked_full(s, qp)) {
+        return;
+    }
 
     if (!!(pk->hdrs & H_FIRST) != (rs->cur == PFNIC_MSG_NONE) ||
         (rs->cur && rs->cur != PFNIC_MSG_WRITE)) {
