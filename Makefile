@@ -7,6 +7,12 @@ SCRIPTS := $(CURDIR)/scripts
 # make run knobs (see README.md): CMD='command in the guest', OVERLAY=dir
 CMD ?=
 OVERLAY ?=
+# make run2 knobs: PAIR=rxe-rxe|pfnic-rxe|rxe-pfnic|pfnic-pfnic, CMD1/CMD2
+# (a command per guest, both or neither), PCAP=1 (record the wire)
+PAIR ?= rxe-rxe
+CMD1 ?=
+CMD2 ?=
+PCAP ?=
 # make test knob: FILTER=name (guest tests whose name contains it)
 FILTER ?=
 # make bench knob: BENCH_ARGS='pfnic-perf options' (default --odp; see scripts/bench.sh)
@@ -14,7 +20,7 @@ BENCH_ARGS ?=
 # make fuzz knob: FUZZ_SECONDS=how long to fuzz the device (default 60)
 FUZZ_SECONDS ?= 60
 
-.PHONY: all setup sources kernel qemu module userspace rootfs run test test-debug fuzz bench check clean help
+.PHONY: all setup sources kernel qemu module userspace rootfs run run2 test test-debug fuzz bench check clean help
 
 all:
 	$(SCRIPTS)/build-all.sh
@@ -39,9 +45,15 @@ userspace: setup
 
 rootfs: module userspace
 	$(SCRIPTS)/build-rootfs.sh
+	$(SCRIPTS)/build-debian-layer.sh
 
 run: all
 	$(SCRIPTS)/run-guest.sh $(if $(CMD),--cmd '$(CMD)') $(if $(OVERLAY),--overlay '$(OVERLAY)')
+
+# Two guests joined by a wire (see README.md, "Two guests").
+run2: all
+	$(SCRIPTS)/run-pair.sh --pair '$(PAIR)' $(if $(CMD1),--cmd1 '$(CMD1)') $(if $(CMD2),--cmd2 '$(CMD2)') \
+		$(if $(OVERLAY),--overlay '$(OVERLAY)') $(if $(PCAP),--pcap)
 
 test: all
 	$(SCRIPTS)/test.sh --no-build $(if $(FILTER),--filter '$(FILTER)')

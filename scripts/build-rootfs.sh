@@ -33,6 +33,7 @@ list=$ROOTFS_BUILD/initramfs.list
 		echo "slink /$applet /bin/busybox 0777 0 0"
 	done
 	echo "file /init $PFNIC_ROOT/rootfs/init 0755 0 0"
+	echo "file /usr/bin/pfnic-pair-test $PFNIC_ROOT/rootfs/pair-test 0755 0 0"
 	echo "file /lib/modules/pfnic.ko $module 0644 0 0"
 	for b in pfnic-test pfnic-info pfnic-rc-pingpong pfnic-verbs-api-test pfnic-perf; do
 		[[ -x $bins/$b ]] || die "no $bins/$b; run scripts/build-userspace.sh"

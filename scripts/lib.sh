@@ -48,6 +48,9 @@ QEMU_FIRMWARE_ARGS=(-L /usr/share/seabios -L /usr/share/qemu -L /usr/lib/ipxe/qe
 MODULE_BUILD=$BUILD_DIR/module$FLAVOR_SUFFIX
 ROOTFS_BUILD=$BUILD_DIR/rootfs$FLAVOR_SUFFIX
 INITRAMFS=$ROOTFS_BUILD/initramfs.cpio.gz
+# Debian bookworm's rdma-core/perftest/iproute2 binaries and their libraries,
+# an initramfs archive appended for the two-guest harness (flavor-independent).
+DEBIAN_LAYER=$BUILD_DIR/debian-layer/debian.cpio.gz
 RUST_SRC_ROOT=$SRC_DIR/rust-src
 LOG_DIR=${PFNIC_LOG_DIR:-$PFNIC_CACHE/logs}
 

@@ -4,7 +4,9 @@
 #
 # usage: scripts/run-guest.sh [--mode shell|test|cmd] [--cmd 'COMMAND']
 #            [--overlay DIR] [--filter NAME] [--timeout SECONDS]
-#            [--log FILE] [--results FILE] [-- EXTRA-QEMU-ARGS...]
+#            [--log FILE] [--results FILE] [--kind pfnic|rxe] [--node N]
+#            [--wire LOCAL,REMOTE] [--side LOCAL,REMOTE] [--debian]
+#            [--console-socket PATH] [--pcap FILE] [-- EXTRA-QEMU-ARGS...]
 #
 #   --mode shell   (default) interactive shell on the serial console;
 #                  leave with 'poweroff' or Ctrl-A X
@@ -14,6 +16,28 @@
 #                  --results (both required)
 #   --overlay DIR  add DIR's contents to the guest's / (e.g. DIR/usr/local/bin/x)
 #   --filter NAME  test mode: only tests whose name contains NAME
+#   --results FILE cmd mode: a second serial port (the guest's /dev/ttyS1)
+#                  written to FILE
+#
+# A guest of a pair (scripts/run-pair.sh starts two of these):
+#   --kind pfnic|rxe  pfnic (default): q35 + intel-iommu + pfnic, the driver
+#                  loaded; rxe: no IOMMU, no pfnic, a virtio-net NIC on the
+#                  wire with Linux's soft-RoCE (rxe0) over it, and the Debian
+#                  layer (Debian's rdma-core, perftest and iproute2)
+#   --node N       this guest's number (1 or 2): side channel 192.168.100.N
+#                  (MAC 52:54:00:00:01:0N), wire address 10.0.0.N (MAC
+#                  52:54:00:00:02:0N, on pfnic's port or the rxe NIC)
+#   --wire LOCAL,REMOTE  the wire: a QEMU dgram netdev between two unix
+#                  datagram sockets, this guest's and the peer's
+#   --side LOCAL,REMOTE  the side channel (virtio-net, TCP for rdma-core's
+#                  out-of-band exchange): the same kind of netdev
+#   --debian       add the Debian layer to the initrd (implied by --kind rxe):
+#                  glibc and the other shared libraries of Debian's tools,
+#                  so dynamically linked programs run too
+#   --console-socket PATH  shell mode: the serial console (with QEMU's
+#                  monitor, Ctrl-A X) on a unix socket server at PATH instead
+#                  of stdio; connect with 'socat -,raw,echo=0 unix-connect:PATH'
+#   --pcap FILE    record the wire's frames (QEMU filter-dump)
 #
 # Environment: PFNIC_ACCEL (tcg; kvm where it works), PFNIC_MEM (2G),
 # PFNIC_SMP (2), PFNIC_DEVICE_PROPS (extra pfnic properties, e.g. ",pri=off"),
@@ -21,6 +45,7 @@
 source "$(dirname "$0")/lib.sh"
 
 mode=shell cmd= overlay= filter= timeout_s= logfile= results=
+kind=pfnic node= wire= side= debian=0 console_sock= pcap=
 extra_qemu=()
 while (($#)); do
 	case $1 in
@@ -31,6 +56,13 @@ while (($#)); do
 	--timeout) timeout_s=$2; shift 2 ;;
 	--log) logfile=$2; shift 2 ;;
 	--results) results=$2; shift 2 ;;
+	--kind) kind=$2; shift 2 ;;
+	--node) node=$2; shift 2 ;;
+	--wire) wire=$2; shift 2 ;;
+	--side) side=$2; shift 2 ;;
+	--debian) debian=1; shift ;;
+	--console-socket) console_sock=$2; shift 2 ;;
+	--pcap) pcap=$2; shift 2 ;;
 	--) shift; extra_qemu=("$@"); break ;;
 	-h | --help) sed -n '2,/^source/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown argument '$1' (see --help)" ;;
@@ -43,6 +75,17 @@ esac
 [[ $mode != cmd || -n $cmd ]] || die "--mode cmd needs --cmd 'COMMAND'"
 [[ $mode != test || (-n $logfile && -n $results) ]] || die "--mode test needs --log and --results"
 [[ -z $overlay || -d $overlay ]] || die "--overlay $overlay is not a directory"
+case $kind in
+pfnic) ;;
+rxe) debian=1 ;;
+*) die "--kind must be pfnic or rxe" ;;
+esac
+[[ -z $node || $node =~ ^[1-9]$ ]] || die "--node must be 1..9"
+[[ (-z $wire && -z $side) || -n $node ]] || die "--wire and --side need --node"
+[[ -z $wire || $wire == *,* ]] || die "--wire needs LOCAL,REMOTE socket paths"
+[[ -z $side || $side == *,* ]] || die "--side needs LOCAL,REMOTE socket paths"
+[[ -z $console_sock || $mode == shell ]] || die "--console-socket is for shell mode"
+((debian == 0)) || [[ -e $DEBIAN_LAYER ]] || die "no Debian layer at $DEBIAN_LAYER; run scripts/build-debian-layer.sh"
 [[ -x $QEMU_BIN ]] || die "no QEMU at $QEMU_BIN; run 'make qemu'"
 bzimage=$KERNEL_BUILD/arch/x86/boot/bzImage
 [[ -e $bzimage ]] || die "no kernel at $bzimage; run 'make kernel'"
@@ -78,13 +121,17 @@ initrd=$work/initrd.cpio.gz
 	fi
 } >"$work/extra.list"
 "$ROOTFS_BUILD/gen_init_cpio" "$work/extra.list" | gzip -1 >"$work/extra.cpio.gz"
-cat "$INITRAMFS" "$work/extra.cpio.gz" >"$initrd"
+layers=("$INITRAMFS")
+((debian)) && layers+=("$DEBIAN_LAYER")
+cat "${layers[@]}" "$work/extra.cpio.gz" >"$initrd"
 
 append="console=ttyS0 intel_iommu=on,sm_on panic=-1 pfnic_guest.mode=$mode"
 [[ -n $filter ]] && append+=" pfnic_guest.filter=$filter"
 [[ $mode == cmd ]] && append+=" quiet"
 # Built-in KUnit suites (the kernel crate's doctests) run at boot in test mode.
 [[ $mode == test ]] && append+=" kunit.enable=1 kunit.autorun=1"
+[[ $kind != pfnic ]] && append+=" pfnic_guest.kind=$kind"
+[[ -n $node ]] && append+=" pfnic_guest.node=$node"
 append+=" ${PFNIC_APPEND:-}"
 
 qemu=(
@@ -93,11 +140,35 @@ qemu=(
 	-nodefaults -display none -no-reboot
 	"${QEMU_FIRMWARE_ARGS[@]}"
 	-kernel "$bzimage" -initrd "$initrd" -append "$append"
-	# The IOMMU comes first: devices behind it look it up when they realize.
-	-device intel-iommu,intremap=on,x-scalable-mode=on,x-flts=on,aw-bits=48,x-pasid-mode=on,device-iotlb=on,svm=on
-	-device pcie-root-port,id=rp0,chassis=1,slot=0
-	-device "pfnic,bus=rp0${PFNIC_DEVICE_PROPS:-}"
 )
+# The virtio-net NICs have no option ROM (romfile=): the guest boots with
+# -kernel, iPXE would only cost boot time.
+# dgram_netdev ID LOCAL,REMOTE: a netdev joined to the peer's by two unix
+# datagram sockets (no root, no tap, no start order: frames sent before the
+# peer is up are lost, like on a cable not yet plugged in).
+dgram_netdev() {
+	local id=$1 local_path=${2%%,*} remote_path=${2#*,}
+	rm -f "$local_path"
+	qemu+=(-netdev "dgram,id=$id,local.type=unix,local.path=$local_path,remote.type=unix,remote.path=$remote_path")
+}
+[[ -n $side ]] && dgram_netdev side "$side" &&
+	qemu+=(-device "virtio-net-pci,netdev=side,mac=52:54:00:00:01:0$node,romfile=")
+wire_mac=52:54:00:00:02:0$node
+[[ -n $wire ]] && dgram_netdev wire "$wire"
+[[ -n $wire && -n $pcap ]] && qemu+=(-object "filter-dump,id=wiredump,netdev=wire,file=$pcap")
+case $kind in
+pfnic)
+	qemu+=(
+		# The IOMMU comes first: devices behind it look it up when they realize.
+		-device intel-iommu,intremap=on,x-scalable-mode=on,x-flts=on,aw-bits=48,x-pasid-mode=on,device-iotlb=on,svm=on
+		-device pcie-root-port,id=rp0,chassis=1,slot=0
+		-device "pfnic,bus=rp0${wire:+,netdev=wire,mac=$wire_mac}${PFNIC_DEVICE_PROPS:-}"
+	)
+	;;
+rxe)
+	[[ -n $wire ]] && qemu+=(-device "virtio-net-pci,netdev=wire,mac=$wire_mac,romfile=")
+	;;
+esac
 # shellcheck disable=SC2206 # word splitting of the user's extra args is intended
 qemu+=(${PFNIC_QEMU_ARGS:-} "${extra_qemu[@]}")
 
@@ -111,14 +182,22 @@ run_limited() {
 
 case $mode in
 shell)
-	log "booting (TCG: about 10 s); leave the guest with 'poweroff' or Ctrl-A X"
-	run_limited "${qemu[@]}" -serial mon:stdio
+	if [[ -n $console_sock ]]; then
+		rm -f "$console_sock"
+		run_limited "${qemu[@]}" -chardev "socket,id=con,path=$console_sock,server=on,wait=off,mux=on${logfile:+,logfile=$logfile}" \
+			-serial chardev:con -mon chardev=con,mode=readline </dev/null
+	else
+		log "booting (TCG: about 10 s); leave the guest with 'poweroff' or Ctrl-A X"
+		run_limited "${qemu[@]}" -serial mon:stdio
+	fi
 	;;
 cmd)
 	logfile=${logfile:-$work/serial.log}
 	rc=0
+	second=()
+	[[ -n $results ]] && second=(-serial "file:$results")
 	run_limited "${qemu[@]}" -chardev "stdio,id=con,signal=off,logfile=$logfile" \
-		-serial chardev:con </dev/null || rc=$?
+		-serial chardev:con "${second[@]}" </dev/null || rc=$?
 	((rc != 124)) || die "the guest did not finish within ${timeout_s}s"
 	((rc == 0)) || die "QEMU failed (exit $rc)"
 	status=$(sed -n 's/^pfnic-guest: exit status \([0-9]*\).*/\1/p' "$logfile" | tail -1)

@@ -12,8 +12,9 @@ HOST_PACKAGES=(
 	# QEMU
 	ninja-build pkg-config libglib2.0-dev libpixman-1-dev libslirp-dev
 	libfdt-dev python3-venv dpkg-dev seabios qemu-system-data ipxe-qemu
-	# guest userland, source unpacking
-	busybox-static xz-utils ca-certificates
+	# guest userland, source unpacking; socat reaches the second guest's
+	# console (scripts/run-pair.sh)
+	busybox-static xz-utils ca-certificates socat
 )
 
 apt_install "${HOST_PACKAGES[@]}"

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Pack the Debian layer: Debian bookworm's own rdma-core and iproute2
+# binaries, unmodified, with every shared library they need, as an initramfs
+# archive that the two-guest harness (scripts/run-pair.sh) appends to the
+# guest's. An rxe guest uses it for the interop tools; a pfnic guest of a
+# pair gets it too.
+#
+# The packages come from the host's apt (bookworm): `apt-get download` into
+# $PFNIC_CACHE/debs, `dpkg -x`, then only the files the tools need are
+# packed: the tools below, rxe's provider, and the closure of their ELF
+# NEEDED entries (readelf), glibc's loader at /lib64/ld-linux-x86-64.so.2.
+# A library nobody provides fails the build with its name.
+# Incremental: nothing is downloaded or packed again unless something changed.
+# usage: scripts/build-debian-layer.sh
+source "$(dirname "$0")/lib.sh"
+take_lock debian-layer
+
+need apt-get "pfnic needs a Debian host."
+need readelf "Run scripts/setup-host.sh (package binutils, in build-essential)."
+[[ -e $KERNEL_SRC/usr/gen_init_cpio.c ]] || die "no kernel source in $KERNEL_SRC; run scripts/fetch-sources.sh"
+
+# The packages: the tools, then the libraries their binaries link (checked
+# below: a missing one is named). Versions are bookworm's.
+DEBIAN_PACKAGES=(
+	ibverbs-utils ibverbs-providers libibverbs1 librdmacm1 perftest iproute2
+	libc6 libnl-3-200 libnl-route-3-200 libmnl0 libbsd0 libmd0
+	libcap2 libelf1 libbpf1 zlib1g libpci3 libudev1 libibumad3
+)
+# What the guest gets (paths as Debian installs them), and rxe's provider.
+DEBIAN_TOOLS=(
+	usr/bin/ibv_devices usr/bin/ibv_devinfo usr/bin/ibv_rc_pingpong
+	usr/bin/ibv_srq_pingpong usr/bin/ibv_ud_pingpong usr/bin/ibv_asyncwatch
+	usr/bin/ib_write_bw usr/bin/ib_read_bw usr/bin/ib_send_bw usr/bin/ib_atomic_bw
+	usr/bin/ib_write_lat usr/bin/ib_read_lat usr/bin/ib_send_lat usr/bin/ib_atomic_lat
+	bin/ip usr/bin/rdma
+	usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
+	etc/libibverbs.d/rxe.driver
+)
+
+debs=$PFNIC_CACHE/debs/bookworm
+out=$(dirname "$DEBIAN_LAYER")
+root=$out/root
+mkdir -p "$debs" "$out"
+
+# --- download (once per package) ----------------------------------------------
+missing=()
+for p in "${DEBIAN_PACKAGES[@]}"; do
+	compgen -G "$debs/${p}_*.deb" >/dev/null || missing+=("$p")
+done
+if ((${#missing[@]})); then
+	log "downloading Debian packages: ${missing[*]}"
+	dl() { (cd "$debs" && apt-get -q -o APT::Sandbox::User=root download "${missing[@]}") >"$debs/download.log" 2>&1; }
+	if ! dl; then
+		# A new machine has no package lists yet.
+		((EUID == 0)) || die "apt-get download failed (see $debs/download.log); run 'sudo apt-get update' and retry"
+		log "apt-get download failed; updating the host's package lists"
+		apt-get -q update >"$debs/update.log" 2>&1 || die "apt-get update failed; see $debs/update.log"
+		dl || die "could not download ${missing[*]} from Debian; see $debs/download.log"
+	fi
+fi
+
+# --- unpack and pack (when a package or this script changed) ---------------------
+gen=$out/gen_init_cpio
+if [[ ! -x $gen || $KERNEL_SRC/usr/gen_init_cpio.c -nt $gen ]]; then
+	cc -O2 -o "$gen" "$KERNEL_SRC/usr/gen_init_cpio.c" || die "cannot build gen_init_cpio"
+fi
+if stamp_fresh "$DEBIAN_LAYER" "$debs" "$0"; then
+	log "Debian layer up to date: $DEBIAN_LAYER"
+	exit 0
+fi
+
+log "unpacking ${#DEBIAN_PACKAGES[@]} Debian packages"
+rm -rf "$root.tmp"
+mkdir -p "$root.tmp"
+for p in "${DEBIAN_PACKAGES[@]}"; do
+	deb=$(compgen -G "$debs/${p}_*.deb" | sort -V | tail -1)
+	dpkg -x "$deb" "$root.tmp" || die "dpkg -x $deb failed"
+done
+rm -rf "$root"
+mv "$root.tmp" "$root"
+
+# The closure: every file to pack (relative to $root), symlinks followed
+# (both the link and its target go in), ELF NEEDED entries resolved in the
+# multiarch library directories, as Debian's ld.so searches them.
+libdirs=(lib/x86_64-linux-gnu usr/lib/x86_64-linux-gnu)
+declare -A want=()
+queue=("${DEBIAN_TOOLS[@]}" lib64/ld-linux-x86-64.so.2)
+unresolved=()
+while ((${#queue[@]})); do
+	rel=${queue[0]}
+	queue=("${queue[@]:1}")
+	[[ -n ${want[$rel]:-} ]] && continue
+	f=$root/$rel
+	[[ -e $f || -L $f ]] || die "Debian package file /$rel is missing (package list in $0)"
+	want[$rel]=1
+	if [[ -L $f ]]; then
+		t=$(readlink "$f")
+		if [[ $t == /* ]]; then t=${t#/}; else t=$(dirname "$rel")/$t; fi
+		queue+=("$(realpath -m --relative-to="$root" "$root/$t")")
+		continue
+	fi
+	readelf -h "$f" >/dev/null 2>&1 || continue
+	while read -r so; do
+		found=
+		for d in "${libdirs[@]}"; do
+			if [[ -e $root/$d/$so ]]; then found=$d/$so; break; fi
+		done
+		if [[ -n $found ]]; then queue+=("$found"); else unresolved+=("/$rel needs $so"); fi
+	done < <(readelf -d "$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]$/\1/p')
+done
+((${#unresolved[@]} == 0)) ||
+	die "no package in the list provides: ${unresolved[*]} (add it to DEBIAN_PACKAGES in $0)"
+
+list=$out/debian.list
+{
+	declare -A dirs=()
+	for rel in $(printf '%s\n' "${!want[@]}" | sort); do
+		d=$(dirname "$rel") parts=
+		IFS=/ read -ra comps <<<"$d"
+		for c in "${comps[@]}"; do
+			parts+=/$c
+			[[ -n ${dirs[$parts]:-} ]] && continue
+			dirs[$parts]=1
+			echo "dir $parts 0755 0 0"
+		done
+		f=$root/$rel
+		if [[ -L $f ]]; then
+			echo "slink /$rel $(readlink "$f") 0777 0 0"
+		else
+			echo "file /$rel $f $(stat -c %a "$f") 0 0"
+		fi
+	done
+} >"$list.tmp"
+mv "$list.tmp" "$list"
+"$gen" "$list" | gzip -1 >"$DEBIAN_LAYER.tmp"
+mv "$DEBIAN_LAYER.tmp" "$DEBIAN_LAYER"
+log "Debian layer ready: $DEBIAN_LAYER ($(grep -c '^file' "$list") files, $(du -h "$DEBIAN_LAYER" | cut -f1))"
