@@ -139,22 +139,26 @@ if [[ -z $filter || test_open_without_sva == *"$filter"* ]]; then
 fi
 
 if [[ -z $filter || test_wire == *"$filter"* || $filter == test_wire* ]]; then
-	# The wire (docs/wire.md): a second pfnic on a second root port, both on
-	# one QEMU hub, so RoCEv2 runs between them inside one guest.
-	log "booting a guest with two pfnics joined by a QEMU hub (the wire tests)"
-	PFNIC_QEMU_ARGS="-netdev hubport,id=w0,hubid=0 -netdev hubport,id=w1,hubid=0
-		-device pcie-root-port,id=rp1,chassis=2,slot=1
-		-device pfnic,bus=rp1,netdev=w1,mac=52:54:00:00:00:02" \
-		guest_suite guest-wire ",netdev=w0,mac=52:54:00:00:00:01" test_wire
+	# The wire (docs/wire.md): a second pfnic on a second root port, the two
+	# ports joined by a pair of unix datagram sockets, so RoCEv2 runs between
+	# them inside one guest. PROPS go to both pfnics.
+	wire_guest() {
+		local label=$1 props=$2 filter=$3 link
+		link=$(mktemp -d /tmp/pfnic-wire.XXXXXX) # short: unix socket paths
+		PFNIC_QEMU_ARGS="-netdev dgram,id=w0,local.type=unix,local.path=$link/a,remote.type=unix,remote.path=$link/b
+			-netdev dgram,id=w1,local.type=unix,local.path=$link/b,remote.type=unix,remote.path=$link/a
+			-device pcie-root-port,id=rp1,chassis=2,slot=1
+			-device pfnic,bus=rp1,netdev=w1,mac=52:54:00:00:00:02$props" \
+			guest_suite "$label" ",netdev=w0,mac=52:54:00:00:00:01$props" "$filter"
+		rm -rf "$link"
+	}
+	log "booting a guest with two pfnics joined by a wire (the wire tests)"
+	wire_guest guest-wire "" test_wire
 	# The same link losing and reordering frames: retransmission is tested, not
 	# assumed (x-wire-loss/x-wire-reorder, per million frames each port sends).
 	for loss in 10000 100000; do
 		log "the wire guest again, $((loss / 10000))% of the frames lost and 5% reordered"
-		PFNIC_QEMU_ARGS="-netdev hubport,id=w0,hubid=0 -netdev hubport,id=w1,hubid=0
-			-device pcie-root-port,id=rp1,chassis=2,slot=1
-			-device pfnic,bus=rp1,netdev=w1,mac=52:54:00:00:00:02,x-wire-loss=$loss,x-wire-reorder=50000" \
-			guest_suite "guest-wire-loss$((loss / 10000))" \
-			",netdev=w0,mac=52:54:00:00:00:01,x-wire-loss=$loss,x-wire-reorder=50000" \
+		wire_guest "guest-wire-loss$((loss / 10000))" ",x-wire-loss=$loss,x-wire-reorder=50000" \
 			"test_wire_rc_ops|test_wire_large|test_wire_cold"
 	done
 fi

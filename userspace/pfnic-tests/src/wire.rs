@@ -224,6 +224,21 @@ fn test_wire_rc_ops() -> TestResult {
     Ok(())
 }
 
+/// Prints the nonzero port counters of both ports as a KTAP comment (what a run cost on
+/// the wire: retransmissions, NAKs, parked payloads).
+fn report_ports(what: &str, ctx: &[Context; 2]) -> Result<(), Failure> {
+    for (i, c) in ctx.iter().enumerate() {
+        let a = c.port_attr()?;
+        let line: Vec<String> = a
+            .counters()
+            .filter(|(_, v)| *v != 0)
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        println!("# {what}, port {}: {}", i + 1, line.join(", "));
+    }
+    Ok(())
+}
+
 /// Frames the ports dropped or delayed on purpose (the lossy guests' `x-wire-*`).
 fn injected(ctx: &[Context; 2]) -> Result<u32, Failure> {
     let mut n = 0;
@@ -265,13 +280,18 @@ fn test_wire_large() -> TestResult {
     p.a.send_ok(&p.b, SendWr::new(3, WrOpcode::Send, &one))?;
     check_bytes("1 MiB SEND", &p.b.buf, 0, &back[..1 << 20])?;
     // On a lossy link (the lossy guest), the loss was repaired by retransmission.
+    let s = p.a.qp.query()?.stats;
     if injected(&ctx)? > 0 {
-        let s = p.a.qp.query()?.stats;
         check!(
             s.retransmits > 0,
             "frames were lost but none sent again: {s:?}"
         );
     }
+    println!(
+        "# 8 MiB WRITE + READ + 1 MiB SEND: {} packets sent again by the requester",
+        s.retransmits
+    );
+    report_ports("after the large transfers", &ctx)?;
     Ok(())
 }
 
@@ -326,6 +346,12 @@ fn test_wire_cold_rnr() -> TestResult {
     check!(
         sb.page_requests > 0,
         "no page request at the receiver: {sb:?}"
+    );
+    println!(
+        "# cold, RNR policy: {} page requests and {} RNR NAKs at the receiver, 4 rounds of a {} KiB WRITE and SEND",
+        sb.page_requests,
+        sb.rnr_naks_sent,
+        len / 1024
     );
     Ok(())
 }
@@ -382,6 +408,11 @@ fn test_wire_cold_backup() -> TestResult {
     check_eq!(placed_now, parked);
     let sb = p.b.qp.query()?.stats;
     check_eq!(sb.rnr_naks_sent, 0);
+    println!(
+        "# cold, backup policy: {} payloads parked and placed, {} page requests, no RNR NAK",
+        parked - parked0,
+        sb.page_requests
+    );
     Ok(())
 }
 
