@@ -439,6 +439,8 @@ static void pfnic_req_acked(PfnicState *s, PfnicQp *qp, uint32_t psn)
             /* Part of a long message (AckReq every 64 packets). */
             if (d + 1 > (int32_t)e->acked) {
                 e->acked = d + 1;
+                /* Gone back past it: no need to send those again. */
+                e->sent = MAX(e->sent, e->acked);
                 progress = true;
             }
             break;
