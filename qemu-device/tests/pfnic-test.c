@@ -2187,7 +2187,7 @@ static void test_wire_frames(void)
     static const uint8_t mac_a[6] = { 0x52, 0x54, 0, 0, 0, 0x0a };
     static const uint8_t mac_b[6] = { 0x52, 0x54, 0, 0, 0, 0x0b };
     uint8_t f[4096], send[4096], g[4096];
-    uint32_t key_a, key_b, a[PFNIC_CMD_ARGS];
+    uint32_t key_a, key_b, a[PFNIC_CMD_ARGS], timeouts;
     Stranger st;
     char *more = stranger_open(&st);
     ssize_t n, len;
@@ -2321,11 +2321,29 @@ static void test_wire_frames(void)
         }
     }
     g_assert_cmpint(port_counter(PFNIC_PORT_RX_FRAMES), >=, 2000);
+
     use_nic(1);
     post_recv0(3, 1, 0x301, key_b);
     use_nic(0);
     post_send0(2, 1, 0x201, key_a);
     g_assert_cmpint(wait_cqe_ms(1, 1, 1000).status, ==, PFNIC_WC_SUCCESS);
+
+    /*
+     * From A's address but another MAC, to a QP that is not there: B must
+     * not take that MAC for A's, or its next SEND to A goes astray and
+     * times out.
+     */
+    memcpy(f, send, len);
+    memcpy(f + 6, "\x52\x54\x00\x00\x00\x99", 6);
+    stl_be_p(f + 42 + 4, 77);
+    frame_seal(f, len);
+    stranger_send(&st, f, len);
+    post_recv0(2, 0, 0x210, key_a);
+    use_nic(1);
+    timeouts = port_counter(PFNIC_PORT_TIMEOUTS);
+    post_send0(3, 0, 0x310, key_b);
+    g_assert_cmpint(wait_cqe_ms(3, 0, 1000).status, ==, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(port_counter(PFNIC_PORT_TIMEOUTS), ==, timeouts);
     qtest_end();
     stranger_close(&st);
     g_rand_free(rnd);

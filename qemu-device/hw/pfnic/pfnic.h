@@ -491,7 +491,7 @@ void pfnic_roce_exit(PfnicState *s);
 void pfnic_roce_qp_reset(PfnicState *s, PfnicQp *qp);
 uint32_t pfnic_roce_backup_set(PfnicState *s, uint64_t base, uint32_t size);
 bool pfnic_roce_run(PfnicState *s, PfnicQp *qp);
-void pfnic_roce_rx(PfnicState *s, uint32_t src_ip, uint8_t *pkt, size_t len);
+bool pfnic_roce_rx(PfnicState *s, uint32_t src_ip, uint8_t *pkt, size_t len);
 void pfnic_roce_timer(void *opaque);
 
 #endif /* HW_PFNIC_H */

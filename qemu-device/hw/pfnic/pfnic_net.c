@@ -323,9 +323,13 @@ static void pfnic_rx_ipv4(PfnicState *s, uint8_t *f, size_t len)
         return;
     }
     src = ldl_be_p(ip + 12);
-    /* A peer that reached us at our IP is on this link: remember its MAC. */
-    pfnic_neigh_learn(s, src, f + 6);
-    pfnic_roce_rx(s, src, bth, pkt_len);
+    /*
+     * A QP's peer that reached us is on this link: remember its MAC. Only
+     * then: a stranger's frame cannot redirect our traffic.
+     */
+    if (pfnic_roce_rx(s, src, bth, pkt_len)) {
+        pfnic_neigh_learn(s, src, f + 6);
+    }
 }
 
 static void pfnic_rx_frame(PfnicState *s, uint8_t *f, size_t len)

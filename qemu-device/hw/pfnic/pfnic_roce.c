@@ -1511,7 +1511,11 @@ static bool pfnic_roce_parse(const uint8_t *pkt, size_t len,
     return true;
 }
 
-void pfnic_roce_rx(PfnicState *s, uint32_t src_ip, uint8_t *pkt, size_t len)
+/*
+ * A checked RoCEv2 packet from @src_ip: true if a QP took it (from its
+ * peer), the only packets the port learns a MAC address from.
+ */
+bool pfnic_roce_rx(PfnicState *s, uint32_t src_ip, uint8_t *pkt, size_t len)
 {
     PfnicRocePkt pk = { };
     PfnicQp *qp;
@@ -1519,26 +1523,26 @@ void pfnic_roce_rx(PfnicState *s, uint32_t src_ip, uint8_t *pkt, size_t len)
 
     if (!pfnic_roce_parse(pkt, len, &pk)) {
         pfnic_port_count(s, PFNIC_PORT_RX_MALFORMED);
-        return;
+        return false;
     }
     qp = pfnic_qp_get(s, ldl_be_p(pkt + 4) & PSN_MASK);
     if (!qp || !qp->wire || !s->contexts[qp->ctx].enabled ||
         (qp->state != PFNIC_QPS_RTR && qp->state != PFNIC_QPS_RTS)) {
         pfnic_port_count(s, PFNIC_PORT_RX_NO_QP);
-        return;
+        return false;
     }
     if (src_ip != qp->dest_ip) {
         /* RC: only the peer this QP was connected to. */
         pfnic_port_count(s, PFNIC_PORT_RX_NOT_PEER);
         qp->refused++;
         trace_pfnic_wire_drop("not the peer", src_ip);
-        return;
+        return false;
     }
     /* A payload larger than the path MTU was not cut by a peer of ours. */
     if (pk.plen > qp->mtu ||
         (pk.hdrs & H_PAYLOAD && !(pk.hdrs & H_LAST) && pk.plen != qp->mtu)) {
         pfnic_port_count(s, PFNIC_PORT_RX_MALFORMED);
-        return;
+        return false;
     }
     pfnic_port_count(s, PFNIC_PORT_RX_ROCE);
     trace_pfnic_roce_rx(qp->qpn, pk.op, pk.psn, pk.plen);
@@ -1552,6 +1556,7 @@ void pfnic_roce_rx(PfnicState *s, uint32_t src_ip, uint8_t *pkt, size_t len)
             pfnic_req_rx_response(s, qp, &pk);
         }
     }
+    return true;
 }
 
 /* --- engine and timers ------------------------------------------------- */
