@@ -1040,13 +1040,27 @@ static void pfnic_resp_copy_failed(PfnicState *s, PfnicQp *qp,
  */
 #define PFNIC_PARKED_MAX            512
 
-static bool pfnic_resp_parked_full(PfnicState *s, PfnicQp *qp)
+/*
+ * Whether the responder takes @pk, a packet of a message of kind @msg
+ * (SEND or WRITE): not while the QP has too much parked (RNR NAK), and
+ * only in message order: FIRST/ONLY start one, MIDDLE/LAST continue it
+ * (NAK invalid request otherwise).
+ */
+static bool pfnic_resp_takes(PfnicState *s, PfnicQp *qp,
+                             const PfnicRocePkt *pk, uint8_t msg)
 {
-    if (g_queue_get_length(&qp->resp.parked) < PFNIC_PARKED_MAX) {
+    uint8_t cur = qp->resp.cur;
+
+    if (g_queue_get_length(&qp->resp.parked) >= PFNIC_PARKED_MAX) {
+        pfnic_port_count(s, PFNIC_PORT_BACKUP_FULL);
+        pfnic_resp_nak(s, qp, AETH_RNR_NAK | qp->min_rnr_timer);
         return false;
     }
-    pfnic_port_count(s, PFNIC_PORT_BACKUP_FULL);
-    pfnic_resp_nak(s, qp, AETH_RNR_NAK | qp->min_rnr_timer);
+    if (!!(pk->hdrs & H_FIRST) != (cur == PFNIC_MSG_NONE) ||
+        (cur != PFNIC_MSG_NONE && cur != msg)) {
+        pfnic_resp_nak(s, qp, AETH_NAK_INV_REQ);
+        return false;
+    }
     return true;
 }
 
@@ -1058,13 +1072,7 @@ static void pfnic_resp_send(PfnicState *s, PfnicQp *qp,
     uint64_t rlen = 0;
     PfnicCopy c;
 
-    if (pfnic_resp_parked_full(s, qp)) {
-        return;
-    }
-
-    if (!!(pk->hdrs & H_FIRST) != (rs->cur == PFNIC_MSG_NONE) ||
-        (rs->cur && rs->cur != PFNIC_MSG_SEND)) {
-        pfnic_resp_nak(s, qp, AETH_NAK_INV_REQ);
+    if (!pfnic_resp_takes(s, qp, pk, PFNIC_MSG_SEND)) {
         return;
     }
     if (!pfnic_resp_take_rwqe(s, qp)) {
@@ -1128,13 +1136,7 @@ static void pfnic_resp_write(PfnicState *s, PfnicQp *qp,
     PfnicRoceResp *rs = &qp->resp;
     PfnicCopy c;
 
-    if (pfnic_resp_parked_full(s, qp)) {
-        return;
-    }
-
-    if (!!(pk->hdrs & H_FIRST) != (rs->cur == PFNIC_MSG_NONE) ||
-        (rs->cur && rs->cur != PFNIC_MSG_WRITE)) {
-        pfnic_resp_nak(s, qp, AETH_NAK_INV_REQ);
+    if (!pfnic_resp_takes(s, qp, pk, PFNIC_MSG_WRITE)) {
         return;
     }
     if (pk->hdrs & H_FIRST) {
