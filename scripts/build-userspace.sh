@@ -11,6 +11,9 @@ need cc "Install gcc (package build-essential)."
 log "building userspace (cargo, static)"
 (cd "$PFNIC_ROOT/userspace" && CARGO_TARGET_DIR=$BUILD_DIR/userspace cargo build --release --locked -q) ||
 	die "cargo build of userspace/ failed"
+# The host-side unit tests (scripts/test.sh runs them): pfnic-perf's perftest exchange.
+(cd "$PFNIC_ROOT/userspace" && CARGO_TARGET_DIR=$BUILD_DIR/userspace cargo test --release --locked -q \
+	--no-run -p pfnic-perf) || die "cargo test --no-run of pfnic-perf failed"
 
 # C examples: compiled with warnings as errors, linked statically with -libverbs. glibc's
 # link-time notes about NSS functions in static programs (Rust's std references

@@ -94,6 +94,17 @@ for qtest in "${QTESTS[@]}"; do
 	expect "$qtest-exit" "$qtest exited with status $rc (see $run_dir/$qtest.stderr)" test "$rc" -eq 0
 done
 
+# --- host unit tests ------------------------------------------------------------
+# Userspace code that needs no device: pfnic-perf's perftest exchange, both sides
+# over a real TCP connection and against perftest's message formats.
+if [[ -z $filter || host_unit == *"$filter"* ]]; then
+	log "running the host unit tests (cargo test -p pfnic-perf)"
+	rc=0
+	(cd "$PFNIC_ROOT/userspace" && CARGO_TARGET_DIR=$BUILD_DIR/userspace cargo test --release \
+		--locked -q -p pfnic-perf) >"$run_dir/host-unit.log" 2>&1 || rc=$?
+	expect host-unit-tests "cargo test -p pfnic-perf failed (see $run_dir/host-unit.log)" test "$rc" -eq 0
+fi
+
 # --- guest suites -------------------------------------------------------------
 # guest_suite LABEL DEVICE-PROPS FILTER [APPEND]: boot a guest whose pfnic has
 # DEVICE-PROPS (and APPEND on its kernel command line), run the guest tests
@@ -221,27 +232,29 @@ pair_suite() {
 # The tests of each pairing (rootfs/pair-test). rxe-rxe is Debian's tools on
 # both sides: the interop baseline and the reference numbers. A pairing with
 # a pfnic guest needs the device's wire (netdev=; run-pair.sh skips it
-# otherwise); its perftest tests also need pfnic-perf to speak perftest's
-# exchange (a --port option). pfnic-rxe and rxe-pfnic are the interop:
-# Debian's unmodified tools on rxe against pfnic's, each side as server.
+# otherwise); there pfnic-perf speaks perftest's exchange. pfnic-rxe and
+# rxe-pfnic are the interop: Debian's unmodified tools on rxe against pfnic's,
+# each side as server.
 pair_tests=device,rc_pingpong,rc_pingpong_events,rc_pingpong_odp
 perf_tests=write_bw,read_bw,send_bw,write_lat,read_lat,send_lat
-pfnic_perf=$BUILD_DIR/userspace/x86_64-unknown-linux-gnu/release/pfnic-perf
 for pair in ${PFNIC_PAIRS:-rxe-rxe pfnic-pfnic pfnic-rxe rxe-pfnic}; do
 	[[ -z $filter || pair_${pair/-/_} == *"$filter"* ]] || continue
-	tests=$pair_tests
-	if [[ $pair == rxe-rxe ]] || "$pfnic_perf" --help 2>&1 | grep -q -- '--port'; then
-		tests+=,$perf_tests
-	fi
-	tests+=,counters
+	tests=$pair_tests,$perf_tests,counters
 	log "booting two guests joined by a wire, $pair (guest 1 the servers, guest 2 the clients): $tests"
 	pair_suite "$pair" "$tests"
 done
 
+# The pairings side by side: each one's speed against rxe-rxe's in this run
+# (pairs.json, pairs.svg).
+if compgen -G "$run_dir/pair-*.json" >/dev/null; then
+	python3 "$PFNIC_ROOT/scripts/pair-compare.py" "$run_dir" >"$run_dir/pairs.txt" 2>&1 ||
+		expect pair-compare "$(cat "$run_dir/pairs.txt")" false
+fi
+
 # --- verdict ----------------------------------------------------------------------
 echo
 grep -h '^#' "$run_dir"/guest*.ktap | grep -v '^# Subtest' || true
-cat "$run_dir"/pair-*-summary.txt 2>/dev/null || true
+cat "$run_dir"/pair-*-summary.txt "$run_dir/pairs.txt" 2>/dev/null || true
 for f in "${failures[@]}"; do
 	echo "FAIL $f"
 done

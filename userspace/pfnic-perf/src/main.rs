@@ -1,7 +1,11 @@
 //! pfnic-perf: a benchmark in the spirit of perftest (`ib_write_bw`, `ib_read_lat`, ...) for
-//! pfnic's loopback port.
+//! pfnic, in two modes.
 //!
-//! Two RC QPs of one process are connected to each other; QP A initiates, QP B is the target
+//! With a peer (`-p PORT`, or a server address): one side of a perftest run across the wire,
+//! speaking perftest's own exchange, so that the other side may be Debian's unmodified
+//! perftest on rxe or another NIC ([`peer`], [`exchange`]).
+//!
+//! Loopback (no port, no address): two RC QPs of one process are connected to each other; QP A initiates, QP B is the target
 //! (RDMA WRITE/READ) or the receiver (SEND). Every test prints perftest's table layout, plus a
 //! last column: the page requests (faults) per iteration, read from the MR counters of both
 //! buffers (mlx5's `page_faults`).
@@ -19,13 +23,16 @@
 //! The numbers are what they are: nothing here fails on time. The tool fails (exit status 1)
 //! only when the verbs fail, or a completion does not arrive within a minute.
 
+mod exchange;
+mod peer;
+
 use std::io;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pfnic_verbs::{
-    Buffer, ConnectAttr, Context, Cq, Mr, Pd, Qp, QpInitAttr, RecvWr, SendWr, Wc, WcOpcode,
+    Buffer, ConnectAttr, Context, Cq, Mr, Pd, Qp, QpInitAttr, RecvWr, SendWr, Sge, Wc, WcOpcode,
     WcStatus, WrOpcode, ACCESS_LOCAL_WRITE, ACCESS_ON_DEMAND, ACCESS_REMOTE_READ,
     ACCESS_REMOTE_WRITE, SEND_SIGNALED,
 };
@@ -41,14 +48,23 @@ const COLD_SLOTS_BYTES: usize = 64 << 20;
 const STUCK: Duration = Duration::from_secs(60);
 
 const USAGE: &str = "\
-usage: pfnic-perf [options] [TEST...]
-  TEST is write_bw, write_lat, read_bw, read_lat, send_bw or send_lat (default: all six)
-  -s, --size=BYTES      message size (default: 4096 and 1048576)
-  -a, --all             every power of two from 2 bytes to 8 MiB
-  -n, --iters=N         iterations per size (default 100)
-  -t, --tx-depth=N      work requests in flight in bandwidth tests (default 32)
+usage: pfnic-perf [options] [TEST...]                 loopback: two QPs of this process
+       pfnic-perf [options] -p PORT TEST             the server of a run with a peer
+       pfnic-perf [options] [-p PORT] TEST HOST      its client
+  TEST is write_bw, write_lat, read_bw, read_lat, send_bw or send_lat (loopback default: all
+  six; with a peer, exactly one). The peer may be pfnic-perf or perftest's ib_TEST (perftest's
+  exchange, version 6.06 as Debian 12 ships it), e.g. `ib_write_bw -d rxe0 -x 1 HOST`.
+  -s, --size=BYTES      message size (loopback default: 4096 and 1048576; with a peer:
+                        65536 for bandwidth and 2 for latency, as perftest's)
+  -a, --all             every power of two from 2 bytes to 8 MiB (loopback)
+  -n, --iters=N         iterations per size (loopback default 100; with a peer 1000)
+  -t, --tx-depth=N      work requests in flight in bandwidth tests (loopback default 32;
+                        with a peer 128)
+  -r, --rx-depth=N      receives posted at once in SEND tests with a peer (default 512)
+  -p, --port=PORT       the TCP port of the exchange with a peer (default 18515)
+  -x, --gid-index=N     the source GID with a peer (default 1: the port's IPv4 address)
       --odp             on-demand MRs (IBV_ACCESS_ON_DEMAND)
-      --cold            madvise(MADV_DONTNEED) the buffers before every iteration
+      --cold            madvise(MADV_DONTNEED) the buffers before every iteration (loopback)
   -d, --ib-dev=N        use /dev/pfnicN (default 0)
   -h, --help            this text";
 
@@ -121,18 +137,26 @@ struct Options {
     device: u32,
 }
 
-fn parse_args() -> Result<Options, String> {
-    let mut o = Options {
-        tests: Vec::new(),
-        sizes: vec![4096, 1 << 20],
-        iters: 100,
-        tx_depth: 32,
-        odp: false,
-        cold: false,
-        device: 0,
-    };
+/// What the command line asks for.
+enum Mode {
+    Loopback(Options),
+    Peer(peer::PeerOptions),
+}
+
+/// perftest's TCP port.
+const DEFAULT_PORT: u16 = 18515;
+
+fn parse_args() -> Result<Mode, String> {
+    let mut tests = Vec::new();
     let mut size = None;
-    let mut all = false;
+    let mut iters = None;
+    let mut tx_depth = None;
+    let mut rx_depth = 512;
+    let mut port = None;
+    let mut host = None;
+    let mut gid_index = 1;
+    let (mut all, mut odp, mut cold) = (false, false, false);
+    let mut device = 0;
     let mut args = std::env::args().skip(1);
     fn number<T: std::str::FromStr>(opt: &str, v: Option<String>) -> Result<T, String> {
         let v = v.ok_or_else(|| format!("{opt} needs a value"))?;
@@ -148,37 +172,83 @@ fn parse_args() -> Result<Options, String> {
         match opt.as_str() {
             "-s" | "--size" => size = Some(number::<usize>(&opt, value())?),
             "-a" | "--all" => all = true,
-            "-n" | "--iters" => o.iters = number(&opt, value())?,
-            "-t" | "--tx-depth" => o.tx_depth = number(&opt, value())?,
-            "-d" | "--ib-dev" => o.device = number(&opt, value())?,
-            "--odp" => o.odp = true,
-            "--cold" => o.cold = true,
+            "-n" | "--iters" => iters = Some(number::<usize>(&opt, value())?),
+            "-t" | "--tx-depth" => tx_depth = Some(number::<u32>(&opt, value())?),
+            "-r" | "--rx-depth" => rx_depth = number(&opt, value())?,
+            "-p" | "--port" => port = Some(number::<u16>(&opt, value())?),
+            "-x" | "--gid-index" => gid_index = number(&opt, value())?,
+            "-d" | "--ib-dev" => device = number(&opt, value())?,
+            "--odp" => odp = true,
+            "--cold" => cold = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
             }
             t if !t.starts_with('-') => match Test::ALL.iter().find(|x| x.name() == t) {
-                Some(&x) => o.tests.push(x),
-                None => return Err(format!("unknown test '{t}'")),
+                Some(&x) => tests.push(x),
+                None if host.is_none() => host = Some(t.to_string()),
+                None => {
+                    return Err(format!(
+                        "unknown test '{t}' (the peer's address is {})",
+                        host.unwrap_or_default()
+                    ))
+                }
             },
             _ => return Err(format!("unknown option '{a}'")),
         }
     }
-    if size == Some(0) || o.iters == 0 || o.tx_depth == 0 {
-        return Err("--size, --iters and --tx-depth must be at least 1".into());
+    if size == Some(0) || iters == Some(0) || tx_depth == Some(0) || rx_depth == 0 {
+        return Err("--size, --iters, --tx-depth and --rx-depth must be at least 1".into());
     }
     if all && size.is_some() {
         return Err("--all and --size exclude each other".into());
     }
-    if all {
-        o.sizes = (1..=23).map(|s| 1usize << s).collect();
+    if port.is_some() || host.is_some() {
+        let [test] = tests[..] else {
+            return Err(format!(
+                "a run with a peer is of exactly one TEST ({} given)",
+                tests.len()
+            ));
+        };
+        if all || cold {
+            return Err("--all and --cold are for loopback runs".into());
+        }
+        return Ok(Mode::Peer(peer::PeerOptions {
+            test,
+            host,
+            port: port.unwrap_or(DEFAULT_PORT),
+            size: size.unwrap_or(match test.kind {
+                Kind::Bw => 65536,
+                Kind::Lat => 2,
+            }),
+            iters: iters.unwrap_or(1000),
+            tx_depth: tx_depth.unwrap_or(128),
+            rx_depth,
+            gid_index,
+            odp,
+            device,
+        }));
+    }
+    let sizes = if all {
+        (1..=23).map(|s| 1usize << s).collect()
     } else if let Some(s) = size {
-        o.sizes = vec![s];
-    }
-    if o.tests.is_empty() {
-        o.tests = Test::ALL.to_vec();
-    }
-    Ok(o)
+        vec![s]
+    } else {
+        vec![4096, 1 << 20]
+    };
+    Ok(Mode::Loopback(Options {
+        tests: if tests.is_empty() {
+            Test::ALL.to_vec()
+        } else {
+            tests
+        },
+        sizes,
+        iters: iters.unwrap_or(100),
+        tx_depth: tx_depth.unwrap_or(32),
+        odp,
+        cold,
+        device,
+    }))
 }
 
 /// What a test gives to its row.
@@ -320,23 +390,12 @@ impl Bench {
         })
     }
 
-    /// A work request of `verb` from A's buffer to B's.
     /// Posts message `i` of `verb` from A's slot to B's.
     fn post(&self, verb: Verb, bufs: &Buffers, i: usize) -> io::Result<()> {
         let off = bufs.offset(i);
         let sge = [bufs.mr_a.sge(off as u64, bufs.size as u32)];
-        let op = match verb {
-            Verb::Write => WrOpcode::RdmaWrite,
-            Verb::Read => WrOpcode::RdmaRead,
-            Verb::Send => WrOpcode::Send,
-        };
-        let mut wr = SendWr::new(i as u64, op, &sge).flags(SEND_SIGNALED);
-        if verb != Verb::Send {
-            wr = wr.remote(bufs.mr_b.addr() + off as u64, bufs.mr_b.rkey());
-        }
-        self.qp_a
-            .post_send(&[wr])
-            .map_err(|e| err(format!("post_send: {e}")))
+        let remote = (bufs.mr_b.addr() + off as u64, bufs.mr_b.rkey());
+        post_signaled(&self.qp_a, verb, i, &sge, remote)
     }
 
     /// Posts a receive of message `i`'s slot of `mr` on `qp`.
@@ -349,33 +408,11 @@ impl Bench {
         .map_err(|e| err(format!("post_recv: {e}")))
     }
 
-    /// Polls `cq` for at least one completion; fails on an error completion or after
-    /// [`STUCK`].
-    fn poll(cq: &Cq, out: &mut [Wc], what: &str) -> io::Result<usize> {
-        let start = Instant::now();
-        loop {
-            let n = cq.poll(out);
-            if let Some(bad) = out[..n].iter().find(|w| w.status != WcStatus::SUCCESS) {
-                return Err(err(format!(
-                    "{what}: completion {:?} of wr_id {}",
-                    bad.status, bad.wr_id
-                )));
-            }
-            if n > 0 {
-                return Ok(n);
-            }
-            if start.elapsed() > STUCK {
-                return Err(err(format!("{what}: no completion within {STUCK:?}")));
-            }
-            std::hint::spin_loop();
-        }
-    }
-
     /// Waits for one completion of `opcode` on `cq`, counting the others in `other`.
     fn wait_for(cq: &Cq, opcode: WcOpcode, other: &mut usize, what: &str) -> io::Result<()> {
         let mut wc = [Wc::default(); 1];
         loop {
-            Self::poll(cq, &mut wc, what)?;
+            poll_cq(cq, &mut wc, what)?;
             if wc[0].opcode == opcode {
                 return Ok(());
             }
@@ -384,7 +421,6 @@ impl Bench {
     }
 
     fn run_bw(&self, verb: Verb, bufs: &Buffers, iters: usize) -> io::Result<Row> {
-        let size = bufs.size;
         let depth = self.depth as usize;
         let mut recvs_posted = 0;
         if verb == Verb::Send {
@@ -394,63 +430,32 @@ impl Bench {
             }
         }
         let mut wcs = vec![Wc::default(); depth];
-        let (mut posted, mut done, mut received) = (0, 0, 0);
-        let mut peak = 0f64;
-        let start = Instant::now();
-        let mut window = (start, 0usize);
-        while done < iters || received < recvs_posted {
-            while posted < iters && posted - done < depth {
-                if self.cold {
-                    bufs.drop_pages(posted)?;
-                }
-                self.post(verb, bufs, posted)?;
-                posted += 1;
+        let mut received = 0;
+        let post = |i| {
+            if self.cold {
+                bufs.drop_pages(i)?;
             }
-            if done < iters {
-                let n = self.cq_a.poll(&mut wcs);
-                if let Some(bad) = wcs[..n].iter().find(|w| w.status != WcStatus::SUCCESS) {
-                    return Err(err(format!(
-                        "completion {:?} of wr_id {}",
-                        bad.status, bad.wr_id
-                    )));
-                }
-                done += n;
-                if done - window.1 >= depth {
-                    let now = Instant::now();
-                    let secs = now.duration_since(window.0).as_secs_f64();
-                    peak = peak.max(((done - window.1) * size) as f64 / secs);
-                    window = (now, done);
+            self.post(verb, bufs, i)
+        };
+        // B's side of a SEND: every receive completed, one kept ready for every send to come.
+        let receive = || -> io::Result<bool> {
+            if verb != Verb::Send {
+                return Ok(true);
+            }
+            let n = self.cq_b.poll(&mut wcs);
+            if let Some(bad) = wcs[..n].iter().find(|w| w.status != WcStatus::SUCCESS) {
+                return Err(err(format!("receive completion {:?}", bad.status)));
+            }
+            received += n;
+            for _ in 0..n {
+                if recvs_posted < iters {
+                    Self::post_recv(&self.qp_b, &bufs.mr_b, bufs, recvs_posted)?;
+                    recvs_posted += 1;
                 }
             }
-            if verb == Verb::Send && received < recvs_posted {
-                let n = self.cq_b.poll(&mut wcs);
-                if let Some(bad) = wcs[..n].iter().find(|w| w.status != WcStatus::SUCCESS) {
-                    return Err(err(format!("receive completion {:?}", bad.status)));
-                }
-                received += n;
-                // Keep a receive ready for every send still to come.
-                for _ in 0..n {
-                    if recvs_posted < iters {
-                        Self::post_recv(&self.qp_b, &bufs.mr_b, bufs, recvs_posted)?;
-                        recvs_posted += 1;
-                    }
-                }
-            }
-            if start.elapsed() > STUCK * (1 + iters as u32 / 1000) {
-                return Err(err(format!(
-                    "{done} of {iters} completions after {:?}",
-                    start.elapsed()
-                )));
-            }
-        }
-        let secs = start.elapsed().as_secs_f64();
-        let avg = (iters * size) as f64 / secs;
-        let mib = (1u64 << 20) as f64;
-        Ok(Row::Bw {
-            peak_mib_s: peak.max(avg) / mib,
-            avg_mib_s: avg / mib,
-            msg_rate_mpps: iters as f64 / secs / 1e6,
-        })
+            Ok(received >= recvs_posted)
+        };
+        drive_bw(&self.cq_a, iters, depth, bufs.size, post, receive)
     }
 
     fn run_lat(&self, verb: Verb, bufs: &Buffers, iters: usize) -> io::Result<Row> {
@@ -475,7 +480,7 @@ impl Bench {
             match verb {
                 Verb::Write | Verb::Read => {
                     self.post(verb, bufs, i)?;
-                    Self::poll(&self.cq_a, &mut wc, "completion")?;
+                    poll_cq(&self.cq_a, &mut wc, "completion")?;
                     samples.push(t0.elapsed().as_secs_f64() * 1e6);
                 }
                 Verb::Send => {
@@ -507,6 +512,140 @@ impl Bench {
     }
 }
 
+/// Posts message `i` of `verb`, signaled, from `sge` to `remote` (address, rkey; unused by a
+/// SEND).
+fn post_signaled(qp: &Qp, verb: Verb, i: usize, sge: &[Sge], remote: (u64, u32)) -> io::Result<()> {
+    let op = match verb {
+        Verb::Write => WrOpcode::RdmaWrite,
+        Verb::Read => WrOpcode::RdmaRead,
+        Verb::Send => WrOpcode::Send,
+    };
+    let mut wr = SendWr::new(i as u64, op, sge).flags(SEND_SIGNALED);
+    if verb != Verb::Send {
+        wr = wr.remote(remote.0, remote.1);
+    }
+    qp.post_send(&[wr])
+        .map_err(|e| err(format!("post_send: {e}")))
+}
+
+/// Polls `cq` for at least one completion; fails on an error completion or after [`STUCK`].
+fn poll_cq(cq: &Cq, out: &mut [Wc], what: &str) -> io::Result<usize> {
+    let start = Instant::now();
+    loop {
+        let n = cq.poll(out);
+        if let Some(bad) = out[..n].iter().find(|w| w.status != WcStatus::SUCCESS) {
+            return Err(err(format!(
+                "{what}: completion {:?} of wr_id {}",
+                bad.status, bad.wr_id
+            )));
+        }
+        if n > 0 {
+            return Ok(n);
+        }
+        if start.elapsed() > STUCK {
+            return Err(err(format!("{what}: no completion within {STUCK:?}")));
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// A bandwidth run's clock: the average over the run, and the peak over windows of
+/// `window` completions.
+struct Meter {
+    size: usize,
+    window: usize,
+    start: Instant,
+    done: usize,
+    mark: (Instant, usize),
+    peak: f64,
+}
+
+impl Meter {
+    fn new(size: usize, window: usize) -> Self {
+        let now = Instant::now();
+        Self {
+            size,
+            window: window.max(1),
+            start: now,
+            done: 0,
+            mark: (now, 0),
+            peak: 0.0,
+        }
+    }
+
+    /// `n` more messages completed.
+    fn add(&mut self, n: usize) {
+        self.done += n;
+        if self.done - self.mark.1 >= self.window {
+            let now = Instant::now();
+            let secs = now.duration_since(self.mark.0).as_secs_f64();
+            self.peak = self
+                .peak
+                .max(((self.done - self.mark.1) * self.size) as f64 / secs);
+            self.mark = (now, self.done);
+        }
+    }
+
+    /// Fails a run that stopped moving: a minute, and another per thousand messages.
+    fn check(&self, iters: usize) -> io::Result<()> {
+        if self.start.elapsed() > STUCK * (1 + iters as u32 / 1000) {
+            return Err(err(format!(
+                "{} of {iters} completions after {:?}",
+                self.done,
+                self.start.elapsed()
+            )));
+        }
+        Ok(())
+    }
+
+    fn row(&self, iters: usize) -> Row {
+        let secs = self.start.elapsed().as_secs_f64();
+        let avg = (iters * self.size) as f64 / secs;
+        let mib = (1u64 << 20) as f64;
+        Row::Bw {
+            peak_mib_s: self.peak.max(avg) / mib,
+            avg_mib_s: avg / mib,
+            msg_rate_mpps: iters as f64 / secs / 1e6,
+        }
+    }
+}
+
+/// The bandwidth loop of every mode: `post(i)` sends message `i`, up to `depth` are in flight,
+/// their completions come to `cq`; `other` runs every round (the receiving side, when it is
+/// in this process) and says whether it is done.
+fn drive_bw(
+    cq: &Cq,
+    iters: usize,
+    depth: usize,
+    size: usize,
+    mut post: impl FnMut(usize) -> io::Result<()>,
+    mut other: impl FnMut() -> io::Result<bool>,
+) -> io::Result<Row> {
+    let mut wcs = vec![Wc::default(); depth];
+    let mut meter = Meter::new(size, depth);
+    let mut posted = 0;
+    let mut other_done = false;
+    while meter.done < iters || !other_done {
+        while posted < iters && posted - meter.done < depth {
+            post(posted)?;
+            posted += 1;
+        }
+        if meter.done < iters {
+            let n = cq.poll(&mut wcs);
+            if let Some(bad) = wcs[..n].iter().find(|w| w.status != WcStatus::SUCCESS) {
+                return Err(err(format!(
+                    "completion {:?} of wr_id {}",
+                    bad.status, bad.wr_id
+                )));
+            }
+            meter.add(n);
+        }
+        other_done = other()?;
+        meter.check(iters)?;
+    }
+    Ok(meter.row(iters))
+}
+
 fn print_header(t: Test, o: &Options, depth: u32) {
     println!("{RESULT_LINE}");
     println!("                    {}", t.title());
@@ -532,7 +671,12 @@ fn print_header(t: Test, o: &Options, depth: u32) {
         }
     );
     println!("{RESULT_LINE}");
-    match t.kind {
+    print_columns(t.kind);
+}
+
+/// perftest's column titles, and pfnic-perf's last column: page requests per iteration.
+fn print_columns(kind: Kind) {
+    match kind {
         Kind::Bw => println!(
             " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]   faults/iter"
         ),
@@ -592,14 +736,18 @@ fn run(o: &Options) -> io::Result<()> {
 }
 
 fn main() -> ExitCode {
-    let o = match parse_args() {
-        Ok(o) => o,
+    let mode = match parse_args() {
+        Ok(m) => m,
         Err(e) => {
             eprintln!("pfnic-perf: {e}\n{USAGE}");
             return ExitCode::from(2);
         }
     };
-    match run(&o) {
+    let r = match &mode {
+        Mode::Loopback(o) => run(o),
+        Mode::Peer(o) => peer::run(o),
+    };
+    match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("pfnic-perf: {e}");

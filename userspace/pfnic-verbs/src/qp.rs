@@ -78,8 +78,11 @@ pub struct ConnectAttr {
     pub retry_cnt: u32,
     /// Local ACK timeout (IB encoding).
     pub timeout: u32,
-    /// Outstanding RDMA READ/atomics, both directions.
+    /// Outstanding RDMA READ/atomics this QP may have at the peer (`max_rd_atomic`).
     pub max_rd_atomic: u32,
+    /// Incoming RDMA READ/atomics this QP holds resources for (`max_dest_rd_atomic`);
+    /// `None`: the same as `max_rd_atomic`.
+    pub max_dest_rd_atomic: Option<u32>,
     /// `IBV_MTU_*`; 0: the port's active MTU.
     pub path_mtu: u32,
     /// The address vector's global route (`is_global`); `None`: the peer is on this device,
@@ -102,6 +105,7 @@ impl Default for ConnectAttr {
             retry_cnt: 7,
             timeout: 14,
             max_rd_atomic: 1,
+            max_dest_rd_atomic: None,
             path_mtu: 0,
             grh: None,
             sq_psn: 0,
@@ -284,7 +288,7 @@ impl Qp {
         };
         a.dest_qp_num = dest_qpn;
         a.rq_psn = c.rq_psn;
-        a.max_dest_rd_atomic = c.max_rd_atomic;
+        a.max_dest_rd_atomic = c.max_dest_rd_atomic.unwrap_or(c.max_rd_atomic);
         a.min_rnr_timer = c.min_rnr_timer;
         a.dlid = port.lid.into();
         a.sl = 0;
