@@ -397,12 +397,16 @@ void pfnic_qp_complete_wqe(PfnicState *s, PfnicQp *qp, const PfnicWqe *w,
     if (status == PFNIC_WC_SUCCESS) {
         qp->bytes += len;
     }
+    /*
+     * The slot is free before its completion is visible: software that
+     * polled the completion may post into the slot at once.
+     */
+    qp->sq_head++;
+    pfnic_qp_record(s, qp);
     if (status != PFNIC_WC_SUCCESS || w->flags & PFNIC_SEND_SIGNALED ||
         qp->flags & PFNIC_QP_FLAG_SIGNAL_ALL) {
         pfnic_cqe_write(s, qp->scqn, &cqe, false);
     }
-    qp->sq_head++;
-    pfnic_qp_record(s, qp);
     if (status != PFNIC_WC_SUCCESS) {
         pfnic_qp_enter_err(s, qp, false);
     }
@@ -444,10 +448,10 @@ static void pfnic_qp_recv_complete(PfnicState *s, PfnicQp *qp, PfnicQp *dest,
     if (status == PFNIC_WC_SUCCESS) {
         dest->bytes += qp->len;
     }
-    pfnic_cqe_write(s, dest->rcqn, &cqe,
-                    qp->wqe.flags & PFNIC_SEND_SOLICITED);
     dest->rq_head++;
     pfnic_qp_record(s, dest);
+    pfnic_cqe_write(s, dest->rcqn, &cqe,
+                    qp->wqe.flags & PFNIC_SEND_SOLICITED);
     if (status != PFNIC_WC_SUCCESS) {
         pfnic_qp_enter_err(s, dest, false);
     }
@@ -907,8 +911,9 @@ static bool pfnic_qp_flush(PfnicState *s, PfnicQp *qp)
             cqe.wr_id = w.wr_id;
             cqe.opcode = pfnic_wc_opcode(w.opcode);
             trace_pfnic_qp_flush(qp->qpn, true, qp->sq_head);
-            pfnic_cqe_write(s, qp->scqn, &cqe, false);
             qp->sq_head++;
+            pfnic_qp_record(s, qp);
+            pfnic_cqe_write(s, qp->scqn, &cqe, false);
         } else if (qp->rq_head != qp->rq_tail) {
             if (!pfnic_wqe_read(s, qp->rq, qp->rq_entries, qp->rq_head, &w)) {
                 pfnic_guest_error(s, "receive queue unreadable");
@@ -916,13 +921,13 @@ static bool pfnic_qp_flush(PfnicState *s, PfnicQp *qp)
             cqe.wr_id = w.wr_id;
             cqe.opcode = PFNIC_WC_RECV;
             trace_pfnic_qp_flush(qp->qpn, false, qp->rq_head);
-            pfnic_cqe_write(s, qp->rcqn, &cqe, false);
             qp->rq_head++;
+            pfnic_qp_record(s, qp);
+            pfnic_cqe_write(s, qp->rcqn, &cqe, false);
         } else {
             return false;
         }
         qp->wqes_completed++;
-        pfnic_qp_record(s, qp);
     }
     return true;
 }

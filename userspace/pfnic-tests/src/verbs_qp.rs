@@ -9,7 +9,7 @@ use crate::ktap::{Failure, Test, TestResult};
 use crate::verbs_common::*;
 use pfnic_sys::uapi;
 use pfnic_verbs::{
-    qp_attr, ConnectAttr, QpAttr, QpState, RecvWr, SendWr, Sge, WcOpcode, WcStatus, WrOpcode,
+    qp_attr, ConnectAttr, QpAttr, QpState, RecvWr, SendWr, Sge, Wc, WcOpcode, WcStatus, WrOpcode,
     ACCESS_LOCAL_WRITE, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE, SEND_SIGNALED, SEND_SOLICITED,
     WC_WITH_IMM,
 };
@@ -18,6 +18,10 @@ pub const TESTS: &[&Test] = &[
     &Test {
         name: "test_verbs_qp_state_machine",
         run: test_verbs_qp_state_machine,
+    },
+    &Test {
+        name: "test_verbs_slot_free_at_completion",
+        run: test_verbs_slot_free_at_completion,
     },
     &Test {
         name: "test_verbs_rc_send_recv",
@@ -160,6 +164,95 @@ fn test_verbs_qp_state_machine() -> TestResult {
 }
 
 /// SEND/RECV from one byte to several pages: the data, and every completion field.
+/// A work request's queue slot is free once its completion can be polled: a post into the
+/// slot right after the poll must never find the queue full (libibverbs' contract; the
+/// device once wrote completions before the queue's head, and a fast poller that took a
+/// burst of completions got ENOMEM). Send queue: full of RDMA WRITEs, every batch of
+/// completions refilled at once. Receive queue: every receive completion followed at once
+/// by a new receive.
+fn test_verbs_slot_free_at_completion() -> TestResult {
+    const WRITES: usize = 20_000;
+    const RECVS: usize = 2000;
+    let p = Pair::new(&PairOpts {
+        max_wr: 64,
+        cqe: 128,
+        ..Default::default()
+    })?;
+    let (sq, bursts) = send_slots_reused_at_once(&p, WrOpcode::RdmaWrite, WRITES)?;
+    // The receive queue, one completion at a time.
+    let q = Pair::new(&PairOpts {
+        max_wr: 2,
+        cqe: 16,
+        ..Default::default()
+    })?;
+    let rq = q.b.qp.cap().max_recv_wr as usize;
+    for i in 0..rq {
+        q.b.post_recv(i as u64, 0, 8)?;
+    }
+    let ssge = [q.a.sge(0, 8)];
+    for i in 0..RECVS {
+        q.a.post_ok(SendWr::new(i as u64, WrOpcode::Send, &ssge))?;
+        let r = q.b.wait_wc(WcStatus::SUCCESS, Some(WcOpcode::RECV))?;
+        q.b.post_recv((rq + i) as u64, 0, 8).map_err(|e| {
+            Failure::Fail(format!(
+                "receive {}, right after receive {}: {e:?}",
+                rq + i,
+                r.wr_id
+            ))
+        })?;
+    }
+    println!(
+        "# {WRITES} writes through {sq} send slots ({bursts} bursts of completions refilled at once), {RECVS} receives through {rq} receive slots: every slot reusable as soon as its completion was polled"
+    );
+    Ok(())
+}
+
+/// Keeps `p.a`'s send queue full of `total` signaled `op`s (RDMA WRITE or READ) into `p.b`,
+/// refilling every batch of completions right after the poll; fails if a post finds the
+/// queue full. Returns the send queue's size and the number of batches of more than one.
+pub fn send_slots_reused_at_once(
+    p: &Pair,
+    op: WrOpcode,
+    total: usize,
+) -> Result<(usize, usize), Failure> {
+    let sq = p.a.qp.cap().max_send_wr as usize;
+    let sge = [p.a.sge(0, 8)];
+    let post = |i: usize, after: &str| {
+        p.a.post(
+            p.a.rdma_wr(i as u64, op, &sge, &p.b, 0)
+                .flags(SEND_SIGNALED),
+        )
+        .map_err(|e| Failure::Fail(format!("{op:?} {i}, right after {after}: {e:?}")))
+    };
+    for i in 0..sq {
+        post(i, "the queue was empty")?;
+    }
+    let (mut posted, mut done, mut bursts) = (sq, 0, 0);
+    let mut wcs = vec![Wc::default(); sq];
+    let start = std::time::Instant::now();
+    while done < total {
+        let n = p.a.cq.poll(&mut wcs);
+        for wc in &wcs[..n] {
+            check_wc(wc, WcStatus::SUCCESS, Some(requester_opcode(op)))?;
+        }
+        bursts += usize::from(n > 1);
+        done += n;
+        // Refill at once, with nothing in between: the narrowest window.
+        for _ in 0..n {
+            if posted < total {
+                post(posted, &format!("a batch of {n} completions"))?;
+                posted += 1;
+            }
+        }
+        if start.elapsed() > WC_TIMEOUT {
+            return Err(Failure::Fail(format!(
+                "{done} of {total} {op:?}s after {WC_TIMEOUT:?}"
+            )));
+        }
+    }
+    Ok((sq, bursts))
+}
+
 fn test_verbs_rc_send_recv() -> TestResult {
     let p = Pair::new(&PairOpts {
         len: 16 * PAGE,

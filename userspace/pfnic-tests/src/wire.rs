@@ -23,6 +23,10 @@ pub const TESTS: &[&Test] = &[
         run: test_wire_rc_ops,
     },
     &Test {
+        name: "test_wire_slot_free_at_completion",
+        run: test_wire_slot_free_at_completion,
+    },
+    &Test {
         name: "test_wire_large",
         run: test_wire_large,
     },
@@ -104,6 +108,31 @@ fn wire_pair(ctx: &[Context; 2], o: &PairOpts, mtu: u32) -> Result<Pair, Failure
     b.qp.connect(a.qp.qp_num(), &to(0, psn_b, psn_a))
         .map_err(|e| fail("connect b", e))?;
     Ok(Pair { a, b })
+}
+
+/// A full send queue of RDMA READs and of WRITEs across the wire, each batch of completions
+/// refilled at once (`test_verbs_slot_free_at_completion`'s contract; here the completions
+/// come from the port's receive path, concurrently with the poller, in bursts).
+fn test_wire_slot_free_at_completion() -> TestResult {
+    let ctx = wire_contexts()?;
+    let p = wire_pair(
+        &ctx,
+        &PairOpts {
+            max_wr: 128,
+            cqe: 256,
+            connect: ConnectAttr {
+                max_rd_atomic: 16,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+        3,
+    )?;
+    for (op, total) in [(WrOpcode::RdmaRead, 3000), (WrOpcode::RdmaWrite, 3000)] {
+        let (sq, bursts) = crate::verbs_qp::send_slots_reused_at_once(&p, op, total)?;
+        println!("# {total} {op:?}s through {sq} send slots, {bursts} batches of completions refilled at once");
+    }
+    Ok(())
 }
 
 /// The port: Ethernet link layer, GID 1 the IPv4 address, both GIDs as rxe's.
