@@ -216,3 +216,24 @@ pub fn bind(bdf: &str) -> Result<(), Failure> {
     std::fs::write("/sys/bus/pci/drivers/pfnic/bind", bdf)
         .map_err(|e| Failure::Fail(format!("bind {bdf}: {e}")))
 }
+
+/// The `/proc/self/pagemap` entry of the page holding `addr` (Documentation/admin-guide/mm/
+/// pagemap.rst): bit 63 present, bit 57 uffd write-protected, bits 0..54 the page frame
+/// (visible to root only).
+pub fn pagemap(addr: u64) -> Result<u64, Failure> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open("/proc/self/pagemap")?;
+    let mut e = [0u8; 8];
+    f.read_exact_at(&mut e, addr / 4096 * 8)?;
+    Ok(u64::from_le_bytes(e))
+}
+
+/// Whether a pagemap entry says the page is present.
+pub fn pm_present(entry: u64) -> bool {
+    entry >> 63 == 1
+}
+
+/// The page frame number of a pagemap entry (0 when not present).
+pub fn pm_pfn(entry: u64) -> u64 {
+    entry & ((1 << 55) - 1)
+}

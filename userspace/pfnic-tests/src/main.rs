@@ -15,6 +15,7 @@ mod inject;
 mod interrupts;
 mod lifecycle;
 mod matrix;
+mod matrix_uffd;
 mod security;
 mod verbs_common;
 mod verbs_cq;
@@ -42,6 +43,7 @@ fn main() {
         wire::TESTS,
         security::TESTS,
         matrix::TESTS,
+        matrix_uffd::TESTS,
         inject::TESTS,
         c_programs::TESTS,
         lifecycle::TESTS,

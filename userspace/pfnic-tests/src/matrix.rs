@@ -41,6 +41,10 @@ pub const TESTS: &[&Test] = &[
         run: test_matrix_thp,
     },
     &Test {
+        name: "test_matrix_ksm",
+        run: test_matrix_ksm,
+    },
+    &Test {
         name: "test_matrix_kill_mid_rdma",
         run: test_matrix_kill_mid_rdma,
     },
@@ -51,23 +55,28 @@ pub const TESTS: &[&Test] = &[
 ];
 
 /// Pages of the target buffer: the first and the last hold the sentinels and are never raced.
-const PAGES: usize = 34;
-const LEN: usize = PAGES * PAGE;
+pub const PAGES: usize = 34;
+pub const LEN: usize = PAGES * PAGE;
 /// Transfers per race.
 const ITERS: usize = 40;
 /// Sentinel widths: the transfer's edges sit 1, 2, 4 and 8 bytes inside the outer pages.
-const EDGES: [usize; 4] = [1, 2, 4, 8];
-const SENTINEL: u8 = 0xa5;
+pub const EDGES: [usize; 4] = [1, 2, 4, 8];
+pub const SENTINEL: u8 = 0xa5;
 
 /// The byte range iteration `i` writes: from `e` bytes before the end of the first page to `e`
 /// bytes into the last one.
-fn span(i: usize) -> (usize, usize) {
+pub fn span(i: usize) -> (usize, usize) {
     let e = EDGES[i % EDGES.len()];
     (PAGE - e, LEN - 2 * PAGE + 2 * e)
 }
 
 /// Fails unless the 8 bytes on each side of `[off, off + len)` of `buf` still hold the sentinel.
-fn check_sentinels(what: &str, buf: &pfnic_verbs::Buffer, off: usize, len: usize) -> TestResult {
+pub fn check_sentinels(
+    what: &str,
+    buf: &pfnic_verbs::Buffer,
+    off: usize,
+    len: usize,
+) -> TestResult {
     for (side, at) in [("before", off - 8), ("after", off + len)] {
         let got = buf.to_vec(at, 8);
         check!(
@@ -76,6 +85,13 @@ fn check_sentinels(what: &str, buf: &pfnic_verbs::Buffer, off: usize, len: usize
         );
     }
     Ok(())
+}
+
+/// Fills the first and the last page of a `LEN`-byte buffer with the sentinel (transfers with
+/// wider edges reach further into them).
+pub fn reset_sentinels(buf: &pfnic_verbs::Buffer) {
+    buf.write(0, &[SENTINEL; PAGE]);
+    buf.write(LEN - PAGE, &[SENTINEL; PAGE]);
 }
 
 /// A thread that runs `step` until stopped; counts its rounds.
@@ -123,7 +139,7 @@ impl Drop for Racer {
 }
 
 /// The interior pages of `buf` (all but the first and the last), as an address and length.
-fn interior(buf: &pfnic_verbs::Buffer) -> (usize, usize) {
+pub fn interior(buf: &pfnic_verbs::Buffer) -> (usize, usize) {
     (buf.addr() as usize + PAGE, LEN - 2 * PAGE)
 }
 
@@ -143,8 +159,7 @@ fn race_writes(
         for i in 0..ITERS {
             let (off, len) = span(i);
             // Earlier transfers reached further into the outer pages: sentinels anew.
-            p.b.buf.write(0, &[SENTINEL; PAGE]);
-            p.b.buf.write(LEN - PAGE, &[SENTINEL; PAGE]);
+            reset_sentinels(&p.b.buf);
             p.a.buf.write(0, &pattern(i as u8, len));
             p.a.post(
                 SendWr::new(i as u64, WrOpcode::RdmaWrite, &[p.a.sge(0, len)])
@@ -169,8 +184,7 @@ fn race_writes(
     r?;
     // The race is over: a last write must land whole.
     let (off, len) = span(0);
-    p.b.buf.write(0, &[SENTINEL; PAGE]);
-    p.b.buf.write(LEN - PAGE, &[SENTINEL; PAGE]);
+    reset_sentinels(&p.b.buf);
     p.a.buf.write(0, &pattern(0xee, len));
     p.a.post_ok(
         SendWr::new(1 << 32, WrOpcode::RdmaWrite, &[p.a.sge(0, len)])
@@ -182,7 +196,7 @@ fn race_writes(
 }
 
 /// An ODP pair whose target buffer is `LEN` bytes with sentinels everywhere.
-fn matrix_pair() -> Result<Pair, Failure> {
+pub fn matrix_pair() -> Result<Pair, Failure> {
     let p = Pair::odp(ODP_WRITE, LEN)?;
     p.b.buf.fill(SENTINEL);
     Ok(p)
@@ -417,6 +431,139 @@ fn test_matrix_thp() -> TestResult {
     Ok(())
 }
 
+/// ksmd's knobs and counters (Documentation/admin-guide/mm/ksm.rst).
+const KSM: &str = "/sys/kernel/mm/ksm";
+
+fn ksm_get(name: &str) -> Result<u64, Failure> {
+    let v = std::fs::read_to_string(format!("{KSM}/{name}"))?;
+    Ok(v.trim().parse()?)
+}
+
+fn ksm_set(name: &str, v: u64) -> TestResult {
+    std::fs::write(format!("{KSM}/{name}"), v.to_string())
+        .map_err(|e| fail(&format!("{KSM}/{name}"), e))
+}
+
+/// ksmd running fast for a test; on drop every page is unmerged (`run` 2) and the knobs go
+/// back to what they were.
+struct Ksmd {
+    saved: Vec<(&'static str, u64)>,
+}
+
+impl Ksmd {
+    fn start() -> Result<Self, Failure> {
+        let mut k = Self { saved: Vec::new() };
+        for (name, v) in [("pages_to_scan", 4096), ("sleep_millisecs", 10), ("run", 1)] {
+            k.saved.push((name, ksm_get(name)?));
+            ksm_set(name, v)?;
+        }
+        Ok(k)
+    }
+}
+
+impl Drop for Ksmd {
+    fn drop(&mut self) {
+        let _ = ksm_set("run", 2);
+        for &(name, v) in self.saved.iter().rev() {
+            let _ = ksm_set(name, v);
+        }
+    }
+}
+
+/// Kernel samepage merging under the device. A target buffer, written by the device (so its
+/// translations were writable), and a twin the CPU filled with the same pages are merged by
+/// ksmd (each page pair then shares one frame, seen in /proc/self/pagemap). An RDMA READ of
+/// the merged pages returns their bytes and leaves them merged; an RDMA WRITE into the middle
+/// pages breaks their sharing: the twin keeps every byte, the target has the new ones, and the
+/// pages it did not touch stay merged.
+fn test_matrix_ksm() -> TestResult {
+    const K: usize = 16;
+    const MERGE_WAIT: Duration = Duration::from_secs(120);
+    if !std::path::Path::new(KSM).exists() {
+        skip!("no {KSM}: the kernel has no KSM (CONFIG_KSM)");
+    }
+    let p = Pair::odp(ODP_WRITE | ODP_READ, K * PAGE)?;
+    let twin = pfnic_verbs::Buffer::new(K * PAGE)?;
+    let orig: Vec<u8> = (0..K).flat_map(|i| pattern(0xc0 ^ i as u8, PAGE)).collect();
+    twin.write(0, &orig);
+    p.a.buf.write(0, &orig);
+    p.a.post_ok(
+        SendWr::new(1, WrOpcode::RdmaWrite, &[p.a.sge(0, K * PAGE)])
+            .remote(p.b.buf.addr(), p.b.mr.rkey()),
+    )?;
+    check_bytes("the device's first write", &p.b.buf, 0, &orig)?;
+    p.b.buf.madvise(libc::MADV_MERGEABLE)?;
+    twin.madvise(libc::MADV_MERGEABLE)?;
+    // Which of the K page pairs share a frame.
+    let shared = || -> Result<Vec<bool>, Failure> {
+        (0..K)
+            .map(|i| {
+                let x = crate::common::pagemap(p.b.buf.addr() + (i * PAGE) as u64)?;
+                let y = crate::common::pagemap(twin.addr() + (i * PAGE) as u64)?;
+                Ok(crate::common::pm_present(x)
+                    && crate::common::pm_pfn(x) == crate::common::pm_pfn(y))
+            })
+            .collect()
+    };
+    let ksmd = Ksmd::start()?;
+    let t0 = Instant::now();
+    loop {
+        let n = shared()?.iter().filter(|&&s| s).count();
+        if n == K {
+            break;
+        }
+        check!(
+            t0.elapsed() < MERGE_WAIT,
+            "KSM merged {n} of {K} page pairs within {MERGE_WAIT:?} (pages_sharing {}, full_scans {})",
+            ksm_get("pages_sharing")?,
+            ksm_get("full_scans")?
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Stop scanning (merged pages stay merged): what follows is the device's doing alone.
+    ksm_set("run", 0)?;
+    let sharing = ksm_get("pages_sharing")?;
+    println!(
+        "# KSM merged all {K} page pairs in {} ms (pages_sharing {sharing}, full_scans {})",
+        t0.elapsed().as_millis(),
+        ksm_get("full_scans")?
+    );
+    check!(sharing >= K as u64, "pages_sharing {sharing} < {K}");
+
+    p.a.buf.fill(0);
+    p.a.post_ok(
+        SendWr::new(2, WrOpcode::RdmaRead, &[p.a.sge(0, K * PAGE)])
+            .remote(p.b.buf.addr(), p.b.mr.rkey()),
+    )?;
+    check_bytes("RDMA READ of merged pages", &p.a.buf, 0, &orig)?;
+    check_eq!(shared()?, vec![true; K]);
+
+    // Pages 1..K-1 written, 8 bytes at each end of that run spared.
+    let (off, len) = (PAGE + 8, (K - 2) * PAGE - 16);
+    let new = pattern(0x11, len);
+    p.a.buf.write(0, &new);
+    p.a.post_ok(
+        SendWr::new(3, WrOpcode::RdmaWrite, &[p.a.sge(0, len)])
+            .remote(p.b.buf.addr() + off as u64, p.b.mr.rkey()),
+    )?;
+    let mut want = orig.clone();
+    want[off..off + len].copy_from_slice(&new);
+    check_bytes("target after the write", &p.b.buf, 0, &want)?;
+    check_bytes("twin after the write", &twin, 0, &orig)?;
+    let after = shared()?;
+    let still = after.iter().filter(|&&s| s).count();
+    println!("# after the device's write: {still} of {K} page pairs still merged");
+    check!(
+        after
+            .iter()
+            .enumerate()
+            .all(|(i, &s)| s == (i == 0 || i == K - 1)),
+        "merged page pairs after the write {after:?}: expected only the first and the last"
+    );
+    drop(ksmd);
+    Ok(())
+}
+
 /// Children killed at random points of cold RDMA traffic between two contexts of their own,
 /// with page requests outstanding: the device and the driver recover every time (the contexts
 /// are freed, the next pair works).
@@ -467,7 +614,7 @@ fn test_matrix_kill_mid_rdma() -> TestResult {
 }
 
 /// The verbs table usage the driver reports in debugfs: (QPs, CQs, MRs, contexts).
-fn table_usage() -> Result<[u64; 4], Failure> {
+pub fn table_usage() -> Result<[u64; 4], Failure> {
     let text = std::fs::read_to_string("/sys/kernel/debug/pfnic0/stats")?;
     let get = |key: &str| -> Result<u64, Failure> {
         text.lines()

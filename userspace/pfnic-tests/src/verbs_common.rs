@@ -247,6 +247,23 @@ pub fn init_attr(access: u32) -> QpAttr {
 pub const INIT_MASK: u32 =
     qp_attr::STATE | qp_attr::PKEY_INDEX | qp_attr::PORT | qp_attr::ACCESS_FLAGS;
 
+/// The attributes libibverbs requires for INIT→RTR.
+pub const RTR_MASK: u32 = qp_attr::STATE
+    | qp_attr::AV
+    | qp_attr::PATH_MTU
+    | qp_attr::DEST_QPN
+    | qp_attr::RQ_PSN
+    | qp_attr::MAX_DEST_RD_ATOMIC
+    | qp_attr::MIN_RNR_TIMER;
+
+/// The attributes libibverbs requires for RTR→RTS.
+pub const RTS_MASK: u32 = qp_attr::STATE
+    | qp_attr::TIMEOUT
+    | qp_attr::RETRY_CNT
+    | qp_attr::RNR_RETRY
+    | qp_attr::SQ_PSN
+    | qp_attr::MAX_QP_RD_ATOMIC;
+
 /// The opcode of the requester's completion of a successful `op` (spelled out here rather
 /// than taken from the library, so that the tests check the library's mapping).
 pub fn requester_opcode(op: WrOpcode) -> WcOpcode {

@@ -8,8 +8,8 @@ use crate::ktap::{Failure, Test, TestResult};
 use crate::verbs_common::*;
 use pfnic_sys::uapi;
 use pfnic_verbs::{
-    gid_from_ipv4, qp_attr, set_global_route, ConnectAttr, Context, GlobalRoute, PortAttr, QpAttr,
-    QpState, SendWr, WcOpcode, WrOpcode, LINK_LAYER_ETHERNET, LINK_LAYER_INFINIBAND,
+    gid_from_ipv4, set_global_route, ConnectAttr, Context, GlobalRoute, PortAttr, QpAttr, QpState,
+    SendWr, WcOpcode, WrOpcode, LINK_LAYER_ETHERNET, LINK_LAYER_INFINIBAND,
 };
 
 pub const TESTS: &[&Test] = &[
@@ -341,14 +341,6 @@ fn rtr_attr(ctx: &Context, dest: u32) -> Result<QpAttr, Failure> {
     Ok(a)
 }
 
-const RTR_MASK: u32 = qp_attr::STATE
-    | qp_attr::AV
-    | qp_attr::PATH_MTU
-    | qp_attr::DEST_QPN
-    | qp_attr::RQ_PSN
-    | qp_attr::MAX_DEST_RD_ATOMIC
-    | qp_attr::MIN_RNR_TIMER;
-
 /// Address vectors and connection attributes the port cannot honour are `EINVAL`, and leave
 /// the QP where it was: a real IPv6 destination, a source GID index beyond the table, an
 /// IPv4-mapped address no host has, a remote address on a port without a wire, a path MTU
@@ -402,12 +394,6 @@ fn test_verbs_qp_av_bad() -> TestResult {
     }
     a.qp.modify(&good, RTR_MASK)?;
     check_eq!(a.state()?, QpState::Rtr);
-    let rts_mask = qp_attr::STATE
-        | qp_attr::TIMEOUT
-        | qp_attr::RETRY_CNT
-        | qp_attr::RNR_RETRY
-        | qp_attr::SQ_PSN
-        | qp_attr::MAX_QP_RD_ATOMIC;
     let rts = QpAttr {
         qp_state: QpState::Rts as u32,
         timeout: 14,
@@ -418,7 +404,7 @@ fn test_verbs_qp_av_bad() -> TestResult {
     };
     expect_errno(
         "RTR→RTS with max_rd_atomic 17",
-        a.qp.modify(&rts, rts_mask),
+        a.qp.modify(&rts, RTS_MASK),
         libc::EINVAL,
     )?;
     check_eq!(a.state()?, QpState::Rtr);
@@ -427,7 +413,7 @@ fn test_verbs_qp_av_bad() -> TestResult {
             max_rd_atomic: 16,
             ..rts
         },
-        rts_mask,
+        RTS_MASK,
     )?;
     check_eq!(a.state()?, QpState::Rts);
     // Without `is_global` the route's fields are not looked at: loopback by LID, as in 1.4.
