@@ -77,7 +77,7 @@ def svg(pairs, rel, path):
          f'<rect width="{W}" height="{H}" fill="white"/>',
          f'<text x="{W / 2}" y="20" text-anchor="middle" font-size="14">'
          'Speed relative to rxe-rxe (above 1: faster), one run, log scale</text>']
-    for tick in (0.1, 0.2, 0.5, 1, 2, 5, 10, 20):
+    for tick in (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200):
         if lo <= tick <= hi:
             e.append(f'<line x1="{left}" x2="{W - 20}" y1="{y(tick):.1f}" y2="{y(tick):.1f}" '
                      f'stroke="{"#000" if tick == 1 else "#ddd"}"/>')

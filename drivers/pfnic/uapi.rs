@@ -18,7 +18,7 @@
 use zerocopy_derive::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// Version of this interface, reported by [`PFNIC_IOCTL_QUERY_DEVICE`]. Bumped for every change.
-pub const PFNIC_UAPI_VERSION: u32 = 10;
+pub const PFNIC_UAPI_VERSION: u32 = 11;
 
 /// The ioctl "type" byte of every pfnic ioctl.
 pub const PFNIC_IOCTL_MAGIC: u32 = 0xf5;
@@ -119,11 +119,12 @@ pub struct QueryContext {
     Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout,
 )]
 pub struct TranslationStats {
-    /// Page requests the device sent (a page not present, or not writable, when it needed it).
+    /// Page requests the device sent (a page not present, or not writable, when it needed it):
+    /// one per page.
     pub page_requests: u32,
-    /// Page request responses: success.
+    /// Pages whose page request group was answered with success.
     pub pri_success: u32,
-    /// Page request responses: invalid request or failure.
+    /// Pages whose page request group was answered with invalid request or failure.
     pub pri_failed: u32,
     /// Translations served by the device's address translation cache.
     pub atc_hits: u32,
@@ -136,6 +137,11 @@ pub struct TranslationStats {
     /// Page requests held back (and sent later) because the context already had its share
     /// of the device's outstanding page requests out.
     pub prq_held: u32,
+    /// Page request groups sent: the missing pages of one side of a work item (up to 64),
+    /// answered together.
+    pub page_request_groups: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
 }
 
 /// Argument of [`PFNIC_IOCTL_QUERY_STATS`] (output only): device-wide counters since the driver
@@ -540,6 +546,8 @@ pub struct QueryMr {
     pub page_prefetch: u64,
     /// Out: remote uses of the MR's key the device refused (range, access or PD).
     pub remote_access_errors: u64,
+    /// Out: page request groups those page requests went out in.
+    pub page_fault_groups: u64,
 }
 
 /// Argument of [`PFNIC_IOCTL_CREATE_CQ`]. Map `mmap_len` bytes at `mmap_offset` to get the

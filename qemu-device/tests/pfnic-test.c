@@ -781,8 +781,8 @@ static void test_verbs_limits(void)
 {
     start("");
     map_bars();
-    g_assert_cmphex(reg_read(PFNIC_REG_VERSION), ==, 0x00010005);
-    g_assert_cmphex(reg_read(PFNIC_REG_FW_VERSION), ==, 0x01050000);
+    g_assert_cmphex(reg_read(PFNIC_REG_VERSION), ==, PFNIC_VERSION_VALUE);
+    g_assert_cmphex(reg_read(PFNIC_REG_FW_VERSION), ==, PFNIC_FW_VERSION_VALUE);
     g_assert_true(reg_read(PFNIC_REG_CAPS) & PFNIC_CAPS_VERBS);
     g_assert_cmpint(reg_read(PFNIC_REG_MAX_QPS), ==, 256);
     g_assert_cmpint(reg_read(PFNIC_REG_MAX_CQS), ==, 256);

@@ -21,6 +21,8 @@ fn translation_stats(read: impl Fn(usize) -> u32) -> uapi::TranslationStats {
         invalidations: read(5),
         prq_full: read(6),
         prq_held: read(7),
+        page_request_groups: read(8),
+        reserved: 0,
     }
 }
 
@@ -39,6 +41,7 @@ fn write_translation(
         ("invalidations", t.invalidations),
         ("prq_full", t.prq_full),
         ("prq_held", t.prq_held),
+        ("page_request_groups", t.page_request_groups),
     ] {
         write!(f, "{sep}{name} {value}")?;
     }

@@ -176,6 +176,7 @@ impl VerbsFile {
         arg.page_invalidations_handled = cmd::join(r[6], r[7]);
         arg.page_prefetch = cmd::join(r[8], r[9]);
         arg.remote_access_errors = cmd::join(r[10], r[11]);
+        arg.page_fault_groups = cmd::join(r[12], r[13]);
         Ok(())
     }
 

@@ -44,7 +44,10 @@ typedef struct PfnicPageWait {
     uint32_t ctx;               /* context whose PASID the request uses */
     uint32_t pasid;
     uint64_t fault_addr;
+    uint64_t fault_len;         /* bytes from fault_addr the work still needs */
     bool fault_write;
+    bool prefetch;              /* a PREFETCH's: count made-present pages */
+    uint32_t group_pages;       /* pages in the outstanding group */
     uint32_t refaults;          /* page requests in a row for one page */
     int64_t pri_sent_ns;        /* when the outstanding request was sent */
     int32_t mr;                 /* MR the faulting chunk used, or -1 */
@@ -80,7 +83,6 @@ typedef struct PfnicContext {
     uint64_t done;              /* bytes completed */
     PfnicPageWait pw;
     int32_t prefetch_mr;        /* PREFETCH: the MR of the key */
-    bool prefetch_faulted;      /* PREFETCH: this page was requested */
     PfnicStats stats;           /* since the context started */
 
     /* Page request responses and device-IOTLB invalidations for our PASID */
@@ -404,7 +406,7 @@ void pfnic_count(PfnicContext *ctx, PfnicCounter c);
 PfnicXlate pfnic_translate(PfnicContext *ctx, uint64_t va, bool write,
                            hwaddr *pa, AddressSpace **as);
 void pfnic_page_request(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
-                        uint64_t va, bool write);
+                        uint64_t va, uint64_t len, bool write);
 void pfnic_page_wait_init(PfnicPageWait *w, uint16_t prgi);
 
 /* pfnic_verbs.c */

@@ -37,14 +37,25 @@
  * without mapping the page gets the descriptor failed after this many.
  */
 #define PFNIC_MAX_REFAULTS      8
+/*
+ * Pages in one page request group, at most: the range one ATS request
+ * probes. A work request's side gets one group per this many pages.
+ */
+#define PFNIC_GROUP_PAGES       64
 /* Back-off when the IOMMU's page request queue is full. */
 #define PFNIC_PRQ_RETRY_NS      (100 * SCALE_US)
+
+/* Count @n events for the context and for the device. */
+static void pfnic_count_n(PfnicContext *ctx, PfnicCounter c, uint32_t n)
+{
+    ctx->stats.count[c] += n;
+    ctx->s->stats.count[c] += n;
+}
 
 /* Count one event for the context and for the device. */
 void pfnic_count(PfnicContext *ctx, PfnicCounter c)
 {
-    ctx->stats.count[c]++;
-    ctx->s->stats.count[c]++;
+    pfnic_count_n(ctx, c, 1);
 }
 
 /* --- address translation cache ------------------------------------------ */
@@ -80,6 +91,19 @@ static void pfnic_iotlb_unmap(IOMMUNotifier *n, IOMMUTLBEntry *entry)
     pfnic_mr_invalidate(ctx, entry->iova, last);
 }
 
+/* Cache the 4 KiB page @vpage of the translation @t (of any size) in @e. */
+static void pfnic_atc_fill(PfnicContext *ctx, PfnicAtcEntry *e, uint64_t vpage,
+                           const IOMMUTLBEntry *t)
+{
+    e->valid = ctx->iotlb_registered;   /* only when kept coherent */
+    e->pasid = ctx->pasid;
+    e->vpage = vpage;
+    e->paddr = (t->translated_addr & ~t->addr_mask) |
+               ((vpage * PFNIC_PAGE_SIZE) & t->addr_mask);
+    e->as = t->target_as;
+    e->perm = t->perm;
+}
+
 /*
  * Translate one page of the context's address space for reading or
  * writing. On success *pa and *as are where the byte at @va lives.
@@ -113,17 +137,54 @@ PfnicXlate pfnic_translate(PfnicContext *ctx, uint64_t va, bool write,
         return PFNIC_XLATE_FAULT;
     }
 
-    /* Cache the 4 KiB page holding @va, whatever the mapping's size. */
-    e->valid = ctx->iotlb_registered;   /* only when kept coherent */
-    e->pasid = ctx->pasid;
-    e->vpage = vpage;
-    e->paddr = (t.translated_addr & ~t.addr_mask) |
-               ((va & PFNIC_PAGE_MASK) & t.addr_mask);
-    e->as = t.target_as;
-    e->perm = t.perm;
+    pfnic_atc_fill(ctx, e, vpage, &t);
     *pa = e->paddr + (va & ~PFNIC_PAGE_MASK);
     *as = e->as;
     return PFNIC_XLATE_OK;
+}
+
+/*
+ * Which of the @n pages from @va0 (page aligned, n <= PFNIC_GROUP_PAGES)
+ * lack the access @write needs, in @missing: one ATS request for the whole
+ * range, whose present pages go to the ATC. Returns how many are missing.
+ */
+static uint32_t pfnic_probe_range(PfnicContext *ctx, uint64_t va0, uint32_t n,
+                                  bool write, bool *missing)
+{
+    IOMMUAccessFlags need = write ? IOMMU_WO : IOMMU_RO;
+    IOMMUTLBEntry t[PFNIC_GROUP_PAGES];
+    uint64_t end = va0 + n * PFNIC_PAGE_SIZE;
+    uint32_t err = 0, count = n;
+    ssize_t got;
+
+    for (uint32_t i = 0; i < n; i++) {
+        missing[i] = true;
+    }
+    pfnic_count(ctx, PFNIC_CNT_ATC_MISSES);
+    got = pci_ats_request_translation(PCI_DEVICE(ctx->s), ctx->pasid, false,
+                                      false, va0, n * PFNIC_PAGE_SIZE, !write,
+                                      t, n, &err);
+    trace_pfnic_ats(ctx->index, ctx->pasid, va0, write, got, 0, err);
+    for (ssize_t k = 0; k < got; k++) {
+        uint64_t base = t[k].iova & ~t[k].addr_mask;
+        uint64_t last = MIN(base + t[k].addr_mask + 1, end);
+
+        if ((t[k].perm & need) != need) {
+            continue;
+        }
+        for (uint64_t v = MAX(base, va0); v < last; v += PFNIC_PAGE_SIZE) {
+            uint32_t i = (v - va0) / PFNIC_PAGE_SIZE;
+            uint64_t vpage = v / PFNIC_PAGE_SIZE;
+
+            if (missing[i]) {
+                missing[i] = false;
+                count--;
+                pfnic_atc_fill(ctx, pfnic_atc_slot(ctx->s, ctx->pasid, vpage),
+                               vpage, &t[k]);
+            }
+        }
+    }
+    return count;
 }
 
 /* --- page requests ------------------------------------------------------- */
@@ -205,25 +266,30 @@ static void pfnic_pri_response(IOMMUPRINotifier *n, IOMMUPRIResponse *r)
         ++s->inject_resp_seq % s->inject_pri_failure == 0) {
         /* Fault injection: handled as a Response Failure. */
         trace_pfnic_pri_response_injected(ctx->index, r->prgi);
-        pfnic_count(ctx, PFNIC_CNT_PRI_FAILED);
+        pfnic_count_n(ctx, PFNIC_CNT_PRI_FAILED, w->group_pages);
         w->fault = true;
     } else if (r->response_code == IOMMU_PRI_RESP_SUCCESS) {
-        pfnic_count(ctx, PFNIC_CNT_PRI_SUCCESS);
+        pfnic_count_n(ctx, PFNIC_CNT_PRI_SUCCESS, w->group_pages);
         if (mr) {
-            mr->count[PFNIC_MR_PAGE_FAULTS_HANDLED]++;
+            mr->count[PFNIC_MR_PAGE_FAULTS_HANDLED] += w->group_pages;
+            if (w->prefetch) {
+                mr->count[PFNIC_MR_PAGE_PREFETCH] += w->group_pages;
+            }
         }
     } else {
-        pfnic_count(ctx, PFNIC_CNT_PRI_FAILED);
+        /* One response code for the whole group (Linux's too). */
+        pfnic_count_n(ctx, PFNIC_CNT_PRI_FAILED, w->group_pages);
         w->fault = true;
     }
     qemu_bh_schedule(s->engine_bh);
 }
 
 /*
- * Page requests outstanding: one per waiter at most, device-wide (*all) and
- * in context @ctx's PASID (the return value). Counted, not tracked, so that
- * a waiter dropped with its request unanswered (a context stopped, a QP
- * destroyed) cannot leak a slot.
+ * Pages outstanding in page requests (PCIe counts pages against the PRI
+ * allocation): one group per waiter at most, device-wide (*all) and in
+ * context @ctx's PASID (the return value). Counted, not tracked, so that a
+ * waiter dropped with its group unanswered (a context stopped, a QP
+ * destroyed) cannot leak allocation.
  */
 static uint32_t pfnic_pri_outstanding(PfnicState *s, uint32_t ctx,
                                       uint32_t *all)
@@ -234,20 +300,20 @@ static uint32_t pfnic_pri_outstanding(PfnicState *s, uint32_t ctx,
         PfnicContext *c = &s->contexts[i];
 
         if (c->enabled && c->pw.waiting) {
-            n++;
-            mine += c->pw.ctx == ctx;
+            n += c->pw.group_pages;
+            mine += c->pw.ctx == ctx ? c->pw.group_pages : 0;
         }
     }
     for (uint32_t i = 0; i < PFNIC_MAX_QPS; i++) {
         PfnicQp *qp = &s->qps[i];
 
         if (qp->valid && qp->pw.waiting) {
-            n++;
-            mine += qp->pw.ctx == ctx;
+            n += qp->pw.group_pages;
+            mine += qp->pw.ctx == ctx ? qp->pw.group_pages : 0;
         }
         if (qp->valid && qp->rpw.waiting) {
-            n++;
-            mine += qp->rpw.ctx == ctx;
+            n += qp->rpw.group_pages;
+            mine += qp->rpw.ctx == ctx ? qp->rpw.group_pages : 0;
         }
     }
     *all = n;
@@ -255,19 +321,23 @@ static uint32_t pfnic_pri_outstanding(PfnicState *s, uint32_t ctx,
 }
 
 /*
- * Ask the OS to make @va of @ctx's address space present (and writable);
- * the waiter @w waits for the response, or has w->fault set when nobody
- * can make the page present.
+ * Ask the OS to make the pages of [va, va + len) of @ctx's address space
+ * present (and writable), as one page request group: the range (at most
+ * PFNIC_GROUP_PAGES pages from @va's) is probed with one ATS request, and
+ * every page it lacks is requested under the waiter's group index, the last
+ * with LPIG; the OS answers the group once. The waiter @w waits for that
+ * response, or has w->fault set when nobody can make the pages present.
  */
 void pfnic_page_request(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
-                        uint64_t va, bool write)
+                        uint64_t va, uint64_t len, bool write)
 {
+    bool missing[PFNIC_GROUP_PAGES];
+    uint64_t va0 = va & PFNIC_PAGE_MASK;
+    uint32_t alloc, all, mine, share, room, n, want, sent = 0;
     PfnicMr *mr;
-    uint32_t alloc, all, mine;
-    int ret;
+    int ret = 0;
 
-    if ((va & PFNIC_PAGE_MASK) == (w->fault_addr & PFNIC_PAGE_MASK) &&
-        !w->retry_prq) {
+    if (va0 == (w->fault_addr & PFNIC_PAGE_MASK) && !w->retry_prq) {
         if (++w->refaults > PFNIC_MAX_REFAULTS) {
             w->fault = true;
             return;
@@ -279,17 +349,20 @@ void pfnic_page_request(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
     w->ctx = ctx->index;
     w->pasid = ctx->pasid;
     w->fault_addr = va;
+    w->fault_len = MAX(len, 1);
     w->fault_write = write;
 
     /*
-     * Never more outstanding than the OS allocated (PRI capability), and no
-     * context more than a quarter of that, so that one process's faults
-     * cannot hold back every other's.
+     * Never more pages outstanding than the OS allocated (PRI capability),
+     * and no context more than a quarter of that, so that one process's
+     * faults cannot hold back every other's.
      */
     alloc = pcie_pri_get_req_alloc(PCI_DEVICE(s));
     alloc = alloc ? alloc : PFNIC_PRI_OUTSTANDING;
+    share = MAX(alloc / PFNIC_PRI_SHARE, 1);
     mine = pfnic_pri_outstanding(s, ctx->index, &all);
-    if (all >= alloc || mine >= MAX(alloc / PFNIC_PRI_SHARE, 1)) {
+    room = MIN(alloc - MIN(all, alloc), share - MIN(mine, share));
+    if (!room) {
         trace_pfnic_page_request_throttled(ctx->index, w->prgi, alloc);
         if (all < alloc) {
             pfnic_count(ctx, PFNIC_CNT_PRQ_HELD);
@@ -299,17 +372,49 @@ void pfnic_page_request(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
                   qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) + PFNIC_PRQ_RETRY_NS);
         return;
     }
+
+    n = DIV_ROUND_UP((va & ~PFNIC_PAGE_MASK) + w->fault_len, PFNIC_PAGE_SIZE);
+    n = MIN(n, MIN(room, PFNIC_GROUP_PAGES));
+    pfnic_probe_range(ctx, va0, n, write, missing);
+    /*
+     * The page at @va missed a moment ago: it is requested whatever the
+     * probe says, so that there is a response to wait for.
+     */
+    missing[0] = true;
+    want = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        want += missing[i];
+    }
+    /* Fault injection: every Nth group finds the queue full at its start. */
     if (s->inject_prq_full &&
         ++s->inject_prq_seq % s->inject_prq_full == 0) {
-        ret = -ENOSPC;          /* fault injection: as if the queue were full */
-    } else {
-        ret = pci_pri_request_page(PCI_DEVICE(s), ctx->pasid, false, false,
-                                   va & PFNIC_PAGE_MASK, true, w->prgi,
-                                   true, write);
+        trace_pfnic_page_request(ctx->index, ctx->pasid, va0, write, w->prgi,
+                                 -ENOSPC);
+        want = 0;
+        ret = -ENOSPC;
     }
-    trace_pfnic_page_request(ctx->index, ctx->pasid, va, write, w->prgi, ret);
+    for (uint32_t i = 0; i < n && sent < want; i++) {
+        uint64_t page = va0 + i * PFNIC_PAGE_SIZE;
+        bool last = sent + 1 == want;
+
+        if (!missing[i]) {
+            continue;
+        }
+        ret = pci_pri_request_page(PCI_DEVICE(s), ctx->pasid, false, false,
+                                   page, last, w->prgi, true, write);
+        trace_pfnic_page_request(ctx->index, ctx->pasid, page, write, w->prgi,
+                                 ret);
+        if (ret < 0) {
+            break;
+        }
+        sent++;
+    }
     if (ret == -ENOSPC) {
-        /* Queue full: not dropped, retried after a back-off. */
+        /*
+         * Queue full: not dropped, the whole group is sent again after a
+         * back-off. Pages already queued without LPIG join it: Linux
+         * groups partial requests by index.
+         */
         pfnic_count(ctx, PFNIC_CNT_PRQ_FULL);
         w->retry_prq = true;
         timer_mod(s->retry_timer,
@@ -317,15 +422,18 @@ void pfnic_page_request(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
         return;
     }
     if (ret < 0) {
-        /* PRI disabled or no IOMMU: nobody can make the page present. */
+        /* PRI disabled or no IOMMU: nobody can make the pages present. */
         w->fault = true;
         return;
     }
-    pfnic_count(ctx, PFNIC_CNT_PAGE_REQUESTS);
-    w->requests++;
+    pfnic_count_n(ctx, PFNIC_CNT_PAGE_REQUESTS, sent);
+    pfnic_count(ctx, PFNIC_CNT_PR_GROUPS);
+    w->requests += sent;
+    w->group_pages = sent;
     mr = pfnic_wait_mr(s, w);
     if (mr) {
-        mr->count[PFNIC_MR_PAGE_FAULTS]++;
+        mr->count[PFNIC_MR_PAGE_FAULTS] += sent;
+        mr->count[PFNIC_MR_PAGE_FAULT_GROUPS]++;
     }
     w->pri_sent_ns = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     w->waiting = true;
@@ -340,7 +448,7 @@ static void pfnic_prq_retry(void *opaque)
 
         if (ctx->enabled && ctx->pw.retry_prq) {
             pfnic_page_request(s, &ctx->pw, ctx, ctx->pw.fault_addr,
-                               ctx->pw.fault_write);
+                               ctx->pw.fault_len, ctx->pw.fault_write);
         }
     }
     pfnic_qp_prq_retry(s);
@@ -382,7 +490,6 @@ static bool pfnic_desc_load(PfnicContext *ctx)
     ctx->done = 0;
     pfnic_page_wait_init(&ctx->pw, ctx->index);
     ctx->prefetch_mr = -1;
-    ctx->prefetch_faulted = false;
     ctx->busy = true;
     trace_pfnic_desc_start(ctx->index, ctx->head, d->opcode, d->src, d->dst,
                            d->len);
@@ -436,22 +543,27 @@ typedef enum {
     PFNIC_STEP_DONE,        /* the descriptor completed */
 } PfnicStep;
 
-/* Translate @va; on a fault, send the page request. */
-static bool pfnic_xlate_or_request(PfnicContext *ctx, uint64_t va, bool write,
-                                   hwaddr *pa, AddressSpace **as)
+/*
+ * Translate @va; on a fault, send the page request group for the @len bytes
+ * from @va the descriptor still needs.
+ */
+static bool pfnic_xlate_or_request(PfnicContext *ctx, uint64_t va,
+                                   uint64_t len, bool write, hwaddr *pa,
+                                   AddressSpace **as)
 {
     if (pfnic_translate(ctx, va, write, pa, as) == PFNIC_XLATE_OK) {
         return true;
     }
-    pfnic_page_request(ctx->s, &ctx->pw, ctx, va, write);
+    ctx->pw.prefetch = false;
+    pfnic_page_request(ctx->s, &ctx->pw, ctx, va, len, write);
     return false;
 }
 
 /*
  * PREFETCH: make the pages of [dst, dst + len) of an MR present (and
- * cached), one page per step. With NO_FAULT a page that ATS cannot
- * translate is skipped instead of requested. A page counts in the MR's
- * page_prefetch when a page request of the prefetch made it present.
+ * cached), a page request group at a time. With NO_FAULT a page that ATS
+ * cannot translate is skipped instead of requested. A page counts in the
+ * MR's page_prefetch when a page request of the prefetch made it present.
  */
 static PfnicStep pfnic_prefetch_step(PfnicContext *ctx)
 {
@@ -494,16 +606,13 @@ static PfnicStep pfnic_prefetch_step(PfnicContext *ctx)
         pfnic_desc_complete(ctx, PFNIC_ST_SUCCESS, d->len);
         return PFNIC_STEP_DONE;
     }
-    if (pfnic_translate(ctx, va, write, &pa, &as) == PFNIC_XLATE_OK) {
-        if (ctx->prefetch_faulted) {
-            mr->count[PFNIC_MR_PAGE_PREFETCH]++;
-        }
-    } else if (!(d->flags & PFNIC_PREFETCH_NO_FAULT)) {
-        ctx->prefetch_faulted = true;
-        pfnic_page_request(s, &ctx->pw, ctx, va, write);
+    if (pfnic_translate(ctx, va, write, &pa, &as) != PFNIC_XLATE_OK &&
+        !(d->flags & PFNIC_PREFETCH_NO_FAULT)) {
+        /* The pages the group makes present count as prefetched. */
+        ctx->pw.prefetch = true;
+        pfnic_page_request(s, &ctx->pw, ctx, va, d->len - ctx->done, write);
         return ctx->pw.fault ? PFNIC_STEP_MORE : PFNIC_STEP_WAIT;
     }
-    ctx->prefetch_faulted = false;
     ctx->done += chunk;
     return PFNIC_STEP_MORE;
 }
@@ -534,11 +643,13 @@ static PfnicStep pfnic_desc_step(PfnicContext *ctx)
     chunk = MIN(chunk, PFNIC_PAGE_SIZE - (dst & ~PFNIC_PAGE_MASK));
     if (reads_src) {
         chunk = MIN(chunk, PFNIC_PAGE_SIZE - (src & ~PFNIC_PAGE_MASK));
-        if (!pfnic_xlate_or_request(ctx, src, false, &spa, &sas)) {
+        if (!pfnic_xlate_or_request(ctx, src, d->len - ctx->done, false,
+                                    &spa, &sas)) {
             return ctx->pw.fault ? PFNIC_STEP_MORE : PFNIC_STEP_WAIT;
         }
     }
-    if (!pfnic_xlate_or_request(ctx, dst, writes_dst, &dpa, &das)) {
+    if (!pfnic_xlate_or_request(ctx, dst, d->len - ctx->done, writes_dst,
+                                &dpa, &das)) {
         return ctx->pw.fault ? PFNIC_STEP_MORE : PFNIC_STEP_WAIT;
     }
 

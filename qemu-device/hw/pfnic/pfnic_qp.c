@@ -288,7 +288,8 @@ static void pfnic_qp_prq_retry_one(PfnicState *s, PfnicQp *qp,
         return;
     }
     before = w->requests;
-    pfnic_page_request(s, w, ctx, w->fault_addr, w->fault_write);
+    pfnic_page_request(s, w, ctx, w->fault_addr, w->fault_len,
+                       w->fault_write);
     if (w == &qp->pw) {
         pfnic_qp_count_request(qp, before);
     } else if (w->requests != before) {
@@ -673,12 +674,14 @@ static PfnicQpStep pfnic_qp_start(PfnicState *s, PfnicQp *qp)
 }
 
 /*
- * Translate one side of a chunk, or send the page request (the QP then
- * waits, or has pw.fault set when nobody can make the page present).
+ * Translate one side of a chunk, or send the page request group for the
+ * @len bytes from @va this side of the work request still needs (the QP
+ * then waits, or has pw.fault set when nobody can make the pages present).
  */
 static bool pfnic_qp_xlate(PfnicState *s, PfnicQp *qp, PfnicContext *ctx,
-                           bool remote, PfnicMr *mr, uint64_t va, bool write,
-                           hwaddr *pa, AddressSpace **as)
+                           bool remote, PfnicMr *mr, uint64_t va,
+                           uint64_t len, bool write, hwaddr *pa,
+                           AddressSpace **as)
 {
     uint32_t before = qp->pw.requests;
 
@@ -689,7 +692,7 @@ static bool pfnic_qp_xlate(PfnicState *s, PfnicQp *qp, PfnicContext *ctx,
     qp->pw.mr = mr - s->mrs;
     qp->pw.mr_key = mr->key;
     trace_pfnic_qp_fault(qp->qpn, remote, ctx->index, va, write);
-    pfnic_page_request(s, &qp->pw, ctx, va, write);
+    pfnic_page_request(s, &qp->pw, ctx, va, len, write);
     pfnic_qp_count_request(qp, before);
     return false;
 }
@@ -713,7 +716,7 @@ static PfnicQpStep pfnic_qp_atomic_step(PfnicState *s, PfnicQp *qp,
             return pfnic_qp_fail(s, qp, PFNIC_WC_REM_ACCESS_ERR);
         }
         if (!pfnic_qp_xlate(s, qp, &s->contexts[dest->ctx], true, mr,
-                            w->remote_addr, true, &pa, &as)) {
+                            w->remote_addr, 8, true, &pa, &as)) {
             return qp->pw.fault ? PFNIC_QP_MORE : PFNIC_QP_WAIT;
         }
         if (address_space_read(as, pa, MEMTXATTRS_UNSPECIFIED, bytes, 8)) {
@@ -745,7 +748,8 @@ static PfnicQpStep pfnic_qp_atomic_step(PfnicState *s, PfnicQp *qp,
     }
     lva = w->sge[0].addr + qp->done;
     chunk = MIN(8 - qp->done, PFNIC_PAGE_SIZE - (lva & ~PFNIC_PAGE_MASK));
-    if (!pfnic_qp_xlate(s, qp, ctx, false, mr, lva, true, &pa, &as)) {
+    if (!pfnic_qp_xlate(s, qp, ctx, false, mr, lva, 8 - qp->done, true, &pa,
+                        &as)) {
         return qp->pw.fault ? PFNIC_QP_MORE : PFNIC_QP_WAIT;
     }
     stq_le_p(bytes, qp->atomic_orig);
@@ -844,8 +848,10 @@ static PfnicQpStep pfnic_qp_step(PfnicState *s, PfnicQp *qp)
     chunk = MIN(chunk, PFNIC_PAGE_SIZE - (lva & ~PFNIC_PAGE_MASK));
     chunk = MIN(chunk, PFNIC_PAGE_SIZE - (rva & ~PFNIC_PAGE_MASK));
 
-    if (!pfnic_qp_xlate(s, qp, ctx, false, lmr, lva, lwrite, &lpa, &las) ||
-        !pfnic_qp_xlate(s, qp, dctx, true, rmr, rva, !lwrite, &rpa, &ras)) {
+    if (!pfnic_qp_xlate(s, qp, ctx, false, lmr, lva, lrem, lwrite, &lpa,
+                        &las) ||
+        !pfnic_qp_xlate(s, qp, dctx, true, rmr, rva, rrem, !lwrite, &rpa,
+                        &ras)) {
         return qp->pw.fault ? PFNIC_QP_MORE : PFNIC_QP_WAIT;
     }
     if (lwrite) {

@@ -125,15 +125,16 @@ typedef enum PfnicCounter {
     PFNIC_CNT_INVALIDATIONS,    /* device-IOTLB invalidations */
     PFNIC_CNT_PRQ_FULL,         /* page requests the IOMMU could not queue */
     PFNIC_CNT_PRQ_HELD,         /* held back: the context had its share out */
+    PFNIC_CNT_PR_GROUPS,        /* page request groups sent (LPIG set) */
     PFNIC_CNT_NR
 } PfnicCounter;
 
 /* Register values and fields */
 #define PFNIC_ID_VALUE              0x434e4650 /* "PFNC" in memory order */
 #define PFNIC_ABI_MAJOR             1
-#define PFNIC_ABI_MINOR             5
+#define PFNIC_ABI_MINOR             6
 #define PFNIC_VERSION_VALUE         ((PFNIC_ABI_MAJOR << 16) | PFNIC_ABI_MINOR)
-#define PFNIC_FW_VERSION_VALUE      0x01050000 /* model 1.5.0 */
+#define PFNIC_FW_VERSION_VALUE      0x01060000 /* model 1.6.0 */
 
 #define PFNIC_CAPS_ATS              (1u << 0)
 #define PFNIC_CAPS_PASID            (1u << 1)
@@ -237,6 +238,7 @@ typedef enum PfnicMrCounter {
     PFNIC_MR_PAGE_INVALIDATIONS_HANDLED,
     PFNIC_MR_PAGE_PREFETCH,
     PFNIC_MR_REMOTE_ACCESS_ERRORS,  /* remote use of the key that was refused */
+    PFNIC_MR_PAGE_FAULT_GROUPS,     /* page request groups for the MR's pages */
     PFNIC_MR_CNT_NR
 } PfnicMrCounter;
 
@@ -340,6 +342,6 @@ typedef struct PfnicCqe {
 
 /* Capability parameters */
 #define PFNIC_PASID_WIDTH           20
-#define PFNIC_PRI_OUTSTANDING       32
+#define PFNIC_PRI_OUTSTANDING       512
 
 #endif /* HW_PFNIC_REGS_H */

@@ -217,7 +217,8 @@ void pfnic_roce_qp_reset(PfnicState *s, PfnicQp *qp)
  */
 static PfnicCopy pfnic_roce_xlate(PfnicState *s, PfnicQp *qp,
                                   PfnicPageWait *w, PfnicMr *mr, uint64_t va,
-                                  bool write, hwaddr *pa, AddressSpace **as)
+                                  uint64_t len, bool write, hwaddr *pa,
+                                  AddressSpace **as)
 {
     PfnicContext *ctx = &s->contexts[qp->ctx];
     uint32_t before = w->requests;
@@ -234,20 +235,24 @@ static PfnicCopy pfnic_roce_xlate(PfnicState *s, PfnicQp *qp,
     w->mr = mr - s->mrs;
     w->mr_key = mr->key;
     trace_pfnic_qp_fault(qp->qpn, w == &qp->rpw, ctx->index, va, write);
-    pfnic_page_request(s, w, ctx, va, write);
+    pfnic_page_request(s, w, ctx, va, len, write);
     if (w->requests != before) {
         qp->page_requests++;
     }
     return w->fault ? PFNIC_COPY_FAULT : PFNIC_COPY_WAIT;
 }
 
+/*
+ * Move @n bytes (within a page) between @buf and @va; @reach is how much
+ * from @va the work needs, which a page request group covers.
+ */
 static PfnicCopy pfnic_roce_rw(PfnicState *s, PfnicQp *qp, PfnicPageWait *w,
-                               PfnicMr *mr, uint64_t va, uint8_t *buf,
-                               uint64_t n, bool to_mem)
+                               PfnicMr *mr, uint64_t va, uint64_t reach,
+                               uint8_t *buf, uint64_t n, bool to_mem)
 {
     hwaddr pa;
     AddressSpace *as;
-    PfnicCopy r = pfnic_roce_xlate(s, qp, w, mr, va, to_mem, &pa, &as);
+    PfnicCopy r = pfnic_roce_xlate(s, qp, w, mr, va, reach, to_mem, &pa, &as);
 
     if (r != PFNIC_COPY_OK) {
         return r;
@@ -282,7 +287,9 @@ static PfnicCopy pfnic_roce_sge_copy(PfnicState *s, PfnicQp *qp,
         va = wqe->sge[i].addr + o;
         n = MIN(len, wqe->sge[i].length - o);
         n = MIN(n, PFNIC_PAGE_SIZE - (va & ~PFNIC_PAGE_MASK));
-        r = pfnic_roce_rw(s, qp, w, mr, va, buf, n, to_mem);
+        /* The rest of this SGE: what the work request needs from @va. */
+        r = pfnic_roce_rw(s, qp, w, mr, va, wqe->sge[i].length - o, buf, n,
+                          to_mem);
         if (r != PFNIC_COPY_OK) {
             return r;
         }
@@ -306,7 +313,7 @@ static PfnicCopy pfnic_roce_mr_copy(PfnicState *s, PfnicQp *qp,
     }
     while (len) {
         uint64_t n = MIN(len, PFNIC_PAGE_SIZE - (va & ~PFNIC_PAGE_MASK));
-        PfnicCopy r = pfnic_roce_rw(s, qp, w, mr, va, buf, n, to_mem);
+        PfnicCopy r = pfnic_roce_rw(s, qp, w, mr, va, len, buf, n, to_mem);
 
         if (r != PFNIC_COPY_OK) {
             return r;

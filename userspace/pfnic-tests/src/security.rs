@@ -318,7 +318,8 @@ fn test_sec_file_quota() -> TestResult {
 /// cold transfer meanwhile completes too.
 fn test_sec_page_request_share() -> TestResult {
     const PAIRS: usize = 12;
-    const LEN: usize = 16 * PAGE;
+    // A group of 64 pages per QP: 12 of them are far beyond a context's share.
+    const LEN: usize = 64 * PAGE;
     let hog = verbs_ctx()?;
     requires_odp(&hog, ODP_WRITE, false)?;
     let o = PairOpts {

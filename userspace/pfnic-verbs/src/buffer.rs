@@ -34,6 +34,16 @@ impl Buffer {
 
     /// Like [`Buffer::new`] with extra `mmap` flags (e.g. `MAP_NORESERVE`).
     pub fn with_flags(len: usize, flags: libc::c_int) -> io::Result<Self> {
+        Self::map(len, libc::MAP_PRIVATE | flags)
+    }
+
+    /// Like [`Buffer::new`], shared anonymous memory (shmem): `MADV_DONTNEED` drops the
+    /// mapping's pages but not their contents, so the next access faults the same bytes in.
+    pub fn shared(len: usize) -> io::Result<Self> {
+        Self::map(len, libc::MAP_SHARED)
+    }
+
+    fn map(len: usize, flags: libc::c_int) -> io::Result<Self> {
         if len == 0 {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
@@ -46,7 +56,7 @@ impl Buffer {
                 core::ptr::null_mut(),
                 map_len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | flags,
+                libc::MAP_ANONYMOUS | flags,
                 -1,
                 0,
             )
