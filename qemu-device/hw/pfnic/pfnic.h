@@ -48,6 +48,7 @@ typedef struct PfnicPageWait {
     bool fault_write;
     bool prefetch;              /* a PREFETCH's: count made-present pages */
     uint32_t group_pages;       /* pages in the outstanding group */
+    uint32_t group_span;        /* pages from fault_addr's the group covered */
     uint32_t refaults;          /* page requests in a row for one page */
     int64_t pri_sent_ns;        /* when the outstanding request was sent */
     int32_t mr;                 /* MR the faulting chunk used, or -1 */
@@ -82,6 +83,12 @@ typedef struct PfnicContext {
     PfnicDesc desc;
     uint64_t done;              /* bytes completed */
     PfnicPageWait pw;
+    /*
+     * Pages a page request group just made present, in this address space:
+     * the next miss there translates them all with one ATS request.
+     */
+    uint64_t refill_start, refill_end;
+    bool refill_write;
     int32_t prefetch_mr;        /* PREFETCH: the MR of the key */
     PfnicStats stats;           /* since the context started */
 
@@ -93,7 +100,7 @@ typedef struct PfnicContext {
 } PfnicContext;
 
 /* The address translation cache: 4 KiB entries, direct mapped. */
-#define PFNIC_ATC_ENTRIES 64
+#define PFNIC_ATC_ENTRIES 512
 
 typedef struct PfnicAtcEntry {
     bool valid;

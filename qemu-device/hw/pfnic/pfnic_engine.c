@@ -104,6 +104,9 @@ static void pfnic_atc_fill(PfnicContext *ctx, PfnicAtcEntry *e, uint64_t vpage,
     e->perm = t->perm;
 }
 
+static uint32_t pfnic_probe_range(PfnicContext *ctx, uint64_t va0, uint32_t n,
+                                  bool write, bool *missing);
+
 /*
  * Translate one page of the context's address space for reading or
  * writing. On success *pa and *as are where the byte at @va lives.
@@ -127,6 +130,23 @@ PfnicXlate pfnic_translate(PfnicContext *ctx, uint64_t va, bool write,
         return PFNIC_XLATE_OK;
     }
 
+    if (va >= ctx->refill_start && va < ctx->refill_end &&
+        (ctx->refill_write || !write)) {
+        /* Right after a group's response: its pages in one ATS request. */
+        uint64_t va0 = va & PFNIC_PAGE_MASK;
+        uint32_t span = MIN((ctx->refill_end - va0) / PFNIC_PAGE_SIZE,
+                            PFNIC_GROUP_PAGES);
+        bool missing[PFNIC_GROUP_PAGES];
+
+        pfnic_probe_range(ctx, va0, span, write, missing);
+        ctx->refill_start = va0 + span * PFNIC_PAGE_SIZE;
+        if (!missing[0] && e->valid && e->pasid == ctx->pasid &&
+            e->vpage == vpage && (e->perm & need) == need) {
+            *pa = e->paddr + (va & ~PFNIC_PAGE_MASK);
+            *as = e->as;
+            return PFNIC_XLATE_OK;
+        }
+    }
     pfnic_count(ctx, PFNIC_CNT_ATC_MISSES);
     n = pci_ats_request_translation(PCI_DEVICE(s), ctx->pasid, false, false,
                                     va & PFNIC_PAGE_MASK, PFNIC_PAGE_SIZE,
@@ -269,6 +289,14 @@ static void pfnic_pri_response(IOMMUPRINotifier *n, IOMMUPRIResponse *r)
         pfnic_count_n(ctx, PFNIC_CNT_PRI_FAILED, w->group_pages);
         w->fault = true;
     } else if (r->response_code == IOMMU_PRI_RESP_SUCCESS) {
+        PfnicContext *wc = &s->contexts[w->ctx];
+
+        if (wc->enabled && wc->pasid == w->pasid) {
+            wc->refill_start = w->fault_addr & PFNIC_PAGE_MASK;
+            wc->refill_end = wc->refill_start +
+                             w->group_span * PFNIC_PAGE_SIZE;
+            wc->refill_write = w->fault_write;
+        }
         pfnic_count_n(ctx, PFNIC_CNT_PRI_SUCCESS, w->group_pages);
         if (mr) {
             mr->count[PFNIC_MR_PAGE_FAULTS_HANDLED] += w->group_pages;
@@ -430,6 +458,7 @@ void pfnic_page_request(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
     pfnic_count(ctx, PFNIC_CNT_PR_GROUPS);
     w->requests += sent;
     w->group_pages = sent;
+    w->group_span = n;
     mr = pfnic_wait_mr(s, w);
     if (mr) {
         mr->count[PFNIC_MR_PAGE_FAULTS] += sent;
@@ -776,6 +805,7 @@ bool pfnic_ctx_start(PfnicContext *ctx)
     pfnic_page_wait_init(&ctx->pw, ctx->index);
     memset(&ctx->stats, 0, sizeof(ctx->stats));
     ctx->remote_access_errors = 0;
+    ctx->refill_start = ctx->refill_end = 0;
     ctx->access_alert_armed = true;
     ctx->pri_notifier.notify = pfnic_pri_response;
     ctx->pri_registered =

@@ -656,10 +656,13 @@ fn test_stats_per_context_and_debugfs() -> TestResult {
     let c1 = dev.query_context()?;
     check_eq!(c1.translation.page_requests, r.page_requests);
     check_eq!(c1.translation.pri_success, r.page_requests);
+    // The page request group's probe and the refill after its response translate the 8
+    // pages in ranges: fewer ATS requests than pages, the rest served by the ATC.
     check!(
-        c1.translation.atc_misses >= 8,
-        "{} ATS requests for 8 pages",
-        c1.translation.atc_misses
+        (1..8).contains(&c1.translation.atc_misses) && c1.translation.atc_hits >= 5,
+        "{} ATS requests and {} ATC hits for 8 cold pages",
+        c1.translation.atc_misses,
+        c1.translation.atc_hits
     );
 
     let text = std::fs::read_to_string("/sys/kernel/debug/pfnic0/stats")?;
