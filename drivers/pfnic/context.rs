@@ -95,6 +95,10 @@ impl Context {
             return Err(EOPNOTSUPP);
         }
         let bond = SvaBond::bind(nic.device(), mm).inspect_err(|e| {
+            // Running out of memory says nothing about the platform.
+            if *e == ENOMEM {
+                return;
+            }
             dev_warn!(
                 nic.device(),
                 "pfnic{}: cannot bind the process's address space (SVA): {:?}; \

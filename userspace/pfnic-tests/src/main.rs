@@ -15,6 +15,7 @@ mod inject;
 mod interrupts;
 mod lifecycle;
 mod matrix;
+mod matrix_fail_nth;
 mod matrix_uffd;
 mod security;
 mod verbs_common;
@@ -44,6 +45,7 @@ fn main() {
         security::TESTS,
         matrix::TESTS,
         matrix_uffd::TESTS,
+        matrix_fail_nth::TESTS,
         inject::TESTS,
         c_programs::TESTS,
         lifecycle::TESTS,
