@@ -15,7 +15,8 @@ CMD2 ?=
 PCAP ?=
 # make test knob: FILTER=name (guest tests whose name contains it)
 FILTER ?=
-# make bench knob: BENCH_ARGS='pfnic-perf options' (default --odp; see scripts/bench.sh)
+# make bench knob: BENCH_ARGS='pfnic-perf --compare options', or '--perftest [options]'
+# (see scripts/bench.sh)
 BENCH_ARGS ?=
 # make fuzz knob: FUZZ_SECONDS=how long to fuzz the device (default 60)
 FUZZ_SECONDS ?= 60

@@ -1,24 +1,34 @@
 #!/usr/bin/env bash
-# Boot the guest and run the pfnic-perf benchmark twice, warm then cold, printing perftest's
-# tables. The numbers are TCG's and are only comparable with each other; nothing here fails
-# on time (only on a verbs failure or a guest that does not finish).
+# Boot the guest and run the pfnic-perf benchmark. The numbers are TCG's and are only
+# comparable with each other; nothing here fails on time (only on a verbs failure or a guest
+# that does not finish).
 #
-# usage: scripts/bench.sh [--no-build] [PFNIC-PERF-OPTIONS...]
-#   PFNIC-PERF-OPTIONS   passed to both runs (default: --odp); see 'pfnic-perf --help',
-#                        e.g. '-s 65536 write_bw read_lat' or '-a -n 20'
+# By default: 'pfnic-perf --compare --odp', warm and cold side by side in one process, with
+# the device's cost per faulted page against the guest CPU's own first touch (two tables on
+# the console). Its JSON comes out through the guest's second serial port; the run leaves
+# console.log, bench.json and the plot bench.svg (scripts/bench-plot.py) in
+# $PFNIC_LOG_DIR/bench-<time>/ and prints the plot's path.
+#
+# usage: scripts/bench.sh [--no-build] [--perftest] [PFNIC-PERF-OPTIONS...]
+#   --perftest           the older form instead: 'pfnic-perf' twice, warm then --cold, two
+#                        processes, perftest's tables (default options: --odp)
+#   PFNIC-PERF-OPTIONS   added to the run; see 'pfnic-perf --help', e.g.
+#                        '-s 65536 -n 10 --reps 3 write' (--compare) or '-s 65536 write_bw'
+#                        (--perftest)
 # Environment: PFNIC_BENCH_TIMEOUT (guest time limit, s; default 3600)
 source "$(dirname "$0")/lib.sh"
 
 build=1
+perftest=0
 args=()
 while (($#)); do
 	case $1 in
 	--no-build) build=0; shift ;;
+	--perftest) perftest=1; shift ;;
 	-h | --help) sed -n '2,/^source/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) args+=("$1"); shift ;;
 	esac
 done
-((${#args[@]})) || args=(--odp)
 for a in "${args[@]}"; do
 	# The command line goes through the guest's sh: keep it to plain words.
 	[[ $a =~ ^[A-Za-z0-9_=.,-]+$ ]] || die "unsupported character in pfnic-perf option '$a'"
@@ -29,6 +39,31 @@ if ((build)); then
 fi
 
 limit=${PFNIC_BENCH_TIMEOUT:-3600}
-log "benchmark in the guest (TCG): pfnic-perf ${args[*]}, warm then --cold; up to ${limit}s"
-cmd="echo '=== warm ===' && pfnic-perf ${args[*]} && echo && echo '=== cold ===' && pfnic-perf --cold ${args[*]}"
-"$PFNIC_ROOT/scripts/run-guest.sh" --timeout "$limit" --cmd "$cmd"
+if ((perftest)); then
+	((${#args[@]})) || args=(--odp)
+	log "benchmark in the guest (TCG): pfnic-perf ${args[*]}, warm then --cold; up to ${limit}s"
+	cmd="echo '=== warm ===' && pfnic-perf ${args[*]} && echo && echo '=== cold ===' && pfnic-perf --cold ${args[*]}"
+	exec "$PFNIC_ROOT/scripts/run-guest.sh" --timeout "$limit" --cmd "$cmd"
+fi
+
+need python3 "Install python3."
+run_dir=$LOG_DIR/bench-$(date +%Y%m%d-%H%M%S)
+mkdir -p "$run_dir"
+# What else the host was doing: the numbers depend on it.
+echo "start: $(date -u '+%F %T UTC'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)" \
+	>"$run_dir/host.txt"
+args=(--compare --odp "${args[@]}")
+log "benchmark in the guest (TCG): pfnic-perf ${args[*]}; up to ${limit}s; logs in $run_dir"
+rc=0
+"$PFNIC_ROOT/scripts/run-guest.sh" --timeout "$limit" --log "$run_dir/console.log" \
+	--results "$run_dir/bench.json" --cmd "pfnic-perf ${args[*]} --json /dev/ttyS1" || rc=$?
+echo "end: $(date -u '+%F %T UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)" >>"$run_dir/host.txt"
+if [[ -s $run_dir/bench.json ]]; then
+	python3 "$PFNIC_ROOT/scripts/bench-plot.py" "$run_dir/bench.json" "$run_dir/bench.svg" ||
+		die "cannot draw $run_dir/bench.svg from $run_dir/bench.json"
+	log "results: $run_dir/bench.json; plot: $run_dir/bench.svg"
+else
+	log "no results in $run_dir/bench.json (see $run_dir/console.log)"
+	((rc)) || rc=1
+fi
+exit "$rc"

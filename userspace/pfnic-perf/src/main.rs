@@ -20,9 +20,16 @@
 //! the completion, SEND as half a ping-pong round trip (A to B, then B to A), as perftest's
 //! `ib_send_lat` reports it.
 //!
+//! `--compare` ([`compare`]) measures warm and cold side by side in one process: per
+//! operation and size, interleaved warm and cold messages on the same buffers, their medians
+//! and spread, faults and page request groups per iteration, and the device's cost per faulted
+//! page against the guest CPU's own first touch of a dropped page, timed in the same run. It
+//! prints two tables and can write them as JSON (`--json FILE`); `make bench` runs it.
+//!
 //! The numbers are what they are: nothing here fails on time. The tool fails (exit status 1)
 //! only when the verbs fail, or a completion does not arrive within a minute.
 
+mod compare;
 mod exchange;
 mod peer;
 
@@ -49,6 +56,7 @@ const STUCK: Duration = Duration::from_secs(60);
 
 const USAGE: &str = "\
 usage: pfnic-perf [options] [TEST...]                 loopback: two QPs of this process
+       pfnic-perf --compare [options] [OP...]        loopback, warm against cold
        pfnic-perf [options] -p PORT TEST             the server of a run with a peer
        pfnic-perf [options] [-p PORT] TEST HOST      its client
   TEST is write_bw, write_lat, read_bw, read_lat, send_bw or send_lat (loopback default: all
@@ -66,7 +74,18 @@ usage: pfnic-perf [options] [TEST...]                 loopback: two QPs of this 
       --odp             on-demand MRs (IBV_ACCESS_ON_DEMAND)
       --cold            madvise(MADV_DONTNEED) the buffers before every iteration (loopback)
   -d, --ib-dev=N        use /dev/pfnicN (default 0)
-  -h, --help            this text";
+  -h, --help            this text
+ --compare: in one process, for each OP (write, read, send; default all three; a TEST name
+  counts as its OP) and size (default 4096, 65536 and 1048576), interleaved warm and cold
+  (both buffers dropped before every iteration, the drop timed apart) messages, one in
+  flight, timed from the post to the completion: median and p10..p90 of each, cold/warm,
+  faults and page request groups per cold iteration (MR counters), the device's cost per
+  faulted page ((cold - warm) / faults) against the guest CPU's own first touch of a dropped
+  page (a store or a load per page, timed in the same run), and cold / (warm + the CPU's
+  touch of the same pages). Also takes -s, -a, -n (iterations per repetition, default 20),
+  --odp and -d.
+      --reps=N          repetitions per row, each warm then cold (default 10)
+      --json=FILE       also write the results as JSON to FILE (e.g. /dev/ttyS1)";
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Verb {
@@ -129,17 +148,23 @@ impl Test {
 
 struct Options {
     tests: Vec<Test>,
+    /// The operations of `--compare`.
+    verbs: Vec<Verb>,
     sizes: Vec<usize>,
     iters: usize,
     tx_depth: u32,
     odp: bool,
     cold: bool,
     device: u32,
+    /// `--compare`: repetitions per row, and where the JSON goes.
+    reps: usize,
+    json: Option<String>,
 }
 
 /// What the command line asks for.
 enum Mode {
     Loopback(Options),
+    Compare(Options),
     Peer(peer::PeerOptions),
 }
 
@@ -155,7 +180,10 @@ fn parse_args() -> Result<Mode, String> {
     let mut port = None;
     let mut host = None;
     let mut gid_index = 1;
-    let (mut all, mut odp, mut cold) = (false, false, false);
+    let (mut all, mut odp, mut cold, mut compare) = (false, false, false, false);
+    let mut verbs = Vec::new();
+    let mut reps = 10;
+    let mut json = None;
     let mut device = 0;
     let mut args = std::env::args().skip(1);
     fn number<T: std::str::FromStr>(opt: &str, v: Option<String>) -> Result<T, String> {
@@ -180,12 +208,20 @@ fn parse_args() -> Result<Mode, String> {
             "-d" | "--ib-dev" => device = number(&opt, value())?,
             "--odp" => odp = true,
             "--cold" => cold = true,
+            "--compare" => compare = true,
+            "--reps" => reps = number(&opt, value())?,
+            "--json" => json = Some(value().ok_or("--json needs a value")?),
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
             }
             t if !t.starts_with('-') => match Test::ALL.iter().find(|x| x.name() == t) {
                 Some(&x) => tests.push(x),
+                None if ["write", "read", "send"].contains(&t) => verbs.push(match t {
+                    "write" => Verb::Write,
+                    "read" => Verb::Read,
+                    _ => Verb::Send,
+                }),
                 None if host.is_none() => host = Some(t.to_string()),
                 None => {
                     return Err(format!(
@@ -202,6 +238,15 @@ fn parse_args() -> Result<Mode, String> {
     }
     if all && size.is_some() {
         return Err("--all and --size exclude each other".into());
+    }
+    if reps == 0 {
+        return Err("--reps must be at least 1".into());
+    }
+    if compare && (port.is_some() || host.is_some() || cold) {
+        return Err("--compare is a loopback run of its own (no peer, no --cold)".into());
+    }
+    if !compare && (json.is_some() || !verbs.is_empty()) {
+        return Err("--json and the OPs write, read and send are for --compare".into());
     }
     if port.is_some() || host.is_some() {
         let [test] = tests[..] else {
@@ -233,9 +278,33 @@ fn parse_args() -> Result<Mode, String> {
         (1..=23).map(|s| 1usize << s).collect()
     } else if let Some(s) = size {
         vec![s]
+    } else if compare {
+        vec![4096, 64 << 10, 1 << 20]
     } else {
         vec![4096, 1 << 20]
     };
+    if compare {
+        for t in &tests {
+            if !verbs.contains(&t.verb) {
+                verbs.push(t.verb);
+            }
+        }
+        if verbs.is_empty() {
+            verbs = vec![Verb::Write, Verb::Read, Verb::Send];
+        }
+        return Ok(Mode::Compare(Options {
+            tests,
+            verbs,
+            sizes,
+            iters: iters.unwrap_or(20),
+            tx_depth: tx_depth.unwrap_or(32),
+            odp,
+            cold: false,
+            device,
+            reps,
+            json,
+        }));
+    }
     Ok(Mode::Loopback(Options {
         tests: if tests.is_empty() {
             Test::ALL.to_vec()
@@ -248,6 +317,9 @@ fn parse_args() -> Result<Mode, String> {
         odp,
         cold,
         device,
+        verbs,
+        reps,
+        json,
     }))
 }
 
@@ -745,6 +817,7 @@ fn main() -> ExitCode {
     };
     let r = match &mode {
         Mode::Loopback(o) => run(o),
+        Mode::Compare(o) => compare::run(o),
         Mode::Peer(o) => peer::run(o),
     };
     match r {

@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Draw what 'pfnic-perf --compare' measured (scripts/bench.sh).
+
+usage: scripts/bench-plot.py BENCH_JSON OUT_SVG
+
+Reads the JSON pfnic-perf --compare --json wrote and draws two panels into
+OUT_SVG: warm and cold bandwidth of one message in flight (message size over
+the median message time, bars from the 90th to the 10th percentile time)
+over message size for every operation, and the device's added cost per
+faulted page ((cold - warm) / faults) next to the guest CPU's first touch of
+the same pages (the store and load costs weighted by the pages the device
+faulted for writing and for reading), per operation and size. Exits 1 on
+unreadable input.
+"""
+import json
+import math
+import sys
+
+COLORS = {"write": "#1f77b4", "read": "#d62728", "send": "#2ca02c"}
+MIB = float(1 << 20)
+
+
+def load(path):
+    with open(path, encoding="utf-8", errors="replace") as f:
+        # Through a serial port: the tty may have made every newline CR LF.
+        text = f.read().replace("\r", "")
+    start = text.find("{")
+    if start < 0:
+        raise ValueError(f"{path}: no JSON object")
+    doc, _ = json.JSONDecoder().raw_decode(text[start:])
+    return doc
+
+
+def num(v):
+    return isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+
+
+def size_name(s):
+    if s >= 1 << 20 and s % (1 << 20) == 0:
+        return f"{s >> 20} MiB"
+    if s >= 1 << 10 and s % (1 << 10) == 0:
+        return f"{s >> 10} KiB"
+    return f"{s} B"
+
+
+def log_axis(values, pad=1.5):
+    vals = [v for v in values if num(v)] or [1.0]
+    lo = 10 ** math.floor(math.log10(min(vals) / pad))
+    hi = 10 ** math.ceil(math.log10(max(vals) * pad))
+    return lo, hi
+
+
+def esc(s):
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+class Panel:
+    """A plot area at (x, y) of w x h with a log y axis from lo to hi."""
+
+    def __init__(self, e, x, y, w, h, lo, hi, ylabel):
+        self.e, self.x, self.y, self.w, self.h, self.lo, self.hi = e, x, y, w, h, lo, hi
+        e.append(f'<rect x="{x}" y="{y}" width="{w}" height="{h}" fill="none" stroke="#888"/>')
+        d = lo
+        while d <= hi * 1.0001:
+            yy = self.ty(d)
+            e.append(f'<line x1="{x}" x2="{x + w}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="#e4e4e4"/>')
+            e.append(f'<text x="{x - 5}" y="{yy + 4:.1f}" text-anchor="end">{d:g}</text>')
+            d *= 10
+        e.append(f'<text x="{x - 48}" y="{y + h / 2}" text-anchor="middle" '
+                 f'transform="rotate(-90 {x - 48} {y + h / 2})">{esc(ylabel)}</text>')
+
+    def ty(self, v):
+        f = (math.log10(v) - math.log10(self.lo)) / (math.log10(self.hi) - math.log10(self.lo))
+        return self.y + self.h * (1 - f)
+
+
+def bandwidth_panel(e, doc, x, y, w, h):
+    rows = doc["rows"]
+    sizes = sorted({r["size"] for r in rows})
+    ops = [op for op in COLORS if any(r["op"] == op for r in rows)]
+
+    def bw(r, state, key):
+        t = r[state].get(key)
+        return r["size"] / MIB / (t / 1e6) if num(t) else None
+
+    vals = [bw(r, s, k) for r in rows for s in ("warm", "cold") for k in ("p10_us", "p90_us")]
+    lo, hi = log_axis(vals)
+    p = Panel(e, x, y, w, h, lo, hi, "MiB/s (size / message time)")
+    e.append(f'<text x="{x + w / 2}" y="{y - 10}" text-anchor="middle" font-size="13">'
+             'Bandwidth of one message in flight: warm (solid) and cold (dashed)</text>')
+    n = len(sizes)
+    sx = {s: x + (w * (i + 0.5) / n) for i, s in enumerate(sizes)}
+    for s in sizes:
+        e.append(f'<text x="{sx[s]:.1f}" y="{y + h + 16}" text-anchor="middle">{size_name(s)}</text>')
+    e.append(f'<text x="{x + w / 2}" y="{y + h + 34}" text-anchor="middle">message size</text>')
+    for k, op in enumerate(ops):
+        c = COLORS[op]
+        for state, dash in (("warm", ""), ("cold", ' stroke-dasharray="6 4"')):
+            pts = []
+            for r in sorted((r for r in rows if r["op"] == op), key=lambda r: r["size"]):
+                v = bw(r, state, "median_us")
+                if v is None:
+                    continue
+                xx = sx[r["size"]] + (k - (len(ops) - 1) / 2) * 6
+                pts.append((xx, p.ty(v)))
+                a, b = bw(r, state, "p90_us"), bw(r, state, "p10_us")
+                if a and b:
+                    e.append(f'<line x1="{xx:.1f}" x2="{xx:.1f}" y1="{p.ty(a):.1f}" '
+                             f'y2="{p.ty(b):.1f}" stroke="{c}"/>')
+                shape = (f'<circle cx="{xx:.1f}" cy="{p.ty(v):.1f}" r="3.5" fill="{c}">'
+                         if state == "warm" else
+                         f'<rect x="{xx - 3.5:.1f}" y="{p.ty(v) - 3.5:.1f}" width="7" height="7" '
+                         f'fill="white" stroke="{c}">')
+                e.append(shape + f'<title>{op} {size_name(r["size"])} {state}: {v:.4g} MiB/s '
+                         f'(median {r[state]["median_us"]:.4g} us)</title>'
+                         + ("</circle>" if state == "warm" else "</rect>"))
+            if len(pts) > 1:
+                path = " ".join(f"{a:.1f},{b:.1f}" for a, b in pts)
+                e.append(f'<polyline points="{path}" fill="none" stroke="{c}" stroke-width="1.5"{dash}/>')
+    for k, op in enumerate(ops):
+        lx = x + 10 + k * 60
+        e.append(f'<rect x="{lx}" y="{y + 8}" width="10" height="10" fill="{COLORS[op]}"/>')
+        e.append(f'<text x="{lx + 14}" y="{y + 17}">{op}</text>')
+    lx = x + 10 + len(ops) * 60
+    e.append(f'<circle cx="{lx + 5}" cy="{y + 13}" r="3.5" fill="#555"/>')
+    e.append(f'<text x="{lx + 14}" y="{y + 17}">warm</text>')
+    e.append(f'<rect x="{lx + 56}" y="{y + 9.5}" width="7" height="7" fill="white" stroke="#555"/>')
+    e.append(f'<text x="{lx + 68}" y="{y + 17}">cold (bars: p10..p90)</text>')
+
+
+def cost_panel(e, doc, x, y, w, h):
+    rows = [r for r in doc["rows"] if num(r.get("device_us_per_fault"))
+            or num(r.get("cpu", {}).get("weighted_us_per_page"))]
+    vals = [r.get("device_us_per_fault") for r in rows]
+    vals += [r["cpu"].get("weighted_us_per_page") for r in rows]
+    lo, hi = log_axis(vals)
+    p = Panel(e, x, y, w, h, lo, hi, "us per faulted page")
+    e.append(f'<text x="{x + w / 2}" y="{y - 10}" text-anchor="middle" font-size="13">'
+             'Cost per faulted page: device vs the guest CPU\'s first touch</text>')
+    e.append(f'<text x="{x + 8}" y="{y + 15}" font-size="10">colour: device, (cold - warm) / '
+             'faults; label: device / CPU</text>')
+    e.append(f'<text x="{x + 8}" y="{y + 28}" font-size="10">grey: CPU, its store and load '
+             'first touches weighted by the device\'s write and read faults</text>')
+    n = max(1, len(rows))
+    group = w / n
+    bar = min(24, group * 0.35)
+    base = y + h
+    for i, r in enumerate(rows):
+        c = COLORS.get(r["op"], "#555")
+        cx = x + group * (i + 0.5)
+        for j, (v, fill, what) in enumerate((
+                (r.get("device_us_per_fault"), c, "device"),
+                (r["cpu"].get("weighted_us_per_page"), "#bbbbbb", "CPU"))):
+            if not num(v):
+                continue
+            bx = cx - bar + j * bar
+            top = p.ty(v)
+            e.append(f'<rect x="{bx:.1f}" y="{top:.1f}" width="{bar - 1:.1f}" '
+                     f'height="{max(1.0, base - top):.1f}" fill="{fill}" stroke="{c}">'
+                     f'<title>{r["op"]} {size_name(r["size"])} {what}: {v:.4g} us/page</title></rect>')
+        ratio = r.get("device_over_cpu")
+        if num(ratio):
+            top = max(r["device_us_per_fault"], r["cpu"]["weighted_us_per_page"])
+            e.append(f'<text x="{cx:.1f}" y="{p.ty(top) - 4:.1f}" text-anchor="middle" '
+                     f'font-size="10">{ratio:.3g}x</text>')
+        e.append(f'<text x="{cx:.1f}" y="{base + 14}" text-anchor="middle" font-size="10">{r["op"]}</text>')
+        e.append(f'<text x="{cx:.1f}" y="{base + 26}" text-anchor="middle" font-size="10">'
+                 f'{size_name(r["size"])}</text>')
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    try:
+        doc = load(sys.argv[1])
+        if not doc.get("rows"):
+            raise ValueError(f"{sys.argv[1]}: no rows")
+    except (OSError, ValueError, KeyError) as err:
+        print(f"bench-plot: {err}", file=sys.stderr)
+        return 1
+    W, H = 1180, 470
+    e = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
+         'font-family="sans-serif" font-size="11">',
+         f'<rect width="{W}" height="{H}" fill="white"/>',
+         f'<text x="{W / 2}" y="18" text-anchor="middle" font-size="14">'
+         f'pfnic-perf --compare: {doc.get("reps")} x {doc.get("iters")} iterations per row, '
+         f'{"ODP" if doc.get("odp") else "ordinary"} MRs, log scales (hover for values)</text>']
+    bandwidth_panel(e, doc, 75, 60, 470, 340)
+    cost_panel(e, doc, 665, 60, 490, 340)
+    e.append("</svg>")
+    with open(sys.argv[2], "w") as f:
+        f.write("\n".join(e) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
