@@ -14,7 +14,9 @@
 //!    one message timed the same way.
 //!
 //! One message is in flight at a time. A SEND's time runs from its post to both its send and
-//! its receive completion (the receive is posted before the clock starts).
+//! its receive completion (the receive is posted before the clock starts). Completions are
+//! polled for, or with `--events` waited for on a completion channel, so that no CPU spins
+//! while the device and the fault handlers work.
 //!
 //! Each row then gives the median and the 10th/90th percentiles over every repetition's
 //! samples, faults (page requests) and page request groups per cold iteration from the two
@@ -27,8 +29,8 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
-use crate::{err, poll_cq, Bench, Buffers, Options, Verb, PAGE_SIZE};
-use pfnic_verbs::{MrStats, Wc};
+use crate::{err, poll_cq, Bench, Buffers, Options, Verb, PAGE_SIZE, STUCK};
+use pfnic_verbs::{Cq, MrStats, Wc, WcStatus};
 
 /// The fewest pages each repetition times for each kind of CPU first touch.
 const MIN_TOUCH_PAGES: usize = 64;
@@ -199,17 +201,47 @@ fn cpu_touch(bufs: &Buffers, write: &mut Vec<f64>, read: &mut Vec<f64>) -> io::R
 }
 
 impl Bench {
+    /// Waits for one completion on `cq`: by polling, or with `--events` by sleeping on the
+    /// completion channel between polls (armed before the last poll, so none is missed).
+    fn wait_one(&self, cq: &Cq, what: &str) -> io::Result<()> {
+        let mut wc = [Wc::default(); 1];
+        let Some(channel) = &self.events else {
+            return poll_cq(cq, &mut wc, what).map(|_| ());
+        };
+        let start = Instant::now();
+        loop {
+            for arm in [false, true] {
+                if arm {
+                    cq.req_notify(false)?;
+                }
+                let n = cq.poll(&mut wc);
+                if n > 0 {
+                    return match wc[0].status {
+                        WcStatus::SUCCESS => Ok(()),
+                        s => Err(err(format!(
+                            "{what}: completion {s:?} of wr_id {}",
+                            wc[0].wr_id
+                        ))),
+                    };
+                }
+            }
+            // An event for this CQ or the other (or one left from an earlier arm): poll again.
+            if channel.get_event_timeout(1000)?.is_none() && start.elapsed() > STUCK {
+                return Err(err(format!("{what}: no completion within {STUCK:?}")));
+            }
+        }
+    }
+
     /// One message of `verb` from A to B, timed from the post to its completion(s) (µs).
     fn one_message(&self, verb: Verb, bufs: &Buffers, i: usize) -> io::Result<f64> {
-        let mut wc = [Wc::default(); 1];
         if verb == Verb::Send {
             Self::post_recv(&self.qp_b, &bufs.mr_b, bufs, 0)?;
         }
         let t0 = Instant::now();
         self.post(verb, bufs, i)?;
-        poll_cq(&self.cq_a, &mut wc, "completion")?;
+        self.wait_one(&self.cq_a, "completion")?;
         if verb == Verb::Send {
-            poll_cq(&self.cq_b, &mut wc, "receive completion")?;
+            self.wait_one(&self.cq_b, "receive completion")?;
         }
         Ok(micros(t0))
     }
@@ -404,12 +436,17 @@ fn table(
 fn print_tables(o: &Options, rows: &[(RowResult, Derived)], clock: f64) {
     println!(
         "pfnic-perf --compare: pfnic{}, RC loopback (two QPs of one process), {}, one message \
-         in flight",
+         in flight, completions {}",
         o.device,
         if o.odp {
             "on-demand MRs"
         } else {
             "ordinary MRs"
+        },
+        if o.events {
+            "by completion events"
+        } else {
+            "polled"
         }
     );
     println!(
@@ -499,6 +536,7 @@ pub(crate) fn run(o: &Options) -> io::Result<()> {
             "format": 1,
             "device": format!("pfnic{}", o.device),
             "odp": o.odp,
+            "events": o.events,
             "iters": o.iters,
             "reps": o.reps,
             "page_size": PAGE_SIZE,

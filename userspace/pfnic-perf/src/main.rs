@@ -39,8 +39,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pfnic_verbs::{
-    Buffer, ConnectAttr, Context, Cq, Mr, Pd, Qp, QpInitAttr, RecvWr, SendWr, Sge, Wc, WcOpcode,
-    WcStatus, WrOpcode, ACCESS_LOCAL_WRITE, ACCESS_ON_DEMAND, ACCESS_REMOTE_READ,
+    Buffer, CompChannel, ConnectAttr, Context, Cq, Mr, Pd, Qp, QpInitAttr, RecvWr, SendWr, Sge, Wc,
+    WcOpcode, WcStatus, WrOpcode, ACCESS_LOCAL_WRITE, ACCESS_ON_DEMAND, ACCESS_REMOTE_READ,
     ACCESS_REMOTE_WRITE, SEND_SIGNALED,
 };
 
@@ -85,7 +85,9 @@ usage: pfnic-perf [options] [TEST...]                 loopback: two QPs of this 
   touch of the same pages). Also takes -s, -a, -n (iterations per repetition, default 20),
   --odp and -d.
       --reps=N          repetitions per row, each warm then cold (default 10)
-      --json=FILE       also write the results as JSON to FILE (e.g. /dev/ttyS1)";
+      --json=FILE       also write the results as JSON to FILE (e.g. /dev/ttyS1)
+      --events          wait for completions on a completion channel (armed CQ, completion
+                        event) instead of polling: no CPU spins while the device works";
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Verb {
@@ -159,6 +161,7 @@ struct Options {
     /// `--compare`: repetitions per row, and where the JSON goes.
     reps: usize,
     json: Option<String>,
+    events: bool,
 }
 
 /// What the command line asks for.
@@ -184,6 +187,7 @@ fn parse_args() -> Result<Mode, String> {
     let mut verbs = Vec::new();
     let mut reps = 10;
     let mut json = None;
+    let mut events = false;
     let mut device = 0;
     let mut args = std::env::args().skip(1);
     fn number<T: std::str::FromStr>(opt: &str, v: Option<String>) -> Result<T, String> {
@@ -210,6 +214,7 @@ fn parse_args() -> Result<Mode, String> {
             "--cold" => cold = true,
             "--compare" => compare = true,
             "--reps" => reps = number(&opt, value())?,
+            "--events" => events = true,
             "--json" => json = Some(value().ok_or("--json needs a value")?),
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -245,8 +250,8 @@ fn parse_args() -> Result<Mode, String> {
     if compare && (port.is_some() || host.is_some() || cold) {
         return Err("--compare is a loopback run of its own (no peer, no --cold)".into());
     }
-    if !compare && (json.is_some() || !verbs.is_empty()) {
-        return Err("--json and the OPs write, read and send are for --compare".into());
+    if !compare && (json.is_some() || events || !verbs.is_empty()) {
+        return Err("--json, --events and the OPs write, read and send are for --compare".into());
     }
     if port.is_some() || host.is_some() {
         let [test] = tests[..] else {
@@ -303,6 +308,7 @@ fn parse_args() -> Result<Mode, String> {
             device,
             reps,
             json,
+            events,
         }));
     }
     Ok(Mode::Loopback(Options {
@@ -320,6 +326,7 @@ fn parse_args() -> Result<Mode, String> {
         verbs,
         reps,
         json,
+        events,
     }))
 }
 
@@ -343,6 +350,8 @@ struct Bench {
     depth: u32,
     odp: bool,
     cold: bool,
+    /// `--events`: completions are waited for on this channel instead of by spinning.
+    events: Option<CompChannel>,
 }
 
 /// One size's buffers: A's (local) and B's (remote), registered, each of `slots` messages
@@ -401,6 +410,11 @@ impl Bench {
         let attr = ctx.query_device_ex()?;
         let depth = o.tx_depth.min(attr.verbs.max_qp_wr);
         let pd = ctx.alloc_pd()?;
+        let events = if o.events {
+            Some(ctx.create_comp_channel()?)
+        } else {
+            None
+        };
         // Room for every completion in flight: the send queue's, and as many receives.
         let cq_a = ctx.create_cq(2 * depth, None, 0)?;
         let cq_b = ctx.create_cq(2 * depth, None, 0)?;
@@ -421,6 +435,7 @@ impl Bench {
             depth,
             odp: o.odp,
             cold: o.cold,
+            events,
         })
     }
 
