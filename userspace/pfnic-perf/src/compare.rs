@@ -551,3 +551,64 @@ pub(crate) fn run(o: &Options) -> io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_median_and_nearest_rank_percentiles() {
+        let s = Summary::of(&[10.0, 1.0, 9.0, 2.0, 8.0, 3.0, 7.0, 4.0, 6.0, 5.0]);
+        assert_eq!((s.median, s.p10, s.p90), (5.5, 1.0, 9.0));
+        assert_eq!((s.min, s.max, s.n), (1.0, 10.0, 10));
+        let odd = Summary::of(&[3.0, 1.0, 2.0]);
+        assert_eq!((odd.median, odd.p10, odd.p90), (2.0, 1.0, 3.0));
+        assert!(Summary::of(&[]).median.is_nan());
+    }
+
+    fn row(read_faults: u64, write_faults: u64) -> RowResult {
+        RowResult {
+            verb: Verb::Write,
+            size: 2 * PAGE_SIZE,
+            warm: vec![10.0; 4],
+            cold: vec![50.0; 4],
+            drop: vec![1.0; 4],
+            touch_write: vec![3.0; 8],
+            touch_read: vec![1.5; 8],
+            warm_counts: Counts::default(),
+            cold_counts: Counts {
+                read_faults,
+                write_faults,
+                groups: 4,
+            },
+        }
+    }
+
+    #[test]
+    fn device_cost_against_the_cpu_weighted_by_the_faults() {
+        // 4 cold iterations, each faulting 2 source pages (read) and 2 target pages (write).
+        let d = derive(&row(8, 8), 0.5);
+        assert_eq!((d.read_faults, d.write_faults, d.faults), (2.0, 2.0, 4.0));
+        assert_eq!(d.groups, 1.0);
+        assert_eq!(d.cold_over_warm, 5.0);
+        assert_eq!(d.device_per_fault, 10.0);
+        // The clock's cost comes off each touch: store 2.5, load 1.0, weighted 1.75.
+        assert_eq!((d.cpu_write, d.cpu_read, d.cpu_weighted), (2.5, 1.0, 1.75));
+        assert_eq!(d.cpu_per_iter, 7.0);
+        assert_eq!(d.device_over_cpu, 10.0 / 1.75);
+        assert_eq!(d.cold_over_warm_cpu, 50.0 / 17.0);
+        // Only reads faulted: the load cost alone is the reference.
+        assert_eq!(derive(&row(8, 0), 0.5).cpu_weighted, 1.0);
+    }
+
+    #[test]
+    fn nothing_faulted_gives_null_not_a_number() {
+        let r = row(0, 0);
+        let d = derive(&r, 0.0);
+        assert!(d.device_per_fault.is_infinite() || d.device_per_fault.is_nan());
+        let j = row_json(&r, &d);
+        assert!(j["device_us_per_fault"].is_null());
+        assert!(j["cpu"]["weighted_us_per_page"].is_null());
+        assert_eq!(num(d.device_over_cpu, 1), "-");
+    }
+}
