@@ -164,6 +164,12 @@ typedef struct PfnicRoceReq {
     uint32_t high;              /* PSN after the highest one sent */
     uint32_t since_ackreq;      /* packets since the last AckReq */
     bool arp_wait;              /* deadline: look for the peer's MAC */
+    /*
+     * After a timeout: one packet at a time, each asking for an ACK, until
+     * the peer answers. A peer that is slow rather than gone gets one
+     * duplicate per timeout, not a window of them to work through.
+     */
+    bool probing;
     uint32_t retry_left;
     uint32_t rnr_left;
     int64_t deadline;           /* local ACK timeout (0: none armed) */

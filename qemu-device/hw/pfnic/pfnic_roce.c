@@ -456,7 +456,12 @@ static void pfnic_req_acked(PfnicState *s, PfnicQp *qp, uint32_t psn)
         progress = true;
     }
     if (progress) {
-        /* The retries count timeouts in a row, not per message. */
+        /*
+         * The retries count timeouts in a row, not per message. The peer
+         * moves again: the whole window may go (a duplicate ACK that
+         * moves nothing keeps a probing requester probing).
+         */
+        qp->req.probing = false;
         qp->req.retry_left = qp->retry_cnt;
         pfnic_req_rearm(s, qp);
         qemu_bh_schedule(s->engine_bh);
@@ -618,7 +623,7 @@ static PfnicTx pfnic_req_send(PfnicState *s, PfnicQp *qp, PfnicRoceSend *e)
         op = pfnic_req_opcode(e, k);
         hdrs = pfnic_roce_hdrs[op];
         plen = MIN(qp->mtu, e->len - off);
-        ackreq = hdrs & H_LAST ||
+        ackreq = hdrs & H_LAST || qp->req.probing ||
                  qp->req.since_ackreq + 1 >= PFNIC_ROCE_ACKREQ_EVERY;
         se = hdrs & H_LAST && w->flags & PFNIC_SEND_SOLICITED;
         p = pfnic_bth_put(p, op, se, pfnic_pad(plen), qp->dest_qpn, ackreq,
@@ -694,9 +699,12 @@ static bool pfnic_req_run(PfnicState *s, PfnicQp *qp)
             rq->tx++;
             continue;
         }
-        /* The window: at most 128 PSNs past the oldest unacknowledged. */
+        /*
+         * The window: at most 128 PSNs past the oldest unacknowledged, one
+         * packet while probing.
+         */
         if (psn_diff(e->psn + e->sent, pfnic_req_una(qp)) >=
-            PFNIC_ROCE_PSN_WINDOW) {
+            (rq->probing ? 1 : PFNIC_ROCE_PSN_WINDOW)) {
             return false;
         }
         switch (pfnic_req_send(s, qp, e)) {
@@ -729,6 +737,7 @@ static void pfnic_req_rx_ack(PfnicState *s, PfnicQp *qp,
         return;
     case AETH_RNR_NAK:
         pfnic_req_acked(s, qp, pk->psn - 1);
+        rq->probing = false;
         pfnic_port_count(s, PFNIC_PORT_RX_RNR_NAKS);
         qp->rnr_naks_rcvd++;
         qp->rnr_waits++;
@@ -749,6 +758,8 @@ static void pfnic_req_rx_ack(PfnicState *s, PfnicQp *qp,
     case 0x60:
         pfnic_req_acked(s, qp, pk->psn - 1);
         if (syn == AETH_NAK_SEQ) {
+            /* The peer says where it is: everything from there again. */
+            rq->probing = false;
             pfnic_req_go_back(s, qp, pk->psn);
             return;
         }
@@ -785,6 +796,11 @@ static void pfnic_req_rx_response(PfnicState *s, PfnicQp *qp,
     if (!e || psn_diff(pk->psn, e->psn + e->got) != 0) {
         /* Not the response we expect next: the timeout asks again. */
         return;
+    }
+    if (qp->req.probing) {
+        /* The peer answers: the whole window may go again. */
+        qp->req.probing = false;
+        qemu_bh_schedule(s->engine_bh);
     }
     /* A response acknowledges every request before it. */
     pfnic_req_acked(s, qp, e->psn - 1);
@@ -1614,6 +1630,7 @@ void pfnic_roce_timer(void *opaque)
                 }
                 rq->retry_left--;
                 pfnic_req_go_back(s, qp, pfnic_req_una(qp));
+                rq->probing = true;
                 pfnic_req_rearm(s, qp);
             }
         }
