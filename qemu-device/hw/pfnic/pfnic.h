@@ -50,6 +50,7 @@ typedef struct PfnicPageWait {
     uint32_t group_pages;       /* pages in the outstanding group */
     uint32_t group_span;        /* pages from fault_addr's the group covered */
     uint32_t refaults;          /* page requests in a row for one page */
+    bool taken_back;            /* the OS invalidated fault_addr's page since */
     int64_t pri_sent_ns;        /* when the outstanding request was sent */
     int32_t mr;                 /* MR the faulting chunk used, or -1 */
     uint32_t mr_key;

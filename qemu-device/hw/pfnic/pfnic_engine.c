@@ -79,6 +79,18 @@ static void pfnic_atc_flush(PfnicState *s, uint32_t pasid, uint64_t start,
     }
 }
 
+/* The OS took back @w's page in [start, last] of @pasid (see refaults). */
+static void pfnic_wait_taken_back(PfnicPageWait *w, uint32_t pasid,
+                                  uint64_t start, uint64_t last)
+{
+    uint64_t page = w->fault_addr & PFNIC_PAGE_MASK;
+
+    if (w->pasid == pasid && w->fault_addr != UINT64_MAX && page >= start &&
+        page <= last) {
+        w->taken_back = true;
+    }
+}
+
 /* IOMMU device-IOTLB invalidation for one context's PASID. */
 static void pfnic_iotlb_unmap(IOMMUNotifier *n, IOMMUTLBEntry *entry)
 {
@@ -89,6 +101,20 @@ static void pfnic_iotlb_unmap(IOMMUNotifier *n, IOMMUTLBEntry *entry)
     trace_pfnic_atc_invalidate(ctx->index, ctx->pasid, entry->iova, last);
     pfnic_atc_flush(ctx->s, ctx->pasid, entry->iova & PFNIC_PAGE_MASK, last);
     pfnic_mr_invalidate(ctx, entry->iova, last);
+    for (uint32_t i = 0; i < ctx->s->num_contexts; i++) {
+        pfnic_wait_taken_back(&ctx->s->contexts[i].pw, ctx->pasid,
+                              entry->iova & PFNIC_PAGE_MASK, last);
+    }
+    for (uint32_t i = 0; i < PFNIC_MAX_QPS; i++) {
+        PfnicQp *qp = &ctx->s->qps[i];
+
+        if (qp->valid) {
+            pfnic_wait_taken_back(&qp->pw, ctx->pasid,
+                                  entry->iova & PFNIC_PAGE_MASK, last);
+            pfnic_wait_taken_back(&qp->rpw, ctx->pasid,
+                                  entry->iova & PFNIC_PAGE_MASK, last);
+        }
+    }
 }
 
 /* Cache the 4 KiB page @vpage of the translation @t (of any size) in @e. */
@@ -365,14 +391,20 @@ void pfnic_page_request(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
     PfnicMr *mr;
     int ret = 0;
 
+    /*
+     * The same page again: the OS answered success without mapping it,
+     * unless it took the page back since (an invalidation: a racing
+     * munmap or MADV_DONTNEED), which is not the OS's fault to count.
+     */
     if (va0 == (w->fault_addr & PFNIC_PAGE_MASK) && !w->retry_prq) {
-        if (++w->refaults > PFNIC_MAX_REFAULTS) {
+        if (!w->taken_back && ++w->refaults > PFNIC_MAX_REFAULTS) {
             w->fault = true;
             return;
         }
     } else if (!w->retry_prq) {
         w->refaults = 0;
     }
+    w->taken_back = false;
     w->retry_prq = false;
     w->ctx = ctx->index;
     w->pasid = ctx->pasid;
