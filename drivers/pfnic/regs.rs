@@ -14,7 +14,7 @@ pub(crate) const BAR0_SIZE: usize = 0x1000;
 pub(crate) const ID_VALUE: u32 = 0x434e_4650;
 
 /// Counters in each block of `COUNTERS` / `CTX_COUNTERS` (docs/registers.md).
-pub(crate) const COUNTERS_NR: usize = 9;
+pub(crate) const COUNTERS_NR: usize = 10;
 
 /// Arguments of the admin command mailbox ([`CMD_ARG`]).
 pub(crate) const CMD_ARGS_NR: usize = 16;

@@ -140,8 +140,8 @@ pub struct TranslationStats {
     /// Page request groups sent: the missing pages of one side of a work item (up to 64),
     /// answered together.
     pub page_request_groups: u32,
-    /// Reserved, zero.
-    pub reserved: u32,
+    /// The most page request groups outstanding at once (a maximum, not a count).
+    pub page_request_groups_max: u32,
 }
 
 /// Argument of [`PFNIC_IOCTL_QUERY_STATS`] (output only): device-wide counters since the driver

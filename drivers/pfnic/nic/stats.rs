@@ -22,7 +22,7 @@ fn translation_stats(read: impl Fn(usize) -> u32) -> uapi::TranslationStats {
         prq_full: read(6),
         prq_held: read(7),
         page_request_groups: read(8),
-        reserved: 0,
+        page_request_groups_max: read(9),
     }
 }
 
@@ -42,6 +42,7 @@ fn write_translation(
         ("prq_full", t.prq_full),
         ("prq_held", t.prq_held),
         ("page_request_groups", t.page_request_groups),
+        ("page_request_groups_max", t.page_request_groups_max),
     ] {
         write!(f, "{sep}{name} {value}")?;
     }

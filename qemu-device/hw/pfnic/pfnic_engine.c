@@ -374,6 +374,37 @@ static uint32_t pfnic_pri_outstanding(PfnicState *s, uint32_t ctx,
     return mine;
 }
 
+/* Record the most page request groups outstanding, for @ctx and the device. */
+static void pfnic_groups_in_flight(PfnicState *s, PfnicContext *ctx)
+{
+    uint32_t all = 0, mine = 0;
+    uint32_t *ctx_max = &ctx->stats.count[PFNIC_CNT_PR_GROUPS_MAX];
+    uint32_t *dev_max = &s->stats.count[PFNIC_CNT_PR_GROUPS_MAX];
+
+    for (uint32_t i = 0; i < s->num_contexts; i++) {
+        PfnicContext *c = &s->contexts[i];
+
+        if (c->enabled && c->pw.waiting) {
+            all++;
+            mine += c->pw.ctx == ctx->index;
+        }
+    }
+    for (uint32_t i = 0; i < PFNIC_MAX_QPS; i++) {
+        PfnicQp *qp = &s->qps[i];
+
+        if (qp->valid && qp->pw.waiting) {
+            all++;
+            mine += qp->pw.ctx == ctx->index;
+        }
+        if (qp->valid && qp->rpw.waiting) {
+            all++;
+            mine += qp->rpw.ctx == ctx->index;
+        }
+    }
+    *ctx_max = MAX(*ctx_max, mine);
+    *dev_max = MAX(*dev_max, all);
+}
+
 /*
  * Ask the OS to make the pages of [va, va + len) of @ctx's address space
  * present (and writable), as one page request group: the range (at most
@@ -498,6 +529,7 @@ void pfnic_page_request(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
     }
     w->pri_sent_ns = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     w->waiting = true;
+    pfnic_groups_in_flight(s, ctx);
 }
 
 static void pfnic_prq_retry(void *opaque)

@@ -126,6 +126,7 @@ typedef enum PfnicCounter {
     PFNIC_CNT_PRQ_FULL,         /* page requests the IOMMU could not queue */
     PFNIC_CNT_PRQ_HELD,         /* held back: the context had its share out */
     PFNIC_CNT_PR_GROUPS,        /* page request groups sent (LPIG set) */
+    PFNIC_CNT_PR_GROUPS_MAX,    /* most groups outstanding at once (a maximum) */
     PFNIC_CNT_NR
 } PfnicCounter;
 

@@ -364,9 +364,14 @@ fn test_sec_page_request_share() -> TestResult {
         t.prq_held > 0,
         "{PAIRS} QPs faulting at once, none held back: {t:?}"
     );
+    // Each QP waits for its own group: several are out at once, up to the context's share.
+    check!(
+        t.page_request_groups_max > 1,
+        "{PAIRS} QPs faulting at once, never more than one page request group out: {t:?}"
+    );
     println!(
-        "# {} page requests held back, {} sent",
-        t.prq_held, t.page_requests
+        "# {} page requests held back, {} sent in {} groups, at most {} groups out at once",
+        t.prq_held, t.page_requests, t.page_request_groups, t.page_request_groups_max
     );
     Ok(())
 }
