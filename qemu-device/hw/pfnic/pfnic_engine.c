@@ -79,14 +79,41 @@ static void pfnic_atc_flush(PfnicState *s, uint32_t pasid, uint64_t start,
     }
 }
 
-/* The OS took back @w's page in [start, last] of @pasid (see refaults). */
-static void pfnic_wait_taken_back(PfnicPageWait *w, uint32_t pasid,
-                                  uint64_t start, uint64_t last)
+/*
+ * Call @fn on every page waiter of the device: each enabled context's
+ * descriptor ring, and each QP's requester and responder sides.
+ */
+static void pfnic_each_wait(PfnicState *s,
+                            void (*fn)(PfnicPageWait *w, void *opaque),
+                            void *opaque)
 {
+    for (uint32_t i = 0; i < s->num_contexts; i++) {
+        if (s->contexts[i].enabled) {
+            fn(&s->contexts[i].pw, opaque);
+        }
+    }
+    for (uint32_t i = 0; i < PFNIC_MAX_QPS; i++) {
+        if (s->qps[i].valid) {
+            fn(&s->qps[i].pw, opaque);
+            fn(&s->qps[i].rpw, opaque);
+        }
+    }
+}
+
+/* An invalidation of [start, last] in @pasid. */
+typedef struct PfnicInval {
+    uint32_t pasid;
+    uint64_t start, last;
+} PfnicInval;
+
+/* The OS took back the waiter's page (see refaults in pfnic_page_request). */
+static void pfnic_wait_taken_back(PfnicPageWait *w, void *opaque)
+{
+    const PfnicInval *v = opaque;
     uint64_t page = w->fault_addr & PFNIC_PAGE_MASK;
 
-    if (w->pasid == pasid && w->fault_addr != UINT64_MAX && page >= start &&
-        page <= last) {
+    if (w->pasid == v->pasid && w->fault_addr != UINT64_MAX &&
+        page >= v->start && page <= v->last) {
         w->taken_back = true;
     }
 }
@@ -101,20 +128,11 @@ static void pfnic_iotlb_unmap(IOMMUNotifier *n, IOMMUTLBEntry *entry)
     trace_pfnic_atc_invalidate(ctx->index, ctx->pasid, entry->iova, last);
     pfnic_atc_flush(ctx->s, ctx->pasid, entry->iova & PFNIC_PAGE_MASK, last);
     pfnic_mr_invalidate(ctx, entry->iova, last);
-    for (uint32_t i = 0; i < ctx->s->num_contexts; i++) {
-        pfnic_wait_taken_back(&ctx->s->contexts[i].pw, ctx->pasid,
-                              entry->iova & PFNIC_PAGE_MASK, last);
-    }
-    for (uint32_t i = 0; i < PFNIC_MAX_QPS; i++) {
-        PfnicQp *qp = &ctx->s->qps[i];
-
-        if (qp->valid) {
-            pfnic_wait_taken_back(&qp->pw, ctx->pasid,
-                                  entry->iova & PFNIC_PAGE_MASK, last);
-            pfnic_wait_taken_back(&qp->rpw, ctx->pasid,
-                                  entry->iova & PFNIC_PAGE_MASK, last);
-        }
-    }
+    pfnic_each_wait(ctx->s, pfnic_wait_taken_back, &(PfnicInval) {
+        .pasid = ctx->pasid,
+        .start = entry->iova & PFNIC_PAGE_MASK,
+        .last = last,
+    });
 }
 
 /* Cache the 4 KiB page @vpage of the translation @t (of any size) in @e. */
@@ -339,70 +357,29 @@ static void pfnic_pri_response(IOMMUPRINotifier *n, IOMMUPRIResponse *r)
 }
 
 /*
- * Pages outstanding in page requests (PCIe counts pages against the PRI
- * allocation): one group per waiter at most, device-wide (*all) and in
- * context @ctx's PASID (the return value). Counted, not tracked, so that a
- * waiter dropped with its group unanswered (a context stopped, a QP
- * destroyed) cannot leak allocation.
+ * Page request groups outstanding, and their pages (PCIe counts pages
+ * against the PRI allocation), device-wide and for one context. Counted,
+ * not tracked, so that a waiter dropped with its group unanswered (a
+ * context stopped, a QP destroyed) cannot leak allocation.
  */
-static uint32_t pfnic_pri_outstanding(PfnicState *s, uint32_t ctx,
-                                      uint32_t *all)
+typedef struct PfnicOutstanding {
+    uint32_t ctx;               /* the context "mine" counts */
+    uint32_t pages, pages_mine;
+    uint32_t groups, groups_mine;
+} PfnicOutstanding;
+
+static void pfnic_count_outstanding(PfnicPageWait *w, void *opaque)
 {
-    uint32_t n = 0, mine = 0;
+    PfnicOutstanding *o = opaque;
 
-    for (uint32_t i = 0; i < s->num_contexts; i++) {
-        PfnicContext *c = &s->contexts[i];
-
-        if (c->enabled && c->pw.waiting) {
-            n += c->pw.group_pages;
-            mine += c->pw.ctx == ctx ? c->pw.group_pages : 0;
+    if (w->waiting) {
+        o->pages += w->group_pages;
+        o->groups++;
+        if (w->ctx == o->ctx) {
+            o->pages_mine += w->group_pages;
+            o->groups_mine++;
         }
     }
-    for (uint32_t i = 0; i < PFNIC_MAX_QPS; i++) {
-        PfnicQp *qp = &s->qps[i];
-
-        if (qp->valid && qp->pw.waiting) {
-            n += qp->pw.group_pages;
-            mine += qp->pw.ctx == ctx ? qp->pw.group_pages : 0;
-        }
-        if (qp->valid && qp->rpw.waiting) {
-            n += qp->rpw.group_pages;
-            mine += qp->rpw.ctx == ctx ? qp->rpw.group_pages : 0;
-        }
-    }
-    *all = n;
-    return mine;
-}
-
-/* Record the most page request groups outstanding, for @ctx and the device. */
-static void pfnic_groups_in_flight(PfnicState *s, PfnicContext *ctx)
-{
-    uint32_t all = 0, mine = 0;
-    uint32_t *ctx_max = &ctx->stats.count[PFNIC_CNT_PR_GROUPS_MAX];
-    uint32_t *dev_max = &s->stats.count[PFNIC_CNT_PR_GROUPS_MAX];
-
-    for (uint32_t i = 0; i < s->num_contexts; i++) {
-        PfnicContext *c = &s->contexts[i];
-
-        if (c->enabled && c->pw.waiting) {
-            all++;
-            mine += c->pw.ctx == ctx->index;
-        }
-    }
-    for (uint32_t i = 0; i < PFNIC_MAX_QPS; i++) {
-        PfnicQp *qp = &s->qps[i];
-
-        if (qp->valid && qp->pw.waiting) {
-            all++;
-            mine += qp->pw.ctx == ctx->index;
-        }
-        if (qp->valid && qp->rpw.waiting) {
-            all++;
-            mine += qp->rpw.ctx == ctx->index;
-        }
-    }
-    *ctx_max = MAX(*ctx_max, mine);
-    *dev_max = MAX(*dev_max, all);
 }
 
 /*
@@ -418,7 +395,10 @@ void pfnic_page_request(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
 {
     bool missing[PFNIC_GROUP_PAGES];
     uint64_t va0 = va & PFNIC_PAGE_MASK;
-    uint32_t alloc, all, mine, share, room, n, want, sent = 0;
+    PfnicOutstanding out = { .ctx = ctx->index };
+    uint32_t *ctx_max = &ctx->stats.count[PFNIC_CNT_PR_GROUPS_MAX];
+    uint32_t *dev_max = &s->stats.count[PFNIC_CNT_PR_GROUPS_MAX];
+    uint32_t alloc, share, room, n, want, sent = 0;
     PfnicMr *mr;
     int ret = 0;
 
@@ -451,11 +431,12 @@ void pfnic_page_request(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
     alloc = pcie_pri_get_req_alloc(PCI_DEVICE(s));
     alloc = alloc ? alloc : PFNIC_PRI_OUTSTANDING;
     share = MAX(alloc / PFNIC_PRI_SHARE, 1);
-    mine = pfnic_pri_outstanding(s, ctx->index, &all);
-    room = MIN(alloc - MIN(all, alloc), share - MIN(mine, share));
+    pfnic_each_wait(s, pfnic_count_outstanding, &out);
+    room = MIN(alloc - MIN(out.pages, alloc),
+               share - MIN(out.pages_mine, share));
     if (!room) {
         trace_pfnic_page_request_throttled(ctx->index, w->prgi, alloc);
-        if (all < alloc) {
+        if (out.pages < alloc) {
             pfnic_count(ctx, PFNIC_CNT_PRQ_HELD);
         }
         w->retry_prq = true;
@@ -529,7 +510,9 @@ void pfnic_page_request(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
     }
     w->pri_sent_ns = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     w->waiting = true;
-    pfnic_groups_in_flight(s, ctx);
+    /* This group joins those counted above. */
+    *ctx_max = MAX(*ctx_max, out.groups_mine + 1);
+    *dev_max = MAX(*dev_max, out.groups + 1);
 }
 
 static void pfnic_prq_retry(void *opaque)
