@@ -63,8 +63,6 @@ impl Summary {
                 n,
             };
         }
-        // Nearest rank.
-        let pct = |p: f64| s[((n as f64 * p).ceil() as usize).clamp(1, n) - 1];
         let median = if n % 2 == 1 {
             s[n / 2]
         } else {
@@ -72,8 +70,8 @@ impl Summary {
         };
         Self {
             median,
-            p10: pct(0.10),
-            p90: pct(0.90),
+            p10: crate::percentile(&s, 0.10),
+            p90: crate::percentile(&s, 0.90),
             min: s[0],
             max: s[n - 1],
             n,

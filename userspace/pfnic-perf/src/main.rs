@@ -495,18 +495,6 @@ impl Bench {
         .map_err(|e| err(format!("post_recv: {e}")))
     }
 
-    /// Waits for one completion of `opcode` on `cq`, counting the others in `other`.
-    fn wait_for(cq: &Cq, opcode: WcOpcode, other: &mut usize, what: &str) -> io::Result<()> {
-        let mut wc = [Wc::default(); 1];
-        loop {
-            poll_cq(cq, &mut wc, what)?;
-            if wc[0].opcode == opcode {
-                return Ok(());
-            }
-            *other += 1;
-        }
-    }
-
     fn run_bw(&self, verb: Verb, bufs: &Buffers, iters: usize) -> io::Result<Row> {
         let depth = self.depth as usize;
         let mut recvs_posted = 0;
@@ -575,11 +563,11 @@ impl Bench {
                     self.qp_a
                         .post_send(&[SendWr::new(i as u64, WrOpcode::Send, &sge_a)])
                         .map_err(|e| err(format!("post_send: {e}")))?;
-                    Self::wait_for(&self.cq_b, WcOpcode::RECV, &mut extra_b, "B receive")?;
+                    wait_for(&self.cq_b, WcOpcode::RECV, &mut extra_b, "B receive")?;
                     self.qp_b
                         .post_send(&[SendWr::new(i as u64, WrOpcode::Send, &sge_b)])
                         .map_err(|e| err(format!("post_send: {e}")))?;
-                    Self::wait_for(&self.cq_a, WcOpcode::RECV, &mut extra_a, "A receive")?;
+                    wait_for(&self.cq_a, WcOpcode::RECV, &mut extra_a, "A receive")?;
                     samples.push(t0.elapsed().as_secs_f64() * 1e6 / 2.0);
                 }
             }
@@ -587,11 +575,11 @@ impl Bench {
         if verb == Verb::Send {
             // Collect the send completions not seen yet: one per send, on each side.
             while extra_a < iters {
-                Self::wait_for(&self.cq_a, WcOpcode::SEND, &mut 0, "A send")?;
+                wait_for(&self.cq_a, WcOpcode::SEND, &mut 0, "A send")?;
                 extra_a += 1;
             }
             while extra_b < iters {
-                Self::wait_for(&self.cq_b, WcOpcode::SEND, &mut 0, "B send")?;
+                wait_for(&self.cq_b, WcOpcode::SEND, &mut 0, "B send")?;
                 extra_b += 1;
             }
         }
@@ -634,6 +622,25 @@ fn poll_cq(cq: &Cq, out: &mut [Wc], what: &str) -> io::Result<usize> {
         }
         std::hint::spin_loop();
     }
+}
+
+/// Waits for one completion of `opcode` on `cq`, counting the others (send completions
+/// while a receive is awaited) in `other`.
+fn wait_for(cq: &Cq, opcode: WcOpcode, other: &mut usize, what: &str) -> io::Result<()> {
+    let mut wc = [Wc::default(); 1];
+    loop {
+        poll_cq(cq, &mut wc, what)?;
+        if wc[0].opcode == opcode {
+            return Ok(());
+        }
+        *other += 1;
+    }
+}
+
+/// The nearest-rank `p` percentile (0 < p <= 1) of `sorted` (ascending, not empty).
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let n = sorted.len();
+    sorted[((n as f64 * p).ceil() as usize).clamp(1, n) - 1]
 }
 
 /// A bandwidth run's clock: the average over the run, and the peak over windows of
@@ -788,15 +795,14 @@ fn print_row(size: usize, iters: usize, row: &Row, faults: f64) {
             let n = s.len();
             let avg = s.iter().sum::<f64>() / n as f64;
             let var = s.iter().map(|x| (x - avg) * (x - avg)).sum::<f64>() / n as f64;
-            let pct = |p: f64| s[((n as f64 * p).ceil() as usize).clamp(1, n) - 1];
             println!(
                 " {size:<7} {iters:<10}    {:<7.2}        {:<7.2}      {:<7.2}  \t       {avg:<7.2}     \t{:<7.2}\t\t{:<7.2} \t\t{:<7.2}                 {faults:<7.2}",
                 s[0],
                 s[n - 1],
                 s[n / 2],
                 var.sqrt(),
-                pct(0.99),
-                pct(0.999),
+                percentile(&s, 0.99),
+                percentile(&s, 0.999),
             );
         }
     }

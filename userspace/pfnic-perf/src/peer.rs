@@ -87,17 +87,9 @@ impl Side {
             .map_err(|e| err(format!("post_recv: {e}")))
     }
 
-    /// Waits for a completion of `opcode`, counting the others (send completions while a
-    /// receive is awaited) in `other`.
+    /// Waits for a completion of `opcode`, counting the others in `other`.
     fn wait_for(&self, opcode: WcOpcode, other: &mut usize) -> io::Result<()> {
-        let mut wc = [Wc::default(); 1];
-        loop {
-            poll_cq(&self.cq, &mut wc, "completion")?;
-            if wc[0].opcode == opcode {
-                return Ok(());
-            }
-            *other += 1;
-        }
+        crate::wait_for(&self.cq, opcode, other, "completion")
     }
 
     fn faults(&self) -> io::Result<u64> {
