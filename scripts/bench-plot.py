@@ -13,8 +13,9 @@ faulted for writing and for reading), per operation and size. Exits 1 on
 unreadable input.
 """
 import json
-import math
 import sys
+
+from svgplot import Panel, document, esc, log_axis, num
 
 COLORS = {"write": "#1f77b4", "read": "#d62728", "send": "#2ca02c"}
 MIB = float(1 << 20)
@@ -31,47 +32,12 @@ def load(path):
     return doc
 
 
-def num(v):
-    return isinstance(v, (int, float)) and math.isfinite(v) and v > 0
-
-
 def size_name(s):
     if s >= 1 << 20 and s % (1 << 20) == 0:
         return f"{s >> 20} MiB"
     if s >= 1 << 10 and s % (1 << 10) == 0:
         return f"{s >> 10} KiB"
     return f"{s} B"
-
-
-def log_axis(values, pad=1.5):
-    vals = [v for v in values if num(v)] or [1.0]
-    lo = 10 ** math.floor(math.log10(min(vals) / pad))
-    hi = 10 ** math.ceil(math.log10(max(vals) * pad))
-    return lo, hi
-
-
-def esc(s):
-    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-class Panel:
-    """A plot area at (x, y) of w x h with a log y axis from lo to hi."""
-
-    def __init__(self, e, x, y, w, h, lo, hi, ylabel):
-        self.e, self.x, self.y, self.w, self.h, self.lo, self.hi = e, x, y, w, h, lo, hi
-        e.append(f'<rect x="{x}" y="{y}" width="{w}" height="{h}" fill="none" stroke="#888"/>')
-        d = lo
-        while d <= hi * 1.0001:
-            yy = self.ty(d)
-            e.append(f'<line x1="{x}" x2="{x + w}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="#e4e4e4"/>')
-            e.append(f'<text x="{x - 5}" y="{yy + 4:.1f}" text-anchor="end">{d:g}</text>')
-            d *= 10
-        e.append(f'<text x="{x - 48}" y="{y + h / 2}" text-anchor="middle" '
-                 f'transform="rotate(-90 {x - 48} {y + h / 2})">{esc(ylabel)}</text>')
-
-    def ty(self, v):
-        f = (math.log10(v) - math.log10(self.lo)) / (math.log10(self.hi) - math.log10(self.lo))
-        return self.y + self.h * (1 - f)
 
 
 def bandwidth_panel(e, doc, x, y, w, h):
@@ -178,18 +144,13 @@ def main():
     except (OSError, ValueError, KeyError) as err:
         print(f"bench-plot: {err}", file=sys.stderr)
         return 1
-    W, H = 1180, 470
-    e = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
-         'font-family="sans-serif" font-size="11">',
-         f'<rect width="{W}" height="{H}" fill="white"/>',
-         f'<text x="{W / 2}" y="18" text-anchor="middle" font-size="14">'
-         f'pfnic-perf --compare: {doc.get("reps")} x {doc.get("iters")} iterations per row, '
-         f'{"ODP" if doc.get("odp") else "ordinary"} MRs, log scales (hover for values)</text>']
+    e = []
     bandwidth_panel(e, doc, 75, 60, 470, 340)
     cost_panel(e, doc, 665, 60, 490, 340)
-    e.append("</svg>")
+    title = (f'pfnic-perf --compare: {doc.get("reps")} x {doc.get("iters")} iterations per '
+             f'row, {"ODP" if doc.get("odp") else "ordinary"} MRs, log scales (hover for values)')
     with open(sys.argv[2], "w") as f:
-        f.write("\n".join(e) + "\n")
+        f.write(document(1180, 470, title, e))
     return 0
 
 

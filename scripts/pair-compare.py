@@ -13,9 +13,10 @@ draws the ratios in RUN_DIR/pairs.svg. Exits 1 only on unreadable input.
 """
 import glob
 import json
-import math
 import os
 import sys
+
+from svgplot import Panel, document, esc, log_axis, num
 
 BASE = "rxe-rxe"
 # test: (the client's field, unit, larger is better)
@@ -66,43 +67,33 @@ def svg(pairs, rel, path):
     tests = [t for t in METRICS if any(t in r for r in rel.values())]
     names = list(pairs)
     colors = ["#888888", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b"]
-    W, H, left, top, bottom = 120 + 90 * len(tests), 420, 70, 40, 90
-    plot_h = H - top - bottom
-    vals = [v for r in rel.values() for v in r.values()] or [1.0]
-    lo = min(0.5, min(vals) / 1.2)
-    hi = max(2.0, max(vals) * 1.2)
-    y = lambda v: top + plot_h * (math.log(hi) - math.log(v)) / (math.log(hi) - math.log(lo))
-    e = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
-         'font-family="sans-serif" font-size="12">',
-         f'<rect width="{W}" height="{H}" fill="white"/>',
-         f'<text x="{W / 2}" y="20" text-anchor="middle" font-size="14">'
-         'Speed relative to rxe-rxe (above 1: faster), one run, log scale</text>']
-    for tick in (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200):
-        if lo <= tick <= hi:
-            e.append(f'<line x1="{left}" x2="{W - 20}" y1="{y(tick):.1f}" y2="{y(tick):.1f}" '
-                     f'stroke="{"#000" if tick == 1 else "#ddd"}"/>')
-            e.append(f'<text x="{left - 6}" y="{y(tick) + 4:.1f}" text-anchor="end">{tick}</text>')
-    group = 90
+    left, top, group = 80, 40, 90
+    W, H = left + 30 + group * len(tests), 420
+    e = []
+    lo, hi = log_axis([v for r in rel.values() for v in r.values()] + [1.0])
+    p = Panel(e, left, top, W - left - 20, H - top - 90, lo, hi, "speed relative to rxe-rxe")
+    e.append(f'<line x1="{left}" x2="{W - 20}" y1="{p.ty(1):.1f}" y2="{p.ty(1):.1f}" stroke="#000"/>')
     bar = (group - 20) / max(1, len(names))
     for i, t in enumerate(tests):
         x0 = left + 10 + i * group
-        for j, p in enumerate(names):
-            v = rel.get(p, {}).get(t)
-            if v is None:
+        for j, name in enumerate(names):
+            v = rel.get(name, {}).get(t)
+            if not num(v):
                 continue
-            x = x0 + j * bar
-            y1, y2 = sorted((y(v), y(1.0)))
-            e.append(f'<rect x="{x:.1f}" y="{y1:.1f}" width="{bar - 2:.1f}" height="{max(1, y2 - y1):.1f}" '
-                     f'fill="{colors[j % len(colors)]}"><title>{p} {t}: {v}</title></rect>')
-        e.append(f'<text x="{x0 + (group - 20) / 2:.1f}" y="{H - bottom + 16}" text-anchor="end" '
-                 f'transform="rotate(-35 {x0 + (group - 20) / 2:.1f} {H - bottom + 16})">{t}</text>')
-    for j, p in enumerate(names):
+            y1, y2 = sorted((p.ty(v), p.ty(1.0)))
+            e.append(f'<rect x="{x0 + j * bar:.1f}" y="{y1:.1f}" width="{bar - 2:.1f}" '
+                     f'height="{max(1, y2 - y1):.1f}" fill="{colors[j % len(colors)]}">'
+                     f'<title>{esc(name)} {t}: {v}</title></rect>')
+        tx, ty = x0 + (group - 20) / 2, H - 74
+        e.append(f'<text x="{tx:.1f}" y="{ty}" text-anchor="end" '
+                 f'transform="rotate(-35 {tx:.1f} {ty})">{t}</text>')
+    for j, name in enumerate(names):
         e.append(f'<rect x="{left + j * 130}" y="{H - 22}" width="12" height="12" '
                  f'fill="{colors[j % len(colors)]}"/>')
-        e.append(f'<text x="{left + j * 130 + 16}" y="{H - 12}">{p}</text>')
-    e.append("</svg>")
+        e.append(f'<text x="{left + j * 130 + 16}" y="{H - 12}">{esc(name)}</text>')
+    title = "Speed relative to rxe-rxe (above 1: faster), one run, log scale"
     with open(path, "w") as f:
-        f.write("\n".join(e) + "\n")
+        f.write(document(W, H, title, e, font_size=12))
 
 
 def main():
