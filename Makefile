@@ -18,8 +18,12 @@ FILTER ?=
 # make bench knob: BENCH_ARGS='pfnic-perf --compare options', or '--perftest [options]'
 # (see scripts/bench.sh)
 BENCH_ARGS ?=
-# make fuzz knob: FUZZ_SECONDS=how long to fuzz the device (default 60)
+# make fuzz knobs: FUZZ_SECONDS=how long to fuzz the device (default 60);
+# FUZZ_TARGET=pfnic-iommu (default: the device behind an IOMMU with SVA, ATS,
+# page requests and QPs) or generic (QEMU's generic-fuzz, no IOMMU); see
+# docs/fuzzing.md
 FUZZ_SECONDS ?= 60
+FUZZ_TARGET ?= pfnic-iommu
 
 .PHONY: all setup sources kernel qemu module userspace rootfs run run2 test test-debug fuzz bench check clean help
 
@@ -65,9 +69,9 @@ test-debug:
 	PFNIC_FLAVOR=debug $(SCRIPTS)/build-all.sh
 	PFNIC_FLAVOR=debug $(SCRIPTS)/test.sh --no-build $(if $(FILTER),--filter '$(FILTER)')
 
-# QEMU's generic-fuzz on the device (libFuzzer + ASan), a second QEMU build.
+# libFuzzer + ASan on the device (docs/fuzzing.md), a second QEMU build.
 fuzz:
-	$(SCRIPTS)/fuzz.sh --seconds $(FUZZ_SECONDS)
+	$(SCRIPTS)/fuzz.sh --target $(FUZZ_TARGET) --seconds $(FUZZ_SECONDS)
 
 bench: all
 	$(SCRIPTS)/bench.sh --no-build $(BENCH_ARGS)

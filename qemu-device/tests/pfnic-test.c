@@ -16,14 +16,14 @@
 
 #include "qemu/osdep.h"
 #include "qemu/bswap.h"
+#include "qemu/cutils.h"
 #include "libqtest-single.h"
 #include <sys/socket.h>
 #include <sys/un.h>
 #include "hw/pci/pci_regs.h"
 #include "../../hw/net/pfnic/pfnic_regs.h"
+#include "../../hw/net/pfnic/pfnic_qtest.h"
 
-#define ECAM_BASE       0xb0000000ULL
-#define MCH_PCIEXBAR    0x60
 #define RP_DEVFN        0x10            /* pcie-root-port at 02.0 */
 #define RP1_DEVFN       0x18            /* pcie-root-port at 03.0 */
 #define WIN_BASE        0xc0000000ULL   /* root port memory window */
@@ -44,15 +44,9 @@ static uint64_t nic_win = WIN_BASE;
                    "-device pcie-root-port,id=rp0,chassis=1,addr=2.0 " \
                    "-device pcie-root-port,id=rp1,chassis=2,addr=3.0 "
 
-static void cf8_writel(int devfn, uint8_t off, uint32_t val)
-{
-    outl(0xcf8, (1U << 31) | (devfn << 8) | off);
-    outl(0xcfc, val);
-}
-
 static uint64_t ecam(int bus, int devfn, uint16_t off)
 {
-    return ECAM_BASE + ((uint64_t)bus << 20) + ((uint64_t)devfn << 12) + off;
+    return pfnic_qt_ecam(bus, devfn, off);
 }
 
 static uint32_t nic_cfg_readl(uint16_t off)
@@ -75,23 +69,13 @@ static void nic_cfg_writew(uint16_t off, uint16_t val)
     writew(ecam(NIC_BUS, 0, off), val);
 }
 
-/* Route @bus and a 16 MiB memory window at @win through a root port. */
-static void setup_root_port(int devfn, int bus, uint64_t win)
-{
-    cf8_writel(devfn, PCI_PRIMARY_BUS, (bus << 16) | (bus << 8));
-    cf8_writel(devfn, PCI_MEMORY_BASE,
-               ((win + 0xffffff) >> 16 & 0xfff0) << 16 | (win >> 16 & 0xfff0));
-    cf8_writel(devfn, PCI_COMMAND, PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER);
-}
-
 /* Enable ECAM and route bus 1 plus a memory window through the root port. */
 static void setup_topology(void)
 {
     nic_bus = 1;
     nic_win = WIN_BASE;
-    cf8_writel(0, MCH_PCIEXBAR + 4, ECAM_BASE >> 32);
-    cf8_writel(0, MCH_PCIEXBAR, (uint32_t)ECAM_BASE | 1); /* 256 buses */
-    setup_root_port(RP_DEVFN, 1, WIN_BASE);
+    pfnic_qt_enable_ecam(global_qtest);
+    pfnic_qt_setup_root_port(global_qtest, RP_DEVFN, 1, WIN_BASE);
 }
 
 static void start(const char *extra)
@@ -139,20 +123,7 @@ static uint16_t find_cap(uint8_t id)
 /* Fill ids[] with the extended capability IDs in list order. */
 static int ext_caps(uint16_t *ids, uint16_t *offs, int max)
 {
-    uint16_t pos = PCI_CFG_SPACE_SIZE;
-    int n = 0;
-
-    while (pos && n < max) {
-        uint32_t hdr = nic_cfg_readl(pos);
-
-        if (hdr == 0 || hdr == 0xffffffff) {
-            break;
-        }
-        ids[n] = PCI_EXT_CAP_ID(hdr);
-        offs[n++] = pos;
-        pos = PCI_EXT_CAP_NEXT(hdr);
-    }
-    return n;
+    return pfnic_qt_ext_caps(global_qtest, NIC_BUS, ids, offs, max);
 }
 
 static void test_config_space(void)
@@ -1747,7 +1718,7 @@ static void wire_start(const char *more, const char *a, const char *b)
         "-device pfnic,bus=rp1,netdev=w1,mac=52:54:00:00:00:0b%s",
         more, a, b));
     setup_topology();
-    setup_root_port(RP1_DEVFN, 2, WIN1_BASE);
+    pfnic_qt_setup_root_port(global_qtest, RP1_DEVFN, 2, WIN1_BASE);
     use_nic(1);
     map_bars();
     use_nic(0);
@@ -2349,6 +2320,103 @@ static void test_wire_frames(void)
     g_rand_free(rnd);
 }
 
+/* --- behind an IOMMU: the op interpreter (docs/fuzzing.md) -------------- */
+
+/*
+ * A pfnic behind intel-iommu with SVA, programmed by the interpreter that
+ * the libFuzzer target runs (hw/net/pfnic/pfnic_fuzz_ops.c). Each input
+ * runs on a machine fresh from a system reset, as in the fuzzer.
+ */
+static PfnicFuzz *iommu_start(void)
+{
+    PfnicFuzz *f;
+
+    qtest_start(PFNIC_FUZZ_ARGS);
+    use_nic(0);     /* the interpreter's topology is setup_topology()'s */
+    f = pfnic_fuzz_new(global_qtest, NULL);
+    pfnic_fuzz_setup(f);
+    return f;
+}
+
+static void iommu_input(PfnicFuzz *f, const uint8_t *data, size_t len)
+{
+    qtest_system_reset(global_qtest);
+    pfnic_fuzz_setup(f);
+    pfnic_fuzz_run(f, data, len);
+}
+
+/*
+ * The tables are right: a WRITE lands at the translated page, a fault on a
+ * page that is not present is served through the page request queue, a
+ * failed response fails the descriptor.
+ */
+static void test_iommu_known_good(void)
+{
+    PfnicFuzz *f = iommu_start();
+
+    pfnic_fuzz_known_good(f);
+    /* A reset brings the device back to ready, and it works again. */
+    iommu_input(f, NULL, 0);
+    pfnic_fuzz_known_good(f);
+    pfnic_fuzz_free(f);
+    qtest_end();
+}
+
+/*
+ * Random inputs from a seeded PRNG: PFNIC_FUZZ_SEED replays a run,
+ * PFNIC_FUZZ_INPUTS sets how many (default 200); PFNIC_FUZZ_INPUT=FILE
+ * runs that input instead, under the ordinary build.
+ */
+static void test_iommu_random(void)
+{
+    unsigned int seed = g_random_int();
+    int inputs = 200;
+    GRand *rand;
+    PfnicFuzz *f;
+    uint8_t buf[512];
+
+    if (getenv("PFNIC_FUZZ_SEED")) {
+        g_assert_cmpint(qemu_strtoui(getenv("PFNIC_FUZZ_SEED"), NULL, 0,
+                                     &seed), ==, 0);
+    }
+    if (getenv("PFNIC_FUZZ_INPUTS")) {
+        g_assert_cmpint(qemu_strtoi(getenv("PFNIC_FUZZ_INPUTS"), NULL, 0,
+                                    &inputs), ==, 0);
+    }
+    rand = g_rand_new_with_seed(seed);
+    f = iommu_start();
+    if (getenv("PFNIC_FUZZ_INPUT")) {
+        /* One saved input (a fuzzer's crash-*), then a reset after it. */
+        gchar *data;
+        gsize len;
+
+        g_assert_true(g_file_get_contents(getenv("PFNIC_FUZZ_INPUT"), &data,
+                                          &len, NULL));
+        iommu_input(f, (uint8_t *)data, len);
+        qtest_system_reset(global_qtest);
+        g_free(data);
+        inputs = 0;
+    }
+
+    g_test_message("PFNIC_FUZZ_SEED=%u (%d inputs)", seed, inputs);
+    for (int i = 0; i < inputs; i++) {
+        size_t len = g_rand_int_range(rand, 1, sizeof(buf) + 1);
+
+        for (size_t j = 0; j < len; j++) {
+            buf[j] = g_rand_int(rand);
+        }
+        fprintf(stderr, "# input %d of seed %u\n", i, seed);
+        if (getenv("PFNIC_FUZZ_SAVE")) {
+            g_assert_true(g_file_set_contents(getenv("PFNIC_FUZZ_SAVE"),
+                                              (char *)buf, len, NULL));
+        }
+        iommu_input(f, buf, len);
+    }
+    g_rand_free(rand);
+    pfnic_fuzz_free(f);
+    qtest_end();
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -2376,5 +2444,7 @@ int main(int argc, char **argv)
     qtest_add_func("/pfnic/wire/peer", test_wire_peer);
     qtest_add_func("/pfnic/wire/loss", test_wire_loss);
     qtest_add_func("/pfnic/wire/frames", test_wire_frames);
+    qtest_add_func("/pfnic/iommu/known-good", test_iommu_known_good);
+    qtest_add_func("/pfnic/iommu/random", test_iommu_random);
     return g_test_run();
 }

@@ -1,0 +1,59 @@
+/*
+ * libFuzzer target "pfnic-iommu": the op interpreter of pfnic_fuzz_ops.c
+ * against a pfnic behind an intel-iommu with SVA, in QEMU's fuzz framework
+ * (tests/qtest/fuzz). The qtest (pfnic-test.c) runs the same interpreter.
+ *
+ * Each input starts from a machine fresh from a system reset: the
+ * interpreter clears the guest memory it uses and programs the IOMMU and
+ * the device again, so that an input replays alone exactly as it ran in
+ * the fuzzing loop. QEMU_FUZZ_ARGS adds arguments (firmware paths).
+ *
+ * Copyright (c) 2026 The pfnic authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/module.h"
+#include "tests/qtest/fuzz/fuzz.h"
+#include "pfnic_qtest.h"
+
+static PfnicFuzz *pfnic_fuzz;
+
+static GString *pfnic_fuzz_cmdline(FuzzTarget *t)
+{
+    GString *cmd = g_string_new(TARGET_NAME " -display none "
+                                "-machine accel=qtest -m 128M "
+                                PFNIC_FUZZ_ARGS);
+
+    if (getenv("QEMU_FUZZ_ARGS")) {
+        g_string_append_printf(cmd, " %s", getenv("QEMU_FUZZ_ARGS"));
+    }
+    return cmd;
+}
+
+static void pfnic_fuzz_one(QTestState *s, const unsigned char *data,
+                           size_t size)
+{
+    if (!pfnic_fuzz) {
+        pfnic_fuzz = pfnic_fuzz_new(s, flush_events);
+    }
+    pfnic_fuzz_setup(pfnic_fuzz);
+    flush_events(s);
+    pfnic_fuzz_run(pfnic_fuzz, data, size);
+    fuzz_reset(s);
+}
+
+static void register_pfnic_fuzz_targets(void)
+{
+    fuzz_add_target(&(FuzzTarget){
+        .name = "pfnic-iommu",
+        .description = "Fuzz pfnic's ATS, page requests, ATC and QPs "
+                       "behind an intel-iommu with first-level tables "
+                       "(docs/fuzzing.md), rebooting after each input",
+        .get_init_cmdline = pfnic_fuzz_cmdline,
+        .fuzz = pfnic_fuzz_one,
+    });
+}
+
+fuzz_target_init(register_pfnic_fuzz_targets);

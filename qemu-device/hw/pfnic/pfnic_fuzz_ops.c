@@ -1,0 +1,1405 @@
+/*
+ * pfnic op interpreter: one byte string, run as a sequence of operations
+ * against a pfnic behind an intel-iommu in scalable mode, by both the
+ * libFuzzer target (pfnic_fuzz.c) and the qtest (pfnic-test.c).
+ *
+ * Setup (pfnic_fuzz_setup) builds, through qtest writes to guest memory,
+ * what Linux builds for SVA: a scalable-mode root and context entry (page
+ * requests enabled), a PASID directory and table whose PASID 0 (requests
+ * without PASID: the rings) passes through and whose PASIDs 5 and 9 have
+ * their own 4-level first-level tables, the invalidation queue (256-bit
+ * descriptors) and the page request queue; then the device: ATS, PASID
+ * and PRI enabled, context 1 bound to PASID 5 and context 2 to PASID 9,
+ * an MR, a CQ and a QP in each, the two QPs connected.
+ *
+ * The operations (docs/fuzzing.md) post work requests and descriptors on
+ * addresses that are mapped, read-only or not present; map and unmap
+ * pages with or without the invalidations Linux would send; answer the
+ * page request queue (serving the faults, or with failures and bogus
+ * group responses); write raw BAR0/BAR2 registers and device commands;
+ * stop contexts, reset the device and step the clock.
+ *
+ * After every operation the invariants are checked, and a violation
+ * aborts (a crash for libFuzzer, a failure for the qtest): completions
+ * are well-formed, descriptors are written back with a defined status,
+ * contexts stay enabled and ready, the page request queue holds only the
+ * device's requests in its PASIDs and never more pages than the PRI
+ * allocation; and unless the input misprogrammed the device, serving
+ * every page request at the end lets all posted work complete.
+ *
+ * Copyright (c) 2026 The pfnic authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/bswap.h"
+#include "hw/i386/intel_iommu_internal.h"
+#include "pfnic_regs.h"
+#include "pfnic_qtest.h"
+
+/* Topology: pfnic at 01:00.0 behind the root port at 00:02.0 */
+#define NIC_BUS         1
+#define NIC_SID         (NIC_BUS << 8)
+#define RP_DEVFN        0x10
+#define BAR0            0xc0000000ULL
+#define BAR2            0xc0200000ULL
+#define DMAR            Q35_HOST_BRIDGE_IOMMU_ADDR
+
+/* Guest memory (cleared at setup: RAM survives a system reset) */
+#define ROOT_TABLE      0x100000ULL
+#define CTX_TABLE       0x101000ULL
+#define PASID_DIR       0x102000ULL
+#define PASID_TABLE     0x103000ULL
+#define IQ_BASE         0x104000ULL     /* 128 descriptors of 256 bits */
+#define PRQ_BASE        0x105000ULL     /* 128 page requests */
+#define WAIT_STATUS     0x106000ULL
+#define FL_TABLES       0x108000ULL     /* per PASID: PML4, PDPT, PD, PT */
+#define RING(c)         (0x200000ULL + (c) * 0x1000)
+#define CQ_RING(c)      (0x210000ULL + (c) * 0x1000)
+#define CQ_REC(c)       (0x212000ULL + (c) * 0x100)
+#define SQ(q)           (0x220000ULL + (q) * 0x2000)
+#define RQ(q)           (0x221000ULL + (q) * 0x2000)
+#define QP_REC(q)       (0x226000ULL + (q) * 0x100)
+#define EQ_BASE         0x230000ULL
+#define SCRATCH_END     0x240000ULL
+#define POOL            0x2000000ULL    /* data pages the tables map */
+#define POOL_PAGES      128
+#define LARGE_PAGE      0x4000000ULL    /* a 2 MiB page */
+
+#define IQ_ENTRIES      128
+#define PRQ_ENTRIES     128
+#define RING_SIZE       16
+#define QUEUE_LOG2      4
+#define QUEUE_SIZE      (1u << QUEUE_LOG2)
+#define CQ_LOG2         5
+#define CQ_SIZE         (1u << CQ_LOG2)
+#define EQ_SIZE         16
+#define PRI_ALLOC       32
+
+/*
+ * Each of the two sides: context c + 1 bound to PASID pasid[c], its MR
+ * c + 1, CQ c + 1 and QP c + 2, over VAs [VA_BASE, VA_BASE + 4 MiB): one
+ * page table (VA pages 0..511) and one page directory entry that the
+ * large-page operation sets to a 2 MiB page (VA pages 512..1023).
+ */
+#define SIDES           2
+#define VA_BASE         0x10000000ULL
+#define VA_PAGES        1024
+#define VA_PT_PAGES     512
+#define PD_INDEX        128             /* VA_BASE >> 21 */
+#define PD_LARGE        (PD_INDEX + 1)
+#define PD_ADDR         0x100000000ULL  /* the PD entries' 1 GiB */
+#define WR_MAGIC        0xf22d000000000000ULL
+#define MAX_OPS         256
+#define MAX_XFER        0x10000         /* bytes of a work request's SGE */
+/*
+ * Ring r is context r + 1's: the two sides', and context 3's, which a
+ * process may bind to the PASID of context 1 or 2 (two opens of the same
+ * process share its PASID, and the IOMMU's page response notifier).
+ */
+#define RINGS           3
+
+static const uint32_t pasids[SIDES] = { 5, 9 };
+
+struct PfnicFuzz {
+    QTestState *qts;
+    void (*flush)(QTestState *qts);
+    const uint8_t *data;
+    size_t len, pos;
+    uint16_t ats_off, pasid_off, pri_off;
+    uint32_t key[SIDES];
+    uint32_t ring_tail[RINGS];
+    uint32_t ctx3_pasid;        /* 0: context 3 stopped */
+    uint32_t sq_tail[SIDES], rq_tail[SIDES];
+    uint32_t cq_cons[SIDES], cq_seen[SIDES];
+    uint32_t iq_tail;
+    uint64_t wr_seq;
+    int op;                     /* the operation running, for messages */
+    /*
+     * The input misprogrammed the device (raw registers, commands, a
+     * stopped context, a reset): the checks that assume the setup's
+     * objects hold no longer apply, those of well-formedness still do.
+     */
+    bool disturbed;
+    bool iq_error_ok;           /* the input queued a malformed descriptor */
+    bool bogus_response;        /* a response the device did not ask for */
+    bool prq_moved;             /* the input moved the queue's head */
+    bool trace;                 /* PFNIC_FUZZ_TRACE: print each operation */
+    bool well_formed;           /* only OP_WELL_FORMED operations */
+};
+
+static G_NORETURN G_GNUC_PRINTF(2, 3)
+void pfz_fail(PfnicFuzz *f, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    fprintf(stderr, "pfnic-fuzz: invariant violated at op %d: ", f->op);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    abort();
+}
+
+#define PFZ_CHECK(f, cond, ...) \
+    do { \
+        if (!(cond)) { \
+            pfz_fail(f, __VA_ARGS__); \
+        } \
+    } while (0)
+
+/* --- input --------------------------------------------------------------- */
+
+/* The next @n bytes of input, little endian; zeros past its end. */
+static uint64_t pfz_take(PfnicFuzz *f, int n)
+{
+    uint64_t v = 0;
+
+    for (int i = 0; i < n; i++) {
+        if (f->pos < f->len) {
+            v |= (uint64_t)f->data[f->pos++] << (8 * i);
+        }
+    }
+    return v;
+}
+
+#define U8(f)   ((uint8_t)pfz_take(f, 1))
+#define U16(f)  ((uint16_t)pfz_take(f, 2))
+#define U32(f)  ((uint32_t)pfz_take(f, 4))
+#define U64(f)  pfz_take(f, 8)
+
+/* --- guest access -------------------------------------------------------- */
+
+static void reg_write(PfnicFuzz *f, uint32_t reg, uint32_t val)
+{
+    qtest_writel(f->qts, BAR0 + reg, val);
+}
+
+static uint32_t reg_read(PfnicFuzz *f, uint32_t reg)
+{
+    return qtest_readl(f->qts, BAR0 + reg);
+}
+
+static void cfg_writew(PfnicFuzz *f, uint16_t off, uint16_t val)
+{
+    qtest_writew(f->qts, pfnic_qt_ecam(NIC_BUS, 0, off), val);
+}
+
+static void mem_write64(PfnicFuzz *f, uint64_t addr, uint64_t val)
+{
+    qtest_writeq(f->qts, addr, val);
+}
+
+static uint64_t mem_read64(PfnicFuzz *f, uint64_t addr)
+{
+    return qtest_readq(f->qts, addr);
+}
+
+static void dmar_write64(PfnicFuzz *f, uint32_t reg, uint64_t val)
+{
+    qtest_writeq(f->qts, DMAR + reg, val);
+}
+
+static uint64_t dmar_read64(PfnicFuzz *f, uint32_t reg)
+{
+    return qtest_readq(f->qts, DMAR + reg);
+}
+
+static uint32_t dmar_read32(PfnicFuzz *f, uint32_t reg)
+{
+    return qtest_readl(f->qts, DMAR + reg);
+}
+
+/*
+ * Clear guest memory. In the fuzzer (in-process, f->flush set), libqtest's
+ * qtest_memset wrapper leaks a buffer of @size per call, which
+ * LeakSanitizer reports: write zeros from a static buffer instead.
+ */
+static void mem_zero(PfnicFuzz *f, uint64_t addr, uint64_t size)
+{
+    static const uint8_t zero[0x10000];
+
+    if (!f->flush) {
+        qtest_memset(f->qts, addr, 0, size);
+        return;
+    }
+    for (uint64_t done = 0; done < size; done += sizeof(zero)) {
+        qtest_memwrite(f->qts, addr + done, zero,
+                       MIN(sizeof(zero), size - done));
+    }
+}
+
+static void flush(PfnicFuzz *f)
+{
+    if (f->flush) {
+        f->flush(f->qts);
+    }
+}
+
+static void clock_step(PfnicFuzz *f, int64_t ns)
+{
+    qtest_clock_step(f->qts, ns);
+    flush(f);
+}
+
+/* --- the IOMMU's tables -------------------------------------------------- */
+
+static uint64_t fl_table(int side, int level)
+{
+    /* level 4: PML4, 3: PDPT, 2: PD, 1: PT */
+    return FL_TABLES + side * 0x4000 + (4 - level) * 0x1000;
+}
+
+static uint64_t pte_addr(int side, uint32_t vpage)
+{
+    return fl_table(side, 1) + (vpage % VA_PT_PAGES) * 8;
+}
+
+static uint64_t va_of(uint32_t vpage)
+{
+    return VA_BASE + (uint64_t)(vpage % VA_PAGES) * 4096;
+}
+
+static uint64_t pool_page(uint32_t n)
+{
+    return POOL + (uint64_t)(n % POOL_PAGES) * 4096;
+}
+
+/* Submit one 256-bit descriptor to the invalidation queue. */
+static void iq_submit(PfnicFuzz *f, uint64_t lo, uint64_t hi)
+{
+    uint64_t desc[4] = { cpu_to_le64(lo), cpu_to_le64(hi), 0, 0 };
+
+    qtest_memwrite(f->qts, IQ_BASE + (f->iq_tail % IQ_ENTRIES) * 32,
+                   desc, sizeof(desc));
+    f->iq_tail = (f->iq_tail + 1) % IQ_ENTRIES;
+    /* IQT counts 128-bit units; bit 4 is reserved with 256-bit ones. */
+    dmar_write64(f, DMAR_IQT_REG, (uint64_t)f->iq_tail << 5);
+    flush(f);
+}
+
+/* What Linux sends after changing a first-level mapping of @side. */
+static void invalidate_page(PfnicFuzz *f, int side, uint64_t va, bool dev)
+{
+    uint32_t pasid = pasids[side];
+
+    iq_submit(f, VTD_INV_DESC_PIOTLB | VTD_INV_DESC_PIOTLB_PSI_IN_PASID |
+                 ((uint64_t)(side + 2) << 16) | ((uint64_t)pasid << 32),
+              va & ~0xfffULL);
+    if (dev) {
+        iq_submit(f, VTD_INV_DESC_DEV_PIOTLB | ((uint64_t)NIC_SID << 16) |
+                     ((uint64_t)pasid << 32), va & ~0xfffULL);
+    }
+}
+
+static void pasid_entry(PfnicFuzz *f, uint32_t pasid, uint64_t v0,
+                        uint64_t v1, uint64_t v2)
+{
+    uint64_t e[8] = { cpu_to_le64(v0), cpu_to_le64(v1), cpu_to_le64(v2) };
+
+    qtest_memwrite(f->qts, PASID_TABLE + pasid * VTD_PASID_ENTRY_SIZE, e,
+                   sizeof(e));
+}
+
+static void setup_iommu(PfnicFuzz *f)
+{
+    uint64_t ce[4] = {
+        cpu_to_le64(PASID_DIR | VTD_CONTEXT_ENTRY_P |
+                    VTD_SM_CONTEXT_ENTRY_PRE),
+        0,                                      /* RID_PASID 0 */
+    };
+    uint64_t rtaddr = ROOT_TABLE | VTD_RTADDR_SMT;
+
+    mem_write64(f, ROOT_TABLE + NIC_BUS * 16, CTX_TABLE | VTD_ROOT_ENTRY_P);
+    qtest_memwrite(f->qts, CTX_TABLE, ce, sizeof(ce));
+    mem_write64(f, PASID_DIR, PASID_TABLE | 1);
+    /* Requests without PASID (rings, records) pass through. */
+    pasid_entry(f, 0, VTD_PASID_ENTRY_P | VTD_SM_PASID_ENTRY_PT, 1, 0);
+    for (int side = 0; side < SIDES; side++) {
+        for (int level = 4; level > 1; level--) {
+            uint32_t index = level == 2 ? PD_INDEX : 0;
+
+            mem_write64(f, fl_table(side, level) + index * 8,
+                        fl_table(side, level - 1) | VTD_FL_P | VTD_FL_RW |
+                        VTD_FL_US);
+        }
+        pasid_entry(f, pasids[side],
+                    VTD_PASID_ENTRY_P | VTD_SM_PASID_ENTRY_FLT, side + 2,
+                    fl_table(side, 4));
+    }
+
+    /* Interrupts masked: the harness polls. */
+    qtest_writel(f->qts, DMAR + DMAR_FECTL_REG, 1u << 31);
+    qtest_writel(f->qts, DMAR + DMAR_IECTL_REG, 1u << 31);
+    qtest_writel(f->qts, DMAR + DMAR_PECTL_REG, VTD_PR_PECTL_IM);
+    dmar_write64(f, DMAR_RTADDR_REG, rtaddr);
+    qtest_writel(f->qts, DMAR + DMAR_GCMD_REG, VTD_GCMD_SRTP);
+    dmar_write64(f, DMAR_IQA_REG, IQ_BASE | VTD_IQA_DW_MASK);
+    dmar_write64(f, DMAR_IQT_REG, 0);
+    qtest_writel(f->qts, DMAR + DMAR_GCMD_REG, VTD_GCMD_QIE);
+    dmar_write64(f, DMAR_PQA_REG, PRQ_BASE);
+    dmar_write64(f, DMAR_PQH_REG, 0);
+    dmar_write64(f, DMAR_PQT_REG, 0);
+    qtest_writel(f->qts, DMAR + DMAR_GCMD_REG, VTD_GCMD_QIE | VTD_GCMD_TE);
+    PFZ_CHECK(f, (dmar_read32(f, DMAR_GSTS_REG) &
+                  (VTD_GSTS_TES | VTD_GSTS_QIES | VTD_GSTS_RTPS)) ==
+                 (VTD_GSTS_TES | VTD_GSTS_QIES | VTD_GSTS_RTPS),
+              "IOMMU not enabled: GSTS %x", dmar_read32(f, DMAR_GSTS_REG));
+    f->iq_tail = 0;
+}
+
+/* --- the device ---------------------------------------------------------- */
+
+static uint32_t cmd(PfnicFuzz *f, uint32_t op, uint32_t *a, int n)
+{
+    for (int i = 0; i < n; i++) {
+        reg_write(f, PFNIC_REG_CMD_ARG + 4 * i, a[i]);
+    }
+    reg_write(f, PFNIC_REG_CMD_OP, op);
+    for (int i = 0; i < PFNIC_CMD_ARGS; i++) {
+        a[i] = reg_read(f, PFNIC_REG_CMD_ARG + 4 * i);
+    }
+    return reg_read(f, PFNIC_REG_CMD_STATUS);
+}
+
+static void setup_ok(PfnicFuzz *f, uint32_t st, const char *what)
+{
+    PFZ_CHECK(f, st == PFNIC_CMD_OK, "setup: %s failed with %u", what, st);
+}
+
+static void qp_modify(PfnicFuzz *f, uint32_t qpn, uint32_t state,
+                      uint32_t dest)
+{
+    uint32_t a[PFNIC_CMD_ARGS] = {
+        qpn, state, PFNIC_ACCESS_REMOTE_WRITE | PFNIC_ACCESS_REMOTE_READ |
+        PFNIC_ACCESS_REMOTE_ATOMIC, dest,
+        1,      /* min RNR timer: 0.01 ms */
+        3,      /* RNR retries: a missing receive fails soon */
+        7,
+    };
+
+    setup_ok(f, cmd(f, PFNIC_CMD_QP_MODIFY, a, PFNIC_CMD_ARGS), "QP_MODIFY");
+}
+
+/* The device's objects, on a device fresh from reset. */
+static void setup_device(PfnicFuzz *f)
+{
+    reg_write(f, PFNIC_REG_EQ_BASE_LO, EQ_BASE);
+    reg_write(f, PFNIC_REG_EQ_BASE_HI, 0);
+    reg_write(f, PFNIC_REG_EQ_VECTOR, 1);
+    reg_write(f, PFNIC_REG_EQ_SIZE, EQ_SIZE);
+    for (int side = 0; side < SIDES; side++) {
+        uint32_t ctx = side + 1, qpn = side + 2;
+        uint32_t a[PFNIC_CMD_ARGS] = {
+            ctx, ctx, 7, PFNIC_ACCESS_LOCAL_WRITE |
+            PFNIC_ACCESS_REMOTE_WRITE | PFNIC_ACCESS_REMOTE_READ |
+            PFNIC_ACCESS_REMOTE_ATOMIC | PFNIC_ACCESS_ON_DEMAND,
+            (uint32_t)VA_BASE, VA_BASE >> 32, VA_PAGES * 4096, 0,
+        };
+
+        reg_write(f, PFNIC_REG_CTX_SELECT, ctx);
+        reg_write(f, PFNIC_REG_CTX_RING_LO, RING(side));
+        reg_write(f, PFNIC_REG_CTX_RING_HI, 0);
+        reg_write(f, PFNIC_REG_CTX_RING_SIZE, RING_SIZE);
+        reg_write(f, PFNIC_REG_CTX_VECTOR, 0);
+        reg_write(f, PFNIC_REG_CTX_PASID, pasids[side]);
+        reg_write(f, PFNIC_REG_CTX_CTRL, PFNIC_CTX_CTRL_ENABLE);
+        PFZ_CHECK(f, reg_read(f, PFNIC_REG_CTX_STATUS) &
+                     PFNIC_CTX_STATUS_ACTIVE, "setup: context %u refused",
+                  ctx);
+        setup_ok(f, cmd(f, PFNIC_CMD_MR_SET, a, 8), "MR_SET");
+        f->key[side] = a[0];
+
+        uint32_t c[PFNIC_CMD_ARGS] = {
+            ctx, ctx, CQ_RING(side), 0, CQ_LOG2, CQ_REC(side), 0,
+        };
+        setup_ok(f, cmd(f, PFNIC_CMD_CQ_CREATE, c, 7), "CQ_CREATE");
+
+        uint32_t q[PFNIC_CMD_ARGS] = {
+            qpn, ctx, 7, ctx, ctx, SQ(side), 0, QUEUE_LOG2, RQ(side), 0,
+            QUEUE_LOG2, QP_REC(side), 0, 0,
+        };
+        setup_ok(f, cmd(f, PFNIC_CMD_QP_CREATE, q, 14), "QP_CREATE");
+        f->ring_tail[side] = f->sq_tail[side] = f->rq_tail[side] = 0;
+        f->ctx3_pasid = 0;
+        f->cq_cons[side] = f->cq_seen[side] = 0;
+    }
+    for (uint32_t state = PFNIC_QPS_INIT; state <= PFNIC_QPS_RTS; state++) {
+        qp_modify(f, 2, state, 3);
+        qp_modify(f, 3, state, 2);
+    }
+}
+
+/* Bus master, ATS, PASID and PRI (with its allocation) on, as Linux does. */
+static void enable_caps(PfnicFuzz *f)
+{
+    cfg_writew(f, PCI_COMMAND, PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER);
+    cfg_writew(f, f->ats_off + PCI_ATS_CTRL, PCI_ATS_CTRL_ENABLE);
+    cfg_writew(f, f->pasid_off + PCI_PASID_CTRL, PCI_PASID_CTRL_ENABLE);
+    cfg_writew(f, f->pri_off + PCI_PRI_CTRL, 0);
+    qtest_writel(f->qts, pfnic_qt_ecam(NIC_BUS, 0,
+                                       f->pri_off + PCI_PRI_ALLOC_REQ),
+                 PRI_ALLOC);
+    cfg_writew(f, f->pri_off + PCI_PRI_CTRL, PCI_PRI_CTRL_ENABLE);
+}
+
+void pfnic_fuzz_setup(PfnicFuzz *f)
+{
+    QTestState *qts = f->qts;
+    uint16_t ids[8], offs[8];
+    int n;
+
+    mem_zero(f, ROOT_TABLE, SCRATCH_END - ROOT_TABLE);
+    mem_zero(f, POOL, POOL_PAGES * 4096);
+    f->disturbed = f->iq_error_ok = f->bogus_response = false;
+    f->prq_moved = false;
+    f->wr_seq = 0;
+    f->op = -1;
+
+    pfnic_qt_enable_ecam(qts);
+    pfnic_qt_setup_root_port(qts, RP_DEVFN, NIC_BUS, BAR0);
+    qtest_writel(qts, pfnic_qt_ecam(NIC_BUS, 0, PCI_BASE_ADDRESS_0), BAR0);
+    qtest_writel(qts, pfnic_qt_ecam(NIC_BUS, 0, PCI_BASE_ADDRESS_2), BAR2);
+    qtest_writel(qts, pfnic_qt_ecam(NIC_BUS, 0, PCI_BASE_ADDRESS_3), 0);
+    qtest_writel(qts, pfnic_qt_ecam(NIC_BUS, 0, PCI_BASE_ADDRESS_4),
+                 BAR0 + 0x100000);
+    qtest_writel(qts, pfnic_qt_ecam(NIC_BUS, 0, PCI_BASE_ADDRESS_5), 0);
+    cfg_writew(f, PCI_COMMAND, PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER);
+    PFZ_CHECK(f, reg_read(f, PFNIC_REG_ID) == 0x434e4650,
+              "setup: no pfnic at BAR0");
+
+    /* The IOMMU first: the device's capabilities are enabled under it. */
+    setup_iommu(f);
+    n = pfnic_qt_ext_caps(qts, NIC_BUS, ids, offs, 8);
+    f->ats_off = f->pasid_off = f->pri_off = 0;
+    for (int i = 0; i < n; i++) {
+        switch (ids[i]) {
+        case PCI_EXT_CAP_ID_ATS:
+            f->ats_off = offs[i];
+            break;
+        case PCI_EXT_CAP_ID_PASID:
+            f->pasid_off = offs[i];
+            break;
+        case PCI_EXT_CAP_ID_PRI:
+            f->pri_off = offs[i];
+            break;
+        }
+    }
+    PFZ_CHECK(f, f->ats_off && f->pasid_off && f->pri_off,
+              "setup: ATS, PASID or PRI missing");
+    enable_caps(f);
+    setup_device(f);
+}
+
+/* --- checks -------------------------------------------------------------- */
+
+static bool wc_status_known(uint8_t st)
+{
+    switch (st) {
+    case PFNIC_WC_SUCCESS:
+    case PFNIC_WC_LOC_LEN_ERR:
+    case PFNIC_WC_LOC_QP_OP_ERR:
+    case PFNIC_WC_LOC_PROT_ERR:
+    case PFNIC_WC_WR_FLUSH_ERR:
+    case PFNIC_WC_REM_INV_REQ_ERR:
+    case PFNIC_WC_REM_ACCESS_ERR:
+    case PFNIC_WC_REM_OP_ERR:
+    case PFNIC_WC_RETRY_EXC_ERR:
+    case PFNIC_WC_RNR_RETRY_EXC_ERR:
+        return true;
+    }
+    return false;
+}
+
+static bool wc_opcode_known(uint8_t op)
+{
+    return op <= PFNIC_WC_FETCH_ADD || op == PFNIC_WC_RECV ||
+           op == PFNIC_WC_RECV_RDMA_WITH_IMM;
+}
+
+/* Every CQE the device wrote since the last check is well-formed. */
+static void check_cqs(PfnicFuzz *f)
+{
+    for (int side = 0; side < SIDES; side++) {
+        for (int i = 0; i < CQ_SIZE; i++) {
+            uint32_t n = f->cq_seen[side];
+            PfnicCqe c;
+
+            qtest_memread(f->qts, CQ_RING(side) + (n % CQ_SIZE) *
+                          PFNIC_CQE_SIZE, &c, sizeof(c));
+            if (c.owner != (((n / CQ_SIZE) & 1) ^ 1)) {
+                break;
+            }
+            PFZ_CHECK(f, n - f->cq_cons[side] < CQ_SIZE,
+                      "CQ %d: CQE %u overwrote an unconsumed one (cons %u)",
+                      side + 1, n, f->cq_cons[side]);
+            PFZ_CHECK(f, wc_status_known(c.status), "CQ %d: status %u",
+                      side + 1, c.status);
+            PFZ_CHECK(f, wc_opcode_known(c.opcode), "CQ %d: opcode %u",
+                      side + 1, c.opcode);
+            PFZ_CHECK(f, !(c.wc_flags & ~PFNIC_WC_WITH_IMM),
+                      "CQ %d: wc_flags %x", side + 1, c.wc_flags);
+            if (!f->disturbed) {
+                PFZ_CHECK(f, le32_to_cpu(c.qp_num) == side + 2,
+                          "CQ %d: CQE of QP %u", side + 1,
+                          le32_to_cpu(c.qp_num));
+                PFZ_CHECK(f, (le64_to_cpu(c.wr_id) & ~0xffffffffULL) ==
+                             WR_MAGIC, "CQ %d: wr_id %" PRIx64 " never posted",
+                          side + 1, le64_to_cpu(c.wr_id));
+                PFZ_CHECK(f, c.status != PFNIC_WC_SUCCESS ||
+                             le32_to_cpu(c.byte_len) <=
+                             PFNIC_MAX_SGE * MAX_XFER,
+                          "CQ %d: byte_len %u", side + 1,
+                          le32_to_cpu(c.byte_len));
+            }
+            f->cq_seen[side] = n + 1;
+        }
+    }
+}
+
+/* Descriptors complete with a defined status, or not at all. */
+static void check_rings(PfnicFuzz *f)
+{
+    for (int r = 0; r < RINGS && !f->disturbed; r++) {
+        for (int i = 0; i < RING_SIZE; i++) {
+            uint32_t st = qtest_readl(f->qts, RING(r) + i * PFNIC_DESC_SIZE +
+                                      offsetof(PfnicDesc, status));
+
+            PFZ_CHECK(f, st == 0 || (st & ~0xffu) == PFNIC_DESC_DONE,
+                      "ring %d slot %d: status %x", r + 1, i, st);
+            PFZ_CHECK(f, st == 0 || ((st & 0xff) >= PFNIC_ST_SUCCESS &&
+                                     (st & 0xff) <= PFNIC_ST_PROTECTION),
+                      "ring %d slot %d: status %x", r + 1, i, st);
+        }
+    }
+}
+
+static void check_contexts(PfnicFuzz *f)
+{
+    uint32_t status = reg_read(f, PFNIC_REG_STATUS);
+
+    PFZ_CHECK(f, status & PFNIC_STATUS_READY, "STATUS %x not ready", status);
+    for (int side = 0; side < RINGS; side++) {
+        uint32_t st, head;
+        bool on = side < SIDES || f->ctx3_pasid;
+
+        reg_write(f, PFNIC_REG_CTX_SELECT, side + 1);
+        st = reg_read(f, PFNIC_REG_CTX_STATUS);
+        head = reg_read(f, PFNIC_REG_CTX_HEAD);
+        PFZ_CHECK(f, !(st & ~(PFNIC_CTX_STATUS_ACTIVE |
+                              PFNIC_CTX_STATUS_WAITING)),
+                  "context %d: CTX_STATUS %x", side + 1, st);
+        PFZ_CHECK(f, !(st & PFNIC_CTX_STATUS_WAITING) ||
+                     (st & PFNIC_CTX_STATUS_ACTIVE),
+                  "context %d: waits while stopped (%x)", side + 1, st);
+        if (!f->disturbed) {
+            PFZ_CHECK(f, !(st & PFNIC_CTX_STATUS_ACTIVE) == !on,
+                      "context %d: CTX_STATUS %x, enabled %d", side + 1, st,
+                      on);
+            PFZ_CHECK(f, !(status & PFNIC_STATUS_ERROR),
+                      "STATUS.ERROR from a well-formed input");
+            PFZ_CHECK(f, ((f->ring_tail[side] - head) & 0xffff) <= RING_SIZE,
+                      "context %d: head %u past tail %u", side + 1, head,
+                      f->ring_tail[side]);
+        }
+    }
+}
+
+/*
+ * The page request queue holds the device's requests only: its RID, one
+ * of its contexts' PASIDs, and never more pages waiting for a response
+ * than the PRI allocation.
+ */
+static void check_prq(PfnicFuzz *f)
+{
+    uint64_t head = dmar_read64(f, DMAR_PQH_REG);
+    uint64_t tail = dmar_read64(f, DMAR_PQT_REG);
+    uint32_t fsts = dmar_read32(f, DMAR_FSTS_REG);
+
+    PFZ_CHECK(f, !(tail % 32) && tail < PRQ_ENTRIES * 32, "PQT %" PRIx64,
+              tail);
+    /* Every request in the queue is unanswered: the harness answers all. */
+    PFZ_CHECK(f, f->disturbed || f->bogus_response ||
+                 ((tail - head) / 32) % PRQ_ENTRIES <= PRI_ALLOC,
+              "%" PRIu64 " page requests outstanding, allocation %d",
+              ((tail - head) / 32) % PRQ_ENTRIES, PRI_ALLOC);
+    PFZ_CHECK(f, f->iq_error_ok || !(fsts & VTD_FSTS_IQE),
+              "invalidation queue error (FSTS %x) from well-formed "
+              "descriptors", fsts);
+    for (uint64_t h = head % (PRQ_ENTRIES * 32); h != tail && !f->prq_moved;
+         h = (h + 32) % (PRQ_ENTRIES * 32)) {
+        uint64_t lo = mem_read64(f, PRQ_BASE + h);
+        uint32_t pasid = (lo >> 32) & 0xfffff;
+
+        PFZ_CHECK(f, (lo & 0xff) == VTD_PRD_TYPE &&
+                     ((lo >> 16) & 0xffff) == NIC_SID && (lo & VTD_PRD_PP(1)),
+                  "PRQ entry %" PRIx64 ": %" PRIx64, h, lo);
+        PFZ_CHECK(f, f->disturbed || pasid == pasids[0] || pasid == pasids[1],
+                  "PRQ entry in PASID %u", pasid);
+    }
+}
+
+static void check_all(PfnicFuzz *f)
+{
+    check_cqs(f);
+    check_rings(f);
+    check_contexts(f);
+    check_prq(f);
+}
+
+/* --- page requests ------------------------------------------------------ */
+
+static void map_page(PfnicFuzz *f, int side, uint32_t vpage, uint64_t pa,
+                     uint64_t flags)
+{
+    if (vpage % VA_PAGES >= VA_PT_PAGES) {
+        uint64_t pde = fl_table(side, 2) + PD_LARGE * 8;
+
+        /* The large page holds every page of the second 2 MiB. */
+        mem_write64(f, pde, flags ? LARGE_PAGE | VTD_PT_PAGE_SIZE_MASK | flags
+                                  : 0);
+        return;
+    }
+    mem_write64(f, pte_addr(side, vpage), flags ? pa | flags : 0);
+}
+
+static int side_of_pasid(uint32_t pasid)
+{
+    for (int side = 0; side < SIDES; side++) {
+        if (pasids[side] == pasid) {
+            return side;
+        }
+    }
+    return -1;
+}
+
+/*
+ * Answer every page request group in the queue with @code (0 success, 1
+ * invalid request, 15 failure); with @serve, first map each requested
+ * page of the harness's VA range writable, as Linux's fault handler does,
+ * and answer INVALID for addresses outside it.
+ */
+static void prq_answer(PfnicFuzz *f, bool serve, uint32_t code)
+{
+    uint64_t head = dmar_read64(f, DMAR_PQH_REG);
+    uint64_t tail = dmar_read64(f, DMAR_PQT_REG);
+    bool bad_group = false;
+
+    for (int i = 0; i < PRQ_ENTRIES && head != tail; i++) {
+        uint64_t lo = mem_read64(f, PRQ_BASE + head);
+        uint64_t hi = mem_read64(f, PRQ_BASE + head + 8);
+        uint32_t pasid = (lo >> 32) & 0xfffff;
+        uint64_t va = hi & ~0xfffULL;
+        int side = side_of_pasid(pasid);
+        uint32_t rc = code;
+
+        if (serve) {
+            if (side >= 0 && va >= VA_BASE && va < va_of(VA_PAGES - 1) + 4096) {
+                uint32_t vpage = (va - VA_BASE) / 4096;
+
+                map_page(f, side, vpage, pool_page(vpage * 7 + side),
+                         VTD_FL_P | VTD_FL_RW | VTD_FL_US);
+                invalidate_page(f, side, va, false);
+            } else {
+                bad_group = true;
+            }
+        }
+        if (hi & VTD_PRD_LPIG(1)) {
+            if (serve && bad_group) {
+                rc = 1;
+            }
+            iq_submit(f, VTD_INV_DESC_PGRESP | (1ULL << 4) |
+                         ((uint64_t)rc << 12) | ((uint64_t)NIC_SID << 16) |
+                         ((uint64_t)pasid << 32),
+                      hi & (0x1ffULL << 3));
+            bad_group = false;
+        }
+        head = (head + 32) % (PRQ_ENTRIES * 32);
+    }
+    dmar_write64(f, DMAR_PQH_REG, head);
+    qtest_writel(f->qts, DMAR + DMAR_PRS_REG, VTD_PR_STATUS_PPR |
+                 VTD_PR_STATUS_PRO);
+    flush(f);
+}
+
+/* --- operations ---------------------------------------------------------- */
+
+/*
+ * The first OP_WELL_FORMED operations are what a correct driver and OS do
+ * (with bad keys and addresses from the process); the rest misprogram the
+ * device or the IOMMU. An input whose first byte is odd uses only the
+ * former, so that the checks of a well-formed run apply to all of it.
+ */
+enum {
+    OP_WQE,
+    OP_RECV,
+    OP_DESC,
+    OP_MAP,
+    OP_INVALIDATE,
+    OP_PRQ,
+    OP_CLOCK,
+    OP_CQ_POLL,
+    OP_CTX3,
+    OP_WELL_FORMED,
+    OP_PRQ_BOGUS = OP_WELL_FORMED,
+    OP_BAR0,
+    OP_BAR2,
+    OP_CMD,
+    OP_CTX,
+    OP_RESET,
+    OP_IOMMU_REG,
+    OP_PCI_CFG,
+    OP_COUNT,
+};
+
+/*
+ * Whether a queue of @size with the device at @head has room past @tail.
+ * A driver never posts into a full queue (the device refuses the doorbell
+ * as a guest error); an input that is not well-formed may, and is then
+ * disturbed.
+ */
+static bool room(PfnicFuzz *f, uint32_t tail, uint32_t head, uint32_t size)
+{
+    if (((tail - head) & 0xffff) < size) {
+        return true;
+    }
+    if (f->well_formed) {
+        return false;
+    }
+    f->disturbed = true;
+    return true;
+}
+
+/* The QP's send (@rq false) or receive head, from the record it writes. */
+static uint32_t qp_head(PfnicFuzz *f, int side, bool rq)
+{
+    return qtest_readl(f->qts, QP_REC(side) + (rq ? 4 : 0));
+}
+
+static uint32_t pick_key(PfnicFuzz *f, int side, uint8_t sel)
+{
+    switch (sel % 8) {
+    case 0:
+        return f->key[side ^ 1];        /* the other context's key */
+    case 1:
+        return U32(f);                  /* a guess */
+    default:
+        return f->key[side];
+    }
+}
+
+/* An address in the harness's VA range (mostly), or anywhere. */
+static uint64_t pick_addr(PfnicFuzz *f)
+{
+    uint16_t page = U16(f);
+    uint16_t off = U16(f);
+
+    if (page & 0x8000) {
+        return U64(f);
+    }
+    return va_of(page) + (off % 4096);
+}
+
+static void op_wqe(PfnicFuzz *f)
+{
+    uint8_t sel = U8(f), opc = U8(f), flags = U8(f), nsge = U8(f);
+    int side = sel & 1;
+    PfnicWqe w = {
+        .opcode = opc % 8,
+        .flags = (flags & 0x80) ? flags : (flags & PFNIC_SEND_FLAGS_MASK) |
+                                          PFNIC_SEND_SIGNALED,
+        .num_sge = (nsge & 0x80) ? nsge : nsge % (PFNIC_MAX_SGE + 1),
+        .imm_data = 0x12345678,
+        .wr_id = cpu_to_le64(WR_MAGIC | f->wr_seq++),
+    };
+    uint32_t slot = f->sq_tail[side] % QUEUE_SIZE;
+
+    w.remote_addr = cpu_to_le64(pick_addr(f));
+    w.rkey = cpu_to_le32(pick_key(f, side ^ 1, sel >> 1));
+    w.compare_add = cpu_to_le64(U8(f));
+    w.swap = cpu_to_le64(U8(f));
+    for (int i = 0; i < MIN(w.num_sge, PFNIC_MAX_SGE); i++) {
+        w.sge[i].addr = cpu_to_le64(pick_addr(f));
+        w.sge[i].length = cpu_to_le32(U16(f) % (MAX_XFER + 1));
+        w.sge[i].lkey = cpu_to_le32(pick_key(f, side, U8(f)));
+    }
+    if (w.opcode >= PFNIC_WR_ATOMIC_CMP_AND_SWP && (sel & 0x40)) {
+        /* What a well-formed atomic looks like, so that some succeed. */
+        w.num_sge = 1;
+        w.sge[0].length = cpu_to_le32(8);
+        w.sge[0].addr = cpu_to_le64(le64_to_cpu(w.sge[0].addr) & ~7ULL);
+        w.remote_addr = cpu_to_le64(le64_to_cpu(w.remote_addr) & ~7ULL);
+    }
+    if (!room(f, f->sq_tail[side], qp_head(f, side, false), QUEUE_SIZE)) {
+        return;
+    }
+    qtest_memwrite(f->qts, SQ(side) + slot * PFNIC_WQE_SIZE, &w, sizeof(w));
+    f->sq_tail[side]++;
+    qtest_writel(f->qts, BAR2 + (side + 1) * PFNIC_DOORBELL_PAGE_SIZE +
+                 PFNIC_DB_SQ, (side + 2) << 16 | (f->sq_tail[side] & 0xffff));
+}
+
+static void op_recv(PfnicFuzz *f)
+{
+    uint8_t sel = U8(f), nsge = U8(f);
+    int side = sel & 1;
+    PfnicWqe w = {
+        .num_sge = nsge % (PFNIC_MAX_SGE + 1),
+        .wr_id = cpu_to_le64(WR_MAGIC | f->wr_seq++),
+    };
+    uint32_t slot = f->rq_tail[side] % QUEUE_SIZE;
+
+    for (int i = 0; i < w.num_sge; i++) {
+        w.sge[i].addr = cpu_to_le64(pick_addr(f));
+        w.sge[i].length = cpu_to_le32(U16(f) % (MAX_XFER + 1));
+        w.sge[i].lkey = cpu_to_le32(pick_key(f, side, U8(f)));
+    }
+    if (!room(f, f->rq_tail[side], qp_head(f, side, true), QUEUE_SIZE)) {
+        return;
+    }
+    qtest_memwrite(f->qts, RQ(side) + slot * PFNIC_WQE_SIZE, &w, sizeof(w));
+    f->rq_tail[side]++;
+    qtest_writel(f->qts, BAR2 + (side + 1) * PFNIC_DOORBELL_PAGE_SIZE +
+                 PFNIC_DB_RQ, (side + 2) << 16 | (f->rq_tail[side] & 0xffff));
+}
+
+static void op_desc(PfnicFuzz *f)
+{
+    uint8_t sel = U8(f), opc = U8(f), flags = U8(f);
+    int side = sel & 1;
+    int r = (sel & 2) && f->ctx3_pasid ? 2 : side;
+    uint32_t slot = f->ring_tail[r] % RING_SIZE;
+    PfnicDesc d = {
+        .opcode = opc % 6,
+        .flags = flags & 0x83,
+        .dst = cpu_to_le64(pick_addr(f)),
+        .len = cpu_to_le64((uint64_t)U16(f) << ((sel >> 5) % 4)),
+        .pattern = cpu_to_le64(U64(f)),
+    };
+
+    if (d.opcode == PFNIC_OP_PREFETCH) {
+        d.src = cpu_to_le64(pick_key(f, side, sel >> 1));
+    } else {
+        d.src = cpu_to_le64(pick_addr(f));
+    }
+    reg_write(f, PFNIC_REG_CTX_SELECT, r + 1);
+    if (!room(f, f->ring_tail[r], reg_read(f, PFNIC_REG_CTX_HEAD), RING_SIZE)) {
+        return;
+    }
+    qtest_memwrite(f->qts, RING(r) + slot * PFNIC_DESC_SIZE, &d, sizeof(d));
+    f->ring_tail[r]++;
+    reg_write(f, PFNIC_REG_RING_DB, (r + 1) << 16 | (f->ring_tail[r] & 0xffff));
+}
+
+static void op_map(PfnicFuzz *f)
+{
+    uint8_t sel = U8(f);
+    uint16_t vpage = U16(f) % VA_PAGES;
+    uint8_t ppage = U8(f);
+    int side = sel & 1;
+    static const uint64_t perms[4] = {
+        0,                                      /* not present */
+        VTD_FL_P | VTD_FL_US,                   /* read-only */
+        VTD_FL_P | VTD_FL_RW | VTD_FL_US,       /* read-write */
+        VTD_FL_P | VTD_FL_RW,                   /* supervisor only */
+    };
+
+    map_page(f, side, vpage, pool_page(ppage), perms[(sel >> 1) & 3]);
+    /* Mostly what Linux sends; sometimes nothing, or no device-TLB flush. */
+    if (!(sel & 0x08)) {
+        invalidate_page(f, side, va_of(vpage), !(sel & 0x10));
+    }
+}
+
+static void op_invalidate(PfnicFuzz *f)
+{
+    uint8_t kind = U8(f);
+    uint64_t addr = U64(f);
+    uint32_t pasid = (kind & 0x80) ? U32(f) & 0xfffff : pasids[kind & 1];
+    uint16_t sid = (kind & 0x40) ? U16(f) : NIC_SID;
+
+    switch ((kind >> 1) % (f->well_formed ? 5 : 6)) {
+    case 0:     /* PASID-based IOTLB, page selective */
+        iq_submit(f, VTD_INV_DESC_PIOTLB | VTD_INV_DESC_PIOTLB_PSI_IN_PASID |
+                     ((uint64_t)((kind & 1) + 2) << 16) |
+                     ((uint64_t)pasid << 32), addr & ~0xf80ULL);
+        break;
+    case 1:     /* PASID-based IOTLB, all of a PASID */
+        iq_submit(f, VTD_INV_DESC_PIOTLB | VTD_INV_DESC_PIOTLB_ALL_IN_PASID |
+                     ((uint64_t)((kind & 1) + 2) << 16) |
+                     ((uint64_t)pasid << 32), 0);
+        break;
+    case 2:     /* PASID-based device-TLB, with size and global bits */
+        iq_submit(f, VTD_INV_DESC_DEV_PIOTLB | ((uint64_t)sid << 16) |
+                     ((uint64_t)pasid << 32), addr & ~0x7feULL);
+        break;
+    case 3:     /* device-TLB without PASID */
+        iq_submit(f, VTD_INV_DESC_DEVICE | ((uint64_t)sid << 32),
+                  addr & ~0xffeULL);
+        break;
+    case 4:     /* wait, with status write and page-request drain */
+        iq_submit(f, VTD_INV_DESC_WAIT | VTD_INV_DESC_WAIT_SW |
+                     VTD_INV_DESC_WAIT_PD | (1ULL << 32), WAIT_STATUS);
+        PFZ_CHECK(f, qtest_readl(f->qts, WAIT_STATUS) == 1 || f->iq_error_ok,
+                  "wait descriptor not completed");
+        qtest_writel(f->qts, WAIT_STATUS, 0);
+        break;
+    default:    /* raw: anything, including reserved bits */
+        f->iq_error_ok = true;
+        f->disturbed = true;
+        iq_submit(f, addr, U64(f));
+        /* An error stops the queue; the harness restarts it. */
+        qtest_writel(f->qts, DMAR + DMAR_FSTS_REG, VTD_FSTS_IQE);
+        break;
+    }
+}
+
+static void op_prq_bogus(PfnicFuzz *f)
+{
+    uint8_t sel = U8(f);
+    uint16_t prgi = U16(f) & 0x1ff;
+    uint32_t pasid = (sel & 1) ? U32(f) & 0xfffff : pasids[(sel >> 1) & 1];
+    uint16_t rid = (sel & 4) ? U16(f) : NIC_SID;
+    uint32_t rc = (sel >> 3) & 0xf;
+
+    /* A response for a group nobody asked for, or someone else's. */
+    f->bogus_response = true;
+    iq_submit(f, VTD_INV_DESC_PGRESP | (1ULL << 4) | ((uint64_t)rc << 12) |
+                 ((uint64_t)rid << 16) | ((uint64_t)pasid << 32),
+              (uint64_t)prgi << 3);
+}
+
+static void op_cq_poll(PfnicFuzz *f)
+{
+    uint8_t sel = U8(f);
+    int side = sel & 1;
+
+    check_cqs(f);
+    f->cq_cons[side] = f->cq_seen[side];
+    qtest_writel(f->qts, CQ_REC(side), f->cq_cons[side]);
+    if (sel & 2) {
+        qtest_writel(f->qts, BAR2 + (side + 1) * PFNIC_DOORBELL_PAGE_SIZE +
+                     PFNIC_DB_CQ_ARM, (side + 1) << 16 | ((sel >> 2) & 1));
+    }
+}
+
+static void op_cmd(PfnicFuzz *f)
+{
+    static const uint32_t ops[] = {
+        PFNIC_CMD_MR_SET, PFNIC_CMD_MR_CLEAR, PFNIC_CMD_MR_QUERY,
+        PFNIC_CMD_CQ_CREATE, PFNIC_CMD_CQ_DESTROY, PFNIC_CMD_QP_CREATE,
+        PFNIC_CMD_QP_MODIFY, PFNIC_CMD_QP_QUERY, PFNIC_CMD_QP_DESTROY,
+        PFNIC_CMD_CTX_QUERY, PFNIC_CMD_BACKUP_SET,
+    };
+    uint8_t sel = U8(f);
+    uint32_t op = ops[sel % ARRAY_SIZE(ops)];
+    uint32_t a[PFNIC_CMD_ARGS];
+
+    for (int i = 0; i < PFNIC_CMD_ARGS; i++) {
+        /* Small numbers name the harness's objects. */
+        a[i] = (sel & 0x80) ? U32(f) : U8(f) % 8;
+    }
+    if (op != PFNIC_CMD_MR_QUERY && op != PFNIC_CMD_QP_QUERY &&
+        op != PFNIC_CMD_CTX_QUERY) {
+        f->disturbed = true;
+    }
+    cmd(f, op, a, PFNIC_CMD_ARGS);
+}
+
+/*
+ * Start context 3 in the PASID of context 1 or 2 (a second open by the
+ * same process), or stop it: the others must go on getting their page
+ * responses, and a stopped context must read stopped at once.
+ */
+static void op_ctx3(PfnicFuzz *f)
+{
+    uint8_t sel = U8(f);
+
+    reg_write(f, PFNIC_REG_CTX_SELECT, 3);
+    if (f->ctx3_pasid) {
+        reg_write(f, PFNIC_REG_CTX_CTRL, 0);
+        PFZ_CHECK(f, reg_read(f, PFNIC_REG_CTX_STATUS) == 0,
+                  "context 3 stopped: CTX_STATUS %x",
+                  reg_read(f, PFNIC_REG_CTX_STATUS));
+        f->ctx3_pasid = 0;
+        return;
+    }
+    f->ctx3_pasid = pasids[sel & 1];
+    mem_zero(f, RING(2), RING_SIZE * PFNIC_DESC_SIZE);
+    f->ring_tail[2] = 0;
+    reg_write(f, PFNIC_REG_CTX_RING_LO, RING(2));
+    reg_write(f, PFNIC_REG_CTX_RING_HI, 0);
+    reg_write(f, PFNIC_REG_CTX_RING_SIZE, RING_SIZE);
+    reg_write(f, PFNIC_REG_CTX_PASID, f->ctx3_pasid);
+    reg_write(f, PFNIC_REG_CTX_CTRL, PFNIC_CTX_CTRL_ENABLE);
+}
+
+/* What the OS may do to the capabilities under a running device. */
+static void op_pci_cfg(PfnicFuzz *f)
+{
+    uint8_t sel = U8(f);
+    uint32_t val = U32(f);
+
+    f->disturbed = true;
+    switch (sel % 5) {
+    case 0:
+        cfg_writew(f, f->ats_off + PCI_ATS_CTRL, val);
+        break;
+    case 1:
+        cfg_writew(f, f->pasid_off + PCI_PASID_CTRL, val);
+        break;
+    case 2:
+        cfg_writew(f, f->pri_off + PCI_PRI_CTRL, val);
+        break;
+    case 3:     /* a new allocation: PRI off, then on again */
+        cfg_writew(f, f->pri_off + PCI_PRI_CTRL, 0);
+        qtest_writel(f->qts, pfnic_qt_ecam(NIC_BUS, 0,
+                                           f->pri_off + PCI_PRI_ALLOC_REQ),
+                     val);
+        cfg_writew(f, f->pri_off + PCI_PRI_CTRL, PCI_PRI_CTRL_ENABLE);
+        break;
+    default:    /* bus master on or off (BAR0 stays decoded) */
+        cfg_writew(f, PCI_COMMAND, val | PCI_COMMAND_MEMORY);
+        break;
+    }
+}
+
+static void op_ctx(PfnicFuzz *f)
+{
+    uint8_t sel = U8(f);
+    int side = sel & 1;
+
+    f->disturbed = true;
+    reg_write(f, PFNIC_REG_CTX_SELECT, side + 1);
+    reg_write(f, PFNIC_REG_CTX_CTRL, (sel >> 1) & 1);
+    if ((sel >> 1) & 1) {
+        f->ring_tail[side] = 0;
+    }
+}
+
+static void op_reset(PfnicFuzz *f)
+{
+    uint8_t sel = U8(f);
+
+    reg_write(f, PFNIC_REG_CONTROL, PFNIC_CONTROL_RESET);
+    PFZ_CHECK(f, reg_read(f, PFNIC_REG_STATUS) == PFNIC_STATUS_READY,
+              "after reset: STATUS %x", reg_read(f, PFNIC_REG_STATUS));
+    for (int side = 0; side < SIDES; side++) {
+        reg_write(f, PFNIC_REG_CTX_SELECT, side + 1);
+        PFZ_CHECK(f, reg_read(f, PFNIC_REG_CTX_STATUS) == 0,
+                  "after reset: context %d status %x", side + 1,
+                  reg_read(f, PFNIC_REG_CTX_STATUS));
+    }
+    if (sel & 1) {
+        /* The device set up again, rings and CQs from 0. */
+        mem_zero(f, RING(0), SCRATCH_END - RING(0));
+        enable_caps(f);
+        setup_device(f);
+    } else {
+        f->disturbed = true;
+    }
+}
+
+static void op_iommu_reg(PfnicFuzz *f)
+{
+    uint8_t sel = U8(f);
+    uint32_t val = U32(f);
+
+    switch (sel % 3) {
+    case 0:     /* page request status: write 1 to clear */
+        qtest_writel(f->qts, DMAR + DMAR_PRS_REG, val);
+        break;
+    case 1:     /* the queue's head, anywhere */
+        dmar_write64(f, DMAR_PQH_REG, (val % PRQ_ENTRIES) * 32);
+        f->disturbed = f->prq_moved = true;
+        break;
+    default:    /* fault status: write 1 to clear */
+        qtest_writel(f->qts, DMAR + DMAR_FSTS_REG, val);
+        break;
+    }
+}
+
+static void run_op(PfnicFuzz *f, uint8_t op)
+{
+    op %= f->well_formed ? OP_WELL_FORMED : OP_COUNT;
+    if (f->trace) {
+        fprintf(stderr, "pfnic-fuzz: op %d: %d at byte %zu\n", f->op, op,
+                f->pos - 1);
+    }
+    switch (op) {
+    case OP_WQE:
+        op_wqe(f);
+        break;
+    case OP_RECV:
+        op_recv(f);
+        break;
+    case OP_DESC:
+        op_desc(f);
+        break;
+    case OP_MAP:
+        op_map(f);
+        break;
+    case OP_INVALIDATE:
+        op_invalidate(f);
+        break;
+    case OP_PRQ: {
+        uint8_t sel = U8(f);
+        static const uint32_t codes[4] = { 0, 0, 1, 15 };
+
+        prq_answer(f, !(sel & 4), codes[sel & 3]);
+        break;
+    }
+    case OP_PRQ_BOGUS:
+        op_prq_bogus(f);
+        break;
+    case OP_CLOCK:
+        clock_step(f, (int64_t)(U16(f) + 1) << (U8(f) % 24));
+        break;
+    case OP_CQ_POLL:
+        op_cq_poll(f);
+        break;
+    case OP_BAR0: {
+        uint16_t off = U16(f) % PFNIC_CTRL_SIZE;
+        uint32_t val = U32(f);
+
+        f->disturbed = true;
+        if (off & 3) {
+            qtest_writeb(f->qts, BAR0 + off, val);
+        } else {
+            qtest_writel(f->qts, BAR0 + off, val);
+        }
+        qtest_readl(f->qts, BAR0 + (off & ~3));
+        break;
+    }
+    case OP_BAR2: {
+        uint16_t off = U16(f) % (4 * PFNIC_DOORBELL_PAGE_SIZE);
+
+        f->disturbed = true;
+        qtest_writel(f->qts, BAR2 + (off & ~3), U32(f));
+        break;
+    }
+    case OP_CMD:
+        op_cmd(f);
+        break;
+    case OP_CTX3:
+        op_ctx3(f);
+        break;
+    case OP_CTX:
+        op_ctx(f);
+        break;
+    case OP_PCI_CFG:
+        op_pci_cfg(f);
+        break;
+    case OP_RESET:
+        op_reset(f);
+        break;
+    default:
+        op_iommu_reg(f);
+        break;
+    }
+    flush(f);
+}
+
+static uint32_t prq_pending(PfnicFuzz *f)
+{
+    return ((dmar_read64(f, DMAR_PQT_REG) - dmar_read64(f, DMAR_PQH_REG)) /
+            32) % PRQ_ENTRIES;
+}
+
+/*
+ * Serve every page request and let time pass until the device is idle:
+ * with each fault served (or refused for addresses outside the tables),
+ * nothing posted may stay pending.
+ */
+static void quiesce(PfnicFuzz *f)
+{
+    int idle = 0;
+
+    /*
+     * A group is at most a quarter of the PRI allocation, and each waiter
+     * has one out at a time: a 128-page descriptor takes 16 rounds.
+     */
+    for (int round = 0; round < 512 && idle < 4; round++) {
+        bool waiting = false;
+
+        prq_answer(f, true, 0);
+        clock_step(f, 2 * SCALE_MS);
+        for (int r = 0; r < RINGS; r++) {
+            reg_write(f, PFNIC_REG_CTX_SELECT, r + 1);
+            waiting |= reg_read(f, PFNIC_REG_CTX_STATUS) &
+                       PFNIC_CTX_STATUS_WAITING;
+        }
+        idle = (waiting || prq_pending(f)) ? 0 : idle + 1;
+    }
+    check_all(f);
+    if (f->disturbed || f->bogus_response) {
+        return;
+    }
+    for (int r = 0; r < RINGS; r++) {
+        reg_write(f, PFNIC_REG_CTX_SELECT, r + 1);
+        PFZ_CHECK(f, (r == 2 && !f->ctx3_pasid) ||
+                     (reg_read(f, PFNIC_REG_CTX_HEAD) & 0xffff) ==
+                     (f->ring_tail[r] & 0xffff),
+                  "context %d: head %u, tail %u after serving every fault",
+                  r + 1, reg_read(f, PFNIC_REG_CTX_HEAD), f->ring_tail[r]);
+    }
+    for (int side = 0; side < SIDES; side++) {
+        uint32_t a[PFNIC_CMD_ARGS] = { side + 2 };
+
+        PFZ_CHECK(f, cmd(f, PFNIC_CMD_QP_QUERY, a, 1) == PFNIC_CMD_OK,
+                  "QP %d gone", side + 2);
+        PFZ_CHECK(f, a[1] == (f->sq_tail[side] & 0xffff),
+                  "QP %d: send head %u, tail %u after serving every fault",
+                  side + 2, a[1], f->sq_tail[side]);
+    }
+}
+
+void pfnic_fuzz_run(PfnicFuzz *f, const uint8_t *data, size_t len)
+{
+    f->data = data;
+    f->len = len;
+    f->pos = 0;
+    f->well_formed = U8(f) & 1;
+    for (f->op = 0; f->op < MAX_OPS && f->pos < f->len; f->op++) {
+        run_op(f, U8(f));
+        check_all(f);
+    }
+    quiesce(f);
+}
+
+/* --- the known-good sequence --------------------------------------------- */
+
+static void post_write(PfnicFuzz *f, uint64_t src, uint64_t dst, uint32_t len)
+{
+    PfnicWqe w = {
+        .opcode = PFNIC_WR_RDMA_WRITE, .flags = PFNIC_SEND_SIGNALED,
+        .num_sge = 1, .wr_id = cpu_to_le64(WR_MAGIC | f->wr_seq++),
+        .remote_addr = cpu_to_le64(dst), .rkey = cpu_to_le32(f->key[1]),
+        .sge[0] = {
+            .addr = cpu_to_le64(src), .length = cpu_to_le32(len),
+            .lkey = cpu_to_le32(f->key[0]),
+        },
+    };
+
+    qtest_memwrite(f->qts, SQ(0) + (f->sq_tail[0] % QUEUE_SIZE) *
+                   PFNIC_WQE_SIZE, &w, sizeof(w));
+    f->sq_tail[0]++;
+    qtest_writel(f->qts, BAR2 + PFNIC_DOORBELL_PAGE_SIZE + PFNIC_DB_SQ,
+                 2 << 16 | f->sq_tail[0]);
+    flush(f);
+}
+
+/* Wait for CQ 1's next CQE and return its status. */
+static uint8_t next_cqe(PfnicFuzz *f, PfnicCqe *c)
+{
+    uint32_t n = f->cq_cons[0];
+
+    for (int i = 0; i < 100; i++) {
+        qtest_memread(f->qts, CQ_RING(0) + (n % CQ_SIZE) * PFNIC_CQE_SIZE, c,
+                      sizeof(*c));
+        if (c->owner == (((n / CQ_SIZE) & 1) ^ 1)) {
+            check_cqs(f);
+            f->cq_cons[0] = n + 1;
+            qtest_writel(f->qts, CQ_REC(0), f->cq_cons[0]);
+            return c->status;
+        }
+        clock_step(f, 100 * SCALE_US);
+    }
+    pfz_fail(f, "no CQE");
+}
+
+void pfnic_fuzz_known_good(PfnicFuzz *f)
+{
+    uint8_t src[256], got[256];
+    PfnicCqe c;
+    uint32_t st;
+
+    f->op = -1;
+    for (int i = 0; i < sizeof(src); i++) {
+        src[i] = i * 7 + 1;
+    }
+    /* PASID 5's page 0 -> pool page 3 (read-only: WRITE only reads it) */
+    map_page(f, 0, 0, pool_page(3), VTD_FL_P | VTD_FL_US);
+    qtest_memwrite(f->qts, pool_page(3) + 0x100, src, sizeof(src));
+    /* PASID 9's page 1 -> pool page 4, writable */
+    map_page(f, 1, 1, pool_page(4), VTD_FL_P | VTD_FL_RW | VTD_FL_US);
+
+    /* The WRITE lands at the translated guest-physical page, only there. */
+    post_write(f, va_of(0) + 0x100, va_of(1) + 0x40, sizeof(src));
+    st = next_cqe(f, &c);
+    PFZ_CHECK(f, st == PFNIC_WC_SUCCESS, "WRITE: status %u", st);
+    PFZ_CHECK(f, c.opcode == PFNIC_WC_RDMA_WRITE &&
+                 le32_to_cpu(c.byte_len) == sizeof(src), "WRITE: CQE");
+    qtest_memread(f->qts, pool_page(4) + 0x40, got, sizeof(got));
+    PFZ_CHECK(f, !memcmp(src, got, sizeof(src)), "WRITE: wrong bytes");
+    PFZ_CHECK(f, qtest_readl(f->qts, pool_page(4) + 0x3c) == 0 &&
+                 qtest_readl(f->qts, pool_page(4) + 0x140) == 0,
+              "WRITE: bytes outside the target");
+    PFZ_CHECK(f, prq_pending(f) == 0, "WRITE: page request for mapped pages");
+
+    /*
+     * A WRITE to PASID 9's page 2, not present: a page request for it,
+     * LPIG set, and no completion until the answer.
+     */
+    post_write(f, va_of(0) + 0x100, va_of(2), sizeof(src));
+    clock_step(f, SCALE_MS);
+    PFZ_CHECK(f, prq_pending(f) == 1, "fault: %u page requests",
+              prq_pending(f));
+    {
+        uint64_t h = dmar_read64(f, DMAR_PQH_REG);
+        uint64_t lo = mem_read64(f, PRQ_BASE + h);
+        uint64_t hi = mem_read64(f, PRQ_BASE + h + 8);
+
+        PFZ_CHECK(f, ((lo >> 32) & 0xfffff) == pasids[1] &&
+                     (hi & ~0xfffULL) == va_of(2) && (hi & VTD_PRD_WRR(1)) &&
+                     (hi & VTD_PRD_LPIG(1)),
+                  "fault: page request %" PRIx64 " %" PRIx64, lo, hi);
+    }
+    qtest_memread(f->qts, CQ_RING(0) + (f->cq_cons[0] % CQ_SIZE) *
+                  PFNIC_CQE_SIZE, &c, sizeof(c));
+    PFZ_CHECK(f, c.owner != (((f->cq_cons[0] / CQ_SIZE) & 1) ^ 1),
+              "fault: completed before the response");
+    prq_answer(f, true, 0);
+    st = next_cqe(f, &c);
+    PFZ_CHECK(f, st == PFNIC_WC_SUCCESS, "served fault: status %u", st);
+    qtest_memread(f->qts, pool_page(2 * 7 + 1), got, sizeof(got));
+    PFZ_CHECK(f, !memcmp(src, got, sizeof(src)),
+              "served fault: wrong bytes");
+
+    /* A FILL of a page answered "invalid" fails with PAGE_FAULT. */
+    {
+        PfnicDesc d = {
+            .opcode = PFNIC_OP_FILL, .dst = cpu_to_le64(va_of(9)),
+            .len = cpu_to_le64(64), .pattern = cpu_to_le64(0x55),
+        };
+
+        qtest_memwrite(f->qts, RING(0), &d, sizeof(d));
+        f->ring_tail[0] = 1;
+        reg_write(f, PFNIC_REG_RING_DB, 1 << 16 | 1);
+        clock_step(f, SCALE_MS);
+        PFZ_CHECK(f, prq_pending(f) == 1, "FILL: %u page requests",
+                  prq_pending(f));
+        prq_answer(f, false, 1);
+        clock_step(f, SCALE_MS);
+        st = qtest_readl(f->qts, RING(0) + offsetof(PfnicDesc, status));
+        PFZ_CHECK(f, st == (PFNIC_DESC_DONE | PFNIC_ST_PAGE_FAULT),
+                  "FILL: status %x", st);
+    }
+    check_all(f);
+}
+
+PfnicFuzz *pfnic_fuzz_new(QTestState *qts, void (*flush_fn)(QTestState *qts))
+{
+    PfnicFuzz *f = g_new0(PfnicFuzz, 1);
+
+    f->qts = qts;
+    f->flush = flush_fn;
+    f->trace = getenv("PFNIC_FUZZ_TRACE");
+    return f;
+}
+
+void pfnic_fuzz_free(PfnicFuzz *f)
+{
+    g_free(f);
+}

@@ -1,0 +1,115 @@
+/*
+ * pfnic test harness: what the qtest (tests/qtest/pfnic-test.c) and the
+ * libFuzzer target (pfnic_fuzz.c) share. Nothing here is part of the
+ * device: this directory is simply the one both reach in QEMU's tree.
+ *
+ * The PCI helpers reach a pfnic behind a pcie-root-port on q35 through
+ * ECAM (libqos only reaches the first 256 bytes of config space through
+ * 0xcf8). The op interpreter (pfnic_fuzz_ops.c) boots nothing itself: it
+ * programs an intel-iommu in scalable mode with first-level tables for two
+ * PASIDs, binds two contexts of the device to them, and then runs a byte
+ * string as a sequence of operations (docs/fuzzing.md), checking the
+ * device's and the IOMMU's invariants as it goes.
+ *
+ * Copyright (c) 2026 The pfnic authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#ifndef HW_PFNIC_QTEST_H
+#define HW_PFNIC_QTEST_H
+
+#include "tests/qtest/libqtest.h"
+#include "hw/pci/pci_regs.h"
+
+#define PFNIC_QT_ECAM_BASE      0xb0000000ULL
+#define PFNIC_QT_MCH_PCIEXBAR   0x60
+
+static inline void pfnic_qt_cf8_writel(QTestState *qts, int devfn,
+                                       uint8_t off, uint32_t val)
+{
+    qtest_outl(qts, 0xcf8, (1U << 31) | (devfn << 8) | off);
+    qtest_outl(qts, 0xcfc, val);
+}
+
+static inline uint64_t pfnic_qt_ecam(int bus, int devfn, uint16_t off)
+{
+    return PFNIC_QT_ECAM_BASE + ((uint64_t)bus << 20) +
+           ((uint64_t)devfn << 12) + off;
+}
+
+/* Enable the MCH's ECAM window (256 buses). */
+static inline void pfnic_qt_enable_ecam(QTestState *qts)
+{
+    pfnic_qt_cf8_writel(qts, 0, PFNIC_QT_MCH_PCIEXBAR + 4,
+                        PFNIC_QT_ECAM_BASE >> 32);
+    pfnic_qt_cf8_writel(qts, 0, PFNIC_QT_MCH_PCIEXBAR,
+                        (uint32_t)PFNIC_QT_ECAM_BASE | 1);
+}
+
+/* Route @bus and a 16 MiB memory window at @win through a root port. */
+static inline void pfnic_qt_setup_root_port(QTestState *qts, int devfn,
+                                            int bus, uint64_t win)
+{
+    pfnic_qt_cf8_writel(qts, devfn, PCI_PRIMARY_BUS, (bus << 16) | (bus << 8));
+    pfnic_qt_cf8_writel(qts, devfn, PCI_MEMORY_BASE,
+                        ((win + 0xffffff) >> 16 & 0xfff0) << 16 |
+                        (win >> 16 & 0xfff0));
+    pfnic_qt_cf8_writel(qts, devfn, PCI_COMMAND,
+                        PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER);
+}
+
+/*
+ * Fill @ids and @offs with the extended capabilities of the function at
+ * @bus:00.0 in list order; returns how many (at most @max).
+ */
+static inline int pfnic_qt_ext_caps(QTestState *qts, int bus, uint16_t *ids,
+                                    uint16_t *offs, int max)
+{
+    uint16_t pos = PCI_CFG_SPACE_SIZE;
+    int n = 0;
+
+    while (pos && n < max) {
+        uint32_t hdr = qtest_readl(qts, pfnic_qt_ecam(bus, 0, pos));
+
+        if (hdr == 0 || hdr == 0xffffffff) {
+            break;
+        }
+        ids[n] = PCI_EXT_CAP_ID(hdr);
+        offs[n++] = pos;
+        pos = PCI_EXT_CAP_NEXT(hdr);
+    }
+    return n;
+}
+
+/* --- the op interpreter (pfnic_fuzz_ops.c, docs/fuzzing.md) ------------- */
+
+/* The machine the interpreter expects (plus firmware paths if needed). */
+#define PFNIC_FUZZ_ARGS \
+    "-M q35 -nodefaults " \
+    "-device intel-iommu,intremap=off,x-scalable-mode=on,x-flts=on," \
+    "aw-bits=48,x-pasid-mode=on,device-iotlb=on,svm=on " \
+    "-device pcie-root-port,id=rp0,chassis=1,addr=2.0 " \
+    "-device pfnic,bus=rp0,contexts=4"
+
+typedef struct PfnicFuzz PfnicFuzz;
+
+/*
+ * @flush runs the main loop's pending work after each operation: the
+ * fuzzer executes QEMU in-process, where bottom halves run only when asked;
+ * under the qtest (a separate QEMU process) it is NULL.
+ */
+PfnicFuzz *pfnic_fuzz_new(QTestState *qts, void (*flush)(QTestState *qts));
+void pfnic_fuzz_free(PfnicFuzz *f);
+/* Program the IOMMU and the device on a machine fresh from reset. */
+void pfnic_fuzz_setup(PfnicFuzz *f);
+/* Run @len bytes of operations, checking the invariants after each one. */
+void pfnic_fuzz_run(PfnicFuzz *f, const uint8_t *data, size_t len);
+/*
+ * The deterministic start of the qtest: a WRITE through the IOMMU lands
+ * at the translated page, a fault is served through the page request
+ * queue, a failed response fails the work.
+ */
+void pfnic_fuzz_known_good(PfnicFuzz *f);
+
+#endif /* HW_PFNIC_QTEST_H */
