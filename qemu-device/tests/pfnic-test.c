@@ -2417,6 +2417,47 @@ static void test_iommu_random(void)
     qtest_end();
 }
 
+/* Write @val to the control register of the extended capability @id. */
+static void ext_cap_ctrl(uint16_t id, uint16_t val)
+{
+    uint16_t ids[8], offs[8];
+    int n = ext_caps(ids, offs, 8);
+
+    for (int i = 0; i < n; i++) {
+        if (ids[i] == id) {
+            /* ATS_CTRL, PASID_CTRL and PRI_CTRL are all at offset 4/6. */
+            nic_cfg_writew(offs[i] + (id == PCI_EXT_CAP_ID_ATS ?
+                                      PCI_ATS_CTRL : id == PCI_EXT_CAP_ID_PRI ?
+                                      PCI_PRI_CTRL : PCI_PASID_CTRL), val);
+            return;
+        }
+    }
+    g_assert_not_reached();
+}
+
+/*
+ * Found by the fuzzer (docs/fuzzing.md, finding 1): the guest disables
+ * PASID while contexts are bound to PASIDs. A reset stopped them, but
+ * pci_iommu_unregister_iotlb_notifier() refused to unregister without
+ * PASID, so intel-iommu kept the contexts' notifiers, which the reset then
+ * cleared: the next system reset (or root table change) walked them and
+ * aborted (an assertion in vtd_address_space_unmap). Patch 0004.
+ */
+static void test_iommu_pasid_disabled(void)
+{
+    PfnicFuzz *f = iommu_start();
+
+    ext_cap_ctrl(PCI_EXT_CAP_ID_PASID, 0);
+    reg_write(PFNIC_REG_CONTROL, PFNIC_CONTROL_RESET);
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    qtest_system_reset(global_qtest);
+    /* QEMU is alive, and the device works behind the IOMMU again. */
+    pfnic_fuzz_setup(f);
+    pfnic_fuzz_known_good(f);
+    pfnic_fuzz_free(f);
+    qtest_end();
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -2446,5 +2487,6 @@ int main(int argc, char **argv)
     qtest_add_func("/pfnic/wire/frames", test_wire_frames);
     qtest_add_func("/pfnic/iommu/known-good", test_iommu_known_good);
     qtest_add_func("/pfnic/iommu/random", test_iommu_random);
+    qtest_add_func("/pfnic/iommu/pasid-disabled", test_iommu_pasid_disabled);
     return g_test_run();
 }
