@@ -60,7 +60,7 @@
 #define CQ_REC(c)       (0x212000ULL + (c) * 0x100)
 #define SQ(q)           (0x220000ULL + (q) * 0x2000)
 #define RQ(q)           (0x221000ULL + (q) * 0x2000)
-#define QP_REC(q)       (0x226000ULL + (q) * 0x100)
+#define QP_REC(q)       (0x228000ULL + (q) * 0x100)
 #define EQ_BASE         0x230000ULL
 #define SCRATCH_END     0x240000ULL
 #define POOL            0x2000000ULL    /* data pages the tables map */
@@ -99,6 +99,17 @@
  * process share its PASID, and the IOMMU's page response notifier).
  */
 #define RINGS           3
+/*
+ * QP q is QPN q + 2: QPs 2 (context 1) and 3 (context 2) are connected
+ * across PASIDs, QPs 4 and 5 (both context 1) within one; the QPs of a
+ * context share its CQ.
+ */
+#define QPS             4
+
+static int qp_side(int q)
+{
+    return q == 1;
+}
 
 static const uint32_t pasids[SIDES] = { 5, 9 };
 
@@ -111,7 +122,7 @@ struct PfnicFuzz {
     uint32_t key[SIDES];
     uint32_t ring_tail[RINGS];
     uint32_t ctx3_pasid;        /* 0: context 3 stopped */
-    uint32_t sq_tail[SIDES], rq_tail[SIDES];
+    uint32_t sq_tail[QPS], rq_tail[QPS];
     uint32_t cq_cons[SIDES], cq_seen[SIDES];
     uint32_t iq_tail;
     uint64_t wr_seq;
@@ -293,6 +304,15 @@ static void invalidate_page(PfnicFuzz *f, int side, uint64_t va, bool dev)
     }
 }
 
+bool pfnic_fuzz_piotlb(PfnicFuzz *f, int side, uint64_t addr, unsigned am)
+{
+    iq_submit(f, VTD_INV_DESC_PIOTLB | VTD_INV_DESC_PIOTLB_PSI_IN_PASID |
+                 ((uint64_t)(side + 2) << 16) |
+                 ((uint64_t)pasids[side] << 32),
+              (addr & ~0xfffULL) | (am & 0x3f));
+    return !(dmar_read32(f, DMAR_FSTS_REG) & VTD_FSTS_IQE);
+}
+
 static void pasid_entry(PfnicFuzz *f, uint32_t pasid, uint64_t v0,
                         uint64_t v1, uint64_t v2)
 {
@@ -390,7 +410,7 @@ static void setup_device(PfnicFuzz *f)
     reg_write(f, PFNIC_REG_EQ_VECTOR, 1);
     reg_write(f, PFNIC_REG_EQ_SIZE, EQ_SIZE);
     for (int side = 0; side < SIDES; side++) {
-        uint32_t ctx = side + 1, qpn = side + 2;
+        uint32_t ctx = side + 1;
         uint32_t a[PFNIC_CMD_ARGS] = {
             ctx, ctx, 7, PFNIC_ACCESS_LOCAL_WRITE |
             PFNIC_ACCESS_REMOTE_WRITE | PFNIC_ACCESS_REMOTE_READ |
@@ -416,18 +436,24 @@ static void setup_device(PfnicFuzz *f)
         };
         setup_ok(f, cmd(f, PFNIC_CMD_CQ_CREATE, c, 7), "CQ_CREATE");
 
-        uint32_t q[PFNIC_CMD_ARGS] = {
-            qpn, ctx, 7, ctx, ctx, SQ(side), 0, QUEUE_LOG2, RQ(side), 0,
-            QUEUE_LOG2, QP_REC(side), 0, 0,
-        };
-        setup_ok(f, cmd(f, PFNIC_CMD_QP_CREATE, q, 14), "QP_CREATE");
-        f->ring_tail[side] = f->sq_tail[side] = f->rq_tail[side] = 0;
+        f->ring_tail[side] = 0;
         f->ctx3_pasid = 0;
         f->cq_cons[side] = f->cq_seen[side] = 0;
     }
+    for (int q = 0; q < QPS; q++) {
+        uint32_t ctx = qp_side(q) + 1;
+        uint32_t a[PFNIC_CMD_ARGS] = {
+            q + 2, ctx, 7, ctx, ctx, SQ(q), 0, QUEUE_LOG2, RQ(q), 0,
+            QUEUE_LOG2, QP_REC(q), 0, 0,
+        };
+
+        setup_ok(f, cmd(f, PFNIC_CMD_QP_CREATE, a, 14), "QP_CREATE");
+        f->sq_tail[q] = f->rq_tail[q] = 0;
+    }
     for (uint32_t state = PFNIC_QPS_INIT; state <= PFNIC_QPS_RTS; state++) {
-        qp_modify(f, 2, state, 3);
-        qp_modify(f, 3, state, 2);
+        for (int q = 0; q < QPS; q++) {
+            qp_modify(f, q + 2, state, (q ^ 1) + 2);
+        }
     }
 }
 
@@ -541,7 +567,9 @@ static void check_cqs(PfnicFuzz *f)
             PFZ_CHECK(f, !(c.wc_flags & ~PFNIC_WC_WITH_IMM),
                       "CQ %d: wc_flags %x", side + 1, c.wc_flags);
             if (!f->disturbed) {
-                PFZ_CHECK(f, le32_to_cpu(c.qp_num) == side + 2,
+                uint32_t q = le32_to_cpu(c.qp_num) - 2;
+
+                PFZ_CHECK(f, q < QPS && qp_side(q) == side,
                           "CQ %d: CQE of QP %u", side + 1,
                           le32_to_cpu(c.qp_num));
                 PFZ_CHECK(f, (le64_to_cpu(c.wr_id) & ~0xffffffffULL) ==
@@ -627,6 +655,13 @@ static void check_prq(PfnicFuzz *f)
     PFZ_CHECK(f, f->iq_error_ok || !(fsts & VTD_FSTS_IQE),
               "invalidation queue error (FSTS %x) from well-formed "
               "descriptors", fsts);
+    /*
+     * Rings pass through and translation requests do not record the
+     * faults a page request resolves (patch 0003): a correct driver and
+     * OS cause no recorded fault at all.
+     */
+    PFZ_CHECK(f, f->disturbed || !(fsts & (VTD_FSTS_PPF | VTD_FSTS_PFO)),
+              "DMAR fault recorded (FSTS %x) from a well-formed input", fsts);
     for (uint64_t h = head % (PRQ_ENTRIES * 32); h != tail && !f->prq_moved;
          h = (h + 32) % (PRQ_ENTRIES * 32)) {
         uint64_t lo = mem_read64(f, PRQ_BASE + h);
@@ -772,9 +807,16 @@ static bool room(PfnicFuzz *f, uint32_t tail, uint32_t head, uint32_t size)
 }
 
 /* The QP's send (@rq false) or receive head, from the record it writes. */
-static uint32_t qp_head(PfnicFuzz *f, int side, bool rq)
+static uint32_t qp_head(PfnicFuzz *f, int q, bool rq)
 {
-    return qtest_readl(f->qts, QP_REC(side) + (rq ? 4 : 0));
+    return qtest_readl(f->qts, QP_REC(q) + (rq ? 4 : 0));
+}
+
+/* Ring QP @q's doorbell @db (PFNIC_DB_SQ or PFNIC_DB_RQ) up to @tail. */
+static void qp_doorbell(PfnicFuzz *f, int q, uint32_t db, uint32_t tail)
+{
+    qtest_writel(f->qts, BAR2 + (qp_side(q) + 1) * PFNIC_DOORBELL_PAGE_SIZE +
+                 db, (q + 2) << 16 | (tail & 0xffff));
 }
 
 static uint32_t pick_key(PfnicFuzz *f, int side, uint8_t sel)
@@ -804,7 +846,7 @@ static uint64_t pick_addr(PfnicFuzz *f)
 static void op_wqe(PfnicFuzz *f)
 {
     uint8_t sel = U8(f), opc = U8(f), flags = U8(f), nsge = U8(f);
-    int side = sel & 1;
+    int q = sel & 3, side = qp_side(q);
     PfnicWqe w = {
         .opcode = opc % 8,
         .flags = (flags & 0x80) ? flags : (flags & PFNIC_SEND_FLAGS_MASK) |
@@ -813,10 +855,10 @@ static void op_wqe(PfnicFuzz *f)
         .imm_data = 0x12345678,
         .wr_id = cpu_to_le64(WR_MAGIC | f->wr_seq++),
     };
-    uint32_t slot = f->sq_tail[side] % QUEUE_SIZE;
+    uint32_t slot = f->sq_tail[q] % QUEUE_SIZE;
 
     w.remote_addr = cpu_to_le64(pick_addr(f));
-    w.rkey = cpu_to_le32(pick_key(f, side ^ 1, sel >> 1));
+    w.rkey = cpu_to_le32(pick_key(f, qp_side(q ^ 1), sel >> 2));
     w.compare_add = cpu_to_le64(U8(f));
     w.swap = cpu_to_le64(U8(f));
     for (int i = 0; i < MIN(w.num_sge, PFNIC_MAX_SGE); i++) {
@@ -831,37 +873,35 @@ static void op_wqe(PfnicFuzz *f)
         w.sge[0].addr = cpu_to_le64(le64_to_cpu(w.sge[0].addr) & ~7ULL);
         w.remote_addr = cpu_to_le64(le64_to_cpu(w.remote_addr) & ~7ULL);
     }
-    if (!room(f, f->sq_tail[side], qp_head(f, side, false), QUEUE_SIZE)) {
+    if (!room(f, f->sq_tail[q], qp_head(f, q, false), QUEUE_SIZE)) {
         return;
     }
-    qtest_memwrite(f->qts, SQ(side) + slot * PFNIC_WQE_SIZE, &w, sizeof(w));
-    f->sq_tail[side]++;
-    qtest_writel(f->qts, BAR2 + (side + 1) * PFNIC_DOORBELL_PAGE_SIZE +
-                 PFNIC_DB_SQ, (side + 2) << 16 | (f->sq_tail[side] & 0xffff));
+    qtest_memwrite(f->qts, SQ(q) + slot * PFNIC_WQE_SIZE, &w, sizeof(w));
+    f->sq_tail[q]++;
+    qp_doorbell(f, q, PFNIC_DB_SQ, f->sq_tail[q]);
 }
 
 static void op_recv(PfnicFuzz *f)
 {
     uint8_t sel = U8(f), nsge = U8(f);
-    int side = sel & 1;
+    int q = sel & 3, side = qp_side(q);
     PfnicWqe w = {
         .num_sge = nsge % (PFNIC_MAX_SGE + 1),
         .wr_id = cpu_to_le64(WR_MAGIC | f->wr_seq++),
     };
-    uint32_t slot = f->rq_tail[side] % QUEUE_SIZE;
+    uint32_t slot = f->rq_tail[q] % QUEUE_SIZE;
 
     for (int i = 0; i < w.num_sge; i++) {
         w.sge[i].addr = cpu_to_le64(pick_addr(f));
         w.sge[i].length = cpu_to_le32(U16(f) % (MAX_XFER + 1));
         w.sge[i].lkey = cpu_to_le32(pick_key(f, side, U8(f)));
     }
-    if (!room(f, f->rq_tail[side], qp_head(f, side, true), QUEUE_SIZE)) {
+    if (!room(f, f->rq_tail[q], qp_head(f, q, true), QUEUE_SIZE)) {
         return;
     }
-    qtest_memwrite(f->qts, RQ(side) + slot * PFNIC_WQE_SIZE, &w, sizeof(w));
-    f->rq_tail[side]++;
-    qtest_writel(f->qts, BAR2 + (side + 1) * PFNIC_DOORBELL_PAGE_SIZE +
-                 PFNIC_DB_RQ, (side + 2) << 16 | (f->rq_tail[side] & 0xffff));
+    qtest_memwrite(f->qts, RQ(q) + slot * PFNIC_WQE_SIZE, &w, sizeof(w));
+    f->rq_tail[q]++;
+    qp_doorbell(f, q, PFNIC_DB_RQ, f->rq_tail[q]);
 }
 
 static void op_desc(PfnicFuzz *f)
@@ -921,6 +961,14 @@ static void op_invalidate(PfnicFuzz *f)
 
     switch ((kind >> 1) % (f->well_formed ? 5 : 6)) {
     case 0:     /* PASID-based IOTLB, page selective */
+        if (VTD_INV_DESC_PIOTLB_AM(addr) > VTD_MAMV) {
+            /* Invalid (patch 0005): the queue stops at it. */
+            if (f->well_formed) {
+                addr = (addr & ~0x3fULL) | (addr & 0x3f) % (VTD_MAMV + 1);
+            } else {
+                f->iq_error_ok = f->disturbed = true;
+            }
+        }
         iq_submit(f, VTD_INV_DESC_PIOTLB | VTD_INV_DESC_PIOTLB_PSI_IN_PASID |
                      ((uint64_t)((kind & 1) + 2) << 16) |
                      ((uint64_t)pasid << 32), addr & ~0xf80ULL);
@@ -1244,14 +1292,14 @@ static void quiesce(PfnicFuzz *f)
                   "context %d: head %u, tail %u after serving every fault",
                   r + 1, reg_read(f, PFNIC_REG_CTX_HEAD), f->ring_tail[r]);
     }
-    for (int side = 0; side < SIDES; side++) {
-        uint32_t a[PFNIC_CMD_ARGS] = { side + 2 };
+    for (int q = 0; q < QPS; q++) {
+        uint32_t a[PFNIC_CMD_ARGS] = { q + 2 };
 
         PFZ_CHECK(f, cmd(f, PFNIC_CMD_QP_QUERY, a, 1) == PFNIC_CMD_OK,
-                  "QP %d gone", side + 2);
-        PFZ_CHECK(f, a[1] == (f->sq_tail[side] & 0xffff),
+                  "QP %d gone", q + 2);
+        PFZ_CHECK(f, a[1] == (f->sq_tail[q] & 0xffff),
                   "QP %d: send head %u, tail %u after serving every fault",
-                  side + 2, a[1], f->sq_tail[side]);
+                  q + 2, a[1], f->sq_tail[q]);
     }
 }
 
@@ -1285,8 +1333,7 @@ static void post_write(PfnicFuzz *f, uint64_t src, uint64_t dst, uint32_t len)
     qtest_memwrite(f->qts, SQ(0) + (f->sq_tail[0] % QUEUE_SIZE) *
                    PFNIC_WQE_SIZE, &w, sizeof(w));
     f->sq_tail[0]++;
-    qtest_writel(f->qts, BAR2 + PFNIC_DOORBELL_PAGE_SIZE + PFNIC_DB_SQ,
-                 2 << 16 | f->sq_tail[0]);
+    qp_doorbell(f, 0, PFNIC_DB_SQ, f->sq_tail[0]);
     flush(f);
 }
 

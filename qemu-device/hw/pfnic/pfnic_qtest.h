@@ -111,5 +111,12 @@ void pfnic_fuzz_run(PfnicFuzz *f, const uint8_t *data, size_t len);
  * queue, a failed response fails the work.
  */
 void pfnic_fuzz_known_good(PfnicFuzz *f);
+/*
+ * Submit a page-selective PASID-based IOTLB invalidation of 2^@am pages at
+ * @addr in side @side's PASID (0: PASID 5, 1: PASID 9); returns whether the
+ * IOMMU took it (no invalidation queue error; after one, the queue stays
+ * stopped at the descriptor, as on hardware).
+ */
+bool pfnic_fuzz_piotlb(PfnicFuzz *f, int side, uint64_t addr, unsigned am);
 
 #endif /* HW_PFNIC_QTEST_H */
