@@ -819,6 +819,20 @@ static void qp_doorbell(PfnicFuzz *f, int q, uint32_t db, uint32_t tail)
                  db, (q + 2) << 16 | (tail & 0xffff));
 }
 
+/* Post @w on QP @q's receive (@rq) or send queue, if a driver would. */
+static void qp_post(PfnicFuzz *f, int q, bool rq, const PfnicWqe *w)
+{
+    uint32_t *tail = rq ? &f->rq_tail[q] : &f->sq_tail[q];
+
+    if (!room(f, *tail, qp_head(f, q, rq), QUEUE_SIZE)) {
+        return;
+    }
+    qtest_memwrite(f->qts, (rq ? RQ(q) : SQ(q)) +
+                   (*tail % QUEUE_SIZE) * PFNIC_WQE_SIZE, w, sizeof(*w));
+    (*tail)++;
+    qp_doorbell(f, q, rq ? PFNIC_DB_RQ : PFNIC_DB_SQ, *tail);
+}
+
 static uint32_t pick_key(PfnicFuzz *f, int side, uint8_t sel)
 {
     switch (sel % 8) {
@@ -843,6 +857,16 @@ static uint64_t pick_addr(PfnicFuzz *f)
     return va_of(page) + (off % 4096);
 }
 
+/* @n scatter/gather entries of a work request of @side's QP */
+static void fill_sges(PfnicFuzz *f, PfnicWqe *w, int n, int side)
+{
+    for (int i = 0; i < MIN(n, PFNIC_MAX_SGE); i++) {
+        w->sge[i].addr = cpu_to_le64(pick_addr(f));
+        w->sge[i].length = cpu_to_le32(U16(f) % (MAX_XFER + 1));
+        w->sge[i].lkey = cpu_to_le32(pick_key(f, side, U8(f)));
+    }
+}
+
 static void op_wqe(PfnicFuzz *f)
 {
     uint8_t sel = U8(f), opc = U8(f), flags = U8(f), nsge = U8(f);
@@ -855,17 +879,11 @@ static void op_wqe(PfnicFuzz *f)
         .imm_data = 0x12345678,
         .wr_id = cpu_to_le64(WR_MAGIC | f->wr_seq++),
     };
-    uint32_t slot = f->sq_tail[q] % QUEUE_SIZE;
-
     w.remote_addr = cpu_to_le64(pick_addr(f));
     w.rkey = cpu_to_le32(pick_key(f, qp_side(q ^ 1), sel >> 2));
     w.compare_add = cpu_to_le64(U8(f));
     w.swap = cpu_to_le64(U8(f));
-    for (int i = 0; i < MIN(w.num_sge, PFNIC_MAX_SGE); i++) {
-        w.sge[i].addr = cpu_to_le64(pick_addr(f));
-        w.sge[i].length = cpu_to_le32(U16(f) % (MAX_XFER + 1));
-        w.sge[i].lkey = cpu_to_le32(pick_key(f, side, U8(f)));
-    }
+    fill_sges(f, &w, w.num_sge, side);
     if (w.opcode >= PFNIC_WR_ATOMIC_CMP_AND_SWP && (sel & 0x40)) {
         /* What a well-formed atomic looks like, so that some succeed. */
         w.num_sge = 1;
@@ -873,12 +891,7 @@ static void op_wqe(PfnicFuzz *f)
         w.sge[0].addr = cpu_to_le64(le64_to_cpu(w.sge[0].addr) & ~7ULL);
         w.remote_addr = cpu_to_le64(le64_to_cpu(w.remote_addr) & ~7ULL);
     }
-    if (!room(f, f->sq_tail[q], qp_head(f, q, false), QUEUE_SIZE)) {
-        return;
-    }
-    qtest_memwrite(f->qts, SQ(q) + slot * PFNIC_WQE_SIZE, &w, sizeof(w));
-    f->sq_tail[q]++;
-    qp_doorbell(f, q, PFNIC_DB_SQ, f->sq_tail[q]);
+    qp_post(f, q, false, &w);
 }
 
 static void op_recv(PfnicFuzz *f)
@@ -889,19 +902,8 @@ static void op_recv(PfnicFuzz *f)
         .num_sge = nsge % (PFNIC_MAX_SGE + 1),
         .wr_id = cpu_to_le64(WR_MAGIC | f->wr_seq++),
     };
-    uint32_t slot = f->rq_tail[q] % QUEUE_SIZE;
-
-    for (int i = 0; i < w.num_sge; i++) {
-        w.sge[i].addr = cpu_to_le64(pick_addr(f));
-        w.sge[i].length = cpu_to_le32(U16(f) % (MAX_XFER + 1));
-        w.sge[i].lkey = cpu_to_le32(pick_key(f, side, U8(f)));
-    }
-    if (!room(f, f->rq_tail[q], qp_head(f, q, true), QUEUE_SIZE)) {
-        return;
-    }
-    qtest_memwrite(f->qts, RQ(q) + slot * PFNIC_WQE_SIZE, &w, sizeof(w));
-    f->rq_tail[q]++;
-    qp_doorbell(f, q, PFNIC_DB_RQ, f->rq_tail[q]);
+    fill_sges(f, &w, w.num_sge, side);
+    qp_post(f, q, true, &w);
 }
 
 static void op_desc(PfnicFuzz *f)
@@ -1330,10 +1332,7 @@ static void post_write(PfnicFuzz *f, uint64_t src, uint64_t dst, uint32_t len)
         },
     };
 
-    qtest_memwrite(f->qts, SQ(0) + (f->sq_tail[0] % QUEUE_SIZE) *
-                   PFNIC_WQE_SIZE, &w, sizeof(w));
-    f->sq_tail[0]++;
-    qp_doorbell(f, 0, PFNIC_DB_SQ, f->sq_tail[0]);
+    qp_post(f, 0, false, &w);
     flush(f);
 }
 
