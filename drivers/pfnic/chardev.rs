@@ -6,18 +6,16 @@ use crate::{
     context::Context,
     nic::Nic,
     uapi,
-    verbs::{events, file::VerbsFile},
+    verbs::file::VerbsFile,
 };
 use kernel::{
-    fs::{File, Kiocb},
+    fs::File,
     ioctl::{_IOR, _IOW, _IOWR},
-    iov::IovIterDest,
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
     mm::virt::VmaNew,
     prelude::*,
     sync::{
         atomic::{Atomic, Relaxed},
-        poll::{PollTable, POLLIN, POLLRDNORM},
         Arc,
     },
     uaccess::{UserPtr, UserSlice, UserSliceReader, UserSliceWriter},
@@ -73,6 +71,10 @@ const _: () = assert!(
 );
 const _: () = assert!(
     uapi::PFNIC_IOCTL_SET_PORT_IPV4 == _IOW::<uapi::PortIpv4>(uapi::PFNIC_IOCTL_MAGIC, 0x13)
+);
+const _: () = assert!(
+    uapi::PFNIC_IOCTL_CREATE_COMP_CHANNEL
+        == _IOR::<uapi::CompChannel>(uapi::PFNIC_IOCTL_MAGIC, 0x14)
 );
 
 /// How many pfnics one system can have (`/dev/pfnic0` .. `/dev/pfnic15`).
@@ -152,6 +154,7 @@ impl MiscDevice for PfnicFile {
         let mm = task.mm().ok_or(EINVAL)?;
         let ctx = Context::new(nic, mm, file.mappings())?;
         let verbs = VerbsFile::new(nic, ctx.index())?;
+        nic.attach_objects(ctx.index(), verbs.objects.clone())?;
         Ok(KBox::new(
             PfnicFile {
                 nic: nic.clone(),
@@ -169,34 +172,6 @@ impl MiscDevice for PfnicFile {
             return Err(EPERM);
         }
         me.verbs.mmap(vma)
-    }
-
-    /// Completion events, as [`uapi::CqEvent`] records; at least one must fit (`EINVAL`).
-    fn read_iter(kiocb: Kiocb<'_, Self::Ptr>, iov: &mut IovIterDest<'_>) -> Result<usize> {
-        let me = kiocb.file();
-        let n = (iov.len() / size_of::<uapi::CqEvent>()).min(events::READ_BATCH);
-        if n == 0 {
-            return Err(EINVAL);
-        }
-        // Only events copied whole are taken off the queue: a buffer that faults part way
-        // loses none.
-        let delivered = me.verbs.events.read(n, kiocb.nonblocking(), |batch| {
-            iov.copy_to_iter(batch.as_bytes()) / size_of::<uapi::CqEvent>()
-        })?;
-        if delivered == 0 {
-            return Err(EFAULT);
-        }
-        Ok(delivered * size_of::<uapi::CqEvent>())
-    }
-
-    /// `POLLIN` while completion events are queued.
-    fn poll(me: &PfnicFile, file: &File, table: &PollTable<'_>) -> u32 {
-        table.register_wait(file, me.verbs.events.waitqueue());
-        if me.verbs.events.ready() {
-            POLLIN | POLLRDNORM
-        } else {
-            0
-        }
     }
 
     fn ioctl(me: &PfnicFile, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
@@ -349,6 +324,10 @@ impl PfnicFile {
                 owned()?;
                 v.destroy_qp(a)
             }),
+            uapi::PFNIC_IOCTL_CREATE_COMP_CHANNEL => {
+                owned()?;
+                v.create_comp_channel(|a| write_arg(user_slice::<uapi::CompChannel>(arg).writer(), a))
+            }
             _ => Err(ENOTTY),
         }
     }

@@ -13,19 +13,21 @@
 //! Outer first; a lock is only taken while holding the ones above it in its own column:
 //!
 //! 1. the address space's `mmap_lock` (held by the kernel around `mmap()`), then
-//!    `Nic::mappings_revoked`, then a file's `VerbsFile::objects`;
+//!    `Nic::mappings_revoked`, then a file's `VerbsFile::objects`, then a ring's own lock
+//!    (`SharedCoherent`, mapping it or, at unbind, freeing it);
 //! 2. `VerbsFile::objects`, then `Verbs::ids`, `Verbs::cmd_lock` (the admin mailbox) or the
 //!    event queue's `routes` spinlock;
 //! 3. `Nic::contexts`, then the address space's `i_mmap_rwsem` (revoking mappings at unbind);
-//! 4. `CompletionEvents::readers`, then its `queue` spinlock.
+//! 4. `CompletionEvents::readers` (a completion channel's), then its `queue` spinlock;
+//! 5. the event queue's `routes` spinlock, then a channel's `queue` spinlock.
 //!
 //! The event queue's pending access alerts are a bitmap changed with atomic bit operations
 //! only, from the interrupt handler and under `cmd_lock`.
 //!
 //! Nothing waits for the device's page faults while holding `objects` or `contexts` (a fault
 //! takes `mmap_lock`), and `mappings_revoked` is never held while taking `contexts`. The
-//! interrupt handlers take only spinlocks (`ring_progress`, the event queue's, a file's event
-//! `queue`).
+//! interrupt handlers take only spinlocks (`ring_progress`, the event queue's, a channel's
+//! `queue`). At unbind, `contexts` is released before any file's `objects` is taken.
 
 mod chardev;
 mod context;

@@ -18,7 +18,7 @@
 use zerocopy_derive::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// Version of this interface, reported by [`PFNIC_IOCTL_QUERY_DEVICE`]. Bumped for every change.
-pub const PFNIC_UAPI_VERSION: u32 = 11;
+pub const PFNIC_UAPI_VERSION: u32 = 12;
 
 /// The ioctl "type" byte of every pfnic ioctl.
 pub const PFNIC_IOCTL_MAGIC: u32 = 0xf5;
@@ -557,8 +557,10 @@ pub struct QueryMr {
 pub struct CreateCq {
     /// In: minimum CQEs, 1..=max_cqe.
     pub cqe: u32,
-    /// Reserved, zero.
-    pub reserved: u32,
+    /// In: the completion channel ([`PFNIC_IOCTL_CREATE_COMP_CHANNEL`]) that gets the CQ's
+    /// completion events, or -1 for none (an armed CQ then queues no event). A descriptor that
+    /// is not open is `EBADF`; one that is not a channel of this file, `EINVAL`.
+    pub channel: i32,
     /// In: returned with each completion event of this CQ (the library's CQ pointer).
     pub cq_context: u64,
     /// Out: the CQ number.
@@ -572,6 +574,20 @@ pub struct CreateCq {
     /// Out: offset of the CQ record in the mapping.
     pub record_offset: u64,
 }
+
+/// Argument of [`PFNIC_IOCTL_CREATE_COMP_CHANNEL`] (output only).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct CompChannel {
+    /// Out: the channel's file descriptor. Closing it does not end the channel while CQs use
+    /// it; the channel lives until the file that made it is closed.
+    pub fd: i32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
+/// Completion channels one file may create.
+pub const PFNIC_MAX_COMP_CHANNELS: usize = 64;
 
 /// Argument of [`PFNIC_IOCTL_DESTROY_CQ`] and [`PFNIC_IOCTL_DESTROY_QP`].
 #[repr(C)]
@@ -792,8 +808,9 @@ pub struct QueryQp {
     pub stats: QpStats,
 }
 
-/// What `read()` on the file returns: one completion event per 16 bytes (`EAGAIN` with
-/// `O_NONBLOCK` when none is queued; `poll()` reports `POLLIN` when one is).
+/// What `read()` on a completion channel returns: one completion event per 16 bytes (`EAGAIN`
+/// with `O_NONBLOCK` when none is queued; `poll()` reports `POLLIN` when one is; `EIO` once the
+/// channel's file is closed or its device unbound, and nothing is left to read).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct CqEvent {
@@ -841,3 +858,8 @@ pub const PFNIC_IOCTL_DESTROY_QP: u32 = ioc(IOC_WRITE, 0x12, core::mem::size_of:
 /// Sets or clears the port's IPv4 address (`CAP_NET_ADMIN`):
 /// `_IOW(0xf5, 0x13, struct pfnic_port_ipv4)`.
 pub const PFNIC_IOCTL_SET_PORT_IPV4: u32 = ioc(IOC_WRITE, 0x13, core::mem::size_of::<PortIpv4>());
+/// `ibv_create_comp_channel`: a new file (close-on-exec) that reads the completion events of
+/// the CQs created with it: `_IOR(0xf5, 0x14, struct pfnic_comp_channel)`. `EDQUOT` beyond
+/// [`PFNIC_MAX_COMP_CHANNELS`] channels per file.
+pub const PFNIC_IOCTL_CREATE_COMP_CHANNEL: u32 =
+    ioc(IOC_READ, 0x14, core::mem::size_of::<CompChannel>());

@@ -4,14 +4,14 @@
 //! stopping them, and revoking them (and every mapping of the device) at unbind.
 
 use super::{Bar0, Nic};
-use crate::{regs, ring};
+use crate::{regs, ring, verbs::file::Objects};
 use kernel::{
     fs::file::FileMappings,
     io::{poll::read_poll_timeout, Io},
     iommu::sva::SvaBond,
     num::Bounded,
     prelude::*,
-    sync::atomic::Relaxed,
+    sync::{atomic::Relaxed, Arc, Mutex},
     time::Delta,
 };
 
@@ -29,6 +29,13 @@ pub(super) struct ContextTable {
     pub(super) revoked: bool,
 }
 
+impl ContextTable {
+    /// The slot of context `index`, while it is in use.
+    pub(super) fn slot_mut(&mut self, index: u32) -> Option<&mut Slot> {
+        self.slots.get_mut(index as usize).and_then(Option::as_mut)
+    }
+}
+
 /// A hardware context in use.
 pub(super) struct Slot {
     /// The address space binding; unbound when the slot is emptied.
@@ -36,6 +43,8 @@ pub(super) struct Slot {
     /// The shared mappings of the file that owns the context (its doorbell page and rings),
     /// revoked at unbind.
     pub(super) mappings: FileMappings,
+    /// The file's verbs objects, whose ring memory is freed at unbind (once attached).
+    pub(super) objects: Option<Arc<Mutex<Objects>>>,
     /// Position of the next descriptor to post in the context's ring (free-running).
     pub(super) tail: u32,
     /// Oldest posted descriptor not yet known to be done and released; `tail - head`
@@ -97,11 +106,20 @@ impl Nic {
         table.slots[index] = Some(Slot {
             bond,
             mappings,
+            objects: None,
             tail: 0,
             head: 0,
             claimed: [false; ring::RING_SIZE as usize],
         });
         Ok(index_u32)
+    }
+
+    /// Lets unbinding free the ring memory of `objects`, the verbs objects of the file that owns
+    /// context `index`. `ENODEV` if the device was unbound meanwhile.
+    pub(crate) fn attach_objects(&self, index: u32, objects: Arc<Mutex<Objects>>) -> Result {
+        let mut table = self.contexts.lock();
+        table.slot_mut(index).ok_or(ENODEV)?.objects = Some(objects);
+        Ok(())
     }
 
     /// Stops hardware context `index` without freeing it: its owner's address space is going
@@ -170,16 +188,31 @@ impl Nic {
         let mut table = self.contexts.lock();
         table.revoked = true;
         let mut bonds = KVec::new();
+        let mut files = KVec::new();
         for slot in table.slots.iter_mut() {
             if let Some(slot) = slot.take() {
                 // A touch of a revoked page raises SIGBUS: the device is gone.
                 slot.mappings.unmap_all();
                 // On allocation failure the bond drops here, which unbinds it just the same.
                 let _ = bonds.push(slot.bond, GFP_KERNEL);
+                if let Some(objects) = slot.objects {
+                    // On allocation failure the rings live on until the file closes.
+                    let _ = files.push(objects, GFP_KERNEL);
+                }
             }
         }
         drop(table);
         drop(bonds);
+        // The device was reset and uses no ring; no process maps one any more.
+        for objects in &files {
+            // SAFETY: `unmap_all()` above removed every mapping of the file, and none is made
+            // from now on (`mappings_revoked`, under which every mapping is made, is set).
+            unsafe { objects.lock().revoke_rings() };
+        }
+        // Completion channels stop waiting for events the device will never raise.
+        if let Some(verbs) = &self.verbs {
+            verbs.eq.close_channels();
+        }
         // Wake every waiter at once: they find the table revoked and fail with ENODEV.
         self.ring_progressed();
     }

@@ -66,11 +66,7 @@ impl Nic {
     pub(crate) fn post(&self, index: u32, desc: Desc, claim: bool) -> Result<u32> {
         self.wait_ring(|| {
             let mut table = self.contexts.lock();
-            let slot = table
-                .slots
-                .get_mut(index as usize)
-                .and_then(Option::as_mut)
-                .ok_or(ENODEV)?;
+            let slot = table.slot_mut(index).ok_or(ENODEV)?;
             self.reap(index, slot);
             if slot.tail.wrapping_sub(slot.head) >= ring::RING_SIZE {
                 return Ok(None);
@@ -157,7 +153,7 @@ impl Nic {
             Ok(done.then(|| self.rings.read(index, pos)))
         });
         let mut table = self.contexts.lock();
-        if let Some(slot) = table.slots.get_mut(index as usize).and_then(Option::as_mut) {
+        if let Some(slot) = table.slot_mut(index) {
             slot.claimed[ring::slot_index(pos)] = false;
             self.reap(index, slot);
         }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Completion queues: a ring of 32-byte CQEs followed by a 16-byte record, in one coherent
-//! allocation the process maps; completion events go to the file's event queue.
+//! allocation the process maps; completion events go to the completion channel it was created
+//! with.
 
 use super::{
     cmd,
@@ -10,7 +11,7 @@ use super::{
     Limits,
 };
 use crate::uapi;
-use kernel::{page::PAGE_SIZE, prelude::*, sync::Arc, types::ScopeGuard};
+use kernel::{dma::SharedCoherent, page::PAGE_SIZE, prelude::*, types::ScopeGuard};
 
 /// Bytes of a CQE.
 const CQE_SIZE: usize = 32;
@@ -21,9 +22,6 @@ impl VerbsFile {
     /// `PFNIC_IOCTL_CREATE_CQ`.
     pub(crate) fn create_cq(&self, arg: &mut uapi::CreateCq) -> Result {
         let verbs = self.nic.verbs()?;
-        if arg.reserved != 0 {
-            return Err(EINVAL);
-        }
         if arg.cqe == 0 || arg.cqe > verbs.limits.max_cqes {
             return Err(EINVAL);
         }
@@ -31,9 +29,10 @@ impl VerbsFile {
         let log2 = entries.trailing_zeros();
         let record_offset = entries as usize * CQE_SIZE;
         let bytes = ring_bytes(record_offset + RECORD_SIZE)?;
-        let mem = Arc::new(self.nic.alloc_coherent(bytes)?, GFP_KERNEL)?;
+        let mem = SharedCoherent::new(self.nic.alloc_coherent(bytes)?)?;
 
         let mut o = self.objects.lock();
+        let channel = VerbsFile::channel_of(&o.channels, arg.channel)?;
         if o.cqs.iter().count() >= Limits::file_share(verbs.limits.max_cqs) {
             return Err(EDQUOT);
         }
@@ -43,7 +42,7 @@ impl VerbsFile {
         drop(verbs.eq.set_route(
             cqn,
             Some(Route {
-                events: self.events.clone(),
+                events: channel.clone(),
                 cq_context: arg.cq_context,
             }),
         ));
@@ -66,6 +65,7 @@ impl VerbsFile {
             Cq {
                 qps: 0,
                 ring: token,
+                channel,
             },
             GFP_KERNEL,
         ) {
@@ -97,10 +97,12 @@ impl VerbsFile {
         }
         let ring = cq.ring;
         self.nic.command(cmd::CQ_DESTROY, &[arg.num])?;
-        o.cqs.remove(&arg.num);
+        let cq = o.cqs.remove(&arg.num);
         o.remove_ring(ring);
         drop(verbs.eq.set_route(arg.num, None));
-        self.events.purge(arg.num);
+        if let Some(channel) = cq.and_then(|cq| cq.channel) {
+            channel.purge(arg.num);
+        }
         verbs.ids.lock().cqns.free(arg.num);
         Ok(())
     }

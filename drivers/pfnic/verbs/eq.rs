@@ -56,7 +56,8 @@ unsafe impl kernel::transmute::AsBytes for Eqe {}
 
 /// Where the completion events of one CQ go.
 pub(crate) struct Route {
-    pub(crate) events: Arc<CompletionEvents>,
+    /// Its channel; `None`: the CQ has none, and its events go nowhere.
+    pub(crate) events: Option<Arc<CompletionEvents>>,
     pub(crate) cq_context: u64,
 }
 
@@ -137,6 +138,16 @@ impl EventQueue {
         }
     }
 
+    /// Closes the channel of every CQ (the device is being unbound): their readers stop
+    /// waiting for events that cannot come.
+    pub(crate) fn close_channels(&self) {
+        for route in self.routes.lock().iter().flatten() {
+            if let Some(events) = &route.events {
+                events.close();
+            }
+        }
+    }
+
     /// Consumes every entry the device has written; returns whether there was any. Called by
     /// the interrupt handler of [`EQ_VECTOR`].
     pub(crate) fn process(&self, bar: &Bar0<'_>) -> bool {
@@ -171,12 +182,14 @@ impl EventQueue {
                 let delivered = routes
                     .get(entry.object as usize)
                     .and_then(Option::as_ref)
-                    .is_some_and(|route| {
-                        route.events.push(uapi::CqEvent {
+                    .is_some_and(|route| match &route.events {
+                        Some(events) => events.push(uapi::CqEvent {
                             cq_context: route.cq_context,
                             cqn: entry.object,
                             reserved: 0,
-                        })
+                        }),
+                        // Not lost: the process asked for none.
+                        None => true,
                     });
                 if !delivered {
                     self.counters.dropped.add(1, Relaxed);

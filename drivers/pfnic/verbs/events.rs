@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Completion events of one open file: what `read()` returns and `poll()` reports.
+//! The queued events of one completion channel: what its `read()` returns and `poll()` reports.
 //!
-//! The event queue's interrupt handler pushes a [`uapi::CqEvent`] here when an armed CQ of the
-//! file gets a completion; `read()` takes them out, waiting (interruptibly) unless the file is
-//! non-blocking. An event leaves the queue only once it was copied to the reader: a reader whose
-//! buffer faults loses nothing.
+//! The event queue's interrupt handler pushes a [`uapi::CqEvent`] here when an armed CQ bound to
+//! the channel gets a completion; `read()` takes them out, waiting (interruptibly) unless the
+//! file is non-blocking. An event leaves the queue only once it was copied to the reader: a
+//! reader whose buffer faults loses nothing. Once the channel's context is gone (its file closed
+//! or the device unbound) the queue is closed: what is queued can still be read, then `read()`
+//! fails with `EIO` instead of waiting for events that cannot come.
 
 use crate::uapi;
 use kernel::{
@@ -14,9 +16,9 @@ use kernel::{
     sync::{poll::PollCondVar, Arc, Mutex, SpinLockIrq},
 };
 
-/// Events one file can have queued. A CQ queues at most one event per arm, so this only fills
-/// up when a process arms many CQs and never reads; further events are dropped (and counted in
-/// the device's statistics).
+/// Events one channel can have queued. A CQ queues at most one event per arm, so this only
+/// fills up when a process arms many CQs and never reads; further events are dropped (and
+/// counted in the device's statistics).
 const CAPACITY: usize = 1024;
 
 /// Events one `read()` returns at most.
@@ -34,9 +36,11 @@ struct Ring {
     head: usize,
     len: usize,
     next_seq: u64,
+    /// No event will come any more (see the module documentation).
+    closed: bool,
 }
 
-/// The completion events of one open file.
+/// The completion events of one channel.
 #[pin_data]
 pub(crate) struct CompletionEvents {
     #[pin]
@@ -62,6 +66,7 @@ impl CompletionEvents {
                     head: 0,
                     len: 0,
                     next_seq: 0,
+                    closed: false,
                 }),
                 readers <- new_mutex!(()),
                 wait <- new_poll_condvar!("pfnic completion events"),
@@ -75,7 +80,7 @@ impl CompletionEvents {
     pub(crate) fn push(&self, event: uapi::CqEvent) -> bool {
         {
             let mut q = self.queue.lock();
-            if q.len == CAPACITY {
+            if q.len == CAPACITY || q.closed {
                 return false;
             }
             let slot = (q.head + q.len) % CAPACITY;
@@ -104,13 +109,21 @@ impl CompletionEvents {
         q.len = kept;
     }
 
-    /// Whether an event is queued.
+    /// Closes the queue and wakes its readers and pollers (see the module documentation).
+    pub(crate) fn close(&self) {
+        self.queue.lock().closed = true;
+        self.wait.notify_all();
+    }
+
+    /// Whether `read()` would not wait: an event is queued, or the queue is closed.
     pub(crate) fn ready(&self) -> bool {
-        self.queue.lock().len != 0
+        let q = self.queue.lock();
+        q.len != 0 || q.closed
     }
 
     /// Hands up to `max` queued events (at most [`READ_BATCH`]) to `copy`, waiting for the first
-    /// unless `nonblocking` (then `EAGAIN`); a signal ends the wait with `ERESTARTSYS`. `copy`
+    /// unless `nonblocking` (then `EAGAIN`); a signal ends the wait with `ERESTARTSYS`, and a
+    /// closed queue with nothing left in it fails with `EIO`. `copy`
     /// returns how many of them it delivered, and only those leave the queue; the rest stay at
     /// its head, in order. Returns what `copy` returned.
     pub(crate) fn read(
@@ -158,6 +171,9 @@ impl CompletionEvents {
     fn wait_ready(&self, nonblocking: bool) -> Result {
         let mut q = self.queue.lock();
         while q.len == 0 {
+            if q.closed {
+                return Err(EIO);
+            }
             if nonblocking {
                 return Err(EAGAIN);
             }

@@ -1,21 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The verbs objects of one open file: PDs, MRs, CQs and QPs, the ring memory it may map, and
-//! its completion events.
+//! its completion channels.
 //!
 //! Every ioctl validates its whole argument under the file's object lock before it changes
 //! anything, and fails with a precise errno. Nothing waits for the device's page faults while
 //! holding that lock (faulting takes the address space's lock, which `mmap()` holds while it
 //! takes ours).
 //!
-//! The file keeps an object's ring memory, for `mmap()`, until the object is destroyed; every
-//! mapping of it holds a reference of its own ([`Coherent::mmap`]), so a process may keep the
-//! mapping after `DESTROY_*` and the memory goes with the last mapping.
+//! The file keeps an object's ring memory, for `mmap()`, until the object is destroyed, and
+//! after that while a mapping of it remains, so a process may keep the mapping after
+//! `DESTROY_*` and the memory goes with the last mapping. When the device is unbound, all of it
+//! is freed at once, after its mappings were removed ([`Objects::revoke_rings`]): DMA memory
+//! does not outlive the device, even while the file stays open.
 
-use super::{cmd, events::CompletionEvents, MAX_PDS};
+use super::{channel::Channel, cmd, events::CompletionEvents, MAX_PDS};
 use crate::{nic::Nic, regs, uapi};
 use kernel::{
-    dma::Coherent,
+    dma::SharedCoherent,
     io::PhysAddr,
     mm::virt::{flags, VmaNew},
     new_mutex,
@@ -63,6 +65,8 @@ pub(crate) struct Cq {
     pub(crate) qps: u32,
     /// `mmap()` token of its ring memory.
     pub(crate) ring: u64,
+    /// The channel its completion events go to.
+    pub(crate) channel: Option<Arc<CompletionEvents>>,
 }
 
 /// A queue pair.
@@ -96,7 +100,13 @@ pub(crate) struct Objects {
     /// By QPN.
     pub(crate) qps: RBTree<u32, Qp>,
     /// Ring memory of the live CQs and QPs, by `mmap()` token.
-    pub(crate) rings: RBTree<u64, Arc<Coherent<[u8]>>>,
+    pub(crate) rings: RBTree<u64, RingMem>,
+    /// Ring memory of destroyed objects that a mapping still uses.
+    retired: KVec<RingMem>,
+    /// Set when the device is unbound and the rings were freed: no ring is added any more.
+    rings_revoked: bool,
+    /// The completion channels the file created.
+    pub(crate) channels: KVec<Channel>,
 }
 
 impl Objects {
@@ -121,8 +131,12 @@ impl Objects {
         Ok(())
     }
 
-    /// Keeps `mem` until [`Objects::remove_ring`]; returns its `mmap()` token.
-    pub(crate) fn add_ring(&mut self, mem: Arc<Coherent<[u8]>>) -> Result<u64> {
+    /// Keeps `mem` until [`Objects::remove_ring`]; returns its `mmap()` token. `ENODEV` once
+    /// the device is unbound.
+    pub(crate) fn add_ring(&mut self, mem: RingMem) -> Result<u64> {
+        if self.rings_revoked {
+            return Err(ENODEV);
+        }
         let token = self.next_token;
         token.checked_mul(PAGE_SIZE as u64).ok_or(ENOSPC)?;
         self.rings.try_create_and_insert(token, mem, GFP_KERNEL)?;
@@ -130,10 +144,30 @@ impl Objects {
         Ok(token)
     }
 
-    /// Lets go of the ring memory of a destroyed object: the device no longer uses it, and
-    /// mappings of it keep their own references.
+    /// Lets go of the ring memory of a destroyed object, which the device no longer uses: at
+    /// once, or once no mapping uses it (until the device is unbound).
     pub(crate) fn remove_ring(&mut self, token: u64) {
-        drop(self.rings.remove(&token));
+        self.retired.retain(|mem| mem.is_mapped());
+        if let Some(mem) = self.rings.remove(&token) {
+            if mem.is_mapped() {
+                // Should the list not grow, the mapping alone keeps the memory.
+                let _ = self.retired.push(mem, GFP_KERNEL);
+            }
+        }
+    }
+
+    /// Frees every ring's memory (the device is being unbound and was reset, so it uses none).
+    ///
+    /// # Safety
+    ///
+    /// No mapping of the file maps a page of them any more, and none can be made.
+    pub(crate) unsafe fn revoke_rings(&mut self) {
+        self.rings_revoked = true;
+        for mem in Iterator::chain(self.rings.values(), self.retired.iter()) {
+            // SAFETY: the caller removed every mapping of the file, which is the only way the
+            // rings are mapped, and no new one can be made.
+            unsafe { mem.revoke() };
+        }
     }
 }
 
@@ -142,9 +176,12 @@ pub(crate) struct VerbsFile {
     pub(crate) nic: Arc<Nic>,
     /// The file's hardware context.
     pub(crate) ctx: u32,
-    pub(crate) objects: Pin<KBox<Mutex<Objects>>>,
-    pub(crate) events: Arc<CompletionEvents>,
+    /// Shared with the device's context table, which frees the rings at unbind.
+    pub(crate) objects: Arc<Mutex<Objects>>,
 }
+
+/// The ring memory of a CQ or QP: device memory the process maps.
+pub(crate) type RingMem = Arc<SharedCoherent<[u8]>>;
 
 /// Rounds a ring allocation up to whole pages (it is mapped into the process).
 pub(crate) fn ring_bytes(bytes: usize) -> Result<usize> {
@@ -161,12 +198,14 @@ impl VerbsFile {
             cqs: RBTree::new(),
             qps: RBTree::new(),
             rings: RBTree::new(),
+            retired: KVec::new(),
+            rings_revoked: false,
+            channels: KVec::new(),
         };
         Ok(Self {
             nic: nic.clone(),
             ctx,
-            objects: KBox::pin_init(new_mutex!(objects), GFP_KERNEL)?,
-            events: CompletionEvents::new()?,
+            objects: Arc::pin_init(new_mutex!(objects), GFP_KERNEL)?,
         })
     }
 
@@ -232,15 +271,12 @@ impl VerbsFile {
             // unbinding removes this mapping before it lets the BAR go.
             return unsafe { vma.iomap_uncached(start, regs::DB_PAGE_SIZE) };
         }
-        let ring = self
-            .objects
-            .lock()
-            .rings
-            .get(&token)
-            .cloned()
-            .ok_or(EINVAL)?;
-        // Last: a successful mapping holds a reference to the memory.
-        ring.mmap(vma)
+        // Mapped under the lock (`mmap()` holds the address space's lock, which we never take
+        // while holding ours): a ring the file let go of is not mapped after that, so every
+        // mapping's memory is one `revoke_rings` frees. Last: a successful mapping holds a
+        // reference to the ring.
+        let o = self.objects.lock();
+        o.rings.get(&token).ok_or(EINVAL)?.mmap(vma)
     }
 
     /// Destroys every QP, CQ and MR of the file in the device, in that order (QPs use CQs and

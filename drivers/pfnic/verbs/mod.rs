@@ -5,12 +5,14 @@
 //! - [`cmd`]: the admin command mailbox;
 //! - [`eq`]: the event queue and its interrupt handling;
 //! - [`alloc`]: QPN, CQN and memory key index allocation;
-//! - [`events`]: the completion events of one open file (`read()`, `poll()`);
+//! - [`channel`]: completion channels, a file each (`ibv_create_comp_channel`);
+//! - [`events`]: the queued completion events of one channel (`read()`, `poll()`);
 //! - [`file`]: the objects of one open file (PDs, MRs, CQs, QPs) and their ioctls, with
 //!   [`mr`], [`cq`] and [`qp`] for each kind of object;
 //! - [`port`]: port 1, its addresses and GIDs (docs/wire.md).
 
 pub(crate) mod alloc;
+pub(crate) mod channel;
 pub(crate) mod cmd;
 pub(crate) mod cq;
 pub(crate) mod eq;

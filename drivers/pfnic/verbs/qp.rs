@@ -13,7 +13,7 @@ use super::{
     Limits, MAX_QP_RD_ATOM,
 };
 use crate::uapi::*;
-use kernel::{page::PAGE_SIZE, prelude::*, sync::Arc, types::ScopeGuard};
+use kernel::{dma::SharedCoherent, page::PAGE_SIZE, prelude::*, types::ScopeGuard};
 
 /// Bytes of a work queue entry.
 const WQE_SIZE: usize = 128;
@@ -222,7 +222,7 @@ impl VerbsFile {
             o.cqs.get(&arg.send_cq).ok_or(EINVAL)?;
             o.cqs.get(&arg.recv_cq).ok_or(EINVAL)?;
         }
-        let mem = Arc::new(self.nic.alloc_coherent(bytes)?, GFP_KERNEL)?;
+        let mem = SharedCoherent::new(self.nic.alloc_coherent(bytes)?)?;
 
         let mut o = self.objects.lock();
         // Checked again: the lock was dropped for the allocation.

@@ -1,10 +1,9 @@
 //! Completion channels, completion queues and their events.
 //!
-//! Completion events are queued per open device file, so every channel of a context reads the
-//! same stream. An event carries the CQ wrapper's address (the `cq_context` the CQ was created
-//! with) and its CQN: `ibv_get_cq_event` checks both against the context's live CQs, drops
-//! events of CQs destroyed meanwhile, and parks events of another channel's CQ in the
-//! context's pending queue, where that channel's next `ibv_get_cq_event` finds them.
+//! Each channel is a file of its own, which the driver gives the completion events of the CQs
+//! created with it. An event carries the CQ wrapper's address (the `cq_context` the CQ was
+//! created with) and its CQN: `ibv_get_cq_event` checks both against the context's live CQs and
+//! drops events of CQs destroyed meanwhile.
 
 use core::cell::UnsafeCell;
 use core::ffi::{c_int, c_void};
@@ -261,9 +260,8 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
             unsafe { (*c).refcnt -= 1 };
         }
     }
-    // Events parked for it go; those still in the file are dropped when read (the CQ is no
-    // longer in the registry).
-    lock(&w.shared.pending).retain(|e| e.cq_context != cq as u64);
+    // Events still queued on the channel are dropped when read (the CQ is no longer in the
+    // registry).
     // SAFETY: the boxed `CqWrap`, which the caller no longer uses.
     unsafe { unbox(cq.cast::<CqWrap>()) };
     0
@@ -392,7 +390,7 @@ pub unsafe extern "C" fn ibv_get_cq_event(
 
 /// The next event for a CQ of `channel`; counts it as delivered.
 ///
-/// Locks are taken in the order `pending`, `cqs`, a CQ's `events`.
+/// Locks are taken in the order `cqs`, a CQ's `events`.
 ///
 /// # Safety
 ///
@@ -402,20 +400,7 @@ unsafe fn next_event(
     channel: *mut ibv_comp_channel,
 ) -> Result<*mut CqWrap, c_int> {
     loop {
-        // An event another channel read for us first, else the next one from the file.
-        let parked = {
-            let mut pending = lock(&w.shared.pending);
-            let cqs = lock(&w.shared.cqs);
-            let mine = pending.iter().position(|e| {
-                // SAFETY: the registry holds live CQ wrappers only (while `cqs` is locked).
-                live_cq(&cqs, e).is_some_and(|p| unsafe { (*p).channel() } == channel)
-            });
-            mine.and_then(|i| pending.remove(i))
-        };
-        let ev = match parked {
-            Some(ev) => ev,
-            None => w.chan.get_event().map_err(|e| errno_of(&e))?,
-        };
+        let ev = w.chan.get_event().map_err(|e| errno_of(&e))?;
         let cqs = lock(&w.shared.cqs);
         // An event of a CQ destroyed since it was queued is dropped.
         let Some(p) = live_cq(&cqs, &ev) else {
@@ -423,16 +408,12 @@ unsafe fn next_event(
         };
         // SAFETY: `p` is a live CQ wrapper, kept alive while `cqs` is locked.
         let cw = unsafe { &*p };
-        if cw.channel() == channel {
-            lock(&cw.events).delivered += 1;
-            return Ok(p);
+        // The driver queues a CQ's events on the channel it was created with only.
+        if cw.channel() != channel {
+            return Err(libc::EIO);
         }
-        let other_channel = !cw.channel().is_null();
-        drop(cqs);
-        // Another channel's: park it. (A CQ without a channel has no one to tell.)
-        if other_channel {
-            lock(&w.shared.pending).push_back(ev);
-        }
+        lock(&cw.events).delivered += 1;
+        return Ok(p);
     }
 }
 

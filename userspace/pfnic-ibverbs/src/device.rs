@@ -1,13 +1,13 @@
 //! Devices and contexts: the device list, open/close and the query verbs.
 
 use core::ffi::{c_char, c_int, CStr};
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use pfnic_verbs::pfnic_sys;
-use pfnic_verbs::{Context, CqEvent, DeviceAttr};
+use pfnic_verbs::{Context, DeviceAttr};
 
 use crate::ffi::*;
 use crate::{errno_of, into_c, set_errno, unbox};
@@ -50,8 +50,6 @@ pub(crate) struct Shared {
     /// The live CQs: CQN to the address of their wrapper, to check the `cq_context` a
     /// completion event carries before trusting it.
     pub(crate) cqs: Mutex<HashMap<u32, usize>>,
-    /// Completion events read from the file by a channel they were not for, waiting for theirs.
-    pub(crate) pending: Mutex<VecDeque<CqEvent>>,
 }
 
 /// `struct ibv_context` and what is behind it.
@@ -238,7 +236,6 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
             ctx,
             lid,
             cqs: Mutex::new(HashMap::new()),
-            pending: Mutex::new(VecDeque::new()),
         }),
     });
     // SAFETY: `w` was just boxed; the device copy lives as long as the wrapper.

@@ -416,8 +416,8 @@ impl Bench {
             None
         };
         // Room for every completion in flight: the send queue's, and as many receives.
-        let cq_a = ctx.create_cq(2 * depth, None, 0)?;
-        let cq_b = ctx.create_cq(2 * depth, None, 0)?;
+        let cq_a = ctx.create_cq(2 * depth, events.as_ref(), 0)?;
+        let cq_b = ctx.create_cq(2 * depth, events.as_ref(), 0)?;
         let qp_a = pd.create_qp(&QpInitAttr::new(&cq_a, &cq_a, depth, 1))?;
         let qp_b = pd.create_qp(&QpInitAttr::new(&cq_b, &cq_b, depth, 1))?;
         let c = ConnectAttr {

@@ -4,7 +4,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::path::{Path, PathBuf};
 
 #[path = "../../../drivers/pfnic/uapi.rs"]
@@ -102,6 +102,16 @@ impl Device {
             file: self.file.try_clone()?,
             path: self.path.clone(),
         })
+    }
+
+    /// `PFNIC_IOCTL_CREATE_COMP_CHANNEL`: a new completion channel of this file.
+    pub fn create_comp_channel(&self) -> io::Result<CompChannel> {
+        let mut arg = uapi::CompChannel::default();
+        // SAFETY: `arg` is a valid, writable `CompChannel`, the size the ioctl number encodes.
+        unsafe { self.ioctl(uapi::PFNIC_IOCTL_CREATE_COMP_CHANNEL, (&raw mut arg).cast()) }?;
+        // SAFETY: the driver just installed `arg.fd` for us; nothing else owns it.
+        let file = unsafe { File::from_raw_fd(arg.fd) };
+        Ok(CompChannel { file })
     }
 
     /// `PFNIC_IOCTL_QUERY_VERBS`: the verbs limits and on-demand-paging capabilities.
@@ -237,8 +247,61 @@ impl Device {
         Ok(())
     }
 
-    /// Reads one completion event. Blocks until one is queued unless the file is non-blocking
-    /// ([`Device::set_nonblocking`]), in which case `Ok(None)` means none is queued.
+    /// Maps `len` bytes of the file at `offset` (shared, read/write): the doorbell page
+    /// ([`uapi::PFNIC_MMAP_DOORBELL`]) or a queue the driver allocated.
+    pub fn mmap(&self, offset: u64, len: usize) -> io::Result<Mapping> {
+        if len == 0 {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        let off = libc::off_t::try_from(offset)
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        // SAFETY: a new shared mapping of our own file; the kernel picks the address, so it
+        // overlaps nothing.
+        let ptr = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                self.file.as_raw_fd(),
+                off,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mapping {
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+
+    /// Issues a raw ioctl, for callers (tests) that need to pass arbitrary arguments.
+    ///
+    /// # Safety
+    ///
+    /// `arg` must be whatever `cmd` expects, or the kernel may write through it.
+    pub unsafe fn ioctl(&self, cmd: u32, arg: *mut libc::c_void) -> io::Result<libc::c_int> {
+        // SAFETY: forwarded to the caller.
+        let ret = unsafe { libc::ioctl(self.file.as_raw_fd(), cmd as libc::c_ulong, arg) };
+        if ret < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(ret)
+        }
+    }
+}
+
+/// A completion channel (`PFNIC_IOCTL_CREATE_COMP_CHANNEL`): a file of its own that reads the
+/// completion events of the CQs created with it.
+#[derive(Debug)]
+pub struct CompChannel {
+    file: File,
+}
+
+impl CompChannel {
+    /// Reads one completion event. Blocks until one is queued unless the channel is non-blocking
+    /// ([`CompChannel::set_nonblocking`]), in which case `Ok(None)` means none is queued.
     pub fn read_event(&self) -> io::Result<Option<CqEvent>> {
         let mut ev = CqEvent::default();
         let size = core::mem::size_of::<CqEvent>();
@@ -263,7 +326,7 @@ impl Device {
         }
     }
 
-    /// Sets or clears `O_NONBLOCK` on the file (shared by every handle of it): whether it was
+    /// Sets or clears `O_NONBLOCK` on the channel (shared by every handle of it): whether it was
     /// set before.
     pub fn set_nonblocking(&self, on: bool) -> io::Result<bool> {
         let fd = self.file.as_raw_fd();
@@ -312,49 +375,11 @@ impl Device {
             return Ok(n > 0 && pfd.revents & libc::POLLIN != 0);
         }
     }
+}
 
-    /// Maps `len` bytes of the file at `offset` (shared, read/write): the doorbell page
-    /// ([`uapi::PFNIC_MMAP_DOORBELL`]) or a queue the driver allocated.
-    pub fn mmap(&self, offset: u64, len: usize) -> io::Result<Mapping> {
-        if len == 0 {
-            return Err(io::Error::from_raw_os_error(libc::EINVAL));
-        }
-        let off = libc::off_t::try_from(offset)
-            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-        // SAFETY: a new shared mapping of our own file; the kernel picks the address, so it
-        // overlaps nothing.
-        let ptr = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                self.file.as_raw_fd(),
-                off,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Mapping {
-            ptr: ptr.cast(),
-            len,
-        })
-    }
-
-    /// Issues a raw ioctl, for callers (tests) that need to pass arbitrary arguments.
-    ///
-    /// # Safety
-    ///
-    /// `arg` must be whatever `cmd` expects, or the kernel may write through it.
-    pub unsafe fn ioctl(&self, cmd: u32, arg: *mut libc::c_void) -> io::Result<libc::c_int> {
-        // SAFETY: forwarded to the caller.
-        let ret = unsafe { libc::ioctl(self.file.as_raw_fd(), cmd as libc::c_ulong, arg) };
-        if ret < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(ret)
-        }
+impl AsRawFd for CompChannel {
+    fn as_raw_fd(&self) -> RawFd {
+        self.file.as_raw_fd()
     }
 }
 

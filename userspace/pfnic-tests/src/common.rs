@@ -237,3 +237,46 @@ pub fn pm_present(entry: u64) -> bool {
 pub fn pm_pfn(entry: u64) -> u64 {
     entry & ((1 << 55) - 1)
 }
+
+/// What a [`spawn_event_reader`] thread's `read()` returned: the byte count (or -1), the errno,
+/// and the bytes read.
+pub type EventRead = (isize, Option<i32>, [u8; 16]);
+
+/// A thread that blocks in `read()` of one 16-byte completion event from a duplicate of `fd`
+/// (a completion channel), which it closes afterwards.
+pub fn spawn_event_reader(
+    fd: std::os::fd::RawFd,
+) -> Result<std::thread::JoinHandle<EventRead>, Failure> {
+    // SAFETY: dup() of a descriptor of ours; the thread closes the copy.
+    let fd = unsafe { libc::dup(fd) };
+    if fd < 0 {
+        fail!("dup: {}", std::io::Error::last_os_error());
+    }
+    Ok(std::thread::spawn(move || {
+        let mut ev = [0u8; 16];
+        // SAFETY: `ev` is 16 writable bytes; `fd` is ours.
+        let n = unsafe { libc::read(fd, ev.as_mut_ptr().cast(), ev.len()) };
+        let e = std::io::Error::last_os_error().raw_os_error();
+        // SAFETY: ours, used no more.
+        unsafe { libc::close(fd) };
+        (n, e, ev)
+    }))
+}
+
+/// The result of `thread` if it ends within `timeout` (else a failure saying `what`).
+pub fn join_within<T>(
+    thread: std::thread::JoinHandle<T>,
+    timeout: std::time::Duration,
+    what: &str,
+) -> Result<T, Failure> {
+    let deadline = std::time::Instant::now() + timeout;
+    while !thread.is_finished() {
+        if std::time::Instant::now() >= deadline {
+            fail!("{what} within {timeout:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    thread
+        .join()
+        .map_err(|_| Failure::Fail(format!("{what}: the thread panicked")))
+}

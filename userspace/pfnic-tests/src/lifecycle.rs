@@ -1,6 +1,6 @@
 //! Module unload/reload and device unbind, with and without open files.
 
-use crate::common::{bind, cookie, nic, pipe, sh, unbind, Child};
+use crate::common::{bind, cookie, join_within, nic, pipe, sh, spawn_event_reader, unbind, Child};
 use crate::ktap::{Failure, Test, TestResult};
 use pfnic_sys::{pci, uapi, Device};
 use std::io::{Read, Write};
@@ -23,6 +23,10 @@ pub const TESTS: &[&Test] = &[
     &Test {
         name: "test_unbind_wakes_submit",
         run: test_unbind_wakes_submit,
+    },
+    &Test {
+        name: "test_unbind_frees_ring_memory",
+        run: test_unbind_frees_ring_memory,
     },
     &Test {
         name: "test_unbind_bind_cycles",
@@ -171,6 +175,80 @@ fn test_unbind_revokes_mappings() -> TestResult {
     p_tx.write_all(&[1])?;
     let status = child.wait()?;
     check_eq!(status, 128 + libc::SIGBUS);
+    check_working()
+}
+
+/// Free memory in KiB, from /proc/zoneinfo: the buddy allocator's free pages of every zone
+/// plus the pages on the per-CPU lists, where freed pages go first (`MemFree` leaves those
+/// out, and they can hold megabytes).
+fn free_kib() -> Result<u64, Failure> {
+    let info = std::fs::read_to_string("/proc/zoneinfo")?;
+    let pages: u64 = info
+        .lines()
+        .map(str::trim)
+        .filter_map(|l| {
+            l.strip_prefix("pages free")
+                .or_else(|| l.strip_prefix("count:"))
+        })
+        .filter_map(|v| v.trim().parse::<u64>().ok())
+        .sum();
+    check!(pages > 0, "no free pages in /proc/zoneinfo");
+    Ok(pages * 4)
+}
+
+/// The DMA memory of a file's rings does not outlive the device: a process holds its file and
+/// the mappings of as many big CQs as its quota allows (about 8 MiB of rings) across an
+/// unbind, and the memory comes back at the unbind, not when the process closes the file. A
+/// completion channel's reader blocked at the unbind wakes with `EIO`.
+fn test_unbind_frees_ring_memory() -> TestResult {
+    need_module()?;
+    let n = nic()?;
+    let bdf = n.bdf.clone();
+    drop(n);
+    let ctx = pfnic_verbs::Context::open(0)?;
+    let max_cqe = ctx.query_device_ex()?.verbs.max_cqe;
+    let ch = ctx.create_comp_channel()?;
+    let mut cqs = Vec::new();
+    loop {
+        match ctx.create_cq(max_cqe, Some(&ch), 0) {
+            Ok(cq) => cqs.push(cq),
+            Err(e) if e.raw_os_error() == Some(libc::EDQUOT) => break,
+            Err(e) => fail!("create_cq {}: {e}", cqs.len()),
+        }
+    }
+    // A CQE is 32 bytes; each ring has a page for its record besides.
+    let ring_kib = cqs.len() as u64 * (u64::from(max_cqe) * 32 + 4096) / 1024;
+    check!(
+        ring_kib >= 4096,
+        "only {ring_kib} KiB of rings: no measurable difference"
+    );
+    let reader = spawn_event_reader(ch.fd())?;
+    let before = free_kib()?;
+    unbind(&bdf)?;
+    let after = free_kib()?;
+    let r = (|| -> TestResult {
+        let freed = after.saturating_sub(before);
+        println!(
+            "# {} CQs, {ring_kib} KiB of rings; free memory {before} -> {after} KiB",
+            cqs.len()
+        );
+        check!(
+            freed >= ring_kib * 3 / 4,
+            "the unbind freed {freed} KiB, not the {ring_kib} KiB of rings the open file holds"
+        );
+        let (n, e, _) = join_within(
+            reader,
+            Duration::from_secs(5),
+            "a channel reader did not wake at the unbind",
+        )?;
+        check_eq!((n, e), (-1, Some(libc::EIO)));
+        Ok(())
+    })();
+    bind(&bdf)?;
+    r?;
+    drop(cqs);
+    drop(ch);
+    drop(ctx);
     check_working()
 }
 

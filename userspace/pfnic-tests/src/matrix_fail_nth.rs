@@ -245,6 +245,7 @@ fn test_matrix_fail_nth() -> TestResult {
             || {
                 let mut cq = uapi::CreateCq {
                     cqe: 16,
+                    channel: -1,
                     ..Default::default()
                 };
                 dev.create_cq(&mut cq).map(|()| cq)

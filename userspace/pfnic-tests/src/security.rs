@@ -1,16 +1,20 @@
 //! Trust boundaries between processes: a QP accepts work only from the QP it was connected to,
-//! remote keys cannot be guessed and guessing is visible to the victim, and completion events
-//! are not lost to a reader whose buffer faults.
+//! remote keys cannot be guessed and guessing is visible to the victim, a completion channel
+//! carries only the events of its own CQs and cannot be borrowed by another context, and
+//! completion events are not lost to a reader whose buffer faults.
 //!
 //! Each "attacker" here is a context of its own (a separate open of the device), which is what
 //! a separate process is to the device and the driver.
 
-use crate::common::dmesg;
+use crate::common::{dmesg, expect_errno, join_within, spawn_event_reader};
 use crate::ktap::{Failure, Test, TestResult};
 use crate::verbs_common::*;
+use pfnic_sys::uapi;
 use pfnic_verbs::{
-    ConnectAttr, QpState, SendWr, WcStatus, WrOpcode, ACCESS_LOCAL_WRITE, ACCESS_ON_DEMAND,
+    CompChannel, ConnectAttr, QpState, SendWr, WcStatus, WrOpcode, ACCESS_LOCAL_WRITE,
+    ACCESS_ON_DEMAND,
 };
+use std::os::fd::AsRawFd;
 
 pub const TESTS: &[&Test] = &[
     &Test {
@@ -24,6 +28,10 @@ pub const TESTS: &[&Test] = &[
     &Test {
         name: "test_sec_event_read_faults",
         run: test_sec_event_read_faults,
+    },
+    &Test {
+        name: "test_sec_channel_isolation",
+        run: test_sec_channel_isolation,
     },
     &Test {
         name: "test_sec_file_quota",
@@ -186,9 +194,9 @@ fn test_sec_event_read_faults() -> TestResult {
     let ctx = verbs_ctx()?;
     let ch = ctx.create_comp_channel()?;
     let peer_ctx = verbs_ctx()?;
-    // Two QPs of the context, each on its own CQ, each connected to a peer.
-    let s1 = Side::new(&ctx, PAGE, ACCESS_ALL, MrKind::Plain, 16, 8)?;
-    let s2 = Side::new(&ctx, PAGE, ACCESS_ALL, MrKind::Plain, 16, 8)?;
+    // Two QPs of the context, each on its own CQ of the channel, each connected to a peer.
+    let s1 = Side::with_channel(&ctx, &PairOpts::default(), Some(&ch))?;
+    let s2 = Side::with_channel(&ctx, &PairOpts::default(), Some(&ch))?;
     let d1 = Side::new(&peer_ctx, PAGE, ACCESS_ALL, MrKind::Plain, 16, 8)?;
     let d2 = Side::new(&peer_ctx, PAGE, ACCESS_ALL, MrKind::Plain, 16, 8)?;
     for (a, b) in [(&s1, &d1), (&s2, &d2)] {
@@ -208,7 +216,7 @@ fn test_sec_event_read_faults() -> TestResult {
     // One event; a read wholly into the bad page.
     s1.cq.req_notify(false)?;
     s1.post_ok(s1.rdma_wr(1, WrOpcode::RdmaWrite, &[s1.sge(0, 8)], &d1, 0))?;
-    wait_event_queued(&ctx)?;
+    wait_event_queued(&ch)?;
     // SAFETY: the pointer is in our mapping; the kernel checks every byte it writes.
     let r = unsafe { libc::read(ch.fd(), bad.cast(), 32) };
     check_eq!(r, -1);
@@ -226,7 +234,7 @@ fn test_sec_event_read_faults() -> TestResult {
     s2.cq.req_notify(false)?;
     s1.post_ok(s1.rdma_wr(2, WrOpcode::RdmaWrite, &[s1.sge(0, 8)], &d1, 0))?;
     s2.post_ok(s2.rdma_wr(3, WrOpcode::RdmaWrite, &[s2.sge(0, 8)], &d2, 0))?;
-    wait_event_queued(&ctx)?;
+    wait_event_queued(&ch)?;
     // Both CQEs are written; give the second event's interrupt time to arrive.
     std::thread::sleep(std::time::Duration::from_millis(500));
     // SAFETY: 16 good bytes at the end of the first page, then the PROT_NONE page.
@@ -249,15 +257,143 @@ fn test_sec_event_read_faults() -> TestResult {
     Ok(())
 }
 
-/// Waits until the context has a completion event queued (without taking it).
-fn wait_event_queued(ctx: &pfnic_verbs::Context) -> TestResult {
+/// Waits until the channel has a completion event queued (without taking it).
+fn wait_event_queued(ch: &CompChannel) -> TestResult {
     let deadline = std::time::Instant::now() + WC_TIMEOUT;
-    while !ctx.device().poll_event(100)? {
+    while !poll_readable(ch.fd(), 100)? {
         check!(
             std::time::Instant::now() < deadline,
             "no completion event within {WC_TIMEOUT:?}"
         );
     }
+    Ok(())
+}
+
+/// Whether `fd` becomes readable within `timeout_ms`.
+fn poll_readable(fd: std::os::fd::RawFd, timeout_ms: i32) -> Result<bool, Failure> {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let n = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+    if n < 0 {
+        fail!("poll: {}", std::io::Error::last_os_error());
+    }
+    Ok(n > 0 && pfd.revents & libc::POLLIN != 0)
+}
+
+/// A completion channel is a file of its own that carries the events of its CQs only:
+/// - two channels of one context, a CQ on each, both armed and completed: each channel reads
+///   exactly its CQ's event;
+/// - another context cannot create a CQ on the channel (`EINVAL`), nor can a descriptor that is
+///   not a channel (the device file itself: `EINVAL`) or not open (`EBADF`) be used;
+/// - a CQ without a channel raises no event anywhere;
+/// - once the context is closed, a reader blocked on a channel wakes with `EIO`;
+/// - a file may create 64 channels, not more (`EDQUOT`).
+fn test_sec_channel_isolation() -> TestResult {
+    let ctx = verbs_ctx()?;
+    let peer = verbs_ctx()?;
+    let (ch1, ch2) = (ctx.create_comp_channel()?, ctx.create_comp_channel()?);
+    check!(
+        ch1.fd() != ch2.fd() && ch1.fd() != ctx.device().as_raw_fd(),
+        "channels share a file"
+    );
+    let o = PairOpts::default();
+    let s1 = Side::with_channel(&ctx, &o, Some(&ch1))?;
+    let s2 = Side::with_channel(&ctx, &o, Some(&ch2))?;
+    let quiet = Side::with_channel(&ctx, &o, None)?;
+    let d = [
+        Side::basic(&peer, PAGE, MrKind::Plain)?,
+        Side::basic(&peer, PAGE, MrKind::Plain)?,
+        Side::basic(&peer, PAGE, MrKind::Plain)?,
+    ];
+    for (a, b) in [(&s1, &d[0]), (&s2, &d[1]), (&quiet, &d[2])] {
+        a.qp.connect(b.qp.qp_num(), &ConnectAttr::default())?;
+        b.qp.connect(a.qp.qp_num(), &ConnectAttr::default())?;
+    }
+    for (i, (s, dst)) in [(&s1, &d[0]), (&s2, &d[1]), (&quiet, &d[2])]
+        .into_iter()
+        .enumerate()
+    {
+        s.cq.req_notify(false)?;
+        s.post_ok(s.rdma_wr(i as u64, WrOpcode::RdmaWrite, &[s.sge(0, 8)], dst, 0))?;
+    }
+    for (name, ch, cq) in [("first", &ch1, &s1.cq), ("second", &ch2, &s2.cq)] {
+        let ev = ch
+            .get_event_timeout(WC_TIMEOUT.as_millis() as i32)?
+            .ok_or_else(|| Failure::Fail(format!("no event on the {name} channel")))?;
+        check_eq!(ev.cqn, cq.cqn());
+    }
+    // Every event has had time to arrive; none more on either channel (the channel-less CQ's
+    // included).
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    for ch in [&ch1, &ch2] {
+        check!(
+            ch.get_event_timeout(0)?.is_none(),
+            "an event of another CQ on a channel"
+        );
+    }
+
+    // Borrowing: the channel's descriptor is valid in this process, but not another file's.
+    let mut arg = uapi::CreateCq {
+        cqe: 4,
+        channel: ch1.fd(),
+        ..Default::default()
+    };
+    expect_errno(
+        "create_cq on another context's channel",
+        peer.device().create_cq(&mut arg),
+        libc::EINVAL,
+    )?;
+    arg.channel = ctx.device().as_raw_fd();
+    expect_errno(
+        "create_cq on a device file",
+        ctx.device().create_cq(&mut arg),
+        libc::EINVAL,
+    )?;
+    // SAFETY: dup() of our own descriptor, closed at once: its number is then not open.
+    let closed = unsafe { libc::dup(ch1.fd()) };
+    // SAFETY: `closed` is the descriptor just made.
+    unsafe { libc::close(closed) };
+    arg.channel = closed;
+    expect_errno(
+        "create_cq on a closed descriptor",
+        ctx.device().create_cq(&mut arg),
+        libc::EBADF,
+    )?;
+
+    // A reader blocked on the channel when its context closes wakes with EIO.
+    let reader = spawn_event_reader(ch1.fd())?;
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    check!(
+        !reader.is_finished(),
+        "read() on an empty channel did not wait"
+    );
+    drop((s1, s2, quiet, ch1, ch2));
+    drop(ctx);
+    let (n, e, _) = join_within(
+        reader,
+        std::time::Duration::from_secs(5),
+        "the reader did not wake at close",
+    )?;
+    check_eq!((n, e), (-1, Some(libc::EIO)));
+
+    // The per-file limit.
+    let mut many = Vec::new();
+    loop {
+        match peer.create_comp_channel() {
+            Ok(ch) => many.push(ch),
+            Err(e) if e.raw_os_error() == Some(libc::EDQUOT) => break,
+            Err(e) => fail!("channel {}: {e}, expected EDQUOT at the limit", many.len()),
+        }
+        check!(
+            many.len() <= uapi::PFNIC_MAX_COMP_CHANNELS,
+            "no limit on channels"
+        );
+    }
+    check_eq!(many.len(), uapi::PFNIC_MAX_COMP_CHANNELS);
     Ok(())
 }
 

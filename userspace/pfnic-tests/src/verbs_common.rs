@@ -8,9 +8,9 @@ use crate::common::sva_nic;
 use crate::ktap::Failure;
 use pfnic_sys::uapi;
 use pfnic_verbs::{
-    qp_attr, Buffer, ConnectAttr, Context, Cq, Mr, Pd, Qp, QpAttr, QpInitAttr, QpState, RecvWr,
-    SendWr, Sge, Wc, WcOpcode, WcStatus, WrOpcode, ACCESS_LOCAL_WRITE, ACCESS_ON_DEMAND,
-    ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,
+    qp_attr, Buffer, CompChannel, ConnectAttr, Context, Cq, Mr, Pd, Qp, QpAttr, QpInitAttr,
+    QpState, RecvWr, SendWr, Sge, Wc, WcOpcode, WcStatus, WrOpcode, ACCESS_LOCAL_WRITE,
+    ACCESS_ON_DEMAND, ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,
 };
 
 pub const PAGE: usize = 4096;
@@ -107,10 +107,19 @@ impl Side {
 
     /// A side in `ctx` as `o` describes it.
     pub fn from_opts(ctx: &Context, o: &PairOpts) -> Result<Self, Failure> {
+        Self::with_channel(ctx, o, None)
+    }
+
+    /// A side in `ctx` as `o` describes it, whose CQ's completion events go to `channel`.
+    pub fn with_channel(
+        ctx: &Context,
+        o: &PairOpts,
+        channel: Option<&CompChannel>,
+    ) -> Result<Self, Failure> {
         let (len, access, kind) = (o.len, o.access, o.kind);
         let pd = ctx.alloc_pd().map_err(|e| fail("alloc_pd", e))?;
         let cq = ctx
-            .create_cq(o.cqe, None, 0)
+            .create_cq(o.cqe, channel, 0)
             .map_err(|e| fail("create_cq", e))?;
         let qp = pd
             .create_qp(&QpInitAttr {

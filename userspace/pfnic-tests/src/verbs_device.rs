@@ -201,14 +201,10 @@ fn test_verbs_reserved_fields() -> TestResult {
     expect_errno("reg_mr, reserved 1", dev.reg_mr(&mut reg), libc::EINVAL)?;
     let mut cq = uapi::CreateCq {
         cqe: 4,
-        reserved: 1,
+        channel: -2,
         ..Default::default()
     };
-    expect_errno(
-        "create_cq, reserved 1",
-        dev.create_cq(&mut cq),
-        libc::EINVAL,
-    )?;
+    expect_errno("create_cq, channel -2", dev.create_cq(&mut cq), libc::EBADF)?;
     let mut arg = uapi::PdHandle {
         pd: pd.handle(),
         reserved: 1,

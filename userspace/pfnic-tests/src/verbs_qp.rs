@@ -916,6 +916,7 @@ fn test_verbs_destroy_frees_rings() -> TestResult {
     let max_wr = ctx.query_device_ex()?.verbs.max_qp_wr;
     let mut cq = uapi::CreateCq {
         cqe: 4,
+        channel: -1,
         ..Default::default()
     };
     dev.create_cq(&mut cq)?;
@@ -936,6 +937,7 @@ fn test_verbs_destroy_frees_rings() -> TestResult {
     let pd = dev.alloc_pd()?;
     let mut cq = uapi::CreateCq {
         cqe: 4,
+        channel: -1,
         ..Default::default()
     };
     dev.create_cq(&mut cq)?;

@@ -41,9 +41,15 @@ pub struct Cq {
 }
 
 impl Cq {
-    pub(crate) fn create(ctx: &Arc<Ctx>, cqe: u32, cq_context: u64) -> io::Result<Self> {
+    pub(crate) fn create(
+        ctx: &Arc<Ctx>,
+        cqe: u32,
+        channel: Option<std::os::fd::RawFd>,
+        cq_context: u64,
+    ) -> io::Result<Self> {
         let mut arg = uapi::CreateCq {
             cqe,
+            channel: channel.unwrap_or(-1),
             cq_context,
             ..Default::default()
         };

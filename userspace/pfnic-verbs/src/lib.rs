@@ -12,7 +12,7 @@
 //! 128-byte WQEs into the queues mapped from the driver and ring the context's doorbell page
 //! (BAR2); [`Cq::poll`] reads CQEs from the mapped ring by their owner bit and publishes the
 //! consumer index in the CQ record; [`Cq::req_notify`] arms the CQ through the doorbell page.
-//! Completion events are read from the open file ([`CompChannel`]). Formats: docs/verbs.md.
+//! Completion events are read from completion channels ([`CompChannel`]), a file each. Formats: docs/verbs.md.
 //!
 //! Memory is never pinned. [`Buffer`] is ordinary anonymous memory that a safe [`Pd::reg_mr`]
 //! borrows for the MR's lifetime; the device faults its pages in through the IOMMU (PRI).
@@ -203,35 +203,30 @@ impl Context {
         })
     }
 
-    /// `ibv_create_comp_channel`: a handle on the context's completion event queue.
-    ///
-    /// Completion events are queued per open file, so every channel of a context sees the
-    /// events of all its CQs that were armed; [`CqEvent::cq_context`] and [`CqEvent::cqn`]
-    /// say which CQ an event is for.
+    /// `ibv_create_comp_channel`: a file of its own that gets the completion events of the CQs
+    /// created with it, and only those.
     pub fn create_comp_channel(&self) -> io::Result<CompChannel> {
         Ok(CompChannel {
-            file: self.inner.dev.try_clone()?,
+            file: self.inner.dev.create_comp_channel()?,
             _ctx: self.inner.clone(),
         })
     }
 
     /// `ibv_create_cq`: a CQ of at least `cqe` entries. `cq_context` comes back with each of
-    /// its completion events. `channel` only documents where those events go (every channel
-    /// of the context sees them).
+    /// its completion events, which go to `channel` (with `None`, an armed CQ raises none).
     pub fn create_cq(
         &self,
         cqe: u32,
         channel: Option<&CompChannel>,
         cq_context: u64,
     ) -> io::Result<Cq> {
-        let _ = channel;
-        Cq::create(&self.inner, cqe, cq_context)
+        Cq::create(&self.inner, cqe, channel.map(|c| c.fd()), cq_context)
     }
 }
 
-/// `ibv_comp_channel`: reads completion events from the context's file.
+/// `ibv_comp_channel`: the completion events of the CQs created with it.
 pub struct CompChannel {
-    file: Device,
+    file: pfnic_sys::CompChannel,
     _ctx: Arc<Ctx>,
 }
 
@@ -253,8 +248,7 @@ impl CompChannel {
         if !self.file.poll_event(timeout_ms)? {
             return Ok(None);
         }
-        // Non-blocking for this read only: the caller's own setting (shared by the file's
-        // handles) comes back afterwards.
+        // Non-blocking for this read only: the caller's own setting comes back afterwards.
         let was = self.file.set_nonblocking(true)?;
         let ev = self.file.read_event();
         if !was {
@@ -263,8 +257,7 @@ impl CompChannel {
         ev
     }
 
-    /// Makes [`CompChannel::get_event`] return `EAGAIN` instead of blocking (the flag is
-    /// shared with the context's other handles on the file).
+    /// Makes [`CompChannel::get_event`] return `EAGAIN` instead of blocking.
     pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
         self.file.set_nonblocking(on)?;
         Ok(())
