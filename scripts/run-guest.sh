@@ -40,7 +40,9 @@
 #   --pcap FILE    record the wire's frames (QEMU filter-dump)
 #
 # Environment: PFNIC_ACCEL (tcg; kvm where it works), PFNIC_MEM (2G),
-# PFNIC_SMP (2), PFNIC_DEVICE_PROPS (extra pfnic properties, e.g. ",pri=off"),
+# PFNIC_SMP (2), PFNIC_NUMA_NODES (1; N splits the CPUs and memory into N
+# NUMA nodes, which the fault matrix's move_pages case needs),
+# PFNIC_DEVICE_PROPS (extra pfnic properties, e.g. ",pri=off"),
 # PFNIC_QEMU_ARGS (extra QEMU arguments), PFNIC_APPEND (extra kernel args).
 source "$(dirname "$0")/lib.sh"
 
@@ -141,6 +143,22 @@ qemu=(
 	"${QEMU_FIRMWARE_ARGS[@]}"
 	-kernel "$bzimage" -initrd "$initrd" -append "$append"
 )
+# NUMA nodes: the CPUs and the memory split evenly, node i's memory a RAM
+# backend of its own.
+numa_nodes=${PFNIC_NUMA_NODES:-1}
+if ((numa_nodes > 1)); then
+	smp=${PFNIC_SMP:-2}
+	mem_bytes=$(numfmt --from=iec "${PFNIC_MEM:-2G}")
+	((smp % numa_nodes == 0 && mem_bytes % numa_nodes == 0)) ||
+		die "PFNIC_NUMA_NODES=$numa_nodes: the CPUs (PFNIC_SMP=$smp) and the memory must split evenly"
+	# A socket per node: CPUs that share a cache on different nodes are a topology the
+	# kernel warns about.
+	qemu+=(-smp "$smp,sockets=$numa_nodes,cores=$((smp / numa_nodes)),threads=1")
+	for ((i = 0; i < numa_nodes; i++)); do
+		qemu+=(-object "memory-backend-ram,id=numa$i,size=$((mem_bytes / numa_nodes))"
+			-numa "node,nodeid=$i,memdev=numa$i,cpus=$((i * smp / numa_nodes))-$(((i + 1) * smp / numa_nodes - 1))")
+	done
+fi
 # The virtio-net NICs have no option ROM (romfile=): the guest boots with
 # -kernel, iPXE would only cost boot time.
 # dgram_netdev ID LOCAL,REMOTE: a netdev joined to the peer's by two unix

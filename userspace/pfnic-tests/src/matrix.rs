@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crate::common::{pipe, Child};
 use crate::ktap::{Failure, Test, TestResult};
 use crate::verbs_common::*;
-use pfnic_verbs::{SendWr, WcStatus, WrOpcode};
+use pfnic_verbs::{SendWr, Sge, WcStatus, WrOpcode};
 use std::io::{Read, Write};
 
 pub const TESTS: &[&Test] = &[
@@ -33,8 +33,16 @@ pub const TESTS: &[&Test] = &[
         run: test_matrix_migration,
     },
     &Test {
+        name: "test_matrix_move_pages",
+        run: test_matrix_move_pages,
+    },
+    &Test {
         name: "test_matrix_fork_cow",
         run: test_matrix_fork_cow,
+    },
+    &Test {
+        name: "test_matrix_cow_by_cpu",
+        run: test_matrix_cow_by_cpu,
     },
     &Test {
         name: "test_matrix_thp",
@@ -310,6 +318,150 @@ fn test_matrix_migration() -> TestResult {
     Ok(())
 }
 
+/// `move_pages(2)`'s flag to move the pages (of this process only).
+const MPOL_MF_MOVE: libc::c_int = 1 << 1;
+
+/// `move_pages(2)` on the interior pages of `buf` to `node` (or, with `None`, only where they
+/// are): the node of each page after the call (negative: an errno, e.g. `-ENOENT` for a page
+/// not present).
+fn move_pages(buf: &pfnic_verbs::Buffer, node: Option<i32>) -> Result<Vec<i32>, Failure> {
+    let (addr, len) = interior(buf);
+    let pages: Vec<*mut libc::c_void> = (0..len / PAGE)
+        .map(|i| (addr + i * PAGE) as *mut libc::c_void)
+        .collect();
+    let nodes = vec![node.unwrap_or(0); pages.len()];
+    let mut status = vec![0i32; pages.len()];
+    // SAFETY: the arrays hold `pages.len()` entries each; the pages are the test's own.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_move_pages,
+            0,
+            pages.len(),
+            pages.as_ptr(),
+            if node.is_some() {
+                nodes.as_ptr()
+            } else {
+                core::ptr::null()
+            },
+            status.as_mut_ptr(),
+            MPOL_MF_MOVE,
+        )
+    };
+    if r < 0 {
+        fail!("move_pages: {}", std::io::Error::last_os_error());
+    }
+    Ok(status)
+}
+
+/// Pages moved between two NUMA nodes with `move_pages(2)` while the device reads and writes
+/// them: every RDMA READ returns what the CPU wrote, every RDMA WRITE lands whole within its
+/// sentinels, and the pages really change nodes meanwhile.
+fn test_matrix_move_pages() -> TestResult {
+    if !std::path::Path::new("/sys/devices/system/node/node1").exists() {
+        return Err(Failure::Skip(
+            "one NUMA node (the test guest has two)".into(),
+        ));
+    }
+    let p = Pair::odp(ODP_READ | ODP_WRITE, LEN)?;
+    p.b.buf.fill(SENTINEL);
+    let target = p.b.buf.clone();
+    let moved = Arc::new(AtomicU64::new(0));
+    let m = moved.clone();
+    let mut node = 1;
+    let racer = Racer::start(move || {
+        // Pages the device has not faulted in yet are not there to move (-ENOENT).
+        if let Ok(status) = move_pages(&target, Some(node)) {
+            let n = status.iter().filter(|&&s| s == node).count();
+            m.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        node ^= 1;
+        std::thread::sleep(Duration::from_micros(500));
+    });
+    let r = (|| -> TestResult {
+        for i in 0..ITERS {
+            let (off, len) = span(i);
+            if i % 2 == 0 {
+                // The device reads the moving pages.
+                let want = pattern(i as u8 ^ 0x3c, len);
+                p.b.buf.write(off, &want);
+                p.a.post_ok(
+                    SendWr::new(i as u64, WrOpcode::RdmaRead, &[p.a.sge(0, len)])
+                        .remote(p.b.buf.addr() + off as u64, p.b.mr.rkey()),
+                )?;
+                check_bytes(&format!("read {i}"), &p.a.buf, 0, &want)?;
+            } else {
+                // The device writes them.
+                reset_sentinels(&p.b.buf);
+                let want = pattern(i as u8, len);
+                p.a.buf.write(0, &want);
+                p.a.post_ok(
+                    SendWr::new(i as u64, WrOpcode::RdmaWrite, &[p.a.sge(0, len)])
+                        .remote(p.b.buf.addr() + off as u64, p.b.mr.rkey()),
+                )?;
+                check_bytes(&format!("write {i}"), &p.b.buf, off, &want)?;
+                check_sentinels(&format!("write {i}"), &p.b.buf, off, len)?;
+            }
+        }
+        Ok(())
+    })();
+    let rounds = racer.finish();
+    r?;
+    let moved = moved.load(Ordering::Relaxed);
+    let now = move_pages(&p.b.buf, None)?;
+    println!(
+        "# {ITERS} transfers, {rounds} move_pages rounds, {moved} pages moved; now on nodes {:?}",
+        now.iter().fold([0usize; 2], |mut c, &n| {
+            if (0..2).contains(&n) {
+                c[n as usize] += 1;
+            }
+            c
+        })
+    );
+    check!(moved > 0, "no page changed nodes: the race did not happen");
+    Ok(())
+}
+
+/// A child forked to watch its copy-on-write snapshot of a buffer: it reads the snapshot at
+/// once and again 300 ms later, and reports whether the first read was wrong (by the
+/// caller's judgement) and whether the snapshot changed in between.
+struct ForkWitness {
+    child: Child,
+    verdict: std::fs::File,
+}
+
+impl ForkWitness {
+    fn spawn(
+        buf: Arc<pfnic_verbs::Buffer>,
+        wrong: impl FnOnce(&[u8]) -> bool,
+    ) -> Result<Self, Failure> {
+        let (verdict, tx) = pipe()?;
+        let child = Child::spawn(move || {
+            let mut tx = tx;
+            let first = buf.to_vec(0, LEN);
+            std::thread::sleep(Duration::from_millis(300));
+            let second = buf.to_vec(0, LEN);
+            let _ = tx.write_all(&[u8::from(wrong(&first)), u8::from(first != second)]);
+            0
+        })?;
+        Ok(Self { child, verdict })
+    }
+
+    /// Fails if the snapshot was wrong (`what_wrong` says how) or the device wrote into it.
+    fn check(mut self, round: u8, what_wrong: &str) -> TestResult {
+        let mut verdict = [0u8; 2];
+        self.verdict
+            .read_exact(&mut verdict)
+            .map_err(|e| fail("the child's verdict", e))?;
+        check_eq!(self.child.wait()?, 0);
+        check!(verdict[0] == 0, "round {round}: {what_wrong}");
+        check!(
+            verdict[1] == 0,
+            "round {round}: the device wrote into the child's copy after the fork"
+        );
+        Ok(())
+    }
+}
+
 /// Forks around the device's writes into the parent's buffer, which make its pages
 /// copy-on-write: the device's writes must break the sharing and land in the parent's copies
 /// only. Even rounds fork before the write is posted: the child's snapshot is all old, for
@@ -331,41 +483,86 @@ fn test_matrix_fork_cow() -> TestResult {
         if !before {
             post()?;
         }
-        let (mut rx, tx) = pipe()?;
-        let buf = p.b.buf.clone();
-        let child = Child::spawn(move || {
-            let mut tx = tx;
-            let first = buf.to_vec(0, LEN);
-            std::thread::sleep(Duration::from_millis(200));
-            let second = buf.to_vec(0, LEN);
-            let bad = first
-                .chunks(PAGE)
-                .filter(|pg| {
-                    let all = |v: u8| pg.iter().all(|&b| b == v);
-                    !(all(old) || (!before && all(new)))
-                })
-                .count();
-            let _ = tx.write_all(&[u8::from(bad > 0), u8::from(first != second)]);
-            0
+        let witness = ForkWitness::spawn(p.b.buf.clone(), |snapshot| {
+            snapshot.chunks(PAGE).any(|pg| {
+                let all = |v: u8| pg.iter().all(|&b| b == v);
+                !(all(old) || (!before && all(new)))
+            })
         })?;
         if before {
             post()?;
         }
         let wc = wait_cq(&p.a.cq, 1)?[0];
         check_wc(&wc, WcStatus::SUCCESS, None)?;
-        let mut verdict = [0u8; 2];
-        rx.read_exact(&mut verdict)
-            .map_err(|e| fail("the child's verdict", e))?;
-        check_eq!(child.wait()?, 0);
-        check!(
-            verdict[0] == 0,
-            "round {i}: the child's snapshot has pages that are not what they were at the fork"
-        );
-        check!(
-            verdict[1] == 0,
-            "round {i}: the device wrote into the child's copy after the fork"
-        );
+        witness.check(
+            i,
+            "the child's snapshot has pages that are not what they were at the fork",
+        )?;
         check_bytes(&format!("round {i}, parent"), &p.b.buf, 0, &[new; LEN])?;
+    }
+    Ok(())
+}
+
+/// Copy-on-write broken by the parent's CPU while the device writes the same pages: after a
+/// fork, the device writes the first half of every interior page (one RDMA WRITE each) while
+/// the parent's CPU writes the second halves. Each CPU write copies its page away from the
+/// child; the device's writes must follow to the parent's new copy, not land in the page the
+/// child keeps. The parent ends with both halves of every page; the child's snapshot stays
+/// all old.
+fn test_matrix_cow_by_cpu() -> TestResult {
+    let p = Pair::odp(ODP_WRITE, LEN)?;
+    let pages = PAGES - 2;
+    let half = PAGE / 2;
+    for round in 0..8u8 {
+        let (old, dev, cpu) = (round, 0x40 | round, 0x80 | round);
+        p.b.buf.fill(old);
+        p.a.buf.fill(dev);
+        // The device's pages are present before the fork, so the fork shares them.
+        p.a.post_ok(
+            SendWr::new(u64::MAX, WrOpcode::RdmaWrite, &[p.a.sge(0, 8)])
+                .remote(p.b.buf.addr(), p.b.mr.rkey()),
+        )?;
+        p.b.buf.write(0, &[old; 8]);
+        let witness = ForkWitness::spawn(p.b.buf.clone(), |snapshot| {
+            snapshot.iter().any(|&b| b != old)
+        })?;
+        let sges: Vec<[Sge; 1]> = (1..=pages).map(|i| [p.a.sge(i * PAGE, half)]).collect();
+        let wrs: Vec<SendWr> = sges
+            .iter()
+            .enumerate()
+            .map(|(i, sge)| {
+                SendWr::new(i as u64, WrOpcode::RdmaWrite, sge)
+                    .remote(p.b.buf.addr() + ((i + 1) * PAGE) as u64, p.b.mr.rkey())
+            })
+            .collect();
+        p.a.qp.post_send(&wrs).map_err(|e| fail("post_send", e))?;
+        // Odd rounds: the CPU goes from the last page down, meeting the device in the middle.
+        for k in 0..pages {
+            let i = if round % 2 == 0 { k } else { pages - 1 - k };
+            p.b.buf.write((i + 1) * PAGE + half, &[cpu; PAGE / 2]);
+        }
+        for wc in wait_cq(&p.a.cq, pages)? {
+            check_wc(&wc, WcStatus::SUCCESS, None)?;
+        }
+        witness.check(
+            round,
+            "the child's snapshot is not what the parent had at the fork",
+        )?;
+        for i in 1..=pages {
+            let at = i * PAGE;
+            check_bytes(
+                &format!("round {round}, page {i}, device half"),
+                &p.b.buf,
+                at,
+                &[dev; PAGE / 2],
+            )?;
+            check_bytes(
+                &format!("round {round}, page {i}, CPU half"),
+                &p.b.buf,
+                at + half,
+                &[cpu; PAGE / 2],
+            )?;
+        }
     }
     Ok(())
 }
@@ -643,6 +840,7 @@ fn test_matrix_open_close_cycles() -> TestResult {
         let pd = dev.alloc_pd()?;
         let mut cq = uapi::CreateCq {
             cqe: 4,
+            channel: -1,
             ..Default::default()
         };
         dev.create_cq(&mut cq)?;
