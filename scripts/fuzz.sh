@@ -14,11 +14,12 @@
 # A crash, an ASan report, a violated invariant or a hang fails the run;
 # libFuzzer writes the input that caused it (crash-*, leak-*, timeout-*) to
 # the run's log directory, where `scripts/fuzz.sh --replay FILE` (with the
-# same --target) runs it again.
+# same --target) runs it again; PFNIC_FUZZ_TRACE=1 prints pfnic-iommu's
+# operations as they run.
 #
 # The fuzzer is a second QEMU build (clang, --enable-fuzzing) beside the
-# ordinary one, in $PFNIC_CACHE/build/qemu-fuzz; each target's corpus is kept
-# in $PFNIC_CACHE/fuzz-corpus/<target> between runs.
+# ordinary one, in $PFNIC_CACHE/build/qemu-fuzz; the corpus is kept in
+# $PFNIC_CACHE/fuzz-corpus/pfnic-iommu (generic: .../pfnic) between runs.
 #
 # usage: scripts/fuzz.sh [--target pfnic-iommu|generic] [--seconds N]
 #                        [--replay FILE]
