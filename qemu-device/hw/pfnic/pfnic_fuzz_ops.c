@@ -961,7 +961,7 @@ static void op_invalidate(PfnicFuzz *f)
     uint32_t pasid = (kind & 0x80) ? U32(f) & 0xfffff : pasids[kind & 1];
     uint16_t sid = (kind & 0x40) ? U16(f) : NIC_SID;
 
-    switch ((kind >> 1) % (f->well_formed ? 5 : 6)) {
+    switch ((kind >> 1) % (f->well_formed ? 6 : 7)) {
     case 0:     /* PASID-based IOTLB, page selective */
         if (VTD_INV_DESC_PIOTLB_AM(addr) > VTD_MAMV) {
             /* Invalid (patch 0005): the queue stops at it. */
@@ -988,7 +988,15 @@ static void op_invalidate(PfnicFuzz *f)
         iq_submit(f, VTD_INV_DESC_DEVICE | ((uint64_t)sid << 32),
                   addr & ~0xffeULL);
         break;
-    case 4:     /* wait, with status write and page-request drain */
+    case 4: {   /* PASID cache: domain, PASID or global (2 is reserved) */
+        static const uint64_t granularity[3] = { 0, 1, 3 };
+
+        iq_submit(f, VTD_INV_DESC_PC | granularity[addr % 3] << 4 |
+                     ((uint64_t)((kind & 1) + 2) << 16) |
+                     ((uint64_t)pasid << 32), 0);
+        break;
+    }
+    case 5:     /* wait, with status write and page-request drain */
         iq_submit(f, VTD_INV_DESC_WAIT | VTD_INV_DESC_WAIT_SW |
                      VTD_INV_DESC_WAIT_PD | (1ULL << 32), WAIT_STATUS);
         PFZ_CHECK(f, qtest_readl(f->qts, WAIT_STATUS) == 1 || f->iq_error_ok,
