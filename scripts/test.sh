@@ -3,8 +3,9 @@
 # guest suite (KTAP) in a booted guest, and the two-guest suites (two guests
 # joined by a wire, scripts/run-pair.sh; their numbers in pair-*.json). Any
 # failed test, a guest kernel WARNING:/BUG:/Oops/Call Trace (KASAN and
-# lockdep reports among them), a kmemleak report, a missing result or a
-# timeout fails the run. With
+# lockdep reports among them), a kmemleak report, an IOMMU invalidation
+# queue error (an invalidation the IOMMU model refused: stale translations),
+# a missing result or a timeout fails the run. With
 # PFNIC_FLAVOR=debug (make test-debug) the guest runs the debug kernel.
 # Logs are kept in $PFNIC_LOG_DIR (default $PFNIC_CACHE/logs/<time>).
 # The last line is "N passed, N failed".
@@ -16,6 +17,9 @@
 # (the two-guest pairings to run; default "rxe-rxe pfnic-pfnic pfnic-rxe
 # rxe-pfnic")
 source "$(dirname "$0")/lib.sh"
+
+# What a guest kernel log must not contain (see above).
+KERNEL_LOG_BAD='WARNING:|BUG:|Oops|Call Trace|general protection fault|Kernel panic|unreferenced object|VT-d detected Invalidation'
 
 build=1 filter=
 while (($#)); do
@@ -126,7 +130,7 @@ guest_suite() {
 	expect "$label-finished" "the guest suite did not run to the end" \
 		grep -q "pfnic-guest: exit status" "$serial"
 	local bad
-	bad=$(grep -nE 'WARNING:|BUG:|Oops|Call Trace|general protection fault|Kernel panic|unreferenced object' "$serial" || true)
+	bad=$(grep -nE "$KERNEL_LOG_BAD" "$serial" || true)
 	expect "$label-kernel-log" "guest kernel log has: $(head -3 <<<"$bad" | tr '\n' ' ')" test -z "$bad"
 	if ((${KUNIT:-0})); then
 		# KUnit: the suites the guest kernel ran at boot (KTAP on the console).
@@ -217,7 +221,7 @@ pair_suite() {
 		count_tap "$run_dir/$label-guest$n.ktap" "$label-guest$n"
 		expect "$label-guest$n-finished" "guest $n did not run to the end" \
 			grep -q "pfnic-guest: exit status" "$run_dir/$label-guest$n-serial.log"
-		bad=$(grep -nE 'WARNING:|BUG:|Oops|Call Trace|general protection fault|Kernel panic|unreferenced object' \
+		bad=$(grep -nE "$KERNEL_LOG_BAD" \
 			"$run_dir/$label-guest$n-serial.log" || true)
 		expect "$label-guest$n-kernel-log" "guest $n kernel log has: $(head -3 <<<"$bad" | tr '\n' ' ')" test -z "$bad"
 	done

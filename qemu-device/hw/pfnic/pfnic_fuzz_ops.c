@@ -963,14 +963,7 @@ static void op_invalidate(PfnicFuzz *f)
 
     switch ((kind >> 1) % (f->well_formed ? 6 : 7)) {
     case 0:     /* PASID-based IOTLB, page selective */
-        if (VTD_INV_DESC_PIOTLB_AM(addr) > VTD_MAMV) {
-            /* Invalid (patch 0005): the queue stops at it. */
-            if (f->well_formed) {
-                addr = (addr & ~0x3fULL) | (addr & 0x3f) % (VTD_MAMV + 1);
-            } else {
-                f->iq_error_ok = f->disturbed = true;
-            }
-        }
+        /* Any AM: above MAMV it invalidates the whole PASID (patch 0005). */
         iq_submit(f, VTD_INV_DESC_PIOTLB | VTD_INV_DESC_PIOTLB_PSI_IN_PASID |
                      ((uint64_t)((kind & 1) + 2) << 16) |
                      ((uint64_t)pasid << 32), addr & ~0xf80ULL);
@@ -1362,6 +1355,37 @@ static uint8_t next_cqe(PfnicFuzz *f, PfnicCqe *c)
         clock_step(f, 100 * SCALE_US);
     }
     pfz_fail(f, "no CQE");
+}
+
+bool pfnic_fuzz_remap_seen(PfnicFuzz *f, unsigned am)
+{
+    uint8_t src[64], got[64];
+    PfnicCqe c;
+
+    for (int i = 0; i < sizeof(src); i++) {
+        src[i] = 0xa0 + i;
+    }
+    map_page(f, 0, 0, pool_page(3), VTD_FL_P | VTD_FL_US);
+    qtest_memwrite(f->qts, pool_page(3), src, sizeof(src));
+    /* A first write through PASID 9's page 1 caches its translation. */
+    map_page(f, 1, 1, pool_page(4), VTD_FL_P | VTD_FL_RW | VTD_FL_US);
+    post_write(f, va_of(0), va_of(1), sizeof(src));
+    if (next_cqe(f, &c) != PFNIC_WC_SUCCESS) {
+        return false;
+    }
+    /* Remapped elsewhere, then invalidated as Linux does: IOTLB, device. */
+    map_page(f, 1, 1, pool_page(5), VTD_FL_P | VTD_FL_RW | VTD_FL_US);
+    if (!pfnic_fuzz_piotlb(f, 1, va_of(1), am)) {
+        return false;
+    }
+    iq_submit(f, VTD_INV_DESC_DEV_PIOTLB | ((uint64_t)NIC_SID << 16) |
+                 ((uint64_t)pasids[1] << 32), va_of(1));
+    post_write(f, va_of(0), va_of(1), sizeof(src));
+    if (next_cqe(f, &c) != PFNIC_WC_SUCCESS) {
+        return false;
+    }
+    qtest_memread(f->qts, pool_page(5), got, sizeof(got));
+    return !memcmp(src, got, sizeof(src));
 }
 
 void pfnic_fuzz_known_good(PfnicFuzz *f)

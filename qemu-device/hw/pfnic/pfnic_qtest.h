@@ -118,5 +118,12 @@ void pfnic_fuzz_known_good(PfnicFuzz *f);
  * stopped at the descriptor, as on hardware).
  */
 bool pfnic_fuzz_piotlb(PfnicFuzz *f, int side, uint64_t addr, unsigned am);
+/*
+ * Whether a device write reaches a page's new mapping after a remap and a
+ * page-selective PASID-based IOTLB invalidation of 2^@am pages (with the
+ * device-TLB invalidation Linux sends beside it): the first write through
+ * PASID 9's page 1 caches the old translation.
+ */
+bool pfnic_fuzz_remap_seen(PfnicFuzz *f, unsigned am);
 
 #endif /* HW_PFNIC_QTEST_H */
