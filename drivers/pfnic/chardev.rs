@@ -2,12 +2,7 @@
 
 //! The character device `/dev/pfnicN` and its ioctls.
 
-use crate::{
-    context::Context,
-    nic::Nic,
-    uapi,
-    verbs::file::VerbsFile,
-};
+use crate::{context::Context, nic::Nic, uapi, verbs::file::VerbsFile};
 use kernel::{
     fs::File,
     ioctl::{_IOR, _IOW, _IOWR},
@@ -326,7 +321,9 @@ impl PfnicFile {
             }),
             uapi::PFNIC_IOCTL_CREATE_COMP_CHANNEL => {
                 owned()?;
-                v.create_comp_channel(|a| write_arg(user_slice::<uapi::CompChannel>(arg).writer(), a))
+                v.create_comp_channel(|a| {
+                    write_arg(user_slice::<uapi::CompChannel>(arg).writer(), a)
+                })
             }
             _ => Err(ENOTTY),
         }

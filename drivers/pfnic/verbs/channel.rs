@@ -105,7 +105,11 @@ impl VerbsFile {
         };
         if let Err(e) = publish(&arg) {
             let mut o = self.objects.lock();
-            if let Some(i) = o.channels.iter().position(|c| c.file.as_ptr() == file.as_ptr()) {
+            if let Some(i) = o
+                .channels
+                .iter()
+                .position(|c| c.file.as_ptr() == file.as_ptr())
+            {
                 drop(o.channels.remove(i));
             }
             return Err(e);
