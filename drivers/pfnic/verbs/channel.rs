@@ -13,10 +13,9 @@
 use super::{events::CompletionEvents, file::VerbsFile};
 use crate::uapi;
 use kernel::{
-    bindings,
     fs::{
         anon_inode::{self, AnonFile},
-        file::FileDescriptorReservation,
+        file::{flags, FileDescriptorReservation},
         File, Kiocb, LocalFile,
     },
     iov::IovIterDest,
@@ -79,12 +78,12 @@ impl VerbsFile {
         publish: impl FnOnce(&uapi::CompChannel) -> Result,
     ) -> Result {
         self.nic.verbs()?;
-        let fd = FileDescriptorReservation::get_unused_fd_flags(bindings::O_CLOEXEC)?;
+        let fd = FileDescriptorReservation::get_unused_fd_flags(flags::O_CLOEXEC)?;
         let events = CompletionEvents::new()?;
         let file = anon_inode::new_file::<ChannelFile>(
             c"[pfnic-comp-channel]",
             events.clone(),
-            bindings::O_RDWR,
+            flags::O_RDWR,
         )?;
         {
             let mut o = self.objects.lock();
