@@ -15,8 +15,8 @@
 //! 1. the address space's `mmap_lock` (held by the kernel around `mmap()`), then
 //!    `Nic::mappings_revoked`, then a file's `VerbsFile::objects`, then a ring's own lock
 //!    (`SharedCoherent`, mapping it or, at unbind, freeing it);
-//! 2. `VerbsFile::objects`, then `Verbs::ids`, `Verbs::cmd_lock` (the admin mailbox) or the
-//!    event queue's `routes` spinlock;
+//! 2. `VerbsFile::objects`, then `Verbs::ids`, `Verbs::cmd_lock` (the admin mailbox), the
+//!    event queue's `routes` spinlock or a channel's `queue` spinlock (closing it at unbind);
 //! 3. `Nic::contexts`, then the address space's `i_mmap_rwsem` (revoking mappings at unbind);
 //! 4. `CompletionEvents::readers` (a completion channel's), then its `queue` spinlock;
 //! 5. the event queue's `routes` spinlock, then a channel's `queue` spinlock.

@@ -43,7 +43,8 @@ pub(super) struct Slot {
     /// The shared mappings of the file that owns the context (its doorbell page and rings),
     /// revoked at unbind.
     pub(super) mappings: FileMappings,
-    /// The file's verbs objects, whose ring memory is freed at unbind (once attached).
+    /// The file's verbs objects, whose rings are freed and channels closed at unbind (once
+    /// attached).
     pub(super) objects: Option<Arc<Mutex<Objects>>>,
     /// Position of the next descriptor to post in the context's ring (free-running).
     pub(super) tail: u32,
@@ -207,11 +208,7 @@ impl Nic {
         for objects in &files {
             // SAFETY: `unmap_all()` above removed every mapping of the file, and none is made
             // from now on (`mappings_revoked`, under which every mapping is made, is set).
-            unsafe { objects.lock().revoke_rings() };
-        }
-        // Completion channels stop waiting for events the device will never raise.
-        if let Some(verbs) = &self.verbs {
-            verbs.eq.close_channels();
+            unsafe { objects.lock().revoke() };
         }
         // Wake every waiter at once: they find the table revoked and fail with ENODEV.
         self.ring_progressed();

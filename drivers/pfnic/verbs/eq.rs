@@ -138,16 +138,6 @@ impl EventQueue {
         }
     }
 
-    /// Closes the channel of every CQ (the device is being unbound): their readers stop
-    /// waiting for events that cannot come.
-    pub(crate) fn close_channels(&self) {
-        for route in self.routes.lock().iter().flatten() {
-            if let Some(events) = &route.events {
-                events.close();
-            }
-        }
-    }
-
     /// Consumes every entry the device has written; returns whether there was any. Called by
     /// the interrupt handler of [`EQ_VECTOR`].
     pub(crate) fn process(&self, bar: &Bar0<'_>) -> bool {

@@ -22,7 +22,7 @@ use kernel::{
 const CAPACITY: usize = 1024;
 
 /// Events one `read()` returns at most.
-pub(crate) const READ_BATCH: usize = 16;
+const READ_BATCH: usize = 16;
 
 /// A queued event and its sequence number (pushes are numbered in order).
 #[derive(Clone, Copy, Default)]

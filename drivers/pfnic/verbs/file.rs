@@ -11,7 +11,7 @@
 //! The file keeps an object's ring memory, for `mmap()`, until the object is destroyed, and
 //! after that while a mapping of it remains, so a process may keep the mapping after
 //! `DESTROY_*` and the memory goes with the last mapping. When the device is unbound, all of it
-//! is freed at once, after its mappings were removed ([`Objects::revoke_rings`]): DMA memory
+//! is freed at once, after its mappings were removed ([`Objects::revoke`]): DMA memory
 //! does not outlive the device, even while the file stays open.
 
 use super::{channel::Channel, cmd, events::CompletionEvents, MAX_PDS};
@@ -156,17 +156,22 @@ impl Objects {
         }
     }
 
-    /// Frees every ring's memory (the device is being unbound and was reset, so it uses none).
+    /// The device is being unbound (and was reset, so it uses no ring): frees every ring's
+    /// memory, and closes the completion channels, whose readers stop waiting for events that
+    /// cannot come.
     ///
     /// # Safety
     ///
-    /// No mapping of the file maps a page of them any more, and none can be made.
-    pub(crate) unsafe fn revoke_rings(&mut self) {
+    /// No mapping of the file maps a page of the rings any more, and none can be made.
+    pub(crate) unsafe fn revoke(&mut self) {
         self.rings_revoked = true;
         for mem in Iterator::chain(self.rings.values(), self.retired.iter()) {
             // SAFETY: the caller removed every mapping of the file, which is the only way the
             // rings are mapped, and no new one can be made.
             unsafe { mem.revoke() };
+        }
+        for channel in self.channels.iter() {
+            channel.events.close();
         }
     }
 }
@@ -273,7 +278,7 @@ impl VerbsFile {
         }
         // Mapped under the lock (`mmap()` holds the address space's lock, which we never take
         // while holding ours): a ring the file let go of is not mapped after that, so every
-        // mapping's memory is one `revoke_rings` frees. Last: a successful mapping holds a
+        // mapping's memory is one `revoke` frees. Last: a successful mapping holds a
         // reference to the ring.
         let o = self.objects.lock();
         o.rings.get(&token).ok_or(EINVAL)?.mmap(vma)
