@@ -94,22 +94,26 @@ impl Context {
             );
             return Err(EOPNOTSUPP);
         }
-        let bond = SvaBond::bind(nic.device(), mm).inspect_err(|e| {
-            // Running out of memory says nothing about the platform.
-            if *e == ENOMEM {
-                return;
-            }
-            dev_warn!(
-                nic.device(),
-                "pfnic{}: cannot bind the process's address space (SVA): {:?}; \
-                 the device needs an IOMMU with PASID and page requests, and its ATS, PASID \
-                 and PRI capabilities\n",
-                nic.info.index,
-                e
-            )
+        // Bound and started under one proof that the device is bound: unbinding waits, then
+        // finds the context (and unbinds its PASID) or refuses it.
+        let (pasid, index) = nic.with_bound(|dev| {
+            let bond = SvaBond::bind(dev, mm).inspect_err(|e| {
+                // Running out of memory says nothing about the platform.
+                if *e == ENOMEM {
+                    return;
+                }
+                dev_warn!(
+                    dev,
+                    "pfnic{}: cannot bind the process's address space (SVA): {:?}; \
+                     the device needs an IOMMU with PASID and page requests, and its ATS, \
+                     PASID and PRI capabilities\n",
+                    nic.info.index,
+                    e
+                )
+            })?;
+            let pasid = bond.pasid();
+            Ok((pasid, nic.start_context(bond, mappings)?))
         })?;
-        let pasid = bond.pasid();
-        let index = nic.start_context(bond, mappings)?;
         let started = ScopeGuard::new(|| nic.stop_context(index));
         let exit_stop = KBox::pin_init(
             mmu_notifier::Registration::register(

@@ -198,6 +198,8 @@ impl pci::Driver for PfnicDriver {
     }
 
     fn unbind<'bound>(_pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
+        // No file operation uses the device as bound from now on (SVA binds, DMA allocations).
+        this.nic.mark_unbound();
         // Quiesce the hardware while its interrupt handlers are still registered: the reset
         // stops every context, after which their PASIDs can be unbound.
         if this.nic.reset_device().is_err() {

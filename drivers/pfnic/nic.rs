@@ -91,6 +91,11 @@ pub(crate) struct Nic {
     /// CTX_SELECT-then-access register sequences.
     #[pin]
     contexts: Mutex<ContextTable>,
+    /// Set first thing at unbind. Held while the driver uses the device as bound outside a
+    /// driver callback ([`Nic::with_bound`]: DMA allocations and SVA binds from file
+    /// operations), so unbinding waits for those to finish.
+    #[pin]
+    unbound: Mutex<bool>,
     /// Set at unbind: files may map nothing any more. Held across a mapping, so that none is
     /// made after the revocation that would miss it.
     #[pin]
@@ -144,6 +149,7 @@ impl Nic {
             ring_progress <- new_spinlock_irq!(0),
             ring_wait <- new_condvar!("pfnic ring"),
             contexts <- new_mutex!(contexts),
+            unbound <- new_mutex!(false),
             mappings_revoked <- new_mutex!(false),
             sva_announced: AtomicFlag::new(false),
             counters: Counters {
@@ -161,20 +167,35 @@ impl Nic {
         &self.dev
     }
 
+    /// Runs `f` with the device known to be bound, or fails with `ENODEV` once it is unbound.
+    /// Unbinding waits for `f` to return. For file operations, which hold a reference to the
+    /// device but no proof that it is still bound; `f` may sleep, and must not wait for
+    /// anything that waits for an unbind.
+    pub(crate) fn with_bound<R>(
+        &self,
+        f: impl FnOnce(&device::Device<Bound>) -> Result<R>,
+    ) -> Result<R> {
+        let unbound = self.unbound.lock();
+        if *unbound {
+            return Err(ENODEV);
+        }
+        // SAFETY: `PfnicDriver::unbind()` sets `unbound` under this lock, and the driver core
+        // releases the device only after `unbind()` returned. So while we hold the lock and
+        // `unbound` is false, the device is bound.
+        let dev = unsafe { self.dev.as_bound() };
+        f(dev)
+    }
+
+    /// Marks the device unbound for [`Nic::with_bound`], once every running `with_bound` is
+    /// done. Called first thing at unbind.
+    pub(crate) fn mark_unbound(&self) {
+        *self.unbound.lock() = true;
+    }
+
     /// Allocates `bytes` of zeroed coherent DMA memory for the device (rings mapped into a
     /// process). `ENODEV` once the device is unbound.
     pub(crate) fn alloc_coherent(&self, bytes: usize) -> Result<Coherent<[u8]>> {
-        let table = self.contexts.lock();
-        if table.revoked {
-            return Err(ENODEV);
-        }
-        // SAFETY: `unbind()` sets `revoked` under this lock, and the driver core calls it
-        // before it releases the device. So while we hold the lock and `revoked` is false, the
-        // device is bound.
-        let dev = unsafe { self.dev.as_bound() };
-        let mem = Coherent::zeroed_slice(dev, bytes, GFP_KERNEL);
-        drop(table);
-        mem
+        self.with_bound(|dev| Coherent::zeroed_slice(dev, bytes, GFP_KERNEL))
     }
 
     /// Runs `f` on the control registers, or fails with `ENODEV` once the device is unbound.

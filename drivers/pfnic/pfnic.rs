@@ -12,6 +12,8 @@
 //!
 //! Outer first; a lock is only taken while holding the ones above it in its own column:
 //!
+//! 0. `Nic::unbound` (`Nic::with_bound`), then the address space's `mmap_lock` (an SVA
+//!    bind) or `Nic::contexts` (starting the context); it is taken holding no other lock;
 //! 1. the address space's `mmap_lock` (held by the kernel around `mmap()`), then
 //!    `Nic::mappings_revoked`, then a file's `VerbsFile::objects`, then a ring's own lock
 //!    (`SharedCoherent`, mapping it or, at unbind, freeing it);

@@ -4,13 +4,15 @@
 //! and doorbells") and the driver-owned memory that holds them.
 //!
 //! One coherent allocation holds every context's ring, made at probe time (DMA allocations
-//! need a bound device, which an `open()` cannot prove). The driver writes a descriptor, rings
-//! the context's doorbell and waits for the device to set `DONE` in its status; the device only
-//! writes back `status`, `result` and `page_requests`.
+//! need a bound device, which an `open()` cannot prove) and freed at unbind (a device-managed
+//! resource: open files cannot keep it). The driver writes a descriptor, rings the context's
+//! doorbell and waits for the device to set `DONE` in its status; the device only writes back
+//! `status`, `result` and `page_requests`.
 
 use kernel::{
     device::{Bound, Device},
-    dma::Coherent,
+    devres::Devres,
+    dma::{Coherent, DmaAddress},
     io::{io_project, io_read, Io},
     prelude::*,
 };
@@ -67,9 +69,12 @@ pub(crate) fn slot_index(pos: u32) -> usize {
     (pos % RING_SIZE) as usize
 }
 
-/// The rings of every context of one device.
+/// The rings of every context of one device. Accesses fail with `ENODEV` once the device is
+/// unbound: the device was reset by then, and the memory is freed.
 pub(crate) struct Rings {
-    mem: Coherent<[Desc]>,
+    mem: Devres<Coherent<[Desc]>>,
+    /// The DMA address of the allocation, kept to program the device after a reset.
+    base: DmaAddress,
 }
 
 impl Rings {
@@ -77,8 +82,11 @@ impl Rings {
         let len = (contexts as usize)
             .checked_mul(RING_SIZE as usize)
             .ok_or(EINVAL)?;
+        let mem = Coherent::zeroed_slice(dev, len, GFP_KERNEL)?;
+        let base = mem.dma_address();
         Ok(Self {
-            mem: Coherent::zeroed_slice(dev, len, GFP_KERNEL)?,
+            mem: Devres::new(dev, mem)?,
+            base,
         })
     }
 
@@ -87,7 +95,7 @@ impl Rings {
         let offset = u64::from(ctx)
             .checked_mul(u64::from(RING_SIZE))?
             .checked_mul(size_of::<Desc>() as u64)?;
-        self.mem.dma_address().checked_add(offset)
+        self.base.checked_add(offset)
     }
 
     fn slot(ctx: u32, index: u32) -> usize {
@@ -95,17 +103,25 @@ impl Rings {
     }
 
     /// Writes descriptor `index` of context `ctx`'s ring (the device does not own it yet).
-    pub(crate) fn write(&self, ctx: u32, index: u32, desc: Desc) {
-        io_project!(self.mem, [panic: Self::slot(ctx, index)]).copy_write(desc);
+    pub(crate) fn write(&self, ctx: u32, index: u32, desc: Desc) -> Result {
+        self.mem
+            .try_access_with(|mem| {
+                io_project!(mem, [panic: Self::slot(ctx, index)]).copy_write(desc);
+            })
+            .ok_or(ENODEV)
     }
 
     /// Reads descriptor `index` of context `ctx`'s ring back.
-    pub(crate) fn read(&self, ctx: u32, index: u32) -> Desc {
-        io_project!(self.mem, [panic: Self::slot(ctx, index)]).copy_read()
+    pub(crate) fn read(&self, ctx: u32, index: u32) -> Result<Desc> {
+        self.mem
+            .try_access_with(|mem| io_project!(mem, [panic: Self::slot(ctx, index)]).copy_read())
+            .ok_or(ENODEV)
     }
 
     /// The status word of descriptor `index` of context `ctx`.
-    pub(crate) fn status(&self, ctx: u32, index: u32) -> u32 {
-        io_read!(self.mem, [panic: Self::slot(ctx, index)].status)
+    pub(crate) fn status(&self, ctx: u32, index: u32) -> Result<u32> {
+        self.mem
+            .try_access_with(|mem| io_read!(mem, [panic: Self::slot(ctx, index)].status))
+            .ok_or(ENODEV)
     }
 }

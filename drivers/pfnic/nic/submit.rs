@@ -72,7 +72,7 @@ impl Nic {
                 return Ok(None);
             }
             let pos = slot.tail;
-            self.rings.write(index, pos, desc);
+            self.rings.write(index, pos, desc)?;
             slot.claimed[ring::slot_index(pos)] = claim;
             slot.tail = pos.wrapping_add(1);
             // The tail is rung under the lock, so the device sees it only grow.
@@ -136,9 +136,12 @@ impl Nic {
     fn reap(&self, index: u32, slot: &mut Slot) {
         while slot.head != slot.tail {
             let head = slot.head;
-            if slot.claimed[ring::slot_index(head)]
-                || self.rings.status(index, head) & ring::DESC_DONE == 0
-            {
+            // An unbound device's ring is gone, and its reset stopped every descriptor.
+            let done = self
+                .rings
+                .status(index, head)
+                .is_ok_and(|status| status & ring::DESC_DONE != 0);
+            if slot.claimed[ring::slot_index(head)] || !done {
                 break;
             }
             slot.head = head.wrapping_add(1);
@@ -149,8 +152,10 @@ impl Nic {
     /// Releases the claim in every case.
     pub(crate) fn wait_desc(&self, index: u32, pos: u32) -> Result<Desc> {
         let done = self.wait_ring(|| {
-            let done = self.rings.status(index, pos) & ring::DESC_DONE != 0;
-            Ok(done.then(|| self.rings.read(index, pos)))
+            if self.rings.status(index, pos)? & ring::DESC_DONE == 0 {
+                return Ok(None);
+            }
+            self.rings.read(index, pos).map(Some)
         });
         let mut table = self.contexts.lock();
         if let Some(slot) = table.slot_mut(index) {

@@ -10,7 +10,8 @@ use crate::{nic::Bar0, regs, uapi};
 use kernel::{
     bitmap::BitmapVec,
     device::{Bound, Device},
-    dma::Coherent,
+    devres::Devres,
+    dma::{Coherent, DmaAddress},
     io::{io_project, io_read, Io},
     new_spinlock_irq,
     prelude::*,
@@ -77,7 +78,10 @@ pub(crate) struct EqCounters {
 /// The event queue and the CQ routing table.
 #[pin_data]
 pub(crate) struct EventQueue {
-    mem: Coherent<[Eqe]>,
+    /// Freed at unbind (the device was reset by then and writes no more events).
+    mem: Devres<Coherent<[Eqe]>>,
+    /// The DMA address of `mem`, kept to program the device after a reset.
+    base: DmaAddress,
     /// Entries consumed (free-running), as last written to `EQ_HEAD`.
     #[pin]
     consumed: SpinLockIrq<u32>,
@@ -97,6 +101,8 @@ impl EventQueue {
         num_contexts: u32,
     ) -> Result<impl PinInit<Self, Error> + use<>> {
         let mem = Coherent::zeroed_slice(dev, EQ_ENTRIES as usize, GFP_KERNEL)?;
+        let base = mem.dma_address();
+        let mem = Devres::new(dev, mem)?;
         let alerts = BitmapVec::new(num_contexts as usize, GFP_KERNEL)?;
         let mut routes = KVec::with_capacity(max_cqs as usize, GFP_KERNEL)?;
         for _ in 0..max_cqs {
@@ -104,6 +110,7 @@ impl EventQueue {
         }
         Ok(try_pin_init!(Self {
             mem,
+            base,
             consumed <- new_spinlock_irq!(0),
             routes <- new_spinlock_irq!(routes),
             alerts,
@@ -119,7 +126,7 @@ impl EventQueue {
 
     /// Points the device at the queue (after a reset, which disabled it).
     pub(crate) fn program(&self, bar: &Bar0<'_>) {
-        let addr = self.mem.dma_address();
+        let addr = self.base;
         *self.consumed.lock() = 0;
         bar.write_reg(regs::EQ_BASE_LO::zeroed().with_addr(addr as u32));
         bar.write_reg(regs::EQ_BASE_HI::zeroed().with_addr((addr >> 32) as u32));
@@ -141,19 +148,25 @@ impl EventQueue {
     /// Consumes every entry the device has written; returns whether there was any. Called by
     /// the interrupt handler of [`EQ_VECTOR`].
     pub(crate) fn process(&self, bar: &Bar0<'_>) -> bool {
+        // The handler and the BAR it was given outlive the queue only during unbind, after the
+        // device's reset: nothing is left to consume.
+        let Some(mem) = self.mem.try_access() else {
+            return false;
+        };
+        let mem = &*mem;
         let mut consumed = self.consumed.lock();
         let start = *consumed;
         loop {
             let n = *consumed;
             let slot = (n % EQ_ENTRIES) as usize;
             let parity = (((n / EQ_ENTRIES) & 1) ^ 1) as u8;
-            let owner: u8 = io_read!(self.mem, [panic: slot].owner);
+            let owner: u8 = io_read!(mem, [panic: slot].owner);
             if owner & 1 != parity {
                 break;
             }
             // The owner byte is written last: read the rest only after it.
             dma_mb(Read);
-            let entry: Eqe = io_project!(self.mem, [panic: slot]).copy_read();
+            let entry: Eqe = io_project!(mem, [panic: slot]).copy_read();
             *consumed = n.wrapping_add(1);
             self.dispatch(&entry);
         }

@@ -30,7 +30,8 @@ use alloc::IndexAllocator;
 use eq::EventQueue;
 use kernel::{
     device::{Bound, Device},
-    dma::Coherent,
+    devres::Devres,
+    dma::{Coherent, DmaAddress},
     io::Io,
     new_mutex,
     prelude::*,
@@ -117,8 +118,10 @@ pub(crate) struct Verbs {
     #[pin]
     pub(crate) eq: EventQueue,
     /// Where a wire QP parks payloads whose page is not present (docs/wire.md, "Receive
-    /// faults"); on a device with a wire only.
-    pub(crate) backup: Option<Coherent<[u8]>>,
+    /// faults"); on a device with a wire only. The driver never reads it; freed at unbind.
+    pub(crate) backup: Option<Devres<Coherent<[u8]>>>,
+    /// The DMA address of `backup`, to give it to the device after a reset.
+    backup_base: DmaAddress,
 }
 
 /// Bytes of the backup buffer: 256 slots of one packet (4 KiB) each.
@@ -139,10 +142,12 @@ impl Verbs {
             mrs: IndexAllocator::new(0, limits.max_mrs)?,
         };
         let eq_init = EventQueue::new(dev, limits.max_cqs, num_contexts)?;
-        let backup = if wire {
-            Some(Coherent::zeroed_slice(dev, BACKUP_BYTES, GFP_KERNEL)?)
+        let (backup, backup_base) = if wire {
+            let mem = Coherent::zeroed_slice(dev, BACKUP_BYTES, GFP_KERNEL)?;
+            let base = mem.dma_address();
+            (Some(Devres::new(dev, mem)?), base)
         } else {
-            None
+            (None, 0)
         };
         Ok(try_pin_init!(Self {
             limits,
@@ -150,6 +155,7 @@ impl Verbs {
             ids <- new_mutex!(ids),
             eq <- eq_init,
             backup,
+            backup_base,
         }? Error))
     }
 
@@ -162,10 +168,10 @@ impl Verbs {
 impl Nic {
     /// Gives the device the backup buffer (after the reset at probe, which removed it).
     pub(crate) fn program_backup(&self) -> Result {
-        let Some(mem) = self.verbs.as_deref().and_then(|v| v.backup.as_ref()) else {
+        let Some(verbs) = self.verbs.as_deref().filter(|v| v.backup.is_some()) else {
             return Ok(());
         };
-        let [lo, hi] = cmd::split(mem.dma_address());
+        let [lo, hi] = cmd::split(verbs.backup_base);
         self.command(cmd::BACKUP_SET, &[lo, hi, BACKUP_BYTES as u32])?;
         Ok(())
     }
