@@ -100,13 +100,14 @@ done
 
 # --- host unit tests ------------------------------------------------------------
 # Userspace code that needs no device: pfnic-perf's perftest exchange, both sides
-# over a real TCP connection and against perftest's message formats.
+# over a real TCP connection and against perftest's message formats; the uAPI's
+# layouts against the syzkaller descriptions' C mirror (pfnic-sys).
 if [[ -z $filter || host_unit == *"$filter"* ]]; then
-	log "running the host unit tests (cargo test -p pfnic-perf)"
+	log "running the host unit tests (cargo test -p pfnic-perf -p pfnic-sys)"
 	rc=0
 	(cd "$PFNIC_ROOT/userspace" && CARGO_TARGET_DIR=$BUILD_DIR/userspace cargo test --release \
-		--locked -q -p pfnic-perf) >"$run_dir/host-unit.log" 2>&1 || rc=$?
-	expect host-unit-tests "cargo test -p pfnic-perf failed (see $run_dir/host-unit.log)" test "$rc" -eq 0
+		--locked -q -p pfnic-perf -p pfnic-sys) >"$run_dir/host-unit.log" 2>&1 || rc=$?
+	expect host-unit-tests "cargo test -p pfnic-perf -p pfnic-sys failed (see $run_dir/host-unit.log)" test "$rc" -eq 0
 fi
 
 # --- guest suites -------------------------------------------------------------
@@ -187,6 +188,15 @@ if [[ -z $filter || test_inject == *"$filter"* || $filter == test_inject* ]]; th
 	guest_suite guest-pri-failure ",x-inject-pri-failure=3" test_inject pfnic_inject=pri-failure
 	log "booting a guest whose pfnic leaves every 2nd stopped context active"
 	guest_suite guest-ctx-stuck ",x-inject-ctx-stuck=2" test_inject pfnic_inject=ctx-stuck
+fi
+
+if [[ -z $filter || test_fault_path == *"$filter"* || $filter == test_fault_path* ]]; then
+	# The fault path on a PRI allocation of 16 (a context's quarter: 4 pages): the
+	# page requests of faulting transfers wait their turn, and none is lost.
+	log "booting a guest whose pfnic has a PRI allocation of 16 page requests"
+	guest_suite guest-pri-small ",pri-requests=16" \
+		"test_fault_path_small|test_fault_path_failed|test_verbs_odp_rc|test_verbs_odp_prefetch" \
+		pfnic_pri_requests=16
 fi
 
 # --- two-guest suites ---------------------------------------------------------------

@@ -14,7 +14,7 @@ pub(crate) const BAR0_SIZE: usize = 0x1000;
 pub(crate) const ID_VALUE: u32 = 0x434e_4650;
 
 /// Counters in each block of `COUNTERS` / `CTX_COUNTERS` (docs/registers.md).
-pub(crate) const COUNTERS_NR: usize = 10;
+pub(crate) const COUNTERS_NR: usize = 13;
 
 /// Arguments of the admin command mailbox ([`CMD_ARG`]).
 pub(crate) const CMD_ARGS_NR: usize = 16;
@@ -193,6 +193,11 @@ register! {
 
     /// Page request round trips in [2^i, 2^(i+1)) microseconds.
     pub(crate) STAT_FAULT_LAT(u32)[16] @ 0x140 {
+        31:0 count;
+    }
+
+    /// Page request groups of [2^i, 2^(i+1)) pages (ABI 1.7).
+    pub(crate) STAT_GROUP_PAGES(u32)[8] @ 0x180 {
         31:0 count;
     }
 

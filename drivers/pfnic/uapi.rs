@@ -18,7 +18,7 @@
 use zerocopy_derive::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// Version of this interface, reported by [`PFNIC_IOCTL_QUERY_DEVICE`]. Bumped for every change.
-pub const PFNIC_UAPI_VERSION: u32 = 12;
+pub const PFNIC_UAPI_VERSION: u32 = 13;
 
 /// The ioctl "type" byte of every pfnic ioctl.
 pub const PFNIC_IOCTL_MAGIC: u32 = 0xf5;
@@ -142,6 +142,15 @@ pub struct TranslationStats {
     pub page_request_groups: u32,
     /// The most page request groups outstanding at once (a maximum, not a count).
     pub page_request_groups_max: u32,
+    /// Page requests of look-ahead groups: pages of posted work requests after the one that
+    /// waits, asked for ahead of time (uAPI 13).
+    pub lookahead_pages: u32,
+    /// Of those, pages for work requests that then completed successfully.
+    pub lookahead_used: u32,
+    /// Of those, pages for work requests that failed or were flushed.
+    pub lookahead_wasted: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
 }
 
 /// Argument of [`PFNIC_IOCTL_QUERY_STATS`] (output only): device-wide counters since the driver
@@ -173,6 +182,9 @@ pub struct DeviceStats {
     pub contexts_stuck: u64,
     /// Reserved, zero.
     pub reserved: u64,
+    /// Page request groups sent: entry `i` counts those of [2^i, 2^(i+1)) pages (entry 7
+    /// includes bigger ones; uAPI 13).
+    pub group_pages_log2: [u32; 8],
 }
 
 /// Operations of [`PFNIC_IOCTL_SUBMIT`].

@@ -18,6 +18,9 @@
 #include "qemu/bswap.h"
 #include "qemu/cutils.h"
 #include "libqtest-single.h"
+#include "qobject/qbool.h"
+#include "qobject/qdict.h"
+#include "qobject/qnum.h"
 #include <sys/socket.h>
 #include <sys/un.h>
 #include "hw/pci/pci_regs.h"
@@ -176,7 +179,7 @@ static void test_ext_caps_default(void)
     g_assert_cmphex(nic_cfg_readw(offs[1] + PCI_PASID_CAP) &
                     (PCI_PASID_CAP_EXEC | PCI_PASID_CAP_PRIV), ==, 0);
     g_assert_cmphex(nic_cfg_readw(offs[1] + PCI_PASID_CTRL), ==, 0);
-    /* PRI: 32 outstanding requests, PASID required on responses, stopped */
+    /* PRI: 2048 outstanding requests, PASID required on responses, stopped */
     g_assert_cmpint(nic_cfg_readl(offs[2] + PCI_PRI_MAX_REQ), ==,
                     PFNIC_PRI_OUTSTANDING);
     g_assert_true(nic_cfg_readw(offs[2] + PCI_PRI_STATUS) &
@@ -215,23 +218,28 @@ static void test_ext_caps_switchable(void)
     qtest_end();
 }
 
-static void test_bad_properties(void)
+/* device_add of a pfnic whose property @prop is @value must fail. */
+static void assert_device_add_fails(const char *prop, QObject *value)
 {
+    QDict *args = qdict_new();
     QDict *resp;
 
+    qdict_put_str(args, "driver", "pfnic");
+    qdict_put_str(args, "bus", "rp1");
+    qdict_put_obj(args, prop, value);
+    resp = qmp("{'execute': 'device_add', 'arguments': %p}", args);
+    g_assert_true(qdict_haskey(resp, "error"));
+    qobject_unref(resp);
+}
+
+static void test_bad_properties(void)
+{
     start("");
-    resp = qmp("{'execute': 'device_add', 'arguments': {"
-               "'driver': 'pfnic', 'bus': 'rp1', 'ats': false}}");
-    g_assert_true(qdict_haskey(resp, "error"));
-    qobject_unref(resp);
-    resp = qmp("{'execute': 'device_add', 'arguments': {"
-               "'driver': 'pfnic', 'bus': 'rp1', 'vectors': 1}}");
-    g_assert_true(qdict_haskey(resp, "error"));
-    qobject_unref(resp);
-    resp = qmp("{'execute': 'device_add', 'arguments': {"
-               "'driver': 'pfnic', 'bus': 'rp1', 'contexts': 3}}");
-    g_assert_true(qdict_haskey(resp, "error"));
-    qobject_unref(resp);
+    assert_device_add_fails("ats", QOBJECT(qbool_from_bool(false)));
+    assert_device_add_fails("vectors", QOBJECT(qnum_from_int(1)));
+    assert_device_add_fails("contexts", QOBJECT(qnum_from_int(3)));
+    assert_device_add_fails("pri-requests", QOBJECT(qnum_from_int(0)));
+    assert_device_add_fails("pri-requests", QOBJECT(qnum_from_int(4096)));
     qtest_end();
 }
 

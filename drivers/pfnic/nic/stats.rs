@@ -23,6 +23,10 @@ fn translation_stats(read: impl Fn(usize) -> u32) -> uapi::TranslationStats {
         prq_held: read(7),
         page_request_groups: read(8),
         page_request_groups_max: read(9),
+        lookahead_pages: read(10),
+        lookahead_used: read(11),
+        lookahead_wasted: read(12),
+        reserved: 0,
     }
 }
 
@@ -43,6 +47,9 @@ fn write_translation(
         ("prq_held", t.prq_held),
         ("page_request_groups", t.page_request_groups),
         ("page_request_groups_max", t.page_request_groups_max),
+        ("lookahead_pages", t.lookahead_pages),
+        ("lookahead_used", t.lookahead_used),
+        ("lookahead_wasted", t.lookahead_wasted),
     ] {
         write!(f, "{sep}{name} {value}")?;
     }
@@ -78,6 +85,11 @@ impl Nic {
         self.write_verbs_stats(f)?;
         write!(f, "fault_latency_us_log2")?;
         for c in st.fault_latency_us_log2 {
+            write!(f, " {c}")?;
+        }
+        writeln!(f)?;
+        write!(f, "group_pages_log2")?;
+        for c in st.group_pages_log2 {
             write!(f, " {c}")?;
         }
         writeln!(f)?;
@@ -130,6 +142,9 @@ impl Nic {
                 translation_stats(|i| bar.read(regs::COUNTERS::at(i)).count().get());
             for (i, bucket) in stats.fault_latency_us_log2.iter_mut().enumerate() {
                 *bucket = bar.read(regs::STAT_FAULT_LAT::at(i)).count().get();
+            }
+            for (i, bucket) in stats.group_pages_log2.iter_mut().enumerate() {
+                *bucket = bar.read(regs::STAT_GROUP_PAGES::at(i)).count().get();
             }
         })?;
         Ok(stats)

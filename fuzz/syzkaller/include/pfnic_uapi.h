@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR MIT */
 /*
- * The pfnic uAPI (drivers/pfnic/uapi.rs, uAPI version 12) as a C header, written
+ * The pfnic uAPI (drivers/pfnic/uapi.rs, uAPI version 13) as a C header, written
  * by hand from uapi.rs for syz-extract only: the kernel tree has no C header for
  * pfnic, and uapi.rs stays the one definition. syz-extract compiles this file to
  * generate ../sys/linux/dev_pfnic.txt.const; the _Static_asserts below hold the
@@ -13,7 +13,7 @@
 #include <linux/types.h>
 #include <linux/ioctl.h>
 
-#define PFNIC_UAPI_VERSION 12
+#define PFNIC_UAPI_VERSION 13
 #define PFNIC_IOCTL_MAGIC 0xf5
 
 #define PFNIC_CAP_ATS (1ULL << 0)
@@ -40,6 +40,7 @@ struct pfnic_selftest {
 struct pfnic_translation_stats {
 	__u32 page_requests, pri_success, pri_failed, atc_hits, atc_misses;
 	__u32 invalidations, prq_full, prq_held, page_request_groups, page_request_groups_max;
+	__u32 lookahead_pages, lookahead_used, lookahead_wasted, reserved;
 };
 
 struct pfnic_query_context {
@@ -55,6 +56,7 @@ struct pfnic_device_stats {
 	__u32 fault_latency_us_log2[16];
 	__u32 reserved0;
 	__u64 contexts_stuck, reserved;
+	__u32 group_pages_log2[8];
 };
 
 #define PFNIC_OP_COPY 1
@@ -255,12 +257,12 @@ struct pfnic_cq_event {
 #define PFNIC_IOCTL_SET_PORT_IPV4 _IOW(PFNIC_IOCTL_MAGIC, 0x13, struct pfnic_port_ipv4)
 #define PFNIC_IOCTL_CREATE_COMP_CHANNEL _IOR(PFNIC_IOCTL_MAGIC, 0x14, struct pfnic_comp_channel)
 
-/* The sizes of drivers/pfnic/uapi.rs (core::mem::size_of), uAPI 12. */
+/* The sizes of drivers/pfnic/uapi.rs (core::mem::size_of), uAPI 13. */
 _Static_assert(sizeof(struct pfnic_query_device) == 88, "QueryDevice");
 _Static_assert(sizeof(struct pfnic_selftest) == 32, "Selftest");
-_Static_assert(sizeof(struct pfnic_query_context) == 64, "QueryContext");
-_Static_assert(sizeof(struct pfnic_translation_stats) == 40, "TranslationStats");
-_Static_assert(sizeof(struct pfnic_device_stats) == 160, "DeviceStats");
+_Static_assert(sizeof(struct pfnic_query_context) == 80, "QueryContext");
+_Static_assert(sizeof(struct pfnic_translation_stats) == 56, "TranslationStats");
+_Static_assert(sizeof(struct pfnic_device_stats) == 208, "DeviceStats");
 _Static_assert(sizeof(struct pfnic_submit) == 64, "Submit");
 _Static_assert(sizeof(struct pfnic_query_verbs) == 104, "QueryVerbs");
 _Static_assert(sizeof(struct pfnic_query_port) == 176, "QueryPort");

@@ -50,6 +50,11 @@ static bool pfnic_check_props(PfnicState *s, Error **errp)
         error_setg(errp, "pfnic: pri=on requires ats=on");
         return false;
     }
+    if (s->pri_requests < 1 || s->pri_requests > PFNIC_PRI_OUTSTANDING) {
+        error_setg(errp, "pfnic: pri-requests must be in 1..%d",
+                   PFNIC_PRI_OUTSTANDING);
+        return false;
+    }
     return true;
 }
 
@@ -73,7 +78,7 @@ static void pfnic_init_ext_caps(PfnicState *s)
     }
     if (s->pri) {
         /* Responses must carry the PASID whenever requests can have one. */
-        pcie_pri_init(pdev, offset, PFNIC_PRI_OUTSTANDING, s->pasid);
+        pcie_pri_init(pdev, offset, s->pri_requests, s->pasid);
         offset += PCI_EXT_CAP_PRI_SIZEOF;
     }
 }
@@ -154,6 +159,8 @@ static const Property pfnic_properties[] = {
     DEFINE_PROP_BOOL("ats", PfnicState, ats, true),
     DEFINE_PROP_BOOL("pasid", PfnicState, pasid, true),
     DEFINE_PROP_BOOL("pri", PfnicState, pri, true),
+    DEFINE_PROP_UINT32("pri-requests", PfnicState, pri_requests,
+                       PFNIC_PRI_OUTSTANDING),
     DEFINE_PROP_UINT32("vectors", PfnicState, num_vectors, 8),
     DEFINE_PROP_UINT32("contexts", PfnicState, num_contexts, 64),
     /* Fault injection (0: off): every Nth page request or response. */

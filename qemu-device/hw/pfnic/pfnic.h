@@ -28,36 +28,73 @@ OBJECT_DECLARE_SIMPLE_TYPE(PfnicState, PFNIC)
 typedef struct PfnicStats {
     uint32_t count[PFNIC_CNT_NR];   /* PfnicCounter; register order */
     uint32_t fault_lat[PFNIC_FAULT_LAT_BUCKETS];
+    uint32_t group_pages[PFNIC_GROUP_PAGES_BUCKETS];
 } PfnicStats;
 
 /*
- * Something that waits for a page request response: a context's current
- * descriptor or a QP's current WQE. Each has its own page request group
- * (PRGI): the context number for descriptor rings, 256 + QPN for QPs.
+ * Something whose work waits for pages: a context's current descriptor, a
+ * QP's current send WQE, or a wire QP's responder. It may have several
+ * page request groups out (PfnicGroup); it sleeps while a page its work
+ * needs is in one of them.
  */
 typedef struct PfnicPageWait {
-    bool waiting;               /* for a page request response */
-    bool fault;                 /* the response said invalid/failure */
-    bool retry_prq;             /* the page request queue was full */
-    bool remote;                /* the request is for the remote side */
-    uint16_t prgi;
-    uint32_t ctx;               /* context whose PASID the request uses */
+    bool waiting;               /* the work needs a page of a group out */
+    bool fault;                 /* nobody can make a page it needs present */
+    bool retry_prq;             /* its request could not be sent: resend */
+    bool remote;                /* the last miss was of the remote side */
+    uint32_t ctx;               /* context whose PASID the last miss used */
     uint32_t pasid;
-    uint64_t fault_addr;
+    uint64_t fault_addr;        /* the last miss, for a resend and refaults */
     uint64_t fault_len;         /* bytes from fault_addr the work still needs */
     bool fault_write;
     bool prefetch;              /* a PREFETCH's: count made-present pages */
-    uint32_t group_pages;       /* pages in the outstanding group */
-    uint32_t group_span;        /* pages from fault_addr's the group covered */
+    uint32_t out;               /* its groups outstanding */
     uint32_t refaults;          /* page requests in a row for one page */
     bool taken_back;            /* the OS invalidated fault_addr's page since */
-    int64_t pri_sent_ns;        /* when the outstanding request was sent */
+    /* The pages of its last group answered with a failure */
+    uint32_t failed_pasid;
+    uint64_t failed_start, failed_end;
     int32_t mr;                 /* MR the faulting chunk used, or -1 */
     uint32_t mr_key;
     uint32_t requests;          /* sent for the current work item */
 } PfnicPageWait;
 
-#define PFNIC_PRGI_QP_BASE          256
+/*
+ * A page request group: pages [start, end) of a PASID, the missing ones
+ * requested under one group index (the index of the group in the device's
+ * table, so unique across the device), the last with LPIG. PARTIAL: the
+ * IOMMU's queue filled up before the last page went; the group is sent
+ * again, whole, under the same index (Linux merges partial requests by
+ * index alone, so the index is not reused before its LPIG went out).
+ * STRANDED: a PARTIAL group whose context stopped; its index stays taken
+ * until a reset.
+ */
+typedef enum {
+    PFNIC_GROUP_FREE,
+    PFNIC_GROUP_OUT,            /* sent, waiting for its response */
+    PFNIC_GROUP_PARTIAL,        /* some pages queued, LPIG not yet */
+    PFNIC_GROUP_STRANDED,       /* PARTIAL when its context stopped */
+} PfnicGroupState;
+
+typedef struct PfnicGroup {
+    PfnicGroupState state;
+    PfnicPageWait *w;           /* NULL once its waiter moved on */
+    bool advisory;              /* look-ahead: its failure fails nothing */
+    bool write;
+    bool prefetch;
+    uint32_t ctx;               /* the context whose PASID it is for */
+    uint32_t pasid;
+    uint64_t start, end;
+    uint32_t pages;             /* counted against the PRI allocation */
+    int32_t mr;
+    uint32_t mr_key;
+    int64_t sent_ns;
+} PfnicGroup;
+
+/* Group indices: PRGI is 9 bits */
+#define PFNIC_GROUPS                512
+/* Groups one waiter may have out at once */
+#define PFNIC_WAIT_GROUPS           16
 /* A context may have at most 1/PFNIC_PRI_SHARE of the PRI allocation out. */
 #define PFNIC_PRI_SHARE             4
 
@@ -91,6 +128,8 @@ typedef struct PfnicContext {
     uint64_t refill_start, refill_end;
     bool refill_write;
     int32_t prefetch_mr;        /* PREFETCH: the MR of the key */
+    uint32_t groups_out;        /* groups for this context's PASID */
+    uint32_t pages_out;
     PfnicStats stats;           /* since the context started */
 
     /* Page request responses and device-IOTLB invalidations for our PASID */
@@ -137,6 +176,9 @@ typedef struct PfnicCq {
 } PfnicCq;
 
 #define PFNIC_QPN_NONE              UINT32_MAX
+
+/* Look-ahead: posted WQEs after the send head whose pages are asked for */
+#define PFNIC_QP_AHEAD_WQES         4
 
 /* RoCEv2 transport limits (docs/wire.md) */
 #define PFNIC_ROCE_MAX_INFLIGHT     16      /* send WQEs on the wire */
@@ -281,6 +323,12 @@ typedef struct PfnicQp {
     bool atomic_done;
     uint64_t atomic_orig;
     PfnicPageWait pw;
+    uint16_t ahead_next;        /* the next posted WQE to look ahead at */
+    /* Look-ahead pages requested for a posted WQE, until it completes */
+    struct {
+        uint16_t wqe;
+        uint32_t pages;
+    } ahead_for[PFNIC_QP_AHEAD_WQES];
 
     /* QP_QUERY counters */
     uint32_t page_requests;
@@ -319,6 +367,7 @@ struct PfnicState {
     bool ats;
     bool pasid;
     bool pri;
+    uint32_t pri_requests;      /* the PRI capability's outstanding requests */
     uint32_t num_vectors;
     uint32_t num_contexts;
     /*
@@ -349,6 +398,10 @@ struct PfnicState {
     /* The DMA engine (pfnic_engine.c) */
     QEMUBH *engine_bh;
     QEMUTimer *retry_timer;
+    PfnicGroup groups[PFNIC_GROUPS];    /* by group index */
+    uint32_t group_next;        /* where the search for a free index starts */
+    uint32_t groups_out;        /* groups not FREE, and their pages */
+    uint32_t pages_out;
     PfnicAtcEntry atc[PFNIC_ATC_ENTRIES];
     PfnicStats stats;
 
@@ -417,11 +470,18 @@ typedef enum {
 } PfnicXlate;
 
 void pfnic_count(PfnicContext *ctx, PfnicCounter c);
+void pfnic_count_n(PfnicContext *ctx, PfnicCounter c, uint32_t n);
 PfnicXlate pfnic_translate(PfnicContext *ctx, uint64_t va, bool write,
                            hwaddr *pa, AddressSpace **as);
-void pfnic_page_request(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
-                        uint64_t va, uint64_t len, bool write);
-void pfnic_page_wait_init(PfnicPageWait *w, uint16_t prgi);
+void pfnic_page_fault(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
+                      PfnicMr *mr, uint64_t va, uint64_t len, bool write);
+void pfnic_page_ahead(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
+                      PfnicMr *mr, uint64_t va, uint64_t len, bool write,
+                      bool advisory);
+/* A waiter's work is gone: its groups out wake nobody any more. */
+void pfnic_page_wait_reset(PfnicState *s, PfnicPageWait *w);
+/* A waiter moves to its next work item, keeping its groups (look-ahead). */
+void pfnic_page_wait_next(PfnicState *s, PfnicPageWait *w);
 
 /* pfnic_verbs.c */
 void pfnic_verbs_init(PfnicState *s);
@@ -450,8 +510,6 @@ void pfnic_qp_abort(PfnicState *s, PfnicQp *qp);
 void pfnic_qp_wake_senders(PfnicState *s, uint32_t qpn);
 void pfnic_qp_ctx_stop(PfnicState *s, PfnicContext *ctx);
 void pfnic_qp_rnr_timer(void *opaque);
-PfnicPageWait *pfnic_qp_page_wait(PfnicState *s, uint16_t prgi,
-                                  uint32_t pasid);
 void pfnic_qp_prq_retry(PfnicState *s);
 
 /* Helpers the loopback engine and the wire share (pfnic_qp.c) */

@@ -274,6 +274,10 @@ static uint64_t pfnic_ctrl_read(void *opaque, hwaddr addr, unsigned size)
          PFNIC_REG_STAT_FAULT_LAT + 4 * (PFNIC_FAULT_LAT_BUCKETS - 1):
         val = s->stats.fault_lat[(addr - PFNIC_REG_STAT_FAULT_LAT) / 4];
         break;
+    case PFNIC_REG_STAT_GROUP_PAGES ...
+         PFNIC_REG_STAT_GROUP_PAGES + 4 * (PFNIC_GROUP_PAGES_BUCKETS - 1):
+        val = s->stats.group_pages[(addr - PFNIC_REG_STAT_GROUP_PAGES) / 4];
+        break;
     case PFNIC_REG_CMD_ARG ... PFNIC_REG_CMD_ARG + 4 * (PFNIC_CMD_ARGS - 1):
         val = s->cmd_arg[(addr - PFNIC_REG_CMD_ARG) / 4];
         break;

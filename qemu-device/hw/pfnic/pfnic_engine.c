@@ -46,7 +46,7 @@
 #define PFNIC_PRQ_RETRY_NS      (100 * SCALE_US)
 
 /* Count @n events for the context and for the device. */
-static void pfnic_count_n(PfnicContext *ctx, PfnicCounter c, uint32_t n)
+void pfnic_count_n(PfnicContext *ctx, PfnicCounter c, uint32_t n)
 {
     ctx->stats.count[c] += n;
     ctx->s->stats.count[c] += n;
@@ -106,7 +106,7 @@ typedef struct PfnicInval {
     uint64_t start, last;
 } PfnicInval;
 
-/* The OS took back the waiter's page (see refaults in pfnic_page_request). */
+/* The OS took back the waiter's page (see refaults in pfnic_page_fault). */
 static void pfnic_wait_taken_back(PfnicPageWait *w, void *opaque)
 {
     const PfnicInval *v = opaque;
@@ -253,282 +253,578 @@ static uint32_t pfnic_probe_range(PfnicContext *ctx, uint64_t va0, uint32_t n,
 
 /* --- page requests ------------------------------------------------------- */
 
-void pfnic_page_wait_init(PfnicPageWait *w, uint16_t prgi)
+void pfnic_page_wait_reset(PfnicState *s, PfnicPageWait *w)
 {
+    /* Its groups stay out (their pages count) but wake nobody. */
+    for (uint32_t i = 0; i < PFNIC_GROUPS; i++) {
+        if (s->groups[i].w == w) {
+            s->groups[i].w = NULL;
+        }
+    }
     *w = (PfnicPageWait) {
-        .prgi = prgi & PCI_PRI_PRGI_MASK,
         .fault_addr = UINT64_MAX,
         .mr = -1,
     };
 }
 
-/* Account the round trip of the page request just answered. */
-static void pfnic_fault_latency(PfnicState *s, PfnicPageWait *w)
+void pfnic_page_wait_next(PfnicState *s, PfnicPageWait *w)
 {
-    int64_t us = (qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) - w->pri_sent_ns) /
+    uint32_t out = w->out;
+
+    /* Its groups out may be this item's look-ahead: they stay, advisory. */
+    for (uint32_t i = 0; out && i < PFNIC_GROUPS; i++) {
+        if (s->groups[i].w == w) {
+            s->groups[i].advisory = true;
+        }
+    }
+    *w = (PfnicPageWait) {
+        .fault_addr = UINT64_MAX,
+        .mr = -1,
+        .out = out,
+    };
+}
+
+/* Account a group of @pages pages just sent: bucket i holds [2^i, 2^(i+1)). */
+static void pfnic_count_group_pages(PfnicState *s, uint32_t pages)
+{
+    int bucket = MIN(31 - clz32(MAX(pages, 1)), PFNIC_GROUP_PAGES_BUCKETS - 1);
+
+    s->stats.group_pages[bucket]++;
+}
+
+/* Account the round trip of the group just answered. */
+static void pfnic_fault_latency(PfnicState *s, PfnicGroup *g)
+{
+    int64_t us = (qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) - g->sent_ns) /
                  SCALE_US;
     int bucket = us > 1 ? MIN(63 - clz64(us), PFNIC_FAULT_LAT_BUCKETS - 1) : 0;
 
     s->stats.fault_lat[bucket]++;
 }
 
-/* The MR a page request was for, if it still is the same registration. */
-static PfnicMr *pfnic_wait_mr(PfnicState *s, PfnicPageWait *w)
+/* The MR a group was for, if it still is the same registration. */
+static PfnicMr *pfnic_group_mr(PfnicState *s, PfnicGroup *g)
 {
     PfnicMr *mr;
 
-    if (w->mr < 0 || w->mr >= PFNIC_MAX_MRS) {
+    if (g->mr < 0 || g->mr >= PFNIC_MAX_MRS) {
         return NULL;
     }
-    mr = &s->mrs[w->mr];
-    return mr->valid && mr->key == w->mr_key ? mr : NULL;
+    mr = &s->mrs[g->mr];
+    return mr->valid && mr->key == g->mr_key ? mr : NULL;
 }
 
-/* The descriptor ring waiting for page request group @prgi of @pasid. */
-static PfnicPageWait *pfnic_ctx_page_wait(PfnicState *s, uint16_t prgi,
-                                          uint32_t pasid)
+/* Give a group's index and pages back; wake its waiter. */
+static void pfnic_group_free(PfnicState *s, PfnicGroup *g)
 {
-    for (uint32_t i = prgi; i < s->num_contexts; i += PCI_PRI_PRGI_MASK + 1) {
-        PfnicContext *c = &s->contexts[i];
+    PfnicContext *ctx = &s->contexts[g->ctx];
 
-        if (c->enabled && c->pasid == pasid && c->pw.waiting) {
-            return &c->pw;
+    s->groups_out--;
+    s->pages_out -= g->pages;
+    ctx->groups_out--;
+    ctx->pages_out -= g->pages;
+    if (g->w) {
+        g->w->out--;
+        g->w->waiting = false;
+    }
+    g->state = PFNIC_GROUP_FREE;
+    g->w = NULL;
+}
+
+/* Something waits to send a request: try again now that room was freed. */
+static void pfnic_prq_retry(void *opaque);
+
+/*
+ * A page response for our PASID. Its group index names the group, whose
+ * waiter may be another context's (a loopback QP's remote side lives in
+ * another address space) or nobody's any more. The IOMMU keeps one
+ * notifier per PASID, so the response may be for another context of the
+ * same process (the same PASID).
+ */
+static void pfnic_pri_response(IOMMUPRINotifier *n, IOMMUPRIResponse *r)
+{
+    PfnicContext *ctx = container_of(n, PfnicContext, pri_notifier);
+    PfnicState *s = ctx->s;
+    PfnicGroup *g = &s->groups[r->prgi & PCI_PRI_PRGI_MASK];
+    bool ok = r->response_code == IOMMU_PRI_RESP_SUCCESS;
+    PfnicMr *mr;
+
+    trace_pfnic_pri_response(ctx->index, ctx->pasid, r->prgi,
+                             r->response_code);
+    if (g->state != PFNIC_GROUP_OUT || g->pasid != ctx->pasid) {
+        /* A context stopped while its group was out, or a bogus response. */
+        trace_pfnic_pri_response_stale(ctx->index, r->prgi);
+        return;
+    }
+    pfnic_fault_latency(s, g);
+    mr = pfnic_group_mr(s, g);
+    if (ok && s->inject_pri_failure &&
+        ++s->inject_resp_seq % s->inject_pri_failure == 0) {
+        /*
+         * Fault injection: handled as a Response Failure, which the
+         * device does not re-probe (the OS made the pages present, so a
+         * probe would find them): the work that waited for it fails.
+         */
+        trace_pfnic_pri_response_injected(ctx->index, r->prgi);
+        ok = false;
+        if (g->w && !g->advisory) {
+            g->w->fault = true;
+        }
+    }
+    if (ok) {
+        PfnicContext *gc = &s->contexts[g->ctx];
+
+        if (gc->enabled && gc->pasid == g->pasid) {
+            gc->refill_start = g->start;
+            gc->refill_end = g->end;
+            gc->refill_write = g->write;
+        }
+        pfnic_count_n(ctx, PFNIC_CNT_PRI_SUCCESS, g->pages);
+        if (mr) {
+            mr->count[PFNIC_MR_PAGE_FAULTS_HANDLED] += g->pages;
+            if (g->prefetch) {
+                mr->count[PFNIC_MR_PAGE_PREFETCH] += g->pages;
+            }
+        }
+    } else {
+        /*
+         * One response code for the whole group (Linux's too): the work
+         * fails only at a page of it that is still missing when it gets
+         * there. A look-ahead's failure fails nothing.
+         */
+        pfnic_count_n(ctx, PFNIC_CNT_PRI_FAILED, g->pages);
+        if (g->w && !g->advisory) {
+            g->w->failed_pasid = g->pasid;
+            g->w->failed_start = g->start;
+            g->w->failed_end = g->end;
+        }
+    }
+    pfnic_group_free(s, g);
+    /* Room again: whoever waited for it goes first. */
+    pfnic_prq_retry(s);
+}
+
+/*
+ * The group of @w out for @pasid that holds the page of @va, with the
+ * access @write needs.
+ */
+static PfnicGroup *pfnic_group_covering(PfnicState *s, PfnicPageWait *w,
+                                        uint32_t pasid, uint64_t va,
+                                        bool write)
+{
+    for (uint32_t i = 0, seen = 0; i < PFNIC_GROUPS && seen < w->out; i++) {
+        PfnicGroup *g = &s->groups[i];
+
+        if (g->state == PFNIC_GROUP_FREE || g->w != w) {
+            continue;
+        }
+        seen++;
+        if (g->pasid == pasid && va >= g->start && va < g->end &&
+            (g->write || !write)) {
+            return g;
         }
     }
     return NULL;
 }
 
 /*
- * A page response for our PASID. Its group index says who waits: the
- * descriptor ring of a context, or a QP (which may belong to another
- * context when the request was for a remote buffer in our address space).
- * The IOMMU keeps one notifier per PASID, so the response may be for
- * another context of the same process (the same PASID).
+ * Of the @n pages from @va0 found @missing, forget those a group of @w
+ * already asks for: the OS is on them.
  */
-static void pfnic_pri_response(IOMMUPRINotifier *n, IOMMUPRIResponse *r)
+static void pfnic_wait_drop_covered(PfnicState *s, PfnicPageWait *w,
+                                    uint32_t pasid, uint64_t va0, uint32_t n,
+                                    bool write, bool *missing)
 {
-    PfnicContext *ctx = container_of(n, PfnicContext, pri_notifier);
-    PfnicState *s = ctx->s;
-    PfnicPageWait *w;
-    PfnicMr *mr;
+    uint64_t end = va0 + n * PFNIC_PAGE_SIZE;
 
-    trace_pfnic_pri_response(ctx->index, ctx->pasid, r->prgi,
-                             r->response_code);
-    w = pfnic_ctx_page_wait(s, r->prgi, ctx->pasid);
-    if (!w && r->prgi >= PFNIC_PRGI_QP_BASE) {
-        w = pfnic_qp_page_wait(s, r->prgi - PFNIC_PRGI_QP_BASE, ctx->pasid);
-    }
-    if (!w) {
-        /* A QP destroyed or a context stopped while its request was out. */
-        trace_pfnic_pri_response_stale(ctx->index, r->prgi);
-        return;
-    }
-    w->waiting = false;
-    pfnic_fault_latency(s, w);
-    mr = pfnic_wait_mr(s, w);
-    if (r->response_code == IOMMU_PRI_RESP_SUCCESS && s->inject_pri_failure &&
-        ++s->inject_resp_seq % s->inject_pri_failure == 0) {
-        /* Fault injection: handled as a Response Failure. */
-        trace_pfnic_pri_response_injected(ctx->index, r->prgi);
-        pfnic_count_n(ctx, PFNIC_CNT_PRI_FAILED, w->group_pages);
-        w->fault = true;
-    } else if (r->response_code == IOMMU_PRI_RESP_SUCCESS) {
-        PfnicContext *wc = &s->contexts[w->ctx];
+    for (uint32_t i = 0, seen = 0; i < PFNIC_GROUPS && seen < w->out; i++) {
+        PfnicGroup *g = &s->groups[i];
 
-        if (wc->enabled && wc->pasid == w->pasid) {
-            wc->refill_start = w->fault_addr & PFNIC_PAGE_MASK;
-            wc->refill_end = wc->refill_start +
-                             w->group_span * PFNIC_PAGE_SIZE;
-            wc->refill_write = w->fault_write;
+        if (g->state == PFNIC_GROUP_FREE || g->w != w) {
+            continue;
         }
-        pfnic_count_n(ctx, PFNIC_CNT_PRI_SUCCESS, w->group_pages);
-        if (mr) {
-            mr->count[PFNIC_MR_PAGE_FAULTS_HANDLED] += w->group_pages;
-            if (w->prefetch) {
-                mr->count[PFNIC_MR_PAGE_PREFETCH] += w->group_pages;
-            }
+        seen++;
+        if (g->pasid != pasid || (write && !g->write) || g->end <= va0 ||
+            g->start >= end) {
+            continue;
         }
-    } else {
-        /* One response code for the whole group (Linux's too). */
-        pfnic_count_n(ctx, PFNIC_CNT_PRI_FAILED, w->group_pages);
-        w->fault = true;
-    }
-    qemu_bh_schedule(s->engine_bh);
-}
-
-/*
- * Page request groups outstanding, and their pages (PCIe counts pages
- * against the PRI allocation), device-wide and for one context. Counted,
- * not tracked, so that a waiter dropped with its group unanswered (a
- * context stopped, a QP destroyed) cannot leak allocation.
- */
-typedef struct PfnicOutstanding {
-    uint32_t ctx;               /* the context "mine" counts */
-    uint32_t pages, pages_mine;
-    uint32_t groups, groups_mine;
-} PfnicOutstanding;
-
-static void pfnic_count_outstanding(PfnicPageWait *w, void *opaque)
-{
-    PfnicOutstanding *o = opaque;
-
-    if (w->waiting) {
-        o->pages += w->group_pages;
-        o->groups++;
-        if (w->ctx == o->ctx) {
-            o->pages_mine += w->group_pages;
-            o->groups_mine++;
+        for (uint64_t v = MAX(g->start, va0); v < MIN(g->end, end);
+             v += PFNIC_PAGE_SIZE) {
+            missing[(v - va0) / PFNIC_PAGE_SIZE] = false;
         }
     }
 }
 
 /*
- * Ask the OS to make the pages of [va, va + len) of @ctx's address space
- * present (and writable), as one page request group: the range (at most
- * PFNIC_GROUP_PAGES pages from @va's) is probed with one ATS request, and
- * every page it lacks is requested under the waiter's group index, the last
- * with LPIG; the OS answers the group once. The waiter @w waits for that
- * response, or has w->fault set when nobody can make the pages present.
+ * Pages the device may still ask of the OS for @ctx's PASID: never more
+ * outstanding than the OS allocated (PRI capability), and no context more
+ * than a quarter of that, so that one process's faults cannot hold back
+ * every other's.
  */
-void pfnic_page_request(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
-                        uint64_t va, uint64_t len, bool write)
+static uint32_t pfnic_pri_room(PfnicState *s, PfnicContext *ctx)
 {
-    bool missing[PFNIC_GROUP_PAGES];
-    uint64_t va0 = va & PFNIC_PAGE_MASK;
-    PfnicOutstanding out = { .ctx = ctx->index };
-    uint32_t *ctx_max = &ctx->stats.count[PFNIC_CNT_PR_GROUPS_MAX];
-    uint32_t *dev_max = &s->stats.count[PFNIC_CNT_PR_GROUPS_MAX];
-    uint32_t alloc, share, room, n, want, sent = 0;
-    PfnicMr *mr;
+    uint32_t alloc = pcie_pri_get_req_alloc(PCI_DEVICE(s));
+    uint32_t share;
+
+    alloc = alloc ? alloc : s->pri_requests;
+    share = MAX(alloc / PFNIC_PRI_SHARE, 1);
+    return MIN(alloc - MIN(s->pages_out, alloc),
+               share - MIN(ctx->pages_out, share));
+}
+
+static PfnicGroup *pfnic_group_alloc(PfnicState *s)
+{
+    for (uint32_t i = 0; i < PFNIC_GROUPS; i++) {
+        uint32_t idx = (s->group_next + i) % PFNIC_GROUPS;
+
+        if (s->groups[idx].state == PFNIC_GROUP_FREE) {
+            s->group_next = (idx + 1) % PFNIC_GROUPS;
+            return &s->groups[idx];
+        }
+    }
+    return NULL;
+}
+
+/*
+ * Send the pages of @g that the IOMMU lacks (@missing, from g->start) as
+ * its group, the last with LPIG. 0 once the group is out; -ENOSPC if the
+ * queue was full (the group is PARTIAL if pages went); other errors if
+ * nobody can serve page requests.
+ */
+static int pfnic_group_post(PfnicState *s, PfnicGroup *g, const bool *missing)
+{
+    PfnicContext *ctx = &s->contexts[g->ctx];
+    uint32_t span = (g->end - g->start) / PFNIC_PAGE_SIZE, sent = 0;
+    uint16_t prgi = g - s->groups;
     int ret = 0;
 
-    /*
-     * The same page again: the OS answered success without mapping it,
-     * unless it took the page back since (an invalidation: a racing
-     * munmap or MADV_DONTNEED), which is not the OS's fault to count.
-     */
-    if (va0 == (w->fault_addr & PFNIC_PAGE_MASK) && !w->retry_prq) {
-        if (!w->taken_back && ++w->refaults > PFNIC_MAX_REFAULTS) {
-            w->fault = true;
-            return;
-        }
-    } else if (!w->retry_prq) {
-        w->refaults = 0;
-    }
-    w->taken_back = false;
-    w->retry_prq = false;
-    w->ctx = ctx->index;
-    w->pasid = ctx->pasid;
-    w->fault_addr = va;
-    w->fault_len = MAX(len, 1);
-    w->fault_write = write;
-
-    /*
-     * Never more pages outstanding than the OS allocated (PRI capability),
-     * and no context more than a quarter of that, so that one process's
-     * faults cannot hold back every other's.
-     */
-    alloc = pcie_pri_get_req_alloc(PCI_DEVICE(s));
-    alloc = alloc ? alloc : PFNIC_PRI_OUTSTANDING;
-    share = MAX(alloc / PFNIC_PRI_SHARE, 1);
-    pfnic_each_wait(s, pfnic_count_outstanding, &out);
-    room = MIN(alloc - MIN(out.pages, alloc),
-               share - MIN(out.pages_mine, share));
-    if (!room) {
-        trace_pfnic_page_request_throttled(ctx->index, w->prgi, alloc);
-        if (out.pages < alloc) {
-            pfnic_count(ctx, PFNIC_CNT_PRQ_HELD);
-        }
-        w->retry_prq = true;
-        timer_mod(s->retry_timer,
-                  qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) + PFNIC_PRQ_RETRY_NS);
-        return;
-    }
-
-    n = DIV_ROUND_UP((va & ~PFNIC_PAGE_MASK) + w->fault_len, PFNIC_PAGE_SIZE);
-    n = MIN(n, MIN(room, PFNIC_GROUP_PAGES));
-    pfnic_probe_range(ctx, va0, n, write, missing);
-    /*
-     * The page at @va missed a moment ago: it is requested whatever the
-     * probe says, so that there is a response to wait for.
-     */
-    missing[0] = true;
-    want = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        want += missing[i];
-    }
     /* Fault injection: every Nth group finds the queue full at its start. */
-    if (s->inject_prq_full &&
-        ++s->inject_prq_seq % s->inject_prq_full == 0) {
-        trace_pfnic_page_request(ctx->index, ctx->pasid, va0, write, w->prgi,
-                                 -ENOSPC);
-        want = 0;
-        ret = -ENOSPC;
+    if (s->inject_prq_full && ++s->inject_prq_seq % s->inject_prq_full == 0) {
+        trace_pfnic_page_request(ctx->index, g->pasid, g->start, g->write,
+                                 prgi, -ENOSPC);
+        return -ENOSPC;
     }
-    for (uint32_t i = 0; i < n && sent < want; i++) {
-        uint64_t page = va0 + i * PFNIC_PAGE_SIZE;
-        bool last = sent + 1 == want;
+    for (uint32_t i = 0; i < span && sent < g->pages; i++) {
+        uint64_t page = g->start + i * PFNIC_PAGE_SIZE;
 
         if (!missing[i]) {
             continue;
         }
-        ret = pci_pri_request_page(PCI_DEVICE(s), ctx->pasid, false, false,
-                                   page, last, w->prgi, true, write);
-        trace_pfnic_page_request(ctx->index, ctx->pasid, page, write, w->prgi,
+        ret = pci_pri_request_page(PCI_DEVICE(s), g->pasid, false, false,
+                                   page, sent + 1 == g->pages, prgi, true,
+                                   g->write);
+        trace_pfnic_page_request(ctx->index, g->pasid, page, g->write, prgi,
                                  ret);
         if (ret < 0) {
             break;
         }
         sent++;
     }
-    if (ret == -ENOSPC) {
-        /*
-         * Queue full: not dropped, the whole group is sent again after a
-         * back-off. Pages already queued without LPIG join it: Linux
-         * groups partial requests by index.
-         */
+    if (ret == -ENOSPC && sent) {
+        g->state = PFNIC_GROUP_PARTIAL;
+    }
+    if (ret < 0) {
+        return ret;
+    }
+    g->state = PFNIC_GROUP_OUT;
+    g->sent_ns = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+    return 0;
+}
+
+/*
+ * Probe the @n pages from @va0 (page aligned) of @ctx's PASID and request
+ * the missing ones as a new group of @w (with @force, @va0's page even if
+ * the probe finds it: there must be a response to wait for). Returns the
+ * group, NULL with *err 0 if nothing was missing, or NULL with *err:
+ * -EAGAIN no room (allocation, share, indices), -ENOSPC queue full, or
+ * another error when nobody can serve page requests.
+ */
+static PfnicGroup *pfnic_group_send(PfnicState *s, PfnicPageWait *w,
+                                    PfnicContext *ctx, PfnicMr *mr,
+                                    uint64_t va0, uint32_t n, bool write,
+                                    bool force, bool advisory, int *err)
+{
+    bool missing[PFNIC_GROUP_PAGES];
+    uint32_t room = pfnic_pri_room(s, ctx), want = 0;
+    uint32_t *ctx_max = &ctx->stats.count[PFNIC_CNT_PR_GROUPS_MAX];
+    uint32_t *dev_max = &s->stats.count[PFNIC_CNT_PR_GROUPS_MAX];
+    PfnicGroup *g;
+    int ret;
+
+    *err = 0;
+    n = MIN(n, PFNIC_GROUP_PAGES);
+    if (!room || w->out >= PFNIC_WAIT_GROUPS) {
+        *err = -EAGAIN;
+        return NULL;
+    }
+    pfnic_probe_range(ctx, va0, n, write, missing);
+    pfnic_wait_drop_covered(s, w, ctx->pasid, va0, n, write, missing);
+    missing[0] |= force;
+    /* Cut to what fits: the pages outstanding never exceed the room. */
+    for (uint32_t i = 0; i < n; i++) {
+        if (missing[i] && want == room) {
+            n = i;
+            break;
+        }
+        want += missing[i];
+    }
+    if (!want) {
+        return NULL;
+    }
+    g = pfnic_group_alloc(s);
+    if (!g) {
+        *err = -EAGAIN;
+        return NULL;
+    }
+    *g = (PfnicGroup) {
+        .w = w,
+        .advisory = advisory,
+        .write = write,
+        .prefetch = w->prefetch,
+        .ctx = ctx->index,
+        .pasid = ctx->pasid,
+        .start = va0,
+        .end = va0 + n * PFNIC_PAGE_SIZE,
+        .pages = want,
+        .mr = mr ? mr - s->mrs : -1,
+        .mr_key = mr ? mr->key : 0,
+    };
+    ret = pfnic_group_post(s, g, missing);
+    if (ret < 0 && g->state == PFNIC_GROUP_FREE) {
+        *err = ret;
+        return NULL;
+    }
+    /* Out, or PARTIAL (sent again whole later): it holds its pages. */
+    s->groups_out++;
+    s->pages_out += want;
+    ctx->groups_out++;
+    ctx->pages_out += want;
+    w->out++;
+    *ctx_max = MAX(*ctx_max, ctx->groups_out);
+    *dev_max = MAX(*dev_max, s->groups_out);
+    if (ret < 0) {
         pfnic_count(ctx, PFNIC_CNT_PRQ_FULL);
+        timer_mod(s->retry_timer,
+                  qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) + PFNIC_PRQ_RETRY_NS);
+        return g;
+    }
+    pfnic_count_n(ctx, PFNIC_CNT_PAGE_REQUESTS, want);
+    pfnic_count(ctx, PFNIC_CNT_PR_GROUPS);
+    pfnic_count_group_pages(s, want);
+    w->requests += want;
+    if (mr) {
+        mr->count[PFNIC_MR_PAGE_FAULTS] += want;
+        mr->count[PFNIC_MR_PAGE_FAULT_GROUPS]++;
+    }
+    return g;
+}
+
+/*
+ * Request the pages of [va, va + len) of @ctx's PASID that @w's groups do
+ * not already cover, a group per PFNIC_GROUP_PAGES pages, while there is
+ * room: the work finds them present when it gets there. Does not make @w
+ * wait; stops at the first group that cannot go.
+ */
+void pfnic_page_ahead(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
+                      PfnicMr *mr, uint64_t va, uint64_t len, bool write,
+                      bool advisory)
+{
+    uint64_t p = va & PFNIC_PAGE_MASK, end = va + len;
+
+    if (!len || end < va) {
+        end = UINT64_MAX;
+    }
+    while (p < end && w->out < PFNIC_WAIT_GROUPS) {
+        PfnicGroup *g = pfnic_group_covering(s, w, ctx->pasid, p, write);
+        uint32_t n;
+        int err;
+
+        if (g) {
+            p = g->end;
+            continue;
+        }
+        n = MIN(DIV_ROUND_UP(end - p, PFNIC_PAGE_SIZE), PFNIC_GROUP_PAGES);
+        g = pfnic_group_send(s, w, ctx, mr, p, n, write, false, advisory,
+                             &err);
+        if (err) {
+            break;
+        }
+        p = g ? g->end : p + n * PFNIC_PAGE_SIZE;
+    }
+}
+
+/*
+ * The work of @w missed the page of @va in @ctx's PASID, and needs @len
+ * bytes from @va (@write: for writing): wait for the group that holds the
+ * page, or ask the OS for it in a new group, then for the rest of the
+ * range in more groups while there is room. Afterwards the waiter waits
+ * (w->waiting), is to send again (w->retry_prq), or has w->fault set when
+ * nobody can make the page present.
+ */
+void pfnic_page_fault(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
+                      PfnicMr *mr, uint64_t va, uint64_t len, bool write)
+{
+    uint64_t va0 = va & PFNIC_PAGE_MASK;
+    bool again = w->retry_prq;
+    PfnicGroup *g;
+    uint32_t n;
+    int err;
+
+    w->ctx = ctx->index;
+    w->pasid = ctx->pasid;
+    w->retry_prq = false;
+    w->mr = mr ? mr - s->mrs : -1;
+    w->mr_key = mr ? mr->key : 0;
+    if (pfnic_group_covering(s, w, ctx->pasid, va0, write)) {
+        w->waiting = true;
+        return;
+    }
+    if (w->failed_pasid == ctx->pasid && va0 >= w->failed_start &&
+        va0 < w->failed_end) {
+        /* Its group failed, and the page is still missing. */
+        w->fault = true;
+        return;
+    }
+    /*
+     * The same page again: the OS answered success without mapping it,
+     * unless it took the page back since (an invalidation: a racing
+     * munmap or MADV_DONTNEED), which is not the OS's fault to count.
+     */
+    if (va0 == (w->fault_addr & PFNIC_PAGE_MASK) && !again) {
+        if (!w->taken_back && ++w->refaults > PFNIC_MAX_REFAULTS) {
+            w->fault = true;
+            return;
+        }
+    } else if (!again) {
+        w->refaults = 0;
+    }
+    w->taken_back = false;
+    w->fault_addr = va;
+    w->fault_len = MAX(len, 1);
+    w->fault_write = write;
+
+    n = DIV_ROUND_UP((va & ~PFNIC_PAGE_MASK) + w->fault_len, PFNIC_PAGE_SIZE);
+    g = pfnic_group_send(s, w, ctx, mr, va0, n, write, true, false, &err);
+    if (err == -EAGAIN || err == -ENOSPC) {
+        /* Held back or refused: the whole request goes again. */
+        trace_pfnic_page_request_throttled(ctx->index, w->out,
+                                           s->pages_out);
+        pfnic_count(ctx, err == -EAGAIN ? PFNIC_CNT_PRQ_HELD :
+                                          PFNIC_CNT_PRQ_FULL);
         w->retry_prq = true;
         timer_mod(s->retry_timer,
                   qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) + PFNIC_PRQ_RETRY_NS);
         return;
     }
-    if (ret < 0) {
+    if (err || !g) {
         /* PRI disabled or no IOMMU: nobody can make the pages present. */
         w->fault = true;
         return;
     }
-    pfnic_count_n(ctx, PFNIC_CNT_PAGE_REQUESTS, sent);
-    pfnic_count(ctx, PFNIC_CNT_PR_GROUPS);
-    w->requests += sent;
-    w->group_pages = sent;
-    w->group_span = n;
-    mr = pfnic_wait_mr(s, w);
-    if (mr) {
-        mr->count[PFNIC_MR_PAGE_FAULTS] += sent;
-        mr->count[PFNIC_MR_PAGE_FAULT_GROUPS]++;
-    }
-    w->pri_sent_ns = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     w->waiting = true;
-    /* This group joins those counted above. */
-    *ctx_max = MAX(*ctx_max, out.groups_mine + 1);
-    *dev_max = MAX(*dev_max, out.groups + 1);
+    /* The rest of what this side needs, while the OS works on the first. */
+    if (w->fault_len > g->end - va) {
+        pfnic_page_ahead(s, w, ctx, mr, g->end, va + w->fault_len - g->end,
+                         write, false);
+    }
+}
+
+/* Send a PARTIAL group again, whole, under its own index. */
+static void pfnic_group_resend(PfnicState *s, PfnicGroup *g)
+{
+    PfnicContext *ctx = &s->contexts[g->ctx];
+    uint32_t n = (g->end - g->start) / PFNIC_PAGE_SIZE;
+    bool missing[PFNIC_GROUP_PAGES];
+    uint32_t want = 0;
+    int ret;
+
+    pfnic_probe_range(ctx, g->start, n, g->write, missing);
+    /* The pages queued before wait for an LPIG under this index. */
+    missing[0] = true;
+    for (uint32_t i = 0; i < n; i++) {
+        want += missing[i];
+    }
+    /* It keeps the pages it counted; it may send fewer, never more. */
+    want = MIN(want, g->pages);
+    s->pages_out -= g->pages - want;
+    ctx->pages_out -= g->pages - want;
+    g->pages = want;
+    ret = pfnic_group_post(s, g, missing);
+    if (ret == -ENOSPC) {
+        pfnic_count(ctx, PFNIC_CNT_PRQ_FULL);
+        return;
+    }
+    if (ret < 0) {
+        /* Nobody serves page requests any more: let its waiter fail. */
+        if (g->w && !g->advisory) {
+            g->w->failed_pasid = g->pasid;
+            g->w->failed_start = g->start;
+            g->w->failed_end = g->end;
+        }
+        pfnic_group_free(s, g);
+        return;
+    }
+    pfnic_count_n(ctx, PFNIC_CNT_PAGE_REQUESTS, want);
+    pfnic_count(ctx, PFNIC_CNT_PR_GROUPS);
+    pfnic_count_group_pages(s, want);
 }
 
 static void pfnic_prq_retry(void *opaque)
 {
     PfnicState *s = opaque;
+    bool partial = false;
 
+    for (uint32_t i = 0; i < PFNIC_GROUPS; i++) {
+        if (s->groups[i].state == PFNIC_GROUP_PARTIAL) {
+            pfnic_group_resend(s, &s->groups[i]);
+            partial |= s->groups[i].state == PFNIC_GROUP_PARTIAL;
+        }
+    }
     for (uint32_t i = 0; i < s->num_contexts; i++) {
         PfnicContext *ctx = &s->contexts[i];
 
         if (ctx->enabled && ctx->pw.retry_prq) {
-            pfnic_page_request(s, &ctx->pw, ctx, ctx->pw.fault_addr,
-                               ctx->pw.fault_len, ctx->pw.fault_write);
+            pfnic_page_fault(s, &ctx->pw, ctx,
+                             ctx->pw.mr >= 0 ? &s->mrs[ctx->pw.mr] : NULL,
+                             ctx->pw.fault_addr, ctx->pw.fault_len,
+                             ctx->pw.fault_write);
         }
     }
     pfnic_qp_prq_retry(s);
+    if (partial) {
+        timer_mod(s->retry_timer,
+                  qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) + PFNIC_PRQ_RETRY_NS);
+    }
     qemu_bh_schedule(s->engine_bh);
+}
+
+/*
+ * Forget the groups of a context that stops: the OS will not answer them
+ * through us (the PASID's notifier goes). A PARTIAL one keeps its index
+ * until a reset, so that no other group ever joins its queued pages.
+ */
+static void pfnic_ctx_drop_groups(PfnicContext *ctx)
+{
+    PfnicState *s = ctx->s;
+
+    for (uint32_t i = 0; i < PFNIC_GROUPS; i++) {
+        PfnicGroup *g = &s->groups[i];
+
+        if (g->state == PFNIC_GROUP_FREE || g->ctx != ctx->index) {
+            continue;
+        }
+        if (g->state == PFNIC_GROUP_STRANDED) {
+            continue;
+        }
+        if (g->state == PFNIC_GROUP_OUT) {
+            pfnic_group_free(s, g);
+            continue;
+        }
+        /* PARTIAL: its pages no longer count, its index stays taken. */
+        pfnic_group_free(s, g);
+        g->state = PFNIC_GROUP_STRANDED;
+        s->groups_out++;
+    }
 }
 
 /* --- descriptors ---------------------------------------------------------- */
@@ -564,7 +860,7 @@ static bool pfnic_desc_load(PfnicContext *ctx)
     d->result = 0;
     d->page_requests = 0;
     ctx->done = 0;
-    pfnic_page_wait_init(&ctx->pw, ctx->index);
+    pfnic_page_wait_reset(ctx->s, &ctx->pw);
     ctx->prefetch_mr = -1;
     ctx->busy = true;
     trace_pfnic_desc_start(ctx->index, ctx->head, d->opcode, d->src, d->dst,
@@ -620,26 +916,33 @@ typedef enum {
 } PfnicStep;
 
 /*
- * Translate @va; on a fault, send the page request group for the @len bytes
- * from @va the descriptor still needs.
+ * Translate @va; on a fault, wait for the page, asking for the @len bytes
+ * from @va the descriptor still needs, and for the @olen bytes from @ova
+ * of its other side (@owrite) while the OS works on them.
  */
 static bool pfnic_xlate_or_request(PfnicContext *ctx, uint64_t va,
-                                   uint64_t len, bool write, hwaddr *pa,
+                                   uint64_t len, bool write, uint64_t ova,
+                                   uint64_t olen, bool owrite, hwaddr *pa,
                                    AddressSpace **as)
 {
     if (pfnic_translate(ctx, va, write, pa, as) == PFNIC_XLATE_OK) {
         return true;
     }
     ctx->pw.prefetch = false;
-    pfnic_page_request(ctx->s, &ctx->pw, ctx, va, len, write);
+    pfnic_page_fault(ctx->s, &ctx->pw, ctx, NULL, va, len, write);
+    if (olen && ctx->pw.waiting) {
+        pfnic_page_ahead(ctx->s, &ctx->pw, ctx, NULL, ova, olen, owrite,
+                         false);
+    }
     return false;
 }
 
 /*
  * PREFETCH: make the pages of [dst, dst + len) of an MR present (and
- * cached), a page request group at a time. With NO_FAULT a page that ATS
- * cannot translate is skipped instead of requested. A page counts in the
- * MR's page_prefetch when a page request of the prefetch made it present.
+ * cached), in as many page request groups at once as there is room for.
+ * With NO_FAULT a page that ATS cannot translate is skipped instead of
+ * requested. A page counts in the MR's page_prefetch when a page request
+ * of the prefetch made it present.
  */
 static PfnicStep pfnic_prefetch_step(PfnicContext *ctx)
 {
@@ -684,9 +987,10 @@ static PfnicStep pfnic_prefetch_step(PfnicContext *ctx)
     }
     if (pfnic_translate(ctx, va, write, &pa, &as) != PFNIC_XLATE_OK &&
         !(d->flags & PFNIC_PREFETCH_NO_FAULT)) {
-        /* The pages the group makes present count as prefetched. */
+        /* The pages the groups make present count as prefetched. */
         ctx->pw.prefetch = true;
-        pfnic_page_request(s, &ctx->pw, ctx, va, d->len - ctx->done, write);
+        pfnic_page_fault(s, &ctx->pw, ctx, mr, va, d->len - ctx->done,
+                         write);
         return ctx->pw.fault ? PFNIC_STEP_MORE : PFNIC_STEP_WAIT;
     }
     ctx->done += chunk;
@@ -720,12 +1024,14 @@ static PfnicStep pfnic_desc_step(PfnicContext *ctx)
     if (reads_src) {
         chunk = MIN(chunk, PFNIC_PAGE_SIZE - (src & ~PFNIC_PAGE_MASK));
         if (!pfnic_xlate_or_request(ctx, src, d->len - ctx->done, false,
+                                    dst, d->len - ctx->done, writes_dst,
                                     &spa, &sas)) {
             return ctx->pw.fault ? PFNIC_STEP_MORE : PFNIC_STEP_WAIT;
         }
     }
     if (!pfnic_xlate_or_request(ctx, dst, d->len - ctx->done, writes_dst,
-                                &dpa, &das)) {
+                                src, reads_src ? d->len - ctx->done : 0,
+                                false, &dpa, &das)) {
         return ctx->pw.fault ? PFNIC_STEP_MORE : PFNIC_STEP_WAIT;
     }
 
@@ -849,7 +1155,7 @@ bool pfnic_ctx_start(PfnicContext *ctx)
 
     ctx->head = ctx->tail = 0;
     ctx->busy = false;
-    pfnic_page_wait_init(&ctx->pw, ctx->index);
+    pfnic_page_wait_reset(ctx->s, &ctx->pw);
     memset(&ctx->stats, 0, sizeof(ctx->stats));
     ctx->remote_access_errors = 0;
     ctx->refill_start = ctx->refill_end = 0;
@@ -906,7 +1212,8 @@ void pfnic_ctx_stop(PfnicContext *ctx)
     }
     pfnic_atc_flush(ctx->s, ctx->pasid, 0, UINT64_MAX);
     ctx->busy = false;
-    pfnic_page_wait_init(&ctx->pw, ctx->index);
+    pfnic_ctx_drop_groups(ctx);
+    pfnic_page_wait_reset(ctx->s, &ctx->pw);
     pfnic_qp_ctx_stop(ctx->s, ctx);
 }
 
@@ -921,6 +1228,8 @@ void pfnic_engine_reset(PfnicState *s)
         *ctx = (PfnicContext) { .s = s, .index = i };
     }
     memset(s->atc, 0, sizeof(s->atc));
+    memset(s->groups, 0, sizeof(s->groups));
+    s->groups_out = s->pages_out = 0;
     memset(&s->stats, 0, sizeof(s->stats));
     pfnic_verbs_reset(s);
     qemu_bh_cancel(s->engine_bh);

@@ -1269,8 +1269,8 @@ static void quiesce(PfnicFuzz *f)
     int rounds = f->disturbed || f->bogus_response ? 16 : 512, idle = 0;
 
     /*
-     * A group is at most a quarter of the PRI allocation, and each waiter
-     * has one out at a time: a 128-page descriptor takes 16 rounds.
+     * A waiter has at most PFNIC_WAIT_GROUPS groups out, within a quarter
+     * of the PRI allocation: a long descriptor takes a few rounds.
      */
     for (int round = 0; round < rounds && idle < 4; round++) {
         bool waiting = false;

@@ -184,7 +184,7 @@ void pfnic_qp_abort(PfnicState *s, PfnicQp *qp)
     pfnic_qp_release_dest(s, qp);
     qp->rq_owner = PFNIC_QPN_NONE;
     qp->busy = qp->started = qp->rnr_waiting = false;
-    pfnic_page_wait_init(&qp->pw, PFNIC_PRGI_QP_BASE + qp->qpn);
+    pfnic_page_wait_reset(s, &qp->pw);
     pfnic_roce_qp_reset(s, qp);
 }
 
@@ -239,7 +239,8 @@ void pfnic_qp_ctx_stop(PfnicState *s, PfnicContext *ctx)
                    qp->pw.ctx == ctx->index) {
             /*
              * Its next chunk finds the destination gone. The response
-             * will not come: run it even if no QP of ours is left to wake.
+             * will not come (the context's groups were dropped): run it
+             * even if no QP of ours is left to wake.
              */
             qp->pw.waiting = qp->pw.retry_prq = false;
             qemu_bh_schedule(s->engine_bh);
@@ -252,25 +253,6 @@ void pfnic_qp_ctx_stop(PfnicState *s, PfnicContext *ctx)
             pfnic_qp_wake_senders(s, qp->qpn);
         }
     }
-}
-
-/*
- * The waiter of a response to group 256 + @qpn: the QP's own page request
- * (its send WQE, or a loopback sender's remote side), else its responder's
- * (a wire QP's receive side). Both use the QP's group index; a response
- * wakes one of them, and each request gets its own response.
- */
-PfnicPageWait *pfnic_qp_page_wait(PfnicState *s, uint16_t qpn, uint32_t pasid)
-{
-    PfnicQp *qp = pfnic_qp_get(s, qpn);
-
-    if (qp && qp->pw.waiting && qp->pw.pasid == pasid) {
-        return &qp->pw;
-    }
-    if (qp && qp->rpw.waiting && qp->rpw.pasid == pasid) {
-        return &qp->rpw;
-    }
-    return NULL;
 }
 
 static void pfnic_qp_prq_retry_one(PfnicState *s, PfnicQp *qp,
@@ -288,8 +270,8 @@ static void pfnic_qp_prq_retry_one(PfnicState *s, PfnicQp *qp,
         return;
     }
     before = w->requests;
-    pfnic_page_request(s, w, ctx, w->fault_addr, w->fault_len,
-                       w->fault_write);
+    pfnic_page_fault(s, w, ctx, w->mr >= 0 ? &s->mrs[w->mr] : NULL,
+                     w->fault_addr, w->fault_len, w->fault_write);
     if (w == &qp->pw) {
         pfnic_qp_count_request(qp, before);
     } else if (w->requests != before) {
@@ -381,6 +363,9 @@ void pfnic_qp_doorbell(PfnicContext *ctx, hwaddr offset, uint32_t val)
  * Complete the send WQE @w at the head with @status (@len bytes moved,
  * @requests page requests); errors put the QP in ERR.
  */
+static void pfnic_qp_ahead_settle(PfnicState *s, PfnicQp *qp, uint16_t wqe,
+                                  bool used);
+
 void pfnic_qp_complete_wqe(PfnicState *s, PfnicQp *qp, const PfnicWqe *w,
                            uint64_t len, uint32_t requests, uint8_t status)
 {
@@ -402,6 +387,7 @@ void pfnic_qp_complete_wqe(PfnicState *s, PfnicQp *qp, const PfnicWqe *w,
      * The slot is free before its completion is visible: software that
      * polled the completion may post into the slot at once.
      */
+    pfnic_qp_ahead_settle(s, qp, qp->sq_head, status == PFNIC_WC_SUCCESS);
     qp->sq_head++;
     pfnic_qp_record(s, qp);
     if (status != PFNIC_WC_SUCCESS || w->flags & PFNIC_SEND_SIGNALED ||
@@ -689,12 +675,27 @@ static bool pfnic_qp_xlate(PfnicState *s, PfnicQp *qp, PfnicContext *ctx,
         return true;
     }
     qp->pw.remote = remote;
-    qp->pw.mr = mr - s->mrs;
-    qp->pw.mr_key = mr->key;
     trace_pfnic_qp_fault(qp->qpn, remote, ctx->index, va, write);
-    pfnic_page_request(s, &qp->pw, ctx, va, len, write);
+    pfnic_page_fault(s, &qp->pw, ctx, mr, va, len, write);
     pfnic_qp_count_request(qp, before);
     return false;
+}
+
+/*
+ * While the QP waits for one side of its WQE, ask for what the other side
+ * still needs too, so that both are made present at once.
+ */
+static void pfnic_qp_ahead(PfnicState *s, PfnicQp *qp, PfnicContext *ctx,
+                           PfnicMr *mr, uint64_t va, uint64_t len, bool write)
+{
+    uint32_t before = qp->pw.requests;
+
+    if (qp->pw.waiting) {
+        pfnic_page_ahead(s, &qp->pw, ctx, mr, va, len, write, false);
+        if (qp->pw.requests != before) {
+            qp->page_requests++;
+        }
+    }
 }
 
 /* Atomics: the remote 8 bytes once, then the original value to the SGE. */
@@ -849,9 +850,13 @@ static PfnicQpStep pfnic_qp_step(PfnicState *s, PfnicQp *qp)
     chunk = MIN(chunk, PFNIC_PAGE_SIZE - (rva & ~PFNIC_PAGE_MASK));
 
     if (!pfnic_qp_xlate(s, qp, ctx, false, lmr, lva, lrem, lwrite, &lpa,
-                        &las) ||
-        !pfnic_qp_xlate(s, qp, dctx, true, rmr, rva, rrem, !lwrite, &rpa,
+                        &las)) {
+        pfnic_qp_ahead(s, qp, dctx, rmr, rva, rrem, !lwrite);
+        return qp->pw.fault ? PFNIC_QP_MORE : PFNIC_QP_WAIT;
+    }
+    if (!pfnic_qp_xlate(s, qp, dctx, true, rmr, rva, rrem, !lwrite, &rpa,
                         &ras)) {
+        pfnic_qp_ahead(s, qp, ctx, lmr, lva, lrem, lwrite);
         return qp->pw.fault ? PFNIC_QP_MORE : PFNIC_QP_WAIT;
     }
     if (lwrite) {
@@ -891,7 +896,7 @@ static bool pfnic_qp_load(PfnicState *s, PfnicQp *qp)
     qp->rnr_left = qp->rnr_retry;
     qp->rnr_backoff = 0;
     qp->rnr_waiting = false;
-    pfnic_page_wait_init(&qp->pw, PFNIC_PRGI_QP_BASE + qp->qpn);
+    pfnic_page_wait_next(s, &qp->pw);
     trace_pfnic_qp_wqe_start(qp->qpn, qp->sq_head, qp->wqe.opcode,
                              qp->wqe.flags, qp->wqe.num_sge, qp->dest_qpn);
     return true;
@@ -938,6 +943,150 @@ static bool pfnic_qp_flush(PfnicState *s, PfnicQp *qp)
     return true;
 }
 
+/*
+ * Look-ahead: while the WQE at the send head waits for pages, ask for the
+ * pages of the WQEs posted after it (up to PFNIC_AHEAD_WQES of them and
+ * PFNIC_AHEAD_PAGES pages at a time) in advisory groups, whose failure
+ * fails nothing: each WQE asks for what it still lacks when it runs. Only
+ * keys the WQE could use are followed (the QP's own, and its connected
+ * peer's for RDMA), and a key that does not fit is skipped without the
+ * side effects of a refused access: that is the WQE's error when it runs.
+ */
+#define PFNIC_AHEAD_PAGES       512
+
+/* Look-ahead pages of @qp, counted for its context and the device. */
+static void pfnic_qp_ahead_count(PfnicState *s, PfnicQp *qp, PfnicCounter c,
+                                 uint32_t pages)
+{
+    pfnic_count_n(&s->contexts[qp->ctx], c, pages);
+}
+
+/* Remember @pages looked ahead for WQE @wqe, to count them at its end. */
+static void pfnic_qp_ahead_note(PfnicState *s, PfnicQp *qp, uint16_t wqe,
+                                uint32_t pages)
+{
+    int free = -1;
+
+    for (int i = 0; i < PFNIC_QP_AHEAD_WQES; i++) {
+        if (qp->ahead_for[i].pages && qp->ahead_for[i].wqe == wqe) {
+            qp->ahead_for[i].pages += pages;
+            return;
+        }
+        if (!qp->ahead_for[i].pages) {
+            free = i;
+        }
+    }
+    if (free >= 0) {
+        qp->ahead_for[free].wqe = wqe;
+        qp->ahead_for[free].pages = pages;
+    } else {
+        /* Cannot be followed: counted lost. */
+        pfnic_qp_ahead_count(s, qp, PFNIC_CNT_AHEAD_WASTED, pages);
+    }
+}
+
+/* WQE @wqe ended: its look-ahead pages were used, or wasted. */
+static void pfnic_qp_ahead_settle(PfnicState *s, PfnicQp *qp, uint16_t wqe,
+                                  bool used)
+{
+    for (int i = 0; i < PFNIC_QP_AHEAD_WQES; i++) {
+        if (qp->ahead_for[i].pages && qp->ahead_for[i].wqe == wqe) {
+            pfnic_qp_ahead_count(s, qp, used ? PFNIC_CNT_AHEAD_USED :
+                                               PFNIC_CNT_AHEAD_WASTED,
+                                 qp->ahead_for[i].pages);
+            qp->ahead_for[i].pages = 0;
+        }
+    }
+}
+
+static void pfnic_qp_ahead_range(PfnicState *s, PfnicQp *qp, uint16_t wqe,
+                                 PfnicContext *ctx, PfnicMr *mr, uint64_t va,
+                                 uint64_t len, bool write, int64_t *budget)
+{
+    uint64_t pages = DIV_ROUND_UP((va & ~PFNIC_PAGE_MASK) + len,
+                                  PFNIC_PAGE_SIZE);
+    uint32_t before = qp->pw.requests;
+
+    if (!len || *budget <= 0) {
+        return;
+    }
+    if (pages > *budget) {
+        len = *budget * PFNIC_PAGE_SIZE - (va & ~PFNIC_PAGE_MASK);
+        pages = *budget;
+    }
+    *budget -= pages;
+    pfnic_page_ahead(s, &qp->pw, ctx, mr, va, len, write, true);
+    if (qp->pw.requests != before) {
+        pfnic_qp_ahead_count(s, qp, PFNIC_CNT_AHEAD_PAGES,
+                             qp->pw.requests - before);
+        pfnic_qp_ahead_note(s, qp, wqe, qp->pw.requests - before);
+    }
+    /* Not the current WQE's requests (its completion reports those). */
+    qp->pw.requests = before;
+}
+
+static void pfnic_qp_look_ahead(PfnicState *s, PfnicQp *qp)
+{
+    PfnicQp *peer = pfnic_qp_get(s, qp->dest_qpn);
+    uint16_t posted = qp->sq_tail - qp->sq_head;
+    uint16_t from = qp->ahead_next - qp->sq_head;
+    int64_t budget = PFNIC_AHEAD_PAGES;
+
+    if (peer && (peer->gen != qp->peer_gen || !pfnic_qp_ready(s, peer) ||
+                 !pfnic_qp_is_peer(peer, qp))) {
+        peer = NULL;
+    }
+    if (from == 0 || from > posted) {
+        from = 1;
+    }
+    for (uint16_t i = from;
+         i < posted && i <= PFNIC_QP_AHEAD_WQES && budget > 0; i++) {
+        PfnicWqe w;
+        bool lwrite;
+        uint64_t len = 0;
+
+        if (qp->pw.out >= PFNIC_WAIT_GROUPS ||
+            !pfnic_wqe_read(s, qp->sq, qp->sq_entries, qp->sq_head + i, &w)) {
+            return;
+        }
+        if (pfnic_op_atomic(w.opcode)) {
+            qp->ahead_next = qp->sq_head + i + 1;
+            continue;
+        }
+        lwrite = w.opcode == PFNIC_WR_RDMA_READ;
+        for (int k = 0; k < MIN(w.num_sge, PFNIC_MAX_SGE); k++) {
+            PfnicWqeSge *g = &w.sge[k];
+            PfnicMr *mr = pfnic_mr_lookup(s, g->lkey, qp->ctx, qp->pd,
+                                          g->addr, g->length,
+                                          lwrite ? PFNIC_ACCESS_LOCAL_WRITE :
+                                                   0);
+
+            len += g->length;
+            if (mr) {
+                pfnic_qp_ahead_range(s, qp, qp->sq_head + i,
+                                     &s->contexts[qp->ctx], mr, g->addr,
+                                     g->length, lwrite, &budget);
+            }
+        }
+        if (peer && !pfnic_op_send(w.opcode) && len) {
+            uint32_t access = pfnic_op_remote_access(w.opcode);
+            PfnicMr *rmr = (peer->access & access) != access ? NULL :
+                           pfnic_mr_lookup(s, w.rkey, peer->ctx, peer->pd,
+                                           w.remote_addr, len, access);
+
+            if (rmr) {
+                pfnic_qp_ahead_range(s, qp, qp->sq_head + i,
+                                     &s->contexts[peer->ctx], rmr,
+                                     w.remote_addr, len, !lwrite, &budget);
+            }
+        }
+        if (budget <= 0) {
+            return;     /* this WQE again next time, from where it stopped */
+        }
+        qp->ahead_next = qp->sq_head + i + 1;
+    }
+}
+
 /* Run one QP for a bounded amount of work; true if more is left. */
 bool pfnic_qp_run(PfnicQp *qp, PfnicState *s)
 {
@@ -961,6 +1110,9 @@ bool pfnic_qp_run(PfnicQp *qp, PfnicState *s)
             }
         }
         if (pfnic_qp_step(s, qp) == PFNIC_QP_WAIT) {
+            if (qp->pw.waiting) {
+                pfnic_qp_look_ahead(s, qp);
+            }
             return false;
         }
     }

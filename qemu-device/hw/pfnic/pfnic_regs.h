@@ -55,6 +55,8 @@
 #define PFNIC_REG_COUNTERS          0x100   /* PFNIC_CNT_NR registers */
 #define PFNIC_REG_STAT_FAULT_LAT    0x140   /* 16 registers */
 #define PFNIC_FAULT_LAT_BUCKETS     16
+#define PFNIC_REG_STAT_GROUP_PAGES  0x180   /* 8 registers */
+#define PFNIC_GROUP_PAGES_BUCKETS   8
 
 /* Verbs (docs/verbs.md): admin command mailbox, event queue, limits */
 #define PFNIC_REG_CMD_ARG           0x200   /* PFNIC_CMD_ARGS registers */
@@ -127,15 +129,18 @@ typedef enum PfnicCounter {
     PFNIC_CNT_PRQ_HELD,         /* held back: the context had its share out */
     PFNIC_CNT_PR_GROUPS,        /* page request groups sent (LPIG set) */
     PFNIC_CNT_PR_GROUPS_MAX,    /* most groups outstanding at once (a maximum) */
+    PFNIC_CNT_AHEAD_PAGES,      /* page requests of look-ahead groups */
+    PFNIC_CNT_AHEAD_USED,       /* ... for WQEs that then completed */
+    PFNIC_CNT_AHEAD_WASTED,     /* ... for WQEs that failed or were flushed */
     PFNIC_CNT_NR
 } PfnicCounter;
 
 /* Register values and fields */
 #define PFNIC_ID_VALUE              0x434e4650 /* "PFNC" in memory order */
 #define PFNIC_ABI_MAJOR             1
-#define PFNIC_ABI_MINOR             6
+#define PFNIC_ABI_MINOR             7
 #define PFNIC_VERSION_VALUE         ((PFNIC_ABI_MAJOR << 16) | PFNIC_ABI_MINOR)
-#define PFNIC_FW_VERSION_VALUE      0x01060000 /* model 1.6.0 */
+#define PFNIC_FW_VERSION_VALUE      0x01070000 /* model 1.7.0 */
 
 #define PFNIC_CAPS_ATS              (1u << 0)
 #define PFNIC_CAPS_PASID            (1u << 1)
@@ -343,6 +348,6 @@ typedef struct PfnicCqe {
 
 /* Capability parameters */
 #define PFNIC_PASID_WIDTH           20
-#define PFNIC_PRI_OUTSTANDING       512
+#define PFNIC_PRI_OUTSTANDING       2048
 
 #endif /* HW_PFNIC_REGS_H */

@@ -206,7 +206,7 @@ void pfnic_roce_qp_reset(PfnicState *s, PfnicQp *qp)
     memset(&qp->req, 0, sizeof(qp->req));
     memset(&qp->resp, 0, sizeof(qp->resp));
     g_queue_init(&qp->resp.parked);
-    pfnic_page_wait_init(&qp->rpw, PFNIC_PRGI_QP_BASE + qp->qpn);
+    pfnic_page_wait_reset(s, &qp->rpw);
 }
 
 /* --- memory ------------------------------------------------------------ */
@@ -232,10 +232,8 @@ static PfnicCopy pfnic_roce_xlate(PfnicState *s, PfnicQp *qp,
     if (w->waiting || w->retry_prq) {
         return PFNIC_COPY_WAIT;
     }
-    w->mr = mr - s->mrs;
-    w->mr_key = mr->key;
     trace_pfnic_qp_fault(qp->qpn, w == &qp->rpw, ctx->index, va, write);
-    pfnic_page_request(s, w, ctx, va, len, write);
+    pfnic_page_fault(s, w, ctx, mr, va, len, write);
     if (w->requests != before) {
         qp->page_requests++;
     }
@@ -557,7 +555,7 @@ static bool pfnic_req_load(PfnicState *s, PfnicQp *qp)
     };
     rq->psn = (rq->psn + e->npsn) & PSN_MASK;
     rq->fl_count++;
-    pfnic_page_wait_init(&qp->pw, PFNIC_PRGI_QP_BASE + qp->qpn);
+    pfnic_page_wait_reset(s, &qp->pw);
     trace_pfnic_qp_wqe_start(qp->qpn, index, w.opcode, w.flags, w.num_sge,
                              qp->dest_qpn);
     return true;
@@ -678,7 +676,7 @@ static bool pfnic_req_run(PfnicState *s, PfnicQp *qp)
     }
     if (qp->pw.fault) {
         /* A local page the OS would not make present. */
-        pfnic_page_wait_init(&qp->pw, PFNIC_PRGI_QP_BASE + qp->qpn);
+        pfnic_page_wait_reset(s, &qp->pw);
         if (rq->fl_count) {
             rq->tx = 0;
             pfnic_req_retire(s, qp, PFNIC_WC_LOC_PROT_ERR);
@@ -1052,7 +1050,7 @@ static void pfnic_resp_copy_failed(PfnicState *s, PfnicQp *qp,
         return;
     }
     /* The next attempt asks the OS again. */
-    pfnic_page_wait_init(&qp->rpw, PFNIC_PRGI_QP_BASE + qp->qpn);
+    pfnic_page_wait_reset(s, &qp->rpw);
     pfnic_resp_nak(s, qp, nak);
 }
 
@@ -1461,7 +1459,7 @@ static bool pfnic_resp_run(PfnicState *s, PfnicQp *qp)
             return false;
         }
         if (c != PFNIC_COPY_OK) {
-            pfnic_page_wait_init(&qp->rpw, PFNIC_PRGI_QP_BASE + qp->qpn);
+            pfnic_page_wait_reset(s, &qp->rpw);
             pfnic_roce_ack(s, qp, AETH_NAK_REM_ACCESS, res->psn + k);
             res->valid = false;
             continue;

@@ -517,6 +517,9 @@ static uint32_t pfnic_cmd_qp_create(PfnicState *s)
     if (s->cqs[scqn].ctx != ctx || s->cqs[rcqn].ctx != ctx) {
         return PFNIC_CMD_BAD_ARG;
     }
+    /* A QP destroyed with groups out: they wake nobody (not the new QP). */
+    pfnic_page_wait_reset(s, &qp->pw);
+    pfnic_page_wait_reset(s, &qp->rpw);
     *qp = (PfnicQp) {
         .valid = true,
         .qpn = qpn,
@@ -535,7 +538,7 @@ static uint32_t pfnic_cmd_qp_create(PfnicState *s)
         .dest_qpn = PFNIC_QPN_NONE,
         .rq_owner = PFNIC_QPN_NONE,
     };
-    pfnic_page_wait_init(&qp->pw, PFNIC_PRGI_QP_BASE + qpn);
+    pfnic_page_wait_reset(s, &qp->pw);
     pfnic_roce_qp_reset(s, qp);
     trace_pfnic_qp_create(qpn, ctx, qp->pd, scqn, rcqn, qp->sq_entries,
                           qp->rq_entries);

@@ -428,3 +428,21 @@ impl Drop for Mapping {
         unsafe { libc::munmap(self.ptr.cast(), self.len) };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::uapi::*;
+    use core::mem::size_of;
+
+    /// The sizes `fuzz/syzkaller/include/pfnic_uapi.h` asserts for its C mirror of the uAPI
+    /// (and its ioctl numbers encode): a change here needs that header updated too.
+    #[test]
+    fn layouts_match_the_c_mirror() {
+        assert_eq!(size_of::<TranslationStats>(), 56);
+        assert_eq!(size_of::<QueryContext>(), 80);
+        assert_eq!(size_of::<DeviceStats>(), 208);
+        assert_eq!(size_of::<QueryDevice>(), 88);
+        assert_eq!(size_of::<Submit>(), 64);
+        assert_eq!(size_of::<CreateCq>(), 48);
+    }
+}

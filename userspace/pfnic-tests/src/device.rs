@@ -90,7 +90,7 @@ fn test_pci_caps_guest_view() -> TestResult {
     let pasid = cfg.ext_cap(pci::EXT_CAP_PASID).unwrap_or(0);
     check_eq!((cfg.u16(pasid + 4) >> 8) & 0x1f, 20);
     let pri = cfg.ext_cap(pci::EXT_CAP_PRI).unwrap_or(0);
-    check_eq!(cfg.u32(pri + 8), 512);
+    check_eq!(cfg.u32(pri + 8), 2048);
     check!(
         cfg.u16(pri + 6) & (1 << 15) != 0,
         "PRI: PRG response PASID required bit clear"
@@ -125,6 +125,6 @@ fn test_query_caps_match_config() -> TestResult {
         cfg.ext_cap(pci::EXT_CAP_PRI).is_some()
     );
     check_eq!(q.pasid_width, 20);
-    check_eq!(q.pri_max_requests, 512);
+    check_eq!(q.pri_max_requests, 2048);
     Ok(())
 }

@@ -11,6 +11,7 @@ mod common;
 mod contexts;
 mod device;
 mod dma;
+mod fault_path;
 mod inject;
 mod interrupts;
 mod lifecycle;
@@ -41,6 +42,7 @@ fn main() {
         verbs_qp::TESTS,
         verbs_cq::TESTS,
         verbs_odp::TESTS,
+        fault_path::TESTS,
         wire::TESTS,
         security::TESTS,
         matrix::TESTS,
