@@ -4,6 +4,7 @@
 
 use crate::{
     chardev::{self, NicIndex, PfnicFile},
+    doorbells::DoorbellPages,
     irq::{self, VectorRegistration},
     nic::{self, Nic, NicInfo},
     pci_caps::ExtCaps,
@@ -106,6 +107,7 @@ impl pci::Driver for PfnicDriver {
             if device_abi & 0xffff < regs::ABI_MINOR_PORT {
                 caps &= !uapi::PFNIC_CAP_WIRE;
             }
+            let (doorbell_pages, doorbells) = DoorbellPages::new(pdev)?;
             let info = NicInfo {
                 index: index.get(),
                 device_abi,
@@ -129,11 +131,9 @@ impl pci::Driver for PfnicDriver {
                 },
                 num_vectors: u32::try_from(vectors.len())?,
                 num_contexts,
-                doorbell_phys: pdev.resource_start(2)?,
-                doorbell_len: pdev.resource_len(2)?,
+                doorbells: doorbell_pages,
             };
 
-            let doorbells = pdev.iomap_region(2, c"pfnic/doorbells")?.into_devres()?;
             let rings = Rings::new(pdev.as_ref(), num_contexts)?;
             let nic = Arc::pin_init(
                 Nic::new(

@@ -20,7 +20,7 @@ use contexts::ContextTable;
 pub(crate) use interrupts::VectorStats;
 use interrupts::NO_SELFTEST;
 
-use crate::{regs, ring::Rings, uapi, verbs::Verbs};
+use crate::{doorbells::DoorbellPages, regs, ring::Rings, uapi, verbs::Verbs};
 use kernel::{
     device::{self, Bound},
     dma::Coherent,
@@ -58,10 +58,8 @@ pub(crate) struct NicInfo {
     pub(crate) pri_max_requests: u32,
     pub(crate) num_vectors: u32,
     pub(crate) num_contexts: u32,
-    /// Physical address of BAR2 (the doorbell pages), for mapping one into a process.
-    pub(crate) doorbell_phys: u64,
-    /// Length of BAR2 in bytes.
-    pub(crate) doorbell_len: u64,
+    /// BAR2, the doorbell pages, for mapping one into a process.
+    pub(crate) doorbells: DoorbellPages,
 }
 
 /// One pfnic.

@@ -33,6 +33,7 @@
 
 mod chardev;
 mod context;
+mod doorbells;
 mod driver;
 mod irq;
 mod nic;

@@ -18,7 +18,6 @@ use super::{channel::Channel, cmd, events::CompletionEvents, MAX_PDS};
 use crate::{nic::Nic, regs, uapi};
 use kernel::{
     dma::SharedCoherent,
-    io::PhysAddr,
     mm::virt::{flags, VmaNew},
     new_mutex,
     page::PAGE_SIZE,
@@ -261,20 +260,10 @@ impl VerbsFile {
     /// Maps the doorbell page or the rings of `token` (see [`VerbsFile::mmap`]).
     fn map(&self, vma: &VmaNew, token: u64) -> Result {
         if token == uapi::PFNIC_MMAP_DOORBELL {
-            // Refused once the device is unbound (its BAR may be gone).
+            // Refused once the device is unbound (its BAR may be gone); unbinding removes the
+            // mappings made before.
             self.nic.with_bar(|_| ())?;
-            let offset = PhysAddr::from(self.ctx) * regs::DB_PAGE_SIZE as PhysAddr;
-            // The device's BAR2 must hold the page, or the mapping would reach past it.
-            if offset + regs::DB_PAGE_SIZE as PhysAddr > self.nic.info.doorbell_len {
-                return Err(EINVAL);
-            }
-            let start = self.nic.info.doorbell_phys + offset;
-            // SAFETY: `start` is this file's context's page of BAR2 (checked to lie inside it
-            // above), which holds nothing but that context's doorbells; the device checks every
-            // doorbell against the context whose page is written, so the process reaches only
-            // its own queues. The BAR stays assigned to the device while it is bound, and
-            // unbinding removes this mapping before it lets the BAR go.
-            return unsafe { vma.iomap_uncached(start, regs::DB_PAGE_SIZE) };
+            return self.nic.info.doorbells.map(self.ctx, vma);
         }
         // Mapped under the lock (`mmap()` holds the address space's lock, which we never take
         // while holding ours): a ring the file let go of is not mapped after that, so every
