@@ -10,8 +10,9 @@
  * that wrote the page group response) only reschedules it.
  *
  * The same bottom half runs the QPs of the verbs (pfnic_qp.c) with the same
- * translation code: each QP waits for its own page responses (page request
- * group 256 + QPN) and never stalls the others.
+ * translation code: each QP waits for its own page request groups (each
+ * with an index of its own from the device's table) and never stalls the
+ * others.
  *
  * Copyright (c) 2026 The pfnic authors
  *
