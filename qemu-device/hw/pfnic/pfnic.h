@@ -402,6 +402,7 @@ struct PfnicState {
     uint32_t group_next;        /* where the search for a free index starts */
     uint32_t groups_out;        /* groups not FREE, and their pages */
     uint32_t pages_out;
+    bool retry_soon;            /* a response freed room: resend first */
     PfnicAtcEntry atc[PFNIC_ATC_ENTRIES];
     PfnicStats stats;
 

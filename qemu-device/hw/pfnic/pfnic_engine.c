@@ -332,8 +332,6 @@ static void pfnic_group_free(PfnicState *s, PfnicGroup *g)
     g->w = NULL;
 }
 
-/* Something waits to send a request: try again now that room was freed. */
-static void pfnic_prq_retry(void *opaque);
 
 /*
  * A page response for our PASID. Its group index names the group, whose
@@ -401,8 +399,12 @@ static void pfnic_pri_response(IOMMUPRINotifier *n, IOMMUPRIResponse *r)
         }
     }
     pfnic_group_free(s, g);
-    /* Room again: whoever waited for it goes first. */
-    pfnic_prq_retry(s);
+    /*
+     * Room again: whoever waited for it goes at the engine's next run (not
+     * from here, inside the IOMMU's handling of the response).
+     */
+    s->retry_soon = true;
+    qemu_bh_schedule(s->engine_bh);
 }
 
 /*
@@ -770,11 +772,12 @@ static void pfnic_group_resend(PfnicState *s, PfnicGroup *g)
     pfnic_count_group_pages(s, want);
 }
 
-static void pfnic_prq_retry(void *opaque)
+/* Send again what could not go: PARTIAL groups, held-back waiters. */
+static void pfnic_prq_resend(PfnicState *s)
 {
-    PfnicState *s = opaque;
     bool partial = false;
 
+    s->retry_soon = false;
     for (uint32_t i = 0; i < PFNIC_GROUPS; i++) {
         if (s->groups[i].state == PFNIC_GROUP_PARTIAL) {
             pfnic_group_resend(s, &s->groups[i]);
@@ -796,6 +799,14 @@ static void pfnic_prq_retry(void *opaque)
         timer_mod(s->retry_timer,
                   qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) + PFNIC_PRQ_RETRY_NS);
     }
+}
+
+/* The back-off timer: resend, then let the engine run what got through. */
+static void pfnic_prq_retry(void *opaque)
+{
+    PfnicState *s = opaque;
+
+    pfnic_prq_resend(s);
     qemu_bh_schedule(s->engine_bh);
 }
 
@@ -1106,6 +1117,9 @@ static void pfnic_engine_bh(void *opaque)
     uint32_t first = s->qp_next;
     bool more = false;
 
+    if (s->retry_soon) {
+        pfnic_prq_resend(s);
+    }
     for (uint32_t i = 0; i < s->num_contexts; i++) {
         more |= pfnic_ctx_run(&s->contexts[i]);
     }
@@ -1231,6 +1245,7 @@ void pfnic_engine_reset(PfnicState *s)
     memset(s->atc, 0, sizeof(s->atc));
     memset(s->groups, 0, sizeof(s->groups));
     s->groups_out = s->pages_out = 0;
+    s->retry_soon = false;
     memset(&s->stats, 0, sizeof(s->stats));
     pfnic_verbs_reset(s);
     qemu_bh_cancel(s->engine_bh);
