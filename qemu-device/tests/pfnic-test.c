@@ -240,6 +240,10 @@ static void test_bad_properties(void)
     assert_device_add_fails("contexts", QOBJECT(qnum_from_int(3)));
     assert_device_add_fails("pri-requests", QOBJECT(qnum_from_int(0)));
     assert_device_add_fails("pri-requests", QOBJECT(qnum_from_int(4096)));
+    assert_device_add_fails("table-entries", QOBJECT(qnum_from_int(0)));
+    assert_device_add_fails("table-entries",
+                            QOBJECT(qnum_from_int(PFNIC_TABLE_ENTRIES_MAX +
+                                                  1ull)));
     qtest_end();
 }
 
@@ -253,7 +257,7 @@ static void test_registers(void)
                     PFNIC_FW_VERSION_VALUE);
     g_assert_cmphex(reg_read(PFNIC_REG_CAPS), ==,
                     PFNIC_CAPS_ATS | PFNIC_CAPS_PASID | PFNIC_CAPS_SELFTEST |
-                    PFNIC_CAPS_VERBS);
+                    PFNIC_CAPS_VERBS | PFNIC_CAPS_TABLES);
     g_assert_cmpint(reg_read(PFNIC_REG_NUM_VECTORS), ==, 16);
     g_assert_cmpint(reg_read(PFNIC_REG_NUM_CONTEXTS), ==, 8);
     g_assert_cmpint(reg_read(PFNIC_REG_PASID_WIDTH), ==, PFNIC_PASID_WIDTH);
@@ -463,6 +467,112 @@ static void doorbell(uint32_t ctx, uint32_t tail)
     reg_write(PFNIC_REG_RING_DB, ctx << 16 | (tail & 0xffff));
 }
 
+/* Enable context @ctx without a PASID, a ring of 8 at @ring, vector 2. */
+static void start_ctx_no_pasid(uint32_t ctx, uint64_t ring)
+{
+    ctx_select(ctx);
+    reg_write(PFNIC_REG_CTX_RING_LO, ring);
+    reg_write(PFNIC_REG_CTX_RING_HI, ring >> 32);
+    reg_write(PFNIC_REG_CTX_RING_SIZE, 8);
+    reg_write(PFNIC_REG_CTX_VECTOR, 2);
+    reg_write(PFNIC_REG_CTX_CTRL,
+              PFNIC_CTX_CTRL_ENABLE | PFNIC_CTX_CTRL_NO_PASID);
+    g_assert_cmphex(reg_read(PFNIC_REG_CTX_STATUS), ==,
+                    PFNIC_CTX_STATUS_ACTIVE | PFNIC_CTX_STATUS_NO_PASID);
+}
+
+/* Wait for descriptor @n (free-running) of a ring of 8 at @ring. */
+static uint32_t wait_desc(uint64_t ring, uint32_t n)
+{
+    uint64_t addr = ring + (n % 8) * PFNIC_DESC_SIZE;
+    uint32_t status = 0;
+
+    for (int i = 0; i < 1000 && !(status & PFNIC_DESC_DONE); i++) {
+        clock_step(1000);
+        memread(addr + offsetof(PfnicDesc, status), &status, 4);
+        status = le32_to_cpu(status);
+    }
+    return status;
+}
+
+/*
+ * Contexts without a PASID (ABI 1.8) start with no PASID, ATS or PRI at
+ * all, read back as such, cannot change mode while enabled, complete
+ * every descriptor BAD_DESCRIPTOR, and stop and reset as the others.
+ */
+static void test_contexts_no_pasid(void)
+{
+    PfnicDesc d = {
+        .opcode = PFNIC_OP_FILL, .dst = cpu_to_le64(0x10000000),
+        .len = cpu_to_le64(64), .pattern = cpu_to_le64(0x55),
+    };
+    uint32_t pba;
+
+    start(",contexts=4,ats=off,pasid=off,pri=off");
+    map_bars();
+    pba = msix_enable_masked();
+    g_assert_true(reg_read(PFNIC_REG_CAPS) & PFNIC_CAPS_TABLES);
+    g_assert_cmpint(reg_read(PFNIC_REG_PASID_WIDTH), ==, 0);
+
+    /* A context with a PASID is refused here; one without starts. */
+    ctx_select(1);
+    reg_write(PFNIC_REG_CTX_PASID, 5);
+    reg_write(PFNIC_REG_CTX_CTRL, PFNIC_CTX_CTRL_ENABLE);
+    g_assert_false(ctx_active(1));
+    assert_refused();
+    start_ctx_no_pasid(1, RING_ADDR);
+    g_assert_cmphex(reg_read(PFNIC_REG_CTX_CTRL), ==,
+                    PFNIC_CTX_CTRL_ENABLE | PFNIC_CTX_CTRL_NO_PASID);
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    /* CTX_PASID is ignored: 0 is as good as any. */
+    ctx_select(2);
+    reg_write(PFNIC_REG_CTX_PASID, 0);
+    start_ctx_no_pasid(2, RING_ADDR + 0x1000);
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+
+    /* The mode is set at the start: changing it while enabled is refused. */
+    ctx_select(1);
+    reg_write(PFNIC_REG_CTX_CTRL, PFNIC_CTX_CTRL_ENABLE);
+    g_assert_cmphex(reg_read(PFNIC_REG_CTX_STATUS), ==,
+                    PFNIC_CTX_STATUS_ACTIVE | PFNIC_CTX_STATUS_NO_PASID);
+    assert_refused();
+
+    /* Descriptors: BAD_DESCRIPTOR, written back and signalled */
+    start_ctx_no_pasid(1, RING_ADDR);
+    start_ctx_no_pasid(2, RING_ADDR + 0x1000);
+    memwrite(RING_ADDR, &d, sizeof(d));
+    d.opcode = PFNIC_OP_PREFETCH;
+    memwrite(RING_ADDR + PFNIC_DESC_SIZE, &d, sizeof(d));
+    doorbell(1, 2);
+    g_assert_cmphex(wait_desc(RING_ADDR, 1), ==,
+                    PFNIC_DESC_DONE | PFNIC_ST_BAD_DESCRIPTOR);
+    g_assert_cmphex(wait_desc(RING_ADDR, 0), ==,
+                    PFNIC_DESC_DONE | PFNIC_ST_BAD_DESCRIPTOR);
+    ctx_select(1);
+    g_assert_cmpint(reg_read(PFNIC_REG_CTX_HEAD), ==, 2);
+    g_assert_cmphex(readl(BAR4_ADDR + pba), ==, 1u << 2);
+    /* Nothing went to ATS or PRI. */
+    for (int c = 0; c < PFNIC_CNT_NR; c++) {
+        g_assert_cmpint(reg_read(PFNIC_REG_COUNTERS + 4 * c), ==, 0);
+    }
+
+    /* NO_PASID alone stops it, as clearing ENABLE does. */
+    reg_write(PFNIC_REG_CTX_CTRL, PFNIC_CTX_CTRL_NO_PASID);
+    g_assert_cmphex(reg_read(PFNIC_REG_CTX_STATUS), ==, 0);
+    g_assert_cmphex(reg_read(PFNIC_REG_CTX_CTRL), ==, 0);
+    start_ctx_no_pasid(1, RING_ADDR);
+    ctx_select(1);
+    g_assert_cmpint(reg_read(PFNIC_REG_CTX_HEAD), ==, 0);
+    reg_write(PFNIC_REG_CTX_CTRL, 0);
+    g_assert_false(ctx_active(1));
+    /* A reset stops every context. */
+    g_assert_true(ctx_active(2));
+    reg_write(PFNIC_REG_CONTROL, PFNIC_CONTROL_RESET);
+    g_assert_false(ctx_active(2));
+    g_assert_cmphex(reg_read(PFNIC_REG_CTX_STATUS), ==, 0);
+    qtest_end();
+}
+
 /*
  * Without an IOMMU nothing can be translated or faulted in: a descriptor
  * completes with PAGE_FAULT, written back to the ring, and signals the
@@ -566,19 +676,27 @@ static uint32_t cmd1(uint32_t op, uint32_t a0)
     return cmd(op, a, 1);
 }
 
-static uint32_t mr_set(uint32_t index, uint32_t ctx, uint32_t pd,
-                       uint32_t access, uint64_t addr, uint64_t len,
-                       uint32_t *key)
+/* MR_SET with a8 @flags (all arguments: a8 must not be a stale value) */
+static uint32_t mr_set_flags(uint32_t index, uint32_t ctx, uint32_t pd,
+                             uint32_t access, uint64_t addr, uint64_t len,
+                             uint32_t flags, uint32_t *key)
 {
     uint32_t a[PFNIC_CMD_ARGS] = {
-        index, ctx, pd, access, addr, addr >> 32, len, len >> 32,
+        index, ctx, pd, access, addr, addr >> 32, len, len >> 32, flags,
     };
-    uint32_t st = cmd(PFNIC_CMD_MR_SET, a, 8);
+    uint32_t st = cmd(PFNIC_CMD_MR_SET, a, PFNIC_CMD_ARGS);
 
     if (key) {
         *key = a[0];
     }
     return st;
+}
+
+static uint32_t mr_set(uint32_t index, uint32_t ctx, uint32_t pd,
+                       uint32_t access, uint64_t addr, uint64_t len,
+                       uint32_t *key)
+{
+    return mr_set_flags(index, ctx, pd, access, addr, len, 0, key);
 }
 
 static uint32_t cq_create(uint32_t cqn, uint32_t ctx, uint32_t log2)
@@ -1700,6 +1818,639 @@ static void test_verbs_prefetch(void)
     qtest_end();
 }
 
+/* --- translation tables (ABI 1.8) ---------------------------------------- */
+
+#define MTT_SRC         0x800000ULL     /* entries MTT_WRITE reads */
+#define DATA_PAGE(n)    (0x1000000ULL + (n) * 0x1000ULL)
+#define ALL_ACCESS      (PFNIC_ACCESS_LOCAL_WRITE | \
+                         PFNIC_ACCESS_REMOTE_WRITE | \
+                         PFNIC_ACCESS_REMOTE_READ | \
+                         PFNIC_ACCESS_REMOTE_ATOMIC)
+#define MTT_RW          (PFNIC_MTT_VALID | PFNIC_MTT_READ | PFNIC_MTT_WRITE)
+
+static uint32_t mtt_write(uint32_t mr, uint32_t first, uint32_t count,
+                          uint64_t src)
+{
+    uint32_t a[PFNIC_CMD_ARGS] = { mr, first, count, src, src >> 32 };
+
+    return cmd(PFNIC_CMD_MTT_WRITE, a, PFNIC_CMD_ARGS);
+}
+
+static uint32_t mtt_invalidate(uint32_t mr, uint32_t first, uint32_t count)
+{
+    uint32_t a[PFNIC_CMD_ARGS] = { mr, first, count };
+
+    return cmd(PFNIC_CMD_MTT_INVALIDATE, a, PFNIC_CMD_ARGS);
+}
+
+/* Point entries [first, first + n) of MR @mr at @pages, with @bits. */
+static uint32_t mtt_map(uint32_t mr, uint32_t first, const uint64_t *pages,
+                        uint32_t n, uint64_t bits)
+{
+    uint64_t e[16];
+
+    g_assert_cmpint(n, <=, ARRAY_SIZE(e));
+    for (uint32_t i = 0; i < n; i++) {
+        e[i] = cpu_to_le64(pages[i] | bits);
+    }
+    memwrite(MTT_SRC, e, n * sizeof(e[0]));
+    return mtt_write(mr, first, n, MTT_SRC);
+}
+
+/* A table MR @index of @ctx (PD 7, every access) mapping @n @pages. */
+static uint32_t table_mr(uint32_t index, uint32_t ctx, uint64_t addr,
+                         uint64_t len, const uint64_t *pages, uint32_t n)
+{
+    uint32_t key;
+
+    g_assert_cmpint(mr_set_flags(index, ctx, 7, ALL_ACCESS, addr, len,
+                                 PFNIC_MR_FLAG_TABLE, &key), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(mtt_map(index, 0, pages, n, MTT_RW), ==, PFNIC_CMD_OK);
+    return key;
+}
+
+/*
+ * Guest memory as the device sees [va, va + len) of an MR at @base whose
+ * table maps @pages: read or written page by page.
+ */
+static void table_rw(const uint64_t *pages, uint64_t base, uint64_t va,
+                     void *buf, size_t len, bool write)
+{
+    uint8_t *p = buf;
+
+    while (len) {
+        uint64_t i = va / 4096 - base / 4096;
+        size_t n = MIN(len, 4096 - va % 4096);
+        uint64_t gpa = pages[i] + va % 4096;
+
+        if (write) {
+            memwrite(gpa, p, n);
+        } else {
+            memread(gpa, p, n);
+        }
+        va += n;
+        p += n;
+        len -= n;
+    }
+}
+
+/* Send and receive queue tails and CQEs seen, per QP and CQ */
+static uint16_t sq_next[PFNIC_MAX_QPS], rq_next[PFNIC_MAX_QPS];
+static uint32_t cq_seen[8];
+
+static void table_counts_reset(void)
+{
+    memset(sq_next, 0, sizeof(sq_next));
+    memset(rq_next, 0, sizeof(rq_next));
+    memset(cq_seen, 0, sizeof(cq_seen));
+}
+
+/* Post a signaled send WQE of one SGE on QP @qpn of context @ctx. */
+static void table_post(uint32_t ctx, uint32_t qpn, uint8_t op, uint64_t wr_id,
+                       uint64_t laddr, uint32_t len, uint32_t lkey,
+                       uint64_t raddr, uint32_t rkey, uint64_t add)
+{
+    uint16_t slot = sq_next[qpn]++;
+    PfnicWqe w = {
+        .opcode = op, .flags = PFNIC_SEND_SIGNALED, .num_sge = 1,
+        .wr_id = cpu_to_le64(wr_id), .remote_addr = cpu_to_le64(raddr),
+        .rkey = cpu_to_le32(rkey), .compare_add = cpu_to_le64(add),
+        .sge[0] = {
+            .addr = cpu_to_le64(laddr), .length = cpu_to_le32(len),
+            .lkey = cpu_to_le32(lkey),
+        },
+    };
+
+    memwrite(SQ_ADDR + qpn * 0x10000 + (slot % 16) * PFNIC_WQE_SIZE, &w,
+             sizeof(w));
+    verbs_db(ctx, PFNIC_DB_SQ, qpn << 16 | (uint16_t)(slot + 1));
+}
+
+static void table_recv(uint32_t ctx, uint32_t qpn, uint64_t wr_id,
+                       uint64_t addr, uint32_t len, uint32_t key)
+{
+    uint16_t slot = rq_next[qpn]++;
+
+    post_wqe(RQ_ADDR + qpn * 0x10000, slot % 16, 0, 0, wr_id, 1, addr, len,
+             key);
+    verbs_db(ctx, PFNIC_DB_RQ, qpn << 16 | (uint16_t)(slot + 1));
+}
+
+/* The next CQE of CQ @cqn (16 entries), consumed: its wr_id and status. */
+static PfnicCqe table_cqe(uint32_t cqn, uint64_t wr_id, uint8_t status)
+{
+    uint32_t n = cq_seen[cqn]++;
+    uint32_t cons = cpu_to_le32(cq_seen[cqn]);
+    PfnicCqe c = wait_cqe(cqn, n % 16, ((n / 16) & 1) ^ 1);
+
+    memwrite(CQ_REC + cqn * 0x100, &cons, sizeof(cons));
+    g_assert_cmphex(c.wr_id, ==, wr_id);
+    g_assert_cmpint(c.status, ==, status);
+    return c;
+}
+
+/* MR_SET, MTT_WRITE and MTT_INVALIDATE: every status */
+static void test_verbs_table_commands(void)
+{
+    uint64_t e[3] = {
+        cpu_to_le64(DATA_PAGE(1) | MTT_RW),
+        cpu_to_le64(DATA_PAGE(2) | PFNIC_MTT_VALID | PFNIC_MTT_READ),
+        cpu_to_le64(DATA_PAGE(3)),
+    };
+    uint32_t key, a[PFNIC_CMD_ARGS];
+
+    start(",contexts=4,ats=off,pasid=off,pri=off");
+    map_bars();
+    start_ctx_no_pasid(1, RING_ADDR);
+
+    /* MR_SET: a8 bits other than TABLE, TABLE on the implicit MR */
+    g_assert_cmpint(mr_set_flags(1, 1, 7, 0, 0x10000000, 0x1000, 2, NULL),
+                    ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mr_set_flags(1, 1, 7, 0, 0, UINT64_MAX,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_BAD_ARG);
+    /* Without TABLE in a context without a PASID; with, wherever */
+    g_assert_cmpint(mr_set(1, 1, 7, 0, 0x10000000, 0x1000, NULL), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mr_set(1, 1, 7, 0, 0, UINT64_MAX, NULL), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mr_set(1, 2, 7, 0, 0x10000000, 0x1000, &key), ==,
+                    PFNIC_CMD_OK);
+    /* [0x10000ff8, 0x10002008): three pages, three entries */
+    g_assert_cmpint(mr_set_flags(2, 1, 7, ALL_ACCESS, 0x10000ff8, 0x1010,
+                                 PFNIC_MR_FLAG_TABLE, &key), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmphex(key, !=, 0);
+    g_assert_cmpint(mr_set_flags(2, 1, 7, 0, 0x10000000, 0x1000,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(mr_set_flags(3, 2, 7, 0, UINT64_MAX - 0xfff, 0x1000,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_BAD_ARG);
+
+    /* MTT_WRITE: index, state (no MR, no table), count, range, address */
+    memwrite(MTT_SRC, e, sizeof(e));
+    g_assert_cmpint(mtt_write(4096, 0, 1, MTT_SRC), ==, PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(mtt_write(5, 0, 1, MTT_SRC), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(mtt_write(1, 0, 1, MTT_SRC), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(mtt_write(2, 0, 0, MTT_SRC), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_write(2, 0, 513, MTT_SRC), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_write(2, 3, 1, MTT_SRC), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_write(2, 2, 2, MTT_SRC), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_write(2, UINT32_MAX, 2, MTT_SRC), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_write(2, 1, UINT32_MAX, MTT_SRC), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_write(2, 0, 1, MTT_SRC + 4), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_write(2, 0, 2, UINT64_MAX - 7), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_write(2, 0, 1, 0xfffff0000000ULL), ==,
+                    PFNIC_CMD_BAD_ARG);
+    /* Reserved bits 11:3, in any entry */
+    for (int bit = 3; bit < 12; bit++) {
+        uint64_t bad = cpu_to_le64(DATA_PAGE(4) | MTT_RW | 1ull << bit);
+
+        memwrite(MTT_SRC + 16, &bad, sizeof(bad));
+        g_assert_cmpint(mtt_write(2, 0, 3, MTT_SRC), ==, PFNIC_CMD_BAD_ARG);
+    }
+    g_assert_cmpint(mtt_write(2, 2, 1, MTT_SRC), ==, PFNIC_CMD_OK);
+    memwrite(MTT_SRC, e, sizeof(e));
+    g_assert_cmpint(mtt_write(2, 0, 3, MTT_SRC), ==, PFNIC_CMD_OK);
+
+    /* MTT_INVALIDATE: the same checks, any count up to the table's end */
+    g_assert_cmpint(mtt_invalidate(4096, 0, 1), ==, PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(mtt_invalidate(5, 0, 1), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(mtt_invalidate(1, 0, 1), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(mtt_invalidate(2, 0, 0), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_invalidate(2, 0, 4), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_invalidate(2, 3, 1), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_invalidate(2, 1, UINT32_MAX), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_invalidate(2, 1, 2), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(mtt_invalidate(2, 0, 3), ==, PFNIC_CMD_OK);
+    /* A table of more than 512 entries is invalidated whole at once. */
+    g_assert_cmpint(mr_set_flags(3, 1, 7, 0, 0x40000000, 0x400000,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(mtt_write(3, 1023, 1, MTT_SRC), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(mtt_invalidate(3, 0, 1024), ==, PFNIC_CMD_OK);
+
+    /* A table MR counts nothing of page requests. */
+    memset(a, 0xff, sizeof(a));
+    a[0] = 2;
+    g_assert_cmpint(cmd(PFNIC_CMD_MR_QUERY, a, 1), ==, PFNIC_CMD_OK);
+    for (int i = 0; i < 14; i++) {
+        g_assert_cmphex(a[i], ==, 0);
+    }
+    /* MR_CLEAR takes the table: the index is no table MR any more. */
+    g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 2), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(mtt_write(2, 0, 1, MTT_SRC), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(mtt_invalidate(2, 0, 1), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    qtest_end();
+}
+
+/*
+ * table-entries bounds every table together: NO_SPACE beyond it, and the
+ * entries come back at MR_CLEAR and at a reset.
+ */
+static void test_verbs_table_space(void)
+{
+    start(",contexts=4,table-entries=16");
+    map_bars();
+
+    /* 0x1800 bytes from 0x10000800: two pages. Then 14: full. */
+    g_assert_cmpint(mr_set_flags(1, 1, 7, 0, 0x10000800, 0x1800,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(mr_set_flags(2, 1, 7, 0, 0x20000000, 14 * 4096 + 1,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_NO_SPACE);
+    g_assert_cmpint(mr_set_flags(2, 1, 7, 0, 0x20000000, 14 * 4096,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(mr_set_flags(3, 1, 7, 0, 0x30000000, 1,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_NO_SPACE);
+    /* A huge range is NO_SPACE too, not an allocation. */
+    g_assert_cmpint(mr_set_flags(3, 1, 7, 0, 0x1000, UINT64_MAX - 0x1000,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_NO_SPACE);
+    /* MRs without a table take no entries. */
+    g_assert_cmpint(mr_set(3, 1, 7, 0, 0x30000000, 1 << 30, NULL), ==,
+                    PFNIC_CMD_OK);
+    /* MR_CLEAR gives them back: set, clear, set again. */
+    for (int i = 0; i < 3; i++) {
+        g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 1), ==, PFNIC_CMD_OK);
+        g_assert_cmpint(mr_set_flags(4, 1, 7, 0, 0x40000000, 2 * 4096,
+                                     PFNIC_MR_FLAG_TABLE, NULL), ==,
+                        PFNIC_CMD_OK);
+        g_assert_cmpint(mr_set_flags(1, 1, 7, 0, 0x10000000, 1,
+                                     PFNIC_MR_FLAG_TABLE, NULL), ==,
+                        PFNIC_CMD_NO_SPACE);
+        g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 4), ==, PFNIC_CMD_OK);
+        g_assert_cmpint(mr_set_flags(1, 1, 7, 0, 0x10000800, 0x1800,
+                                     PFNIC_MR_FLAG_TABLE, NULL), ==,
+                        PFNIC_CMD_OK);
+    }
+    /* A reset gives back all of them. */
+    reg_write(PFNIC_REG_CONTROL, PFNIC_CONTROL_RESET);
+    g_assert_cmpint(mr_set_flags(1, 1, 7, 0, 0x10000000, 16 * 4096,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(mr_set_flags(2, 1, 7, 0, 0x10000000, 1,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_NO_SPACE);
+    qtest_end();
+}
+
+/*
+ * Two contexts without a PASID (no ATS, PASID nor PRI on the device) and a
+ * table MR each, whose entries point at scattered guest pages (DMA without
+ * PASID is guest physical here: data moves in a qtest). QP 2 (context 1,
+ * CQ 1) and QP 3 (context 2, CQ 2) are connected.
+ */
+#define TL_VA           0x10000800ULL   /* MR 1: not page aligned */
+#define TL_LEN          0x3800ULL       /* four pages: 0x10000000.. */
+#define TR_VA           0x20000000ULL   /* MR 2: four pages */
+#define TR_LEN          0x4000ULL
+
+static const uint64_t tl_pages[4] = {
+    DATA_PAGE(5), DATA_PAGE(2), DATA_PAGE(9), DATA_PAGE(7),
+};
+static const uint64_t tr_pages[4] = {
+    DATA_PAGE(12), DATA_PAGE(20), DATA_PAGE(15), DATA_PAGE(11),
+};
+
+static void tables_setup(uint32_t *lkey, uint32_t *rkey)
+{
+    uint8_t zero[4096] = { };
+
+    table_counts_reset();
+    for (int i = 0; i < 32; i++) {
+        memwrite(DATA_PAGE(i), zero, sizeof(zero));
+    }
+    start_ctx_no_pasid(1, RING_ADDR);
+    start_ctx_no_pasid(2, RING_ADDR + 0x1000);
+    *lkey = table_mr(1, 1, TL_VA, TL_LEN, tl_pages, 4);
+    *rkey = table_mr(2, 2, TR_VA, TR_LEN, tr_pages, 4);
+    g_assert_cmpint(cq_create(1, 1, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cq_create(2, 2, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create(2, 1, 7, 1, 1, 4, 0), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create(3, 2, 7, 2, 2, 4, 0), ==, PFNIC_CMD_OK);
+    qp_connect(2, 3, 7);
+    qp_connect(3, 2, 7);
+}
+
+/* Bytes of @len from @seed, different at every offset */
+static void pattern(uint8_t *p, size_t len, uint8_t seed)
+{
+    for (size_t i = 0; i < len; i++) {
+        p[i] = seed + i * 7 + (i >> 8);
+    }
+}
+
+/*
+ * Loopback through tables: RDMA WRITE and READ, SEND/RECV and atomics
+ * across pages that are scattered in guest memory, from offsets that are
+ * not page aligned.
+ */
+static void test_verbs_tables(void)
+{
+    static uint8_t src[0x3000], got[0x3000];
+    uint32_t lkey, rkey;
+    uint64_t v;
+    PfnicCqe c;
+
+    start(",contexts=4,ats=off,pasid=off,pri=off");
+    map_bars();
+    tables_setup(&lkey, &rkey);
+
+    /* RDMA WRITE: 0x2800 bytes, 4 local pages to 3 remote ones */
+    pattern(src, 0x2800, 1);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x100, src, 0x2800, true);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x21, TL_VA + 0x100, 0x2800, lkey,
+               TR_VA + 0x300, rkey, 0);
+    c = table_cqe(1, 0x21, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.byte_len, ==, 0x2800);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x300, got, 0x2800, false);
+    g_assert_cmpmem(got, 0x2800, src, 0x2800);
+    /* Nothing around it: the bytes before, after, and the fourth page */
+    table_rw(tr_pages, TR_VA, TR_VA, got, 0x300, false);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x2b00, got + 0x300, 0x1500, false);
+    memset(src, 0, 0x1800);
+    g_assert_cmpmem(got, 0x1800, src, 0x1800);
+
+    /* RDMA READ: 0x1000 remote bytes across two pages into one local */
+    pattern(src, 0x1000, 2);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x2800, src, 0x1000, true);
+    table_post(1, 2, PFNIC_WR_RDMA_READ, 0x22, TL_VA + 0x2800, 0x1000, lkey,
+               TR_VA + 0x2800, rkey, 0);
+    table_cqe(1, 0x22, PFNIC_WC_SUCCESS);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x2800, got, 0x1000, false);
+    g_assert_cmpmem(got, 0x1000, src, 0x1000);
+
+    /* SEND from an odd offset into a receive buffer across two pages */
+    pattern(src, 0x600, 3);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x123, src, 0x600, true);
+    table_recv(2, 3, 0x31, TR_VA + 0xd00, 0x800, rkey);
+    table_post(1, 2, PFNIC_WR_SEND, 0x23, TL_VA + 0x123, 0x600, lkey, 0, 0,
+               0);
+    table_cqe(1, 0x23, PFNIC_WC_SUCCESS);
+    c = table_cqe(2, 0x31, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.byte_len, ==, 0x600);
+    g_assert_cmpint(c.src_qp, ==, 2);
+    table_rw(tr_pages, TR_VA, TR_VA + 0xd00, got, 0x600, false);
+    g_assert_cmpmem(got, 0x600, src, 0x600);
+
+    /* Atomics: the remote 8 bytes change, the original lands locally. */
+    v = cpu_to_le64(100);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x3ff8, &v, 8, true);
+    table_post(1, 2, PFNIC_WR_ATOMIC_FETCH_AND_ADD, 0x24, TL_VA + 0x37f8, 8,
+               lkey, TR_VA + 0x3ff8, rkey, 5);
+    g_assert_cmpint(table_cqe(1, 0x24, PFNIC_WC_SUCCESS).opcode, ==,
+                    PFNIC_WC_FETCH_ADD);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x3ff8, &v, 8, false);
+    g_assert_cmpint(le64_to_cpu(v), ==, 105);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x37f8, &v, 8, false);
+    g_assert_cmpint(le64_to_cpu(v), ==, 100);
+    {
+        PfnicWqe w = {
+            .opcode = PFNIC_WR_ATOMIC_CMP_AND_SWP,
+            .flags = PFNIC_SEND_SIGNALED, .num_sge = 1,
+            .wr_id = cpu_to_le64(0x25),
+            .remote_addr = cpu_to_le64(TR_VA + 0x3ff8),
+            .rkey = cpu_to_le32(rkey), .compare_add = cpu_to_le64(105),
+            .swap = cpu_to_le64(7),
+            .sge[0] = {
+                .addr = cpu_to_le64(TL_VA + 0x37f8), .length = cpu_to_le32(8),
+                .lkey = cpu_to_le32(lkey),
+            },
+        };
+        uint16_t slot = sq_next[2]++;
+
+        memwrite(SQ_ADDR + 2 * 0x10000 + (slot % 16) * PFNIC_WQE_SIZE, &w,
+                 sizeof(w));
+        verbs_db(1, PFNIC_DB_SQ, 2 << 16 | (slot + 1));
+    }
+    table_cqe(1, 0x25, PFNIC_WC_SUCCESS);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x3ff8, &v, 8, false);
+    g_assert_cmpint(le64_to_cpu(v), ==, 7);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x37f8, &v, 8, false);
+    g_assert_cmpint(le64_to_cpu(v), ==, 105);
+
+    /* Nothing went to ATS or PRI. */
+    for (int i = 0; i < PFNIC_CNT_NR; i++) {
+        g_assert_cmpint(reg_read(PFNIC_REG_COUNTERS + 4 * i), ==, 0);
+    }
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    qtest_end();
+}
+
+/*
+ * What a table refuses fails as an unmapped page: an invalid entry
+ * (never written, or invalidated), an entry without the access, locally
+ * LOC_PROT_ERR and remotely REM_ACCESS_ERR; no page request is sent, and
+ * the remote QP is untouched. An MTT_WRITE refused for a bad entry
+ * changes nothing.
+ */
+static void test_verbs_table_faults(void)
+{
+    static uint8_t src[0x2000], got[0x2000];
+    uint64_t bad[2] = {
+        cpu_to_le64(DATA_PAGE(30) | MTT_RW),
+        cpu_to_le64(DATA_PAGE(31) | MTT_RW | 0x10),
+    };
+    uint32_t lkey, rkey, key, a[PFNIC_CMD_ARGS];
+
+    start(",contexts=4,ats=off,pasid=off,pri=off");
+    map_bars();
+    tables_setup(&lkey, &rkey);
+    /* src[i] at VA 0x10000000 + i: MR 1's pages 0 and 1 */
+    pattern(src, sizeof(src), 4);
+    table_rw(tl_pages, TL_VA, TL_VA & ~0xfffULL, src, sizeof(src), true);
+
+    /* An invalidated local page: LOC_PROT_ERR, and QP 3 is untouched */
+    g_assert_cmpint(mtt_invalidate(1, 1, 1), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x41, TL_VA + 0x700, 0x200, lkey,
+               TR_VA, rkey, 0);
+    table_cqe(1, 0x41, PFNIC_WC_LOC_PROT_ERR);
+    g_assert_cmpint(qp_state(2), ==, PFNIC_QPS_ERR);
+    g_assert_cmpint(qp_state(3), ==, PFNIC_QPS_RTS);
+    /* Its first half (page 0) moved before the refusal. */
+    table_rw(tr_pages, TR_VA, TR_VA, got, 0x100, false);
+    g_assert_cmpmem(got, 0x100, src + 0xf00, 0x100);
+    /* Mapped again, the same WQE goes through. */
+    g_assert_cmpint(mtt_map(1, 1, &tl_pages[1], 1, MTT_RW), ==,
+                    PFNIC_CMD_OK);
+    qp_reconnect(2, 3);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x42, TL_VA + 0x700, 0x200, lkey,
+               TR_VA, rkey, 0);
+    table_cqe(1, 0x42, PFNIC_WC_SUCCESS);
+    table_rw(tr_pages, TR_VA, TR_VA, got, 0x200, false);
+    g_assert_cmpmem(got, 0x200, src + 0xf00, 0x200);
+
+    /* An invalidated remote page: REM_ACCESS_ERR */
+    g_assert_cmpint(mtt_invalidate(2, 2, 2), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x43, TL_VA, 0x100, lkey,
+               TR_VA + 0x2000, rkey, 0);
+    table_cqe(1, 0x43, PFNIC_WC_REM_ACCESS_ERR);
+    g_assert_cmpint(qp_state(3), ==, PFNIC_QPS_RTS);
+    qp_reconnect(2, 3);
+    table_post(1, 2, PFNIC_WR_RDMA_READ, 0x44, TL_VA, 0x100, lkey,
+               TR_VA + 0x3000, rkey, 0);
+    table_cqe(1, 0x44, PFNIC_WC_REM_ACCESS_ERR);
+    /* Not a refused key: no access error counted */
+    g_assert_cmpint(ctx_access_errors(2), ==, 0);
+    qp_reconnect(2, 3);
+    /* Into a receive buffer whose page is invalid: REM_ACCESS_ERR too */
+    table_recv(2, 3, 0x51, TR_VA + 0x2000, 0x100, rkey);
+    table_post(1, 2, PFNIC_WR_SEND, 0x45, TL_VA, 0x100, lkey, 0, 0, 0);
+    table_cqe(1, 0x45, PFNIC_WC_REM_ACCESS_ERR);
+    g_assert_cmpint(mtt_map(2, 2, &tr_pages[2], 2, MTT_RW), ==,
+                    PFNIC_CMD_OK);
+    qp_reconnect(2, 3);
+
+    /* Read-only remote page: READ from it works, WRITE to it does not. */
+    g_assert_cmpint(mtt_map(2, 0, &tr_pages[0], 1,
+                            PFNIC_MTT_VALID | PFNIC_MTT_READ), ==,
+                    PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_READ, 0x46, TL_VA + 0x1000, 0x200, lkey,
+               TR_VA, rkey, 0);
+    table_cqe(1, 0x46, PFNIC_WC_SUCCESS);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x1000, got, 0x200, false);
+    g_assert_cmpmem(got, 0x200, src + 0xf00, 0x200);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x47, TL_VA, 8, lkey, TR_VA, rkey,
+               0);
+    table_cqe(1, 0x47, PFNIC_WC_REM_ACCESS_ERR);
+    qp_reconnect(2, 3);
+    /* An atomic both reads and writes: a read-only page refuses it. */
+    table_post(1, 2, PFNIC_WR_ATOMIC_FETCH_AND_ADD, 0x48, TL_VA, 8, lkey,
+               TR_VA, rkey, 1);
+    table_cqe(1, 0x48, PFNIC_WC_REM_ACCESS_ERR);
+    qp_reconnect(2, 3);
+    /* ... and so does a write-only one. */
+    g_assert_cmpint(mtt_map(2, 0, &tr_pages[0], 1,
+                            PFNIC_MTT_VALID | PFNIC_MTT_WRITE), ==,
+                    PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_ATOMIC_FETCH_AND_ADD, 0x49, TL_VA, 8, lkey,
+               TR_VA, rkey, 1);
+    table_cqe(1, 0x49, PFNIC_WC_REM_ACCESS_ERR);
+    qp_reconnect(2, 3);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x4a, TL_VA, 8, lkey, TR_VA, rkey,
+               0);
+    table_cqe(1, 0x4a, PFNIC_WC_SUCCESS);
+    /* A read-only local page takes no READ response: LOC_PROT_ERR */
+    g_assert_cmpint(mtt_map(1, 3, &tl_pages[3], 1,
+                            PFNIC_MTT_VALID | PFNIC_MTT_READ), ==,
+                    PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_READ, 0x4b, TL_VA + 0x2800, 8, lkey,
+               TR_VA + 0x1000, rkey, 0);
+    table_cqe(1, 0x4b, PFNIC_WC_LOC_PROT_ERR);
+    qp_reconnect(2, 3);
+
+    /*
+     * MTT_WRITE of a good entry and a bad one: BAD_ARG, and the good one
+     * is not written (MR 1's page 0 still is where it was).
+     */
+    memwrite(MTT_SRC, bad, sizeof(bad));
+    g_assert_cmpint(mtt_write(1, 0, 2, MTT_SRC), ==, PFNIC_CMD_BAD_ARG);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x4c, TL_VA, 0x100, lkey,
+               TR_VA + 0x1000, rkey, 0);
+    table_cqe(1, 0x4c, PFNIC_WC_SUCCESS);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x1000, got, 0x100, false);
+    g_assert_cmpmem(got, 0x100, src + 0x800, 0x100);
+
+    /* A DMA the platform refuses (no RAM there) fails the same way. */
+    bad[0] = cpu_to_le64(0xfffff0000000ULL | MTT_RW);
+    memwrite(MTT_SRC, bad, 8);
+    g_assert_cmpint(mtt_write(2, 1, 1, MTT_SRC), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x4d, TL_VA, 0x100, lkey,
+               TR_VA + 0x1000, rkey, 0);
+    table_cqe(1, 0x4d, PFNIC_WC_REM_ACCESS_ERR);
+    qp_reconnect(2, 3);
+
+    /*
+     * An MR without a table is refused while context 2 runs without a
+     * PASID; set while it is stopped, it reaches nothing once it runs.
+     */
+    g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 2), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(mr_set(2, 2, 7, ALL_ACCESS, TR_VA, TR_LEN, &key), ==,
+                    PFNIC_CMD_BAD_ARG);
+    ctx_select(2);
+    reg_write(PFNIC_REG_CTX_CTRL, 0);
+    g_assert_cmpint(mr_set(2, 2, 7, ALL_ACCESS, TR_VA, TR_LEN, &key), ==,
+                    PFNIC_CMD_OK);
+    start_ctx_no_pasid(2, RING_ADDR + 0x1000);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x4e, TL_VA, 0x100, lkey, TR_VA,
+               key, 0);
+    table_cqe(1, 0x4e, PFNIC_WC_REM_ACCESS_ERR);
+
+    /* No page request went anywhere, and no MR counted one. */
+    for (int i = 0; i < PFNIC_CNT_NR; i++) {
+        g_assert_cmpint(reg_read(PFNIC_REG_COUNTERS + 4 * i), ==, 0);
+    }
+    a[0] = 1;
+    g_assert_cmpint(cmd(PFNIC_CMD_MR_QUERY, a, 1), ==, PFNIC_CMD_OK);
+    for (int i = 0; i < 14; i++) {
+        g_assert_cmphex(a[i], ==, 0);
+    }
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    qtest_end();
+}
+
+/*
+ * A context with a PASID may use table MRs too: they move data without
+ * any IOMMU, and a PREFETCH of one succeeds at once.
+ */
+static void test_verbs_table_pasid(void)
+{
+    static uint8_t src[0x1000], got[0x1000];
+    PfnicDesc d = {
+        .opcode = PFNIC_OP_PREFETCH, .flags = PFNIC_PREFETCH_WRITE,
+        .dst = cpu_to_le64(TL_VA), .len = cpu_to_le64(TL_LEN),
+    };
+    uint32_t lkey, rkey;
+
+    start(",contexts=4");
+    map_bars();
+    table_counts_reset();
+    enable_sva_caps();
+    start_ctx(1, RING_ADDR);
+    start_ctx_no_pasid(2, RING_ADDR + 0x1000);
+    lkey = table_mr(1, 1, TL_VA, TL_LEN, tl_pages, 4);
+    rkey = table_mr(2, 2, TR_VA, TR_LEN, tr_pages, 4);
+    g_assert_cmpint(cq_create(1, 1, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cq_create(2, 2, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create(2, 1, 7, 1, 1, 4, 0), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create(3, 2, 7, 2, 2, 4, 0), ==, PFNIC_CMD_OK);
+    qp_connect(2, 3, 7);
+    qp_connect(3, 2, 7);
+
+    d.src = cpu_to_le64(lkey);
+    g_assert_cmphex(run_desc(0, &d), ==, PFNIC_DESC_DONE | PFNIC_ST_SUCCESS);
+    memread(RING_ADDR + offsetof(PfnicDesc, result), &d.result, 8);
+    g_assert_cmpint(le64_to_cpu(d.result), ==, TL_LEN);
+    /* A bad key is still PROTECTION. */
+    d.src = cpu_to_le64(lkey ^ 1);
+    g_assert_cmphex(run_desc(1, &d), ==, PFNIC_DESC_DONE |
+                    PFNIC_ST_PROTECTION);
+
+    pattern(src, sizeof(src), 5);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x10, src, sizeof(src), true);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x61, TL_VA + 0x10, sizeof(src),
+               lkey, TR_VA + 0x20, rkey, 0);
+    table_cqe(1, 0x61, PFNIC_WC_SUCCESS);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x20, got, sizeof(got), false);
+    g_assert_cmpmem(got, sizeof(got), src, sizeof(src));
+    /* Nothing asked of ATS: the table MR never enters the ATC. */
+    g_assert_cmpint(reg_read(PFNIC_REG_COUNTERS + 4 * PFNIC_CNT_ATC_MISSES),
+                    ==, 0);
+    g_assert_cmpint(reg_read(PFNIC_REG_COUNTERS + 4 * PFNIC_CNT_ATC_HITS),
+                    ==, 0);
+    qtest_end();
+}
+
 /* --- the wire (docs/wire.md) ------------------------------------------- */
 
 #define IP_A            0x0a000001      /* 10.0.0.1 */
@@ -1748,8 +2499,25 @@ static uint32_t wire_modify(uint32_t qpn, uint32_t state, uint32_t dest,
 }
 
 /*
- * On the current NIC: context 1, MR 1 (PD 7), CQs @cq and @cq + 1, and QP
- * @qpn, connected to QP @dest at @dest_ip. Returns the MR's key.
+ * On the current NIC: CQs @cq and @cq + 1 of context 1, and its QP @qpn
+ * (PD 7), connected to QP @dest at @dest_ip.
+ */
+static void wire_qp(uint32_t cq, uint32_t qpn, uint32_t dest,
+                    uint32_t dest_ip, uint32_t sq_psn, uint32_t rq_psn,
+                    uint32_t timeout)
+{
+    g_assert_cmpint(cq_create(cq, 1, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cq_create(cq + 1, 1, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create(qpn, 1, 7, cq, cq + 1, 4, 0), ==, PFNIC_CMD_OK);
+    for (uint32_t st = PFNIC_QPS_INIT; st <= PFNIC_QPS_RTS; st++) {
+        g_assert_cmpint(wire_modify(qpn, st, dest, dest_ip, sq_psn, rq_psn,
+                                    timeout, 2, 7), ==, PFNIC_CMD_OK);
+    }
+}
+
+/*
+ * On the current NIC: context 1, MR 1 (PD 7), and wire_qp()'s CQs and QP.
+ * Returns the MR's key.
  */
 static uint32_t wire_side(uint32_t cq, uint32_t qpn, uint32_t dest,
                           uint32_t ip, uint32_t dest_ip, uint32_t sq_psn,
@@ -1759,13 +2527,7 @@ static uint32_t wire_side(uint32_t cq, uint32_t qpn, uint32_t dest,
 
     reg_write(PFNIC_REG_PORT_IPV4, ip);
     key = ctx_and_mr_setup();
-    g_assert_cmpint(cq_create(cq, 1, 4), ==, PFNIC_CMD_OK);
-    g_assert_cmpint(cq_create(cq + 1, 1, 4), ==, PFNIC_CMD_OK);
-    g_assert_cmpint(qp_create(qpn, 1, 7, cq, cq + 1, 4, 0), ==, PFNIC_CMD_OK);
-    for (uint32_t st = PFNIC_QPS_INIT; st <= PFNIC_QPS_RTS; st++) {
-        g_assert_cmpint(wire_modify(qpn, st, dest, dest_ip, sq_psn, rq_psn,
-                                    timeout, 2, 7), ==, PFNIC_CMD_OK);
-    }
+    wire_qp(cq, qpn, dest, dest_ip, sq_psn, rq_psn, timeout);
     return key;
 }
 
@@ -1904,6 +2666,89 @@ static void test_wire_basic(void)
     c = wait_cqe_ms(1, 4, 10);
     g_assert_cmpint(c.status, ==, PFNIC_WC_LOC_PROT_ERR);
     g_assert_cmpint(qp_state(2), ==, PFNIC_QPS_ERR);
+    assert_no_bad_frames();
+    qtest_end();
+}
+
+/*
+ * Data on the wire, through tables (ABI 1.8): A's QP 2 and B's QP 3 in
+ * contexts without a PASID, each with a table MR over scattered guest
+ * pages (both devices reach the same guest memory). A WRITE of 9 packets,
+ * a READ, a SEND, and a WRITE to an invalid entry (REM_ACCESS_ERR).
+ */
+static void test_wire_tables(void)
+{
+    static const uint64_t pa[3] = {
+        DATA_PAGE(30), DATA_PAGE(33), DATA_PAGE(31),
+    };
+    static const uint64_t pb[3] = {
+        DATA_PAGE(40), DATA_PAGE(38), DATA_PAGE(44),
+    };
+    static uint8_t src[0x2400], got[0x2400];
+    uint32_t key_a, key_b;
+    PfnicCqe c;
+
+    wire_start("", ",ats=off,pasid=off,pri=off", ",ats=off,pasid=off,pri=off");
+    table_counts_reset();
+    memset(src, 0, sizeof(src));
+    for (int i = 30; i < 45; i++) {
+        memwrite(DATA_PAGE(i), src, 4096);
+    }
+    use_nic(1);
+    reg_write(PFNIC_REG_PORT_IPV4, IP_B);
+    start_ctx_no_pasid(1, RING_ADDR);
+    key_b = table_mr(1, 1, TR_VA, 0x3000, pb, 3);
+    wire_qp(3, 3, 2, IP_A, WIRE_SQ_PSN_B, WIRE_SQ_PSN_A, 10);
+    use_nic(0);
+    reg_write(PFNIC_REG_PORT_IPV4, IP_A);
+    start_ctx_no_pasid(1, RING_ADDR);
+    key_a = table_mr(1, 1, 0x10000000, 0x3000, pa, 3);
+    wire_qp(1, 2, 3, IP_B, WIRE_SQ_PSN_A, WIRE_SQ_PSN_B, 10);
+
+    /* WRITE: 0x2400 bytes, MTU 1024, from and to odd offsets */
+    pattern(src, sizeof(src), 6);
+    table_rw(pa, 0x10000000, 0x10000200, src, sizeof(src), true);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x71, 0x10000200, sizeof(src),
+               key_a, TR_VA + 0x400, key_b, 0);
+    c = wait_cqe_ms(1, 0, 100);
+    g_assert_cmphex(c.wr_id, ==, 0x71);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+    table_rw(pb, TR_VA, TR_VA + 0x400, got, sizeof(got), false);
+    g_assert_cmpmem(got, sizeof(got), src, sizeof(src));
+
+    /* READ it back elsewhere: B's pages 0..1 into A's page 2 */
+    table_post(1, 2, PFNIC_WR_RDMA_READ, 0x72, 0x10002000, 0x1000, key_a,
+               TR_VA + 0x400, key_b, 0);
+    c = wait_cqe_ms(1, 1, 100);
+    g_assert_cmphex(c.wr_id, ==, 0x72);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+    table_rw(pa, 0x10000000, 0x10002000, got, 0x1000, false);
+    g_assert_cmpmem(got, 0x1000, src, 0x1000);
+
+    /* SEND into B's receive buffer, across its pages 1 and 2 */
+    use_nic(1);
+    table_recv(1, 3, 0x301, TR_VA + 0x1e00, 0x600, key_b);
+    use_nic(0);
+    table_post(1, 2, PFNIC_WR_SEND, 0x73, 0x10000300, 0x500, key_a, 0, 0, 0);
+    g_assert_cmpint(wait_cqe_ms(1, 2, 100).status, ==, PFNIC_WC_SUCCESS);
+    use_nic(1);
+    c = wait_cqe_ms(4, 0, 10);
+    g_assert_cmphex(c.wr_id, ==, 0x301);
+    g_assert_cmpint(c.byte_len, ==, 0x500);
+    table_rw(pb, TR_VA, TR_VA + 0x1e00, got, 0x500, false);
+    g_assert_cmpmem(got, 0x500, src + 0x100, 0x500);
+
+    /* B's page 2 invalidated: A's WRITE there is NAKed, REM_ACCESS_ERR. */
+    g_assert_cmpint(mtt_invalidate(1, 2, 1), ==, PFNIC_CMD_OK);
+    use_nic(0);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x74, 0x10000000, 0x100, key_a,
+               TR_VA + 0x2000, key_b, 0);
+    c = wait_cqe_ms(1, 3, 100);
+    g_assert_cmphex(c.wr_id, ==, 0x74);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_REM_ACCESS_ERR);
+    for (int i = 0; i < PFNIC_CNT_NR; i++) {
+        g_assert_cmpint(reg_read(PFNIC_REG_COUNTERS + 4 * i), ==, 0);
+    }
     assert_no_bad_frames();
     qtest_end();
 }
@@ -2498,6 +3343,7 @@ int main(int argc, char **argv)
     qtest_add_func("/pfnic/registers", test_registers);
     qtest_add_func("/pfnic/selftest-msix", test_selftest_msix);
     qtest_add_func("/pfnic/contexts", test_contexts);
+    qtest_add_func("/pfnic/contexts/no-pasid", test_contexts_no_pasid);
     qtest_add_func("/pfnic/engine", test_engine);
     qtest_add_func("/pfnic/verbs/limits", test_verbs_limits);
     qtest_add_func("/pfnic/verbs/mr", test_verbs_mr);
@@ -2511,7 +3357,13 @@ int main(int argc, char **argv)
     qtest_add_func("/pfnic/verbs/zero-length", test_verbs_zero_length);
     qtest_add_func("/pfnic/verbs/cq-overflow", test_verbs_cq_overflow);
     qtest_add_func("/pfnic/verbs/prefetch", test_verbs_prefetch);
+    qtest_add_func("/pfnic/verbs/table-commands", test_verbs_table_commands);
+    qtest_add_func("/pfnic/verbs/table-space", test_verbs_table_space);
+    qtest_add_func("/pfnic/verbs/tables", test_verbs_tables);
+    qtest_add_func("/pfnic/verbs/table-faults", test_verbs_table_faults);
+    qtest_add_func("/pfnic/verbs/table-pasid", test_verbs_table_pasid);
     qtest_add_func("/pfnic/wire/basic", test_wire_basic);
+    qtest_add_func("/pfnic/wire/tables", test_wire_tables);
     qtest_add_func("/pfnic/wire/peer", test_wire_peer);
     qtest_add_func("/pfnic/wire/loss", test_wire_loss);
     qtest_add_func("/pfnic/wire/frames", test_wire_frames);

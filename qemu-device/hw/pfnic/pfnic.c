@@ -55,6 +55,12 @@ static bool pfnic_check_props(PfnicState *s, Error **errp)
                    PFNIC_PRI_OUTSTANDING);
         return false;
     }
+    /* The tables are QEMU memory the guest allocates: 8 bytes an entry. */
+    if (s->table_entries < 1 || s->table_entries > PFNIC_TABLE_ENTRIES_MAX) {
+        error_setg(errp, "pfnic: table-entries must be in 1..%u",
+                   PFNIC_TABLE_ENTRIES_MAX);
+        return false;
+    }
     return true;
 }
 
@@ -163,6 +169,8 @@ static const Property pfnic_properties[] = {
                        PFNIC_PRI_OUTSTANDING),
     DEFINE_PROP_UINT32("vectors", PfnicState, num_vectors, 8),
     DEFINE_PROP_UINT32("contexts", PfnicState, num_contexts, 64),
+    DEFINE_PROP_UINT32("table-entries", PfnicState, table_entries,
+                       PFNIC_TABLE_ENTRIES),
     /* Fault injection (0: off): every Nth page request or response. */
     DEFINE_PROP_UINT32("x-inject-prq-full", PfnicState, inject_prq_full, 0),
     DEFINE_PROP_UINT32("x-inject-pri-failure", PfnicState, inject_pri_failure,

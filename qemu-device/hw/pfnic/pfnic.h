@@ -104,6 +104,11 @@ typedef struct PfnicContext {
     uint32_t index;
     uint32_t pasid;
     bool enabled;
+    /*
+     * Started with CTX_CTRL.NO_PASID: no address space, so nothing may go
+     * to ATS or PRI for it; its memory is reached through table MRs only.
+     */
+    bool no_pasid;
     bool stuck;                 /* fault injection: ACTIVE after a stop */
     uint32_t mrs;               /* valid MRs (memory keys) of the context */
     uint64_t remote_access_errors;  /* refused remote accesses to us */
@@ -161,6 +166,13 @@ typedef struct PfnicMr {
     uint64_t addr;
     uint64_t len;               /* UINT64_MAX with addr 0: implicit MR */
     uint64_t count[PFNIC_MR_CNT_NR];
+    /*
+     * MR_SET with TABLE: the driver's translation table, an entry
+     * (PFNIC_MTT_*) per 4 KiB page from addr & PFNIC_PAGE_MASK; NULL for
+     * an MR translated through its context's PASID
+     */
+    uint64_t *mtt;
+    uint64_t mtt_entries;
 } PfnicMr;
 
 typedef struct PfnicCq {
@@ -370,6 +382,7 @@ struct PfnicState {
     uint32_t pri_requests;      /* the PRI capability's outstanding requests */
     uint32_t num_vectors;
     uint32_t num_contexts;
+    uint32_t table_entries;     /* translation table entries, all MRs' */
     /*
      * Fault injection, for tests: every Nth page request is refused as if
      * the IOMMU's page request queue were full, every Nth successful
@@ -416,6 +429,7 @@ struct PfnicState {
     uint32_t eq_vector;
     uint32_t eq_overflow;
     PfnicMr *mrs;               /* PFNIC_MAX_MRS entries */
+    uint64_t table_used;        /* of table_entries, by valid MRs' tables */
     GHashTable *keys;           /* key of each valid MR -> its index + 1 */
     PfnicCq *cqs;               /* PFNIC_MAX_CQS entries */
     PfnicQp *qps;               /* PFNIC_MAX_QPS entries */
@@ -468,6 +482,7 @@ void pfnic_doorbell(PfnicContext *ctx, uint16_t tail16);
 typedef enum {
     PFNIC_XLATE_OK,
     PFNIC_XLATE_FAULT,      /* not present or not permitted: page request */
+    PFNIC_XLATE_DENIED,     /* a table entry (or no PASID) refuses: final */
 } PfnicXlate;
 
 void pfnic_count(PfnicContext *ctx, PfnicCounter c);
@@ -497,10 +512,18 @@ PfnicMr *pfnic_mr_lookup(PfnicState *s, uint32_t key, uint32_t ctx,
                          uint32_t access);
 PfnicMr *pfnic_mr_remote(PfnicState *s, uint32_t key, PfnicQp *dest,
                          uint64_t addr, uint64_t len, uint32_t access);
+PfnicXlate pfnic_mr_translate(PfnicContext *ctx, PfnicMr *mr, uint64_t va,
+                              bool write, hwaddr *pa, AddressSpace **as);
 bool pfnic_cqe_write(PfnicState *s, uint32_t cqn, PfnicCqe *cqe,
                      bool solicited);
 void pfnic_mr_invalidate(PfnicContext *ctx, uint64_t start, uint64_t last);
 void pfnic_cq_arm(PfnicContext *ctx, uint32_t val);
+
+/* Whether @mr is translated by a table (MR_SET with TABLE) */
+static inline bool pfnic_mr_table(const PfnicMr *mr)
+{
+    return mr->mtt != NULL;
+}
 
 /* pfnic_qp.c */
 bool pfnic_qp_run(PfnicQp *qp, PfnicState *s);

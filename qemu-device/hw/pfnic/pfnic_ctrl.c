@@ -33,7 +33,7 @@ uint32_t pfnic_caps(const PfnicState *s)
            (s->pasid ? PFNIC_CAPS_PASID : 0) |
            (s->pri ? PFNIC_CAPS_PRI : 0) |
            (s->nic ? PFNIC_CAPS_WIRE : 0) |
-           PFNIC_CAPS_SELFTEST | PFNIC_CAPS_VERBS;
+           PFNIC_CAPS_SELFTEST | PFNIC_CAPS_VERBS | PFNIC_CAPS_TABLES;
 }
 
 void pfnic_ctrl_reset(PfnicState *s)
@@ -106,14 +106,20 @@ static void pfnic_ctx_set_ctrl(PfnicState *s, uint32_t val)
 {
     PfnicContext *ctx = pfnic_selected_ctx(s);
     bool enable = val & PFNIC_CTX_CTRL_ENABLE;
+    bool no_pasid = val & PFNIC_CTX_CTRL_NO_PASID;
 
     if (!ctx) {
         return;
     }
-    if (val & ~PFNIC_CTX_CTRL_ENABLE) {
+    if (val & ~(PFNIC_CTX_CTRL_ENABLE | PFNIC_CTX_CTRL_NO_PASID)) {
         pfnic_guest_error(s, "reserved CTX_CTRL bits set");
     }
-    if (enable && !ctx->enabled) {
+    if (enable && ctx->enabled && no_pasid != ctx->no_pasid) {
+        pfnic_guest_error(s, "NO_PASID of an enabled context changed");
+        return;
+    }
+    /* Without a PASID nothing is translated or faulted in: no checks. */
+    if (enable && !ctx->enabled && !no_pasid) {
         if (ctx->pasid == 0 ||
             ctx->pasid >= (1u << PFNIC_PASID_WIDTH)) {
             pfnic_guest_error(s, "context enabled without a valid PASID");
@@ -132,6 +138,7 @@ static void pfnic_ctx_set_ctrl(PfnicState *s, uint32_t val)
         return;
     }
     if (enable && !ctx->enabled) {
+        ctx->no_pasid = no_pasid;
         ctx->enabled = pfnic_ctx_start(ctx);
     } else if (!enable && ctx->enabled) {
         pfnic_ctx_stop(ctx);
@@ -140,7 +147,7 @@ static void pfnic_ctx_set_ctrl(PfnicState *s, uint32_t val)
         ctx->stuck = s->inject_ctx_stuck &&
                      ++s->inject_stop_seq % s->inject_ctx_stuck == 0;
     }
-    trace_pfnic_ctx(s->ctx_select, ctx->pasid, ctx->enabled);
+    trace_pfnic_ctx(s->ctx_select, ctx->pasid, ctx->enabled, ctx->no_pasid);
 }
 
 void pfnic_selftest_bh(void *opaque)
@@ -232,15 +239,23 @@ static uint64_t pfnic_ctrl_read(void *opaque, hwaddr addr, unsigned size)
               s->contexts[s->ctx_select].pasid : 0;
         break;
     case PFNIC_REG_CTX_CTRL:
-        val = s->ctx_select < s->num_contexts &&
-              s->contexts[s->ctx_select].enabled ? PFNIC_CTX_CTRL_ENABLE : 0;
+        if (s->ctx_select < s->num_contexts &&
+            s->contexts[s->ctx_select].enabled) {
+            val = PFNIC_CTX_CTRL_ENABLE |
+                  (s->contexts[s->ctx_select].no_pasid ?
+                   PFNIC_CTX_CTRL_NO_PASID : 0);
+        } else {
+            val = 0;
+        }
         break;
     case PFNIC_REG_CTX_STATUS:
         if (s->ctx_select < s->num_contexts) {
             PfnicContext *ctx = &s->contexts[s->ctx_select];
+            bool active = ctx->enabled || ctx->stuck;
 
-            val = (ctx->enabled || ctx->stuck ? PFNIC_CTX_STATUS_ACTIVE : 0) |
-                  (ctx->pw.waiting ? PFNIC_CTX_STATUS_WAITING : 0);
+            val = (active ? PFNIC_CTX_STATUS_ACTIVE : 0) |
+                  (ctx->pw.waiting ? PFNIC_CTX_STATUS_WAITING : 0) |
+                  (active && ctx->no_pasid ? PFNIC_CTX_STATUS_NO_PASID : 0);
         } else {
             val = 0;
         }

@@ -167,6 +167,10 @@ PfnicXlate pfnic_translate(PfnicContext *ctx, uint64_t va, bool write,
     uint32_t err = 0;
     ssize_t n;
 
+    if (ctx->no_pasid) {
+        /* No address space: CTX_PASID is stale, never to be used. */
+        return PFNIC_XLATE_DENIED;
+    }
     if (e->valid && e->pasid == ctx->pasid && e->vpage == vpage &&
         (e->perm & need) == need) {
         pfnic_count(ctx, PFNIC_CNT_ATC_HITS);
@@ -634,6 +638,10 @@ void pfnic_page_ahead(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
 {
     uint64_t p = va & PFNIC_PAGE_MASK, end = va + len;
 
+    /* A table's pages are the driver's business: nothing to ask for. */
+    if (ctx->no_pasid || (mr && pfnic_mr_table(mr))) {
+        return;
+    }
     if (!len || end < va) {
         end = UINT64_MAX;
     }
@@ -673,6 +681,11 @@ void pfnic_page_fault(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
     uint32_t n;
     int err;
 
+    if (ctx->no_pasid || (mr && pfnic_mr_table(mr))) {
+        /* Nobody to ask: only the driver can fix a table. */
+        w->fault = true;
+        return;
+    }
     w->ctx = ctx->index;
     w->pasid = ctx->pasid;
     w->retry_prq = false;
@@ -979,6 +992,11 @@ static PfnicStep pfnic_prefetch_step(PfnicContext *ctx)
             pfnic_desc_complete(ctx, PFNIC_ST_PROTECTION, 0);
             return PFNIC_STEP_DONE;
         }
+        if (pfnic_mr_table(mr)) {
+            /* Its pages are where the driver's table says: nothing to do. */
+            pfnic_desc_complete(ctx, PFNIC_ST_SUCCESS, d->len);
+            return PFNIC_STEP_DONE;
+        }
         ctx->prefetch_mr = mr - s->mrs;
         ctx->pw.mr = ctx->prefetch_mr;
         ctx->pw.mr_key = mr->key;
@@ -1095,7 +1113,8 @@ static bool pfnic_ctx_run(PfnicContext *ctx)
             if (!pfnic_desc_load(ctx)) {
                 return false;
             }
-            if (!pfnic_desc_valid(&ctx->desc)) {
+            /* Without a PASID there is no address space to work in. */
+            if (ctx->no_pasid || !pfnic_desc_valid(&ctx->desc)) {
                 pfnic_desc_complete(ctx, PFNIC_ST_BAD_DESCRIPTOR, 0);
                 continue;
             }
@@ -1163,18 +1182,11 @@ void pfnic_doorbell(PfnicContext *ctx, uint16_t tail16)
     qemu_bh_schedule(ctx->s->engine_bh);
 }
 
-/* Start following the context's PASID: page responses and invalidations. */
-bool pfnic_ctx_start(PfnicContext *ctx)
+/* Follow the context's PASID: page responses and invalidations. */
+static void pfnic_ctx_follow(PfnicContext *ctx)
 {
     PCIDevice *pdev = PCI_DEVICE(ctx->s);
 
-    ctx->head = ctx->tail = 0;
-    ctx->busy = false;
-    pfnic_page_wait_reset(ctx->s, &ctx->pw);
-    memset(&ctx->stats, 0, sizeof(ctx->stats));
-    ctx->remote_access_errors = 0;
-    ctx->refill_start = ctx->refill_end = 0;
-    ctx->access_alert_armed = true;
     ctx->pri_notifier.notify = pfnic_pri_response;
     ctx->pri_registered =
         pci_pri_register_notifier(pdev, ctx->pasid, &ctx->pri_notifier) == 0;
@@ -1185,6 +1197,21 @@ bool pfnic_ctx_start(PfnicContext *ctx)
                                           &ctx->iotlb_notifier) == 0;
     trace_pfnic_ctx_follow(ctx->index, ctx->pasid, ctx->pri_registered,
                            ctx->iotlb_registered);
+}
+
+/* Start the context: from descriptor 0, in its PASID if it has one. */
+bool pfnic_ctx_start(PfnicContext *ctx)
+{
+    ctx->head = ctx->tail = 0;
+    ctx->busy = false;
+    pfnic_page_wait_reset(ctx->s, &ctx->pw);
+    memset(&ctx->stats, 0, sizeof(ctx->stats));
+    ctx->remote_access_errors = 0;
+    ctx->refill_start = ctx->refill_end = 0;
+    ctx->access_alert_armed = true;
+    if (!ctx->no_pasid) {
+        pfnic_ctx_follow(ctx);
+    }
     return true;
 }
 
@@ -1225,7 +1252,10 @@ void pfnic_ctx_stop(PfnicContext *ctx)
                                             &ctx->iotlb_notifier);
         ctx->iotlb_registered = false;
     }
-    pfnic_atc_flush(ctx->s, ctx->pasid, 0, UINT64_MAX);
+    if (!ctx->no_pasid) {
+        /* Not another context's entries, whose PASID CTX_PASID may name */
+        pfnic_atc_flush(ctx->s, ctx->pasid, 0, UINT64_MAX);
+    }
     ctx->busy = false;
     pfnic_ctx_drop_groups(ctx);
     pfnic_page_wait_reset(ctx->s, &ctx->pw);

@@ -428,7 +428,8 @@ static void setup_device(PfnicFuzz *f)
         PFZ_CHECK(f, reg_read(f, PFNIC_REG_CTX_STATUS) &
                      PFNIC_CTX_STATUS_ACTIVE, "setup: context %u refused",
                   ctx);
-        setup_ok(f, cmd(f, PFNIC_CMD_MR_SET, a, 8), "MR_SET");
+        /* All arguments: a8 (flags) must not be a stale value. */
+        setup_ok(f, cmd(f, PFNIC_CMD_MR_SET, a, PFNIC_CMD_ARGS), "MR_SET");
         f->key[side] = a[0];
 
         uint32_t c[PFNIC_CMD_ARGS] = {
@@ -1041,7 +1042,8 @@ static void op_cmd(PfnicFuzz *f)
         PFNIC_CMD_MR_SET, PFNIC_CMD_MR_CLEAR, PFNIC_CMD_MR_QUERY,
         PFNIC_CMD_CQ_CREATE, PFNIC_CMD_CQ_DESTROY, PFNIC_CMD_QP_CREATE,
         PFNIC_CMD_QP_MODIFY, PFNIC_CMD_QP_QUERY, PFNIC_CMD_QP_DESTROY,
-        PFNIC_CMD_CTX_QUERY, PFNIC_CMD_BACKUP_SET,
+        PFNIC_CMD_CTX_QUERY, PFNIC_CMD_BACKUP_SET, PFNIC_CMD_MTT_WRITE,
+        PFNIC_CMD_MTT_INVALIDATE,
     };
     uint8_t sel = U8(f);
     uint32_t op = ops[sel % ARRAY_SIZE(ops)];

@@ -8,7 +8,10 @@
  * context, remote ones (receive buffers, RDMA targets, atomics) in the
  * destination QP's context. A page that is not present becomes a page
  * request in that context's PASID with the QP's own group index (256 +
- * QPN); the QP waits and every other QP and context goes on.
+ * QPN); the QP waits and every other QP and context goes on. An MR with a
+ * translation table (ABI 1.8) is translated through it instead
+ * (pfnic_mr_translate): a page its entry refuses fails the WQE at once,
+ * as an unmapped page does, and no page request is sent.
  *
  * RC connections are checked at every chunk: a destination accepts only
  * the QP it was connected to (number and generation), as on a wire.
@@ -662,7 +665,8 @@ static PfnicQpStep pfnic_qp_start(PfnicState *s, PfnicQp *qp)
 /*
  * Translate one side of a chunk, or send the page request group for the
  * @len bytes from @va this side of the work request still needs (the QP
- * then waits, or has pw.fault set when nobody can make the pages present).
+ * then waits, or has pw.fault set when nobody can make the pages present,
+ * as for a page a table MR's entry refuses).
  */
 static bool pfnic_qp_xlate(PfnicState *s, PfnicQp *qp, PfnicContext *ctx,
                            bool remote, PfnicMr *mr, uint64_t va,
@@ -670,11 +674,16 @@ static bool pfnic_qp_xlate(PfnicState *s, PfnicQp *qp, PfnicContext *ctx,
                            AddressSpace **as)
 {
     uint32_t before = qp->pw.requests;
+    PfnicXlate x = pfnic_mr_translate(ctx, mr, va, write, pa, as);
 
-    if (pfnic_translate(ctx, va, write, pa, as) == PFNIC_XLATE_OK) {
+    if (x == PFNIC_XLATE_OK) {
         return true;
     }
     qp->pw.remote = remote;
+    if (x == PFNIC_XLATE_DENIED) {
+        qp->pw.fault = true;
+        return false;
+    }
     trace_pfnic_qp_fault(qp->qpn, remote, ctx->index, va, write);
     pfnic_page_fault(s, &qp->pw, ctx, mr, va, len, write);
     pfnic_qp_count_request(qp, before);
@@ -711,13 +720,19 @@ static PfnicQpStep pfnic_qp_atomic_step(PfnicState *s, PfnicQp *qp,
     AddressSpace *as;
 
     if (!qp->atomic_done) {
+        PfnicContext *dctx = &s->contexts[dest->ctx];
+
         mr = pfnic_mr_remote(s, w->rkey, dest, w->remote_addr, 8,
                              PFNIC_ACCESS_REMOTE_ATOMIC);
         if (!mr) {
             return pfnic_qp_fail(s, qp, PFNIC_WC_REM_ACCESS_ERR);
         }
-        if (!pfnic_qp_xlate(s, qp, &s->contexts[dest->ctx], true, mr,
-                            w->remote_addr, 8, true, &pa, &as)) {
+        /* It reads the 8 bytes too: a table entry must allow both. */
+        if ((pfnic_mr_table(mr) &&
+             !pfnic_qp_xlate(s, qp, dctx, true, mr, w->remote_addr, 8, false,
+                             &pa, &as)) ||
+            !pfnic_qp_xlate(s, qp, dctx, true, mr, w->remote_addr, 8, true,
+                            &pa, &as)) {
             return qp->pw.fault ? PFNIC_QP_MORE : PFNIC_QP_WAIT;
         }
         if (address_space_read(as, pa, MEMTXATTRS_UNSPECIFIED, bytes, 8)) {

@@ -1,5 +1,5 @@
 /*
- * pfnic register layout (device ABI 1.5)
+ * pfnic register layout (device ABI 1.8)
  *
  * Mirrors docs/registers.md, docs/verbs.md and docs/wire.md, which are the
  * definition;
@@ -138,9 +138,9 @@ typedef enum PfnicCounter {
 /* Register values and fields */
 #define PFNIC_ID_VALUE              0x434e4650 /* "PFNC" in memory order */
 #define PFNIC_ABI_MAJOR             1
-#define PFNIC_ABI_MINOR             7
+#define PFNIC_ABI_MINOR             8
 #define PFNIC_VERSION_VALUE         ((PFNIC_ABI_MAJOR << 16) | PFNIC_ABI_MINOR)
-#define PFNIC_FW_VERSION_VALUE      0x01070000 /* model 1.7.0 */
+#define PFNIC_FW_VERSION_VALUE      0x01080000 /* model 1.8.0 */
 
 #define PFNIC_CAPS_ATS              (1u << 0)
 #define PFNIC_CAPS_PASID            (1u << 1)
@@ -148,6 +148,7 @@ typedef enum PfnicCounter {
 #define PFNIC_CAPS_SELFTEST         (1u << 3)
 #define PFNIC_CAPS_VERBS            (1u << 4)
 #define PFNIC_CAPS_WIRE             (1u << 5)
+#define PFNIC_CAPS_TABLES           (1u << 6)   /* ABI 1.8 */
 
 #define PFNIC_CONTROL_RESET         (1u << 0)
 
@@ -157,8 +158,10 @@ typedef enum PfnicCounter {
 #define PFNIC_IRQ_SELFTEST          (1u << 0)
 
 #define PFNIC_CTX_CTRL_ENABLE       (1u << 0)
+#define PFNIC_CTX_CTRL_NO_PASID     (1u << 1)   /* ABI 1.8 */
 #define PFNIC_CTX_STATUS_ACTIVE     (1u << 0)
 #define PFNIC_CTX_STATUS_WAITING    (1u << 1)
+#define PFNIC_CTX_STATUS_NO_PASID   (1u << 2)   /* ABI 1.8 */
 #define PFNIC_RING_MIN              2
 #define PFNIC_RING_MAX              4096
 
@@ -208,6 +211,8 @@ typedef struct PfnicDesc {
 #define PFNIC_CMD_MR_SET            0x01
 #define PFNIC_CMD_MR_CLEAR          0x02
 #define PFNIC_CMD_MR_QUERY          0x03
+#define PFNIC_CMD_MTT_WRITE         0x04
+#define PFNIC_CMD_MTT_INVALIDATE    0x05
 #define PFNIC_CMD_CQ_CREATE         0x10
 #define PFNIC_CMD_CQ_DESTROY        0x11
 #define PFNIC_CMD_QP_CREATE         0x20
@@ -223,6 +228,7 @@ typedef struct PfnicDesc {
 #define PFNIC_CMD_BAD_STATE         3
 #define PFNIC_CMD_BUSY              4
 #define PFNIC_CMD_BAD_OP            5
+#define PFNIC_CMD_NO_SPACE          6
 
 /*
  * Memory keys are 32 random bits (docs/verbs.md, "Memory keys"); access
@@ -235,6 +241,19 @@ typedef struct PfnicDesc {
 #define PFNIC_ACCESS_ON_DEMAND      0x40
 #define PFNIC_MR_ACCESS_MASK        0x4f
 #define PFNIC_QP_ACCESS_MASK        0x0f
+
+/*
+ * Translation tables (docs/verbs.md, ABI 1.8): MR_SET a8 flags, and the
+ * 64-bit entries of a table, one per 4 KiB page
+ */
+#define PFNIC_MR_FLAG_TABLE         (1u << 0)
+#define PFNIC_MTT_VALID             (1ull << 0)
+#define PFNIC_MTT_READ              (1ull << 1)
+#define PFNIC_MTT_WRITE             (1ull << 2)
+#define PFNIC_MTT_RESERVED          0xff8ull    /* bits 11:3 */
+#define PFNIC_MTT_WRITE_MAX         512     /* entries one MTT_WRITE takes */
+#define PFNIC_TABLE_ENTRIES         2097152 /* property table-entries */
+#define PFNIC_TABLE_ENTRIES_MAX     (1u << 27)
 
 /* Per-MR counters (MR_QUERY), mlx5's names */
 typedef enum PfnicMrCounter {

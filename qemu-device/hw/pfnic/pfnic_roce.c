@@ -212,8 +212,9 @@ void pfnic_roce_qp_reset(PfnicState *s, PfnicQp *qp)
 /* --- memory ------------------------------------------------------------ */
 
 /*
- * Translate @va of the QP's own address space for waiter @w (the
- * requester's pw or the responder's rpw).
+ * Translate @va of @mr, of the QP's own context, for waiter @w (the
+ * requester's pw or the responder's rpw). A page a table MR's entry
+ * refuses fails at once, as a page the OS would not make present.
  */
 static PfnicCopy pfnic_roce_xlate(PfnicState *s, PfnicQp *qp,
                                   PfnicPageWait *w, PfnicMr *mr, uint64_t va,
@@ -223,8 +224,13 @@ static PfnicCopy pfnic_roce_xlate(PfnicState *s, PfnicQp *qp,
     PfnicContext *ctx = &s->contexts[qp->ctx];
     uint32_t before = w->requests;
 
-    if (pfnic_translate(ctx, va, write, pa, as) == PFNIC_XLATE_OK) {
+    switch (pfnic_mr_translate(ctx, mr, va, write, pa, as)) {
+    case PFNIC_XLATE_OK:
         return PFNIC_COPY_OK;
+    case PFNIC_XLATE_DENIED:
+        return PFNIC_COPY_FAULT;
+    case PFNIC_XLATE_FAULT:
+        break;
     }
     if (w->fault) {
         return PFNIC_COPY_FAULT;

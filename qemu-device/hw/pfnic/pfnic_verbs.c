@@ -94,6 +94,43 @@ PfnicMr *pfnic_mr_remote(PfnicState *s, uint32_t key, PfnicQp *dest,
     return NULL;
 }
 
+/*
+ * Translate @va of table MR @mr: the entry of its page, if VALID with the
+ * access, gives an address of the device's own DMA address space (no
+ * PASID, as pci_dma_rw: the IOMMU translates it in the device's domain).
+ */
+static PfnicXlate pfnic_mtt_translate(PfnicState *s, PfnicMr *mr,
+                                      uint64_t va, bool write, hwaddr *pa,
+                                      AddressSpace **as)
+{
+    uint64_t need = PFNIC_MTT_VALID | (write ? PFNIC_MTT_WRITE :
+                                               PFNIC_MTT_READ);
+    uint64_t i = va / PFNIC_PAGE_SIZE - mr->addr / PFNIC_PAGE_SIZE;
+    uint64_t e = va >= mr->addr && i < mr->mtt_entries ? mr->mtt[i] : 0;
+
+    if ((e & need) != need) {
+        trace_pfnic_mtt_fault(mr - s->mrs, va, write, e);
+        return PFNIC_XLATE_DENIED;
+    }
+    *pa = (e & PFNIC_PAGE_MASK) | (va & ~PFNIC_PAGE_MASK);
+    *as = pci_get_address_space(PCI_DEVICE(s));
+    return PFNIC_XLATE_OK;
+}
+
+/*
+ * Translate @va (one page of a chunk) of @mr, an MR of context @ctx, for
+ * reading or writing: through the MR's table, or through the context's
+ * PASID (ATC, ATS). DENIED is final: no page request can help.
+ */
+PfnicXlate pfnic_mr_translate(PfnicContext *ctx, PfnicMr *mr, uint64_t va,
+                              bool write, hwaddr *pa, AddressSpace **as)
+{
+    if (pfnic_mr_table(mr)) {
+        return pfnic_mtt_translate(ctx->s, mr, va, write, pa, as);
+    }
+    return pfnic_translate(ctx, va, write, pa, as);
+}
+
 /* A device-IOTLB invalidation of [start, last] in @ctx's address space. */
 void pfnic_mr_invalidate(PfnicContext *ctx, uint64_t start, uint64_t last)
 {
@@ -106,7 +143,7 @@ void pfnic_mr_invalidate(PfnicContext *ctx, uint64_t start, uint64_t last)
     for (uint32_t i = 0; i < PFNIC_MAX_MRS; i++) {
         PfnicMr *mr = &s->mrs[i];
 
-        if (mr->valid && mr->ctx == ctx->index &&
+        if (mr->valid && mr->ctx == ctx->index && !pfnic_mr_table(mr) &&
             start <= mr->addr + (mr->len - 1) && last >= mr->addr) {
             /* The ATC was flushed synchronously: every one is applied. */
             mr->count[PFNIC_MR_PAGE_INVALIDATIONS]++;
@@ -126,24 +163,78 @@ static void pfnic_set_arg64(PfnicState *s, int n, uint64_t val)
     s->cmd_arg[n + 1] = val >> 32;
 }
 
+/*
+ * A table for an MR of [addr, addr + len) (no wrap): an entry per page
+ * it touches, all invalid, counted against the table-entries property.
+ * NULL when the entries are used up.
+ */
+static uint64_t *pfnic_mtt_alloc(PfnicState *s, uint64_t addr, uint64_t len,
+                                 uint64_t *entries)
+{
+    uint64_t n = (addr + len - 1) / PFNIC_PAGE_SIZE - addr / PFNIC_PAGE_SIZE
+                 + 1;
+    uint64_t *mtt;
+
+    if (n > s->table_entries - s->table_used) {
+        return NULL;
+    }
+    mtt = g_try_new0(uint64_t, n);
+    if (mtt) {
+        s->table_used += n;
+        *entries = n;
+    }
+    return mtt;
+}
+
+/* Give an MR's table (if any) back to the table-entries pool. */
+static void pfnic_mtt_free(PfnicState *s, PfnicMr *mr)
+{
+    if (pfnic_mr_table(mr)) {
+        s->table_used -= mr->mtt_entries;
+        g_free(mr->mtt);
+        mr->mtt = NULL;
+        mr->mtt_entries = 0;
+    }
+}
+
 static uint32_t pfnic_cmd_mr_set(PfnicState *s)
 {
     uint32_t index = s->cmd_arg[0], ctx = s->cmd_arg[1], pd = s->cmd_arg[2];
-    uint32_t access = s->cmd_arg[3];
+    uint32_t access = s->cmd_arg[3], flags = s->cmd_arg[8];
     uint64_t addr = pfnic_arg64(s, 4), len = pfnic_arg64(s, 6);
+    bool implicit = addr == 0 && len == UINT64_MAX;
+    bool table = flags & PFNIC_MR_FLAG_TABLE;
+    PfnicContext *c;
+    uint64_t *mtt = NULL, entries = 0;
     PfnicMr *mr;
     uint32_t v;
 
     if (index >= PFNIC_MAX_MRS || ctx >= s->num_contexts) {
         return PFNIC_CMD_BAD_INDEX;
     }
+    c = &s->contexts[ctx];
     if (access & ~PFNIC_MR_ACCESS_MASK || !len ||
-        (addr + len < addr && !(addr == 0 && len == UINT64_MAX))) {
+        (addr + len < addr && !implicit)) {
+        return PFNIC_CMD_BAD_ARG;
+    }
+    /*
+     * The implicit MR is a whole address space, which only a PASID has; a
+     * context running without one reaches memory through tables only.
+     */
+    if (flags & ~PFNIC_MR_FLAG_TABLE || (table && implicit) ||
+        (!table && c->enabled && c->no_pasid)) {
         return PFNIC_CMD_BAD_ARG;
     }
     mr = &s->mrs[index];
     if (mr->valid) {
         return PFNIC_CMD_BAD_STATE;
+    }
+    if (table) {
+        mtt = pfnic_mtt_alloc(s, addr, len, &entries);
+        if (!mtt) {
+            return PFNIC_CMD_NO_SPACE;
+        }
+        trace_pfnic_mr_table(index, entries, s->table_used, s->table_entries);
     }
     /* 32 random bits, nonzero and unused: nothing in a key is predictable. */
     do {
@@ -157,10 +248,12 @@ static uint32_t pfnic_cmd_mr_set(PfnicState *s)
         .access = access,
         .addr = addr,
         .len = len,
+        .mtt = mtt,
+        .mtt_entries = entries,
     };
     g_hash_table_insert(s->keys, GUINT_TO_POINTER(v),
                         GUINT_TO_POINTER(index + 1));
-    s->contexts[ctx].mrs++;
+    c->mrs++;
     s->cmd_arg[0] = mr->key;
     trace_pfnic_mr_set(index, mr->key, ctx, pd, access, addr, len);
     return PFNIC_CMD_OK;
@@ -179,6 +272,7 @@ static uint32_t pfnic_cmd_mr_clear(PfnicState *s)
     /* In-flight work holds index and key only: it fails its next check. */
     s->contexts[s->mrs[index].ctx].mrs--;
     g_hash_table_remove(s->keys, GUINT_TO_POINTER(s->mrs[index].key));
+    pfnic_mtt_free(s, &s->mrs[index]);
     s->mrs[index] = (PfnicMr) { };
     trace_pfnic_mr_clear(index);
     return PFNIC_CMD_OK;
@@ -197,6 +291,79 @@ static uint32_t pfnic_cmd_mr_query(PfnicState *s)
     for (int c = 0; c < PFNIC_MR_CNT_NR; c++) {
         pfnic_set_arg64(s, 2 * c, s->mrs[index].count[c]);
     }
+    return PFNIC_CMD_OK;
+}
+
+/*
+ * MTT_WRITE and MTT_INVALIDATE: the table MR a0 and its entries
+ * [a1, a1 + a2), 1..@max of them, all in the table.
+ */
+static uint32_t pfnic_mtt_range(PfnicState *s, uint32_t max, PfnicMr **mrp)
+{
+    uint32_t index = s->cmd_arg[0], first = s->cmd_arg[1];
+    uint32_t count = s->cmd_arg[2];
+    PfnicMr *mr;
+
+    if (index >= PFNIC_MAX_MRS) {
+        return PFNIC_CMD_BAD_INDEX;
+    }
+    mr = &s->mrs[index];
+    if (!mr->valid || !pfnic_mr_table(mr)) {
+        return PFNIC_CMD_BAD_STATE;
+    }
+    if (!count || count > max || first >= mr->mtt_entries ||
+        count > mr->mtt_entries - first) {
+        return PFNIC_CMD_BAD_ARG;
+    }
+    *mrp = mr;
+    return PFNIC_CMD_OK;
+}
+
+/*
+ * Entries from the driver's memory (DMA without PASID): all are checked
+ * before any is written, so a bad one changes nothing.
+ */
+static uint32_t pfnic_cmd_mtt_write(PfnicState *s)
+{
+    uint32_t first = s->cmd_arg[1], count = s->cmd_arg[2];
+    uint64_t src = pfnic_arg64(s, 3);
+    uint64_t e[PFNIC_MTT_WRITE_MAX];
+    PfnicMr *mr = NULL;
+    uint32_t st = pfnic_mtt_range(s, PFNIC_MTT_WRITE_MAX, &mr);
+
+    if (st != PFNIC_CMD_OK) {
+        return st;
+    }
+    if (src % sizeof(e[0]) || src + count * sizeof(e[0]) - 1 < src ||
+        pci_dma_read(PCI_DEVICE(s), src, e, count * sizeof(e[0])) !=
+        MEMTX_OK) {
+        return PFNIC_CMD_BAD_ARG;
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        e[i] = le64_to_cpu(e[i]);
+        if (e[i] & PFNIC_MTT_RESERVED) {
+            return PFNIC_CMD_BAD_ARG;
+        }
+    }
+    memcpy(&mr->mtt[first], e, count * sizeof(e[0]));
+    trace_pfnic_mtt_write(s->cmd_arg[0], first, count, src);
+    return PFNIC_CMD_OK;
+}
+
+/* The device reads the table for every page it moves: nothing to flush. */
+static uint32_t pfnic_cmd_mtt_invalidate(PfnicState *s)
+{
+    uint32_t first = s->cmd_arg[1], count = s->cmd_arg[2];
+    PfnicMr *mr = NULL;
+    uint32_t st = pfnic_mtt_range(s, UINT32_MAX, &mr);
+
+    if (st != PFNIC_CMD_OK) {
+        return st;
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        mr->mtt[first + i] &= ~PFNIC_MTT_VALID;
+    }
+    trace_pfnic_mtt_invalidate(s->cmd_arg[0], first, count);
     return PFNIC_CMD_OK;
 }
 
@@ -724,6 +891,12 @@ void pfnic_cmd_execute(PfnicState *s, uint32_t op)
     case PFNIC_CMD_MR_QUERY:
         st = pfnic_cmd_mr_query(s);
         break;
+    case PFNIC_CMD_MTT_WRITE:
+        st = pfnic_cmd_mtt_write(s);
+        break;
+    case PFNIC_CMD_MTT_INVALIDATE:
+        st = pfnic_cmd_mtt_invalidate(s);
+        break;
     case PFNIC_CMD_CQ_CREATE:
         st = pfnic_cmd_cq_create(s);
         break;
@@ -772,6 +945,10 @@ void pfnic_verbs_reset(PfnicState *s)
     }
     pfnic_roce_backup_set(s, 0, 0);
     memset(s->cqs, 0, sizeof(*s->cqs) * PFNIC_MAX_CQS);
+    for (uint32_t i = 0; i < PFNIC_MAX_MRS; i++) {
+        pfnic_mtt_free(s, &s->mrs[i]);
+    }
+    assert(s->table_used == 0);
     memset(s->mrs, 0, sizeof(*s->mrs) * PFNIC_MAX_MRS);
     g_hash_table_remove_all(s->keys);
     for (uint32_t i = 0; i < s->num_contexts; i++) {
