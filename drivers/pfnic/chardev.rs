@@ -72,6 +72,9 @@ const _: () = assert!(
         == _IOR::<uapi::CompChannel>(uapi::PFNIC_IOCTL_MAGIC, 0x14)
 );
 
+const _: () =
+    assert!(uapi::PFNIC_IOCTL_SET_MEM_MODE == _IOW::<uapi::MemMode>(uapi::PFNIC_IOCTL_MAGIC, 0x15));
+
 /// How many pfnics one system can have (`/dev/pfnic0` .. `/dev/pfnic15`).
 pub(crate) const MAX_NICS: usize = 16;
 
@@ -147,8 +150,8 @@ impl MiscDevice for PfnicFile {
         let nic = misc.data();
         let task = kernel::current!();
         let mm = task.mm().ok_or(EINVAL)?;
-        let ctx = Context::new(nic, mm, file.mappings())?;
-        let verbs = VerbsFile::new(nic, ctx.index())?;
+        let ctx = Context::new(nic, mm, file)?;
+        let verbs = VerbsFile::new(nic, ctx.index(), ctx.has_pasid())?;
         nic.attach_objects(ctx.index(), verbs.objects.clone())?;
         Ok(KBox::new(
             PfnicFile {
@@ -232,7 +235,9 @@ impl PfnicFile {
 
     fn query_context(&self) -> Result<uapi::QueryContext> {
         self.owner_only()?;
-        self.ctx.query()
+        let mut q = self.ctx.query()?;
+        q.mem_mode = self.verbs.mem_mode();
+        Ok(q)
     }
 
     /// Context operations are for the address space that opened the file, not for a child
@@ -256,7 +261,7 @@ impl PfnicFile {
     fn verbs_ioctl(&self, cmd: u32, arg: UserPtr) -> Result {
         let v = &self.verbs;
         match cmd {
-            uapi::PFNIC_IOCTL_QUERY_VERBS => return output(arg, || self.nic.query_verbs()),
+            uapi::PFNIC_IOCTL_QUERY_VERBS => return output(arg, || v.query_verbs()),
             uapi::PFNIC_IOCTL_QUERY_PORT => return output(arg, || self.nic.query_port()),
             // The port's address is the device's, not the context's: whoever may administer
             // the network sets it (`CAP_NET_ADMIN`).
@@ -271,6 +276,10 @@ impl PfnicFile {
             self.owner_only()
         };
         match cmd {
+            uapi::PFNIC_IOCTL_SET_MEM_MODE => input(arg, |a| {
+                owned()?;
+                v.set_mem_mode(a)
+            }),
             uapi::PFNIC_IOCTL_ALLOC_PD => output(arg, || {
                 owned()?;
                 v.alloc_pd()

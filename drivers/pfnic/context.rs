@@ -13,7 +13,7 @@ use crate::{
     uapi,
 };
 use kernel::{
-    fs::file::FileMappings,
+    fs::File,
     iommu::sva::SvaBond,
     mm::{
         mmu_notifier::{self, MmuNotifier},
@@ -36,7 +36,8 @@ const NEEDED_CAPS: u64 = uapi::PFNIC_CAP_ATS | uapi::PFNIC_CAP_PASID | uapi::PFN
 pub(crate) struct Context {
     nic: Arc<Nic>,
     index: u32,
-    pasid: u32,
+    /// `None`: the context has no PASID and no SVA bond; only translation tables reach memory.
+    pasid: Option<u32>,
     /// The owner's address space. Only compared, never entered: the IOMMU reaches it through
     /// the bond. The reference keeps the `mm_struct` (not its mappings) alive, so the comparison
     /// cannot be fooled by a new address space at the same address.
@@ -76,44 +77,60 @@ impl MmuNotifier for ExitStop {
 }
 
 impl Context {
-    /// Creates a context for the address space `mm` on `nic`.
+    /// Creates a context for the address space `mm` on `nic`: bound to it through the IOMMU
+    /// (SVA) where the platform can, else, on a device with translation tables, without a
+    /// PASID (the `pinned` memory mode only).
     ///
-    /// Fails with `EOPNOTSUPP` when the device lacks ATS, PASID or PRI or the IOMMU did not
-    /// enable them, with the IOMMU's error (`ENODEV` without SVA support) when the address space
-    /// cannot be bound, and with `EBUSY` when every hardware context is in use.
-    pub(crate) fn new(nic: &Arc<Nic>, mm: &MmWithUser, mappings: FileMappings) -> Result<Self> {
+    /// Fails with `EOPNOTSUPP` when neither works (no ATS, PASID or PRI, or an IOMMU that does
+    /// not bind the process, and no translation tables), with `ENOMEM`, and with `EBUSY` when
+    /// every hardware context is in use.
+    pub(crate) fn new(nic: &Arc<Nic>, mm: &MmWithUser, file: &File) -> Result<Self> {
         let failed = ScopeGuard::new(|| {
             nic.counters.context_failures.fetch_add(1, Relaxed);
         });
-        if nic.info.caps & NEEDED_CAPS != NEEDED_CAPS {
+        let tables = nic.info.caps & uapi::PFNIC_CAP_TABLES != 0;
+        let sva = nic.info.caps & NEEDED_CAPS == NEEDED_CAPS;
+        if !sva && !tables {
             dev_warn!(
                 nic.device(),
                 "pfnic{}: cannot create a context: the device has no ATS, PASID or PRI, which \
-                 faulting DMA into process memory needs\n",
+                 faulting DMA into process memory needs, and no translation tables\n",
                 nic.info.index
             );
             return Err(EOPNOTSUPP);
         }
         // Bound and started under one proof that the device is bound: unbinding waits, then
         // finds the context (and unbinds its PASID) or refuses it.
-        let (pasid, index) = nic.with_bound(|dev| {
-            let bond = SvaBond::bind(dev, mm).inspect_err(|e| {
+        let started = nic.with_bound(|dev| {
+            if !sva {
+                return Ok(None);
+            }
+            let bond = match SvaBond::bind(dev, mm) {
+                Ok(bond) => bond,
                 // Running out of memory says nothing about the platform.
-                if *e == ENOMEM {
-                    return;
+                Err(e) if e == ENOMEM || !tables => {
+                    if e != ENOMEM {
+                        warn_no_sva(nic, e);
+                    }
+                    return Err(e);
                 }
-                dev_warn!(
-                    dev,
-                    "pfnic{}: cannot bind the process's address space (SVA): {:?}; \
-                     the device needs an IOMMU with PASID and page requests, and its ATS, \
-                     PASID and PRI capabilities\n",
-                    nic.info.index,
-                    e
-                )
-            })?;
+                Err(e) => {
+                    warn_no_sva(nic, e);
+                    return Ok(None);
+                }
+            };
             let pasid = bond.pasid();
-            Ok((pasid, nic.start_context(bond, mappings)?))
+            match nic.start_context(Some(bond), file.mappings()) {
+                Ok(index) => Ok(Some((pasid, index))),
+                // The IOMMU bound the process but did not enable page requests.
+                Err(e) if e == EOPNOTSUPP && tables => Ok(None),
+                Err(e) => Err(e),
+            }
         })?;
+        let (pasid, index) = match started {
+            Some((pasid, index)) => (Some(pasid), index),
+            None => (None, nic.start_context(None, file.mappings())?),
+        };
         let started = ScopeGuard::new(|| nic.stop_context(index));
         let exit_stop = KBox::pin_init(
             mmu_notifier::Registration::register(
@@ -130,22 +147,34 @@ impl Context {
         started.dismiss();
         failed.dismiss();
         nic.counters.contexts_created.fetch_add(1, Relaxed);
-        if nic.first_sva_bind() {
-            dev_info!(
+        match pasid {
+            Some(pasid) if nic.first_sva_bind() => dev_info!(
                 nic.device(),
                 "pfnic{}: SVA bound, PASID {} in context {} (later binds at debug level)\n",
                 nic.info.index,
                 pasid,
                 index
-            );
-        } else {
-            dev_dbg!(
+            ),
+            Some(pasid) => dev_dbg!(
                 nic.device(),
                 "pfnic{}: SVA bound, PASID {} in context {}\n",
                 nic.info.index,
                 pasid,
                 index
-            );
+            ),
+            None if nic.first_context_without_pasid() => dev_info!(
+                nic.device(),
+                "pfnic{}: context {} runs without a PASID (no SVA here): pinned memory only \
+                 (later ones at debug level)\n",
+                nic.info.index,
+                index
+            ),
+            None => dev_dbg!(
+                nic.device(),
+                "pfnic{}: context {} without a PASID\n",
+                nic.info.index,
+                index
+            ),
         }
         Ok(Self {
             nic: nic.clone(),
@@ -169,8 +198,17 @@ impl Context {
         mm.is_some_and(|mm| core::ptr::eq(mm.as_raw(), self.mm.as_raw()))
     }
 
-    /// Executes one DMA operation in the owner's address space (`PFNIC_IOCTL_SUBMIT`).
+    /// Whether the context works in the owner's address space through a PASID (SVA).
+    pub(crate) fn has_pasid(&self) -> bool {
+        self.pasid.is_some()
+    }
+
+    /// Executes one DMA operation in the owner's address space (`PFNIC_IOCTL_SUBMIT`);
+    /// `EOPNOTSUPP` for a context without a PASID, which has no address space.
     pub(crate) fn submit(&self, op: &mut uapi::Submit) -> Result {
+        if self.pasid.is_none() {
+            return Err(EOPNOTSUPP);
+        }
         let opcode = match op.opcode {
             uapi::PFNIC_OP_COPY => ring::OP_COPY,
             uapi::PFNIC_OP_FILL => ring::OP_FILL,
@@ -200,7 +238,7 @@ impl Context {
     pub(crate) fn query(&self) -> Result<uapi::QueryContext> {
         Ok(uapi::QueryContext {
             context: self.index,
-            pasid: self.pasid,
+            pasid: self.pasid.unwrap_or(0),
             translation: self.nic.context_stats(self.index)?,
             // Reading the count re-arms the device's report of the next refusal.
             remote_access_errors: match self.nic.remote_access_errors(self.index) {
@@ -211,6 +249,17 @@ impl Context {
             ..Default::default()
         })
     }
+}
+
+/// Says why a context gets no SVA bond (once per reason is enough for a reader of the log).
+fn warn_no_sva(nic: &Nic, e: Error) {
+    dev_warn!(
+        nic.device(),
+        "pfnic{}: cannot bind the process's address space (SVA): {:?}; the device needs an \
+         IOMMU with PASID and page requests, and its ATS, PASID and PRI capabilities\n",
+        nic.info.index,
+        e
+    );
 }
 
 impl Drop for Context {

@@ -254,5 +254,8 @@ fn caps(pdev: &pci::Device<Core<'_>>, hw: regs::CAPS, ext: &ExtCaps) -> u64 {
     if hw.wire() {
         caps |= uapi::PFNIC_CAP_WIRE;
     }
+    if hw.tables() {
+        caps |= uapi::PFNIC_CAP_TABLES;
+    }
     caps
 }

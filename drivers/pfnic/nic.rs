@@ -100,6 +100,8 @@ pub(crate) struct Nic {
     mappings_revoked: Mutex<bool>,
     /// Set once the first SVA bind has been logged.
     sva_announced: AtomicFlag,
+    /// Set once the first context without a PASID has been logged.
+    no_pasid_announced: AtomicFlag,
     pub(crate) counters: Counters,
     /// The verbs engine, on devices that have one (`CAPS.VERBS`).
     pub(crate) verbs: Option<Pin<KBox<Verbs>>>,
@@ -150,6 +152,7 @@ impl Nic {
             unbound <- new_mutex!(false),
             mappings_revoked <- new_mutex!(false),
             sva_announced: AtomicFlag::new(false),
+            no_pasid_announced: AtomicFlag::new(false),
             counters: Counters {
                 contexts_created: Atomic::new(0),
                 contexts_stopped_by_exit: Atomic::new(0),

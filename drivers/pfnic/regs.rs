@@ -75,6 +75,8 @@ register! {
         4:4 verbs => bool;
         /// An Ethernet port (a QEMU netdev) speaking RoCEv2, docs/wire.md (ABI 1.5).
         5:5 wire => bool;
+        /// Translation tables and contexts without a PASID, docs/verbs.md (ABI 1.8).
+        6:6 tables => bool;
     }
 
     /// MSI-X vectors implemented.
@@ -145,6 +147,9 @@ register! {
     pub(crate) CTX_CTRL(u32) @ 0x068 {
         /// The context may work in its PASID's address space.
         0:0 enable => bool;
+        /// With `enable`: the context has no PASID and reaches memory only through
+        /// translation tables (ABI 1.8).
+        1:1 no_pasid => bool;
     }
 
     /// State of the selected context.
@@ -153,6 +158,8 @@ register! {
         0:0 active => bool;
         /// Its current descriptor waits for a page request response.
         1:1 waiting => bool;
+        /// It runs without a PASID (ABI 1.8).
+        2:2 no_pasid => bool;
     }
 
     /// Descriptor ring of the selected context, DMA address bits 31:0.

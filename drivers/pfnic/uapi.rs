@@ -18,7 +18,7 @@
 use zerocopy_derive::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// Version of this interface, reported by [`PFNIC_IOCTL_QUERY_DEVICE`]. Bumped for every change.
-pub const PFNIC_UAPI_VERSION: u32 = 13;
+pub const PFNIC_UAPI_VERSION: u32 = 14;
 
 /// The ioctl "type" byte of every pfnic ioctl.
 pub const PFNIC_IOCTL_MAGIC: u32 = 0xf5;
@@ -36,6 +36,9 @@ pub const PFNIC_CAP_SELFTEST: u64 = 1 << 3;
 pub const PFNIC_CAP_VERBS: u64 = 1 << 4;
 /// An Ethernet port speaking RoCEv2 (docs/wire.md): QPs can connect to other machines.
 pub const PFNIC_CAP_WIRE: u64 = 1 << 5;
+/// Translation tables the driver fills (docs/verbs.md): the `pinned` memory mode, and contexts
+/// without a PASID on platforms without SVA ([`PFNIC_IOCTL_SET_MEM_MODE`]).
+pub const PFNIC_CAP_TABLES: u64 = 1 << 6;
 
 /// Argument of [`PFNIC_IOCTL_QUERY_DEVICE`] (output only).
 #[repr(C)]
@@ -95,7 +98,8 @@ pub struct Selftest {
 
 /// Argument of [`PFNIC_IOCTL_QUERY_CONTEXT`] (output only): the hardware context this open
 /// file owns. Every `open()` creates one, bound to the opener's address space through the
-/// IOMMU (SVA); only that address space may use it.
+/// IOMMU (SVA) where the platform can, else without a PASID (`pasid` 0: only MRs the driver
+/// translates, [`PFNIC_MEM_MODE_PINNED`]); only that address space may use it.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct QueryContext {
@@ -108,8 +112,10 @@ pub struct QueryContext {
     /// Remote accesses to this context's memory the device refused (a key that names no MR
     /// of the context, or an MR, range or QP access that does not allow the operation).
     pub remote_access_errors: u64,
+    /// The file's memory mode, `PFNIC_MEM_MODE_*`.
+    pub mem_mode: u32,
     /// Reserved, zero.
-    pub reserved: u64,
+    pub reserved: u32,
 }
 
 /// Address translation and page request counters, kept by the device for each context and for
@@ -560,6 +566,30 @@ pub struct QueryMr {
     pub remote_access_errors: u64,
     /// Out: page request groups those page requests went out in.
     pub page_fault_groups: u64,
+    /// Out: pages the registration pinned ([`PFNIC_MEM_MODE_PINNED`]; 0 otherwise).
+    pub pages_pinned: u64,
+}
+
+/// Memory modes ([`PFNIC_IOCTL_SET_MEM_MODE`]): how an open file's MRs reach its memory.
+///
+/// `SVA`: through the IOMMU in the process's PASID; ODP MRs fault pages in with page
+/// requests, other MRs are made present at registration and never pinned. Needs ATS, PASID and
+/// PRI, and an IOMMU that binds the process (the default where it works).
+pub const PFNIC_MEM_MODE_SVA: u32 = 1;
+/// `PINNED`: registration pins the pages (`RLIMIT_MEMLOCK` accounted in `VmPin`, `ENOMEM`
+/// beyond it without `CAP_IPC_LOCK`), maps them for DMA and writes the device's translation
+/// table; deregistration unpins. ODP MRs are `EOPNOTSUPP`. Works without PRI, PASID or ATS
+/// (the default where SVA does not).
+pub const PFNIC_MEM_MODE_PINNED: u32 = 2;
+
+/// Argument of [`PFNIC_IOCTL_SET_MEM_MODE`] (input only).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct MemMode {
+    /// `PFNIC_MEM_MODE_*`.
+    pub mode: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
 }
 
 /// Argument of [`PFNIC_IOCTL_CREATE_CQ`]. Map `mmap_len` bytes at `mmap_offset` to get the
@@ -875,3 +905,8 @@ pub const PFNIC_IOCTL_SET_PORT_IPV4: u32 = ioc(IOC_WRITE, 0x13, core::mem::size_
 /// [`PFNIC_MAX_COMP_CHANNELS`] channels per file.
 pub const PFNIC_IOCTL_CREATE_COMP_CHANNEL: u32 =
     ioc(IOC_READ, 0x14, core::mem::size_of::<CompChannel>());
+/// Chooses the file's memory mode, `PFNIC_MEM_MODE_*`: `_IOW(0xf5, 0x15, struct
+/// pfnic_mem_mode)`. Only before the file's first MR (`EBUSY` after); `EOPNOTSUPP` for a mode
+/// the device or platform cannot run (`SVA` without a PASID, `PINNED` without
+/// [`PFNIC_CAP_TABLES`]); `EINVAL` for an unknown mode.
+pub const PFNIC_IOCTL_SET_MEM_MODE: u32 = ioc(IOC_WRITE, 0x15, core::mem::size_of::<MemMode>());

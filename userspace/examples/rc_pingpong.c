@@ -221,8 +221,8 @@ static int proc_open(struct proc *p, const struct options *opt,
             (attr.odp_caps.per_transport_caps.rc_odp_caps &
              (IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV)) !=
             (IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV)) {
-            err("the device has no %s on-demand paging for RC SEND/RECV",
-                opt->implicit ? "implicit" : "");
+            err("the device has no %son-demand paging for RC SEND/RECV",
+                opt->implicit ? "implicit " : "");
             return -1;
         }
     }

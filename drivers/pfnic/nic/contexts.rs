@@ -4,7 +4,7 @@
 //! stopping them, and revoking them (and every mapping of the device) at unbind.
 
 use super::{Bar0, Nic};
-use crate::{regs, ring, verbs::file::Objects};
+use crate::{regs, ring, uapi, verbs::file::Objects};
 use kernel::{
     fs::file::FileMappings,
     io::{poll::read_poll_timeout, Io},
@@ -38,8 +38,9 @@ impl ContextTable {
 
 /// A hardware context in use.
 pub(super) struct Slot {
-    /// The address space binding; unbound when the slot is emptied.
-    pub(super) bond: SvaBond,
+    /// The address space binding, unbound when the slot is emptied; `None` for a context
+    /// without a PASID, which reaches memory only through translation tables.
+    pub(super) bond: Option<SvaBond>,
     /// The shared mappings of the file that owns the context (its doorbell page and rings),
     /// revoked at unbind.
     pub(super) mappings: FileMappings,
@@ -69,14 +70,28 @@ impl Nic {
         !self.sva_announced.xchg(true, Relaxed)
     }
 
-    /// Takes a free hardware context and starts it in the address space of `bond`; returns
-    /// the context's index. The table keeps the bond until the context stops.
+    /// Whether this is the first context without a PASID on this device since probe.
+    pub(crate) fn first_context_without_pasid(&self) -> bool {
+        !self.no_pasid_announced.xchg(true, Relaxed)
+    }
+
+    /// Takes a free hardware context and starts it in the address space of `bond`, or without
+    /// a PASID when `bond` is `None` (it then reaches memory only through translation
+    /// tables); returns the context's index. The table keeps the bond until the context stops.
     ///
     /// Fails with `EOPNOTSUPP` when the device refuses the context: the IOMMU did not enable
-    /// ATS, PASID and PRI for it.
-    pub(crate) fn start_context(&self, bond: SvaBond, mappings: FileMappings) -> Result<u32> {
+    /// ATS, PASID and PRI for it, or (without a bond) the device has no translation tables.
+    pub(crate) fn start_context(
+        &self,
+        bond: Option<SvaBond>,
+        mappings: FileMappings,
+    ) -> Result<u32> {
         // The IOMMU never hands out PASIDs wider than the device advertised.
-        let pasid = Bounded::<u32, 20>::try_new(bond.pasid()).ok_or(EINVAL)?;
+        let pasid = match &bond {
+            Some(bond) => Some(Bounded::<u32, 20>::try_new(bond.pasid()).ok_or(EINVAL)?),
+            None if self.info.caps & uapi::PFNIC_CAP_TABLES == 0 => return Err(EOPNOTSUPP),
+            None => None,
+        };
         let mut table = self.contexts.lock();
         if table.revoked {
             return Err(ENODEV);
@@ -85,19 +100,33 @@ impl Nic {
         let index_u32 = u32::try_from(index)?;
         let active = self.with_bar(|bar| {
             bar.write_reg(regs::CTX_SELECT::zeroed().with_context(index_u32));
-            bar.write_reg(regs::CTX_PASID::zeroed().with_pasid(pasid));
-            bar.write_reg(regs::CTX_CTRL::zeroed().with_enable(true));
+            let ctrl = regs::CTX_CTRL::zeroed().with_enable(true);
+            match pasid {
+                Some(pasid) => {
+                    bar.write_reg(regs::CTX_PASID::zeroed().with_pasid(pasid));
+                    bar.write_reg(ctrl);
+                }
+                None => bar.write_reg(ctrl.with_no_pasid(true)),
+            }
             bar.read(regs::CTX_STATUS).active()
         })?;
         if !active {
-            dev_warn!(
-                self.dev,
-                "pfnic{}: device refused context {} with PASID {}: the IOMMU did not enable \
-                 ATS, PASID and PRI for it (no page request support?)\n",
-                self.info.index,
-                index,
-                pasid.get()
-            );
+            match pasid {
+                Some(pasid) => dev_info!(
+                    self.dev,
+                    "pfnic{}: device refused context {} with PASID {}: the IOMMU did not \
+                     enable ATS, PASID and PRI for it (no page request support?)\n",
+                    self.info.index,
+                    index,
+                    pasid.get()
+                ),
+                None => dev_warn!(
+                    self.dev,
+                    "pfnic{}: device refused context {} without a PASID\n",
+                    self.info.index,
+                    index
+                ),
+            }
             return Err(EOPNOTSUPP);
         }
         if let Some(verbs) = &self.verbs {
@@ -195,7 +224,9 @@ impl Nic {
                 // A touch of a revoked page raises SIGBUS: the device is gone.
                 slot.mappings.unmap_all();
                 // On allocation failure the bond drops here, which unbinds it just the same.
-                let _ = bonds.push(slot.bond, GFP_KERNEL);
+                if let Some(bond) = slot.bond {
+                    let _ = bonds.push(bond, GFP_KERNEL);
+                }
                 if let Some(objects) = slot.objects {
                     // On allocation failure the rings live on until the file closes.
                     let _ = files.push(objects, GFP_KERNEL);

@@ -99,7 +99,8 @@ impl Nic {
             let mut v = KVec::new();
             for (i, slot) in table.slots.iter().enumerate() {
                 if let Some(slot) = slot {
-                    if v.push((i as u32, slot.bond.pasid()), GFP_KERNEL).is_err() {
+                    let pasid = slot.bond.as_ref().map_or(0, |bond| bond.pasid());
+                    if v.push((i as u32, pasid), GFP_KERNEL).is_err() {
                         break;
                     }
                 }

@@ -16,6 +16,7 @@ use kernel::{
 pub(crate) const MR_SET: u32 = 0x01;
 pub(crate) const MR_CLEAR: u32 = 0x02;
 pub(crate) const MR_QUERY: u32 = 0x03;
+pub(crate) const MTT_WRITE: u32 = 0x04;
 pub(crate) const CQ_CREATE: u32 = 0x10;
 pub(crate) const CQ_DESTROY: u32 = 0x11;
 pub(crate) const QP_CREATE: u32 = 0x20;
@@ -32,6 +33,7 @@ const STATUS_BAD_INDEX: u32 = 2;
 const STATUS_BAD_STATE: u32 = 3;
 const STATUS_BUSY: u32 = 4;
 const STATUS_BAD_OP: u32 = 5;
+const STATUS_NO_SPACE: u32 = 6;
 
 /// Arguments and results of one command.
 pub(crate) type Args = [u32; regs::CMD_ARGS_NR];
@@ -55,6 +57,8 @@ fn status_to_result(nic: &Nic, op: u32, status: u32) -> Result {
         STATUS_BUSY => return Err(EBUSY),
         STATUS_BAD_ARG | STATUS_BAD_INDEX | STATUS_BAD_STATE => EINVAL,
         STATUS_BAD_OP => EOPNOTSUPP,
+        // The device's translation table entries are used up (by every file together).
+        STATUS_NO_SPACE => return Err(ENOSPC),
         _ => EIO,
     };
     dev_dbg!(
@@ -81,7 +85,7 @@ impl Nic {
     }
 
     /// Executes one command; the caller holds the command lock.
-    fn execute(&self, op: u32, args: &[u32]) -> Result<Args> {
+    pub(super) fn execute(&self, op: u32, args: &[u32]) -> Result<Args> {
         let (status, results) = self.with_bar(|bar| -> Result<(u32, Args)> {
             for i in 0..regs::CMD_ARGS_NR {
                 let value = args.get(i).copied().unwrap_or(0);

@@ -14,7 +14,7 @@
 //! is freed at once, after its mappings were removed ([`Objects::revoke`]): DMA memory
 //! does not outlive the device, even while the file stays open.
 
-use super::{channel::Channel, cmd, events::CompletionEvents, MAX_PDS};
+use super::{channel::Channel, cmd, events::CompletionEvents, pinned::PinnedMr, MAX_PDS};
 use crate::{nic::Nic, regs, uapi};
 use kernel::{
     dma::SharedCoherent,
@@ -44,6 +44,9 @@ pub(crate) struct Mr {
     pub(crate) access: u32,
     pub(crate) addr: u64,
     pub(crate) length: u64,
+    /// The pinned pages behind the MR's translation table (`pinned` mode). Dropped after the
+    /// device's MR is cleared.
+    pub(crate) pinned: Option<PinnedMr>,
 }
 
 impl Mr {
@@ -106,6 +109,10 @@ pub(crate) struct Objects {
     rings_revoked: bool,
     /// The completion channels the file created.
     pub(crate) channels: KVec<Channel>,
+    /// `uapi::PFNIC_MEM_MODE_*`: how the file's MRs reach its memory.
+    pub(crate) mem_mode: u32,
+    /// Set by the first MR registration: the memory mode no longer changes.
+    pub(crate) mem_mode_fixed: bool,
 }
 
 impl Objects {
@@ -180,6 +187,8 @@ pub(crate) struct VerbsFile {
     pub(crate) nic: Arc<Nic>,
     /// The file's hardware context.
     pub(crate) ctx: u32,
+    /// Whether the context has a PASID (SVA); without, only translation tables reach memory.
+    pub(crate) sva: bool,
     /// Shared with the device's context table, which frees the rings at unbind.
     pub(crate) objects: Arc<Mutex<Objects>>,
 }
@@ -193,7 +202,7 @@ pub(crate) fn ring_bytes(bytes: usize) -> Result<usize> {
 }
 
 impl VerbsFile {
-    pub(crate) fn new(nic: &Arc<Nic>, ctx: u32) -> Result<Self> {
+    pub(crate) fn new(nic: &Arc<Nic>, ctx: u32, sva: bool) -> Result<Self> {
         let objects = Objects {
             next_handle: 1,
             next_token: 1,
@@ -205,12 +214,57 @@ impl VerbsFile {
             retired: KVec::new(),
             rings_revoked: false,
             channels: KVec::new(),
+            mem_mode: if sva {
+                uapi::PFNIC_MEM_MODE_SVA
+            } else {
+                uapi::PFNIC_MEM_MODE_PINNED
+            },
+            mem_mode_fixed: false,
         };
         Ok(Self {
             nic: nic.clone(),
             ctx,
+            sva,
             objects: Arc::pin_init(new_mutex!(objects), GFP_KERNEL)?,
         })
+    }
+
+    /// `PFNIC_IOCTL_SET_MEM_MODE`: only before the first MR registration (`EBUSY` after).
+    pub(crate) fn set_mem_mode(&self, arg: &uapi::MemMode) -> Result {
+        self.nic.verbs()?;
+        if arg.reserved != 0 {
+            return Err(EINVAL);
+        }
+        let supported = match arg.mode {
+            uapi::PFNIC_MEM_MODE_SVA => self.sva,
+            uapi::PFNIC_MEM_MODE_PINNED => self.nic.info.caps & uapi::PFNIC_CAP_TABLES != 0,
+            _ => return Err(EINVAL),
+        };
+        if !supported {
+            return Err(EOPNOTSUPP);
+        }
+        let mut o = self.objects.lock();
+        if o.mem_mode_fixed {
+            return Err(EBUSY);
+        }
+        o.mem_mode = arg.mode;
+        Ok(())
+    }
+
+    /// The file's memory mode, `uapi::PFNIC_MEM_MODE_*`.
+    pub(crate) fn mem_mode(&self) -> u32 {
+        self.objects.lock().mem_mode
+    }
+
+    /// `PFNIC_IOCTL_QUERY_VERBS`: the device's verbs, with on-demand paging only in a mode that
+    /// has it.
+    pub(crate) fn query_verbs(&self) -> Result<uapi::QueryVerbs> {
+        let mut q = self.nic.query_verbs()?;
+        if self.mem_mode() != uapi::PFNIC_MEM_MODE_SVA {
+            q.odp_general_caps = 0;
+            q.odp_rc_caps = 0;
+        }
+        Ok(q)
     }
 
     /// `PFNIC_IOCTL_ALLOC_PD`.

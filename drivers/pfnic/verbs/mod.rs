@@ -9,7 +9,9 @@
 //! - [`events`]: the queued completion events of one channel (`read()`, `poll()`);
 //! - [`file`]: the objects of one open file (PDs, MRs, CQs, QPs) and their ioctls, with
 //!   [`mr`], [`cq`] and [`qp`] for each kind of object;
-//! - [`port`]: port 1, its addresses and GIDs (docs/wire.md).
+//! - [`port`]: port 1, its addresses and GIDs (docs/wire.md);
+//! - [`table`]: translation tables the driver fills, and [`pinned`]: the MRs that use them in
+//!   the `pinned` memory mode.
 
 pub(crate) mod alloc;
 pub(crate) mod channel;
@@ -19,8 +21,10 @@ pub(crate) mod eq;
 pub(crate) mod events;
 pub(crate) mod file;
 pub(crate) mod mr;
+pub(crate) mod pinned;
 pub(crate) mod port;
 pub(crate) mod qp;
+pub(crate) mod table;
 
 use crate::{
     nic::{Bar0, Nic},
@@ -122,6 +126,8 @@ pub(crate) struct Verbs {
     pub(crate) backup: Option<Devres<Coherent<[u8]>>>,
     /// The DMA address of `backup`, to give it to the device after a reset.
     backup_base: DmaAddress,
+    /// Where `MTT_WRITE` reads translation table entries from (used under `cmd_lock`).
+    pub(crate) table_stage: table::TableStage,
 }
 
 /// Bytes of the backup buffer: 256 slots of one packet (4 KiB) each.
@@ -149,6 +155,7 @@ impl Verbs {
         } else {
             (None, 0)
         };
+        let table_stage = table::TableStage::new(dev)?;
         Ok(try_pin_init!(Self {
             limits,
             cmd_lock <- new_mutex!(cmd::CmdState::default()),
@@ -156,6 +163,7 @@ impl Verbs {
             eq <- eq_init,
             backup,
             backup_base,
+            table_stage,
         }? Error))
     }
 

@@ -3,12 +3,13 @@
 //! Memory regions: registration in the device's key table, population of ordinary MRs,
 //! prefetch (`ibv_advise_mr`) and mlx5's ODP counters.
 //!
-//! Nothing is pinned. An ordinary (non-ODP) MR is made present once, at registration, by
-//! `PREFETCH` descriptors on the file's own ring; afterwards the kernel may reclaim its pages
-//! like any others and the device faults them back in. An ODP MR is populated only by faults
-//! and prefetches.
+//! In the `sva` memory mode nothing is pinned. An ordinary (non-ODP) MR is made present once,
+//! at registration, by `PREFETCH` descriptors on the file's own ring; afterwards the kernel may
+//! reclaim its pages like any others and the device faults them back in. An ODP MR is
+//! populated only by faults and prefetches. In the `pinned` mode an MR's pages are pinned and
+//! translated by a table ([`PinnedMr`]); ODP MRs are not supported there.
 
-use super::{cmd, file::Mr, file::VerbsFile, Limits};
+use super::{cmd, file::Mr, file::VerbsFile, pinned::PinnedMr, Limits};
 use crate::{
     ring::{self, Desc},
     uapi,
@@ -26,6 +27,9 @@ const MR_ACCESS: u32 = uapi::PFNIC_ACCESS_LOCAL_WRITE
 const WRITE_ACCESS: u32 = uapi::PFNIC_ACCESS_LOCAL_WRITE
     | uapi::PFNIC_ACCESS_REMOTE_WRITE
     | uapi::PFNIC_ACCESS_REMOTE_ATOMIC;
+
+/// `MR_SET` flag: the MR is translated by a table the driver fills (docs/verbs.md).
+const MR_FLAG_TABLE: u32 = 1 << 0;
 
 /// One `PREFETCH` descriptor covers at most this much.
 const PREFETCH_CHUNK: u64 = ring::MAX_LEN;
@@ -79,28 +83,48 @@ impl VerbsFile {
         let verbs = self.nic.verbs()?;
         let implicit = check_reg(arg)?;
         let share = Limits::file_share(verbs.limits.max_mrs);
-        {
-            let o = self.objects.lock();
+        let mode = {
+            let mut o = self.objects.lock();
             o.pds.get(&arg.pd).ok_or(EINVAL)?;
             if o.mrs.iter().count() >= share {
                 return Err(EDQUOT);
             }
-        }
+            o.mem_mode_fixed = true;
+            o.mem_mode
+        };
+        let on_demand = arg.access & uapi::PFNIC_ACCESS_ON_DEMAND != 0;
+        let pinned = if mode == uapi::PFNIC_MEM_MODE_PINNED {
+            if on_demand {
+                return Err(EOPNOTSUPP);
+            }
+            // Pinned before the device knows the MR, without holding the object lock.
+            Some(PinnedMr::pin(
+                &self.nic,
+                arg.addr,
+                arg.length,
+                arg.access & WRITE_ACCESS != 0,
+            )?)
+        } else {
+            None
+        };
         let index = verbs.ids.lock().mrs.alloc()?;
         let free_index = kernel::types::ScopeGuard::new(|| verbs.ids.lock().mrs.free(index));
         let [addr_lo, addr_hi] = cmd::split(arg.addr);
         let [len_lo, len_hi] = cmd::split(arg.length);
+        let flags = if pinned.is_some() { MR_FLAG_TABLE } else { 0 };
         let res = self.nic.command(
             cmd::MR_SET,
             &[
-                index, self.ctx, arg.pd, arg.access, addr_lo, addr_hi, len_lo, len_hi,
+                index, self.ctx, arg.pd, arg.access, addr_lo, addr_hi, len_lo, len_hi, flags,
             ],
         )?;
         let key = res[0];
         let cleared = kernel::types::ScopeGuard::new(|| {
             let _ = self.nic.command(cmd::MR_CLEAR, &[index]);
         });
-        if !implicit && arg.access & uapi::PFNIC_ACCESS_ON_DEMAND == 0 {
+        if let Some(pinned) = &pinned {
+            pinned.write_table(&self.nic, index)?;
+        } else if !implicit && !on_demand {
             // Populate now, without holding the object lock (faults take the mmap lock).
             let flags = if arg.access & WRITE_ACCESS != 0 {
                 ring::PREFETCH_WRITE
@@ -127,6 +151,7 @@ impl VerbsFile {
             access: arg.access,
             addr: arg.addr,
             length: arg.length,
+            pinned,
         };
         if let Err(e) = o.insert_mr(handle, mr) {
             if let Some(pd) = o.pds.get_mut(&arg.pd) {
@@ -153,11 +178,14 @@ impl VerbsFile {
         self.nic.command(cmd::MR_CLEAR, &[mr.index])?;
         let index = mr.index;
         let pd = mr.pd;
-        o.mrs.remove(&arg.mr);
+        let mr = o.mrs.remove(&arg.mr);
         if let Some(pd) = o.pds.get_mut(&pd) {
             pd.mrs -= 1;
         }
         verbs.ids.lock().mrs.free(index);
+        drop(o);
+        // Unpinned (if pinned) outside the lock: the device no longer uses the pages.
+        drop(mr);
         Ok(())
     }
 
@@ -177,6 +205,7 @@ impl VerbsFile {
         arg.page_prefetch = cmd::join(r[8], r[9]);
         arg.remote_access_errors = cmd::join(r[10], r[11]);
         arg.page_fault_groups = cmd::join(r[12], r[13]);
+        arg.pages_pinned = mr.pinned.as_ref().map_or(0, |p| p.pages());
         Ok(())
     }
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR MIT */
 /*
- * The pfnic uAPI (drivers/pfnic/uapi.rs, uAPI version 13) as a C header, written
+ * The pfnic uAPI (drivers/pfnic/uapi.rs, uAPI version 14) as a C header, written
  * by hand from uapi.rs for syz-extract only: the kernel tree has no C header for
  * pfnic, and uapi.rs stays the one definition. syz-extract compiles this file to
  * generate ../sys/linux/dev_pfnic.txt.const; the _Static_asserts below hold the
@@ -13,7 +13,7 @@
 #include <linux/types.h>
 #include <linux/ioctl.h>
 
-#define PFNIC_UAPI_VERSION 13
+#define PFNIC_UAPI_VERSION 14
 #define PFNIC_IOCTL_MAGIC 0xf5
 
 #define PFNIC_CAP_ATS (1ULL << 0)
@@ -46,7 +46,8 @@ struct pfnic_translation_stats {
 struct pfnic_query_context {
 	__u32 context, pasid;
 	struct pfnic_translation_stats translation;
-	__u64 remote_access_errors, reserved;
+	__u64 remote_access_errors;
+	__u32 mem_mode, reserved;
 };
 
 struct pfnic_device_stats {
@@ -139,6 +140,14 @@ struct pfnic_query_mr {
 	__u32 mr, reserved;
 	__u64 page_faults, page_faults_handled, page_invalidations;
 	__u64 page_invalidations_handled, page_prefetch, remote_access_errors, page_fault_groups;
+	__u64 pages_pinned;
+};
+
+#define PFNIC_MEM_MODE_SVA 1
+#define PFNIC_MEM_MODE_PINNED 2
+
+struct pfnic_mem_mode {
+	__u32 mode, reserved;
 };
 
 struct pfnic_create_cq {
@@ -255,9 +264,10 @@ struct pfnic_cq_event {
 #define PFNIC_IOCTL_QUERY_QP _IOWR(PFNIC_IOCTL_MAGIC, 0x11, struct pfnic_query_qp)
 #define PFNIC_IOCTL_DESTROY_QP _IOW(PFNIC_IOCTL_MAGIC, 0x12, struct pfnic_object_number)
 #define PFNIC_IOCTL_SET_PORT_IPV4 _IOW(PFNIC_IOCTL_MAGIC, 0x13, struct pfnic_port_ipv4)
+#define PFNIC_IOCTL_SET_MEM_MODE _IOW(PFNIC_IOCTL_MAGIC, 0x15, struct pfnic_mem_mode)
 #define PFNIC_IOCTL_CREATE_COMP_CHANNEL _IOR(PFNIC_IOCTL_MAGIC, 0x14, struct pfnic_comp_channel)
 
-/* The sizes of drivers/pfnic/uapi.rs (core::mem::size_of), uAPI 13. */
+/* The sizes of drivers/pfnic/uapi.rs (core::mem::size_of), uAPI 14. */
 _Static_assert(sizeof(struct pfnic_query_device) == 88, "QueryDevice");
 _Static_assert(sizeof(struct pfnic_selftest) == 32, "Selftest");
 _Static_assert(sizeof(struct pfnic_query_context) == 80, "QueryContext");
@@ -272,7 +282,8 @@ _Static_assert(sizeof(struct pfnic_reg_mr) == 40, "RegMr");
 _Static_assert(sizeof(struct pfnic_mr_handle) == 8, "MrHandle");
 _Static_assert(sizeof(struct pfnic_sge) == 16, "Sge");
 _Static_assert(sizeof(struct pfnic_advise_mr) == 144, "AdviseMr");
-_Static_assert(sizeof(struct pfnic_query_mr) == 64, "QueryMr");
+_Static_assert(sizeof(struct pfnic_query_mr) == 72, "QueryMr");
+_Static_assert(sizeof(struct pfnic_mem_mode) == 8, "MemMode");
 _Static_assert(sizeof(struct pfnic_create_cq) == 48, "CreateCq");
 _Static_assert(sizeof(struct pfnic_comp_channel) == 8, "CompChannel");
 _Static_assert(sizeof(struct pfnic_object_number) == 8, "ObjectNumber");

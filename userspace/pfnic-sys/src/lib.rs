@@ -165,6 +165,14 @@ impl Device {
         Ok(())
     }
 
+    /// `PFNIC_IOCTL_SET_MEM_MODE`: `uapi::PFNIC_MEM_MODE_*`, before the first MR.
+    pub fn set_mem_mode(&self, mode: u32) -> io::Result<()> {
+        let mut arg = uapi::MemMode { mode, reserved: 0 };
+        // SAFETY: `arg` is a valid `MemMode`, the size the ioctl number encodes.
+        unsafe { self.ioctl(uapi::PFNIC_IOCTL_SET_MEM_MODE, (&raw mut arg).cast()) }?;
+        Ok(())
+    }
+
     /// `PFNIC_IOCTL_DEREG_MR`.
     pub fn dereg_mr(&self, mr: u32) -> io::Result<()> {
         let mut arg = uapi::MrHandle { mr, reserved: 0 };
@@ -444,5 +452,7 @@ mod tests {
         assert_eq!(size_of::<QueryDevice>(), 88);
         assert_eq!(size_of::<Submit>(), 64);
         assert_eq!(size_of::<CreateCq>(), 48);
+        assert_eq!(size_of::<QueryMr>(), 72);
+        assert_eq!(size_of::<MemMode>(), 8);
     }
 }

@@ -3,7 +3,7 @@
 use crate::common::{dmesg, in_child, nic, platform_has_pri, sva_nic};
 use crate::ktap::{Test, TestResult};
 use pfnic_sys::pci::{self, Config};
-use pfnic_sys::Device;
+use pfnic_sys::{uapi, Device};
 
 pub const TESTS: &[&Test] = &[
     &Test {
@@ -191,9 +191,10 @@ fn test_context_stopped_on_exit() -> TestResult {
     Ok(())
 }
 
-/// Without PRI the device cannot fault on process memory: open fails with EOPNOTSUPP and a
-/// message that says why. (Linux itself would bind SVA without PRI.) `make test` runs this in
-/// a second guest whose pfnic has pri=off.
+/// Without PRI the device cannot fault on process memory, so there is no SVA: open gives a
+/// context without a PASID, in the `pinned` memory mode, and says so in the kernel log;
+/// what needs a PASID (`SUBMIT`, the SVA mode) is `EOPNOTSUPP`. `make test` runs this in a
+/// second guest whose pfnic has pri=off, with the verbs suite.
 fn test_open_without_sva() -> TestResult {
     let bdf = pci::functions()?
         .into_iter()
@@ -206,15 +207,38 @@ fn test_open_without_sva() -> TestResult {
         .into_iter()
         .next()
         .ok_or("no /dev/pfnicN")?;
-    match Device::open(&path) {
-        Ok(_) => fail!("open succeeded without PRI"),
+    let dev = Device::open(&path).map_err(|e| format!("open without PRI: {e}"))?;
+    let q = dev.query()?;
+    check!(
+        q.caps & uapi::PFNIC_CAP_PRI == 0,
+        "PRI in the caps with pri=off"
+    );
+    check!(
+        q.caps & uapi::PFNIC_CAP_TABLES != 0,
+        "no translation tables"
+    );
+    let c = dev.query_context()?;
+    check_eq!(c.pasid, 0);
+    check_eq!(c.mem_mode, uapi::PFNIC_MEM_MODE_PINNED);
+    let mut op = uapi::Submit {
+        opcode: uapi::PFNIC_OP_FILL,
+        len: 8,
+        ..Default::default()
+    };
+    match dev.submit(&mut op) {
+        Ok(()) => fail!("SUBMIT succeeded without a PASID"),
         Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
-        Err(e) => fail!("open without PRI: {e}, expected EOPNOTSUPP"),
+        Err(e) => fail!("SUBMIT without a PASID: {e}, expected EOPNOTSUPP"),
+    }
+    match dev.set_mem_mode(uapi::PFNIC_MEM_MODE_SVA) {
+        Ok(()) => fail!("the SVA mode was accepted without a PASID"),
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
+        Err(e) => fail!("SVA mode without a PASID: {e}, expected EOPNOTSUPP"),
     }
     let log = dmesg()?;
     check!(
-        log.contains("pfnic0: cannot create a context: the device has no ATS, PASID or PRI"),
-        "no kernel message explains the failed open"
+        log.contains("runs without a PASID (no SVA here): pinned memory only"),
+        "no kernel message says the context has no PASID"
     );
     Ok(())
 }

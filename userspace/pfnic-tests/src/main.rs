@@ -18,6 +18,7 @@ mod lifecycle;
 mod matrix;
 mod matrix_fail_nth;
 mod matrix_uffd;
+mod mem_modes;
 mod security;
 mod verbs_common;
 mod verbs_cq;
@@ -42,6 +43,7 @@ fn main() {
         verbs_qp::TESTS,
         verbs_cq::TESTS,
         verbs_odp::TESTS,
+        mem_modes::TESTS,
         fault_path::TESTS,
         wire::TESTS,
         security::TESTS,

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::common::sva_nic;
+use crate::common::{nic, platform_has_pri};
 use crate::ktap::Failure;
 use pfnic_sys::uapi;
 use pfnic_verbs::{
@@ -20,16 +20,26 @@ pub const WC_TIMEOUT: Duration = Duration::from_secs(60);
 pub const ACCESS_ALL: u32 =
     ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC;
 
-/// A verbs context on the pfnic under test: skips without SVA or without verbs.
+/// A verbs context on the pfnic under test, in the driver's default memory mode (SVA where the
+/// platform has it, else `pinned`): skips without verbs, or without both SVA and translation
+/// tables.
 pub fn verbs_ctx() -> Result<Context, Failure> {
-    let n = sva_nic()?;
+    let n = nic()?;
     let q = n.dev.query()?;
+    if q.caps & uapi::PFNIC_CAP_TABLES == 0 && !platform_has_pri(&n.bdf)? {
+        return Err(Failure::Skip("no PRI on this platform".into()));
+    }
     if q.caps & uapi::PFNIC_CAP_VERBS == 0 {
         return Err(Failure::Skip(
             "the device has no verbs (PFNIC_CAP_VERBS)".into(),
         ));
     }
     Context::from_device(n.dev).map_err(|e| Failure::Fail(format!("verbs context: {e}")))
+}
+
+/// Whether `ctx` runs in the `pinned` memory mode (registration pins, no ODP).
+pub fn pinned_mode(ctx: &Context) -> Result<bool, Failure> {
+    Ok(ctx.mem_mode()? == pfnic_verbs::MemMode::Pinned)
 }
 
 /// Skips unless the device reports on-demand paging for RC with `rc_caps`

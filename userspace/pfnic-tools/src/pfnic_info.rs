@@ -122,6 +122,25 @@ fn show(dev: &Device, selftest: bool) -> Result<(), String> {
         yes(q.caps & uapi::PFNIC_CAP_PRI != 0),
         q.pri_max_requests
     );
+    if let Ok(c) = dev.query_context() {
+        // This process's context: SVA if it got a PASID; pinned with translation tables.
+        let mut modes = Vec::new();
+        if c.pasid != 0 {
+            modes.push("sva");
+        }
+        if q.caps & uapi::PFNIC_CAP_TABLES != 0 {
+            modes.push("pinned");
+        }
+        let default = match c.mem_mode {
+            uapi::PFNIC_MEM_MODE_SVA => "sva",
+            uapi::PFNIC_MEM_MODE_PINNED => "pinned",
+            _ => "?",
+        };
+        println!(
+            "  memory modes:  {} (default {default}; PFNIC_MEM_MODE chooses)",
+            modes.join(", ")
+        );
+    }
     if q.caps & uapi::PFNIC_CAP_VERBS != 0 {
         let v = dev
             .query_verbs()

@@ -14,8 +14,9 @@
 //! consumer index in the CQ record; [`Cq::req_notify`] arms the CQ through the doorbell page.
 //! Completion events are read from completion channels ([`CompChannel`]), a file each. Formats: docs/verbs.md.
 //!
-//! Memory is never pinned. [`Buffer`] is ordinary anonymous memory that a safe [`Pd::reg_mr`]
-//! borrows for the MR's lifetime; the device faults its pages in through the IOMMU (PRI).
+//! Memory is not pinned in the default memory mode (SVA, [`MemMode`]). [`Buffer`] is ordinary
+//! anonymous memory that a safe [`Pd::reg_mr`] borrows for the MR's lifetime; the device faults
+//! its pages in through the IOMMU (PRI). In the `pinned` mode, registration pins them.
 //! [`Pd::reg_mr_raw`] and [`Pd::reg_implicit_mr`] register arbitrary ranges and are `unsafe`:
 //! they let the device (and remote peers) write memory that Rust code may own.
 //!
@@ -56,6 +57,12 @@ pub mod qp_attr {
         PFNIC_QP_TIMEOUT as TIMEOUT,
     };
 }
+
+/// The environment variable that chooses the memory mode of every context a process opens
+/// (`sva` or `pinned`; unset: the driver's default, SVA where the platform has it). An
+/// unknown name fails the open with `EINVAL`, a mode the platform cannot run with
+/// `EOPNOTSUPP`.
+pub const MEM_MODE_ENV: &str = "PFNIC_MEM_MODE";
 
 /// Size of the doorbell page.
 const DOORBELL_PAGE: usize = 4096;
@@ -122,11 +129,16 @@ impl Context {
         Self::from_device(Device::open(path)?)
     }
 
-    /// Wraps an open device: checks for verbs and maps the doorbell page.
+    /// Wraps an open device: checks for verbs, applies `PFNIC_MEM_MODE` (see
+    /// [`MEM_MODE_ENV`]) and maps the doorbell page.
     pub fn from_device(dev: Device) -> io::Result<Self> {
         let device = dev.query()?;
         if device.caps & uapi::PFNIC_CAP_VERBS == 0 {
             return Err(errno(libc::EOPNOTSUPP));
+        }
+        if let Some(name) = std::env::var_os(MEM_MODE_ENV) {
+            let mode = MemMode::parse(&name.to_string_lossy())?;
+            dev.set_mem_mode(mode.raw())?;
         }
         let doorbell = dev.mmap(uapi::PFNIC_MMAP_DOORBELL, DOORBELL_PAGE)?;
         Ok(Self {
@@ -136,6 +148,18 @@ impl Context {
                 device,
             }),
         })
+    }
+
+    /// Chooses how this context's MRs reach memory; only before its first MR (`EBUSY`
+    /// after), `EOPNOTSUPP` for a mode the platform cannot run.
+    pub fn set_mem_mode(&self, mode: MemMode) -> io::Result<()> {
+        self.inner.dev.set_mem_mode(mode.raw())
+    }
+
+    /// The context's memory mode.
+    pub fn mem_mode(&self) -> io::Result<MemMode> {
+        let raw = self.inner.dev.query_context()?.mem_mode;
+        MemMode::from_raw(raw).ok_or_else(|| errno(libc::EPROTO))
     }
 
     /// The underlying device file, for raw ioctls.

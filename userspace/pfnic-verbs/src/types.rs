@@ -472,3 +472,52 @@ mod tests {
         assert_eq!(gid_to_ipv4(&link_local), None);
     }
 }
+
+/// How a context's MRs reach its memory (`PFNIC_IOCTL_SET_MEM_MODE`, docs/uapi.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemMode {
+    /// Through the IOMMU in the process's PASID (SVA): nothing is pinned, ODP MRs fault pages
+    /// in with page requests. The default where the platform has SVA with page requests.
+    Sva,
+    /// Registration pins the pages (`RLIMIT_MEMLOCK`, `VmPin`) and fills the device's
+    /// translation table; no ODP MRs. The default where SVA is not available.
+    Pinned,
+}
+
+impl MemMode {
+    /// The uAPI's number for the mode.
+    pub fn raw(self) -> u32 {
+        match self {
+            MemMode::Sva => pfnic_sys::uapi::PFNIC_MEM_MODE_SVA,
+            MemMode::Pinned => pfnic_sys::uapi::PFNIC_MEM_MODE_PINNED,
+        }
+    }
+
+    /// The mode the uAPI number `raw` names.
+    pub fn from_raw(raw: u32) -> Option<Self> {
+        match raw {
+            pfnic_sys::uapi::PFNIC_MEM_MODE_SVA => Some(MemMode::Sva),
+            pfnic_sys::uapi::PFNIC_MEM_MODE_PINNED => Some(MemMode::Pinned),
+            _ => None,
+        }
+    }
+
+    /// The mode's name, as `PFNIC_MEM_MODE` spells it: `sva`, `pinned`.
+    pub fn name(self) -> &'static str {
+        match self {
+            MemMode::Sva => "sva",
+            MemMode::Pinned => "pinned",
+        }
+    }
+
+    /// The mode named `name` (`sva`, `pinned`); `EINVAL` for another name, `EOPNOTSUPP` for
+    /// `odp` (the driver-managed on-demand mode of docs/uapi.md, not built yet).
+    pub fn parse(name: &str) -> std::io::Result<Self> {
+        match name {
+            "sva" => Ok(MemMode::Sva),
+            "pinned" => Ok(MemMode::Pinned),
+            "odp" => Err(std::io::Error::from_raw_os_error(libc::EOPNOTSUPP)),
+            _ => Err(std::io::Error::from_raw_os_error(libc::EINVAL)),
+        }
+    }
+}

@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Pinned MRs, the `pinned` memory mode (`PFNIC_MEM_MODE_PINNED`): the classic registration
+//! that the on-demand modes are compared against, and the mode of platforms without SVA.
+//!
+//! Registration pins the MR's pages for the long term (accounted in the process's `VmPin`
+//! against `RLIMIT_MEMLOCK`), maps them for the device's DMA, and writes one translation table
+//! entry per page. The device then reaches them without a PASID, through the IOMMU's DMA
+//! domain like any driver's DMA, and never faults. Dropping a [`PinnedMr`] unmaps the pages,
+//! then unpins them; the device's MR must be cleared before, so nothing can use them.
+
+use super::table::{self, STAGE_ENTRIES};
+use crate::nic::Nic;
+use kernel::{
+    dma::DataDirection,
+    mm::pin::{Access, PinnedPages},
+    page::PAGE_SIZE,
+    prelude::*,
+    scatterlist::{Owned, SGTable},
+    uaccess::UserPtr,
+};
+
+/// The pinned, DMA-mapped pages of one MR.
+pub(crate) struct PinnedMr {
+    /// Dropping it unmaps the pages, then unpins them (and gives back their `VmPin`). The DMA
+    /// mapping is also removed when the device is unbound.
+    sgt: Pin<KBox<SGTable<Owned<PinnedPages>>>>,
+    /// Pages pinned.
+    pages: usize,
+    /// Whether the device may write them.
+    write: bool,
+}
+
+impl PinnedMr {
+    /// Pins the pages `[addr, addr + len)` of the calling process touches (it must be the
+    /// context's owner), writable if `write`, and maps them for `nic`'s DMA.
+    ///
+    /// `ENOMEM` beyond `RLIMIT_MEMLOCK` (without `CAP_IPC_LOCK`), `EFAULT` when a page is not
+    /// mapped (or not writable, for `write`), `ENODEV` once the device is unbound.
+    pub(crate) fn pin(nic: &Nic, addr: u64, len: u64, write: bool) -> Result<Self> {
+        let page = PAGE_SIZE as u64;
+        let start = addr & !(page - 1);
+        let end = addr
+            .checked_add(len)
+            .and_then(|end| end.checked_next_multiple_of(page))
+            .ok_or(EINVAL)?;
+        let pages = usize::try_from((end - start) / page)?;
+        let access = if write {
+            Access::ReadWrite
+        } else {
+            Access::ReadOnly
+        };
+        let pinned = PinnedPages::pin(UserPtr::from_addr(usize::try_from(start)?), pages, access)?;
+        let dir = if write {
+            DataDirection::Bidirectional
+        } else {
+            DataDirection::ToDevice
+        };
+        let sgt = nic.with_bound(|dev| {
+            KBox::pin_init(SGTable::new(dev, pinned, dir, GFP_KERNEL), GFP_KERNEL)
+        })?;
+        Ok(Self { sgt, pages, write })
+    }
+
+    /// Pages pinned.
+    pub(crate) fn pages(&self) -> u64 {
+        self.pages as u64
+    }
+
+    /// Writes one entry per page, in order, into the table of the device's MR `index` (set
+    /// with `TABLE` over the same range).
+    pub(crate) fn write_table(&self, nic: &Nic, index: u32) -> Result {
+        let page = PAGE_SIZE as u64;
+        let mut batch = KVec::with_capacity(STAGE_ENTRIES, GFP_KERNEL)?;
+        let mut written = 0u64;
+        for seg in self.sgt.iter() {
+            let (dma, len) = (seg.dma_address(), seg.dma_len());
+            // Whole pages were mapped from offset 0, so every segment is whole pages.
+            if dma % page != 0 || len % page != 0 {
+                return Err(EIO);
+            }
+            for offset in (0..len).step_by(PAGE_SIZE) {
+                batch.push(table::entry(dma + offset, self.write), GFP_KERNEL)?;
+                if batch.len() == STAGE_ENTRIES {
+                    nic.write_table(index, written, &batch)?;
+                    written += batch.len() as u64;
+                    batch.clear();
+                }
+            }
+        }
+        if !batch.is_empty() {
+            nic.write_table(index, written, &batch)?;
+            written += batch.len() as u64;
+        }
+        // The mapping covers exactly the pinned pages, or the table would have holes.
+        if written != self.pages() {
+            return Err(EIO);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Translation tables (docs/verbs.md, "Translation tables"): the per-page entries of an MR
+//! that the device translates through a table the driver fills instead of the process's PASID.
+//!
+//! The driver stages up to [`STAGE_ENTRIES`] entries in one coherent buffer and has the device
+//! read them with `MTT_WRITE`; the buffer is used under the command lock, so one staging area
+//! serves every file of the device.
+
+use super::{cmd, Verbs};
+use crate::nic::Nic;
+use kernel::{
+    device::{Bound, Device},
+    devres::Devres,
+    dma::{Coherent, DmaAddress},
+    io::{io_project, Io},
+    prelude::*,
+};
+
+/// Entries one `MTT_WRITE` takes at most (the device's limit).
+pub(crate) const STAGE_ENTRIES: usize = 512;
+
+/// Entry bits.
+const ENTRY_VALID: u64 = 1 << 0;
+const ENTRY_READ: u64 = 1 << 1;
+const ENTRY_WRITE: u64 = 1 << 2;
+/// The page's DMA address occupies bits 63:12.
+const ENTRY_ADDR_MASK: u64 = !0xfff;
+
+/// The entry of a page at DMA address `dma` (page aligned) that the device may read, and write
+/// if `write`.
+pub(crate) fn entry(dma: DmaAddress, write: bool) -> u64 {
+    let perm = if write {
+        ENTRY_READ | ENTRY_WRITE
+    } else {
+        ENTRY_READ
+    };
+    (dma & ENTRY_ADDR_MASK) | ENTRY_VALID | perm
+}
+
+/// The staging buffer `MTT_WRITE` reads entries from.
+pub(crate) struct TableStage {
+    mem: Devres<Coherent<[u64]>>,
+    base: DmaAddress,
+}
+
+impl TableStage {
+    pub(crate) fn new(dev: &Device<Bound>) -> Result<Self> {
+        let mem = Coherent::zeroed_slice(dev, STAGE_ENTRIES, GFP_KERNEL)?;
+        let base = mem.dma_address();
+        Ok(Self {
+            mem: Devres::new(dev, mem)?,
+            base,
+        })
+    }
+}
+
+impl Nic {
+    /// Writes `entries` into the table of MR `index` from entry `first` on, [`STAGE_ENTRIES`]
+    /// at a time.
+    pub(crate) fn write_table(&self, index: u32, first: u64, entries: &[u64]) -> Result {
+        let verbs: &Verbs = self.verbs()?;
+        let stage = &verbs.table_stage;
+        let mut done = 0usize;
+        for chunk in entries.chunks(STAGE_ENTRIES) {
+            let at = u32::try_from(first + done as u64).map_err(|_| EINVAL)?;
+            let _state = verbs.cmd_lock.lock();
+            stage
+                .mem
+                .try_access_with(|mem| {
+                    for (i, e) in chunk.iter().enumerate() {
+                        io_project!(mem, [panic: i]).copy_write(*e);
+                    }
+                })
+                .ok_or(ENODEV)?;
+            let [lo, hi] = cmd::split(stage.base);
+            self.execute(cmd::MTT_WRITE, &[index, at, chunk.len() as u32, lo, hi])?;
+            done += chunk.len();
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,483 @@
+//! Memory modes (docs/uapi.md, `PFNIC_IOCTL_SET_MEM_MODE`): choosing one, and the `pinned`
+//! mode's registration: pins accounted in `VmPin` against `RLIMIT_MEMLOCK`, released at
+//! deregistration and at process death, and RDMA through the device's translation tables.
+
+use std::sync::Arc;
+
+use crate::common::{in_child, Child};
+use crate::ktap::{Failure, Test, TestResult};
+use crate::verbs_common::{
+    check_bytes, pattern, verbs_ctx, Pair, PairOpts, Side, ACCESS_ALL, PAGE,
+};
+use pfnic_sys::uapi;
+use pfnic_verbs::{
+    Buffer, Context, MemMode, SendWr, WcStatus, WrOpcode, ACCESS_LOCAL_WRITE, ACCESS_ON_DEMAND,
+    ACCESS_REMOTE_READ,
+};
+
+pub const TESTS: &[&Test] = &[
+    &Test {
+        name: "test_mode_choice_rules",
+        run: test_mode_choice_rules,
+    },
+    &Test {
+        name: "test_mode_pinned_rdma",
+        run: test_mode_pinned_rdma,
+    },
+    &Test {
+        name: "test_mode_pinned_bad_ranges",
+        run: test_mode_pinned_bad_ranges,
+    },
+    &Test {
+        name: "test_mode_pinned_vmpin",
+        run: test_mode_pinned_vmpin,
+    },
+    &Test {
+        name: "test_mode_pinned_memlock",
+        run: test_mode_pinned_memlock,
+    },
+    &Test {
+        name: "test_mode_pinned_released_at_exit",
+        run: test_mode_pinned_released_at_exit,
+    },
+    &Test {
+        name: "test_mode_pinned_fork",
+        run: test_mode_pinned_fork,
+    },
+];
+
+/// A verbs context in the `pinned` mode; skips on a device without translation tables.
+pub fn pinned_ctx() -> Result<Context, Failure> {
+    let ctx = verbs_ctx()?;
+    if ctx.query_device().caps & uapi::PFNIC_CAP_TABLES == 0 {
+        skip!("the device has no translation tables (PFNIC_CAP_TABLES)");
+    }
+    ctx.set_mem_mode(MemMode::Pinned)
+        .map_err(|e| Failure::Fail(format!("set_mem_mode(pinned): {e}")))?;
+    Ok(ctx)
+}
+
+/// The errno of `r`, or a failure naming `what` if it succeeded.
+fn errno_of<T>(what: &str, r: std::io::Result<T>) -> Result<i32, Failure> {
+    match r {
+        Ok(_) => Err(Failure::Fail(format!("{what} succeeded"))),
+        Err(e) => Ok(e.raw_os_error().unwrap_or(0)),
+    }
+}
+
+/// This process's `VmPin` (/proc/self/status), in KiB.
+fn vm_pin_kib() -> Result<u64, Failure> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmPin:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .ok_or_else(|| Failure::Fail("no VmPin in /proc/self/status".into()))
+}
+
+/// How far [`pins_held`] may be off: vmstat counters are kept per CPU and folded into the
+/// global ones only past a threshold (at most 125 per CPU), so each of the two counters lags
+/// by up to that; this allows for 32 CPUs.
+const PINS_SLACK: i64 = 2 * 125 * 32;
+
+/// Pages pinned with `FOLL_PIN` in the whole system and not yet released (/proc/vmstat), to
+/// within [`PINS_SLACK`].
+fn pins_held() -> Result<i64, Failure> {
+    let vmstat = std::fs::read_to_string("/proc/vmstat")?;
+    let get = |name: &str| -> Result<i64, Failure> {
+        vmstat
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .ok_or_else(|| Failure::Fail(format!("no {name} in /proc/vmstat")))
+    };
+    Ok(get("nr_foll_pin_acquired")? - get("nr_foll_pin_released")?)
+}
+
+/// The rules of `SET_MEM_MODE`: known modes only, reserved bits zero, before the first MR;
+/// the mode shows in the context query and in the ODP capabilities; ODP MRs are refused in the
+/// `pinned` mode.
+fn test_mode_choice_rules() -> TestResult {
+    let ctx = verbs_ctx()?;
+    let dev = ctx.device();
+    let tables = ctx.query_device().caps & uapi::PFNIC_CAP_TABLES != 0;
+    let sva = dev.query_context()?.pasid != 0;
+    let default = ctx.mem_mode()?;
+    check_eq!(default, if sva { MemMode::Sva } else { MemMode::Pinned });
+
+    check_eq!(errno_of("mode 0", dev.set_mem_mode(0))?, libc::EINVAL);
+    check_eq!(errno_of("mode 99", dev.set_mem_mode(99))?, libc::EINVAL);
+    let mut bad = uapi::MemMode {
+        mode: uapi::PFNIC_MEM_MODE_PINNED,
+        reserved: 1,
+    };
+    // SAFETY: `bad` is a valid `MemMode`, the size the ioctl number encodes.
+    let r = unsafe { dev.ioctl(uapi::PFNIC_IOCTL_SET_MEM_MODE, (&raw mut bad).cast()) };
+    check_eq!(errno_of("reserved bits", r)?, libc::EINVAL);
+    if !sva {
+        check_eq!(
+            errno_of("SVA without a PASID", ctx.set_mem_mode(MemMode::Sva))?,
+            libc::EOPNOTSUPP
+        );
+    }
+    if !tables {
+        skip!("the device has no translation tables (PFNIC_CAP_TABLES)");
+    }
+    ctx.set_mem_mode(MemMode::Pinned)?;
+    check_eq!(ctx.mem_mode()?, MemMode::Pinned);
+    check_eq!(dev.query_context()?.mem_mode, uapi::PFNIC_MEM_MODE_PINNED);
+    let verbs = ctx.query_device_ex()?.verbs;
+    check_eq!(verbs.odp_general_caps, 0);
+    check_eq!(verbs.odp_rc_caps, 0);
+    if sva {
+        // Back and forth while no MR exists.
+        ctx.set_mem_mode(MemMode::Sva)?;
+        check!(ctx.query_device_ex()?.verbs.odp_general_caps & uapi::PFNIC_ODP_SUPPORT != 0);
+        ctx.set_mem_mode(MemMode::Pinned)?;
+    }
+
+    let pd = ctx.alloc_pd()?;
+    let buf = Arc::new(Buffer::new(4 * PAGE)?);
+    buf.fill(1);
+    check_eq!(
+        errno_of(
+            "ODP MR in the pinned mode",
+            pd.reg_mr(&buf, ACCESS_LOCAL_WRITE | ACCESS_ON_DEMAND)
+        )?,
+        libc::EOPNOTSUPP
+    );
+    // A failed registration fixes the mode all the same: the rule is "before the first MR".
+    let mr = pd.reg_mr(&buf, ACCESS_ALL)?;
+    check_eq!(mr.stats()?.pages_pinned, 4);
+    check_eq!(
+        errno_of("mode change after an MR", ctx.set_mem_mode(MemMode::Pinned))?,
+        libc::EBUSY
+    );
+    drop(mr);
+    check_eq!(
+        errno_of(
+            "mode change after the MR went",
+            ctx.set_mem_mode(MemMode::Pinned)
+        )?,
+        libc::EBUSY
+    );
+    if ctx.device().query_context()?.pasid == 0 {
+        let mut op = uapi::Submit {
+            opcode: uapi::PFNIC_OP_FILL,
+            len: 8,
+            ..Default::default()
+        };
+        check_eq!(
+            errno_of("SUBMIT without a PASID", dev.submit(&mut op))?,
+            libc::EOPNOTSUPP
+        );
+    }
+    Ok(())
+}
+
+/// Every RDMA operation between two pinned contexts, with an MR that starts and ends inside a
+/// page; no page request is ever sent, and the MR counters say how many pages are pinned.
+fn test_mode_pinned_rdma() -> TestResult {
+    let o = PairOpts {
+        len: 16 * PAGE,
+        ..Default::default()
+    };
+    let p = Pair::build(&pinned_ctx()?, &pinned_ctx()?, &o)?;
+    for side in [&p.a, &p.b] {
+        let s = side.mr.stats()?;
+        check_eq!(s.pages_pinned, 16);
+        check_eq!(s.page_faults, 0);
+    }
+    p.write_ok(7, 16 * PAGE, "pinned WRITE a -> b")?;
+
+    // READ b into a.
+    let want = pattern(9, 5 * PAGE + 17);
+    p.b.buf.write(100, &want);
+    p.a.post_ok(
+        SendWr::new(2, WrOpcode::RdmaRead, &[p.a.sge(300, want.len())])
+            .remote(p.b.buf.addr() + 100, p.b.mr.rkey()),
+    )?;
+    check_bytes("pinned READ", &p.a.buf, 300, &want)?;
+
+    // SEND a -> b.
+    let want = pattern(11, 3 * PAGE + 5);
+    p.a.buf.write(8, &want);
+    p.b.post_recv(3, 2 * PAGE + 1, want.len())?;
+    let wc = p.a.send_ok(
+        &p.b,
+        SendWr::new(4, WrOpcode::Send, &[p.a.sge(8, want.len())]),
+    )?;
+    check_eq!(wc.byte_len as usize, want.len());
+    check_bytes("pinned SEND", &p.b.buf, 2 * PAGE + 1, &want)?;
+
+    // FETCH_ADD on b.
+    p.b.buf.write_u64(8 * PAGE, 40);
+    let sge = [p.a.sge(0, 8)];
+    let mut wr = SendWr::new(5, WrOpcode::AtomicFetchAndAdd, &sge)
+        .remote(p.b.buf.addr() + 8 * PAGE as u64, p.b.mr.rkey());
+    wr.compare_add = 2;
+    p.a.post_ok(wr)?;
+    check_eq!(p.a.buf.read_u64(0), 40);
+    check_eq!(p.b.buf.read_u64(8 * PAGE), 42);
+
+    // An MR over bytes 100 .. 2 pages + 100 of a buffer touches 3 pages.
+    let side = Side::basic(&pinned_ctx()?, 4 * PAGE, crate::verbs_common::MrKind::Plain)?;
+    let mr = side.pd.reg_mr_range(&side.buf, 100, 2 * PAGE, ACCESS_ALL)?;
+    check_eq!(mr.stats()?.pages_pinned, 3);
+    let want = pattern(13, 2 * PAGE);
+    p.a.buf.write(0, &want);
+    side.qp.connect(p.a.qp.qp_num(), &Default::default())?;
+    p.a.reconnect(side.qp.qp_num())?;
+    p.a.post_ok(
+        SendWr::new(6, WrOpcode::RdmaWrite, &[p.a.sge(0, want.len())])
+            .remote(side.buf.addr() + 100, mr.rkey()),
+    )?;
+    check_bytes("WRITE into the unaligned MR", &side.buf, 100, &want)?;
+    // One byte past the MR is refused.
+    p.a.post(
+        SendWr::new(7, WrOpcode::RdmaWrite, &[p.a.sge(0, 1)])
+            .remote(side.buf.addr() + 100 + 2 * PAGE as u64, mr.rkey()),
+    )?;
+    p.a.wait_wc(WcStatus::REM_ACCESS_ERR, None)?;
+    check_eq!(side.buf.to_vec(100 + 2 * PAGE, 1)[0], 0);
+    Ok(())
+}
+
+/// Registrations the pinning refuses: unmapped memory (`EFAULT`), a read-only mapping with
+/// local write (`EFAULT`); a read-only mapping without write access pins, and the device
+/// reads it.
+fn test_mode_pinned_bad_ranges() -> TestResult {
+    let ctx = pinned_ctx()?;
+    let pd = ctx.alloc_pd()?;
+    let vm_before = vm_pin_kib()?;
+
+    // An address range with nothing mapped: map 4 pages, unmap them.
+    let hole = Buffer::new(4 * PAGE)?;
+    let addr = hole.addr();
+    drop(hole);
+    // SAFETY: nothing is mapped there; the registration must fail and map nothing.
+    let r = unsafe { pd.reg_mr_raw(addr, 4 * PAGE as u64, ACCESS_LOCAL_WRITE) };
+    check_eq!(errno_of("unmapped range", r)?, libc::EFAULT);
+
+    let ro = Arc::new(Buffer::new(4 * PAGE)?);
+    ro.fill(0x5a);
+    // SAFETY: the buffer is only read from here on.
+    unsafe { ro.protect(libc::PROT_READ)? };
+    check_eq!(
+        errno_of(
+            "local write on a read-only mapping",
+            pd.reg_mr(&ro, ACCESS_LOCAL_WRITE)
+        )?,
+        libc::EFAULT
+    );
+    check_eq!(vm_pin_kib()?, vm_before);
+
+    // Read-only registration of the read-only mapping: a peer READs it.
+    let mr = pd.reg_mr(&ro, ACCESS_REMOTE_READ)?;
+    check_eq!(mr.stats()?.pages_pinned, 4);
+    let peer = Side::basic(&pinned_ctx()?, 4 * PAGE, crate::verbs_common::MrKind::Plain)?;
+    let cq = ctx.create_cq(8, None, 0)?;
+    let qp = pd.create_qp(&pfnic_verbs::QpInitAttr::new(&cq, &cq, 4, 1))?;
+    qp.connect(peer.qp.qp_num(), &Default::default())?;
+    peer.qp.connect(qp.qp_num(), &Default::default())?;
+    peer.post_ok(
+        SendWr::new(1, WrOpcode::RdmaRead, &[peer.sge(0, 4 * PAGE)]).remote(ro.addr(), mr.rkey()),
+    )?;
+    check_bytes(
+        "READ of a read-only pinned MR",
+        &peer.buf,
+        0,
+        &[0x5a; 4 * PAGE],
+    )?;
+    // A WRITE into it is refused, and it is not written.
+    peer.post(SendWr::new(2, WrOpcode::RdmaWrite, &[peer.sge(0, 8)]).remote(ro.addr(), mr.rkey()))?;
+    peer.wait_wc(WcStatus::REM_ACCESS_ERR, None)?;
+    check_eq!(ro.to_vec(0, 8), vec![0x5a; 8]);
+    Ok(())
+}
+
+/// Pinned pages show in the process's `VmPin`, once per registration (two MRs over one buffer
+/// pin it twice, as `ib_umem` does), and go at deregistration.
+fn test_mode_pinned_vmpin() -> TestResult {
+    let ctx = pinned_ctx()?;
+    let pd = ctx.alloc_pd()?;
+    let buf = Arc::new(Buffer::new(64 * PAGE)?);
+    buf.fill(3);
+    let before = vm_pin_kib()?;
+    let a = pd.reg_mr(&buf, ACCESS_ALL)?;
+    check_eq!(vm_pin_kib()? - before, 256);
+    let b = pd.reg_mr_range(&buf, PAGE, 8 * PAGE, ACCESS_LOCAL_WRITE)?;
+    check_eq!(vm_pin_kib()? - before, 256 + 32);
+    a.dereg().map_err(|(_, e)| e)?;
+    check_eq!(vm_pin_kib()? - before, 32);
+    b.dereg().map_err(|(_, e)| e)?;
+    check_eq!(vm_pin_kib()?, before);
+    Ok(())
+}
+
+/// Without `CAP_IPC_LOCK`, `RLIMIT_MEMLOCK` bounds what a process may pin: a registration
+/// beyond it fails with `ENOMEM` and pins nothing; one that fits again after a
+/// deregistration works.
+fn test_mode_pinned_memlock() -> TestResult {
+    pinned_ctx()?; // skips without tables
+    const LIMIT_PAGES: usize = 16;
+    let code = in_child(|| {
+        let run = || -> Result<(), String> {
+            let limit = libc::rlimit {
+                rlim_cur: (LIMIT_PAGES * PAGE) as u64,
+                rlim_max: (LIMIT_PAGES * PAGE) as u64,
+            };
+            // SAFETY: plain system calls on this child process.
+            unsafe {
+                if libc::setrlimit(libc::RLIMIT_MEMLOCK, &limit) != 0 {
+                    return Err(format!("setrlimit: {}", std::io::Error::last_os_error()));
+                }
+            }
+            let ctx = pinned_ctx().map_err(|e| format!("{e:?}"))?;
+            // Drop every capability (CAP_IPC_LOCK lifts the limit) by becoming nobody; the
+            // device is already open.
+            // SAFETY: plain system calls on this child process.
+            unsafe {
+                if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+                    return Err(format!("setuid: {}", std::io::Error::last_os_error()));
+                }
+            }
+            let pd = ctx.alloc_pd().map_err(|e| e.to_string())?;
+            let buf = Arc::new(Buffer::new((LIMIT_PAGES + 1) * PAGE).map_err(|e| e.to_string())?);
+            buf.fill(1);
+            let all = pd
+                .reg_mr_range(&buf, 0, LIMIT_PAGES * PAGE, ACCESS_ALL)
+                .map_err(|e| format!("registration within the limit: {e}"))?;
+            let before = vm_pin_kib().map_err(|e| format!("{e:?}"))?;
+            match pd.reg_mr_range(&buf, LIMIT_PAGES * PAGE, PAGE, ACCESS_ALL) {
+                Ok(_) => return Err("a registration beyond RLIMIT_MEMLOCK succeeded".into()),
+                Err(e) if e.raw_os_error() == Some(libc::ENOMEM) => {}
+                Err(e) => return Err(format!("beyond the limit: {e}, expected ENOMEM")),
+            }
+            if vm_pin_kib().map_err(|e| format!("{e:?}"))? != before {
+                return Err("a refused registration changed VmPin".into());
+            }
+            all.dereg().map_err(|(_, e)| e.to_string())?;
+            pd.reg_mr_range(&buf, PAGE, LIMIT_PAGES * PAGE, ACCESS_ALL)
+                .map_err(|e| format!("registration after the deregistration: {e}"))?;
+            Ok(())
+        };
+        match run() {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("# test_mode_pinned_memlock child: {e}");
+                1
+            }
+        }
+    })?;
+    check_eq!(code, 0);
+    Ok(())
+}
+
+/// A process killed with registrations pinned gives every pin back when it dies.
+fn test_mode_pinned_released_at_exit() -> TestResult {
+    pinned_ctx()?; // skips without tables
+                   // Well above what the per-CPU counters can hide.
+    const PAGES: usize = 16384;
+    let baseline = pins_held()?;
+    let (tx, rx) = pipe()?;
+    let child = Child::spawn(move || {
+        let run = || -> Result<(), String> {
+            let ctx = pinned_ctx().map_err(|e| format!("{e:?}"))?;
+            let pd = ctx.alloc_pd().map_err(|e| e.to_string())?;
+            let buf = Arc::new(Buffer::new(PAGES * PAGE).map_err(|e| e.to_string())?);
+            buf.fill(2);
+            let mrs: Vec<_> = (0..2)
+                .map(|_| pd.reg_mr(&buf, ACCESS_ALL))
+                .collect::<Result<_, _>>()
+                .map_err(|e| e.to_string())?;
+            // Tell the parent, then wait to be killed with everything registered.
+            // SAFETY: writes one byte from a valid buffer to our pipe.
+            unsafe { libc::write(tx, [1u8].as_ptr().cast(), 1) };
+            std::thread::sleep(std::time::Duration::from_secs(600));
+            drop(mrs);
+            Ok(())
+        };
+        if let Err(e) = run() {
+            eprintln!("# test_mode_pinned_released_at_exit child: {e}");
+        }
+        1
+    })?;
+    let mut byte = [0u8; 1];
+    // SAFETY: reads one byte into a valid buffer from our pipe.
+    let n = unsafe { libc::read(rx, byte.as_mut_ptr().cast(), 1) };
+    check_eq!(n, 1);
+    let held = pins_held()? - baseline;
+    let want = (2 * PAGES) as i64;
+    check!(
+        held >= want - PINS_SLACK,
+        "{held} pins held, expected {want}"
+    );
+    child.kill();
+    check_eq!(child.wait()?, 128 + libc::SIGKILL);
+    // The file closes as the process dies; give the release a moment on a slow guest.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let held = pins_held()? - baseline;
+        if held < PINS_SLACK {
+            return Ok(());
+        }
+        if std::time::Instant::now() > deadline {
+            fail!("{held} pins still held 30 s after the process died");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Pinned memory across fork: the child gets copies of the pinned pages (Linux copies pinned
+/// anonymous pages at fork), so the device keeps writing the parent's pages, whatever the
+/// child does with its own.
+fn test_mode_pinned_fork() -> TestResult {
+    let p = Pair::build(
+        &pinned_ctx()?,
+        &pinned_ctx()?,
+        &PairOpts {
+            len: 8 * PAGE,
+            ..Default::default()
+        },
+    )?;
+    p.b.buf.fill(0x11);
+    let child_buf = p.b.buf.clone();
+    let code = in_child(move || {
+        // The child writes its copy of the buffer; the parent's must not change.
+        child_buf.fill(0x22);
+        i32::from(child_buf.to_vec(0, 1)[0] != 0x22)
+    })?;
+    check_eq!(code, 0);
+    check_eq!(p.b.buf.to_vec(0, 8 * PAGE), vec![0x11; 8 * PAGE]);
+    p.write_ok(
+        21,
+        8 * PAGE,
+        "WRITE into the parent's pinned pages after a fork",
+    )?;
+    // The parent's CPU writes after the fork reach the pages the device reads.
+    let want = pattern(23, 8 * PAGE);
+    p.b.buf.write(0, &want);
+    p.b.reconnect(p.a.qp.qp_num())?;
+    p.a.reconnect(p.b.qp.qp_num())?;
+    p.a.post_ok(
+        SendWr::new(9, WrOpcode::RdmaRead, &[p.a.sge(0, 8 * PAGE)])
+            .remote(p.b.buf.addr(), p.b.mr.rkey()),
+    )?;
+    check_bytes(
+        "READ of the parent's pages after a fork",
+        &p.a.buf,
+        0,
+        &want,
+    )?;
+    Ok(())
+}
+
+/// A pipe: (write end, read end).
+fn pipe() -> Result<(libc::c_int, libc::c_int), Failure> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    Ok((fds[1], fds[0]))
+}
