@@ -9,7 +9,9 @@ the median message time, bars from the 90th to the 10th percentile time)
 over message size for every operation, and the device's added cost per
 faulted page ((cold - warm) / faults) next to the guest CPU's first touch of
 the same pages (the store and load costs weighted by the pages the device
-faulted for writing and for reading), per operation and size. Exits 1 on
+faulted for writing and for reading), per operation and size. With the
+memory modes (--modes), two more: each mode's warm and cold bandwidth over
+message size, and the time to register each size in each mode. Exits 1 on
 unreadable input.
 """
 import json
@@ -134,6 +136,89 @@ def cost_panel(e, doc, x, y, w, h):
                  f'{size_name(r["size"])}</text>')
 
 
+MODE_COLORS = {"sva": "#9467bd", "pinned": "#ff7f0e"}
+REG_COLORS = {"sva_odp_us": "#9467bd", "sva_us": "#17becf", "pinned_us": "#ff7f0e"}
+REG_NAMES = {"sva_odp_us": "sva, on-demand MR", "sva_us": "sva, ordinary MR",
+             "pinned_us": "pinned"}
+OP_DASH = {"write": "", "read": ' stroke-dasharray="2 3"', "send": ' stroke-dasharray="8 3"'}
+
+
+def modes_panel(e, modes, x, y, w, h):
+    """Warm and cold bandwidth of each memory mode over message size."""
+    rows = modes["rows"]
+    sizes = sorted({r["size"] for r in rows})
+
+    def bw(r, state):
+        t = r[state].get("median_us")
+        return r["size"] / MIB / (t / 1e6) if num(t) else None
+
+    lo, hi = log_axis([bw(r, s) for r in rows for s in ("warm_us", "cold_us")])
+    p = Panel(e, x, y, w, h, lo, hi, "MiB/s (size / median message time)")
+    e.append(f'<text x="{x + w / 2}" y="{y - 10}" text-anchor="middle" font-size="13">'
+             'Memory modes: warm (filled) and cold (open) bandwidth</text>')
+    n = len(sizes)
+    sx = {s: x + (w * (i + 0.5) / n) for i, s in enumerate(sizes)}
+    for s in sizes:
+        e.append(f'<text x="{sx[s]:.1f}" y="{y + h + 16}" text-anchor="middle">{size_name(s)}</text>')
+    e.append(f'<text x="{x + w / 2}" y="{y + h + 34}" text-anchor="middle">message size; line: '
+             'write solid, read dotted, send dashed</text>')
+    for mode, c in MODE_COLORS.items():
+        for op, dash in OP_DASH.items():
+            for state in ("warm_us", "cold_us"):
+                pts = []
+                for r in sorted((r for r in rows if r["mode"] == mode and r["op"] == op),
+                                key=lambda r: r["size"]):
+                    v = bw(r, state)
+                    if v is None:
+                        continue
+                    xx, yy = sx[r["size"]], p.ty(v)
+                    pts.append((xx, yy))
+                    fill = c if state == "warm_us" else "white"
+                    e.append(f'<circle cx="{xx:.1f}" cy="{yy:.1f}" r="3" fill="{fill}" stroke="{c}">'
+                             f'<title>{mode} {op} {size_name(r["size"])} {state[:4]}: '
+                             f'{v:.4g} MiB/s</title></circle>')
+                if len(pts) > 1:
+                    path = " ".join(f"{a:.1f},{b:.1f}" for a, b in pts)
+                    width = "1.8" if state == "warm_us" else "0.8"
+                    e.append(f'<polyline points="{path}" fill="none" stroke="{c}" '
+                             f'stroke-width="{width}"{dash}/>')
+    for k, (mode, c) in enumerate(MODE_COLORS.items()):
+        lx = x + 10 + k * 70
+        e.append(f'<rect x="{lx}" y="{y + 8}" width="10" height="10" fill="{c}"/>')
+        e.append(f'<text x="{lx + 14}" y="{y + 17}">{mode}</text>')
+
+
+def registration_panel(e, modes, x, y, w, h):
+    """Time to register present pages, per way of registering, over the size."""
+    rows = modes.get("registration") or []
+    sizes = [r["size"] for r in rows]
+    vals = [r[k].get("median_us") for r in rows for k in REG_COLORS]
+    lo, hi = log_axis(vals)
+    p = Panel(e, x, y, w, h, lo, hi, "us per ibv_reg_mr (median)")
+    e.append(f'<text x="{x + w / 2}" y="{y - 10}" text-anchor="middle" font-size="13">'
+             'Registration: what pinning costs</text>')
+    n = max(1, len(sizes))
+    sx = {s: x + (w * (i + 0.5) / n) for i, s in enumerate(sizes)}
+    for s in sizes:
+        e.append(f'<text x="{sx[s]:.1f}" y="{y + h + 16}" text-anchor="middle">{size_name(s)}</text>')
+    e.append(f'<text x="{x + w / 2}" y="{y + h + 34}" text-anchor="middle">MR size (pages present)</text>')
+    for k, (key, c) in enumerate(REG_COLORS.items()):
+        pts = []
+        for r in rows:
+            v = r[key].get("median_us")
+            if not num(v):
+                continue
+            pts.append((sx[r["size"]], p.ty(v)))
+            e.append(f'<circle cx="{sx[r["size"]]:.1f}" cy="{p.ty(v):.1f}" r="3.5" fill="{c}">'
+                     f'<title>{REG_NAMES[key]} {size_name(r["size"])}: {v:.4g} us</title></circle>')
+        if len(pts) > 1:
+            path = " ".join(f"{a:.1f},{b:.1f}" for a, b in pts)
+            e.append(f'<polyline points="{path}" fill="none" stroke="{c}" stroke-width="1.5"/>')
+        lx = x + 10 + k * 140
+        e.append(f'<rect x="{lx}" y="{y + 8}" width="10" height="10" fill="{c}"/>')
+        e.append(f'<text x="{lx + 14}" y="{y + 17}">{REG_NAMES[key]}</text>')
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
@@ -147,10 +232,17 @@ def main():
     e = []
     bandwidth_panel(e, doc, 75, 60, 470, 340)
     cost_panel(e, doc, 665, 60, 490, 340)
+    height = 470
+    modes = doc.get("modes")
+    if modes and modes.get("rows"):
+        modes_panel(e, modes, 75, 520, 470, 340)
+        if modes.get("registration"):
+            registration_panel(e, modes, 665, 520, 490, 340)
+        height = 930
     title = (f'pfnic-perf --compare: {doc.get("reps")} x {doc.get("iters")} iterations per '
              f'row, {"ODP" if doc.get("odp") else "ordinary"} MRs, log scales (hover for values)')
     with open(sys.argv[2], "w") as f:
-        f.write(document(1180, 470, title, e))
+        f.write(document(1180, height, title, e))
     return 0
 
 

@@ -39,17 +39,17 @@ const CLOCK_SAMPLES: usize = 1000;
 
 /// Median, spread and extremes of a set of samples (µs).
 #[derive(Clone, Copy, Debug)]
-struct Summary {
-    median: f64,
-    p10: f64,
-    p90: f64,
+pub(crate) struct Summary {
+    pub(crate) median: f64,
+    pub(crate) p10: f64,
+    pub(crate) p90: f64,
     min: f64,
     max: f64,
     n: usize,
 }
 
 impl Summary {
-    fn of(samples: &[f64]) -> Self {
+    pub(crate) fn of(samples: &[f64]) -> Self {
         let mut s = samples.to_vec();
         s.sort_by(f64::total_cmp);
         let n = s.len();
@@ -78,7 +78,7 @@ impl Summary {
         }
     }
 
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         json!({
             "median_us": self.median,
             "p10_us": self.p10,
@@ -145,7 +145,7 @@ struct RowResult {
     cold_counts: Counts,
 }
 
-fn verb_name(v: Verb) -> &'static str {
+pub(crate) fn verb_name(v: Verb) -> &'static str {
     match v {
         Verb::Write => "write",
         Verb::Read => "read",
@@ -153,7 +153,7 @@ fn verb_name(v: Verb) -> &'static str {
     }
 }
 
-fn micros(t: Instant) -> f64 {
+pub(crate) fn micros(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e6
 }
 
@@ -165,7 +165,7 @@ fn clock_overhead() -> f64 {
 }
 
 /// `madvise(MADV_DONTNEED)` of all of both buffers.
-fn drop_both(bufs: &Buffers) -> io::Result<()> {
+pub(crate) fn drop_both(bufs: &Buffers) -> io::Result<()> {
     bufs.a.dontneed()?;
     bufs.b.dontneed()
 }
@@ -231,7 +231,7 @@ impl Bench {
     }
 
     /// One message of `verb` from A to B, timed from the post to its completion(s) (µs).
-    fn one_message(&self, verb: Verb, bufs: &Buffers, i: usize) -> io::Result<f64> {
+    pub(crate) fn one_message(&self, verb: Verb, bufs: &Buffers, i: usize) -> io::Result<f64> {
         if verb == Verb::Send {
             Self::post_recv(&self.qp_b, &bufs.mr_b, bufs, 0)?;
         }
@@ -383,7 +383,7 @@ fn row_json(r: &RowResult, d: &Derived) -> Value {
 }
 
 /// A number for the table: a dash when it does not exist (nothing faulted).
-fn num(v: f64, prec: usize) -> String {
+pub(crate) fn num(v: f64, prec: usize) -> String {
     if v.is_finite() {
         format!("{v:.prec$}")
     } else {
@@ -391,7 +391,7 @@ fn num(v: f64, prec: usize) -> String {
     }
 }
 
-fn spread(s: &Summary) -> String {
+pub(crate) fn spread(s: &Summary) -> String {
     format!(
         "{} [{}..{}]",
         num(s.median, 1),
@@ -400,7 +400,7 @@ fn spread(s: &Summary) -> String {
     )
 }
 
-fn size_name(size: usize) -> String {
+pub(crate) fn size_name(size: usize) -> String {
     match size {
         s if s >= 1 << 20 && s % (1 << 20) == 0 => format!("{} MiB", s >> 20),
         s if s >= 1 << 10 && s % (1 << 10) == 0 => format!("{} KiB", s >> 10),
@@ -528,6 +528,11 @@ pub(crate) fn run(o: &Options) -> io::Result<()> {
         }
     }
     print_tables(o, &rows, clock);
+    let modes = if o.modes {
+        Some(crate::modes::run(o)?)
+    } else {
+        None
+    };
     if let Some(path) = &o.json {
         let doc = json!({
             "tool": "pfnic-perf --compare",
@@ -542,6 +547,7 @@ pub(crate) fn run(o: &Options) -> io::Result<()> {
             "clock_overhead_us": clock,
             "seconds": start.elapsed().as_secs_f64(),
             "rows": rows.iter().map(|(r, d)| row_json(r, d)).collect::<Vec<_>>(),
+            "modes": modes,
         });
         let mut text = doc.to_string();
         text.push('\n');

@@ -31,6 +31,7 @@
 
 mod compare;
 mod exchange;
+mod modes;
 mod peer;
 
 use std::io;
@@ -87,7 +88,12 @@ usage: pfnic-perf [options] [TEST...]                 loopback: two QPs of this 
       --reps=N          repetitions per row, each warm then cold (default 10)
       --json=FILE       also write the results as JSON to FILE (e.g. /dev/ttyS1)
       --events          wait for completions on a completion channel (armed CQ, completion
-                        event) instead of polling: no CPU spins while the device works";
+                        event) instead of polling: no CPU spins while the device works
+      --modes           then the memory modes side by side (docs/uapi.md): the same OPs and
+                        sizes in each mode this device and platform can run (sva with
+                        on-demand MRs, pinned), warm and cold (sva: both buffers dropped;
+                        pinned: dropped and registered again, the registration timed in),
+                        and the time to register 4 KiB .. 1 GiB in each mode";
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Verb {
@@ -148,6 +154,7 @@ impl Test {
     }
 }
 
+#[derive(Clone)]
 struct Options {
     tests: Vec<Test>,
     /// The operations of `--compare`.
@@ -162,6 +169,8 @@ struct Options {
     reps: usize,
     json: Option<String>,
     events: bool,
+    /// `--compare --modes`: also the memory modes side by side ([`modes`]).
+    modes: bool,
 }
 
 /// What the command line asks for.
@@ -188,6 +197,7 @@ fn parse_args() -> Result<Mode, String> {
     let mut reps = 10;
     let mut json = None;
     let mut events = false;
+    let mut modes = false;
     let mut device = 0;
     let mut args = std::env::args().skip(1);
     fn number<T: std::str::FromStr>(opt: &str, v: Option<String>) -> Result<T, String> {
@@ -215,6 +225,7 @@ fn parse_args() -> Result<Mode, String> {
             "--compare" => compare = true,
             "--reps" => reps = number(&opt, value())?,
             "--events" => events = true,
+            "--modes" => modes = true,
             "--json" => json = Some(value().ok_or("--json needs a value")?),
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -250,8 +261,10 @@ fn parse_args() -> Result<Mode, String> {
     if compare && (port.is_some() || host.is_some() || cold) {
         return Err("--compare is a loopback run of its own (no peer, no --cold)".into());
     }
-    if !compare && (json.is_some() || events || !verbs.is_empty()) {
-        return Err("--json, --events and the OPs write, read and send are for --compare".into());
+    if !compare && (json.is_some() || events || modes || !verbs.is_empty()) {
+        return Err(
+            "--json, --events, --modes and the OPs write, read and send are for --compare".into(),
+        );
     }
     if port.is_some() || host.is_some() {
         let [test] = tests[..] else {
@@ -309,6 +322,7 @@ fn parse_args() -> Result<Mode, String> {
             reps,
             json,
             events,
+            modes,
         }));
     }
     Ok(Mode::Loopback(Options {
@@ -327,6 +341,7 @@ fn parse_args() -> Result<Mode, String> {
         reps,
         json,
         events,
+        modes,
     }))
 }
 
@@ -407,6 +422,11 @@ impl Bench {
     fn new(o: &Options) -> io::Result<Self> {
         let ctx = Context::open(o.device)
             .map_err(|e| err(format!("cannot open /dev/pfnic{}: {e}", o.device)))?;
+        Self::with_context(&ctx, o)
+    }
+
+    /// The bench's QPs and CQs in `ctx`, which the caller opened (in the memory mode it chose).
+    fn with_context(ctx: &Context, o: &Options) -> io::Result<Self> {
         let attr = ctx.query_device_ex()?;
         let depth = o.tx_depth.min(attr.verbs.max_qp_wr);
         let pd = ctx.alloc_pd()?;
