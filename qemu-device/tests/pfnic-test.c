@@ -495,6 +495,14 @@ static uint32_t wait_desc(uint64_t ring, uint32_t n)
     return status;
 }
 
+/* Nothing went to ATS or PRI: every device counter is still 0. */
+static void assert_no_ats_pri(void)
+{
+    for (int c = 0; c < PFNIC_CNT_NR; c++) {
+        g_assert_cmpint(reg_read(PFNIC_REG_COUNTERS + 4 * c), ==, 0);
+    }
+}
+
 /*
  * Contexts without a PASID (ABI 1.8) start with no PASID, ATS or PRI at
  * all, read back as such, cannot change mode while enabled, complete
@@ -551,10 +559,7 @@ static void test_contexts_no_pasid(void)
     ctx_select(1);
     g_assert_cmpint(reg_read(PFNIC_REG_CTX_HEAD), ==, 2);
     g_assert_cmphex(readl(BAR4_ADDR + pba), ==, 1u << 2);
-    /* Nothing went to ATS or PRI. */
-    for (int c = 0; c < PFNIC_CNT_NR; c++) {
-        g_assert_cmpint(reg_read(PFNIC_REG_COUNTERS + 4 * c), ==, 0);
-    }
+    assert_no_ats_pri();
 
     /* NO_PASID alone stops it, as clearing ENABLE does. */
     reg_write(PFNIC_REG_CTX_CTRL, PFNIC_CTX_CTRL_NO_PASID);
@@ -2239,10 +2244,7 @@ static void test_verbs_tables(void)
     table_rw(tl_pages, TL_VA, TL_VA + 0x37f8, &v, 8, false);
     g_assert_cmpint(le64_to_cpu(v), ==, 105);
 
-    /* Nothing went to ATS or PRI. */
-    for (int i = 0; i < PFNIC_CNT_NR; i++) {
-        g_assert_cmpint(reg_read(PFNIC_REG_COUNTERS + 4 * i), ==, 0);
-    }
+    assert_no_ats_pri();
     g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
     qtest_end();
 }
@@ -2448,6 +2450,669 @@ static void test_verbs_table_pasid(void)
                     ==, 0);
     g_assert_cmpint(reg_read(PFNIC_REG_COUNTERS + 4 * PFNIC_CNT_ATC_HITS),
                     ==, 0);
+    qtest_end();
+}
+
+/* --- driver-managed faults (ABI 1.9) ------------------------------------- */
+
+#define FAULT_TABLE     (PFNIC_MR_FLAG_TABLE | PFNIC_MR_FLAG_FAULT)
+
+/* An event queue and what the test has read of it */
+typedef struct TestEq {
+    uint64_t base;
+    uint32_t size;
+    uint32_t seen;
+} TestEq;
+
+static TestEq eq;
+
+static void test_eq_setup(TestEq *q, uint64_t base, uint32_t size)
+{
+    uint8_t zero[PFNIC_EQE_SIZE * 16] = { };
+
+    g_assert_cmpint(size, <=, 16);
+    *q = (TestEq) { .base = base, .size = size };
+    memwrite(base, zero, sizeof(zero));
+    reg_write(PFNIC_REG_EQ_BASE_LO, base);
+    reg_write(PFNIC_REG_EQ_BASE_HI, base >> 32);
+    reg_write(PFNIC_REG_EQ_VECTOR, EQ_VEC);
+    reg_write(PFNIC_REG_EQ_SIZE, size);
+}
+
+typedef struct TestEqe {
+    uint8_t type;
+    uint8_t flags;
+    uint32_t object;
+    uint64_t data;
+} TestEqe;
+
+/* The next event of @q if the device has queued it (not consumed) */
+static bool test_eq_peek(TestEq *q, TestEqe *ev)
+{
+    uint8_t e[PFNIC_EQE_SIZE];
+
+    memread(q->base + (q->seen % q->size) * PFNIC_EQE_SIZE, e, sizeof(e));
+    if (e[PFNIC_EQE_OWNER] != (((q->seen / q->size) & 1) ^ 1)) {
+        return false;
+    }
+    *ev = (TestEqe) {
+        .type = e[0], .flags = e[PFNIC_EQE_FLAGS], .object = ldl_le_p(&e[4]),
+        .data = ldq_le_p(&e[PFNIC_EQE_DATA]),
+    };
+    return true;
+}
+
+/* Take the next event of @q (waiting for it a little), and consume it. */
+static TestEqe test_eq_next(TestEq *q)
+{
+    TestEqe ev;
+
+    for (int i = 0; i < 1000 && !test_eq_peek(q, &ev); i++) {
+        clock_step(10000);
+    }
+    g_assert_true(test_eq_peek(q, &ev));
+    q->seen++;
+    reg_write(PFNIC_REG_EQ_HEAD, q->seen);
+    return ev;
+}
+
+/* Nothing more in @q, even after a while. */
+static void test_eq_none(TestEq *q)
+{
+    TestEqe ev;
+
+    clock_step(1000000);
+    g_assert_false(test_eq_peek(q, &ev));
+}
+
+/* The next event of @q is PAGE_FAULT for entries @first + @count of @mr. */
+static void expect_fault_on(TestEq *q, uint32_t mr, uint32_t first,
+                            uint32_t count, bool write)
+{
+    TestEqe ev = test_eq_next(q);
+
+    g_assert_cmpint(ev.type, ==, PFNIC_EV_PAGE_FAULT);
+    g_assert_cmpint(ev.object, ==, mr);
+    g_assert_cmphex(ev.flags, ==, write ? PFNIC_EQE_FAULT_WRITE : 0);
+    g_assert_cmphex(ev.data, ==, first | (uint64_t)count << 32);
+}
+
+static void expect_fault(uint32_t mr, uint32_t first, uint32_t count,
+                         bool write)
+{
+    expect_fault_on(&eq, mr, first, count, write);
+}
+
+static uint32_t fault_resume(uint32_t mr, uint32_t first, uint32_t count,
+                             uint32_t status)
+{
+    uint32_t a[PFNIC_CMD_ARGS] = { mr, first, count, status };
+
+    return cmd(PFNIC_CMD_FAULT_RESUME, a, PFNIC_CMD_ARGS);
+}
+
+/* Make entries [first, first + n) of @mr point at @pages, then resume. */
+static void fault_serve(uint32_t mr, uint32_t first, const uint64_t *pages,
+                        uint32_t n)
+{
+    g_assert_cmpint(mtt_map(mr, first, pages, n, MTT_RW), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(fault_resume(mr, first, n, PFNIC_FAULT_RESUME_RETRY), ==,
+                    PFNIC_CMD_OK);
+}
+
+/* No completion in CQ @cqn after the ones the test has taken. */
+static void assert_no_cqe(uint32_t cqn)
+{
+    uint32_t n = cq_seen[cqn];
+
+    clock_step(1000000);
+    g_assert_cmpint(read_cqe(cqn, n % 16).owner, !=, ((n / 16) & 1) ^ 1);
+}
+
+/* MR_QUERY @mr: page_faults, page_faults_handled, page_fault_groups */
+static void assert_mr_faults(uint32_t mr, uint64_t faults, uint64_t handled,
+                             uint64_t groups)
+{
+    uint32_t a[PFNIC_CMD_ARGS] = { mr };
+
+    g_assert_cmpint(cmd(PFNIC_CMD_MR_QUERY, a, 1), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[0] | (uint64_t)a[1] << 32, ==, faults);
+    g_assert_cmpint(a[2] | (uint64_t)a[3] << 32, ==, handled);
+    g_assert_cmpint(a[12] | (uint64_t)a[13] << 32, ==, groups);
+    /* invalidations, prefetch and refused keys: none */
+    for (int i = 4; i < 12; i++) {
+        g_assert_cmpint(a[i], ==, 0);
+    }
+}
+
+static uint32_t fault_mr(uint32_t index, uint32_t ctx, uint64_t addr,
+                         uint64_t len)
+{
+    uint32_t key;
+
+    g_assert_cmpint(mr_set_flags(index, ctx, 7, ALL_ACCESS, addr, len,
+                                 FAULT_TABLE, &key), ==, PFNIC_CMD_OK);
+    return key;
+}
+
+/*
+ * As tables_setup(), but MRs 1 (context 1, TL_VA) and 2 (context 2,
+ * TR_VA) are FAULT MRs whose entries are all invalid, and the event queue
+ * has 16 entries. With @more, QP 4 (context 1, CQ 3) and QP 5 (context
+ * 2, CQ 4) are connected too.
+ */
+static void faults_setup(uint32_t *lkey, uint32_t *rkey, bool more)
+{
+    uint8_t zero[4096] = { };
+
+    table_counts_reset();
+    for (int i = 0; i < 32; i++) {
+        memwrite(DATA_PAGE(i), zero, sizeof(zero));
+    }
+    start_ctx_no_pasid(1, RING_ADDR);
+    start_ctx_no_pasid(2, RING_ADDR + 0x1000);
+    *lkey = fault_mr(1, 1, TL_VA, TL_LEN);
+    *rkey = fault_mr(2, 2, TR_VA, TR_LEN);
+    g_assert_cmpint(cq_create(1, 1, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cq_create(2, 2, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create(2, 1, 7, 1, 1, 4, 0), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create(3, 2, 7, 2, 2, 4, 0), ==, PFNIC_CMD_OK);
+    qp_connect(2, 3, 7);
+    qp_connect(3, 2, 7);
+    if (more) {
+        g_assert_cmpint(cq_create(3, 1, 4), ==, PFNIC_CMD_OK);
+        g_assert_cmpint(cq_create(4, 2, 4), ==, PFNIC_CMD_OK);
+        g_assert_cmpint(qp_create(4, 1, 7, 3, 3, 4, 0), ==, PFNIC_CMD_OK);
+        g_assert_cmpint(qp_create(5, 2, 7, 4, 4, 4, 0), ==, PFNIC_CMD_OK);
+        qp_connect(4, 5, 7);
+        qp_connect(5, 4, 7);
+    }
+    test_eq_setup(&eq, EQ_ADDR, 16);
+}
+
+/*
+ * MR_SET FAULT and FAULT_RESUME: every status. A PREFETCH of a FAULT MR
+ * succeeds at once and raises no event.
+ */
+static void test_verbs_fault_commands(void)
+{
+    PfnicDesc d = {
+        .opcode = PFNIC_OP_PREFETCH, .flags = PFNIC_PREFETCH_WRITE,
+        .dst = cpu_to_le64(0x10000ff8), .len = cpu_to_le64(0x1010),
+    };
+    uint32_t key;
+
+    start(",contexts=4");
+    map_bars();
+    enable_sva_caps();
+    start_ctx(1, RING_ADDR);
+    test_eq_setup(&eq, EQ_ADDR, 16);
+
+    /* FAULT needs TABLE; bits above FAULT are reserved. */
+    g_assert_cmpint(mr_set_flags(1, 1, 7, 0, 0x10000000, 0x1000,
+                                 PFNIC_MR_FLAG_FAULT, NULL), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mr_set_flags(1, 1, 7, 0, 0x10000000, 0x1000,
+                                 FAULT_TABLE | 4, NULL), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mr_set_flags(1, 1, 7, 0, 0, UINT64_MAX, FAULT_TABLE,
+                                 NULL), ==, PFNIC_CMD_BAD_ARG);
+    /* [0x10000ff8, 0x10002008): three entries */
+    g_assert_cmpint(mr_set_flags(2, 1, 7, ALL_ACCESS, 0x10000ff8, 0x1010,
+                                 FAULT_TABLE, &key), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(mr_set_flags(3, 1, 7, ALL_ACCESS, 0x20000000, 0x1000,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(mr_set(4, 1, 7, ALL_ACCESS, 0x30000000, 0x1000, NULL),
+                    ==, PFNIC_CMD_OK);
+
+    /* Index, then state (a FAULT MR), then range and status */
+    g_assert_cmpint(fault_resume(4096, 0, 1, 0), ==, PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(fault_resume(UINT32_MAX, 0, 1, 0), ==,
+                    PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(fault_resume(5, 0, 1, 0), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(fault_resume(3, 0, 1, 0), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(fault_resume(4, 0, 1, 0), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(fault_resume(3, 9, 0, 7), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(fault_resume(2, 0, 0, 0), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(fault_resume(2, 3, 1, 0), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(fault_resume(2, 2, 2, 0), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(fault_resume(2, UINT32_MAX, 2, 0), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(fault_resume(2, 1, UINT32_MAX, 0), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(fault_resume(2, 0, 1, 2), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(fault_resume(2, 0, 1, UINT32_MAX), ==,
+                    PFNIC_CMD_BAD_ARG);
+    /* Entries nothing waits for: fine, and nothing happens. */
+    g_assert_cmpint(fault_resume(2, 0, 3, 0), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(fault_resume(2, 2, 1, 1), ==, PFNIC_CMD_OK);
+
+    /* PREFETCH: nothing to make present, no event */
+    d.src = cpu_to_le64(key);
+    g_assert_cmphex(run_desc(0, &d), ==, PFNIC_DESC_DONE | PFNIC_ST_SUCCESS);
+    memread(RING_ADDR + offsetof(PfnicDesc, result), &d.result, 8);
+    g_assert_cmpint(le64_to_cpu(d.result), ==, 0x1010);
+    test_eq_none(&eq);
+    assert_mr_faults(2, 0, 0, 0);
+
+    /* MR_CLEAR: the index is no FAULT MR any more. */
+    g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 2), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(fault_resume(2, 0, 1, 0), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmphex(reg_read(PFNIC_REG_EQ_OVERFLOW), ==, 0);
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    qtest_end();
+}
+
+/*
+ * FAULT MRs whose entries are all invalid: every RDMA op waits for the
+ * driver, one side at a time, with one PAGE_FAULT event per side (the
+ * entries it still needs, and whether it writes them); once the driver
+ * writes the entries and resumes, the data moves.
+ */
+static void test_verbs_driver_faults(void)
+{
+    static uint8_t src[0x3000], got[0x3000];
+    uint32_t lkey, rkey;
+    uint64_t v;
+    PfnicCqe c;
+
+    start(",contexts=4,ats=off,pasid=off,pri=off");
+    map_bars();
+    faults_setup(&lkey, &rkey, false);
+
+    /* RDMA WRITE of 0x2800 bytes: the local source's 4 pages first */
+    pattern(src, 0x2800, 1);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x100, src, 0x2800, true);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x21, TL_VA + 0x100, 0x2800, lkey,
+               TR_VA + 0x300, rkey, 0);
+    expect_fault(1, 0, 4, false);
+    test_eq_none(&eq);
+    assert_no_cqe(1);
+    /* ... then the remote target's 3 pages, to write */
+    fault_serve(1, 0, tl_pages, 4);
+    expect_fault(2, 0, 3, true);
+    assert_no_cqe(1);
+    fault_serve(2, 0, tr_pages, 3);
+    c = table_cqe(1, 0x21, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.byte_len, ==, 0x2800);
+    g_assert_cmpint(c.vendor_err, ==, 0);   /* no page request */
+    table_rw(tr_pages, TR_VA, TR_VA + 0x300, got, 0x2800, false);
+    g_assert_cmpmem(got, 0x2800, src, 0x2800);
+    g_assert_cmpint(qp_state(3), ==, PFNIC_QPS_RTS);
+
+    /* RDMA READ: the local target (to write), then the remote source */
+    g_assert_cmpint(mtt_invalidate(1, 0, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(mtt_invalidate(2, 0, 4), ==, PFNIC_CMD_OK);
+    pattern(src, 0x1000, 2);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x2800, src, 0x1000, true);
+    table_post(1, 2, PFNIC_WR_RDMA_READ, 0x22, TL_VA + 0x2800, 0x1000, lkey,
+               TR_VA + 0x2800, rkey, 0);
+    expect_fault(1, 3, 1, true);
+    fault_serve(1, 3, &tl_pages[3], 1);
+    expect_fault(2, 2, 2, false);
+    fault_serve(2, 2, &tr_pages[2], 2);
+    table_cqe(1, 0x22, PFNIC_WC_SUCCESS);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x2800, got, 0x1000, false);
+    g_assert_cmpmem(got, 0x1000, src, 0x1000);
+
+    /* SEND: the local source, then the receive buffer (two pages) */
+    pattern(src, 0x600, 3);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x123, src, 0x600, true);
+    table_recv(2, 3, 0x31, TR_VA + 0xd00, 0x800, rkey);
+    table_post(1, 2, PFNIC_WR_SEND, 0x23, TL_VA + 0x123, 0x600, lkey, 0, 0,
+               0);
+    expect_fault(1, 0, 1, false);
+    fault_serve(1, 0, tl_pages, 1);
+    expect_fault(2, 0, 2, true);
+    assert_no_cqe(2);
+    fault_serve(2, 0, tr_pages, 2);
+    table_cqe(1, 0x23, PFNIC_WC_SUCCESS);
+    c = table_cqe(2, 0x31, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.byte_len, ==, 0x600);
+    table_rw(tr_pages, TR_VA, TR_VA + 0xd00, got, 0x600, false);
+    g_assert_cmpmem(got, 0x600, src, 0x600);
+
+    /* An atomic's target readable only: its event asks for writing. */
+    v = cpu_to_le64(100);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x3ff8, &v, 8, true);
+    g_assert_cmpint(mtt_map(2, 3, &tr_pages[3], 1,
+                            PFNIC_MTT_VALID | PFNIC_MTT_READ), ==,
+                    PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_ATOMIC_FETCH_AND_ADD, 0x24, TL_VA + 0x37f8, 8,
+               lkey, TR_VA + 0x3ff8, rkey, 5);
+    expect_fault(2, 3, 1, true);
+    fault_serve(2, 3, &tr_pages[3], 1);
+    table_cqe(1, 0x24, PFNIC_WC_SUCCESS);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x3ff8, &v, 8, false);
+    g_assert_cmpint(le64_to_cpu(v), ==, 105);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x37f8, &v, 8, false);
+    g_assert_cmpint(le64_to_cpu(v), ==, 100);
+
+    /* Look-ahead at the next WQE raises no event: only the head's does. */
+    g_assert_cmpint(mtt_invalidate(1, 0, 4), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x25, TL_VA, 0x100, lkey, TR_VA,
+               rkey, 0);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x26, TL_VA + 0x2800, 0x100, lkey,
+               TR_VA, rkey, 0);
+    expect_fault(1, 0, 1, false);
+    test_eq_none(&eq);
+    fault_serve(1, 0, tl_pages, 1);
+    table_cqe(1, 0x25, PFNIC_WC_SUCCESS);
+    expect_fault(1, 3, 1, false);
+    fault_serve(1, 3, &tl_pages[3], 1);
+    table_cqe(1, 0x26, PFNIC_WC_SUCCESS);
+
+    /* Entries in events, entries resumed, events */
+    assert_mr_faults(1, 8, 8, 5);
+    assert_mr_faults(2, 8, 8, 4);
+    test_eq_none(&eq);
+    g_assert_cmphex(reg_read(PFNIC_REG_EQ_OVERFLOW), ==, 0);
+    assert_no_ats_pri();
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    qtest_end();
+}
+
+/*
+ * FAULT_RESUME status 1 fails the waiting work as an unmapped page
+ * (LOC_PROT_ERR, REM_ACCESS_ERR), and other QPs go on meanwhile.
+ * MR_CLEAR, a QP reset or destroy and a context stop leave nothing
+ * waiting and no report behind: the next miss raises an event of its own.
+ */
+static void test_verbs_driver_fault_errors(void)
+{
+    uint32_t lkey, rkey, key3, key4, a[PFNIC_CMD_ARGS];
+    TestEqe ev;
+
+    start(",contexts=4,ats=off,pasid=off,pri=off");
+    map_bars();
+    faults_setup(&lkey, &rkey, true);
+    fault_serve(2, 0, tr_pages, 4);
+    /* MRs 3 and 4: plain tables for QP 4 to QP 5, which must go on */
+    key3 = table_mr(3, 1, 0x30000000, 0x1000, &tl_pages[0], 1);
+    key4 = table_mr(4, 2, 0x40000000, 0x1000, &tr_pages[3], 1);
+
+    /* Status 1 for a local page: LOC_PROT_ERR; QPs 3, 4, 5 untouched */
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x41, TL_VA, 0x100, lkey, TR_VA,
+               rkey, 0);
+    expect_fault(1, 0, 1, false);
+    table_post(1, 4, PFNIC_WR_RDMA_WRITE, 0x81, 0x30000000, 0x100, key3,
+               0x40000000, key4, 0);
+    table_cqe(3, 0x81, PFNIC_WC_SUCCESS);
+    assert_no_cqe(1);
+    g_assert_cmpint(fault_resume(1, 0, 1, PFNIC_FAULT_RESUME_FAIL), ==,
+                    PFNIC_CMD_OK);
+    table_cqe(1, 0x41, PFNIC_WC_LOC_PROT_ERR);
+    g_assert_cmpint(qp_state(2), ==, PFNIC_QPS_ERR);
+    g_assert_cmpint(qp_state(3), ==, PFNIC_QPS_RTS);
+    g_assert_cmpint(qp_state(4), ==, PFNIC_QPS_RTS);
+    table_post(1, 4, PFNIC_WR_RDMA_WRITE, 0x82, 0x30000000, 0x100, key3,
+               0x40000000, key4, 0);
+    table_cqe(3, 0x82, PFNIC_WC_SUCCESS);
+    assert_mr_faults(1, 1, 0, 1);
+
+    /* Status 1 for a remote page: REM_ACCESS_ERR, no refused key */
+    qp_reconnect(2, 3);
+    fault_serve(1, 0, tl_pages, 4);
+    g_assert_cmpint(mtt_invalidate(2, 1, 1), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x42, TL_VA, 0x100, lkey,
+               TR_VA + 0x1000, rkey, 0);
+    expect_fault(2, 1, 1, true);
+    g_assert_cmpint(fault_resume(2, 0, 4, PFNIC_FAULT_RESUME_FAIL), ==,
+                    PFNIC_CMD_OK);
+    table_cqe(1, 0x42, PFNIC_WC_REM_ACCESS_ERR);
+    g_assert_cmpint(qp_state(3), ==, PFNIC_QPS_RTS);
+    g_assert_cmpint(ctx_access_errors(2), ==, 0);
+
+    /*
+     * MR_CLEAR of the local MR while QP 2 waits: its key check fails
+     * (LOC_PROT_ERR). A new FAULT MR at index 1 is not confused with the
+     * old one: its miss raises an event of its own, and resumes it.
+     */
+    qp_reconnect(2, 3);
+    g_assert_cmpint(mtt_invalidate(1, 0, 1), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x43, TL_VA, 0x100, lkey, TR_VA,
+               rkey, 0);
+    expect_fault(1, 0, 1, false);
+    g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 1), ==, PFNIC_CMD_OK);
+    table_cqe(1, 0x43, PFNIC_WC_LOC_PROT_ERR);
+    g_assert_cmpint(fault_resume(1, 0, 1, 0), ==, PFNIC_CMD_BAD_STATE);
+    lkey = fault_mr(1, 1, TL_VA, TL_LEN);
+    assert_mr_faults(1, 0, 0, 0);
+    qp_reconnect(2, 3);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x44, TL_VA, 0x100, lkey, TR_VA,
+               rkey, 0);
+    expect_fault(1, 0, 1, false);
+    assert_no_cqe(1);
+    fault_serve(1, 0, tl_pages, 4);
+    table_cqe(1, 0x44, PFNIC_WC_SUCCESS);
+    assert_mr_faults(1, 1, 1, 1);
+
+    /*
+     * MR_CLEAR of the remote MR while QP 2 waits for it: its remote key
+     * check fails (REM_ACCESS_ERR, a refused key, whose first queues an
+     * ACCESS_ERROR event).
+     */
+    g_assert_cmpint(mtt_invalidate(2, 2, 1), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x45, TL_VA, 0x100, lkey,
+               TR_VA + 0x2000, rkey, 0);
+    expect_fault(2, 2, 1, true);
+    g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 2), ==, PFNIC_CMD_OK);
+    table_cqe(1, 0x45, PFNIC_WC_REM_ACCESS_ERR);
+    ev = test_eq_next(&eq);
+    g_assert_cmpint(ev.type, ==, PFNIC_EV_ACCESS_ERROR);
+    g_assert_cmpint(ev.object, ==, 2);
+    g_assert_cmpint(ctx_access_errors(2), ==, 1);
+    rkey = fault_mr(2, 2, TR_VA, TR_LEN);
+    fault_serve(2, 0, tr_pages, 4);
+
+    /*
+     * A QP reset while it waits: no completion; the report goes with its
+     * only waiter, so the driver's late answer is a no-op, and the WQE
+     * posted again raises a new event.
+     */
+    qp_reconnect(2, 3);
+    g_assert_cmpint(mtt_invalidate(1, 1, 1), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x46, TL_VA + 0x800, 0x1000, lkey,
+               TR_VA, rkey, 0);
+    expect_fault(1, 1, 1, false);
+    g_assert_cmpint(qp_modify(2, PFNIC_QPS_RESET, 0, 0, 0, 0), ==,
+                    PFNIC_CMD_OK);
+    assert_no_cqe(1);
+    g_assert_cmpint(fault_resume(1, 1, 1, 0), ==, PFNIC_CMD_OK);
+    qp_connect(2, 3, 7);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x47, TL_VA + 0x800, 0x1000, lkey,
+               TR_VA, rkey, 0);
+    expect_fault(1, 1, 1, false);
+    fault_serve(1, 1, &tl_pages[1], 1);
+    table_cqe(1, 0x47, PFNIC_WC_SUCCESS);
+
+    /* The same for a QP destroyed while it waits */
+    g_assert_cmpint(mtt_invalidate(1, 2, 1), ==, PFNIC_CMD_OK);
+    table_post(1, 4, PFNIC_WR_RDMA_WRITE, 0x83, TL_VA + 0x1800, 0x100, lkey,
+               0x40000000, key4, 0);
+    expect_fault(1, 2, 1, false);
+    a[0] = 4;
+    g_assert_cmpint(cmd(PFNIC_CMD_QP_DESTROY, a, 1), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(fault_resume(1, 2, 1, PFNIC_FAULT_RESUME_FAIL), ==,
+                    PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x48, TL_VA + 0x1800, 0x100, lkey,
+               TR_VA, rkey, 0);
+    expect_fault(1, 2, 1, false);
+    fault_serve(1, 2, &tl_pages[2], 1);
+    table_cqe(1, 0x48, PFNIC_WC_SUCCESS);
+
+    /*
+     * A stop of the remote context while QP 2 waits for its table: QP 2
+     * finds its destination gone (RETRY_EXC_ERR), the report goes, and
+     * once the context runs again the miss is reported anew.
+     */
+    g_assert_cmpint(mtt_invalidate(2, 3, 1), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x49, TL_VA, 0x100, lkey,
+               TR_VA + 0x3000, rkey, 0);
+    expect_fault(2, 3, 1, true);
+    ctx_select(2);
+    reg_write(PFNIC_REG_CTX_CTRL, 0);
+    table_cqe(1, 0x49, PFNIC_WC_RETRY_EXC_ERR);
+    g_assert_cmpint(fault_resume(2, 3, 1, 0), ==, PFNIC_CMD_OK);
+    start_ctx_no_pasid(2, RING_ADDR + 0x1000);
+    qp_reconnect(3, 2);
+    qp_reconnect(2, 3);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x4a, TL_VA, 0x100, lkey,
+               TR_VA + 0x3000, rkey, 0);
+    expect_fault(2, 3, 1, true);
+    fault_serve(2, 3, &tr_pages[3], 1);
+    table_cqe(1, 0x4a, PFNIC_WC_SUCCESS);
+
+    test_eq_none(&eq);
+    g_assert_cmphex(reg_read(PFNIC_REG_EQ_OVERFLOW), ==, 0);
+
+    /* A reset while QP 2 waits forgets it all: the miss is new after it. */
+    g_assert_cmpint(mtt_invalidate(1, 0, 1), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x4b, TL_VA, 0x100, lkey, TR_VA,
+               rkey, 0);
+    expect_fault(1, 0, 1, false);
+    reg_write(PFNIC_REG_CONTROL, PFNIC_CONTROL_RESET);
+    faults_setup(&lkey, &rkey, false);
+    fault_serve(2, 0, tr_pages, 4);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x4c, TL_VA, 0x100, lkey, TR_VA,
+               rkey, 0);
+    expect_fault(1, 0, 1, false);
+    fault_serve(1, 0, tl_pages, 1);
+    table_cqe(1, 0x4c, PFNIC_WC_SUCCESS);
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    qtest_end();
+}
+
+/*
+ * One event per fault episode: work that needs entries already reported
+ * waits for that report (a write's report serves a read, not the other
+ * way round). FAULT_RESUME wakes exactly the work waiting for an entry in
+ * its range. An event that finds the event queue full is held, not
+ * dropped: it is queued once the driver consumes an entry, and forgotten
+ * if its work goes first.
+ */
+static void test_verbs_driver_fault_dedupe(void)
+{
+    static uint8_t src[0x4000], got[0x3000];
+    uint32_t lkey, rkey;
+
+    start(",contexts=4,ats=off,pasid=off,pri=off");
+    map_bars();
+    faults_setup(&lkey, &rkey, true);
+    fault_serve(2, 0, tr_pages, 4);
+    pattern(src, sizeof(src), 7);
+    table_rw(tl_pages, TL_VA, TL_VA & ~0xfffULL, src, sizeof(src), true);
+
+    /* QP 2 needs entries 0..3 of MR 1, QP 4 entries 1..2: one event */
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x51, TL_VA + 0x100, 0x2800, lkey,
+               TR_VA, rkey, 0);
+    expect_fault(1, 0, 4, false);
+    table_post(1, 4, PFNIC_WR_RDMA_WRITE, 0x91, TL_VA + 0x1000, 0x1000,
+               lkey, TR_VA + 0x3000, rkey, 0);
+    test_eq_none(&eq);
+    assert_no_cqe(1);
+    assert_no_cqe(3);
+    /* Entry 3: neither waits for it (QP 2 for 0, QP 4 for 1) */
+    g_assert_cmpint(mtt_map(1, 0, tl_pages, 4, MTT_RW), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(fault_resume(1, 3, 1, 0), ==, PFNIC_CMD_OK);
+    assert_no_cqe(1);
+    assert_no_cqe(3);
+    /* Entry 0 wakes QP 2 only, though entry 1 is valid now too. */
+    g_assert_cmpint(fault_resume(1, 0, 1, 0), ==, PFNIC_CMD_OK);
+    table_cqe(1, 0x51, PFNIC_WC_SUCCESS);
+    table_rw(tr_pages, TR_VA, TR_VA, got, 0x2800, false);
+    g_assert_cmpmem(got, 0x2800, src + 0x900, 0x2800);
+    assert_no_cqe(3);
+    g_assert_cmpint(fault_resume(1, 1, 1, 0), ==, PFNIC_CMD_OK);
+    table_cqe(3, 0x91, PFNIC_WC_SUCCESS);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x3000, got, 0x1000, false);
+    g_assert_cmpmem(got, 0x1000, src + 0x1800, 0x1000);
+    test_eq_none(&eq);
+    /* One event of 4 entries; 3 of them answered while work waited */
+    assert_mr_faults(1, 4, 3, 1);
+
+    /* A write's report serves a read of the same entry ... */
+    g_assert_cmpint(mtt_invalidate(2, 2, 2), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x52, TL_VA, 0x100, lkey,
+               TR_VA + 0x2000, rkey, 0);
+    expect_fault(2, 2, 1, true);
+    table_post(1, 4, PFNIC_WR_RDMA_READ, 0x92, TL_VA, 0x100, lkey,
+               TR_VA + 0x2100, rkey, 0);
+    test_eq_none(&eq);
+    /* ... but a read's (QP 3's source) does not serve a write (QP 5's). */
+    table_post(2, 3, PFNIC_WR_RDMA_WRITE, 0x61, TR_VA + 0x3000, 0x100, rkey,
+               TL_VA + 0x1800, lkey, 0);
+    expect_fault(2, 3, 1, false);
+    table_post(2, 5, PFNIC_WR_RDMA_READ, 0xa1, TR_VA + 0x3100, 0x100, rkey,
+               TL_VA, lkey, 0);
+    expect_fault(2, 3, 1, true);
+    test_eq_none(&eq);
+    fault_serve(2, 2, &tr_pages[2], 2);
+    table_cqe(1, 0x52, PFNIC_WC_SUCCESS);
+    table_cqe(3, 0x92, PFNIC_WC_SUCCESS);
+    table_cqe(2, 0x61, PFNIC_WC_SUCCESS);
+    table_cqe(4, 0xa1, PFNIC_WC_SUCCESS);
+    assert_mr_faults(2, 3, 3, 3);
+
+    /*
+     * An event queue of 2: A (QP 2) and B (QP 4) fill it, C (QP 3's
+     * remote side) and D (QP 5) are held, not dropped. D's QP is reset:
+     * D is forgotten. The driver consumes A: C is queued. Then nothing.
+     */
+    test_eq_setup(&eq, EQ_ADDR, 2);
+    g_assert_cmpint(mtt_invalidate(1, 0, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(mtt_invalidate(2, 1, 1), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x53, TL_VA, 0x100, lkey, TR_VA,
+               rkey, 0);
+    clock_step(10000);
+    table_post(1, 4, PFNIC_WR_RDMA_WRITE, 0x93, TL_VA + 0x1800, 0x100, lkey,
+               TR_VA, rkey, 0);
+    clock_step(10000);
+    table_post(2, 3, PFNIC_WR_RDMA_WRITE, 0x62, TR_VA, 0x100, rkey,
+               TL_VA + 0x2800, lkey, 0);
+    clock_step(10000);
+    table_post(2, 5, PFNIC_WR_RDMA_WRITE, 0xa2, TR_VA + 0x1000, 0x100, rkey,
+               TL_VA, lkey, 0);
+    clock_step(1000000);
+    for (uint32_t slot = 0; slot < 2; slot++) {
+        uint8_t type, owner;
+        uint32_t object;
+
+        read_eqe(slot, &type, &owner, &object);
+        g_assert_cmpint(type, ==, PFNIC_EV_PAGE_FAULT);
+        g_assert_cmpint(owner, ==, 1);
+        g_assert_cmpint(object, ==, 1);
+    }
+    g_assert_cmphex(reg_read(PFNIC_REG_EQ_OVERFLOW), ==, 0);
+    g_assert_cmpint(qp_modify(5, PFNIC_QPS_RESET, 0, 0, 0, 0), ==,
+                    PFNIC_CMD_OK);
+    qp_connect(5, 4, 7);        /* QP 4's destination, again */
+    expect_fault(1, 0, 1, false);
+    expect_fault(1, 2, 1, false);
+    expect_fault(1, 3, 1, true);
+    test_eq_none(&eq);
+    g_assert_cmphex(reg_read(PFNIC_REG_EQ_OVERFLOW), ==, 0);
+    fault_serve(1, 0, tl_pages, 4);
+    table_cqe(1, 0x53, PFNIC_WC_SUCCESS);
+    table_cqe(3, 0x93, PFNIC_WC_SUCCESS);
+    table_cqe(2, 0x62, PFNIC_WC_SUCCESS);
+    assert_no_cqe(4);
+
+    /* No event queue at all: held until there is one */
+    reg_write(PFNIC_REG_EQ_SIZE, 0);
+    g_assert_cmpint(mtt_invalidate(1, 1, 1), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x54, TL_VA + 0x800, 0x100, lkey,
+               TR_VA, rkey, 0);
+    assert_no_cqe(1);
+    test_eq_setup(&eq, EQ_ADDR, 4);
+    expect_fault(1, 1, 1, false);
+    fault_serve(1, 1, &tl_pages[1], 1);
+    table_cqe(1, 0x54, PFNIC_WC_SUCCESS);
+    g_assert_cmphex(reg_read(PFNIC_REG_EQ_OVERFLOW), ==, 0);
+    /* 4 + 3 + 1 entries in 5 events; 3 + 3 + 1 answered while awaited */
+    assert_mr_faults(1, 8, 7, 5);
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
     qtest_end();
 }
 
@@ -2748,6 +3413,186 @@ static void test_wire_tables(void)
     g_assert_cmpint(c.status, ==, PFNIC_WC_REM_ACCESS_ERR);
     for (int i = 0; i < PFNIC_CNT_NR; i++) {
         g_assert_cmpint(reg_read(PFNIC_REG_COUNTERS + 4 * i), ==, 0);
+    }
+    assert_no_bad_frames();
+    qtest_end();
+}
+
+/* QP_MODIFY RTS -> RTS of a wire QP with the receive-fault policy @backup */
+static void wire_policy(uint32_t qpn, uint32_t dest, uint32_t dest_ip,
+                        uint32_t sq_psn, uint32_t rq_psn, bool backup)
+{
+    uint32_t a[PFNIC_CMD_ARGS] = {
+        qpn, PFNIC_QPS_RTS, PFNIC_ACCESS_REMOTE_WRITE |
+        PFNIC_ACCESS_REMOTE_READ | PFNIC_ACCESS_REMOTE_ATOMIC, dest, 1, 7, 2,
+        dest_ip, sq_psn, rq_psn, 3 /* IBV_MTU_1024 */, 10, 4, 64, 4,
+        backup ? PFNIC_QP_WIRE_BACKUP : 0,
+    };
+
+    g_assert_cmpint(cmd(PFNIC_CMD_QP_MODIFY, a, PFNIC_CMD_ARGS), ==,
+                    PFNIC_CMD_OK);
+}
+
+/*
+ * Driver-managed faults on the wire (ABI 1.9): A's QP 2 and B's QP 3 in
+ * contexts without a PASID, each with a FAULT MR. A WRITE into B's
+ * invalid entries is answered with RNR NAKs (one event at B) until B's
+ * driver resumes, then lands; a READ of them waits at B; a SEND from A's
+ * invalid entries waits at A; with the BACKUP policy a SEND is parked and
+ * acknowledged, and placed once B resumes; an atomic asks for writing;
+ * status 1 fails a WRITE with REM_ACCESS_ERR.
+ */
+static void test_wire_driver_faults(void)
+{
+    static const uint64_t pa[3] = {
+        DATA_PAGE(30), DATA_PAGE(33), DATA_PAGE(31),
+    };
+    static const uint64_t pb[3] = {
+        DATA_PAGE(40), DATA_PAGE(38), DATA_PAGE(44),
+    };
+    static uint8_t src[0x2400], got[0x2400];
+    uint32_t key_a, key_b, a[PFNIC_CMD_ARGS];
+    TestEq eqa, eqb;
+    PfnicCqe c;
+    uint64_t v;
+
+    wire_start("", ",ats=off,pasid=off,pri=off", ",ats=off,pasid=off,pri=off");
+    table_counts_reset();
+    memset(src, 0, sizeof(src));
+    for (int i = 30; i < 45; i++) {
+        memwrite(DATA_PAGE(i), src, 4096);
+    }
+    use_nic(1);
+    reg_write(PFNIC_REG_PORT_IPV4, IP_B);
+    start_ctx_no_pasid(1, RING_ADDR);
+    key_b = fault_mr(1, 1, TR_VA, 0x3000);
+    wire_qp(3, 3, 2, IP_A, WIRE_SQ_PSN_B, WIRE_SQ_PSN_A, 10);
+    test_eq_setup(&eqb, EQ_ADDR + 0x1000, 16);
+    use_nic(0);
+    reg_write(PFNIC_REG_PORT_IPV4, IP_A);
+    start_ctx_no_pasid(1, RING_ADDR);
+    key_a = fault_mr(1, 1, 0x10000000, 0x3000);
+    g_assert_cmpint(mtt_map(1, 0, pa, 3, MTT_RW), ==, PFNIC_CMD_OK);
+    wire_qp(1, 2, 3, IP_B, WIRE_SQ_PSN_A, WIRE_SQ_PSN_B, 10);
+    test_eq_setup(&eqa, EQ_ADDR, 16);
+
+    /* WRITE: 0x2400 bytes into B's three invalid entries */
+    pattern(src, sizeof(src), 8);
+    table_rw(pa, 0x10000000, 0x10000200, src, sizeof(src), true);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x71, 0x10000200, sizeof(src),
+               key_a, TR_VA + 0x400, key_b, 0);
+    use_nic(1);
+    expect_fault_on(&eqb, 1, 0, 3, true);
+    /* A comes back after each RNR NAK: no second event */
+    test_eq_none(&eqb);
+    g_assert_cmpint(qp_query(3, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[12], >, 0);
+    use_nic(0);
+    assert_no_cqe(1);
+    use_nic(1);
+    fault_serve(1, 0, pb, 3);
+    use_nic(0);
+    table_cqe(1, 0x71, PFNIC_WC_SUCCESS);
+    table_rw(pb, TR_VA, TR_VA + 0x400, got, sizeof(got), false);
+    g_assert_cmpmem(got, sizeof(got), src, sizeof(src));
+
+    /* READ of B's invalid entries 0..1: B's responder waits for them. */
+    use_nic(1);
+    g_assert_cmpint(mtt_invalidate(1, 0, 3), ==, PFNIC_CMD_OK);
+    use_nic(0);
+    table_post(1, 2, PFNIC_WR_RDMA_READ, 0x72, 0x10002000, 0x1000, key_a,
+               TR_VA + 0x400, key_b, 0);
+    use_nic(1);
+    expect_fault_on(&eqb, 1, 0, 2, false);
+    fault_serve(1, 0, pb, 3);
+    use_nic(0);
+    table_cqe(1, 0x72, PFNIC_WC_SUCCESS);
+    table_rw(pa, 0x10000000, 0x10002000, got, 0x1000, false);
+    g_assert_cmpmem(got, 0x1000, src, 0x1000);
+
+    /* SEND from A's invalid entry: A's requester waits for its driver. */
+    g_assert_cmpint(mtt_invalidate(1, 0, 3), ==, PFNIC_CMD_OK);
+    use_nic(1);
+    table_recv(1, 3, 0x301, TR_VA + 0x1e00, 0x600, key_b);
+    use_nic(0);
+    table_post(1, 2, PFNIC_WR_SEND, 0x73, 0x10000300, 0x500, key_a, 0, 0, 0);
+    expect_fault_on(&eqa, 1, 0, 1, false);
+    assert_no_cqe(1);
+    fault_serve(1, 0, pa, 3);
+    table_cqe(1, 0x73, PFNIC_WC_SUCCESS);
+    use_nic(1);
+    c = table_cqe(4, 0x301, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.byte_len, ==, 0x500);
+    table_rw(pb, TR_VA, TR_VA + 0x1e00, got, 0x500, false);
+    g_assert_cmpmem(got, 0x500, src + 0x100, 0x500);
+
+    /*
+     * BACKUP policy: a SEND into B's invalid entries 1..2 is parked and
+     * acknowledged; its receive completes once B's driver resumes.
+     */
+    a[0] = 0x900000;
+    a[1] = 0;
+    a[2] = 4 * PFNIC_BACKUP_SLOT;
+    g_assert_cmpint(cmd(PFNIC_CMD_BACKUP_SET, a, 3), ==, PFNIC_CMD_OK);
+    wire_policy(3, 2, IP_A, WIRE_SQ_PSN_B, WIRE_SQ_PSN_A, true);
+    g_assert_cmpint(mtt_invalidate(1, 1, 2), ==, PFNIC_CMD_OK);
+    table_recv(1, 3, 0x302, TR_VA + 0x1e00, 0x600, key_b);
+    use_nic(0);
+    table_post(1, 2, PFNIC_WR_SEND, 0x74, 0x10000200, 0x600, key_a, 0, 0, 0);
+    table_cqe(1, 0x74, PFNIC_WC_SUCCESS);
+    use_nic(1);
+    expect_fault_on(&eqb, 1, 1, 2, true);
+    assert_no_cqe(4);
+    g_assert_cmpint(port_counter(PFNIC_PORT_BACKUP_PACKETS), ==, 2);
+    fault_serve(1, 1, &pb[1], 2);
+    c = table_cqe(4, 0x302, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.byte_len, ==, 0x600);
+    table_rw(pb, TR_VA, TR_VA + 0x1e00, got, 0x600, false);
+    g_assert_cmpmem(got, 0x600, src, 0x600);
+    g_assert_cmpint(port_counter(PFNIC_PORT_BACKUP_PLACED), ==, 2);
+    wire_policy(3, 2, IP_A, WIRE_SQ_PSN_B, WIRE_SQ_PSN_A, false);
+
+    /* An atomic on B's read-only entry: its event asks for writing. */
+    v = cpu_to_le64(40);
+    table_rw(pb, TR_VA, TR_VA + 8, &v, 8, true);
+    g_assert_cmpint(mtt_map(1, 0, pb, 1, PFNIC_MTT_VALID | PFNIC_MTT_READ),
+                    ==, PFNIC_CMD_OK);
+    use_nic(0);
+    table_post(1, 2, PFNIC_WR_ATOMIC_FETCH_AND_ADD, 0x76, 0x10000010, 8,
+               key_a, TR_VA + 8, key_b, 2);
+    use_nic(1);
+    expect_fault_on(&eqb, 1, 0, 1, true);
+    fault_serve(1, 0, pb, 1);
+    use_nic(0);
+    table_cqe(1, 0x76, PFNIC_WC_SUCCESS);
+    table_rw(pb, TR_VA, TR_VA + 8, &v, 8, false);
+    g_assert_cmpint(le64_to_cpu(v), ==, 42);
+    table_rw(pa, 0x10000000, 0x10000010, &v, 8, false);
+    g_assert_cmpint(le64_to_cpu(v), ==, 40);
+    use_nic(1);
+
+    /* Status 1: A's next try is NAKed, REM_ACCESS_ERR; B goes on. */
+    g_assert_cmpint(mtt_invalidate(1, 2, 1), ==, PFNIC_CMD_OK);
+    use_nic(0);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x75, 0x10000000, 0x100, key_a,
+               TR_VA + 0x2000, key_b, 0);
+    use_nic(1);
+    expect_fault_on(&eqb, 1, 2, 1, true);
+    g_assert_cmpint(fault_resume(1, 2, 1, PFNIC_FAULT_RESUME_FAIL), ==,
+                    PFNIC_CMD_OK);
+    use_nic(0);
+    table_cqe(1, 0x75, PFNIC_WC_REM_ACCESS_ERR);
+    assert_mr_faults(1, 1, 1, 1);
+    use_nic(1);
+    g_assert_cmpint(qp_state(3), ==, PFNIC_QPS_RTS);
+    assert_mr_faults(1, 9, 8, 5);
+    test_eq_none(&eqb);
+    for (int n = 0; n < 2; n++) {
+        use_nic(n);
+        g_assert_cmphex(reg_read(PFNIC_REG_EQ_OVERFLOW), ==, 0);
+        for (int i = 0; i < PFNIC_CNT_NR; i++) {
+            g_assert_cmpint(reg_read(PFNIC_REG_COUNTERS + 4 * i), ==, 0);
+        }
     }
     assert_no_bad_frames();
     qtest_end();
@@ -3362,8 +4207,15 @@ int main(int argc, char **argv)
     qtest_add_func("/pfnic/verbs/tables", test_verbs_tables);
     qtest_add_func("/pfnic/verbs/table-faults", test_verbs_table_faults);
     qtest_add_func("/pfnic/verbs/table-pasid", test_verbs_table_pasid);
+    qtest_add_func("/pfnic/verbs/fault-commands", test_verbs_fault_commands);
+    qtest_add_func("/pfnic/verbs/driver-faults", test_verbs_driver_faults);
+    qtest_add_func("/pfnic/verbs/driver-fault-errors",
+                   test_verbs_driver_fault_errors);
+    qtest_add_func("/pfnic/verbs/driver-fault-dedupe",
+                   test_verbs_driver_fault_dedupe);
     qtest_add_func("/pfnic/wire/basic", test_wire_basic);
     qtest_add_func("/pfnic/wire/tables", test_wire_tables);
+    qtest_add_func("/pfnic/wire/driver-faults", test_wire_driver_faults);
     qtest_add_func("/pfnic/wire/peer", test_wire_peer);
     qtest_add_func("/pfnic/wire/loss", test_wire_loss);
     qtest_add_func("/pfnic/wire/frames", test_wire_frames);

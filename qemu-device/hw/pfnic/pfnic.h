@@ -57,6 +57,12 @@ typedef struct PfnicPageWait {
     int32_t mr;                 /* MR the faulting chunk used, or -1 */
     uint32_t mr_key;
     uint32_t requests;          /* sent for the current work item */
+    /*
+     * ABI 1.9: the FAULT MR entry it waits for the driver to fill, and the
+     * report (PfnicMrFault) out for it: its index + 1, 0 when none
+     */
+    uint32_t drv;
+    uint32_t drv_entry;
 } PfnicPageWait;
 
 /*
@@ -97,6 +103,27 @@ typedef struct PfnicGroup {
 #define PFNIC_WAIT_GROUPS           16
 /* A context may have at most 1/PFNIC_PRI_SHARE of the PRI allocation out. */
 #define PFNIC_PRI_SHARE             4
+
+/*
+ * A driver-managed fault (ABI 1.9, docs/verbs.md): entries [first, first +
+ * count) of a FAULT MR reported in one PAGE_FAULT event, while some work
+ * waits for one of them. It goes with its last waiter (woken by
+ * FAULT_RESUME, or its work gone), so there are never more of them than
+ * waiters: a QP's two sides.
+ */
+typedef struct PfnicMrFault {
+    uint32_t waiters;           /* 0: free */
+    bool held;                  /* not queued yet: no room in the EQ */
+    bool write;
+    uint32_t mr;                /* the MR's index and key */
+    uint32_t mr_key;
+    uint32_t first;
+    uint32_t count;
+    uint64_t left;              /* bit i: entry first + i not resumed */
+    uint64_t seq;               /* held events are queued in this order */
+} PfnicMrFault;
+
+#define PFNIC_MR_FAULTS             (2 * PFNIC_MAX_QPS)
 
 /* The device side of one process: see docs/registers.md, "Hardware contexts" */
 typedef struct PfnicContext {
@@ -173,6 +200,8 @@ typedef struct PfnicMr {
      */
     uint64_t *mtt;
     uint64_t mtt_entries;
+    /* MR_SET with FAULT too: a refused entry waits for the driver */
+    bool fault;
 } PfnicMr;
 
 typedef struct PfnicCq {
@@ -431,6 +460,8 @@ struct PfnicState {
     PfnicMr *mrs;               /* PFNIC_MAX_MRS entries */
     uint64_t table_used;        /* of table_entries, by valid MRs' tables */
     GHashTable *keys;           /* key of each valid MR -> its index + 1 */
+    PfnicMrFault mr_faults[PFNIC_MR_FAULTS];
+    uint64_t mr_fault_seq;
     PfnicCq *cqs;               /* PFNIC_MAX_CQS entries */
     PfnicQp *qps;               /* PFNIC_MAX_QPS entries */
     uint32_t qp_next;           /* round robin: first QP of the next run */
@@ -517,6 +548,11 @@ PfnicXlate pfnic_mr_translate(PfnicContext *ctx, PfnicMr *mr, uint64_t va,
 bool pfnic_cqe_write(PfnicState *s, uint32_t cqn, PfnicCqe *cqe,
                      bool solicited);
 void pfnic_mr_invalidate(PfnicContext *ctx, uint64_t start, uint64_t last);
+void pfnic_mr_fault(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
+                    PfnicMr *mr, uint64_t va, uint64_t len, bool write);
+/* @w waits for no FAULT MR entry any more (its work moves on or is gone). */
+void pfnic_mr_fault_leave(PfnicState *s, PfnicPageWait *w);
+void pfnic_mr_faults_ctx_stop(PfnicState *s, uint32_t ctx);
 void pfnic_cq_arm(PfnicContext *ctx, uint32_t val);
 
 /* Whether @mr is translated by a table (MR_SET with TABLE) */

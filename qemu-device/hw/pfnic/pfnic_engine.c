@@ -260,6 +260,7 @@ static uint32_t pfnic_probe_range(PfnicContext *ctx, uint64_t va0, uint32_t n,
 
 void pfnic_page_wait_reset(PfnicState *s, PfnicPageWait *w)
 {
+    pfnic_mr_fault_leave(s, w);
     /* Its groups stay out (their pages count) but wake nobody. */
     for (uint32_t i = 0; i < PFNIC_GROUPS; i++) {
         if (s->groups[i].w == w) {
@@ -276,6 +277,7 @@ void pfnic_page_wait_next(PfnicState *s, PfnicPageWait *w)
 {
     uint32_t out = w->out;
 
+    pfnic_mr_fault_leave(s, w);
     /* Its groups out may be this item's look-ahead: they stay, advisory. */
     for (uint32_t i = 0; out && i < PFNIC_GROUPS; i++) {
         if (s->groups[i].w == w) {
@@ -686,6 +688,8 @@ void pfnic_page_fault(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
         w->fault = true;
         return;
     }
+    /* It waits for the OS now, not for a FAULT MR's entry. */
+    pfnic_mr_fault_leave(s, w);
     w->ctx = ctx->index;
     w->pasid = ctx->pasid;
     w->retry_prq = false;

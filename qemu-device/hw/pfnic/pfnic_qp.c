@@ -11,7 +11,9 @@
  * QPN); the QP waits and every other QP and context goes on. An MR with a
  * translation table (ABI 1.8) is translated through it instead
  * (pfnic_mr_translate): a page its entry refuses fails the WQE at once,
- * as an unmapped page does, and no page request is sent.
+ * as an unmapped page does, and no page request is sent; with FAULT (ABI
+ * 1.9) the QP waits for the driver instead (a PAGE_FAULT event, then
+ * FAULT_RESUME), as it would for a page request.
  *
  * RC connections are checked at every chunk: a destination accepts only
  * the QP it was connected to (number and generation), as on a wire.
@@ -256,6 +258,8 @@ void pfnic_qp_ctx_stop(PfnicState *s, PfnicContext *ctx)
             pfnic_qp_wake_senders(s, qp->qpn);
         }
     }
+    /* Peers waiting for the driver to fill a table of the context too */
+    pfnic_mr_faults_ctx_stop(s, ctx->index);
 }
 
 static void pfnic_qp_prq_retry_one(PfnicState *s, PfnicQp *qp,
@@ -666,7 +670,8 @@ static PfnicQpStep pfnic_qp_start(PfnicState *s, PfnicQp *qp)
  * Translate one side of a chunk, or send the page request group for the
  * @len bytes from @va this side of the work request still needs (the QP
  * then waits, or has pw.fault set when nobody can make the pages present,
- * as for a page a table MR's entry refuses).
+ * as for a page a table MR's entry refuses). A FAULT MR's refused entry
+ * makes the QP wait for the driver.
  */
 static bool pfnic_qp_xlate(PfnicState *s, PfnicQp *qp, PfnicContext *ctx,
                            bool remote, PfnicMr *mr, uint64_t va,
@@ -680,6 +685,11 @@ static bool pfnic_qp_xlate(PfnicState *s, PfnicQp *qp, PfnicContext *ctx,
         return true;
     }
     qp->pw.remote = remote;
+    if (x == PFNIC_XLATE_DENIED && mr->fault) {
+        trace_pfnic_qp_fault(qp->qpn, remote, ctx->index, va, write);
+        pfnic_mr_fault(s, &qp->pw, ctx, mr, va, len, write);
+        return false;
+    }
     if (x == PFNIC_XLATE_DENIED) {
         qp->pw.fault = true;
         return false;
@@ -727,12 +737,15 @@ static PfnicQpStep pfnic_qp_atomic_step(PfnicState *s, PfnicQp *qp,
         if (!mr) {
             return pfnic_qp_fail(s, qp, PFNIC_WC_REM_ACCESS_ERR);
         }
-        /* It reads the 8 bytes too: a table entry must allow both. */
-        if ((pfnic_mr_table(mr) &&
+        /*
+         * It reads the 8 bytes too: a table entry must allow both (the
+         * write first, so that a driver fault names the write).
+         */
+        if (!pfnic_qp_xlate(s, qp, dctx, true, mr, w->remote_addr, 8, true,
+                            &pa, &as) ||
+            (pfnic_mr_table(mr) &&
              !pfnic_qp_xlate(s, qp, dctx, true, mr, w->remote_addr, 8, false,
-                             &pa, &as)) ||
-            !pfnic_qp_xlate(s, qp, dctx, true, mr, w->remote_addr, 8, true,
-                            &pa, &as)) {
+                             &pa, &as))) {
             return qp->pw.fault ? PFNIC_QP_MORE : PFNIC_QP_WAIT;
         }
         if (address_space_read(as, pa, MEMTXATTRS_UNSPECIFIED, bytes, 8)) {

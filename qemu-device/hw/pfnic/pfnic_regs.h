@@ -1,5 +1,5 @@
 /*
- * pfnic register layout (device ABI 1.8)
+ * pfnic register layout (device ABI 1.9)
  *
  * Mirrors docs/registers.md, docs/verbs.md and docs/wire.md, which are the
  * definition;
@@ -138,9 +138,9 @@ typedef enum PfnicCounter {
 /* Register values and fields */
 #define PFNIC_ID_VALUE              0x434e4650 /* "PFNC" in memory order */
 #define PFNIC_ABI_MAJOR             1
-#define PFNIC_ABI_MINOR             8
+#define PFNIC_ABI_MINOR             9
 #define PFNIC_VERSION_VALUE         ((PFNIC_ABI_MAJOR << 16) | PFNIC_ABI_MINOR)
-#define PFNIC_FW_VERSION_VALUE      0x01080000 /* model 1.8.0 */
+#define PFNIC_FW_VERSION_VALUE      0x01090000 /* model 1.9.0 */
 
 #define PFNIC_CAPS_ATS              (1u << 0)
 #define PFNIC_CAPS_PASID            (1u << 1)
@@ -213,6 +213,7 @@ typedef struct PfnicDesc {
 #define PFNIC_CMD_MR_QUERY          0x03
 #define PFNIC_CMD_MTT_WRITE         0x04
 #define PFNIC_CMD_MTT_INVALIDATE    0x05
+#define PFNIC_CMD_FAULT_RESUME      0x06    /* ABI 1.9 */
 #define PFNIC_CMD_CQ_CREATE         0x10
 #define PFNIC_CMD_CQ_DESTROY        0x11
 #define PFNIC_CMD_QP_CREATE         0x20
@@ -247,6 +248,8 @@ typedef struct PfnicDesc {
  * 64-bit entries of a table, one per 4 KiB page
  */
 #define PFNIC_MR_FLAG_TABLE         (1u << 0)
+#define PFNIC_MR_FLAG_FAULT         (1u << 1)   /* ABI 1.9, with TABLE */
+#define PFNIC_MR_FLAGS_MASK         0x3u
 #define PFNIC_MTT_VALID             (1ull << 0)
 #define PFNIC_MTT_READ              (1ull << 1)
 #define PFNIC_MTT_WRITE             (1ull << 2)
@@ -254,6 +257,14 @@ typedef struct PfnicDesc {
 #define PFNIC_MTT_WRITE_MAX         512     /* entries one MTT_WRITE takes */
 #define PFNIC_TABLE_ENTRIES         2097152 /* property table-entries */
 #define PFNIC_TABLE_ENTRIES_MAX     (1u << 27)
+
+/*
+ * Driver-managed faults (docs/verbs.md, ABI 1.9): FAULT_RESUME a3, and the
+ * entries one PAGE_FAULT event names at most
+ */
+#define PFNIC_FAULT_RESUME_RETRY    0
+#define PFNIC_FAULT_RESUME_FAIL     1
+#define PFNIC_FAULT_MAX_ENTRIES     64
 
 /* Per-MR counters (MR_QUERY), mlx5's names */
 typedef enum PfnicMrCounter {
@@ -285,6 +296,10 @@ typedef enum PfnicMrCounter {
 #define PFNIC_EV_QP_FATAL           2
 #define PFNIC_EV_CQ_ERROR           3
 #define PFNIC_EV_ACCESS_ERROR       4
+#define PFNIC_EV_PAGE_FAULT         5       /* ABI 1.9 */
+#define PFNIC_EQE_FLAGS             1       /* PAGE_FAULT: bit 0 write */
+#define PFNIC_EQE_FAULT_WRITE       (1u << 0)
+#define PFNIC_EQE_DATA              8       /* PAGE_FAULT: first, count */
 
 /* Work queue entries (128 bytes) */
 #define PFNIC_WQE_SIZE              128

@@ -14,7 +14,9 @@
  * lands starts a page request and is answered with an RNR NAK: the
  * sender comes back after the RNR timer and the port never waits for the
  * OS (mlx5's ODP behaviour). READ responses are sent from the engine's
- * bottom half, where they may wait for a page like any other DMA.
+ * bottom half, where they may wait for a page like any other DMA. A FAULT
+ * MR's entry (ABI 1.9) waits for the driver the same way: the event goes
+ * to the driver instead of a page request to the OS.
  *
  * Requests run in the engine (pfnic_roce_run) and in the port's receive
  * bottom half (pfnic_roce_rx), both under the BQL.
@@ -214,7 +216,8 @@ void pfnic_roce_qp_reset(PfnicState *s, PfnicQp *qp)
 /*
  * Translate @va of @mr, of the QP's own context, for waiter @w (the
  * requester's pw or the responder's rpw). A page a table MR's entry
- * refuses fails at once, as a page the OS would not make present.
+ * refuses fails at once, as a page the OS would not make present; a FAULT
+ * MR's waits for the driver as others wait for the OS.
  */
 static PfnicCopy pfnic_roce_xlate(PfnicState *s, PfnicQp *qp,
                                   PfnicPageWait *w, PfnicMr *mr, uint64_t va,
@@ -228,7 +231,10 @@ static PfnicCopy pfnic_roce_xlate(PfnicState *s, PfnicQp *qp,
     case PFNIC_XLATE_OK:
         return PFNIC_COPY_OK;
     case PFNIC_XLATE_DENIED:
-        return PFNIC_COPY_FAULT;
+        if (!mr->fault) {
+            return PFNIC_COPY_FAULT;
+        }
+        break;
     case PFNIC_XLATE_FAULT:
         break;
     }
@@ -239,6 +245,10 @@ static PfnicCopy pfnic_roce_xlate(PfnicState *s, PfnicQp *qp,
         return PFNIC_COPY_WAIT;
     }
     trace_pfnic_qp_fault(qp->qpn, w == &qp->rpw, ctx->index, va, write);
+    if (pfnic_mr_table(mr)) {
+        pfnic_mr_fault(s, w, ctx, mr, va, len, write);
+        return w->fault ? PFNIC_COPY_FAULT : PFNIC_COPY_WAIT;
+    }
     pfnic_page_fault(s, w, ctx, mr, va, len, write);
     if (w->requests != before) {
         qp->page_requests++;
@@ -304,27 +314,44 @@ static PfnicCopy pfnic_roce_sge_copy(PfnicState *s, PfnicQp *qp,
     return PFNIC_COPY_OK;
 }
 
-/* Move @len bytes between @buf and [va, va + len) of the MR named @rkey. */
+/*
+ * Move @len bytes between @buf and [va, va + len) of the MR named @rkey,
+ * of a message that needs @reach bytes from @va: a FAULT MR's event names
+ * the pages of all of them (a page request, those of this packet).
+ */
 static PfnicCopy pfnic_roce_mr_copy(PfnicState *s, PfnicQp *qp,
                                     PfnicPageWait *w, uint32_t rkey,
                                     uint32_t access, uint64_t va,
-                                    uint8_t *buf, uint64_t len, bool to_mem)
+                                    uint8_t *buf, uint64_t len,
+                                    uint64_t reach, bool to_mem)
 {
     PfnicMr *mr = pfnic_mr_lookup(s, rkey, qp->ctx, qp->pd, va, len, access);
 
     if (!mr || (qp->access & access) != access) {
         return PFNIC_COPY_PROT;
     }
+    reach = MAX(reach, len);
     while (len) {
         uint64_t n = MIN(len, PFNIC_PAGE_SIZE - (va & ~PFNIC_PAGE_MASK));
-        PfnicCopy r = pfnic_roce_rw(s, qp, w, mr, va, len, buf, n, to_mem);
+        PfnicCopy r = PFNIC_COPY_OK;
+        hwaddr pa;
+        AddressSpace *as;
 
+        if (mr->fault && access == PFNIC_ACCESS_REMOTE_ATOMIC && !to_mem) {
+            /* An atomic writes what it reads: its driver event says so. */
+            r = pfnic_roce_xlate(s, qp, w, mr, va, reach, true, &pa, &as);
+        }
+        if (r == PFNIC_COPY_OK) {
+            r = pfnic_roce_rw(s, qp, w, mr, va, mr->fault ? reach : len, buf,
+                              n, to_mem);
+        }
         if (r != PFNIC_COPY_OK) {
             return r;
         }
         va += n;
         buf += n;
         len -= n;
+        reach -= n;
     }
     return PFNIC_COPY_OK;
 }
@@ -989,7 +1016,7 @@ static bool pfnic_resp_drain(PfnicState *s, PfnicQp *qp)
             } else {
                 c = pfnic_roce_mr_copy(s, qp, &qp->rpw, p->rkey,
                                        PFNIC_ACCESS_REMOTE_WRITE, p->va, buf,
-                                       p->len, true);
+                                       p->len, p->len, true);
             }
         }
         if (c == PFNIC_COPY_WAIT) {
@@ -1193,7 +1220,8 @@ static void pfnic_resp_write(PfnicState *s, PfnicQp *qp,
         c = qp->backup && !g_queue_is_empty(&rs->parked) ? PFNIC_COPY_WAIT :
             pfnic_roce_mr_copy(s, qp, &qp->rpw, rs->rkey,
                                PFNIC_ACCESS_REMOTE_WRITE, rs->va + rs->off,
-                               (uint8_t *)pk->payload, pk->plen, true);
+                               (uint8_t *)pk->payload, pk->plen,
+                               rs->len - rs->off, true);
         if (c == PFNIC_COPY_PROT) {
             pfnic_resp_nak(s, qp, AETH_NAK_REM_ACCESS);
             return;
@@ -1302,7 +1330,7 @@ static void pfnic_resp_atomic(PfnicState *s, PfnicQp *qp,
     }
     /* Both the read and the write of the 8 bytes must be possible. */
     c = pfnic_roce_mr_copy(s, qp, &qp->rpw, pk->rkey,
-                           PFNIC_ACCESS_REMOTE_ATOMIC, pk->va, bytes, 8,
+                           PFNIC_ACCESS_REMOTE_ATOMIC, pk->va, bytes, 8, 8,
                            false);
     if (c == PFNIC_COPY_OK) {
         orig = ldq_le_p(bytes);
@@ -1314,7 +1342,7 @@ static void pfnic_resp_atomic(PfnicState *s, PfnicQp *qp,
         stq_le_p(bytes, val);
         c = pfnic_roce_mr_copy(s, qp, &qp->rpw, pk->rkey,
                                PFNIC_ACCESS_REMOTE_ATOMIC, pk->va, bytes, 8,
-                               true);
+                               8, true);
     }
     if (c != PFNIC_COPY_OK) {
         pfnic_resp_copy_failed(s, qp, c, AETH_NAK_REM_ACCESS);
@@ -1459,7 +1487,8 @@ static bool pfnic_resp_run(PfnicState *s, PfnicQp *qp)
         }
         c = plen ? pfnic_roce_mr_copy(s, qp, &qp->rpw, res->rkey,
                                       PFNIC_ACCESS_REMOTE_READ,
-                                      res->va + off, p, plen, false) :
+                                      res->va + off, p, plen,
+                                      res->len - off, false) :
                    PFNIC_COPY_OK;
         if (c == PFNIC_COPY_WAIT) {
             return false;

@@ -29,6 +29,9 @@ QEMU_BUILD_BUG_ON(sizeof(PfnicWqe) != PFNIC_WQE_SIZE);
 QEMU_BUILD_BUG_ON(sizeof(PfnicCqe) != PFNIC_CQE_SIZE);
 QEMU_BUILD_BUG_ON(sizeof(PfnicDesc) != PFNIC_DESC_SIZE);
 
+static void pfnic_mr_faults_drop(PfnicState *s, uint32_t mr, uint32_t ctx);
+static void pfnic_mr_fault_flush(PfnicState *s);
+
 /* --- memory keys ------------------------------------------------------- */
 
 /*
@@ -204,6 +207,7 @@ static uint32_t pfnic_cmd_mr_set(PfnicState *s)
     uint64_t addr = pfnic_arg64(s, 4), len = pfnic_arg64(s, 6);
     bool implicit = addr == 0 && len == UINT64_MAX;
     bool table = flags & PFNIC_MR_FLAG_TABLE;
+    bool fault = flags & PFNIC_MR_FLAG_FAULT;
     PfnicContext *c;
     uint64_t *mtt = NULL, entries = 0;
     PfnicMr *mr;
@@ -221,8 +225,8 @@ static uint32_t pfnic_cmd_mr_set(PfnicState *s)
      * The implicit MR is a whole address space, which only a PASID has; a
      * context running without one reaches memory through tables only.
      */
-    if (flags & ~PFNIC_MR_FLAG_TABLE || (table && implicit) ||
-        (!table && c->enabled && c->no_pasid)) {
+    if (flags & ~PFNIC_MR_FLAGS_MASK || (table && implicit) ||
+        (!table && c->enabled && c->no_pasid) || (fault && !table)) {
         return PFNIC_CMD_BAD_ARG;
     }
     mr = &s->mrs[index];
@@ -250,6 +254,7 @@ static uint32_t pfnic_cmd_mr_set(PfnicState *s)
         .len = len,
         .mtt = mtt,
         .mtt_entries = entries,
+        .fault = fault,
     };
     g_hash_table_insert(s->keys, GUINT_TO_POINTER(v),
                         GUINT_TO_POINTER(index + 1));
@@ -269,7 +274,14 @@ static uint32_t pfnic_cmd_mr_clear(PfnicState *s)
     if (!s->mrs[index].valid) {
         return PFNIC_CMD_BAD_STATE;
     }
-    /* In-flight work holds index and key only: it fails its next check. */
+    /*
+     * In-flight work holds index and key only: it fails its next check.
+     * Work waiting for the driver to fill the table goes on to fail it,
+     * and the MR's reports are forgotten.
+     */
+    if (s->mrs[index].fault) {
+        pfnic_mr_faults_drop(s, index, UINT32_MAX);
+    }
     s->contexts[s->mrs[index].ctx].mrs--;
     g_hash_table_remove(s->keys, GUINT_TO_POINTER(s->mrs[index].key));
     pfnic_mtt_free(s, &s->mrs[index]);
@@ -573,30 +585,43 @@ void pfnic_cq_arm(PfnicContext *ctx, uint32_t val)
 
 /* --- event queue ------------------------------------------------------- */
 
-/* Queue one event entry, owner byte last, and signal EQ_VECTOR. */
-void pfnic_event(PfnicState *s, uint8_t type, uint32_t object)
+/*
+ * Queue the event entry @e (type and object filled in), owner byte last,
+ * and signal EQ_VECTOR. 0 once queued; -ENODEV with no queue, -ENOSPC
+ * when it is full, -EIO when it cannot be written.
+ */
+static int pfnic_eq_put(PfnicState *s, uint8_t *e)
 {
     PCIDevice *pdev = PCI_DEVICE(s);
-    uint8_t e[PFNIC_EQE_SIZE] = { type };
 
-    trace_pfnic_event(type, object, s->eq_prod);
+    trace_pfnic_event(e[0], ldl_le_p(&e[4]), s->eq_prod);
     if (!s->eq_size) {
-        return;
+        return -ENODEV;
     }
     if (s->eq_prod - s->eq_cons >= s->eq_size) {
-        s->eq_overflow++;
-        trace_pfnic_event_overflow(type, object, s->eq_overflow);
-        return;
+        return -ENOSPC;
     }
-    stl_le_p(&e[4], object);
-    if (!pfnic_ring_put(s, s->eq_base, s->eq_size, s->eq_prod, e, sizeof(e),
-                        PFNIC_EQE_OWNER)) {
+    if (!pfnic_ring_put(s, s->eq_base, s->eq_size, s->eq_prod, e,
+                        PFNIC_EQE_SIZE, PFNIC_EQE_OWNER)) {
         pfnic_guest_error(s, "event queue unwritable");
-        return;
+        return -EIO;
     }
     s->eq_prod++;
     if (msix_enabled(pdev) && s->eq_vector < s->num_vectors) {
         msix_notify(pdev, s->eq_vector);
+    }
+    return 0;
+}
+
+/* Queue one event; one that finds the queue full is dropped and counted. */
+void pfnic_event(PfnicState *s, uint8_t type, uint32_t object)
+{
+    uint8_t e[PFNIC_EQE_SIZE] = { type };
+
+    stl_le_p(&e[4], object);
+    if (pfnic_eq_put(s, e) == -ENOSPC) {
+        s->eq_overflow++;
+        trace_pfnic_event_overflow(type, object, s->eq_overflow);
     }
 }
 
@@ -620,6 +645,7 @@ void pfnic_eq_write_reg(PfnicState *s, hwaddr addr, uint32_t val)
         }
         s->eq_size = val;
         s->eq_prod = s->eq_cons = 0;
+        pfnic_mr_fault_flush(s);
         break;
     case PFNIC_REG_EQ_HEAD:
         if (val - s->eq_cons > s->eq_prod - s->eq_cons) {
@@ -627,6 +653,8 @@ void pfnic_eq_write_reg(PfnicState *s, hwaddr addr, uint32_t val)
             return;
         }
         s->eq_cons = val;
+        /* Room again: PAGE_FAULT events held back go first. */
+        pfnic_mr_fault_flush(s);
         break;
     case PFNIC_REG_EQ_VECTOR:
         if (val >= s->num_vectors) {
@@ -658,6 +686,326 @@ uint32_t pfnic_eq_read_reg(PfnicState *s, hwaddr addr)
         return s->eq_overflow;
     }
     return 0;
+}
+
+/* --- driver-managed faults (ABI 1.9) ------------------------------------ */
+
+/*
+ * A FAULT MR's entry that refuses a page makes the work wait for the
+ * driver instead of failing it: one PAGE_FAULT event per report
+ * (PfnicMrFault) names the entries, the driver fills them with MTT_WRITE
+ * and answers FAULT_RESUME, which wakes every waiter of an entry in its
+ * range (or fails it). A waiter names its report by index and the report
+ * its MR by index and key, so an MR_CLEAR or a reset can never leave a
+ * report that a later MR at the same index would take for its own.
+ */
+
+/* The report @w waits for, if any */
+static PfnicMrFault *pfnic_wait_report(PfnicState *s, PfnicPageWait *w)
+{
+    if (!w->drv || w->drv > PFNIC_MR_FAULTS) {
+        return NULL;
+    }
+    return &s->mr_faults[w->drv - 1];
+}
+
+void pfnic_mr_fault_leave(PfnicState *s, PfnicPageWait *w)
+{
+    PfnicMrFault *f = pfnic_wait_report(s, w);
+
+    w->drv = 0;
+    if (f && f->waiters && !--f->waiters) {
+        /* Nobody needs it: a later miss of its entries reports again. */
+        trace_pfnic_mr_fault_forget(f->mr, f->first, f->count, f->held);
+        *f = (PfnicMrFault) { };
+    }
+}
+
+/*
+ * Whether report @f of MR @index (@key) is out for entry @e, for the access
+ * @write needs, and not answered yet
+ */
+static bool pfnic_mr_fault_covers(const PfnicMrFault *f, uint32_t index,
+                                  uint32_t key, uint64_t e, bool write)
+{
+    return f->waiters && f->mr == index && f->mr_key == key &&
+           e >= f->first && e - f->first < f->count &&
+           (f->left >> (e - f->first) & 1) && (f->write || !write);
+}
+
+static PfnicMrFault *pfnic_mr_fault_find(PfnicState *s, uint32_t index,
+                                         uint32_t key, uint64_t e, bool write)
+{
+    for (uint32_t i = 0; i < PFNIC_MR_FAULTS; i++) {
+        if (pfnic_mr_fault_covers(&s->mr_faults[i], index, key, e, write)) {
+            return &s->mr_faults[i];
+        }
+    }
+    return NULL;
+}
+
+/* The oldest report whose event is not queued yet */
+static PfnicMrFault *pfnic_mr_fault_oldest_held(PfnicState *s)
+{
+    PfnicMrFault *old = NULL;
+
+    for (uint32_t i = 0; i < PFNIC_MR_FAULTS; i++) {
+        PfnicMrFault *f = &s->mr_faults[i];
+
+        if (f->waiters && f->held && (!old || f->seq < old->seq)) {
+            old = f;
+        }
+    }
+    return old;
+}
+
+/* Queue @f's PAGE_FAULT event; false if the queue cannot take it now. */
+static bool pfnic_mr_fault_post(PfnicState *s, PfnicMrFault *f)
+{
+    uint8_t e[PFNIC_EQE_SIZE] = { PFNIC_EV_PAGE_FAULT };
+    PfnicMr *mr = &s->mrs[f->mr];
+
+    e[PFNIC_EQE_FLAGS] = f->write ? PFNIC_EQE_FAULT_WRITE : 0;
+    stl_le_p(&e[4], f->mr);
+    stq_le_p(&e[PFNIC_EQE_DATA], f->first | (uint64_t)f->count << 32);
+    if (pfnic_eq_put(s, e) < 0) {
+        trace_pfnic_mr_fault_event(f->mr, f->first, f->count, f->write,
+                                   true);
+        return false;
+    }
+    trace_pfnic_mr_fault_event(f->mr, f->first, f->count, f->write, false);
+    f->held = false;
+    if (mr->valid && mr->key == f->mr_key) {
+        mr->count[PFNIC_MR_PAGE_FAULTS] += f->count;
+        mr->count[PFNIC_MR_PAGE_FAULT_GROUPS]++;
+    }
+    return true;
+}
+
+/*
+ * The event queue may have room again (EQ_HEAD, EQ_SIZE): queue the events
+ * held back, oldest first. Their work waits meanwhile, so they are held,
+ * never dropped.
+ */
+static void pfnic_mr_fault_flush(PfnicState *s)
+{
+    PfnicMrFault *f;
+
+    while ((f = pfnic_mr_fault_oldest_held(s)) && pfnic_mr_fault_post(s, f)) {
+        /* next */
+    }
+}
+
+/*
+ * A new report for entry @e of @mr, which a work needs for @write, and the
+ * entries after it the work needs (@n from @e): up to the last one that
+ * refuses it, and not into another report's. Its event is queued, or held
+ * until the queue has room. NULL if no report is free (it cannot happen:
+ * each waiter holds at most one).
+ */
+static PfnicMrFault *pfnic_mr_fault_new(PfnicState *s, PfnicMr *mr,
+                                        uint64_t e, uint64_t n, bool write)
+{
+    uint64_t need = PFNIC_MTT_VALID | (write ? PFNIC_MTT_WRITE :
+                                               PFNIC_MTT_READ);
+    uint32_t index = mr - s->mrs;
+    uint64_t last = e;
+    PfnicMrFault *f = NULL;
+
+    n = MIN(n, PFNIC_FAULT_MAX_ENTRIES);
+    n = MIN(n, mr->mtt_entries - e);
+    for (uint64_t i = 1; i < n; i++) {
+        if (pfnic_mr_fault_find(s, index, mr->key, e + i, write)) {
+            break;
+        }
+        if ((mr->mtt[e + i] & need) != need) {
+            last = e + i;
+        }
+    }
+    for (uint32_t i = 0; i < PFNIC_MR_FAULTS; i++) {
+        if (!s->mr_faults[i].waiters) {
+            f = &s->mr_faults[i];
+            break;
+        }
+    }
+    if (!f) {
+        return NULL;
+    }
+    *f = (PfnicMrFault) {
+        .waiters = 1,
+        .held = true,
+        .write = write,
+        .mr = index,
+        .mr_key = mr->key,
+        .first = e,
+        .count = last - e + 1,
+        .left = MAKE_64BIT_MASK(0, last - e + 1),
+        .seq = s->mr_fault_seq++,
+    };
+    /* Behind the events held already, in order. */
+    if (pfnic_mr_fault_oldest_held(s) == f) {
+        pfnic_mr_fault_post(s, f);
+    }
+    return f;
+}
+
+/*
+ * The work of @w found the entry of @va in FAULT MR @mr (of context @ctx)
+ * invalid or without the access @write needs, and needs @len bytes from
+ * @va: it waits (w->waiting) for the report out for that entry, or for a
+ * new one. A work woken for another reason while its report is still out
+ * waits again without a second event.
+ */
+void pfnic_mr_fault(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
+                    PfnicMr *mr, uint64_t va, uint64_t len, bool write)
+{
+    uint32_t index = mr - s->mrs;
+    uint64_t e = va / PFNIC_PAGE_SIZE - mr->addr / PFNIC_PAGE_SIZE;
+    PfnicMrFault *f = pfnic_wait_report(s, w);
+
+    if (va < mr->addr || e >= mr->mtt_entries) {
+        /* Past the table: the key check keeps work from getting here. */
+        w->fault = true;
+        return;
+    }
+    if (!f || !pfnic_mr_fault_covers(f, index, mr->key, e, write)) {
+        pfnic_mr_fault_leave(s, w);
+        f = pfnic_mr_fault_find(s, index, mr->key, e, write);
+        if (f) {
+            f->waiters++;
+        } else {
+            len = MIN(MAX(len, 1), PFNIC_FAULT_MAX_ENTRIES * PFNIC_PAGE_SIZE);
+            f = pfnic_mr_fault_new(s, mr, e,
+                                   DIV_ROUND_UP((va & ~PFNIC_PAGE_MASK) + len,
+                                                PFNIC_PAGE_SIZE), write);
+            if (!f) {
+                w->fault = true;
+                return;
+            }
+        }
+        w->drv = f - s->mr_faults + 1;
+    }
+    w->drv_entry = e;
+    trace_pfnic_mr_fault_wait(index, e, write, f->first, f->count);
+    w->waiting = true;
+}
+
+/*
+ * The waiters of the QPs' sides (only QPs reach a table: a PREFETCH of a
+ * table MR has nothing to do) that wait for a report of MR @mr, or of any
+ * MR of context @ctx, and for an entry in [first, first + count): they
+ * leave it, and the waiting ones are woken (failing with @fail). Returns
+ * how many were woken.
+ */
+static uint32_t pfnic_mr_fault_wake(PfnicState *s, uint32_t mr, uint32_t ctx,
+                                    uint64_t first, uint64_t count, bool fail)
+{
+    uint32_t woken = 0;
+
+    for (uint32_t i = 0; i < PFNIC_MAX_QPS; i++) {
+        PfnicQp *qp = &s->qps[i];
+        PfnicPageWait *ws[2] = { &qp->pw, &qp->rpw };
+
+        if (!qp->valid) {
+            continue;
+        }
+        for (int k = 0; k < 2; k++) {
+            PfnicPageWait *w = ws[k];
+            PfnicMrFault *f = pfnic_wait_report(s, w);
+
+            if (!f || (mr != UINT32_MAX && f->mr != mr) ||
+                (ctx != UINT32_MAX && s->mrs[f->mr].ctx != ctx) ||
+                w->drv_entry < first || w->drv_entry - first >= count) {
+                continue;
+            }
+            pfnic_mr_fault_leave(s, w);
+            if (w->waiting) {
+                /* One woken for another reason has moved on: not failed. */
+                w->waiting = false;
+                w->fault |= fail;
+                woken++;
+            }
+        }
+    }
+    if (woken) {
+        qemu_bh_schedule(s->engine_bh);
+    }
+    return woken;
+}
+
+/*
+ * MR_CLEAR of FAULT MR @mr, or a stop of context @ctx (UINT32_MAX: any):
+ * the reports go, and their work goes on to fail its key check, or to
+ * find its destination gone.
+ */
+static void pfnic_mr_faults_drop(PfnicState *s, uint32_t mr, uint32_t ctx)
+{
+    pfnic_mr_fault_wake(s, mr, ctx, 0, UINT64_MAX, false);
+    /* Nothing is left without a waiter; nothing with one survives. */
+    for (uint32_t i = 0; i < PFNIC_MR_FAULTS; i++) {
+        PfnicMrFault *f = &s->mr_faults[i];
+
+        if (f->waiters && (mr == UINT32_MAX || f->mr == mr) &&
+            (ctx == UINT32_MAX || s->mrs[f->mr].ctx == ctx)) {
+            *f = (PfnicMrFault) { };
+        }
+    }
+}
+
+void pfnic_mr_faults_ctx_stop(PfnicState *s, uint32_t ctx)
+{
+    pfnic_mr_faults_drop(s, UINT32_MAX, ctx);
+}
+
+/*
+ * FAULT_RESUME: the driver answered entries [a1, a1 + a2) of FAULT MR a0
+ * with status a3: 0, they are in the table (the work translates again), 1,
+ * they cannot be (the work fails as at an unmapped page). Entries no work
+ * waits for are fine: the work may have gone, or never faulted.
+ */
+static uint32_t pfnic_cmd_fault_resume(PfnicState *s)
+{
+    uint32_t index = s->cmd_arg[0], first = s->cmd_arg[1];
+    uint32_t count = s->cmd_arg[2], status = s->cmd_arg[3];
+    uint64_t handled = 0;
+    uint32_t woken;
+    PfnicMr *mr;
+
+    if (index >= PFNIC_MAX_MRS) {
+        return PFNIC_CMD_BAD_INDEX;
+    }
+    mr = &s->mrs[index];
+    if (!mr->valid || !mr->fault) {
+        return PFNIC_CMD_BAD_STATE;
+    }
+    if (!count || first >= mr->mtt_entries ||
+        count > mr->mtt_entries - first ||
+        status > PFNIC_FAULT_RESUME_FAIL) {
+        return PFNIC_CMD_BAD_ARG;
+    }
+    for (uint32_t i = 0; i < PFNIC_MR_FAULTS; i++) {
+        PfnicMrFault *f = &s->mr_faults[i];
+        uint64_t lo, hi, bits;
+
+        if (!f->waiters || f->mr != index || f->mr_key != mr->key) {
+            continue;
+        }
+        lo = MAX(first, f->first);
+        hi = MIN((uint64_t)first + count, (uint64_t)f->first + f->count);
+        if (lo >= hi) {
+            continue;
+        }
+        bits = f->left & MAKE_64BIT_MASK(lo - f->first, hi - lo);
+        f->left &= ~bits;
+        if (!f->held && status == PFNIC_FAULT_RESUME_RETRY) {
+            handled += ctpop64(bits);
+        }
+    }
+    mr->count[PFNIC_MR_PAGE_FAULTS_HANDLED] += handled;
+    woken = pfnic_mr_fault_wake(s, index, UINT32_MAX, first, count,
+                                status == PFNIC_FAULT_RESUME_FAIL);
+    trace_pfnic_mr_fault_resume(index, first, count, status, woken);
+    return PFNIC_CMD_OK;
 }
 
 /* --- queue pairs ------------------------------------------------------- */
@@ -897,6 +1245,9 @@ void pfnic_cmd_execute(PfnicState *s, uint32_t op)
     case PFNIC_CMD_MTT_INVALIDATE:
         st = pfnic_cmd_mtt_invalidate(s);
         break;
+    case PFNIC_CMD_FAULT_RESUME:
+        st = pfnic_cmd_fault_resume(s);
+        break;
     case PFNIC_CMD_CQ_CREATE:
         st = pfnic_cmd_cq_create(s);
         break;
@@ -950,6 +1301,7 @@ void pfnic_verbs_reset(PfnicState *s)
     }
     assert(s->table_used == 0);
     memset(s->mrs, 0, sizeof(*s->mrs) * PFNIC_MAX_MRS);
+    memset(s->mr_faults, 0, sizeof(s->mr_faults));
     g_hash_table_remove_all(s->keys);
     for (uint32_t i = 0; i < s->num_contexts; i++) {
         s->contexts[i].mrs = 0;
