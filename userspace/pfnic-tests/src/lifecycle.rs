@@ -311,7 +311,17 @@ fn test_unbind_wakes_submit() -> TestResult {
         let r = dev.submit(&mut op);
         (r.map_err(|e| e.raw_os_error()), Instant::now())
     });
-    std::thread::sleep(Duration::from_millis(1500));
+    // Unbind as soon as the fill is under way (its first page requests went out), however
+    // fast the guest is.
+    let before = n.dev.query_stats()?.translation.page_requests;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while n.dev.query_stats()?.translation.page_requests < before + 64 {
+        check!(
+            Instant::now() < deadline,
+            "the fill sent no page request within 20 s"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
     let unbound = Instant::now();
     unbind(&bdf)?;
     let (r, returned) = worker

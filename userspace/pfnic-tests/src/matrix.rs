@@ -25,6 +25,14 @@ pub const TESTS: &[&Test] = &[
         run: test_matrix_munmap_race,
     },
     &Test {
+        name: "test_matrix_madv_free_write",
+        run: test_matrix_madv_free_write,
+    },
+    &Test {
+        name: "test_matrix_madv_free_race",
+        run: test_matrix_madv_free_race,
+    },
+    &Test {
         name: "test_matrix_mprotect_race",
         run: test_matrix_mprotect_race,
     },
@@ -260,6 +268,66 @@ fn test_matrix_munmap_race() -> TestResult {
         "# {ok} writes, {failed} failed on a hole, {} munmap/mmap",
         remaps.load(Ordering::Relaxed)
     );
+    Ok(())
+}
+
+/// `madvise(advice)` on the interior pages of the target.
+fn advise_interior(addr: usize, len: usize, advice: libc::c_int) -> Result<(), Failure> {
+    // SAFETY: advice on part of the test's own buffer, which stays mapped; MADV_FREE and
+    // MADV_PAGEOUT at most make its pages read as zeros again.
+    if unsafe { libc::madvise(addr as *mut libc::c_void, len, advice) } != 0 {
+        fail!("madvise({advice}): {}", std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `MADV_FREE` lets the kernel discard pages that are not written again; a device write is a
+/// write: it must survive the reclaim that `MADV_PAGEOUT` forces right after. (The IOMMU marks
+/// the page dirty when the device writes through a translation it handed out, as the CPU's MMU
+/// does; a lost dirty bit would lose the device's bytes here.)
+fn test_matrix_madv_free_write() -> TestResult {
+    let p = matrix_pair()?;
+    let (addr, len) = interior(&p.b.buf);
+    for i in 0..ITERS / 4 {
+        let (off, n) = span(i);
+        reset_sentinels(&p.b.buf);
+        p.b.buf.write(PAGE, &vec![0x5a; LEN - 2 * PAGE]); // dirty, then freed lazily
+        advise_interior(addr, len, libc::MADV_FREE)?;
+        let want = pattern(i as u8 ^ 0x3c, n);
+        p.a.buf.write(0, &want);
+        p.a.post_ok(
+            SendWr::new(i as u64, WrOpcode::RdmaWrite, &[p.a.sge(0, n)])
+                .remote(p.b.buf.addr() + off as u64, p.b.mr.rkey()),
+        )?;
+        advise_interior(addr, len, libc::MADV_PAGEOUT)?;
+        check_bytes(&format!("round {i}, after reclaim"), &p.b.buf, off, &want)?;
+        check_sentinels(&format!("round {i}"), &p.b.buf, off, n)?;
+    }
+    // The same reclaim does discard what nobody wrote after MADV_FREE (the test can fail).
+    p.b.buf.write(PAGE, &vec![0x77; PAGE]);
+    advise_interior(addr, len, libc::MADV_FREE)?;
+    advise_interior(addr, len, libc::MADV_PAGEOUT)?;
+    check_eq!(p.b.buf.to_vec(PAGE, 1)[0], 0);
+    Ok(())
+}
+
+/// `MADV_FREE` and forced reclaim of the target's interior pages, again and again, during the
+/// writes: nothing fails, nothing outside a write's range changes, and once the race is over
+/// a write lands whole.
+fn test_matrix_madv_free_race() -> TestResult {
+    let p = matrix_pair()?;
+    let (addr, len) = interior(&p.b.buf);
+    let racer = Racer::start(move || {
+        // SAFETY: lazy-frees and reclaims pages of the test's own buffer; it stays mapped.
+        unsafe {
+            libc::madvise(addr as *mut libc::c_void, len, libc::MADV_FREE);
+            libc::madvise(addr as *mut libc::c_void, len, libc::MADV_PAGEOUT);
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    });
+    let (ok, failed, rounds) = race_writes(&p, Some(racer), |_| {}, false)?;
+    println!("# {ok} writes, {failed} failed, {rounds} MADV_FREE + MADV_PAGEOUT rounds");
+    check!(rounds > 0, "the racer never ran");
     Ok(())
 }
 
