@@ -44,6 +44,10 @@ pub const TESTS: &[&Test] = &[
         name: "test_mode_pinned_fork",
         run: test_mode_pinned_fork,
     },
+    &Test {
+        name: "test_mode_overcommit",
+        run: test_mode_overcommit,
+    },
 ];
 
 /// A verbs context in the `pinned` mode; skips on a device without translation tables.
@@ -480,4 +484,79 @@ fn pipe() -> Result<(libc::c_int, libc::c_int), Failure> {
         return Err(std::io::Error::last_os_error().into());
     }
     Ok((fds[1], fds[0]))
+}
+
+/// An MR larger than the guest's memory (4 GiB, 2 GiB of RAM): an on-demand MR in the `sva`
+/// mode registers at once and takes RDMA anywhere in it, only the pages touched becoming
+/// present; the same registration in the `pinned` mode, under `RLIMIT_MEMLOCK`, fails cleanly
+/// with `ENOMEM` before it touches a page.
+fn test_mode_overcommit() -> TestResult {
+    const BIG: usize = 4 << 30;
+    let ctx = verbs_ctx()?;
+    let sva = ctx.mem_mode()? == MemMode::Sva;
+    if sva {
+        crate::verbs_common::requires_odp(&ctx, crate::verbs_common::ODP_WRITE, false)?;
+        let big = Arc::new(Buffer::with_flags(BIG, libc::MAP_NORESERVE)?);
+        let peer = Side::basic(&ctx, PAGE, crate::verbs_common::MrKind::Plain)?;
+        let pd = ctx.alloc_pd()?;
+        let cq = ctx.create_cq(8, None, 0)?;
+        let qp = pd.create_qp(&pfnic_verbs::QpInitAttr::new(&cq, &cq, 4, 1))?;
+        let mr = pd.reg_mr(&big, ACCESS_ALL | ACCESS_ON_DEMAND)?;
+        qp.connect(peer.qp.qp_num(), &Default::default())?;
+        peer.qp.connect(qp.qp_num(), &Default::default())?;
+        for (i, off) in [0usize, 1 << 30, (7 << 29) + 5 * PAGE]
+            .into_iter()
+            .enumerate()
+        {
+            let want = pattern(31 + i as u8, PAGE);
+            peer.buf.write(0, &want);
+            peer.post_ok(
+                SendWr::new(i as u64, WrOpcode::RdmaWrite, &[peer.sge(0, PAGE)])
+                    .remote(big.addr() + off as u64, mr.rkey()),
+            )?;
+            check_bytes(&format!("4 GiB MR at {off:#x}"), &big, off, &want)?;
+        }
+        check_eq!(mr.stats()?.pages_pinned, 0);
+    }
+    if ctx.query_device().caps & uapi::PFNIC_CAP_TABLES == 0 {
+        return Ok(());
+    }
+    let code = in_child(|| {
+        let run = || -> Result<(), String> {
+            let limit = libc::rlimit {
+                rlim_cur: 64 << 20,
+                rlim_max: 64 << 20,
+            };
+            let ctx = pinned_ctx().map_err(|e| format!("{e:?}"))?;
+            // SAFETY: plain system calls on this child process: a limit, then no capability.
+            unsafe {
+                if libc::setrlimit(libc::RLIMIT_MEMLOCK, &limit) != 0
+                    || libc::setgid(65534) != 0
+                    || libc::setuid(65534) != 0
+                {
+                    return Err(format!(
+                        "setrlimit/setuid: {}",
+                        std::io::Error::last_os_error()
+                    ));
+                }
+            }
+            let big =
+                Arc::new(Buffer::with_flags(BIG, libc::MAP_NORESERVE).map_err(|e| e.to_string())?);
+            let pd = ctx.alloc_pd().map_err(|e| e.to_string())?;
+            match pd.reg_mr(&big, ACCESS_ALL) {
+                Ok(_) => Err("a 4 GiB pinned registration succeeded".into()),
+                Err(e) if e.raw_os_error() == Some(libc::ENOMEM) => Ok(()),
+                Err(e) => Err(format!("4 GiB pinned: {e}, expected ENOMEM")),
+            }
+        };
+        match run() {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("# test_mode_overcommit child: {e}");
+                1
+            }
+        }
+    })?;
+    check_eq!(code, 0);
+    Ok(())
 }
