@@ -39,7 +39,8 @@
 #                  of stdio; connect with 'socat -,raw,echo=0 unix-connect:PATH'
 #   --pcap FILE    record the wire's frames (QEMU filter-dump)
 #
-# Environment: PFNIC_ACCEL (tcg; kvm where it works), PFNIC_MEM (2G),
+# Environment: PFNIC_SOAK (1: the guest suite's nightly iteration counts),
+# PFNIC_ACCEL (tcg; kvm where it works), PFNIC_MEM (2G),
 # PFNIC_SMP (2), PFNIC_NUMA_NODES (1; N splits the CPUs and memory into N
 # NUMA nodes, which the fault matrix's move_pages case needs),
 # PFNIC_DEVICE_PROPS (extra pfnic properties, e.g. ",pri=off"),
@@ -129,6 +130,7 @@ cat "${layers[@]}" "$work/extra.cpio.gz" >"$initrd"
 
 append="console=ttyS0 intel_iommu=on,sm_on panic=-1 pfnic_guest.mode=$mode"
 [[ -n $filter ]] && append+=" pfnic_guest.filter=$filter"
+[[ ${PFNIC_SOAK:-0} == 1 ]] && append+=" pfnic_guest.soak=1"
 [[ $mode == cmd ]] && append+=" quiet"
 # Built-in KUnit suites (the kernel crate's doctests) run at boot in test mode.
 [[ $mode == test ]] && append+=" kunit.enable=1 kunit.autorun=1"

@@ -138,9 +138,9 @@ guest_suite() {
 		local kunit=$run_dir/kunit.ktap ours
 		sed -E 's/^\[ *[0-9]+\.[0-9]+\] ?//' "$serial" | tr -d '\r' >"$kunit"
 		count_tap "$kunit" kunit
-		ours=$(grep -cE '^ +ok [0-9]+ rust_doctest_kernel_((pci_irq|miscdevice|iommu_sva|mm_mmu_notifier|mm_virt|mm_pin|fs_file|fs_anon_inode|cred)_rs_[0-9]+|dma_rs_9)$' "$kunit" || true)
+		ours=$(grep -cE '^ +ok [0-9]+ rust_doctest_kernel_((pci_irq|miscdevice|iommu_sva|mm_mmu_notifier|mm_mmu_notifier_interval|mm_hmm|mm_virt|mm_pin|fs_file|fs_anon_inode|cred)_rs_[0-9]+|dma_rs_(3|10))$' "$kunit" || true)
 		expect kunit-our-doctests "the doctests of kernel/patches did not all run and pass ($ours ok)" \
-			test "$ours" -ge 13
+			test "$ours" -ge 16
 	fi
 }
 
@@ -224,7 +224,20 @@ pair_suite() {
 		# at all (not one kernel line) until its time limit. That is QEMU or
 		# the host, not the suite; boot the pairing once more, keeping the
 		# first try's console.
-		((rc != 0 && rc != 77 && try == 1)) || break
+		((try == 1 && rc != 77)) || break
+		# rxe-rxe runs no pfnic code at all (Debian's rxe and tools on both
+		# sides; it is the baseline the others are compared with), and rxe
+		# under a loaded TCG host sometimes fails a run on its own (seen:
+		# ib_send_bw's receiver completing LOC_QP_OP_ERR): run it once more.
+		if [[ $pair == rxe-rxe && $rc == 0 ]] &&
+			grep -qs '^not ok' "$run_dir/$label-guest1.ktap" "$run_dir/$label-guest2.ktap"; then
+			log "$pair: rxe failed a test on its own ($(grep -hs '^not ok' "$run_dir/$label-guest1.ktap" "$run_dir/$label-guest2.ktap" | head -2 | tr '\n' ' ')); running the baseline again"
+			for f in console.log guest1.ktap guest2.ktap guest1-serial.log guest2-serial.log; do
+				mv "$run_dir/$label-$f" "$run_dir/$label-try1-$f" 2>/dev/null || true
+			done
+			continue
+		fi
+		((rc != 0)) || break
 		[[ ! -s $run_dir/$label-guest1-serial.log || ! -s $run_dir/$label-guest2-serial.log ]] || break
 		log "$pair: a guest printed nothing within ${limit}s; booting the pairing again"
 		mv "$run_dir/$label-console.log" "$run_dir/$label-console-try1.log"

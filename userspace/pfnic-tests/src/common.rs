@@ -25,6 +25,22 @@ pub fn nic() -> Result<Nic, Failure> {
     Ok(Nic { bdf, dev })
 }
 
+/// Whether this is a soak run (`PFNIC_SOAK=1` on the host, `pfnic_guest.soak=1` in the guest):
+/// the lifecycle and fault matrix tests then run the iteration counts of a nightly run (1000
+/// kills, 1000 unbinds) instead of `make test`'s.
+pub fn soak() -> bool {
+    std::env::var_os("PFNIC_SOAK").is_some_and(|v| v == "1")
+}
+
+/// `normal` iterations, or `soak` in a soak run ([`soak`]).
+pub fn iterations(normal: usize, soak_count: usize) -> usize {
+    if soak() {
+        soak_count
+    } else {
+        normal
+    }
+}
+
 /// A cookie that differs from run to run, so a stale echo cannot pass.
 pub fn cookie() -> u32 {
     let mut t = libc::timespec {

@@ -341,14 +341,14 @@ fn test_unbind_wakes_submit() -> TestResult {
     check_working()
 }
 
-/// Unbind and bind 100 times, each time with a file open, a QP connected and a doorbell page
+/// Unbind and bind 100 times (1000 in a soak run), each time with a file open, a QP connected and a doorbell page
 /// mapped: the device comes back working, with no context or table entry left over (the debug
 /// kernel's kmemleak scan after the suite checks that nothing leaked either).
 fn test_unbind_bind_cycles() -> TestResult {
-    const CYCLES: usize = 100;
+    let cycles = crate::common::iterations(100, 1000);
     need_module()?;
     let bdf = nic()?.bdf.clone();
-    for i in 0..CYCLES {
+    for i in 0..cycles {
         {
             let p = crate::verbs_common::Pair::new(&Default::default())?;
             let db = p.a.ctx.device().mmap(uapi::PFNIC_MMAP_DOORBELL, 4096)?;

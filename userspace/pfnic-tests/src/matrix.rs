@@ -829,15 +829,15 @@ fn test_matrix_ksm() -> TestResult {
     Ok(())
 }
 
-/// Children killed at random points of cold RDMA traffic between two contexts of their own,
+/// Children (20; 1000 in a soak run) killed at random points of cold RDMA traffic between two contexts of their own,
 /// with page requests outstanding: the device and the driver recover every time (the contexts
 /// are freed, the next pair works).
 fn test_matrix_kill_mid_rdma() -> TestResult {
-    const KILLS: usize = 20;
+    let kills = crate::common::iterations(20, 1000);
     requires_odp(&verbs_ctx()?, ODP_WRITE, false)?;
     let n = crate::common::nic()?;
     let before = n.dev.query_stats()?.contexts_active;
-    for k in 0..KILLS {
+    for k in 0..kills {
         let (mut rx, tx) = pipe()?;
         let child = Child::spawn(move || {
             let mut tx = tx;
@@ -864,6 +864,7 @@ fn test_matrix_kill_mid_rdma() -> TestResult {
         child.kill();
         check_eq!(child.wait()?, 128 + libc::SIGKILL);
     }
+    println!("# {kills} children killed mid-RDMA");
     // Every killed child's contexts were freed.
     let deadline = Instant::now() + Duration::from_secs(30);
     while n.dev.query_stats()?.contexts_active != before {
