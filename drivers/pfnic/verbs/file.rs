@@ -22,7 +22,7 @@ use kernel::{
     new_mutex,
     page::PAGE_SIZE,
     prelude::*,
-    rbtree::RBTree,
+    rbtree::{RBTree, RBTreeNodeReservation},
     sync::{Arc, Mutex},
 };
 
@@ -127,13 +127,19 @@ impl Objects {
         }
     }
 
-    /// Inserts `mr` at `handle` ([`Objects::new_handle`] under the same lock): a live MR is
-    /// never replaced, which would orphan its device key.
-    pub(crate) fn insert_mr(&mut self, handle: u32, mr: Mr) -> Result {
+    /// Inserts `mr` at `handle` ([`Objects::new_handle`] under the same lock) into `node`,
+    /// reserved beforehand, so the insertion cannot fail for memory after the device knows the
+    /// MR. A live MR is never replaced, which would orphan its device key: `mr` comes back.
+    pub(crate) fn insert_mr(
+        &mut self,
+        handle: u32,
+        mr: Mr,
+        node: RBTreeNodeReservation<u32, Mr>,
+    ) -> core::result::Result<(), Mr> {
         if self.mrs.get(&handle).is_some() {
-            return Err(EEXIST);
+            return Err(mr);
         }
-        self.mrs.try_create_and_insert(handle, mr, GFP_KERNEL)?;
+        self.mrs.insert(node.into_node(handle, mr));
         Ok(())
     }
 

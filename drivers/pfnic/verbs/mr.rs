@@ -14,7 +14,7 @@ use crate::{
     ring::{self, Desc},
     uapi,
 };
-use kernel::prelude::*;
+use kernel::{prelude::*, rbtree::RBTreeNodeReservation};
 
 /// Every `IBV_ACCESS_*` bit an MR may have.
 const MR_ACCESS: u32 = uapi::PFNIC_ACCESS_LOCAL_WRITE
@@ -107,6 +107,9 @@ impl VerbsFile {
         } else {
             None
         };
+        // Taken now: once the device knows the MR, nothing may fail for memory before the MR
+        // is in the file (see the end).
+        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
         let index = verbs.ids.lock().mrs.alloc()?;
         let free_index = kernel::types::ScopeGuard::new(|| verbs.ids.lock().mrs.free(index));
         let [addr_lo, addr_hi] = cmd::split(arg.addr);
@@ -153,11 +156,15 @@ impl VerbsFile {
             length: arg.length,
             pinned,
         };
-        if let Err(e) = o.insert_mr(handle, mr) {
+        if let Err(mr) = o.insert_mr(handle, mr, node) {
             if let Some(pd) = o.pds.get_mut(&arg.pd) {
                 pd.mrs -= 1;
             }
-            return Err(e);
+            drop(o);
+            // The device forgets the key before the pages it names are unpinned.
+            drop(cleared);
+            drop(mr);
+            return Err(EEXIST);
         }
         cleared.dismiss();
         free_index.dismiss();
