@@ -9,7 +9,7 @@
 //! domain like any driver's DMA, and never faults. Dropping a [`PinnedMr`] unmaps the pages,
 //! then unpins them; the device's MR must be cleared before, so nothing can use them.
 
-use super::table::{self, STAGE_ENTRIES};
+use super::table;
 use crate::nic::Nic;
 use kernel::{
     dma::DataDirection,
@@ -71,29 +71,24 @@ impl PinnedMr {
     /// with `TABLE` over the same range).
     pub(crate) fn write_table(&self, nic: &Nic, index: u32) -> Result {
         let page = PAGE_SIZE as u64;
-        let mut batch = KVec::with_capacity(STAGE_ENTRIES, GFP_KERNEL)?;
-        let mut written = 0u64;
-        for seg in self.sgt.iter() {
-            let (dma, len) = (seg.dma_address(), seg.dma_len());
-            // Whole pages were mapped from offset 0, so every segment is whole pages.
-            if dma % page != 0 || len % page != 0 {
-                return Err(EIO);
-            }
-            for offset in (0..len).step_by(PAGE_SIZE) {
-                batch.push(table::entry(dma + offset, self.write), GFP_KERNEL)?;
-                if batch.len() == STAGE_ENTRIES {
-                    nic.write_table(index, written, &batch)?;
-                    written += batch.len() as u64;
-                    batch.clear();
-                }
-            }
+        // Whole pages were mapped from offset 0, so every segment is whole pages.
+        if self
+            .sgt
+            .iter()
+            .any(|seg| seg.dma_address() % page != 0 || seg.dma_len() % page != 0)
+        {
+            return Err(EIO);
         }
-        if !batch.is_empty() {
-            nic.write_table(index, written, &batch)?;
-            written += batch.len() as u64;
-        }
-        // The mapping covers exactly the pinned pages, or the table would have holes.
-        if written != self.pages() {
+        let write = self.write;
+        let entries = self.sgt.iter().flat_map(|seg| {
+            let dma = seg.dma_address();
+            (0..seg.dma_len())
+                .step_by(PAGE_SIZE)
+                .map(move |off| table::entry(dma.wrapping_add(off), write))
+        });
+        // The mapping covers exactly the pinned pages, or the table would have holes (the
+        // caller clears the MR on this error).
+        if nic.write_table(index, 0, entries)? != self.pages() {
             return Err(EIO);
         }
         Ok(())

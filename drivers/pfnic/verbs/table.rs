@@ -56,27 +56,37 @@ impl TableStage {
 }
 
 impl Nic {
-    /// Writes `entries` into the table of MR `index` from entry `first` on, [`STAGE_ENTRIES`]
-    /// at a time.
-    pub(crate) fn write_table(&self, index: u32, first: u64, entries: &[u64]) -> Result {
+    /// Writes the entries `entries` yields into the table of MR `index` from entry `first`
+    /// on, staging [`STAGE_ENTRIES`] at a time; returns how many it wrote.
+    pub(crate) fn write_table(
+        &self,
+        index: u32,
+        first: u64,
+        mut entries: impl Iterator<Item = u64>,
+    ) -> Result<u64> {
         let verbs: &Verbs = self.verbs()?;
         let stage = &verbs.table_stage;
-        let mut done = 0usize;
-        for chunk in entries.chunks(STAGE_ENTRIES) {
-            let at = u32::try_from(first + done as u64).map_err(|_| EINVAL)?;
+        let mut done = 0u64;
+        loop {
+            let at = u32::try_from(first + done).map_err(|_| EINVAL)?;
             let _state = verbs.cmd_lock.lock();
-            stage
+            let staged = stage
                 .mem
                 .try_access_with(|mem| {
-                    for (i, e) in chunk.iter().enumerate() {
-                        io_project!(mem, [panic: i]).copy_write(*e);
+                    let mut n = 0;
+                    for e in entries.by_ref().take(STAGE_ENTRIES) {
+                        io_project!(mem, [panic: n]).copy_write(e);
+                        n += 1;
                     }
+                    n
                 })
                 .ok_or(ENODEV)?;
+            if staged == 0 {
+                return Ok(done);
+            }
             let [lo, hi] = cmd::split(stage.base);
-            self.execute(cmd::MTT_WRITE, &[index, at, chunk.len() as u32, lo, hi])?;
-            done += chunk.len();
+            self.execute(cmd::MTT_WRITE, &[index, at, staged as u32, lo, hi])?;
+            done += staged as u64;
         }
-        Ok(())
     }
 }
