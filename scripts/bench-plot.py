@@ -42,6 +42,16 @@ def size_name(s):
     return f"{s} B"
 
 
+def size_axis(e, sizes, x, y, w, h, label):
+    """Sizes evenly across the bottom of a panel, and the axis label; their x positions."""
+    n = max(1, len(sizes))
+    sx = {s: x + (w * (i + 0.5) / n) for i, s in enumerate(sizes)}
+    for s in sizes:
+        e.append(f'<text x="{sx[s]:.1f}" y="{y + h + 16}" text-anchor="middle">{size_name(s)}</text>')
+    e.append(f'<text x="{x + w / 2}" y="{y + h + 34}" text-anchor="middle">{label}</text>')
+    return sx
+
+
 def bandwidth_panel(e, doc, x, y, w, h):
     rows = doc["rows"]
     sizes = sorted({r["size"] for r in rows})
@@ -56,11 +66,7 @@ def bandwidth_panel(e, doc, x, y, w, h):
     p = Panel(e, x, y, w, h, lo, hi, "MiB/s (size / message time)")
     e.append(f'<text x="{x + w / 2}" y="{y - 10}" text-anchor="middle" font-size="13">'
              'Bandwidth of one message in flight: warm (solid) and cold (dashed)</text>')
-    n = len(sizes)
-    sx = {s: x + (w * (i + 0.5) / n) for i, s in enumerate(sizes)}
-    for s in sizes:
-        e.append(f'<text x="{sx[s]:.1f}" y="{y + h + 16}" text-anchor="middle">{size_name(s)}</text>')
-    e.append(f'<text x="{x + w / 2}" y="{y + h + 34}" text-anchor="middle">message size</text>')
+    sx = size_axis(e, sizes, x, y, w, h, "message size")
     for k, op in enumerate(ops):
         c = COLORS[op]
         for state, dash in (("warm", ""), ("cold", ' stroke-dasharray="6 4"')):
@@ -156,12 +162,7 @@ def modes_panel(e, modes, x, y, w, h):
     p = Panel(e, x, y, w, h, lo, hi, "MiB/s (size / median message time)")
     e.append(f'<text x="{x + w / 2}" y="{y - 10}" text-anchor="middle" font-size="13">'
              'Memory modes: warm (filled) and cold (open) bandwidth</text>')
-    n = len(sizes)
-    sx = {s: x + (w * (i + 0.5) / n) for i, s in enumerate(sizes)}
-    for s in sizes:
-        e.append(f'<text x="{sx[s]:.1f}" y="{y + h + 16}" text-anchor="middle">{size_name(s)}</text>')
-    e.append(f'<text x="{x + w / 2}" y="{y + h + 34}" text-anchor="middle">message size; line: '
-             'write solid, read dotted, send dashed</text>')
+    sx = size_axis(e, sizes, x, y, w, h, "message size; line: write solid, read dotted, send dashed")
     for mode, c in MODE_COLORS.items():
         for op, dash in OP_DASH.items():
             for state in ("warm_us", "cold_us"):
@@ -197,11 +198,7 @@ def registration_panel(e, modes, x, y, w, h):
     p = Panel(e, x, y, w, h, lo, hi, "us per ibv_reg_mr (median)")
     e.append(f'<text x="{x + w / 2}" y="{y - 10}" text-anchor="middle" font-size="13">'
              'Registration: what pinning costs</text>')
-    n = max(1, len(sizes))
-    sx = {s: x + (w * (i + 0.5) / n) for i, s in enumerate(sizes)}
-    for s in sizes:
-        e.append(f'<text x="{sx[s]:.1f}" y="{y + h + 16}" text-anchor="middle">{size_name(s)}</text>')
-    e.append(f'<text x="{x + w / 2}" y="{y + h + 34}" text-anchor="middle">MR size (pages present)</text>')
+    sx = size_axis(e, sizes, x, y, w, h, "MR size (pages present)")
     for k, (key, c) in enumerate(REG_COLORS.items()):
         pts = []
         for r in rows:

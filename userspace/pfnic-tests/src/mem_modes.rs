@@ -318,6 +318,40 @@ fn test_mode_pinned_vmpin() -> TestResult {
     Ok(())
 }
 
+/// In a forked child: `RLIMIT_MEMLOCK` at `bytes`, then every capability dropped (as
+/// `CAP_IPC_LOCK` lifts the limit) by becoming nobody; devices opened before stay open.
+fn limit_memlock_as_nobody(bytes: u64) -> Result<(), String> {
+    let limit = libc::rlimit {
+        rlim_cur: bytes,
+        rlim_max: bytes,
+    };
+    // SAFETY: plain system calls on this (child) process.
+    unsafe {
+        if libc::setrlimit(libc::RLIMIT_MEMLOCK, &limit) != 0
+            || libc::setgid(65534) != 0
+            || libc::setuid(65534) != 0
+        {
+            return Err(format!(
+                "setrlimit/setuid: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A child's exit code for the outcome `r` of `test`'s child code, which it explains on
+/// standard error.
+fn child_exit(test: &str, r: Result<(), String>) -> i32 {
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("# {test} child: {e}");
+            1
+        }
+    }
+}
+
 /// Without `CAP_IPC_LOCK`, `RLIMIT_MEMLOCK` bounds what a process may pin: a registration
 /// beyond it fails with `ENOMEM` and pins nothing; one that fits again after a
 /// deregistration works.
@@ -326,25 +360,8 @@ fn test_mode_pinned_memlock() -> TestResult {
     const LIMIT_PAGES: usize = 16;
     let code = in_child(|| {
         let run = || -> Result<(), String> {
-            let limit = libc::rlimit {
-                rlim_cur: (LIMIT_PAGES * PAGE) as u64,
-                rlim_max: (LIMIT_PAGES * PAGE) as u64,
-            };
-            // SAFETY: plain system calls on this child process.
-            unsafe {
-                if libc::setrlimit(libc::RLIMIT_MEMLOCK, &limit) != 0 {
-                    return Err(format!("setrlimit: {}", std::io::Error::last_os_error()));
-                }
-            }
             let ctx = pinned_ctx().map_err(|e| format!("{e:?}"))?;
-            // Drop every capability (CAP_IPC_LOCK lifts the limit) by becoming nobody; the
-            // device is already open.
-            // SAFETY: plain system calls on this child process.
-            unsafe {
-                if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
-                    return Err(format!("setuid: {}", std::io::Error::last_os_error()));
-                }
-            }
+            limit_memlock_as_nobody((LIMIT_PAGES * PAGE) as u64)?;
             let pd = ctx.alloc_pd().map_err(|e| e.to_string())?;
             let buf = Arc::new(Buffer::new((LIMIT_PAGES + 1) * PAGE).map_err(|e| e.to_string())?);
             buf.fill(1);
@@ -365,13 +382,7 @@ fn test_mode_pinned_memlock() -> TestResult {
                 .map_err(|e| format!("registration after the deregistration: {e}"))?;
             Ok(())
         };
-        match run() {
-            Ok(()) => 0,
-            Err(e) => {
-                eprintln!("# test_mode_pinned_memlock child: {e}");
-                1
-            }
-        }
+        child_exit("test_mode_pinned_memlock", run())
     })?;
     check_eq!(code, 0);
     Ok(())
@@ -379,8 +390,9 @@ fn test_mode_pinned_memlock() -> TestResult {
 
 /// A process killed with registrations pinned gives every pin back when it dies.
 fn test_mode_pinned_released_at_exit() -> TestResult {
-    pinned_ctx()?; // skips without tables
-                   // Well above what the per-CPU counters can hide.
+    // Skips without tables.
+    pinned_ctx()?;
+    // Well above what the per-CPU counters can hide.
     const PAGES: usize = 16384;
     let baseline = pins_held()?;
     let (tx, rx) = pipe()?;
@@ -401,10 +413,8 @@ fn test_mode_pinned_released_at_exit() -> TestResult {
             drop(mrs);
             Ok(())
         };
-        if let Err(e) = run() {
-            eprintln!("# test_mode_pinned_released_at_exit child: {e}");
-        }
-        1
+        // Only a SIGKILL ends it well; reaching here is a failure either way.
+        child_exit("test_mode_pinned_released_at_exit", run()).max(1)
     })?;
     let mut byte = [0u8; 1];
     // SAFETY: reads one byte into a valid buffer from our pipe.
@@ -523,23 +533,8 @@ fn test_mode_overcommit() -> TestResult {
     }
     let code = in_child(|| {
         let run = || -> Result<(), String> {
-            let limit = libc::rlimit {
-                rlim_cur: 64 << 20,
-                rlim_max: 64 << 20,
-            };
             let ctx = pinned_ctx().map_err(|e| format!("{e:?}"))?;
-            // SAFETY: plain system calls on this child process: a limit, then no capability.
-            unsafe {
-                if libc::setrlimit(libc::RLIMIT_MEMLOCK, &limit) != 0
-                    || libc::setgid(65534) != 0
-                    || libc::setuid(65534) != 0
-                {
-                    return Err(format!(
-                        "setrlimit/setuid: {}",
-                        std::io::Error::last_os_error()
-                    ));
-                }
-            }
+            limit_memlock_as_nobody(64 << 20)?;
             let big =
                 Arc::new(Buffer::with_flags(BIG, libc::MAP_NORESERVE).map_err(|e| e.to_string())?);
             let pd = ctx.alloc_pd().map_err(|e| e.to_string())?;
@@ -549,13 +544,7 @@ fn test_mode_overcommit() -> TestResult {
                 Err(e) => Err(format!("4 GiB pinned: {e}, expected ENOMEM")),
             }
         };
-        match run() {
-            Ok(()) => 0,
-            Err(e) => {
-                eprintln!("# test_mode_overcommit child: {e}");
-                1
-            }
-        }
+        child_exit("test_mode_overcommit", run())
     })?;
     check_eq!(code, 0);
     Ok(())
