@@ -79,7 +79,7 @@ impl MmuNotifier for ExitStop {
 impl Context {
     /// Creates a context for the address space `mm` on `nic`: bound to it through the IOMMU
     /// (SVA) where the platform can, else, on a device with translation tables, without a
-    /// PASID (the `pinned` memory mode only).
+    /// PASID (the `odp` and `pinned` memory modes only).
     ///
     /// Fails with `EOPNOTSUPP` when neither works (no ATS, PASID or PRI, or an IOMMU that does
     /// not bind the process, and no translation tables), with `ENOMEM`, and with `EBUSY` when
@@ -164,7 +164,7 @@ impl Context {
             ),
             None if nic.first_context_without_pasid() => dev_info!(
                 nic.device(),
-                "pfnic{}: context {} runs without a PASID (no SVA here): pinned memory only \
+                "pfnic{}: context {} runs without a PASID (no SVA here): memory modes odp and pinned \
                  (later ones at debug level)\n",
                 nic.info.index,
                 index

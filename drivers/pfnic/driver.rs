@@ -107,6 +107,10 @@ impl pci::Driver for PfnicDriver {
             if device_abi & 0xffff < regs::ABI_MINOR_PORT {
                 caps &= !uapi::PFNIC_CAP_WIRE;
             }
+            // Driver-managed faults need the tables and came with ABI 1.9.
+            if caps & uapi::PFNIC_CAP_TABLES != 0 && device_abi & 0xffff >= regs::ABI_MINOR_FAULTS {
+                caps |= uapi::PFNIC_CAP_FAULTS;
+            }
             let (doorbell_pages, doorbells) = DoorbellPages::new(pdev)?;
             let info = NicInfo {
                 index: index.get(),

@@ -2,9 +2,9 @@
 
 //! MSI-X interrupt handlers: one registration per allocated vector.
 
-use crate::nic::Nic;
+use crate::nic::{IrqOutcome, Nic};
 use kernel::{
-    irq::{self, IrqReturn},
+    irq::{self, IrqReturn, ThreadedIrqReturn},
     pci,
     prelude::*,
     sync::Arc,
@@ -18,18 +18,25 @@ pub(crate) struct VectorHandler {
     vector: usize,
 }
 
-impl irq::Handler for VectorHandler {
-    fn handle(&self) -> IrqReturn {
-        if self.nic.handle_irq(self.vector) {
-            IrqReturn::Handled
-        } else {
-            IrqReturn::None
+impl irq::ThreadedHandler for VectorHandler {
+    fn handle(&self) -> ThreadedIrqReturn {
+        match self.nic.handle_irq(self.vector) {
+            IrqOutcome::None => ThreadedIrqReturn::None,
+            IrqOutcome::Handled => ThreadedIrqReturn::Handled,
+            IrqOutcome::Faults => ThreadedIrqReturn::WakeThread,
         }
+    }
+
+    /// Serves page faults, which may sleep (only the event queue's vector wakes it).
+    fn handle_threaded(&self) -> IrqReturn {
+        self.nic.serve_faults();
+        IrqReturn::Handled
     }
 }
 
-/// A registered handler for one vector.
-pub(crate) type VectorRegistration<'bound> = irq::Registration<'bound, VectorHandler>;
+/// A registered handler for one vector. Threaded: the event queue's thread serves page faults
+/// (unbinding frees the vectors, which waits for it).
+pub(crate) type VectorRegistration<'bound> = irq::ThreadedRegistration<'bound, VectorHandler>;
 
 /// Registers a handler on every vector in `vectors`.
 pub(crate) fn register_all<'bound>(
@@ -43,7 +50,7 @@ pub(crate) fn register_all<'bound>(
         // SAFETY: the registration is pinned in a `KBox` that the driver data owns; it is
         // dropped, never leaked, when the driver unbinds.
         let reg = unsafe {
-            irq::Registration::new(
+            irq::ThreadedRegistration::new(
                 vectors.index(vector)?,
                 irq::Flags::TRIGGER_NONE,
                 c"pfnic",

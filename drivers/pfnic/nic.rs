@@ -17,8 +17,8 @@ mod stats;
 mod submit;
 
 use contexts::ContextTable;
-pub(crate) use interrupts::VectorStats;
 use interrupts::NO_SELFTEST;
+pub(crate) use interrupts::{IrqOutcome, VectorStats};
 
 use crate::{doorbells::DoorbellPages, regs, ring::Rings, uapi, verbs::Verbs};
 use kernel::{

@@ -42,6 +42,9 @@ pub(crate) const ABI_MINOR_MIN: u32 = 4;
 /// The minor version that added the port registers and `QP_MODIFY`'s wire arguments
 /// (docs/wire.md). An older device is a loopback-only port without them.
 pub(crate) const ABI_MINOR_PORT: u32 = 5;
+/// The minor version that added driver-managed faults: `MR_SET`'s `FAULT` flag, `PAGE_FAULT`
+/// events and `FAULT_RESUME` (docs/verbs.md). An older device's table MRs fail at a miss.
+pub(crate) const ABI_MINOR_FAULTS: u32 = 9;
 
 /// Port counters (`PORT_COUNTERS`, docs/wire.md), in the order of
 /// [`uapi::QueryPort::counters`](crate::uapi::QueryPort::counters).

@@ -18,7 +18,7 @@
 use zerocopy_derive::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// Version of this interface, reported by [`PFNIC_IOCTL_QUERY_DEVICE`]. Bumped for every change.
-pub const PFNIC_UAPI_VERSION: u32 = 14;
+pub const PFNIC_UAPI_VERSION: u32 = 15;
 
 /// The ioctl "type" byte of every pfnic ioctl.
 pub const PFNIC_IOCTL_MAGIC: u32 = 0xf5;
@@ -39,6 +39,9 @@ pub const PFNIC_CAP_WIRE: u64 = 1 << 5;
 /// Translation tables the driver fills (docs/verbs.md): the `pinned` memory mode, and contexts
 /// without a PASID on platforms without SVA ([`PFNIC_IOCTL_SET_MEM_MODE`]).
 pub const PFNIC_CAP_TABLES: u64 = 1 << 6;
+/// Translation tables whose misses the driver serves (docs/verbs.md, "Driver-managed faults"):
+/// the `odp` memory mode ([`PFNIC_MEM_MODE_ODP`]).
+pub const PFNIC_CAP_FAULTS: u64 = 1 << 7;
 
 /// Argument of [`PFNIC_IOCTL_QUERY_DEVICE`] (output only).
 #[repr(C)]
@@ -552,22 +555,29 @@ pub struct QueryMr {
     pub mr: u32,
     /// Reserved, zero.
     pub reserved: u32,
-    /// Out: page requests sent for the MR's pages.
+    /// Out: pages the device found missing: page requests sent for the MR's pages
+    /// ([`PFNIC_MEM_MODE_SVA`]), or table entries its page-fault events named
+    /// ([`PFNIC_MEM_MODE_ODP`]).
     pub page_faults: u64,
-    /// Out: those answered with success.
+    /// Out: those made present (answered with success).
     pub page_faults_handled: u64,
-    /// Out: IOMMU invalidations overlapping the MR.
+    /// Out: IOMMU invalidations overlapping the MR (`SVA`), or table entries the driver
+    /// invalidated because the process's mappings changed (`ODP`).
     pub page_invalidations: u64,
     /// Out: those applied by the device.
     pub page_invalidations_handled: u64,
-    /// Out: pages made present by prefetch.
+    /// Out: pages made present by prefetch (`ODP`: also by the registration of an MR without
+    /// `ON_DEMAND`).
     pub page_prefetch: u64,
     /// Out: remote uses of the MR's key the device refused (range, access or PD).
     pub remote_access_errors: u64,
-    /// Out: page request groups those page requests went out in.
+    /// Out: page request groups (`SVA`) or page-fault events (`ODP`) those faults went out in.
     pub page_fault_groups: u64,
     /// Out: pages the registration pinned ([`PFNIC_MEM_MODE_PINNED`]; 0 otherwise).
     pub pages_pinned: u64,
+    /// Out: pages the device's translation table maps now (`PINNED`: every page; `ODP`: those
+    /// faulted in or prefetched and not invalidated since; `SVA`: 0, the IOMMU translates).
+    pub pages_mapped: u64,
 }
 
 /// Memory modes ([`PFNIC_IOCTL_SET_MEM_MODE`]): how an open file's MRs reach its memory.
@@ -579,8 +589,16 @@ pub const PFNIC_MEM_MODE_SVA: u32 = 1;
 /// `PINNED`: registration pins the pages (`RLIMIT_MEMLOCK` accounted in `VmPin`, `ENOMEM`
 /// beyond it without `CAP_IPC_LOCK`), maps them for DMA and writes the device's translation
 /// table; deregistration unpins. ODP MRs are `EOPNOTSUPP`. Works without PRI, PASID or ATS
-/// (the default where SVA does not).
+/// (the default where neither SVA nor `ODP` works).
 pub const PFNIC_MEM_MODE_PINNED: u32 = 2;
+/// `ODP`: the driver fills the device's translation table on demand, as mlx5's on-demand
+/// paging does: the device reports a missing page to the driver, which faults it in
+/// (`hmm_range_fault()`), maps it for DMA and writes its entry; an `mmu_interval_notifier`
+/// removes entries before the kernel changes the mappings behind them. Nothing is pinned. ODP
+/// MRs are filled only by faults and prefetches, other MRs once at registration (and again
+/// on demand after the kernel reclaimed their pages). Implicit ODP MRs are `EOPNOTSUPP`.
+/// Needs [`PFNIC_CAP_FAULTS`], not PRI (the default where SVA does not work).
+pub const PFNIC_MEM_MODE_ODP: u32 = 3;
 
 /// Argument of [`PFNIC_IOCTL_SET_MEM_MODE`] (input only).
 #[repr(C)]

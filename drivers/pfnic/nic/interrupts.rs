@@ -4,7 +4,7 @@
 //! self-test) and the interrupt self-test.
 
 use super::Nic;
-use crate::regs;
+use crate::{regs, verbs::eq::Processed};
 use kernel::{
     io::{poll::read_poll_timeout, Io},
     prelude::*,
@@ -83,11 +83,9 @@ impl Nic {
     /// Called by the handler of `vector`: consumes the events of the event queue (vector 0),
     /// wakes the ring waiters (other vectors: descriptor completions, which have no cause bit)
     /// and, only while a self-test signals this vector, acknowledges `IRQ_STATUS`.
-    ///
-    /// Returns whether the device had anything pending.
-    pub(crate) fn handle_irq(&self, vector: usize) -> bool {
+    pub(crate) fn handle_irq(&self, vector: usize) -> IrqOutcome {
         let Some(stats) = self.vectors.get(vector) else {
-            return false;
+            return IrqOutcome::None;
         };
         stats.interrupts.add(1, Relaxed);
         let selftest = self.selftest_vector.load(Acquire) as usize == vector;
@@ -98,7 +96,7 @@ impl Nic {
                     Some(verbs) if vector == crate::verbs::eq::EQ_VECTOR as usize => {
                         verbs.eq.process(bar)
                     }
-                    _ => false,
+                    _ => Processed::default(),
                 };
                 if !selftest {
                     return (None, events);
@@ -113,7 +111,7 @@ impl Nic {
                     .then(|| bar.read(regs::SELFTEST_ECHO).value().get());
                 (echo, events)
             })
-            .unwrap_or((None, false));
+            .unwrap_or((None, Processed::default()));
         if vector != 0 {
             self.ring_progressed();
         }
@@ -121,9 +119,42 @@ impl Nic {
             stats.last_echo.store(echo, Relaxed);
             // Publishes `last_echo` to the waiter in `selftest`.
             stats.selftests.fetch_add(1, Release);
-            return true;
         }
-        // Vectors other than 0 also signal descriptor completions.
-        events || vector != 0
+        if events.faults {
+            IrqOutcome::Faults
+        } else if echo.is_some() || events.events || vector != 0 {
+            // Vectors other than 0 also signal descriptor completions.
+            IrqOutcome::Handled
+        } else {
+            IrqOutcome::None
+        }
     }
+
+    /// The thread of the event queue's interrupt: serves the page faults the handler queued
+    /// ([`crate::verbs::odp`]), one at a time, until none is left.
+    pub(crate) fn serve_faults(&self) {
+        let Ok(verbs) = self.verbs() else { return };
+        loop {
+            match verbs.eq.next_fault() {
+                Ok(Some(fault)) => self.serve_fault(fault),
+                Ok(None) => return,
+                // Events wait in the event queue for want of room: take them now.
+                Err(()) => {
+                    if self.with_bar(|bar| verbs.eq.process(bar)).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What an interrupt needs.
+pub(crate) enum IrqOutcome {
+    /// Nothing was pending.
+    None,
+    /// Handled.
+    Handled,
+    /// Handled, and page faults wait for the interrupt's thread.
+    Faults,
 }

@@ -2,8 +2,9 @@
 
 //! The device's event queue (docs/verbs.md, "Event queue"): driver memory the device writes
 //! 16-byte entries into, signalled on one MSI-X vector. The handler consumes entries by their
-//! owner parity, routes `COMPLETION` events to the file that owns the CQ and advances
-//! `EQ_HEAD`.
+//! owner parity, routes `COMPLETION` events to the file that owns the CQ, queues `PAGE_FAULT`
+//! events for the interrupt's thread (which may sleep to serve them, [`super::odp`]) and
+//! advances `EQ_HEAD`.
 
 use super::events::CompletionEvents;
 use crate::{nic::Bar0, regs, uapi};
@@ -34,17 +35,28 @@ const EVENT_COMPLETION: u8 = 1;
 const EVENT_QP_FATAL: u8 = 2;
 const EVENT_CQ_ERROR: u8 = 3;
 const EVENT_ACCESS_ERROR: u8 = 4;
+const EVENT_PAGE_FAULT: u8 = 5;
+
+/// `PAGE_FAULT` flag (byte 1): the work writes the pages.
+const FAULT_WRITE: u8 = 1 << 0;
+
+/// Page faults the handler queues for its thread. A full queue leaves the next event in the
+/// event queue (the device holds the rest), so none is lost: the thread takes it when it has
+/// room. The device has at most one outstanding event per waiting work.
+const FAULT_QUEUE_ENTRIES: usize = 256;
 
 /// One event queue entry, as the device writes it.
 #[repr(C)]
 #[derive(Clone, Copy, Default, ZFromBytes, ZIntoBytes, Immutable)]
 pub(crate) struct Eqe {
     kind: u8,
-    reserved0: u8,
-    reserved1: u8,
+    /// Type-specific flags (`PAGE_FAULT`: [`FAULT_WRITE`]).
+    flags: u8,
+    reserved: u8,
     owner: u8,
     object: u32,
-    reserved2: u64,
+    /// Type-specific data (`PAGE_FAULT`: the first entry in bits 31:0, the count in 47:32).
+    data: u64,
 }
 
 kernel::static_assert!(core::mem::size_of::<Eqe>() == 16);
@@ -62,6 +74,82 @@ pub(crate) struct Route {
     pub(crate) cq_context: u64,
 }
 
+/// A `PAGE_FAULT` event: the device misses entries `first..first + count` of MR `mr`'s
+/// translation table (docs/verbs.md, "Driver-managed faults").
+#[derive(Clone, Copy, Default)]
+pub(crate) struct PageFault {
+    pub(crate) mr: u32,
+    pub(crate) first: u32,
+    pub(crate) count: u32,
+    /// The work writes the pages.
+    pub(crate) write: bool,
+}
+
+impl PageFault {
+    fn decode(entry: &Eqe) -> Self {
+        Self {
+            mr: entry.object,
+            first: entry.data as u32,
+            count: ((entry.data >> 32) & 0xffff) as u32,
+            write: entry.flags & FAULT_WRITE != 0,
+        }
+    }
+}
+
+/// The page faults queued for the interrupt thread: a ring of [`FAULT_QUEUE_ENTRIES`].
+pub(crate) struct FaultQueue {
+    slots: KVec<PageFault>,
+    head: usize,
+    len: usize,
+    /// The handler left a `PAGE_FAULT` in the event queue because this one was full.
+    stalled: bool,
+}
+
+impl FaultQueue {
+    fn new() -> Result<Self> {
+        let mut slots = KVec::with_capacity(FAULT_QUEUE_ENTRIES, GFP_KERNEL)?;
+        for _ in 0..FAULT_QUEUE_ENTRIES {
+            slots.push(PageFault::default(), GFP_KERNEL)?;
+        }
+        Ok(Self {
+            slots,
+            head: 0,
+            len: 0,
+            stalled: false,
+        })
+    }
+
+    fn push(&mut self, fault: PageFault) -> bool {
+        let n = self.slots.len();
+        if self.len == n {
+            self.stalled = true;
+            return false;
+        }
+        self.slots[(self.head + self.len) % n] = fault;
+        self.len += 1;
+        true
+    }
+
+    fn pop(&mut self) -> Option<PageFault> {
+        if self.len == 0 {
+            return None;
+        }
+        let fault = self.slots[self.head];
+        self.head = (self.head + 1) % self.slots.len();
+        self.len -= 1;
+        Some(fault)
+    }
+}
+
+/// What one pass over the event queue found.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Processed {
+    /// It consumed entries.
+    pub(crate) events: bool,
+    /// Page faults wait for the interrupt thread.
+    pub(crate) faults: bool,
+}
+
 /// Events seen, for statistics.
 pub(crate) struct EqCounters {
     pub(crate) completions: Atomic<u64>,
@@ -73,6 +161,10 @@ pub(crate) struct EqCounters {
     /// `ACCESS_ERROR` events: a context's first refused remote access since its count was
     /// last read.
     pub(crate) access_errors: Atomic<u64>,
+    /// `PAGE_FAULT` events.
+    pub(crate) page_faults: Atomic<u64>,
+    /// Times the fault queue was full and an event waited in the event queue.
+    pub(crate) fault_queue_full: Atomic<u64>,
 }
 
 /// The event queue and the CQ routing table.
@@ -88,6 +180,9 @@ pub(crate) struct EventQueue {
     /// Slot `cqn` says which file gets the CQ's completion events.
     #[pin]
     routes: SpinLockIrq<KVec<Option<Route>>>,
+    /// Page faults for the interrupt thread. Taken inside `consumed`.
+    #[pin]
+    faults: SpinLockIrq<FaultQueue>,
     /// Bit `i`: context `i` had an `ACCESS_ERROR` event not yet reported. Set by the
     /// interrupt handler and cleared by the reporter with atomic bit operations only.
     alerts: BitmapVec,
@@ -113,6 +208,7 @@ impl EventQueue {
             base,
             consumed <- new_spinlock_irq!(0),
             routes <- new_spinlock_irq!(routes),
+            faults <- new_spinlock_irq!(FaultQueue::new()?),
             alerts,
             counters: EqCounters {
                 completions: Atomic::new(0),
@@ -120,6 +216,8 @@ impl EventQueue {
                 cq_errors: Atomic::new(0),
                 dropped: Atomic::new(0),
                 access_errors: Atomic::new(0),
+                page_faults: Atomic::new(0),
+                fault_queue_full: Atomic::new(0),
             },
         }? Error))
     }
@@ -145,13 +243,14 @@ impl EventQueue {
         }
     }
 
-    /// Consumes every entry the device has written; returns whether there was any. Called by
-    /// the interrupt handler of [`EQ_VECTOR`].
-    pub(crate) fn process(&self, bar: &Bar0<'_>) -> bool {
+    /// Consumes every entry the device has written, except a `PAGE_FAULT` that finds the fault
+    /// queue full, and what follows it. Called by the interrupt handler of [`EQ_VECTOR`], and
+    /// by its thread once the fault queue has room again.
+    pub(crate) fn process(&self, bar: &Bar0<'_>) -> Processed {
         // The handler and the BAR it was given outlive the queue only during unbind, after the
         // device's reset: nothing is left to consume.
         let Some(mem) = self.mem.try_access() else {
-            return false;
+            return Processed::default();
         };
         let mem = &*mem;
         let mut consumed = self.consumed.lock();
@@ -167,17 +266,43 @@ impl EventQueue {
             // The owner byte is written last: read the rest only after it.
             dma_mb(Read);
             let entry: Eqe = io_project!(mem, [panic: slot]).copy_read();
+            if !self.dispatch(&entry) {
+                self.counters.fault_queue_full.add(1, Relaxed);
+                break;
+            }
             *consumed = n.wrapping_add(1);
-            self.dispatch(&entry);
         }
+        let faults = self.faults.lock().len != 0;
         if *consumed == start {
-            return false;
+            return Processed {
+                events: false,
+                faults,
+            };
         }
         bar.write_reg(regs::EQ_HEAD::zeroed().with_consumed(*consumed));
-        true
+        Processed {
+            events: true,
+            faults,
+        }
     }
 
-    fn dispatch(&self, entry: &Eqe) {
+    /// The next page fault for the interrupt thread; `Err(())` when there is none but the
+    /// handler left one in the event queue for want of room (the caller processes the queue
+    /// again).
+    pub(crate) fn next_fault(&self) -> Result<Option<PageFault>, ()> {
+        let mut q = self.faults.lock();
+        if let Some(fault) = q.pop() {
+            return Ok(Some(fault));
+        }
+        if core::mem::take(&mut q.stalled) {
+            return Err(());
+        }
+        Ok(None)
+    }
+
+    /// Handles one event; `false` (and the event is not consumed) only for a page fault that
+    /// finds the fault queue full.
+    fn dispatch(&self, entry: &Eqe) -> bool {
         match entry.kind {
             EVENT_COMPLETION => {
                 self.counters.completions.add(1, Relaxed);
@@ -207,8 +332,15 @@ impl EventQueue {
                     self.alerts.set_bit_atomic(ctx);
                 }
             }
+            EVENT_PAGE_FAULT => {
+                if !self.faults.lock().push(PageFault::decode(entry)) {
+                    return false;
+                }
+                self.counters.page_faults.add(1, Relaxed);
+            }
             _ => {}
         }
+        true
     }
 
     /// Whether some context had an `ACCESS_ERROR` event not yet reported.

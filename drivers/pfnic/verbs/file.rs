@@ -14,7 +14,9 @@
 //! is freed at once, after its mappings were removed ([`Objects::revoke`]): DMA memory
 //! does not outlive the device, even while the file stays open.
 
-use super::{channel::Channel, cmd, events::CompletionEvents, pinned::PinnedMr, MAX_PDS};
+use super::{
+    channel::Channel, cmd, events::CompletionEvents, odp::OdpMr, pinned::PinnedMr, MAX_PDS,
+};
 use crate::{nic::Nic, regs, uapi};
 use kernel::{
     dma::SharedCoherent,
@@ -47,6 +49,8 @@ pub(crate) struct Mr {
     /// The pinned pages behind the MR's translation table (`pinned` mode). Dropped after the
     /// device's MR is cleared.
     pub(crate) pinned: Option<PinnedMr>,
+    /// The mirror of the MR's table (`odp` mode), also in the device-wide index of ODP MRs.
+    pub(crate) odp: Option<Arc<OdpMr>>,
 }
 
 impl Mr {
@@ -222,6 +226,8 @@ impl VerbsFile {
             channels: KVec::new(),
             mem_mode: if sva {
                 uapi::PFNIC_MEM_MODE_SVA
+            } else if nic.info.caps & uapi::PFNIC_CAP_FAULTS != 0 {
+                uapi::PFNIC_MEM_MODE_ODP
             } else {
                 uapi::PFNIC_MEM_MODE_PINNED
             },
@@ -244,6 +250,7 @@ impl VerbsFile {
         let supported = match arg.mode {
             uapi::PFNIC_MEM_MODE_SVA => self.sva,
             uapi::PFNIC_MEM_MODE_PINNED => self.nic.info.caps & uapi::PFNIC_CAP_TABLES != 0,
+            uapi::PFNIC_MEM_MODE_ODP => self.nic.info.caps & uapi::PFNIC_CAP_FAULTS != 0,
             _ => return Err(EINVAL),
         };
         if !supported {
@@ -263,12 +270,16 @@ impl VerbsFile {
     }
 
     /// `PFNIC_IOCTL_QUERY_VERBS`: the device's verbs, with on-demand paging only in a mode that
-    /// has it.
+    /// has it (implicit MRs only in `sva`).
     pub(crate) fn query_verbs(&self) -> Result<uapi::QueryVerbs> {
         let mut q = self.nic.query_verbs()?;
-        if self.mem_mode() != uapi::PFNIC_MEM_MODE_SVA {
-            q.odp_general_caps = 0;
-            q.odp_rc_caps = 0;
+        match self.mem_mode() {
+            uapi::PFNIC_MEM_MODE_SVA => {}
+            uapi::PFNIC_MEM_MODE_ODP => q.odp_general_caps &= !uapi::PFNIC_ODP_SUPPORT_IMPLICIT,
+            _ => {
+                q.odp_general_caps = 0;
+                q.odp_rc_caps = 0;
+            }
         }
         Ok(q)
     }
@@ -366,7 +377,7 @@ impl VerbsFile {
                 break;
             };
             if let Some(mr) = o.mrs.remove(&handle) {
-                let _ = self.nic.command(cmd::MR_CLEAR, &[mr.index]);
+                let _ = mr.clear(&self.nic);
                 verbs.ids.lock().mrs.free(mr.index);
             }
         }

@@ -10,8 +10,8 @@
 //! - [`file`]: the objects of one open file (PDs, MRs, CQs, QPs) and their ioctls, with
 //!   [`mr`], [`cq`] and [`qp`] for each kind of object;
 //! - [`port`]: port 1, its addresses and GIDs (docs/wire.md);
-//! - [`table`]: translation tables the driver fills, and [`pinned`]: the MRs that use them in
-//!   the `pinned` memory mode.
+//! - [`table`]: translation tables the driver fills; [`pinned`] and [`odp`]: the MRs that use
+//!   them in the `pinned` and `odp` memory modes.
 
 pub(crate) mod alloc;
 pub(crate) mod channel;
@@ -21,6 +21,7 @@ pub(crate) mod eq;
 pub(crate) mod events;
 pub(crate) mod file;
 pub(crate) mod mr;
+pub(crate) mod odp;
 pub(crate) mod pinned;
 pub(crate) mod port;
 pub(crate) mod qp;
@@ -39,7 +40,9 @@ use kernel::{
     io::Io,
     new_mutex,
     prelude::*,
+    sync::Arc,
     sync::{atomic::Relaxed, Mutex},
+    xarray::{AllocKind, XArray},
 };
 
 /// PDs one file may have (the device has no PD table: a PD is a number the driver tags MRs
@@ -128,6 +131,11 @@ pub(crate) struct Verbs {
     backup_base: DmaAddress,
     /// Where `MTT_WRITE` reads translation table entries from (used under `cmd_lock`).
     pub(crate) table_stage: table::TableStage,
+    /// The MRs of the `odp` mode, by index in the device's key table: where page-fault events
+    /// go.
+    #[pin]
+    pub(crate) odp_mrs: XArray<Arc<odp::OdpMr>>,
+    pub(crate) odp_stats: odp::OdpStats,
 }
 
 /// Bytes of the backup buffer: 256 slots of one packet (4 KiB) each.
@@ -164,6 +172,8 @@ impl Verbs {
             backup,
             backup_base,
             table_stage,
+            odp_mrs <- XArray::new(AllocKind::Alloc),
+            odp_stats: odp::OdpStats::new(),
         }? Error))
     }
 
@@ -243,6 +253,9 @@ impl Nic {
         writeln!(f, "access_error_events {}", c.access_errors.load(Relaxed))?;
         writeln!(f, "cq_error_events {}", c.cq_errors.load(Relaxed))?;
         writeln!(f, "completion_events_dropped {}", c.dropped.load(Relaxed))?;
+        writeln!(f, "page_fault_events {}", c.page_faults.load(Relaxed))?;
+        writeln!(f, "fault_queue_full {}", c.fault_queue_full.load(Relaxed))?;
+        verbs.odp_stats.write(f)?;
         if let Ok(overflow) = self.with_bar(EventQueue::overflow) {
             writeln!(f, "eq_overflow {overflow}")?;
         }

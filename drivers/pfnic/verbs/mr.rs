@@ -7,14 +7,17 @@
 //! at registration, by `PREFETCH` descriptors on the file's own ring; afterwards the kernel may
 //! reclaim its pages like any others and the device faults them back in. An ODP MR is
 //! populated only by faults and prefetches. In the `pinned` mode an MR's pages are pinned and
-//! translated by a table ([`PinnedMr`]); ODP MRs are not supported there.
+//! translated by a table ([`PinnedMr`]); ODP MRs are not supported there. In the `odp` mode
+//! every MR is translated by a table the driver fills on demand ([`odp`]); an ordinary MR is
+//! filled at registration, as in the `sva` mode.
 
-use super::{cmd, file::Mr, file::VerbsFile, pinned::PinnedMr, Limits};
+use super::{cmd, file::Mr, file::VerbsFile, odp, pinned::PinnedMr, Limits};
 use crate::{
+    nic::Nic,
     ring::{self, Desc},
     uapi,
 };
-use kernel::{prelude::*, rbtree::RBTreeNodeReservation};
+use kernel::{prelude::*, rbtree::RBTreeNodeReservation, sync::Arc, types::ScopeGuard};
 
 /// Every `IBV_ACCESS_*` bit an MR may have.
 const MR_ACCESS: u32 = uapi::PFNIC_ACCESS_LOCAL_WRITE
@@ -30,6 +33,8 @@ const WRITE_ACCESS: u32 = uapi::PFNIC_ACCESS_LOCAL_WRITE
 
 /// `MR_SET` flag: the MR is translated by a table the driver fills (docs/verbs.md).
 const MR_FLAG_TABLE: u32 = 1 << 0;
+/// `MR_SET` flag, with `TABLE`: a miss waits for the driver instead of failing the work.
+const MR_FLAG_FAULT: u32 = 1 << 1;
 
 /// One `PREFETCH` descriptor covers at most this much.
 const PREFETCH_CHUNK: u64 = ring::MAX_LEN;
@@ -93,28 +98,42 @@ impl VerbsFile {
             o.mem_mode
         };
         let on_demand = arg.access & uapi::PFNIC_ACCESS_ON_DEMAND != 0;
+        let write = arg.access & WRITE_ACCESS != 0;
         let pinned = if mode == uapi::PFNIC_MEM_MODE_PINNED {
             if on_demand {
                 return Err(EOPNOTSUPP);
             }
             // Pinned before the device knows the MR, without holding the object lock.
-            Some(PinnedMr::pin(
-                &self.nic,
-                arg.addr,
-                arg.length,
-                arg.access & WRITE_ACCESS != 0,
-            )?)
+            Some(PinnedMr::pin(&self.nic, arg.addr, arg.length, write)?)
         } else {
             None
         };
+        // The whole address space cannot have a table.
+        if mode == uapi::PFNIC_MEM_MODE_ODP && implicit {
+            return Err(EOPNOTSUPP);
+        }
         // Taken now: once the device knows the MR, nothing may fail for memory before the MR
         // is in the file (see the end).
         let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
         let index = verbs.ids.lock().mrs.alloc()?;
-        let free_index = kernel::types::ScopeGuard::new(|| verbs.ids.lock().mrs.free(index));
+        let free_index = ScopeGuard::new(|| verbs.ids.lock().mrs.free(index));
+        // Watching the range before the device can use it: no invalidation is missed.
+        let odp = if mode == uapi::PFNIC_MEM_MODE_ODP {
+            let task = kernel::current!();
+            let mm = task.mm().ok_or(EINVAL)?;
+            Some(odp::new(&self.nic, mm, index, arg.addr, arg.length, write)?)
+        } else {
+            None
+        };
         let [addr_lo, addr_hi] = cmd::split(arg.addr);
         let [len_lo, len_hi] = cmd::split(arg.length);
-        let flags = if pinned.is_some() { MR_FLAG_TABLE } else { 0 };
+        let flags = if pinned.is_some() {
+            MR_FLAG_TABLE
+        } else if odp.is_some() {
+            MR_FLAG_TABLE | MR_FLAG_FAULT
+        } else {
+            0
+        };
         let res = self.nic.command(
             cmd::MR_SET,
             &[
@@ -122,18 +141,34 @@ impl VerbsFile {
             ],
         )?;
         let key = res[0];
-        let cleared = kernel::types::ScopeGuard::new(|| {
-            let _ = self.nic.command(cmd::MR_CLEAR, &[index]);
+        let cleared = ScopeGuard::new(|| {
+            let _ = match &odp {
+                Some(odp) => odp::retire(odp),
+                None => self.nic.command(cmd::MR_CLEAR, &[index]).map(|_| ()),
+            };
+        });
+        // Page-fault events for the MR find it from now on.
+        if let Some(odp) = &odp {
+            verbs
+                .odp_mrs
+                .lock()
+                .store(index as usize, odp.clone(), GFP_KERNEL)?;
+        }
+        let published = ScopeGuard::new(|| {
+            if odp.is_some() {
+                let removed = verbs.odp_mrs.lock().remove(index as usize);
+                drop(removed);
+            }
         });
         if let Some(pinned) = &pinned {
             pinned.write_table(&self.nic, index)?;
+        } else if let Some(odp) = odp.as_ref().filter(|_| !on_demand) {
+            // Filled now, as the `sva` mode makes ordinary MRs present (and refills on demand
+            // after reclaim).
+            odp::prefetch(odp, arg.addr, arg.length, write)?;
         } else if !implicit && !on_demand {
             // Populate now, without holding the object lock (faults take the mmap lock).
-            let flags = if arg.access & WRITE_ACCESS != 0 {
-                ring::PREFETCH_WRITE
-            } else {
-                0
-            };
+            let flags = if write { ring::PREFETCH_WRITE } else { 0 };
             self.prefetch_sync(key, arg.addr, arg.length, flags)?;
         }
         let mut o = self.objects.lock();
@@ -155,6 +190,7 @@ impl VerbsFile {
             addr: arg.addr,
             length: arg.length,
             pinned,
+            odp: odp.clone(),
         };
         if let Err(mr) = o.insert_mr(handle, mr, node) {
             if let Some(pd) = o.pds.get_mut(&arg.pd) {
@@ -162,10 +198,12 @@ impl VerbsFile {
             }
             drop(o);
             // The device forgets the key before the pages it names are unpinned.
+            drop(published);
             drop(cleared);
             drop(mr);
             return Err(EEXIST);
         }
+        published.dismiss();
         cleared.dismiss();
         free_index.dismiss();
         arg.mr = handle;
@@ -182,7 +220,7 @@ impl VerbsFile {
         }
         let mut o = self.objects.lock();
         let mr = o.mrs.get(&arg.mr).ok_or(EINVAL)?;
-        self.nic.command(cmd::MR_CLEAR, &[mr.index])?;
+        mr.clear(&self.nic)?;
         let index = mr.index;
         let pd = mr.pd;
         let mr = o.mrs.remove(&arg.mr);
@@ -213,6 +251,15 @@ impl VerbsFile {
         arg.remote_access_errors = cmd::join(r[10], r[11]);
         arg.page_fault_groups = cmd::join(r[12], r[13]);
         arg.pages_pinned = mr.pinned.as_ref().map_or(0, |p| p.pages());
+        arg.pages_mapped = arg.pages_pinned;
+        if let Some(odp) = &mr.odp {
+            // The device counts the faults; the driver, the rest.
+            let c = odp::counters(odp);
+            arg.page_invalidations = c.invalidated;
+            arg.page_invalidations_handled = c.invalidated;
+            arg.page_prefetch += c.prefetched;
+            arg.pages_mapped = c.mapped;
+        }
         Ok(())
     }
 
@@ -235,10 +282,13 @@ impl VerbsFile {
             return Err(EINVAL);
         }
         let sges = &arg.sge[..n];
+        // The `odp` mode's MRs, which the driver fills itself.
+        let mut odp_mrs = KVec::with_capacity(n, GFP_KERNEL)?;
         {
             let o = self.objects.lock();
             for sge in sges {
                 let mr = o.mrs.values().find(|mr| mr.key == sge.lkey).ok_or(EINVAL)?;
+                odp_mrs.push(mr.odp.clone(), GFP_KERNEL)?;
                 // Like mlx5: only on-demand MRs are advised.
                 if mr.access & uapi::PFNIC_ACCESS_ON_DEMAND == 0
                     || !mr.covers(sge.addr, u64::from(sge.length))
@@ -249,6 +299,9 @@ impl VerbsFile {
                     return Err(EINVAL);
                 }
             }
+        }
+        if odp_mrs.iter().any(Option::is_some) {
+            return advise_odp(sges, &odp_mrs, flags, arg.flags);
         }
         if arg.flags & uapi::PFNIC_ADVISE_FLAG_FLUSH != 0 {
             let mut result = Ok(());
@@ -271,6 +324,57 @@ impl VerbsFile {
                 let desc = prefetch_desc(sge.lkey, sge.addr + done, chunk, flags);
                 self.nic.post(self.ctx, desc, false)?;
                 done += chunk;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `advise_mr` on the MRs of the `odp` mode: the driver fills their tables itself, at once
+/// (with or without `FLUSH`). The device's pages are the process's: with `NO_FAULT` (make present
+/// only what needs no fault) there is nothing to take that a fault would not, and it is a no-op.
+fn advise_odp(
+    sges: &[uapi::Sge],
+    mrs: &[Option<Arc<odp::OdpMr>>],
+    flags: u8,
+    advise_flags: u32,
+) -> Result {
+    if flags & ring::PREFETCH_NO_FAULT != 0 {
+        return Ok(());
+    }
+    let write = flags & ring::PREFETCH_WRITE != 0;
+    let mut result = Ok(());
+    for (sge, mr) in sges.iter().zip(mrs) {
+        let Some(mr) = mr else { continue };
+        if let Err(e) = odp::prefetch(mr, sge.addr, u64::from(sge.length), write) {
+            // As the device's `PREFETCH`: what cannot be made present is `EFAULT`.
+            if e != EFAULT {
+                return Err(e);
+            }
+            result = Err(e);
+        }
+    }
+    // Without `FLUSH` a failure is not reported (the prefetch is only advice).
+    if advise_flags & uapi::PFNIC_ADVISE_FLAG_FLUSH == 0 {
+        return Ok(());
+    }
+    result
+}
+
+impl Mr {
+    /// Clears the MR in the device and, in the `odp` mode, removes it from the index that
+    /// page-fault events look in; afterwards its index may be freed.
+    pub(crate) fn clear(&self, nic: &Nic) -> Result {
+        match &self.odp {
+            Some(odp) => {
+                odp::retire(odp)?;
+                if let Ok(verbs) = nic.verbs() {
+                    let removed = verbs.odp_mrs.lock().remove(self.index as usize);
+                    drop(removed);
+                }
+            }
+            None => {
+                nic.command(cmd::MR_CLEAR, &[self.index])?;
             }
         }
         Ok(())

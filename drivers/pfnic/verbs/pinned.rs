@@ -38,13 +38,8 @@ impl PinnedMr {
     /// `ENOMEM` beyond `RLIMIT_MEMLOCK` (without `CAP_IPC_LOCK`), `EFAULT` when a page is not
     /// mapped (or not writable, for `write`), `ENODEV` once the device is unbound.
     pub(crate) fn pin(nic: &Nic, addr: u64, len: u64, write: bool) -> Result<Self> {
-        let page = PAGE_SIZE as u64;
-        let start = addr & !(page - 1);
-        let end = addr
-            .checked_add(len)
-            .and_then(|end| end.checked_next_multiple_of(page))
-            .ok_or(EINVAL)?;
-        let pages = usize::try_from((end - start) / page)?;
+        let (start, end) = table::page_span(addr, len)?;
+        let pages = usize::try_from((end - start) / PAGE_SIZE as u64)?;
         let access = if write {
             Access::ReadWrite
         } else {

@@ -14,6 +14,7 @@ use kernel::{
     devres::Devres,
     dma::{Coherent, DmaAddress},
     io::{io_project, Io},
+    page::PAGE_SIZE,
     prelude::*,
 };
 
@@ -26,6 +27,17 @@ const ENTRY_READ: u64 = 1 << 1;
 const ENTRY_WRITE: u64 = 1 << 2;
 /// The page's DMA address occupies bits 63:12.
 const ENTRY_ADDR_MASK: u64 = !0xfff;
+
+/// The page-aligned span `[start, end)` of the pages that `[addr, addr + len)` touches: the range
+/// a table for it covers. `EINVAL` if it wraps.
+pub(crate) fn page_span(addr: u64, len: u64) -> Result<(u64, u64)> {
+    let page = PAGE_SIZE as u64;
+    let end = addr
+        .checked_add(len)
+        .and_then(|end| end.checked_next_multiple_of(page))
+        .ok_or(EINVAL)?;
+    Ok((addr & !(page - 1), end))
+}
 
 /// The entry of a page at DMA address `dma` (page aligned) that the device may read, and write
 /// if `write`.

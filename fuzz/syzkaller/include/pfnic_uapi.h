@@ -13,7 +13,7 @@
 #include <linux/types.h>
 #include <linux/ioctl.h>
 
-#define PFNIC_UAPI_VERSION 14
+#define PFNIC_UAPI_VERSION 15
 #define PFNIC_IOCTL_MAGIC 0xf5
 
 #define PFNIC_CAP_ATS (1ULL << 0)
@@ -22,6 +22,8 @@
 #define PFNIC_CAP_SELFTEST (1ULL << 3)
 #define PFNIC_CAP_VERBS (1ULL << 4)
 #define PFNIC_CAP_WIRE (1ULL << 5)
+#define PFNIC_CAP_TABLES (1ULL << 6)
+#define PFNIC_CAP_FAULTS (1ULL << 7)
 
 struct pfnic_query_device {
 	__u32 uapi_version, device_abi, fw_version, revision;
@@ -140,11 +142,12 @@ struct pfnic_query_mr {
 	__u32 mr, reserved;
 	__u64 page_faults, page_faults_handled, page_invalidations;
 	__u64 page_invalidations_handled, page_prefetch, remote_access_errors, page_fault_groups;
-	__u64 pages_pinned;
+	__u64 pages_pinned, pages_mapped;
 };
 
 #define PFNIC_MEM_MODE_SVA 1
 #define PFNIC_MEM_MODE_PINNED 2
+#define PFNIC_MEM_MODE_ODP 3
 
 struct pfnic_mem_mode {
 	__u32 mode, reserved;
@@ -282,7 +285,7 @@ _Static_assert(sizeof(struct pfnic_reg_mr) == 40, "RegMr");
 _Static_assert(sizeof(struct pfnic_mr_handle) == 8, "MrHandle");
 _Static_assert(sizeof(struct pfnic_sge) == 16, "Sge");
 _Static_assert(sizeof(struct pfnic_advise_mr) == 144, "AdviseMr");
-_Static_assert(sizeof(struct pfnic_query_mr) == 72, "QueryMr");
+_Static_assert(sizeof(struct pfnic_query_mr) == 80, "QueryMr");
 _Static_assert(sizeof(struct pfnic_mem_mode) == 8, "MemMode");
 _Static_assert(sizeof(struct pfnic_create_cq) == 48, "CreateCq");
 _Static_assert(sizeof(struct pfnic_comp_channel) == 8, "CompChannel");

@@ -247,19 +247,9 @@ fn test_matrix_munmap_race() -> TestResult {
         None,
         |i| {
             std::thread::sleep(Duration::from_micros((i as u64 * 397) % 4000));
-            // SAFETY: unmaps, then maps again at the same place, part of the test's own
-            // buffer, which the CPU does not touch meanwhile (the device is what races).
-            unsafe {
-                libc::munmap(addr as *mut libc::c_void, len);
-                libc::mmap(
-                    addr as *mut libc::c_void,
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
-                    -1,
-                    0,
-                );
-            }
+            // SAFETY: part of the test's own buffer, which the CPU does not touch meanwhile
+            // (the device is what races).
+            unsafe { remap_fresh(addr, len) };
             remaps.fetch_add(1, Ordering::Relaxed);
         },
         true,
@@ -269,6 +259,28 @@ fn test_matrix_munmap_race() -> TestResult {
         remaps.load(Ordering::Relaxed)
     );
     Ok(())
+}
+
+/// Unmaps `[addr, addr + len)` and maps fresh anonymous memory at the same place; returns
+/// whether it got that place.
+///
+/// # Safety
+///
+/// The range is the caller's own memory, which nothing else uses meanwhile.
+pub unsafe fn remap_fresh(addr: usize, len: usize) -> bool {
+    // SAFETY: the caller's own range (function's safety requirements).
+    unsafe {
+        libc::munmap(addr as *mut libc::c_void, len);
+        libc::mmap(
+            addr as *mut libc::c_void,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+            -1,
+            0,
+        ) as usize
+            == addr
+    }
 }
 
 /// `madvise(advice)` on the interior pages of the target.

@@ -48,6 +48,14 @@ pub const TESTS: &[&Test] = &[
         name: "test_mode_overcommit",
         run: test_mode_overcommit,
     },
+    &Test {
+        name: "test_mode_odp_counters",
+        run: test_mode_odp_counters,
+    },
+    &Test {
+        name: "test_mode_odp_coherence",
+        run: test_mode_odp_coherence,
+    },
 ];
 
 /// A verbs context in the `pinned` mode; skips on a device without translation tables.
@@ -59,6 +67,30 @@ pub fn pinned_ctx() -> Result<Context, Failure> {
     ctx.set_mem_mode(MemMode::Pinned)
         .map_err(|e| Failure::Fail(format!("set_mem_mode(pinned): {e}")))?;
     Ok(ctx)
+}
+
+/// A verbs context in the `odp` mode; skips on a device without driver-managed faults.
+pub fn odp_ctx() -> Result<Context, Failure> {
+    let ctx = verbs_ctx()?;
+    if ctx.query_device().caps & uapi::PFNIC_CAP_FAULTS == 0 {
+        skip!("the device has no driver-managed faults (PFNIC_CAP_FAULTS)");
+    }
+    ctx.set_mem_mode(MemMode::Odp)
+        .map_err(|e| Failure::Fail(format!("set_mem_mode(odp): {e}")))?;
+    Ok(ctx)
+}
+
+/// A pair of `odp` contexts with ODP MRs of `len` bytes.
+fn odp_pair(len: usize) -> Result<Pair, Failure> {
+    Pair::build(
+        &odp_ctx()?,
+        &odp_ctx()?,
+        &PairOpts {
+            len,
+            kind: crate::verbs_common::MrKind::Odp,
+            ..Default::default()
+        },
+    )
 }
 
 /// The errno of `r`, or a failure naming `what` if it succeeded.
@@ -105,8 +137,16 @@ fn test_mode_choice_rules() -> TestResult {
     let dev = ctx.device();
     let tables = ctx.query_device().caps & uapi::PFNIC_CAP_TABLES != 0;
     let sva = dev.query_context()?.pasid != 0;
+    let faults = ctx.query_device().caps & uapi::PFNIC_CAP_FAULTS != 0;
     let default = ctx.mem_mode()?;
-    check_eq!(default, if sva { MemMode::Sva } else { MemMode::Pinned });
+    let want = if sva {
+        MemMode::Sva
+    } else if faults {
+        MemMode::Odp
+    } else {
+        MemMode::Pinned
+    };
+    check_eq!(default, want);
 
     check_eq!(errno_of("mode 0", dev.set_mem_mode(0))?, libc::EINVAL);
     check_eq!(errno_of("mode 99", dev.set_mem_mode(99))?, libc::EINVAL);
@@ -125,6 +165,19 @@ fn test_mode_choice_rules() -> TestResult {
     }
     if !tables {
         skip!("the device has no translation tables (PFNIC_CAP_TABLES)");
+    }
+    if faults {
+        // The `odp` mode has on-demand paging, but no implicit MR.
+        ctx.set_mem_mode(MemMode::Odp)?;
+        check_eq!(dev.query_context()?.mem_mode, uapi::PFNIC_MEM_MODE_ODP);
+        let verbs = ctx.query_device_ex()?.verbs;
+        check_eq!(verbs.odp_general_caps, uapi::PFNIC_ODP_SUPPORT);
+        check_eq!(verbs.odp_rc_caps, uapi::PFNIC_ODP_RC_CAPS);
+    } else {
+        check_eq!(
+            errno_of("odp without FAULTS", ctx.set_mem_mode(MemMode::Odp))?,
+            libc::EOPNOTSUPP
+        );
     }
     ctx.set_mem_mode(MemMode::Pinned)?;
     check_eq!(ctx.mem_mode()?, MemMode::Pinned);
@@ -497,14 +550,22 @@ fn pipe() -> Result<(libc::c_int, libc::c_int), Failure> {
 }
 
 /// An MR larger than the guest's memory (4 GiB, 2 GiB of RAM): an on-demand MR in the `sva`
-/// mode registers at once and takes RDMA anywhere in it, only the pages touched becoming
-/// present; the same registration in the `pinned` mode, under `RLIMIT_MEMLOCK`, fails cleanly
-/// with `ENOMEM` before it touches a page.
+/// and `odp` modes (each where the platform has it) registers at once and takes RDMA anywhere
+/// in it, only the pages touched becoming present; the same registration in the `pinned` mode,
+/// under `RLIMIT_MEMLOCK`, fails cleanly with `ENOMEM` before it touches a page.
 fn test_mode_overcommit() -> TestResult {
     const BIG: usize = 4 << 30;
     let ctx = verbs_ctx()?;
-    let sva = ctx.mem_mode()? == MemMode::Sva;
-    if sva {
+    let caps = ctx.query_device().caps;
+    let mut ran = Vec::new();
+    for mode in [MemMode::Sva, MemMode::Odp] {
+        let ctx = verbs_ctx()?;
+        match ctx.set_mem_mode(mode) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => continue,
+            Err(e) => fail!("set_mem_mode({}): {e}", mode.name()),
+        }
+        ran.push(mode.name());
         crate::verbs_common::requires_odp(&ctx, crate::verbs_common::ODP_WRITE, false)?;
         let big = Arc::new(Buffer::with_flags(BIG, libc::MAP_NORESERVE)?);
         let peer = Side::basic(&ctx, PAGE, crate::verbs_common::MrKind::Plain)?;
@@ -524,11 +585,22 @@ fn test_mode_overcommit() -> TestResult {
                 SendWr::new(i as u64, WrOpcode::RdmaWrite, &[peer.sge(0, PAGE)])
                     .remote(big.addr() + off as u64, mr.rkey()),
             )?;
-            check_bytes(&format!("4 GiB MR at {off:#x}"), &big, off, &want)?;
+            check_bytes(
+                &format!("{}: 4 GiB MR at {off:#x}", mode.name()),
+                &big,
+                off,
+                &want,
+            )?;
         }
-        check_eq!(mr.stats()?.pages_pinned, 0);
+        let s = mr.stats()?;
+        check_eq!(s.pages_pinned, 0);
+        if mode == MemMode::Odp {
+            // Only the three pages written are in the device's table.
+            check_eq!(s.pages_mapped, 3);
+        }
     }
-    if ctx.query_device().caps & uapi::PFNIC_CAP_TABLES == 0 {
+    println!("# on-demand modes: {}", ran.join(", "));
+    if caps & uapi::PFNIC_CAP_TABLES == 0 {
         return Ok(());
     }
     let code = in_child(|| {
@@ -547,5 +619,139 @@ fn test_mode_overcommit() -> TestResult {
         child_exit("test_mode_overcommit", run())
     })?;
     check_eq!(code, 0);
+    Ok(())
+}
+
+/// The `odp` mode's counters follow what the device and the kernel do: a WRITE into untouched
+/// pages faults every one of them in through page-fault events, all handled, and maps them
+/// in the device's table; `MADV_DONTNEED` invalidates them all; a flushed prefetch maps them
+/// again without a fault; an ordinary MR is mapped whole at registration. Nothing is pinned.
+fn test_mode_odp_counters() -> TestResult {
+    const PAGES: usize = 16;
+    let p = odp_pair(PAGES * PAGE)?;
+    let vm_before = vm_pin_kib()?;
+    let mr = &p.b.mr;
+    let s0 = mr.stats()?;
+    check_eq!(
+        (s0.page_faults, s0.pages_mapped, s0.pages_pinned),
+        (0, 0, 0)
+    );
+
+    p.write_ok(3, PAGES * PAGE, "WRITE into untouched ODP pages")?;
+    let s1 = mr.stats()?;
+    check_eq!(s1.page_faults, PAGES as u64);
+    check_eq!(s1.page_faults_handled, s1.page_faults);
+    // One event covers up to 64 entries.
+    check_eq!(s1.page_fault_groups, 1);
+    check_eq!(s1.pages_mapped, PAGES as u64);
+    check_eq!(s1.pages_pinned, 0);
+
+    // Warm: no more faults.
+    p.write_ok(4, PAGES * PAGE, "WRITE into mapped ODP pages")?;
+    check_eq!(mr.stats()?.page_faults, PAGES as u64);
+
+    p.b.buf.dontneed()?;
+    let s2 = mr.stats()?;
+    check_eq!(s2.page_invalidations - s1.page_invalidations, PAGES as u64);
+    check_eq!(s2.page_invalidations_handled, s2.page_invalidations);
+    check_eq!(s2.pages_mapped, 0);
+
+    p.b.pd.advise_mr(
+        pfnic_verbs::ADVISE_PREFETCH_WRITE,
+        pfnic_verbs::ADVISE_FLAG_FLUSH,
+        &[p.b.sge(0, PAGES * PAGE)],
+    )?;
+    let s3 = mr.stats()?;
+    check_eq!(s3.page_prefetch - s2.page_prefetch, PAGES as u64);
+    check_eq!(s3.pages_mapped, PAGES as u64);
+    p.write_ok(5, PAGES * PAGE, "WRITE into prefetched ODP pages")?;
+    check_eq!(mr.stats()?.page_faults, PAGES as u64);
+
+    // An ordinary MR is filled at registration, and not pinned.
+    let buf = Arc::new(Buffer::new(8 * PAGE)?);
+    let plain = p.b.pd.reg_mr(&buf, ACCESS_ALL)?;
+    let s = plain.stats()?;
+    check_eq!((s.pages_mapped, s.page_prefetch, s.pages_pinned), (8, 8, 0));
+    check_eq!(vm_pin_kib()?, vm_before);
+    // Implicit ODP has no table to fill.
+    // SAFETY: the registration must fail; nothing is accessed.
+    let implicit = unsafe { p.b.pd.reg_implicit_mr(ACCESS_ALL | ACCESS_ON_DEMAND) };
+    check_eq!(
+        errno_of("implicit ODP MR in the odp mode", implicit)?,
+        libc::EOPNOTSUPP
+    );
+    Ok(())
+}
+
+/// The `odp` mode keeps the device's table coherent with the process: after `mprotect`
+/// read-only, a WRITE is refused (`REM_ACCESS_ERR`) and changes nothing while a READ works;
+/// after `munmap` and a new mapping at the same address, the device writes the new pages,
+/// which the process sees; after a fork, the parent's CPU write (breaking copy-on-write) is
+/// what the device reads, and the device's write reaches the parent, not the child.
+fn test_mode_odp_coherence() -> TestResult {
+    const LEN: usize = 8 * PAGE;
+    let p = odp_pair(LEN)?;
+    p.write_ok(1, LEN, "first WRITE")?;
+
+    // mprotect: read-only for the process, so for the device.
+    // SAFETY: the test's own buffer; the CPU does not write it while it is read-only.
+    unsafe { p.b.buf.protect(libc::PROT_READ)? };
+    let before = p.b.buf.to_vec(0, LEN);
+    p.a.buf.write(0, &pattern(2, LEN));
+    p.a.post(
+        SendWr::new(10, WrOpcode::RdmaWrite, &[p.a.sge(0, LEN)])
+            .remote(p.b.buf.addr(), p.b.mr.rkey()),
+    )?;
+    p.a.wait_wc(WcStatus::REM_ACCESS_ERR, None)?;
+    check_eq!(p.b.buf.to_vec(0, LEN), before);
+    p.a.reconnect(p.b.qp.qp_num())?;
+    p.a.post_ok(
+        SendWr::new(11, WrOpcode::RdmaRead, &[p.a.sge(0, LEN)])
+            .remote(p.b.buf.addr(), p.b.mr.rkey()),
+    )?;
+    check_bytes("READ of the read-only pages", &p.a.buf, 0, &before)?;
+    // SAFETY: as above; writable again.
+    unsafe { p.b.buf.protect(libc::PROT_READ | libc::PROT_WRITE)? };
+
+    // munmap and a fresh mapping at the same address: the device must write the new pages.
+    let addr = p.b.buf.addr() as usize;
+    // SAFETY: replaces the test's own buffer with fresh anonymous memory at the same address;
+    // nothing else uses it meanwhile.
+    check!(
+        unsafe { crate::matrix::remap_fresh(addr, LEN) },
+        "no remap at {addr:#x}"
+    );
+    check_eq!(p.b.mr.stats()?.pages_mapped, 0);
+    p.write_ok(3, LEN, "WRITE into the new mapping")?;
+
+    // fork: the parent's CPU write breaks copy-on-write; the device follows the parent.
+    let child_buf = p.b.buf.clone();
+    let (tx, rx) = pipe()?;
+    let (tx2, rx2) = pipe()?;
+    let child = Child::spawn(move || {
+        let mut byte = [0u8; 1];
+        // SAFETY: one byte from our pipe into a valid buffer.
+        unsafe { libc::read(rx, byte.as_mut_ptr().cast(), 1) };
+        // The child's copy still holds what the device wrote before the fork.
+        let ok = child_buf.to_vec(0, LEN) == pattern(3, LEN);
+        // SAFETY: one byte from a valid buffer to our pipe.
+        unsafe { libc::write(tx2, [u8::from(ok)].as_ptr().cast(), 1) };
+        i32::from(!ok)
+    })?;
+    let cpu = pattern(4, LEN);
+    p.b.buf.write(0, &cpu);
+    p.a.post_ok(
+        SendWr::new(12, WrOpcode::RdmaRead, &[p.a.sge(0, LEN)])
+            .remote(p.b.buf.addr(), p.b.mr.rkey()),
+    )?;
+    check_bytes("READ after the parent's CPU write", &p.a.buf, 0, &cpu)?;
+    p.write_ok(5, LEN, "device WRITE after the fork")?;
+    // SAFETY: one byte from a valid buffer to our pipe.
+    unsafe { libc::write(tx, [1u8].as_ptr().cast(), 1) };
+    let mut byte = [0u8; 1];
+    // SAFETY: one byte from our pipe into a valid buffer.
+    unsafe { libc::read(rx2, byte.as_mut_ptr().cast(), 1) };
+    check_eq!(child.wait()?, 0);
+    check_eq!(byte[0], 1);
     Ok(())
 }

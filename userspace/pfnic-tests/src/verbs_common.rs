@@ -42,6 +42,13 @@ pub fn pinned_mode(ctx: &Context) -> Result<bool, Failure> {
     Ok(ctx.mem_mode()? == pfnic_verbs::MemMode::Pinned)
 }
 
+/// Whether `ctx` runs in the `sva` memory mode, where page faults are page requests that the
+/// QPs and completions count (in the `odp` mode they are events to the driver, counted only
+/// in the MRs' counters).
+pub fn sva_mode(ctx: &Context) -> Result<bool, Failure> {
+    Ok(ctx.mem_mode()? == pfnic_verbs::MemMode::Sva)
+}
+
 /// Skips unless the device reports on-demand paging for RC with `rc_caps`
 /// (`IBV_ODP_SUPPORT_*` transport bits), and implicit MRs if `implicit`.
 pub fn requires_odp(ctx: &Context, rc_caps: u32, implicit: bool) -> Result<(), Failure> {

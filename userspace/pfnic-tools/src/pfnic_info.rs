@@ -123,10 +123,13 @@ fn show(dev: &Device, selftest: bool) -> Result<(), String> {
         q.pri_max_requests
     );
     if let Ok(c) = dev.query_context() {
-        // This process's context: SVA if it got a PASID; pinned with translation tables.
+        // This process's context: SVA if it got a PASID; odp and pinned with translation tables.
         let mut modes = Vec::new();
         if c.pasid != 0 {
             modes.push("sva");
+        }
+        if q.caps & uapi::PFNIC_CAP_FAULTS != 0 {
+            modes.push("odp");
         }
         if q.caps & uapi::PFNIC_CAP_TABLES != 0 {
             modes.push("pinned");
@@ -134,6 +137,7 @@ fn show(dev: &Device, selftest: bool) -> Result<(), String> {
         let default = match c.mem_mode {
             uapi::PFNIC_MEM_MODE_SVA => "sva",
             uapi::PFNIC_MEM_MODE_PINNED => "pinned",
+            uapi::PFNIC_MEM_MODE_ODP => "odp",
             _ => "?",
         };
         println!(

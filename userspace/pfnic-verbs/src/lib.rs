@@ -59,7 +59,8 @@ pub mod qp_attr {
 }
 
 /// The environment variable that chooses the memory mode of every context a process opens
-/// (`sva` or `pinned`; unset: the driver's default, SVA where the platform has it). An
+/// (`sva`, `odp` or `pinned`; unset: the driver's default, `sva` where the platform has SVA,
+/// else `odp` where the device has driver-managed faults, else `pinned`). An
 /// unknown name fails the open with `EINVAL`, a mode the platform cannot run with
 /// `EOPNOTSUPP`.
 pub const MEM_MODE_ENV: &str = "PFNIC_MEM_MODE";
