@@ -142,10 +142,11 @@ def cost_panel(e, doc, x, y, w, h):
                  f'{size_name(r["size"])}</text>')
 
 
-MODE_COLORS = {"sva": "#9467bd", "pinned": "#ff7f0e"}
-REG_COLORS = {"sva_odp_us": "#9467bd", "sva_us": "#17becf", "pinned_us": "#ff7f0e"}
-REG_NAMES = {"sva_odp_us": "sva, on-demand MR", "sva_us": "sva, ordinary MR",
-             "pinned_us": "pinned"}
+MODE_COLORS = {"pinned": "#ff7f0e", "odp": "#2ca02c", "sva": "#9467bd"}
+REG_COLORS = {"odp_us": "#2ca02c", "sva_odp_us": "#9467bd", "sva_us": "#17becf",
+              "pinned_us": "#ff7f0e"}
+REG_NAMES = {"odp_us": "odp, on-demand MR", "sva_odp_us": "sva, on-demand MR",
+             "sva_us": "sva, ordinary MR", "pinned_us": "pinned"}
 OP_DASH = {"write": "", "read": ' stroke-dasharray="2 3"', "send": ' stroke-dasharray="8 3"'}
 
 
@@ -193,7 +194,7 @@ def registration_panel(e, modes, x, y, w, h):
     """Time to register present pages, per way of registering, over the size."""
     rows = modes.get("registration") or []
     sizes = [r["size"] for r in rows]
-    vals = [r[k].get("median_us") for r in rows for k in REG_COLORS]
+    vals = [r.get(k, {}).get("median_us") for r in rows for k in REG_COLORS]
     lo, hi = log_axis(vals)
     p = Panel(e, x, y, w, h, lo, hi, "us per ibv_reg_mr (median)")
     e.append(f'<text x="{x + w / 2}" y="{y - 10}" text-anchor="middle" font-size="13">'
@@ -202,7 +203,7 @@ def registration_panel(e, modes, x, y, w, h):
     for k, (key, c) in enumerate(REG_COLORS.items()):
         pts = []
         for r in rows:
-            v = r[key].get("median_us")
+            v = r.get(key, {}).get("median_us")
             if not num(v):
                 continue
             pts.append((sx[r["size"]], p.ty(v)))
@@ -211,9 +212,10 @@ def registration_panel(e, modes, x, y, w, h):
         if len(pts) > 1:
             path = " ".join(f"{a:.1f},{b:.1f}" for a, b in pts)
             e.append(f'<polyline points="{path}" fill="none" stroke="{c}" stroke-width="1.5"/>')
-        lx = x + 10 + k * 140
-        e.append(f'<rect x="{lx}" y="{y + 8}" width="10" height="10" fill="{c}"/>')
-        e.append(f'<text x="{lx + 14}" y="{y + 17}">{REG_NAMES[key]}</text>')
+        lx = x + 10 + (k % 2) * 170
+        ly = y + 8 + (k // 2) * 16
+        e.append(f'<rect x="{lx}" y="{ly}" width="10" height="10" fill="{c}"/>')
+        e.append(f'<text x="{lx + 14}" y="{ly + 9}">{REG_NAMES[key]}</text>')
 
 
 def main():

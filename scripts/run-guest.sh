@@ -40,6 +40,8 @@
 #   --pcap FILE    record the wire's frames (QEMU filter-dump)
 #
 # Environment: PFNIC_SOAK (1: the guest suite's nightly iteration counts),
+# PFNIC_MEM_MODE (sva, odp or pinned: the memory mode of the guest's verbs
+# contexts, as the variable means to the verbs library; unset: the driver's),
 # PFNIC_ACCEL (tcg; kvm where it works), PFNIC_MEM (2G),
 # PFNIC_SMP (2), PFNIC_NUMA_NODES (1; N splits the CPUs and memory into N
 # NUMA nodes, which the fault matrix's move_pages case needs),
@@ -131,6 +133,10 @@ cat "${layers[@]}" "$work/extra.cpio.gz" >"$initrd"
 append="console=ttyS0 intel_iommu=on,sm_on panic=-1 pfnic_guest.mode=$mode"
 [[ -n $filter ]] && append+=" pfnic_guest.filter=$filter"
 [[ ${PFNIC_SOAK:-0} == 1 ]] && append+=" pfnic_guest.soak=1"
+if [[ -n ${PFNIC_MEM_MODE:-} ]]; then
+	[[ $PFNIC_MEM_MODE =~ ^[a-z]+$ ]] || die "PFNIC_MEM_MODE='$PFNIC_MEM_MODE': expected sva, odp or pinned"
+	append+=" pfnic_guest.mem_mode=$PFNIC_MEM_MODE"
+fi
 [[ $mode == cmd ]] && append+=" quiet"
 # Built-in KUnit suites (the kernel crate's doctests) run at boot in test mode.
 [[ $mode == test ]] && append+=" kunit.enable=1 kunit.autorun=1"

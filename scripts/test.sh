@@ -150,18 +150,24 @@ if [[ $filter != pair* ]]; then
 	# Two NUMA nodes: the fault matrix moves pages between them (move_pages).
 	KUNIT=1 PFNIC_NUMA_NODES=2 guest_suite guest "" "$filter"
 fi
-# Without PRI there is no SVA: contexts have no PASID and MRs are pinned (the
-# `pinned` memory mode). The verbs suite runs there in that mode (its ODP tests
-# skip: the mode has no on-demand paging), with the memory mode tests.
-NOPRI_TESTS="test_open_without_sva|test_verbs|test_mode_|test_c_"
-nopri=0
-for part in ${NOPRI_TESTS//|/ }; do
-	[[ -z $filter || $part == *"$filter"* || $filter == "$part"* ]] && nopri=1
-done
-if ((nopri)); then
-	log "booting a guest without PRI (pfnic pri=off): the verbs suite in the pinned memory mode"
-	guest_suite guest-nopri ",pri=off" "${filter:-$NOPRI_TESTS}"
-fi
+# Without PRI there is no SVA: contexts have no PASID, and run in the `odp`
+# memory mode (the driver fills the device's translation tables on demand).
+# The verbs suite, the fault matrix and the C programs run there in that mode,
+# with the memory mode tests; then the verbs suite and the C programs again in
+# the `pinned` mode (PFNIC_MEM_MODE=pinned; their ODP tests skip: the mode has
+# no on-demand paging).
+nopri_guest() {
+	local label=$1 mode=$2 tests=$3 run=0 part
+	for part in ${tests//|/ }; do
+		[[ -z $filter || $part == *"$filter"* || $filter == "$part"* ]] && run=1
+	done
+	((run)) || return 0
+	log "booting a guest without PRI (pfnic pri=off): ${tests//|/, } in the ${mode:-default} memory mode"
+	# Two NUMA nodes, as the main guest: the fault matrix's move_pages case.
+	PFNIC_NUMA_NODES=2 PFNIC_MEM_MODE=$mode guest_suite "$label" ",pri=off" "${filter:-$tests}"
+}
+nopri_guest guest-nopri "" "test_open_without_sva|test_verbs|test_mode_|test_c_|test_matrix"
+nopri_guest guest-pinned pinned "test_verbs|test_mode_pinned|test_c_"
 
 if [[ -z $filter || test_wire == *"$filter"* || $filter == test_wire* ]]; then
 	# The wire (docs/wire.md): a second pfnic on a second root port, the two

@@ -1,20 +1,21 @@
 //! `--compare --modes`: the memory modes side by side in one process (docs/uapi.md, "Memory
 //! modes"; docs/benchmarks.md): the seeds' comparison of what pinning costs and what not
-//! pinning costs.
+//! pinning costs, with the IOMMU's help (`sva`) and without (`odp`).
 //!
 //! Each mode gets a context of its own (`SET_MEM_MODE`), with the same two connected QPs as
 //! `--compare`, and runs every operation and size:
 //!
 //! - **warm**: every page present and registered, one untimed message, then `iters` messages,
 //!   one in flight, each timed from the post to its completion(s);
-//! - **cold**: `sva` drops both buffers before every message (the device faults them in:
-//!   on-demand MRs); `pinned` drops both buffers, then registers them again, and the
-//!   registration (pinning the pages back in) is timed in with the message: that is what a
-//!   pinned first use costs.
+//! - **cold**: `sva` and `odp` drop both buffers before every message (the device faults them
+//!   in: on-demand MRs; `sva` through page requests to the IOMMU, `odp` through page-fault
+//!   events the driver serves); `pinned` drops both buffers, then registers them again, and
+//!   the registration (pinning the pages back in) is timed in with the message: that is what
+//!   a pinned first use costs.
 //!
 //! Then the registration itself: `ibv_reg_mr` of a buffer whose pages are present, for the
-//! sizes of [`REG_SIZES`], in the `sva` mode with an on-demand MR (nothing happens until
-//! the device touches a page), in the `sva` mode with an ordinary MR (made present by
+//! sizes of [`REG_SIZES`]: an on-demand MR in the `odp` and in the `sva` mode (nothing happens
+//! until the device touches a page), an ordinary MR in the `sva` mode (made present by
 //! prefetch, never pinned) and in the `pinned` mode (pinned, mapped, written into the
 //! device's translation table).
 
@@ -45,14 +46,19 @@ struct ModeRow {
     cold: Vec<f64>,
 }
 
-/// How registering `size` bytes went in each way.
+/// The ways of registering timed: (JSON key, mode, on-demand MR, name in the table).
+const REG_WAYS: [(&str, MemMode, bool, &str); 4] = [
+    ("odp_us", MemMode::Odp, true, "odp"),
+    ("sva_odp_us", MemMode::Sva, true, "sva-odp"),
+    ("sva_us", MemMode::Sva, false, "sva"),
+    ("pinned_us", MemMode::Pinned, false, "pinned"),
+];
+
+/// How registering `size` bytes went in each way of [`REG_WAYS`] (`None`: the mode is not
+/// available here).
 struct RegRow {
     size: usize,
-    /// `sva`, on-demand MR.
-    odp: Vec<f64>,
-    /// `sva`, ordinary MR (populated by prefetch).
-    sva: Vec<f64>,
-    pinned: Vec<f64>,
+    ways: Vec<Option<Vec<f64>>>,
 }
 
 /// A context of `o.device` in `mode`, or `None` (with a note) where the platform cannot run it.
@@ -148,16 +154,25 @@ fn mib_s(size: usize, us: f64) -> f64 {
 fn print_modes(o: &Options, rows: &[ModeRow]) {
     println!();
     println!(
-        "Memory modes, one process, a context each: sva (on-demand MRs, nothing pinned) and \
-         pinned (ibv_reg_mr pins); {} repetitions x {} iterations; message time in us, median \
-         [p10..p90]; cold: sva drops both buffers, pinned drops and registers them again \
-         (the registration counted in)",
+        "Memory modes, one process, a context each: pinned (ibv_reg_mr pins), odp (on-demand \
+         MRs the driver fills, nothing pinned) and sva (on-demand MRs through the IOMMU, nothing \
+         pinned); {} repetitions x {} iterations; message time in us, median [p10..p90]; \
+         mode/pinned: warm bandwidth as a share of pinned's; cold: odp and sva drop both \
+         buffers, pinned drops and registers them again (the registration counted in)",
         o.reps, o.iters
     );
-    println!(
-        "{:<6} {:>8}  {:>24}  {:>24}  {:>10}  {:>26}  {:>26}",
-        "op", "size", "sva warm", "pinned warm", "sva/pinned", "sva cold", "pinned cold"
-    );
+    let modes = MemMode::ALL;
+    let mut head = format!("{:<6} {:>8}", "op", "size");
+    for m in modes {
+        head += &format!("  {:>24}", format!("{} warm", m.name()));
+    }
+    for m in &modes[1..] {
+        head += &format!("  {:>11}", format!("{}/pinned", m.name()));
+    }
+    for m in modes {
+        head += &format!("  {:>26}", format!("{} cold", m.name()));
+    }
+    println!("{head}");
     for verb in &o.verbs {
         for &size in &o.sizes {
             let find = |m: MemMode| {
@@ -169,25 +184,26 @@ fn print_modes(o: &Options, rows: &[ModeRow]) {
                     spread(&Summary::of(if cold { &r.cold } else { &r.warm }))
                 })
             };
-            // Bandwidth of SVA warm as a share of pinned warm (the issue's 97% target).
-            let ratio = match (find(MemMode::Sva), find(MemMode::Pinned)) {
-                (Some(s), Some(p)) => {
-                    let sva = mib_s(size, Summary::of(&s.warm).median);
+            // Warm bandwidth as a share of pinned's (the issue's 97% target).
+            let ratio = |m: MemMode| match (find(m), find(MemMode::Pinned)) {
+                (Some(r), Some(p)) => {
+                    let bw = mib_s(size, Summary::of(&r.warm).median);
                     let pinned = mib_s(size, Summary::of(&p.warm).median);
-                    format!("{}%", num(100.0 * sva / pinned, 0))
+                    format!("{}%", num(100.0 * bw / pinned, 0))
                 }
                 _ => "-".into(),
             };
-            println!(
-                "{:<6} {:>8}  {:>24}  {:>24}  {:>10}  {:>26}  {:>26}",
-                verb_name(*verb),
-                size_name(size),
-                cell(MemMode::Sva, false),
-                cell(MemMode::Pinned, false),
-                ratio,
-                cell(MemMode::Sva, true),
-                cell(MemMode::Pinned, true),
-            );
+            let mut line = format!("{:<6} {:>8}", verb_name(*verb), size_name(size));
+            for m in modes {
+                line += &format!("  {:>24}", cell(m, false));
+            }
+            for m in &modes[1..] {
+                line += &format!("  {:>11}", ratio(*m));
+            }
+            for m in modes {
+                line += &format!("  {:>26}", cell(m, true));
+            }
+            println!("{line}");
         }
     }
 }
@@ -195,25 +211,29 @@ fn print_modes(o: &Options, rows: &[ModeRow]) {
 fn print_reg(rows: &[RegRow]) {
     println!();
     println!(
-        "Registration (ibv_reg_mr of present pages, us, median of {REG_REPS}): sva-odp = an \
-         on-demand MR, sva = an ordinary MR made present by prefetch, pinned = pinned, mapped \
-         and written into the device's table"
+        "Registration (ibv_reg_mr of present pages, us, median of {REG_REPS}): odp = an \
+         on-demand MR the driver fills later, sva-odp = an on-demand MR in the sva mode, sva = \
+         an ordinary MR made present by prefetch, pinned = pinned, mapped and written into the \
+         device's table; way/pinned: the share of pinning's time"
     );
-    println!(
-        "{:>8}  {:>12}  {:>12}  {:>12}  {:>16}",
-        "size", "sva-odp", "sva", "pinned", "sva-odp/pinned"
-    );
+    let mut head = format!("{:>8}", "size");
+    for (_, _, _, name) in REG_WAYS {
+        head += &format!("  {name:>12}");
+    }
+    head += &format!("  {:>14}  {:>18}", "odp/pinned", "sva-odp/pinned");
+    println!("{head}");
+    let median = |v: &Option<Vec<f64>>| v.as_ref().map(|v| Summary::of(v).median);
     for r in rows {
-        let m = |v: &[f64]| Summary::of(v).median;
-        let ratio = m(&r.odp) / m(&r.pinned);
-        println!(
-            "{:>8}  {:>12}  {:>12}  {:>12}  {:>15}%",
-            size_name(r.size),
-            num(m(&r.odp), 1),
-            num(m(&r.sva), 1),
-            num(m(&r.pinned), 1),
-            num(100.0 * ratio, 2)
-        );
+        let mut line = format!("{:>8}", size_name(r.size));
+        for way in &r.ways {
+            line += &format!("  {:>12}", median(way).map_or("-".into(), |m| num(m, 1)));
+        }
+        let share = |i: usize| match (median(&r.ways[i]), median(&r.ways[3])) {
+            (Some(a), Some(p)) => format!("{}%", num(100.0 * a / p, 2)),
+            _ => "-".into(),
+        };
+        line += &format!("  {:>14}  {:>18}", share(0), share(1));
+        println!("{line}");
     }
 }
 
@@ -221,14 +241,14 @@ fn print_reg(rows: &[RegRow]) {
 pub(crate) fn run(o: &Options) -> io::Result<Value> {
     let mut rows = Vec::new();
     let mut contexts = Vec::new();
-    for mode in [MemMode::Sva, MemMode::Pinned] {
+    for mode in MemMode::ALL {
         let Some(ctx) = open_in(o, mode)? else {
             continue;
         };
         let bench = Bench::with_context(
             &ctx,
             &Options {
-                odp: mode == MemMode::Sva,
+                odp: mode != MemMode::Pinned,
                 ..o.clone()
             },
         )?;
@@ -249,28 +269,35 @@ pub(crate) fn run(o: &Options) -> io::Result<Value> {
 
     let ctx_of = |m: MemMode| contexts.iter().find(|(mode, _)| *mode == m).map(|(_, c)| c);
     let mut reg = Vec::new();
-    if let (Some(sva), Some(pinned)) = (ctx_of(MemMode::Sva), ctx_of(MemMode::Pinned)) {
+    if ctx_of(MemMode::Pinned).is_some() {
         for size in REG_SIZES {
             let buf = Arc::new(Buffer::new(size)?);
             buf.madvise(libc::MADV_NOHUGEPAGE)?;
-            reg.push(RegRow {
-                size,
-                odp: time_reg(sva, &buf, ACCESS | ACCESS_ON_DEMAND)?,
-                sva: time_reg(sva, &buf, ACCESS)?,
-                pinned: time_reg(pinned, &buf, ACCESS)?,
-            });
+            let mut ways = Vec::new();
+            for (_, mode, on_demand, _) in REG_WAYS {
+                let access = ACCESS | if on_demand { ACCESS_ON_DEMAND } else { 0 };
+                ways.push(match ctx_of(mode) {
+                    Some(ctx) => Some(time_reg(ctx, &buf, access)?),
+                    None => None,
+                });
+            }
+            reg.push(RegRow { size, ways });
         }
         print_reg(&reg);
     } else {
-        println!("note: registration is compared only where both modes run");
+        println!("note: registration is compared only where the pinned mode runs");
     }
     Ok(json!({
         "rows": rows.iter().map(mode_json).collect::<Vec<_>>(),
-        "registration": reg.iter().map(|r| json!({
-            "size": r.size,
-            "sva_odp_us": Summary::of(&r.odp).json(),
-            "sva_us": Summary::of(&r.sva).json(),
-            "pinned_us": Summary::of(&r.pinned).json(),
-        })).collect::<Vec<_>>(),
+        "registration": reg.iter().map(|r| {
+            let mut row = serde_json::Map::new();
+            row.insert("size".into(), json!(r.size));
+            for ((key, ..), way) in REG_WAYS.iter().zip(&r.ways) {
+                if let Some(samples) = way {
+                    row.insert((*key).into(), Summary::of(samples).json());
+                }
+            }
+            Value::Object(row)
+        }).collect::<Vec<_>>(),
     }))
 }

@@ -452,7 +452,7 @@ mod tests {
         assert_eq!(size_of::<QueryDevice>(), 88);
         assert_eq!(size_of::<Submit>(), 64);
         assert_eq!(size_of::<CreateCq>(), 48);
-        assert_eq!(size_of::<QueryMr>(), 72);
+        assert_eq!(size_of::<QueryMr>(), 80);
         assert_eq!(size_of::<MemMode>(), 8);
     }
 }

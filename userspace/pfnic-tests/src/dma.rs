@@ -417,7 +417,7 @@ fn test_fault_latency_histogram() -> TestResult {
 }
 
 /// Makes sure some swap is active: a zram device, set up once.
-fn ensure_swap() -> TestResult {
+pub fn ensure_swap() -> TestResult {
     let swaps = std::fs::read_to_string("/proc/swaps")?;
     if swaps.lines().count() > 1 {
         return Ok(());

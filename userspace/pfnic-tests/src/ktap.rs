@@ -64,14 +64,23 @@ pub struct Test {
     pub run: fn() -> TestResult,
 }
 
-/// Runs `tests` and prints one KTAP document; returns the number that failed.
-pub fn run(tests: &[&Test]) -> usize {
+/// The tests that open verbs contexts in the default memory mode: each says which mode that
+/// was.
+const MODE_PREFIXES: [&str; 4] = ["test_verbs", "test_c_", "test_matrix", "test_fault_path"];
+
+/// Runs `tests` and prints one KTAP document; returns the number that failed. `mem_mode` is
+/// the memory mode a verbs context opens in here, which the verbs tests say they ran in.
+pub fn run(tests: &[&Test], mem_mode: Option<&str>) -> usize {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "KTAP version 1");
     let _ = writeln!(out, "1..{}", tests.len());
     let _ = out.flush();
     let mut failed = 0;
     for (i, t) in tests.iter().enumerate() {
+        if let Some(mode) = mem_mode.filter(|_| MODE_PREFIXES.iter().any(|p| t.name.starts_with(p)))
+        {
+            let _ = writeln!(out, "# {}: memory mode {mode}", t.name);
+        }
         let result = (t.run)();
         let n = i + 1;
         let line = match result {

@@ -69,6 +69,13 @@ fn main() {
         eprintln!("pfnic-test: no test matches {filter:?}");
         std::process::exit(2);
     }
-    let failed = ktap::run(&selected);
+    // The memory mode verbs contexts get (the driver's default, or PFNIC_MEM_MODE's).
+    let mem_mode = pfnic_sys::devices()
+        .ok()
+        .and_then(|d| d.into_iter().next())
+        .and_then(|path| pfnic_verbs::Context::open_path(&path).ok())
+        .and_then(|ctx| ctx.mem_mode().ok())
+        .map(|m| m.name());
+    let failed = ktap::run(&selected, mem_mode);
     std::process::exit(i32::from(failed > 0));
 }

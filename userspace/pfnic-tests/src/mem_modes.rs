@@ -56,6 +56,10 @@ pub const TESTS: &[&Test] = &[
         name: "test_mode_odp_coherence",
         run: test_mode_odp_coherence,
     },
+    &Test {
+        name: "test_mode_odp_swap",
+        run: test_mode_odp_swap,
+    },
 ];
 
 /// A verbs context in the `pinned` mode; skips on a device without translation tables.
@@ -139,7 +143,10 @@ fn test_mode_choice_rules() -> TestResult {
     let sva = dev.query_context()?.pasid != 0;
     let faults = ctx.query_device().caps & uapi::PFNIC_CAP_FAULTS != 0;
     let default = ctx.mem_mode()?;
-    let want = if sva {
+    let want = if let Some(name) = std::env::var_os(pfnic_verbs::MEM_MODE_ENV) {
+        // The library applied the environment's choice.
+        MemMode::parse(&name.to_string_lossy())?
+    } else if sva {
         MemMode::Sva
     } else if faults {
         MemMode::Odp
@@ -753,5 +760,70 @@ fn test_mode_odp_coherence() -> TestResult {
     unsafe { libc::read(rx2, byte.as_mut_ptr().cast(), 1) };
     check_eq!(child.wait()?, 0);
     check_eq!(byte[0], 1);
+    Ok(())
+}
+
+/// Pushes every page of `buf` out to swap (reclaim is per CPU: compaction drains the batches
+/// of the CPU that faulted them in), or fails saying how many stayed.
+fn page_out(buf: &Buffer, len: usize) -> TestResult {
+    let mut resident = 0;
+    for _ in 0..5 {
+        let _ = std::fs::write("/proc/sys/vm/compact_memory", "1");
+        buf.madvise(libc::MADV_PAGEOUT)?;
+        resident = 0;
+        for page in 0..len / PAGE {
+            if crate::common::pm_present(crate::common::pagemap(buf.addr() + (page * PAGE) as u64)?)
+            {
+                resident += 1;
+            }
+        }
+        if resident == 0 {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    fail!("{resident} pages could not be paged out (pinned?)")
+}
+
+/// Swap in the `odp` mode: nothing pins the pages, so the kernel swaps them out, the
+/// driver's entries going first; a device READ brings them back with the bytes the CPU wrote,
+/// and what the device WRITEs survives a second trip through swap.
+fn test_mode_odp_swap() -> TestResult {
+    const LEN: usize = 32 * PAGE;
+    let p = odp_pair(LEN)?;
+    crate::dma::ensure_swap()?;
+    let want = pattern(7, LEN);
+    p.b.buf.write(0, &want);
+    p.a.post_ok(
+        SendWr::new(1, WrOpcode::RdmaRead, &[p.a.sge(0, LEN)])
+            .remote(p.b.buf.addr(), p.b.mr.rkey()),
+    )?;
+    let s0 = p.b.mr.stats()?;
+    check_eq!(s0.pages_mapped, (LEN / PAGE) as u64);
+
+    page_out(&p.b.buf, LEN)?;
+    let s1 = p.b.mr.stats()?;
+    check_eq!(s1.pages_mapped, 0);
+    check!(
+        s1.page_invalidations >= s0.page_invalidations + (LEN / PAGE) as u64,
+        "swapping out invalidated {} entries, expected {}",
+        s1.page_invalidations - s0.page_invalidations,
+        LEN / PAGE
+    );
+    p.a.buf.fill(0);
+    p.a.post_ok(
+        SendWr::new(2, WrOpcode::RdmaRead, &[p.a.sge(0, LEN)])
+            .remote(p.b.buf.addr(), p.b.mr.rkey()),
+    )?;
+    check_bytes("READ of swapped-out pages", &p.a.buf, 0, &want)?;
+
+    p.write_ok(9, LEN, "WRITE into swapped-in pages")?;
+    page_out(&p.b.buf, LEN)?;
+    check_bytes(
+        "the device's bytes after swap",
+        &p.b.buf,
+        0,
+        &pattern(9, LEN),
+    )?;
     Ok(())
 }
