@@ -5,7 +5,7 @@
 #
 # By default: 'pfnic-perf --compare --odp --modes', warm and cold side by side in one
 # process, with the device's cost per faulted page against the guest CPU's own first touch
-# (two tables on the console), then the memory modes side by side (sva and pinned: warm,
+# (two tables on the console), then the memory modes side by side (pinned, odp and sva: warm,
 # cold, registration; two more tables). Its JSON comes out through the guest's second serial port; the run leaves
 # console.log, bench.json and the plot bench.svg (scripts/bench-plot.py) in
 # $PFNIC_LOG_DIR/bench-<time>/ and prints the plot's path.

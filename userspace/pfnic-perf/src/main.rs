@@ -90,10 +90,11 @@ usage: pfnic-perf [options] [TEST...]                 loopback: two QPs of this 
       --events          wait for completions on a completion channel (armed CQ, completion
                         event) instead of polling: no CPU spins while the device works
       --modes           then the memory modes side by side (docs/uapi.md): the same OPs and
-                        sizes in each mode this device and platform can run (sva with
-                        on-demand MRs, pinned), warm and cold (sva: both buffers dropped;
-                        pinned: dropped and registered again, the registration timed in),
-                        and the time to register 4 KiB .. 1 GiB in each mode";
+                        sizes in each mode this device and platform can run (pinned, odp
+                        and sva, the last two with on-demand MRs), warm and cold (odp, sva:
+                        both buffers dropped; pinned: dropped and registered again, the
+                        registration timed in), and the time to register 4 KiB .. 1 GiB in
+                        each mode";
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Verb {
