@@ -2655,8 +2655,10 @@ static void test_verbs_fault_commands(void)
     g_assert_cmpint(mr_set_flags(1, 1, 7, 0, 0x10000000, 0x1000,
                                  FAULT_TABLE | 4, NULL), ==,
                     PFNIC_CMD_BAD_ARG);
-    g_assert_cmpint(mr_set_flags(1, 1, 7, 0, 0, UINT64_MAX, FAULT_TABLE,
-                                 NULL), ==, PFNIC_CMD_BAD_ARG);
+    /* The implicit MR has a table only with FAULT (ABI 1.10). */
+    g_assert_cmpint(mr_set_flags(1, 1, 7, 0, 0, UINT64_MAX,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_BAD_ARG);
     /* [0x10000ff8, 0x10002008): three entries */
     g_assert_cmpint(mr_set_flags(2, 1, 7, ALL_ACCESS, 0x10000ff8, 0x1010,
                                  FAULT_TABLE, &key), ==, PFNIC_CMD_OK);
@@ -2700,6 +2702,129 @@ static void test_verbs_fault_commands(void)
     g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 2), ==, PFNIC_CMD_OK);
     g_assert_cmpint(fault_resume(2, 0, 1, 0), ==, PFNIC_CMD_BAD_STATE);
     g_assert_cmphex(reg_read(PFNIC_REG_EQ_OVERFLOW), ==, 0);
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    qtest_end();
+}
+
+/* An implicit table's entries above 2^32: MTT_WRITE's a5 is the high word. */
+static uint32_t mtt_map_hi(uint32_t mr, uint64_t first, const uint64_t *pages,
+                           uint32_t n)
+{
+    uint64_t e[16];
+    uint32_t a[PFNIC_CMD_ARGS] = {
+        mr, first, n, MTT_SRC, (uint64_t)MTT_SRC >> 32, first >> 32,
+    };
+
+    g_assert_cmpint(n, <=, ARRAY_SIZE(e));
+    for (uint32_t i = 0; i < n; i++) {
+        e[i] = cpu_to_le64(pages[i] | MTT_RW);
+    }
+    memwrite(MTT_SRC, e, n * sizeof(e[0]));
+    return cmd(PFNIC_CMD_MTT_WRITE, a, PFNIC_CMD_ARGS);
+}
+
+/*
+ * The implicit MR with a table (ABI 1.10): MR_SET takes it with FAULT, its
+ * entries are the pages of the whole address space (64-bit indexes: a
+ * PAGE_FAULT event carries bits 47:32 of the first at 63:48, MTT_WRITE
+ * takes them in a5, MTT_INVALIDATE in a3, FAULT_RESUME in a4), and only
+ * the valid entries written count against table-entries, until
+ * invalidated or cleared.
+ */
+static void test_verbs_implicit_table(void)
+{
+    static uint8_t src[0x2800], got[0x2800];
+    const uint64_t hi_va = 0x7f1234567000ULL;     /* entry 0x7f1234567 */
+    const uint64_t first = hi_va / 4096;
+    const uint64_t pages[3] = { DATA_PAGE(12), DATA_PAGE(20), DATA_PAGE(15) };
+    uint32_t lkey, rkey, a[PFNIC_CMD_ARGS];
+
+    start(",contexts=4,ats=off,pasid=off,pri=off,table-entries=8");
+    map_bars();
+    table_counts_reset();
+    start_ctx_no_pasid(1, RING_ADDR);
+    start_ctx_no_pasid(2, RING_ADDR + 0x1000);
+    lkey = fault_mr(1, 1, TL_VA, TL_LEN);       /* 4 of the 8 entries */
+    g_assert_cmpint(mr_set_flags(2, 2, 7, ALL_ACCESS, 0, UINT64_MAX,
+                                 FAULT_TABLE, &rkey), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cq_create(1, 1, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cq_create(2, 2, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create(2, 1, 7, 1, 1, 4, 0), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create(3, 2, 7, 2, 2, 4, 0), ==, PFNIC_CMD_OK);
+    qp_connect(2, 3, 7);
+    qp_connect(3, 2, 7);
+    test_eq_setup(&eq, EQ_ADDR, 16);
+
+    /* RDMA WRITE into three pages far up: the source first, then them */
+    pattern(src, sizeof(src), 4);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x100, src, sizeof(src), true);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x41, TL_VA + 0x100, sizeof(src),
+               lkey, hi_va + 0x300, rkey, 0);
+    expect_fault(1, 0, 4, false);
+    fault_serve(1, 0, tl_pages, 4);
+    {
+        TestEqe ev = test_eq_next(&eq);
+
+        g_assert_cmpint(ev.type, ==, PFNIC_EV_PAGE_FAULT);
+        g_assert_cmpint(ev.object, ==, 2);
+        g_assert_cmphex(ev.flags, ==, PFNIC_EQE_FAULT_WRITE);
+        g_assert_cmphex(ev.data, ==, (first & UINT32_MAX) | 3ULL << 32 |
+                                     (first >> 32) << 48);
+    }
+    assert_no_cqe(1);
+    /* Without the high word the entries are others: the work still waits. */
+    g_assert_cmpint(mtt_map(2, first, pages, 3, MTT_RW), ==, PFNIC_CMD_OK);
+    a[0] = 2, a[1] = first, a[2] = 3, a[3] = 0, a[4] = 0;
+    g_assert_cmpint(cmd(PFNIC_CMD_FAULT_RESUME, a, PFNIC_CMD_ARGS), ==,
+                    PFNIC_CMD_OK);
+    assert_no_cqe(1);
+    /* One entry left: four more do not fit, and change nothing. */
+    g_assert_cmpint(mtt_map_hi(2, first + 3, pages, 2), ==,
+                    PFNIC_CMD_NO_SPACE);
+    a[0] = 2, a[1] = first, a[2] = UINT32_MAX, a[3] = 0;
+    g_assert_cmpint(cmd(PFNIC_CMD_MTT_INVALIDATE, a, PFNIC_CMD_ARGS), ==,
+                    PFNIC_CMD_OK);     /* the 3 entries at the low index */
+    g_assert_cmpint(mtt_map_hi(2, first, pages, 3), ==, PFNIC_CMD_OK);
+    a[0] = 2, a[1] = first, a[2] = 3, a[3] = 0, a[4] = first >> 32;
+    g_assert_cmpint(cmd(PFNIC_CMD_FAULT_RESUME, a, PFNIC_CMD_ARGS), ==,
+                    PFNIC_CMD_OK);
+    table_cqe(1, 0x41, PFNIC_WC_SUCCESS);
+    table_rw(pages, hi_va, hi_va + 0x300, got, sizeof(got), false);
+    g_assert_cmpmem(got, sizeof(got), src, sizeof(src));
+    assert_mr_faults(2, 3, 3, 1);
+
+    /* MTT_INVALIDATE with the high word in a3: the READ faults again. */
+    a[0] = 2, a[1] = first, a[2] = 1, a[3] = first >> 32;
+    g_assert_cmpint(cmd(PFNIC_CMD_MTT_INVALIDATE, a, PFNIC_CMD_ARGS), ==,
+                    PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_READ, 0x42, TL_VA, 0x100, lkey,
+               hi_va + 0x300, rkey, 0);
+    {
+        TestEqe ev = test_eq_next(&eq);
+
+        g_assert_cmpint(ev.object, ==, 2);
+        g_assert_cmphex(ev.flags, ==, 0);
+        g_assert_cmphex(ev.data, ==, (first & UINT32_MAX) | 1ULL << 32 |
+                                     (first >> 32) << 48);
+    }
+    /* Past the address space: BAD_ARG */
+    a[0] = 2, a[1] = UINT32_MAX, a[2] = 2, a[3] = 0, a[4] = 0xfffff;
+    g_assert_cmpint(cmd(PFNIC_CMD_FAULT_RESUME, a, PFNIC_CMD_ARGS), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_map_hi(2, first, pages, 1), ==, PFNIC_CMD_OK);
+    a[0] = 2, a[1] = first, a[2] = 1, a[3] = 0, a[4] = first >> 32;
+    g_assert_cmpint(cmd(PFNIC_CMD_FAULT_RESUME, a, PFNIC_CMD_ARGS), ==,
+                    PFNIC_CMD_OK);
+    table_cqe(1, 0x42, PFNIC_WC_SUCCESS);
+    table_rw(tl_pages, TL_VA, TL_VA, got, 0x100, false);
+    g_assert_cmpmem(got, 0x100, src, 0x100);
+
+    /* MR_CLEAR gives the entries back: a 4-entry table fits again. */
+    g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 2), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(mr_set_flags(2, 2, 7, 0, 0x30000000, 4 * 4096,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_OK);
+    test_eq_none(&eq);
     g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
     qtest_end();
 }
@@ -4213,6 +4338,7 @@ int main(int argc, char **argv)
                    test_verbs_driver_fault_errors);
     qtest_add_func("/pfnic/verbs/driver-fault-dedupe",
                    test_verbs_driver_fault_dedupe);
+    qtest_add_func("/pfnic/verbs/implicit-table", test_verbs_implicit_table);
     qtest_add_func("/pfnic/wire/basic", test_wire_basic);
     qtest_add_func("/pfnic/wire/tables", test_wire_tables);
     qtest_add_func("/pfnic/wire/driver-faults", test_wire_driver_faults);

@@ -62,7 +62,7 @@ typedef struct PfnicPageWait {
      * report (PfnicMrFault) out for it: its index + 1, 0 when none
      */
     uint32_t drv;
-    uint32_t drv_entry;
+    uint64_t drv_entry;
 } PfnicPageWait;
 
 /*
@@ -117,7 +117,7 @@ typedef struct PfnicMrFault {
     bool write;
     uint32_t mr;                /* the MR's index and key */
     uint32_t mr_key;
-    uint32_t first;
+    uint64_t first;
     uint32_t count;
     uint64_t left;              /* bit i: entry first + i not resumed */
     uint64_t seq;               /* held events are queued in this order */
@@ -199,6 +199,12 @@ typedef struct PfnicMr {
      * an MR translated through its context's PASID
      */
     uint64_t *mtt;
+    /*
+     * The implicit MR's table (ABI 1.10): entry i is the page at i * 4 KiB,
+     * and only the VALID ones written are kept, as { i, entry } pairs keyed
+     * by i (g_int64_hash); NULL otherwise
+     */
+    GHashTable *sparse;
     uint64_t mtt_entries;
     /* MR_SET with FAULT too: a refused entry waits for the driver */
     bool fault;
@@ -558,7 +564,18 @@ void pfnic_cq_arm(PfnicContext *ctx, uint32_t val);
 /* Whether @mr is translated by a table (MR_SET with TABLE) */
 static inline bool pfnic_mr_table(const PfnicMr *mr)
 {
-    return mr->mtt != NULL;
+    return mr->mtt != NULL || mr->sparse != NULL;
+}
+
+/* Entry @i (below mtt_entries) of table MR @mr: 0 when not written valid */
+static inline uint64_t pfnic_mtt_get(const PfnicMr *mr, uint64_t i)
+{
+    if (mr->sparse) {
+        const uint64_t *pair = g_hash_table_lookup(mr->sparse, &i);
+
+        return pair ? pair[1] : 0;
+    }
+    return mr->mtt[i];
 }
 
 /* pfnic_qp.c */

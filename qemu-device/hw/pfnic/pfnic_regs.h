@@ -128,7 +128,7 @@ typedef enum PfnicCounter {
     PFNIC_CNT_PRQ_FULL,         /* page requests the IOMMU could not queue */
     PFNIC_CNT_PRQ_HELD,         /* held back: the context had its share out */
     PFNIC_CNT_PR_GROUPS,        /* page request groups sent (LPIG set) */
-    PFNIC_CNT_PR_GROUPS_MAX,    /* most groups outstanding at once (a maximum) */
+    PFNIC_CNT_PR_GROUPS_MAX,    /* most groups out at once (a maximum) */
     PFNIC_CNT_AHEAD_PAGES,      /* page requests of look-ahead groups */
     PFNIC_CNT_AHEAD_USED,       /* ... for WQEs that then completed */
     PFNIC_CNT_AHEAD_WASTED,     /* ... for WQEs that failed or were flushed */
@@ -138,9 +138,9 @@ typedef enum PfnicCounter {
 /* Register values and fields */
 #define PFNIC_ID_VALUE              0x434e4650 /* "PFNC" in memory order */
 #define PFNIC_ABI_MAJOR             1
-#define PFNIC_ABI_MINOR             9
+#define PFNIC_ABI_MINOR             10
 #define PFNIC_VERSION_VALUE         ((PFNIC_ABI_MAJOR << 16) | PFNIC_ABI_MINOR)
-#define PFNIC_FW_VERSION_VALUE      0x01090000 /* model 1.9.0 */
+#define PFNIC_FW_VERSION_VALUE      0x010a0000 /* model 1.10.0 */
 
 #define PFNIC_CAPS_ATS              (1u << 0)
 #define PFNIC_CAPS_PASID            (1u << 1)

@@ -109,7 +109,8 @@ static PfnicXlate pfnic_mtt_translate(PfnicState *s, PfnicMr *mr,
     uint64_t need = PFNIC_MTT_VALID | (write ? PFNIC_MTT_WRITE :
                                                PFNIC_MTT_READ);
     uint64_t i = va / PFNIC_PAGE_SIZE - mr->addr / PFNIC_PAGE_SIZE;
-    uint64_t e = va >= mr->addr && i < mr->mtt_entries ? mr->mtt[i] : 0;
+    uint64_t e = va >= mr->addr && i < mr->mtt_entries ? pfnic_mtt_get(mr, i)
+                                                       : 0;
 
     if ((e & need) != need) {
         trace_pfnic_mtt_fault(mr - s->mrs, va, write, e);
@@ -167,6 +168,19 @@ static void pfnic_set_arg64(PfnicState *s, int n, uint64_t val)
 }
 
 /*
+ * The implicit MR's table (ABI 1.10): an entry for every page of the
+ * address space, kept sparse: only the VALID entries written exist, each
+ * counted against the table-entries property while it does.
+ */
+#define PFNIC_IMPLICIT_ENTRIES      (UINT64_MAX / PFNIC_PAGE_SIZE + 1)
+
+static GHashTable *pfnic_sparse_new(void)
+{
+    /* The key is the first word of its { entry index, entry } pair. */
+    return g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+}
+
+/*
  * A table for an MR of [addr, addr + len) (no wrap): an entry per page
  * it touches, all invalid, counted against the table-entries property.
  * NULL when the entries are used up.
@@ -192,7 +206,12 @@ static uint64_t *pfnic_mtt_alloc(PfnicState *s, uint64_t addr, uint64_t len,
 /* Give an MR's table (if any) back to the table-entries pool. */
 static void pfnic_mtt_free(PfnicState *s, PfnicMr *mr)
 {
-    if (pfnic_mr_table(mr)) {
+    if (mr->sparse) {
+        s->table_used -= g_hash_table_size(mr->sparse);
+        g_hash_table_destroy(mr->sparse);
+        mr->sparse = NULL;
+        mr->mtt_entries = 0;
+    } else if (pfnic_mr_table(mr)) {
         s->table_used -= mr->mtt_entries;
         g_free(mr->mtt);
         mr->mtt = NULL;
@@ -210,6 +229,7 @@ static uint32_t pfnic_cmd_mr_set(PfnicState *s)
     bool fault = flags & PFNIC_MR_FLAG_FAULT;
     PfnicContext *c;
     uint64_t *mtt = NULL, entries = 0;
+    GHashTable *sparse = NULL;
     PfnicMr *mr;
     uint32_t v;
 
@@ -222,10 +242,11 @@ static uint32_t pfnic_cmd_mr_set(PfnicState *s)
         return PFNIC_CMD_BAD_ARG;
     }
     /*
-     * The implicit MR is a whole address space, which only a PASID has; a
-     * context running without one reaches memory through tables only.
+     * The implicit MR is a whole address space: a PASID's, or (ABI 1.10) a
+     * sparse table the driver fills on demand, so only with FAULT. A
+     * context running without a PASID reaches memory through tables only.
      */
-    if (flags & ~PFNIC_MR_FLAGS_MASK || (table && implicit) ||
+    if (flags & ~PFNIC_MR_FLAGS_MASK || (table && implicit && !fault) ||
         (!table && c->enabled && c->no_pasid) || (fault && !table)) {
         return PFNIC_CMD_BAD_ARG;
     }
@@ -233,7 +254,10 @@ static uint32_t pfnic_cmd_mr_set(PfnicState *s)
     if (mr->valid) {
         return PFNIC_CMD_BAD_STATE;
     }
-    if (table) {
+    if (table && implicit) {
+        sparse = pfnic_sparse_new();
+        entries = PFNIC_IMPLICIT_ENTRIES;
+    } else if (table) {
         mtt = pfnic_mtt_alloc(s, addr, len, &entries);
         if (!mtt) {
             return PFNIC_CMD_NO_SPACE;
@@ -253,6 +277,7 @@ static uint32_t pfnic_cmd_mr_set(PfnicState *s)
         .addr = addr,
         .len = len,
         .mtt = mtt,
+        .sparse = sparse,
         .mtt_entries = entries,
         .fault = fault,
     };
@@ -308,12 +333,14 @@ static uint32_t pfnic_cmd_mr_query(PfnicState *s)
 
 /*
  * MTT_WRITE and MTT_INVALIDATE: the table MR a0 and its entries
- * [a1, a1 + a2), 1..@max of them, all in the table.
+ * [first, first + a2), 1..@max of them, all in the table; first is a1, with
+ * (ABI 1.10) argument @hi its high 32 bits.
  */
-static uint32_t pfnic_mtt_range(PfnicState *s, uint32_t max, PfnicMr **mrp)
+static uint32_t pfnic_mtt_range(PfnicState *s, uint32_t max, int hi,
+                                PfnicMr **mrp, uint64_t *firstp)
 {
-    uint32_t index = s->cmd_arg[0], first = s->cmd_arg[1];
-    uint32_t count = s->cmd_arg[2];
+    uint32_t index = s->cmd_arg[0], count = s->cmd_arg[2];
+    uint64_t first = s->cmd_arg[1] | (uint64_t)s->cmd_arg[hi] << 32;
     PfnicMr *mr;
 
     if (index >= PFNIC_MAX_MRS) {
@@ -328,6 +355,43 @@ static uint32_t pfnic_mtt_range(PfnicState *s, uint32_t max, PfnicMr **mrp)
         return PFNIC_CMD_BAD_ARG;
     }
     *mrp = mr;
+    *firstp = first;
+    return PFNIC_CMD_OK;
+}
+
+/* Store @count entries @e from @first into the implicit table of @mr. */
+static uint32_t pfnic_sparse_write(PfnicState *s, PfnicMr *mr, uint64_t first,
+                                   const uint64_t *e, uint32_t count)
+{
+    uint64_t added = 0;
+
+    /* Room for every new VALID entry, or nothing changes. */
+    for (uint32_t i = 0; i < count; i++) {
+        uint64_t k = first + i;
+
+        if ((e[i] & PFNIC_MTT_VALID) &&
+            !g_hash_table_contains(mr->sparse, &k)) {
+            added++;
+        }
+    }
+    if (added > s->table_entries - s->table_used) {
+        return PFNIC_CMD_NO_SPACE;
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        uint64_t k = first + i;
+
+        if (e[i] & PFNIC_MTT_VALID) {
+            uint64_t *pair = g_new(uint64_t, 2);
+
+            pair[0] = k;
+            pair[1] = e[i];
+            /* Replaces (and frees) the pair of the same key, if any. */
+            g_hash_table_replace(mr->sparse, pair, pair);
+        } else if (g_hash_table_remove(mr->sparse, &k)) {
+            s->table_used--;
+        }
+    }
+    s->table_used += added;
     return PFNIC_CMD_OK;
 }
 
@@ -337,11 +401,11 @@ static uint32_t pfnic_mtt_range(PfnicState *s, uint32_t max, PfnicMr **mrp)
  */
 static uint32_t pfnic_cmd_mtt_write(PfnicState *s)
 {
-    uint32_t first = s->cmd_arg[1], count = s->cmd_arg[2];
-    uint64_t src = pfnic_arg64(s, 3);
+    uint32_t count = s->cmd_arg[2];
+    uint64_t src = pfnic_arg64(s, 3), first = 0;
     uint64_t e[PFNIC_MTT_WRITE_MAX];
     PfnicMr *mr = NULL;
-    uint32_t st = pfnic_mtt_range(s, PFNIC_MTT_WRITE_MAX, &mr);
+    uint32_t st = pfnic_mtt_range(s, PFNIC_MTT_WRITE_MAX, 5, &mr, &first);
 
     if (st != PFNIC_CMD_OK) {
         return st;
@@ -357,23 +421,58 @@ static uint32_t pfnic_cmd_mtt_write(PfnicState *s)
             return PFNIC_CMD_BAD_ARG;
         }
     }
-    memcpy(&mr->mtt[first], e, count * sizeof(e[0]));
+    if (mr->sparse) {
+        st = pfnic_sparse_write(s, mr, first, e, count);
+    } else {
+        memcpy(&mr->mtt[first], e, count * sizeof(e[0]));
+    }
     trace_pfnic_mtt_write(s->cmd_arg[0], first, count, src);
-    return PFNIC_CMD_OK;
+    return st;
+}
+
+typedef struct PfnicSparseRange {
+    uint64_t first, count;
+} PfnicSparseRange;
+
+static gboolean pfnic_sparse_in_range(gpointer key, gpointer value,
+                                      gpointer opaque)
+{
+    const PfnicSparseRange *r = opaque;
+    uint64_t k = *(uint64_t *)key;
+
+    return k >= r->first && k - r->first < r->count;
 }
 
 /* The device reads the table for every page it moves: nothing to flush. */
 static uint32_t pfnic_cmd_mtt_invalidate(PfnicState *s)
 {
-    uint32_t first = s->cmd_arg[1], count = s->cmd_arg[2];
+    uint32_t count = s->cmd_arg[2];
+    uint64_t first = 0;
     PfnicMr *mr = NULL;
-    uint32_t st = pfnic_mtt_range(s, UINT32_MAX, &mr);
+    uint32_t st = pfnic_mtt_range(s, UINT32_MAX, 3, &mr, &first);
 
     if (st != PFNIC_CMD_OK) {
         return st;
     }
-    for (uint32_t i = 0; i < count; i++) {
-        mr->mtt[first + i] &= ~PFNIC_MTT_VALID;
+    if (mr->sparse && count > g_hash_table_size(mr->sparse)) {
+        /* A long range: look at the entries there are instead. */
+        PfnicSparseRange r = { first, count };
+
+        s->table_used -= g_hash_table_foreach_remove(mr->sparse,
+                                                     pfnic_sparse_in_range,
+                                                     &r);
+    } else if (mr->sparse) {
+        for (uint32_t i = 0; i < count; i++) {
+            uint64_t k = first + i;
+
+            if (g_hash_table_remove(mr->sparse, &k)) {
+                s->table_used--;
+            }
+        }
+    } else {
+        for (uint32_t i = 0; i < count; i++) {
+            mr->mtt[first + i] &= ~PFNIC_MTT_VALID;
+        }
     }
     trace_pfnic_mtt_invalidate(s->cmd_arg[0], first, count);
     return PFNIC_CMD_OK;
@@ -767,7 +866,9 @@ static bool pfnic_mr_fault_post(PfnicState *s, PfnicMrFault *f)
 
     e[PFNIC_EQE_FLAGS] = f->write ? PFNIC_EQE_FAULT_WRITE : 0;
     stl_le_p(&e[4], f->mr);
-    stq_le_p(&e[PFNIC_EQE_DATA], f->first | (uint64_t)f->count << 32);
+    /* The first entry's bits 47:32 (an implicit table's, ABI 1.10) at 63:48 */
+    stq_le_p(&e[PFNIC_EQE_DATA], (f->first & UINT32_MAX) |
+             (uint64_t)f->count << 32 | (f->first >> 32) << 48);
     if (pfnic_eq_put(s, e) < 0) {
         trace_pfnic_mr_fault_event(f->mr, f->first, f->count, f->write,
                                    true);
@@ -818,7 +919,7 @@ static PfnicMrFault *pfnic_mr_fault_new(PfnicState *s, PfnicMr *mr,
         if (pfnic_mr_fault_find(s, index, mr->key, e + i, write)) {
             break;
         }
-        if ((mr->mtt[e + i] & need) != need) {
+        if ((pfnic_mtt_get(mr, e + i) & need) != need) {
             last = e + i;
         }
     }
@@ -965,7 +1066,8 @@ void pfnic_mr_faults_ctx_stop(PfnicState *s, uint32_t ctx)
  */
 static uint32_t pfnic_cmd_fault_resume(PfnicState *s)
 {
-    uint32_t index = s->cmd_arg[0], first = s->cmd_arg[1];
+    uint32_t index = s->cmd_arg[0];
+    uint64_t first = s->cmd_arg[1] | (uint64_t)s->cmd_arg[4] << 32;
     uint32_t count = s->cmd_arg[2], status = s->cmd_arg[3];
     uint64_t handled = 0;
     uint32_t woken;
@@ -991,7 +1093,7 @@ static uint32_t pfnic_cmd_fault_resume(PfnicState *s)
             continue;
         }
         lo = MAX(first, f->first);
-        hi = MIN((uint64_t)first + count, (uint64_t)f->first + f->count);
+        hi = MIN(first + count, f->first + f->count);
         if (lo >= hi) {
             continue;
         }

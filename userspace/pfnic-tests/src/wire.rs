@@ -375,7 +375,7 @@ fn test_wire_cold_rnr() -> TestResult {
     // The receiver's faults: page requests of its QP in the `sva` mode, page-fault events
     // for its MR in the `odp` mode.
     let faults = if sva_mode(&ctx[1])? {
-        u64::from(sb.page_requests)
+        sb.page_requests
     } else {
         p.b.mr.stats()?.page_faults
     };
