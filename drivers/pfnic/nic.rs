@@ -62,6 +62,14 @@ pub(crate) struct NicInfo {
     pub(crate) doorbells: DoorbellPages,
 }
 
+impl NicInfo {
+    /// Whether the device's implicit MR may have a table (the `odp` mode's implicit MR).
+    pub(crate) fn implicit_tables(&self) -> bool {
+        self.caps & uapi::PFNIC_CAP_FAULTS != 0
+            && self.device_abi & 0xffff >= regs::ABI_MINOR_IMPLICIT_TABLES
+    }
+}
+
 /// One pfnic.
 #[pin_data]
 pub(crate) struct Nic {

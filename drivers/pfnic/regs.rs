@@ -45,6 +45,10 @@ pub(crate) const ABI_MINOR_PORT: u32 = 5;
 /// The minor version that added driver-managed faults: `MR_SET`'s `FAULT` flag, `PAGE_FAULT`
 /// events and `FAULT_RESUME` (docs/verbs.md). An older device's table MRs fail at a miss.
 pub(crate) const ABI_MINOR_FAULTS: u32 = 9;
+/// The minor version that lets the implicit MR have a (sparse) table, with 64-bit entry
+/// indexes in the table commands and `PAGE_FAULT` (docs/verbs.md): the `odp` mode's implicit
+/// MR.
+pub(crate) const ABI_MINOR_IMPLICIT_TABLES: u32 = 10;
 
 /// Port counters (`PORT_COUNTERS`, docs/wire.md), in the order of
 /// [`uapi::QueryPort::counters`](crate::uapi::QueryPort::counters).

@@ -596,8 +596,9 @@ pub const PFNIC_MEM_MODE_PINNED: u32 = 2;
 /// (`hmm_range_fault()`), maps it for DMA and writes its entry; an `mmu_interval_notifier`
 /// removes entries before the kernel changes the mappings behind them. Nothing is pinned. ODP
 /// MRs are filled only by faults and prefetches, other MRs once at registration (and again
-/// on demand after the kernel reclaimed their pages). Implicit ODP MRs are `EOPNOTSUPP`.
-/// Needs [`PFNIC_CAP_FAULTS`], not PRI (the default where SVA does not work).
+/// on demand after the kernel reclaimed their pages). The implicit ODP MR needs device ABI
+/// 1.10 (a sparse table; `EOPNOTSUPP` before). Needs [`PFNIC_CAP_FAULTS`], not PRI (the default
+/// where SVA does not work).
 pub const PFNIC_MEM_MODE_ODP: u32 = 3;
 
 /// Argument of [`PFNIC_IOCTL_SET_MEM_MODE`] (input only).

@@ -55,7 +55,8 @@ pub(crate) struct Eqe {
     reserved: u8,
     owner: u8,
     object: u32,
-    /// Type-specific data (`PAGE_FAULT`: the first entry in bits 31:0, the count in 47:32).
+    /// Type-specific data (`PAGE_FAULT`: the first entry's bits 31:0 in bits 31:0 and its bits
+    /// 47:32 in 63:48, the count in 47:32).
     data: u64,
 }
 
@@ -79,7 +80,7 @@ pub(crate) struct Route {
 #[derive(Clone, Copy, Default)]
 pub(crate) struct PageFault {
     pub(crate) mr: u32,
-    pub(crate) first: u32,
+    pub(crate) first: u64,
     pub(crate) count: u32,
     /// The work writes the pages.
     pub(crate) write: bool,
@@ -89,7 +90,8 @@ impl PageFault {
     fn decode(entry: &Eqe) -> Self {
         Self {
             mr: entry.object,
-            first: entry.data as u32,
+            // Bits 47:32 of the first entry (an implicit table's) are at 63:48.
+            first: (entry.data & 0xffff_ffff) | (entry.data >> 48) << 32,
             count: ((entry.data >> 32) & 0xffff) as u32,
             write: entry.flags & FAULT_WRITE != 0,
         }

@@ -270,11 +270,12 @@ impl VerbsFile {
     }
 
     /// `PFNIC_IOCTL_QUERY_VERBS`: the device's verbs, with on-demand paging only in a mode that
-    /// has it (implicit MRs only in `sva`).
+    /// has it (implicit MRs in `odp` only on a device whose implicit MR may have a table).
     pub(crate) fn query_verbs(&self) -> Result<uapi::QueryVerbs> {
         let mut q = self.nic.query_verbs()?;
         match self.mem_mode() {
             uapi::PFNIC_MEM_MODE_SVA => {}
+            uapi::PFNIC_MEM_MODE_ODP if self.nic.info.implicit_tables() => {}
             uapi::PFNIC_MEM_MODE_ODP => q.odp_general_caps &= !uapi::PFNIC_ODP_SUPPORT_IMPLICIT,
             _ => {
                 q.odp_general_caps = 0;

@@ -9,7 +9,8 @@
 //! populated only by faults and prefetches. In the `pinned` mode an MR's pages are pinned and
 //! translated by a table ([`PinnedMr`]); ODP MRs are not supported there. In the `odp` mode
 //! every MR is translated by a table the driver fills on demand ([`odp`]); an ordinary MR is
-//! filled at registration, as in the `sva` mode.
+//! filled at registration, as in the `sva` mode, and the implicit MR has a sparse table (device
+//! ABI 1.10).
 
 use super::{cmd, file::Mr, file::VerbsFile, odp, pinned::PinnedMr, Limits};
 use crate::{
@@ -108,8 +109,8 @@ impl VerbsFile {
         } else {
             None
         };
-        // The whole address space cannot have a table.
-        if mode == uapi::PFNIC_MEM_MODE_ODP && implicit {
+        // The whole address space has a table only on a device that keeps it sparse.
+        if mode == uapi::PFNIC_MEM_MODE_ODP && implicit && !self.nic.info.implicit_tables() {
             return Err(EOPNOTSUPP);
         }
         // Taken now: once the device knows the MR, nothing may fail for memory before the MR
@@ -121,7 +122,9 @@ impl VerbsFile {
         let odp = if mode == uapi::PFNIC_MEM_MODE_ODP {
             let task = kernel::current!();
             let mm = task.mm().ok_or(EINVAL)?;
-            Some(odp::new(&self.nic, mm, index, arg.addr, arg.length, write)?)
+            Some(odp::new(
+                &self.nic, mm, index, arg.addr, arg.length, implicit, write,
+            )?)
         } else {
             None
         };

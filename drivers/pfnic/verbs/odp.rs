@@ -16,6 +16,10 @@
 //! pages, all before the kernel changes the mappings. Nothing is pinned: the entries are the
 //! only reference the device has, and they go first.
 //!
+//! The implicit MR (device ABI 1.10) works the same way over the whole user address space: its
+//! notifier covers it all, and its table, like every MR's here, holds chunks only where the
+//! device faulted.
+//!
 //! Lock order: the table lock, then the command lock. Nothing allocates memory under the table
 //! lock, since reclaim may invalidate, which takes it.
 
@@ -34,6 +38,7 @@ use kernel::{
     new_mutex,
     page::PAGE_SIZE,
     prelude::*,
+    rbtree::{RBTree, RBTreeNodeReservation},
     sync::{
         atomic::{Atomic, Relaxed},
         Arc, Mutex,
@@ -100,10 +105,11 @@ impl Entry {
 
 /// The DMA mappings behind the device's valid entries.
 struct Table {
-    /// Chunk `c` holds the entries `c * CHUNK_PAGES..`: `Some` where the device's entry is
-    /// valid. Every `Some` is current: the notifier's callback removes them under the table's
-    /// lock before the kernel changes the mappings behind them.
-    chunks: KVVec<Option<KVVec<Option<Entry>>>>,
+    /// Chunk `c` holds the entries `c * CHUNK_PAGES..`, allocated at the first fault into
+    /// them (sparse: an implicit MR's table spans the address space): `Some` where the
+    /// device's entry is valid. Every `Some` is current: the notifier's callback removes them
+    /// under the table's lock before the kernel changes the mappings behind them.
+    chunks: RBTree<usize, KVVec<Option<Entry>>>,
     /// Entries mapped.
     mapped: usize,
     /// The device forgot the MR (its index may name another MR by now): nothing writes its
@@ -114,70 +120,92 @@ struct Table {
 impl Table {
     fn slot(&mut self, page: usize) -> Option<&mut Option<Entry>> {
         self.chunks
-            .get_mut(page / CHUNK_PAGES)?
-            .as_mut()?
+            .get_mut(&(page / CHUNK_PAGES))?
             .get_mut(page % CHUNK_PAGES)
     }
 
-    /// The smallest span of `first..last` that holds every mapped entry of it.
-    fn mapped_span(&self, first: usize, last: usize) -> Option<(usize, usize)> {
-        let mut span: Option<(usize, usize)> = None;
-        let mut page = first;
-        while page < last {
-            let Some(Some(chunk)) = self.chunks.get(page / CHUNK_PAGES) else {
-                // No chunk: nothing mapped up to the next one.
-                page = (page / CHUNK_PAGES + 1) * CHUNK_PAGES;
-                continue;
-            };
-            let end = last.min((page / CHUNK_PAGES + 1) * CHUNK_PAGES);
-            for p in page..end {
-                if chunk[p % CHUNK_PAGES].is_some() {
-                    span = Some(span.map_or((p, p + 1), |(lo, _)| (lo, p + 1)));
-                }
+    /// For each chunk that holds entries of `first..last`: `f` with the entries' range in the
+    /// table and their slots.
+    fn for_each_chunk(
+        &mut self,
+        first: usize,
+        last: usize,
+        mut f: impl FnMut(usize, &mut [Option<Entry>]),
+    ) {
+        let mut cursor = self.chunks.cursor_lower_bound_mut(&(first / CHUNK_PAGES));
+        while let Some(mut c) = cursor {
+            let (&chunk, slots) = c.current_mut();
+            let base = chunk * CHUNK_PAGES;
+            if base >= last {
+                break;
             }
-            page = end;
+            let lo = first.max(base) - base;
+            let hi = last.min(base + slots.len()) - base;
+            if lo < hi {
+                f(base + lo, &mut slots[lo..hi]);
+            }
+            cursor = c.move_next();
         }
-        span
     }
 
-    /// Unmaps entries `first..last`, which the device must not use any more (the caller holds
-    /// the table lock: this is `&mut`); returns how many were mapped.
-    fn unmap(&mut self, first: usize, last: usize) -> usize {
+    /// Has the device drop the mapped entries of `first..last` (with `MTT_INVALIDATE`, per
+    /// chunk, over the span of its mapped ones, unless `dead`), then unmaps them; returns how
+    /// many were mapped. The caller holds the table lock (this is `&mut`).
+    fn invalidate(&mut self, mr: &Mirror, first: usize, last: usize) -> usize {
+        let dead = self.dead;
         let mut n = 0;
-        for page in first..last {
-            if let Some(entry) = self.slot(page).and_then(Option::take) {
+        self.for_each_chunk(first, last, |at, slots| {
+            let Some(lo) = slots.iter().position(Option::is_some) else {
+                return;
+            };
+            let hi = slots
+                .iter()
+                .rposition(Option::is_some)
+                .map_or(lo, |i| i + 1);
+            if !dead {
+                let [lo32, hi32] = cmd::split((at + lo) as u64);
+                // Fails only once the device is gone, reset: it uses no entry any more.
+                let _ = mr.nic.command(
+                    cmd::MTT_INVALIDATE,
+                    &[mr.index, lo32, (hi - lo) as u32, hi32],
+                );
+            }
+            for entry in slots[lo..hi].iter_mut().filter_map(Option::take) {
                 // SAFETY: Entries in the table are current (see `chunks`), and the table lock
                 // is held.
                 unsafe { entry.retire() };
                 n += 1;
             }
-        }
+        });
         self.mapped -= n;
         n
     }
 }
 
-/// Watches the pages of `[addr, addr + len)` in `mm` (the calling process's) for the table of
-/// MR `index` on `nic`, with no entry yet; the device may write them if `write`.
+/// Pages of an implicit MR's table: the user address space (`2^57` bytes at most, x86-64 with
+/// 5-level paging); the device's implicit table has more entries.
+const IMPLICIT_BYTES: usize = 1 << 57;
+
+/// Watches the pages of `[addr, addr + len)` in `mm` (the calling process's; the whole user
+/// address space for the implicit MR, `implicit`) for the table of MR `index` on `nic`, with
+/// no entry yet; the device may write them if `write`.
 pub(crate) fn new(
     nic: &Arc<Nic>,
     mm: &MmWithUser,
     index: u32,
     addr: u64,
     len: u64,
+    implicit: bool,
     write: bool,
 ) -> Result<Arc<OdpMr>> {
-    let (start, end) = table::page_span(addr, len)?;
-    let base = usize::try_from(start)?;
-    let bytes = usize::try_from(end - start)?;
-    let pages = bytes / PAGE_SIZE;
-    let nchunks = pages.div_ceil(CHUNK_PAGES);
-    let mut chunks = KVVec::with_capacity(nchunks, GFP_KERNEL)?;
-    for _ in 0..nchunks {
-        chunks.push(None, GFP_KERNEL)?;
-    }
+    let (base, bytes) = if implicit {
+        (0, IMPLICIT_BYTES)
+    } else {
+        let (start, end) = table::page_span(addr, len)?;
+        (usize::try_from(start)?, usize::try_from(end - start)?)
+    };
     let table = Table {
-        chunks,
+        chunks: RBTree::new(),
         mapped: 0,
         dead: false,
     };
@@ -190,7 +218,7 @@ pub(crate) fn new(
                 nic: nic.clone(),
                 index,
                 base,
-                pages,
+                pages: bytes / PAGE_SIZE,
                 write,
                 table <- new_mutex!(table),
                 prefetched: Atomic::new(0),
@@ -212,29 +240,27 @@ impl IntervalNotifier for Mirror {
         };
         let start = range.start().max(self.base);
         let end = range.end().min(self.base + self.pages * PAGE_SIZE);
-        let span = if start < end {
-            let first = (start - self.base) / PAGE_SIZE;
-            let last = (end - self.base).div_ceil(PAGE_SIZE);
-            t.mapped_span(first, last)
+        let (first, last) = if start < end {
+            (
+                (start - self.base) / PAGE_SIZE,
+                (end - self.base).div_ceil(PAGE_SIZE),
+            )
         } else {
-            None
+            (0, 0)
         };
+        let mut mapped = false;
+        t.for_each_chunk(first, last, |_, slots| {
+            mapped |= slots.iter().any(Option::is_some);
+        });
         // Telling the device takes a command, which sleeps (as mlx5's does).
-        if span.is_some() && !range.blockable() {
+        if mapped && !range.blockable() {
             return false;
         }
         seq.set();
-        let Some((lo, hi)) = span else {
+        if !mapped {
             return true;
-        };
-        if !t.dead {
-            // Fails only once the device is gone, reset: it uses no entry any more.
-            let _ = self.nic.command(
-                cmd::MTT_INVALIDATE,
-                &[self.index, lo as u32, (hi - lo) as u32],
-            );
         }
-        let n = t.unmap(lo, hi);
+        let n = t.invalidate(self, first, last);
         self.invalidated.add(n as u64, Relaxed);
         if let Ok(verbs) = self.nic.verbs() {
             verbs.odp_stats.invalidations.add(1, Relaxed);
@@ -253,21 +279,37 @@ enum Filled {
     Dead,
 }
 
+/// `FAULT_RESUME` statuses: the entries are in the table; they cannot be (fail the work).
+const RESUME_RETRY: u32 = 0;
+const RESUME_FAIL: u32 = 1;
+
 impl Mirror {
+    /// Answers the work waiting for entries `first..first + count` with `status`. The caller
+    /// holds the table lock and saw the MR alive.
+    fn resume(&self, first: usize, count: usize, status: u32) -> Result {
+        let [lo, hi] = cmd::split(first as u64);
+        self.nic.command(
+            cmd::FAULT_RESUME,
+            &[self.index, lo, count as u32, status, hi],
+        )?;
+        Ok(())
+    }
+
     /// Allocates the chunks that entries `first..first + count` fall in (before the table lock
     /// is taken: nothing allocates under it).
     fn ensure_chunks(&self, first: usize, count: usize) -> Result {
         for c in first / CHUNK_PAGES..=(first + count - 1) / CHUNK_PAGES {
-            if self.table.lock().chunks.get(c).ok_or(EINVAL)?.is_some() {
+            if self.table.lock().chunks.get(&c).is_some() {
                 continue;
             }
+            let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
             let mut chunk = KVVec::with_capacity(CHUNK_PAGES, GFP_KERNEL)?;
             for _ in 0..CHUNK_PAGES {
                 chunk.push(None, GFP_KERNEL)?;
             }
             let mut t = self.table.lock();
-            if let Some(slot @ None) = t.chunks.get_mut(c) {
-                *slot = Some(chunk);
+            if t.chunks.get(&c).is_none() {
+                t.chunks.insert(node.into_node(c, chunk));
             }
         }
         Ok(())
@@ -333,8 +375,7 @@ fn fill(mr: &OdpMr, first: usize, count: usize, access: Access, resume: bool) ->
         }
         t.mapped += added;
         if resume {
-            m.nic
-                .command(cmd::FAULT_RESUME, &[m.index, first as u32, count as u32, 0])?;
+            m.resume(first, count, RESUME_RETRY)?;
         }
         return Ok(Filled::Done);
     }
@@ -346,9 +387,7 @@ fn fail(mr: &OdpMr, first: usize, count: usize) {
     let m = mr.data();
     let t = m.table.lock();
     if !t.dead {
-        let _ = m
-            .nic
-            .command(cmd::FAULT_RESUME, &[m.index, first as u32, count as u32, 1]);
+        let _ = m.resume(first, count, RESUME_FAIL);
     }
 }
 
@@ -397,8 +436,7 @@ pub(crate) fn retire(mr: &OdpMr) -> Result {
         }
         t.dead = true;
     }
-    let pages = m.pages;
-    t.unmap(0, pages);
+    t.invalidate(m, 0, m.pages);
     Ok(())
 }
 

@@ -80,7 +80,7 @@ impl Nic {
         let stage = &verbs.table_stage;
         let mut done = 0u64;
         loop {
-            let at = u32::try_from(first + done).map_err(|_| EINVAL)?;
+            let [at, at_hi] = cmd::split(first + done);
             let _state = verbs.cmd_lock.lock();
             let staged = stage
                 .mem
@@ -97,7 +97,7 @@ impl Nic {
                 return Ok(done);
             }
             let [lo, hi] = cmd::split(stage.base);
-            self.execute(cmd::MTT_WRITE, &[index, at, staged as u32, lo, hi])?;
+            self.execute(cmd::MTT_WRITE, &[index, at, staged as u32, lo, hi, at_hi])?;
             done += staged as u64;
         }
     }

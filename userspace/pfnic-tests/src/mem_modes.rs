@@ -84,6 +84,13 @@ pub fn odp_ctx() -> Result<Context, Failure> {
     Ok(ctx)
 }
 
+/// Whether the device's implicit MR may have a table (device ABI 1.10 on, with
+/// driver-managed faults): the `odp` mode's implicit ODP.
+pub fn implicit_tables(ctx: &Context) -> bool {
+    let q = ctx.query_device();
+    q.caps & uapi::PFNIC_CAP_FAULTS != 0 && q.device_abi & 0xffff >= 10
+}
+
 /// A pair of `odp` contexts with ODP MRs of `len` bytes.
 fn odp_pair(len: usize) -> Result<Pair, Failure> {
     Pair::build(
@@ -174,11 +181,17 @@ fn test_mode_choice_rules() -> TestResult {
         skip!("the device has no translation tables (PFNIC_CAP_TABLES)");
     }
     if faults {
-        // The `odp` mode has on-demand paging, but no implicit MR.
+        // The `odp` mode has on-demand paging, and the implicit MR where the device keeps its
+        // table sparse.
         ctx.set_mem_mode(MemMode::Odp)?;
         check_eq!(dev.query_context()?.mem_mode, uapi::PFNIC_MEM_MODE_ODP);
         let verbs = ctx.query_device_ex()?.verbs;
-        check_eq!(verbs.odp_general_caps, uapi::PFNIC_ODP_SUPPORT);
+        let implicit = if implicit_tables(&ctx) {
+            uapi::PFNIC_ODP_SUPPORT_IMPLICIT
+        } else {
+            0
+        };
+        check_eq!(verbs.odp_general_caps, uapi::PFNIC_ODP_SUPPORT | implicit);
         check_eq!(verbs.odp_rc_caps, uapi::PFNIC_ODP_RC_CAPS);
     } else {
         check_eq!(
@@ -632,7 +645,8 @@ fn test_mode_overcommit() -> TestResult {
 /// The `odp` mode's counters follow what the device and the kernel do: a WRITE into untouched
 /// pages faults every one of them in through page-fault events, all handled, and maps them
 /// in the device's table; `MADV_DONTNEED` invalidates them all; a flushed prefetch maps them
-/// again without a fault; an ordinary MR is mapped whole at registration. Nothing is pinned.
+/// again without a fault; an ordinary MR is mapped whole at registration; the implicit MR
+/// maps only the pages the device used through it. Nothing is pinned.
 fn test_mode_odp_counters() -> TestResult {
     const PAGES: usize = 16;
     let p = odp_pair(PAGES * PAGE)?;
@@ -680,13 +694,28 @@ fn test_mode_odp_counters() -> TestResult {
     let s = plain.stats()?;
     check_eq!((s.pages_mapped, s.page_prefetch, s.pages_pinned), (8, 8, 0));
     check_eq!(vm_pin_kib()?, vm_before);
-    // Implicit ODP has no table to fill.
-    // SAFETY: the registration must fail; nothing is accessed.
-    let implicit = unsafe { p.b.pd.reg_implicit_mr(ACCESS_ALL | ACCESS_ON_DEMAND) };
+    // The implicit MR: the whole address space, its table filled on demand too.
+    if !implicit_tables(&p.b.ctx) {
+        return Ok(());
+    }
+    // SAFETY: the MR covers the process's memory; the device writes only `buf` through it.
+    let implicit = unsafe { p.b.pd.reg_implicit_mr(ACCESS_ALL | ACCESS_ON_DEMAND)? };
+    check_eq!(implicit.stats()?.pages_mapped, 0);
+    let want = pattern(6, 2 * PAGE);
+    p.a.buf.write(0, &want);
+    p.a.post_ok(
+        SendWr::new(7, WrOpcode::RdmaWrite, &[p.a.sge(0, 2 * PAGE)])
+            .remote(buf.addr() + 100, implicit.rkey()),
+    )?;
+    check_bytes("WRITE through the implicit MR", &buf, 100, &want)?;
+    let s = implicit.stats()?;
     check_eq!(
-        errno_of("implicit ODP MR in the odp mode", implicit)?,
-        libc::EOPNOTSUPP
+        (s.page_faults, s.page_faults_handled, s.pages_mapped),
+        (3, 3, 3)
     );
+    buf.dontneed()?;
+    let s = implicit.stats()?;
+    check_eq!((s.pages_mapped, s.page_invalidations), (0, 3));
     Ok(())
 }
 

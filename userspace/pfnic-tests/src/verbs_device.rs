@@ -63,8 +63,11 @@ fn test_verbs_query_device() -> TestResult {
         // No on-demand paging in the pinned memory mode.
         check_eq!((v.odp_general_caps, v.odp_rc_caps), (0, 0));
     } else {
-        // Implicit ODP needs the IOMMU's page tables: the `sva` mode only.
-        let implicit = if ctx.mem_mode()? == pfnic_verbs::MemMode::Sva {
+        // Implicit ODP: the IOMMU's page tables (`sva`), or a sparse device table (`odp`,
+        // device ABI 1.10 on).
+        let implicit = if ctx.mem_mode()? == pfnic_verbs::MemMode::Sva
+            || crate::mem_modes::implicit_tables(&ctx)
+        {
             uapi::PFNIC_ODP_SUPPORT_IMPLICIT
         } else {
             0

@@ -483,8 +483,8 @@ pub enum MemMode {
     /// translation table; no ODP MRs. The default where neither SVA nor `Odp` is available.
     Pinned,
     /// The driver fills the device's translation table on demand (`hmm_range_fault`) and
-    /// keeps it coherent (`mmu_interval_notifier`): nothing is pinned, no PRI needed; no
-    /// implicit ODP MR. The default where SVA is not available.
+    /// keeps it coherent (`mmu_interval_notifier`): nothing is pinned, no PRI needed; the
+    /// implicit ODP MR on device ABI 1.10 or later. The default where SVA is not available.
     Odp,
 }
 
