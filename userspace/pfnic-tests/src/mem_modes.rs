@@ -60,6 +60,10 @@ pub const TESTS: &[&Test] = &[
         name: "test_mode_odp_swap",
         run: test_mode_odp_swap,
     },
+    &Test {
+        name: "test_mode_on_demand_mremap",
+        run: test_mode_on_demand_mremap,
+    },
 ];
 
 /// A verbs context in the `pinned` mode; skips on a device without translation tables.
@@ -854,5 +858,74 @@ fn test_mode_odp_swap() -> TestResult {
         0,
         &pattern(9, LEN),
     )?;
+    Ok(())
+}
+
+/// `mremap()` moves an ODP MR's pages elsewhere, in each on-demand mode the platform has: the
+/// device's WRITE to the MR's (now unmapped) range fails with `REM_ACCESS_ERR`, and the pages at
+/// their new place keep their bytes (the device never writes them through a stale entry); with
+/// fresh memory mapped at the old place, the WRITE lands there.
+fn test_mode_on_demand_mremap() -> TestResult {
+    const LEN: usize = 8 * PAGE;
+    let mut ran = Vec::new();
+    for mode in [MemMode::Odp, MemMode::Sva] {
+        let (ca, cb) = (verbs_ctx()?, verbs_ctx()?);
+        match (ca.set_mem_mode(mode), cb.set_mem_mode(mode)) {
+            (Ok(()), Ok(())) => {}
+            (Err(e), _) | (_, Err(e)) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => continue,
+            (Err(e), _) | (_, Err(e)) => fail!("set_mem_mode({}): {e}", mode.name()),
+        }
+        ran.push(mode.name());
+        let p = Pair::build(
+            &ca,
+            &cb,
+            &PairOpts {
+                len: LEN,
+                kind: crate::verbs_common::MrKind::Odp,
+                ..Default::default()
+            },
+        )?;
+        p.write_ok(1, LEN, "WRITE before the move")?;
+        let old = p.b.buf.addr() as usize;
+        // Somewhere free for the pages to go.
+        let spare = Buffer::new(LEN)?;
+        let new = spare.addr() as usize;
+        // SAFETY: moves the test's own pages onto the test's own spare mapping, which they
+        // replace (MREMAP_FIXED); dropping `spare` unmaps them at the end.
+        let moved = unsafe {
+            libc::mremap(
+                old as *mut libc::c_void,
+                LEN,
+                LEN,
+                libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+                new as *mut libc::c_void,
+            )
+        };
+        check_eq!(moved as usize, new);
+        let moved_bytes = spare.to_vec(0, LEN);
+        check_eq!(moved_bytes, pattern(1, LEN));
+        p.a.buf.write(0, &pattern(2, LEN));
+        p.a.post(
+            SendWr::new(2, WrOpcode::RdmaWrite, &[p.a.sge(0, LEN)])
+                .remote(old as u64, p.b.mr.rkey()),
+        )?;
+        p.a.wait_wc(WcStatus::REM_ACCESS_ERR, None)?;
+        check_eq!(spare.to_vec(0, LEN), moved_bytes);
+
+        // Fresh memory at the old place: the MR reaches it.
+        // SAFETY: the old range is unmapped (moved away); this maps it again for the buffer
+        // that owns it.
+        check!(
+            unsafe { crate::matrix::remap_fresh(old, LEN) },
+            "no remap at {old:#x}"
+        );
+        p.a.reconnect(p.b.qp.qp_num())?;
+        p.write_ok(3, LEN, "WRITE into the new mapping at the old place")?;
+        check_eq!(spare.to_vec(0, LEN), moved_bytes);
+    }
+    if ran.is_empty() {
+        skip!("no on-demand memory mode here");
+    }
+    println!("# modes: {}", ran.join(", "));
     Ok(())
 }
