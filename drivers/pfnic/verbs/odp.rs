@@ -517,7 +517,14 @@ impl Nic {
         };
         let pages = mr.data().pages;
         let first = fault.first as usize;
-        if first >= pages || fault.count == 0 {
+        if fault.count == 0 {
+            return;
+        }
+        if first >= pages {
+            // Beyond any user address (an implicit MR's table is larger than the address
+            // space): no page there, and the work must not wait for one forever.
+            verbs.odp_stats.faults_failed.add(1, Relaxed);
+            fail(&mr, first, fault.count as usize);
             return;
         }
         let count = (fault.count as usize).min(pages - first);

@@ -720,6 +720,11 @@ fn test_mode_odp_counters() -> TestResult {
     buf.dontneed()?;
     let s = implicit.stats()?;
     check_eq!((s.pages_mapped, s.page_invalidations), (0, 3));
+    // Beyond any user address: refused, not waited for.
+    p.a.post(
+        SendWr::new(8, WrOpcode::RdmaWrite, &[p.a.sge(0, 8)]).remote(1 << 58, implicit.rkey()),
+    )?;
+    p.a.wait_wc(WcStatus::REM_ACCESS_ERR, None)?;
     Ok(())
 }
 
