@@ -21,15 +21,22 @@
 //!    event queue's `routes` spinlock or a channel's `queue` spinlock (closing it at unbind);
 //! 3. `Nic::contexts`, then the address space's `i_mmap_rwsem` (revoking mappings at unbind);
 //! 4. `CompletionEvents::readers` (a completion channel's), then its `queue` spinlock;
-//! 5. the event queue's `routes` spinlock, then a channel's `queue` spinlock.
+//! 5. the event queue's `routes` spinlock, then a channel's `queue` spinlock;
+//! 6. (the `odp` memory mode) `VerbsFile::objects`, then an ODP MR's table lock
+//!    (`verbs::odp::Mirror`), then `Verbs::cmd_lock`; the MR's interval notifier takes the
+//!    table lock inside the kernel's invalidation (with `mmap_lock` held, possibly in
+//!    reclaim), so nothing allocates memory or takes `mmap_lock` while holding it, and
+//!    `hmm_range_fault()` runs with neither held.
 //!
 //! The event queue's pending access alerts are a bitmap changed with atomic bit operations
 //! only, from the interrupt handler and under `cmd_lock`.
 //!
 //! Nothing waits for the device's page faults while holding `objects` or `contexts` (a fault
 //! takes `mmap_lock`), and `mappings_revoked` is never held while taking `contexts`. The
-//! interrupt handlers take only spinlocks (`ring_progress`, the event queue's, a channel's
-//! `queue`). At unbind, `contexts` is released before any file's `objects` is taken.
+//! interrupt handlers take only spinlocks (`ring_progress`, the event queue's and its fault
+//! queue, a channel's `queue`); the event queue's interrupt thread serves page faults holding
+//! no lock across `hmm_range_fault()`. At unbind, `contexts` is released before any file's
+//! `objects` is taken.
 
 mod chardev;
 mod context;
