@@ -182,8 +182,8 @@ impl Table {
     }
 }
 
-/// Pages of an implicit MR's table: the user address space (`2^57` bytes at most, x86-64 with
-/// 5-level paging); the device's implicit table has more entries.
+/// Bytes an implicit MR's notifier covers from 0: the user address space (at most `2^57`
+/// bytes, x86-64 with 5-level paging); the device's implicit table has more entries.
 const IMPLICIT_BYTES: usize = 1 << 57;
 
 /// Watches the pages of `[addr, addr + len)` in `mm` (the calling process's; the whole user
