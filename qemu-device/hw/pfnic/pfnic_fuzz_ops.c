@@ -62,6 +62,7 @@
 #define RQ(q)           (0x221000ULL + (q) * 0x2000)
 #define QP_REC(q)       (0x228000ULL + (q) * 0x100)
 #define EQ_BASE         0x230000ULL
+#define MTT_SRC         0x238000ULL     /* entries MTT_WRITE reads */
 #define SCRATCH_END     0x240000ULL
 #define POOL            0x2000000ULL    /* data pages the tables map */
 #define POOL_PAGES      128
@@ -1052,6 +1053,41 @@ static void op_cmd(PfnicFuzz *f)
     for (int i = 0; i < PFNIC_CMD_ARGS; i++) {
         /* Small numbers name the harness's objects. */
         a[i] = (sel & 0x80) ? U32(f) : U8(f) % 8;
+    }
+    if (sel & 0x40) {
+        /*
+         * Shapes random arguments rarely take (ABI 1.10): the implicit MR
+         * with a table, and entries from guest memory at 64-bit indexes
+         * (the high word of the index is then small, or random).
+         */
+        uint32_t hi = U8(f) & 1 ? U32(f) : U8(f);
+
+        switch (op) {
+        case PFNIC_CMD_MR_SET:
+            a[4] = a[5] = 0;
+            a[6] = a[7] = UINT32_MAX;
+            a[8] = PFNIC_MR_FLAG_TABLE | (U8(f) & 1 ? PFNIC_MR_FLAG_FAULT : 0);
+            break;
+        case PFNIC_CMD_MTT_WRITE:
+            a[2] = a[2] % PFNIC_MTT_WRITE_MAX + 1;
+            for (uint32_t i = 0; i < a[2]; i++) {
+                uint64_t page = POOL + (U8(f) % POOL_PAGES) * 0x1000ULL;
+
+                mem_write64(f, MTT_SRC + 8 * i,
+                            page | PFNIC_MTT_VALID | (U8(f) & 6));
+            }
+            a[3] = MTT_SRC;
+            a[4] = 0;
+            a[5] = hi;
+            break;
+        case PFNIC_CMD_MTT_INVALIDATE:
+            a[3] = hi;
+            break;
+        case PFNIC_CMD_FAULT_RESUME:
+            a[3] &= 1;
+            a[4] = hi;
+            break;
+        }
     }
     if (op != PFNIC_CMD_MR_QUERY && op != PFNIC_CMD_QP_QUERY &&
         op != PFNIC_CMD_CTX_QUERY) {
