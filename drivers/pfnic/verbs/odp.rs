@@ -51,7 +51,7 @@ const CHUNK_PAGES: usize = 512;
 /// Pages one step of a prefetch fills (one `MTT_WRITE`).
 const STEP_PAGES: usize = table::STAGE_ENTRIES;
 /// Times a fault is tried again when the mappings changed between the fault and the table
-/// write, before it fails.
+/// write, before the work is left to fault anew.
 const FAULT_TRIES: u32 = 16;
 
 /// An MR of the `odp` mode: its interval notifier, with the mirror of its table.
@@ -326,10 +326,8 @@ fn fill(mr: &OdpMr, first: usize, count: usize, access: Access, resume: bool) ->
     let end = start + count * PAGE_SIZE;
     let verbs = m.nic.verbs()?;
     for _ in 0..FAULT_TRIES {
-        let faulted = match hmm::fault(mr, start, end, access) {
-            Err(e) if e == EBUSY => continue,
-            r => r?,
-        };
+        // `EBUSY`: the range kept being invalidated for a second (`hmm::fault` retried).
+        let faulted = hmm::fault(mr, start, end, access)?;
         let mut maps = KVVec::with_capacity(count, GFP_KERNEL)?;
         m.nic.with_bound(|dev| {
             for page in faulted.pages() {
@@ -382,13 +380,19 @@ fn fill(mr: &OdpMr, first: usize, count: usize, access: Access, resume: bool) ->
     Err(EBUSY)
 }
 
-/// Fails the work waiting for entries `first..first + count` of `mr`.
-fn fail(mr: &OdpMr, first: usize, count: usize) {
+/// Answers the work waiting for entries `first..first + count` of `mr` with `status`, unless
+/// the MR is gone.
+fn answer(mr: &OdpMr, first: usize, count: usize, status: u32) {
     let m = mr.data();
     let t = m.table.lock();
     if !t.dead {
-        let _ = m.resume(first, count, RESUME_FAIL);
+        let _ = m.resume(first, count, status);
     }
+}
+
+/// Fails the work waiting for entries `first..first + count` of `mr`.
+fn fail(mr: &OdpMr, first: usize, count: usize) {
+    answer(mr, first, count, RESUME_FAIL);
 }
 
 /// Makes the pages of `[addr, addr + len)` (within `mr`) present in the device's table, for
@@ -534,16 +538,24 @@ impl Nic {
             Access::Read
         };
         let served = match fill(&mr, first, count, access, true) {
-            Ok(_) => Some(count),
-            Err(_) if count > 1 => fill(&mr, first, 1, access, true).ok().map(|_| 1),
-            Err(_) => None,
+            Ok(_) => Ok(count),
+            Err(e) if e == EBUSY => Err(e),
+            Err(_) if count > 1 => fill(&mr, first, 1, access, true).map(|_| 1),
+            Err(e) => Err(e),
         };
         match served {
-            Some(n) => {
+            Ok(n) => {
                 verbs.odp_stats.faults_served.add(1, Relaxed);
                 verbs.odp_stats.fault_pages.add(n as u64, Relaxed);
             }
-            None => {
+            // The mappings kept changing under the fault (an invalidation racing it, again
+            // and again): that fails nothing, as it fails no CPU access. The work translates
+            // again and faults anew, as mlx5's does after such a race.
+            Err(e) if e == EBUSY => {
+                verbs.odp_stats.fault_retries.add(1, Relaxed);
+                answer(&mr, first, count, RESUME_RETRY);
+            }
+            Err(_) => {
                 verbs.odp_stats.faults_failed.add(1, Relaxed);
                 fail(&mr, first, count);
             }
