@@ -350,8 +350,9 @@ fn advise_odp(
     for (sge, mr) in sges.iter().zip(mrs) {
         let Some(mr) = mr else { continue };
         if let Err(e) = odp::prefetch(mr, sge.addr, u64::from(sge.length), write) {
-            // As the device's `PREFETCH`: what cannot be made present is `EFAULT`.
-            if e != EFAULT {
+            // As the device's `PREFETCH`: what cannot be made present is `EFAULT`; pages that
+            // invalidations kept taking away are `EBUSY`. Both are advice not taken.
+            if e != EFAULT && e != EBUSY {
                 return Err(e);
             }
             result = Err(e);
