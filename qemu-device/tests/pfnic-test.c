@@ -1833,23 +1833,26 @@ static void test_verbs_prefetch(void)
                          PFNIC_ACCESS_REMOTE_ATOMIC)
 #define MTT_RW          (PFNIC_MTT_VALID | PFNIC_MTT_READ | PFNIC_MTT_WRITE)
 
-static uint32_t mtt_write(uint32_t mr, uint32_t first, uint32_t count,
+/* Entry indexes above 2^32 (an implicit table's, ABI 1.10): a5's high word */
+static uint32_t mtt_write(uint32_t mr, uint64_t first, uint32_t count,
                           uint64_t src)
 {
-    uint32_t a[PFNIC_CMD_ARGS] = { mr, first, count, src, src >> 32 };
+    uint32_t a[PFNIC_CMD_ARGS] = {
+        mr, first, count, src, src >> 32, first >> 32,
+    };
 
     return cmd(PFNIC_CMD_MTT_WRITE, a, PFNIC_CMD_ARGS);
 }
 
-static uint32_t mtt_invalidate(uint32_t mr, uint32_t first, uint32_t count)
+static uint32_t mtt_invalidate(uint32_t mr, uint64_t first, uint32_t count)
 {
-    uint32_t a[PFNIC_CMD_ARGS] = { mr, first, count };
+    uint32_t a[PFNIC_CMD_ARGS] = { mr, first, count, first >> 32 };
 
     return cmd(PFNIC_CMD_MTT_INVALIDATE, a, PFNIC_CMD_ARGS);
 }
 
 /* Point entries [first, first + n) of MR @mr at @pages, with @bits. */
-static uint32_t mtt_map(uint32_t mr, uint32_t first, const uint64_t *pages,
+static uint32_t mtt_map(uint32_t mr, uint64_t first, const uint64_t *pages,
                         uint32_t n, uint64_t bits)
 {
     uint64_t e[16];
@@ -2525,8 +2528,11 @@ static void test_eq_none(TestEq *q)
     g_assert_false(test_eq_peek(q, &ev));
 }
 
-/* The next event of @q is PAGE_FAULT for entries @first + @count of @mr. */
-static void expect_fault_on(TestEq *q, uint32_t mr, uint32_t first,
+/*
+ * The next event of @q is PAGE_FAULT for entries @first + @count of @mr
+ * (bits 47:32 of @first at 63:48 of the data, ABI 1.10).
+ */
+static void expect_fault_on(TestEq *q, uint32_t mr, uint64_t first,
                             uint32_t count, bool write)
 {
     TestEqe ev = test_eq_next(q);
@@ -2534,25 +2540,27 @@ static void expect_fault_on(TestEq *q, uint32_t mr, uint32_t first,
     g_assert_cmpint(ev.type, ==, PFNIC_EV_PAGE_FAULT);
     g_assert_cmpint(ev.object, ==, mr);
     g_assert_cmphex(ev.flags, ==, write ? PFNIC_EQE_FAULT_WRITE : 0);
-    g_assert_cmphex(ev.data, ==, first | (uint64_t)count << 32);
+    g_assert_cmphex(ev.data, ==, (first & UINT32_MAX) |
+                                 (uint64_t)count << 32 | (first >> 32) << 48);
 }
 
-static void expect_fault(uint32_t mr, uint32_t first, uint32_t count,
+static void expect_fault(uint32_t mr, uint64_t first, uint32_t count,
                          bool write)
 {
     expect_fault_on(&eq, mr, first, count, write);
 }
 
-static uint32_t fault_resume(uint32_t mr, uint32_t first, uint32_t count,
+/* The first entry's high word in a4 (ABI 1.10) */
+static uint32_t fault_resume(uint32_t mr, uint64_t first, uint32_t count,
                              uint32_t status)
 {
-    uint32_t a[PFNIC_CMD_ARGS] = { mr, first, count, status };
+    uint32_t a[PFNIC_CMD_ARGS] = { mr, first, count, status, first >> 32 };
 
     return cmd(PFNIC_CMD_FAULT_RESUME, a, PFNIC_CMD_ARGS);
 }
 
 /* Make entries [first, first + n) of @mr point at @pages, then resume. */
-static void fault_serve(uint32_t mr, uint32_t first, const uint64_t *pages,
+static void fault_serve(uint32_t mr, uint64_t first, const uint64_t *pages,
                         uint32_t n)
 {
     g_assert_cmpint(mtt_map(mr, first, pages, n, MTT_RW), ==, PFNIC_CMD_OK);
@@ -2597,11 +2605,12 @@ static uint32_t fault_mr(uint32_t index, uint32_t ctx, uint64_t addr,
 
 /*
  * As tables_setup(), but MRs 1 (context 1, TL_VA) and 2 (context 2,
- * TR_VA) are FAULT MRs whose entries are all invalid, and the event queue
- * has 16 entries. With @more, QP 4 (context 1, CQ 3) and QP 5 (context
- * 2, CQ 4) are connected too.
+ * [@raddr, @raddr + @rlen)) are FAULT MRs whose entries are all invalid,
+ * and the event queue has 16 entries. With @more, QP 4 (context 1, CQ 3)
+ * and QP 5 (context 2, CQ 4) are connected too.
  */
-static void faults_setup(uint32_t *lkey, uint32_t *rkey, bool more)
+static void faults_setup_at(uint32_t *lkey, uint32_t *rkey, bool more,
+                            uint64_t raddr, uint64_t rlen)
 {
     uint8_t zero[4096] = { };
 
@@ -2612,7 +2621,7 @@ static void faults_setup(uint32_t *lkey, uint32_t *rkey, bool more)
     start_ctx_no_pasid(1, RING_ADDR);
     start_ctx_no_pasid(2, RING_ADDR + 0x1000);
     *lkey = fault_mr(1, 1, TL_VA, TL_LEN);
-    *rkey = fault_mr(2, 2, TR_VA, TR_LEN);
+    *rkey = fault_mr(2, 2, raddr, rlen);
     g_assert_cmpint(cq_create(1, 1, 4), ==, PFNIC_CMD_OK);
     g_assert_cmpint(cq_create(2, 2, 4), ==, PFNIC_CMD_OK);
     g_assert_cmpint(qp_create(2, 1, 7, 1, 1, 4, 0), ==, PFNIC_CMD_OK);
@@ -2628,6 +2637,12 @@ static void faults_setup(uint32_t *lkey, uint32_t *rkey, bool more)
         qp_connect(5, 4, 7);
     }
     test_eq_setup(&eq, EQ_ADDR, 16);
+}
+
+/* faults_setup_at() with MR 2 over TR_VA */
+static void faults_setup(uint32_t *lkey, uint32_t *rkey, bool more)
+{
+    faults_setup_at(lkey, rkey, more, TR_VA, TR_LEN);
 }
 
 /*
@@ -2706,23 +2721,6 @@ static void test_verbs_fault_commands(void)
     qtest_end();
 }
 
-/* An implicit table's entries above 2^32: MTT_WRITE's a5 is the high word. */
-static uint32_t mtt_map_hi(uint32_t mr, uint64_t first, const uint64_t *pages,
-                           uint32_t n)
-{
-    uint64_t e[16];
-    uint32_t a[PFNIC_CMD_ARGS] = {
-        mr, first, n, MTT_SRC, (uint64_t)MTT_SRC >> 32, first >> 32,
-    };
-
-    g_assert_cmpint(n, <=, ARRAY_SIZE(e));
-    for (uint32_t i = 0; i < n; i++) {
-        e[i] = cpu_to_le64(pages[i] | MTT_RW);
-    }
-    memwrite(MTT_SRC, e, n * sizeof(e[0]));
-    return cmd(PFNIC_CMD_MTT_WRITE, a, PFNIC_CMD_ARGS);
-}
-
 /*
  * The implicit MR with a table (ABI 1.10): MR_SET takes it with FAULT, its
  * entries are the pages of the whole address space (64-bit indexes: a
@@ -2737,23 +2735,12 @@ static void test_verbs_implicit_table(void)
     const uint64_t hi_va = 0x7f1234567000ULL;     /* entry 0x7f1234567 */
     const uint64_t first = hi_va / 4096;
     const uint64_t pages[3] = { DATA_PAGE(12), DATA_PAGE(20), DATA_PAGE(15) };
-    uint32_t lkey, rkey, a[PFNIC_CMD_ARGS];
+    uint32_t lkey, rkey;
 
+    /* MR 1: 4 of the 8 entries; MR 2: the implicit one */
     start(",contexts=4,ats=off,pasid=off,pri=off,table-entries=8");
     map_bars();
-    table_counts_reset();
-    start_ctx_no_pasid(1, RING_ADDR);
-    start_ctx_no_pasid(2, RING_ADDR + 0x1000);
-    lkey = fault_mr(1, 1, TL_VA, TL_LEN);       /* 4 of the 8 entries */
-    g_assert_cmpint(mr_set_flags(2, 2, 7, ALL_ACCESS, 0, UINT64_MAX,
-                                 FAULT_TABLE, &rkey), ==, PFNIC_CMD_OK);
-    g_assert_cmpint(cq_create(1, 1, 4), ==, PFNIC_CMD_OK);
-    g_assert_cmpint(cq_create(2, 2, 4), ==, PFNIC_CMD_OK);
-    g_assert_cmpint(qp_create(2, 1, 7, 1, 1, 4, 0), ==, PFNIC_CMD_OK);
-    g_assert_cmpint(qp_create(3, 2, 7, 2, 2, 4, 0), ==, PFNIC_CMD_OK);
-    qp_connect(2, 3, 7);
-    qp_connect(3, 2, 7);
-    test_eq_setup(&eq, EQ_ADDR, 16);
+    faults_setup_at(&lkey, &rkey, false, 0, UINT64_MAX);
 
     /* RDMA WRITE into three pages far up: the source first, then them */
     pattern(src, sizeof(src), 4);
@@ -2762,59 +2749,35 @@ static void test_verbs_implicit_table(void)
                lkey, hi_va + 0x300, rkey, 0);
     expect_fault(1, 0, 4, false);
     fault_serve(1, 0, tl_pages, 4);
-    {
-        TestEqe ev = test_eq_next(&eq);
-
-        g_assert_cmpint(ev.type, ==, PFNIC_EV_PAGE_FAULT);
-        g_assert_cmpint(ev.object, ==, 2);
-        g_assert_cmphex(ev.flags, ==, PFNIC_EQE_FAULT_WRITE);
-        g_assert_cmphex(ev.data, ==, (first & UINT32_MAX) | 3ULL << 32 |
-                                     (first >> 32) << 48);
-    }
+    expect_fault(2, first, 3, true);
     assert_no_cqe(1);
     /* Without the high word the entries are others: the work still waits. */
-    g_assert_cmpint(mtt_map(2, first, pages, 3, MTT_RW), ==, PFNIC_CMD_OK);
-    a[0] = 2, a[1] = first, a[2] = 3, a[3] = 0, a[4] = 0;
-    g_assert_cmpint(cmd(PFNIC_CMD_FAULT_RESUME, a, PFNIC_CMD_ARGS), ==,
+    g_assert_cmpint(mtt_map(2, (uint32_t)first, pages, 3, MTT_RW), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(fault_resume(2, (uint32_t)first, 3, 0), ==,
                     PFNIC_CMD_OK);
     assert_no_cqe(1);
-    /* One entry left: four more do not fit, and change nothing. */
-    g_assert_cmpint(mtt_map_hi(2, first + 3, pages, 2), ==,
+    /* One entry left: two more do not fit, and change nothing. */
+    g_assert_cmpint(mtt_map(2, first + 3, pages, 2, MTT_RW), ==,
                     PFNIC_CMD_NO_SPACE);
-    a[0] = 2, a[1] = first, a[2] = UINT32_MAX, a[3] = 0;
-    g_assert_cmpint(cmd(PFNIC_CMD_MTT_INVALIDATE, a, PFNIC_CMD_ARGS), ==,
-                    PFNIC_CMD_OK);     /* the 3 entries at the low index */
-    g_assert_cmpint(mtt_map_hi(2, first, pages, 3), ==, PFNIC_CMD_OK);
-    a[0] = 2, a[1] = first, a[2] = 3, a[3] = 0, a[4] = first >> 32;
-    g_assert_cmpint(cmd(PFNIC_CMD_FAULT_RESUME, a, PFNIC_CMD_ARGS), ==,
+    /* The 3 entries at the low index go: a long range, by the entries */
+    g_assert_cmpint(mtt_invalidate(2, (uint32_t)first, UINT32_MAX), ==,
                     PFNIC_CMD_OK);
+    fault_serve(2, first, pages, 3);
     table_cqe(1, 0x41, PFNIC_WC_SUCCESS);
     table_rw(pages, hi_va, hi_va + 0x300, got, sizeof(got), false);
     g_assert_cmpmem(got, sizeof(got), src, sizeof(src));
     assert_mr_faults(2, 3, 3, 1);
 
     /* MTT_INVALIDATE with the high word in a3: the READ faults again. */
-    a[0] = 2, a[1] = first, a[2] = 1, a[3] = first >> 32;
-    g_assert_cmpint(cmd(PFNIC_CMD_MTT_INVALIDATE, a, PFNIC_CMD_ARGS), ==,
-                    PFNIC_CMD_OK);
+    g_assert_cmpint(mtt_invalidate(2, first, 1), ==, PFNIC_CMD_OK);
     table_post(1, 2, PFNIC_WR_RDMA_READ, 0x42, TL_VA, 0x100, lkey,
                hi_va + 0x300, rkey, 0);
-    {
-        TestEqe ev = test_eq_next(&eq);
-
-        g_assert_cmpint(ev.object, ==, 2);
-        g_assert_cmphex(ev.flags, ==, 0);
-        g_assert_cmphex(ev.data, ==, (first & UINT32_MAX) | 1ULL << 32 |
-                                     (first >> 32) << 48);
-    }
+    expect_fault(2, first, 1, false);
     /* Past the address space: BAD_ARG */
-    a[0] = 2, a[1] = UINT32_MAX, a[2] = 2, a[3] = 0, a[4] = 0xfffff;
-    g_assert_cmpint(cmd(PFNIC_CMD_FAULT_RESUME, a, PFNIC_CMD_ARGS), ==,
+    g_assert_cmpint(fault_resume(2, 0xfffffffffffffULL, 2, 0), ==,
                     PFNIC_CMD_BAD_ARG);
-    g_assert_cmpint(mtt_map_hi(2, first, pages, 1), ==, PFNIC_CMD_OK);
-    a[0] = 2, a[1] = first, a[2] = 1, a[3] = 0, a[4] = first >> 32;
-    g_assert_cmpint(cmd(PFNIC_CMD_FAULT_RESUME, a, PFNIC_CMD_ARGS), ==,
-                    PFNIC_CMD_OK);
+    fault_serve(2, first, pages, 1);
     table_cqe(1, 0x42, PFNIC_WC_SUCCESS);
     table_rw(tl_pages, TL_VA, TL_VA, got, 0x100, false);
     g_assert_cmpmem(got, 0x100, src, 0x100);
