@@ -158,17 +158,10 @@ fn faults_during(f: impl FnOnce() -> Result<Report, Failure>) -> Result<(u64, Re
         let r = f()?;
         return Ok((r.page_requests, r));
     }
-    let before = driver_fault_pages()?;
+    // Pages the driver faulted in for page-fault events.
+    let before = crate::common::debugfs_stat("odp_fault_pages")?;
     let r = f()?;
-    Ok((driver_fault_pages()? - before, r))
-}
-
-/// Pages the driver faulted in for page-fault events (`odp_fault_pages` in debugfs).
-fn driver_fault_pages() -> Result<u64, Failure> {
-    let text = std::fs::read_to_string("/sys/kernel/debug/pfnic0/stats")?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("odp_fault_pages ")?.trim().parse().ok())
-        .ok_or_else(|| Failure::Fail("no odp_fault_pages in /sys/kernel/debug/pfnic0/stats".into()))
+    Ok((crate::common::debugfs_stat("odp_fault_pages")? - before, r))
 }
 
 fn test_c_pingpong_odp_cold() -> TestResult {

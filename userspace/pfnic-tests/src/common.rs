@@ -296,3 +296,68 @@ pub fn join_within<T>(
         .join()
         .map_err(|_| Failure::Fail(format!("{what}: the thread panicked")))
 }
+
+/// Makes sure some swap is active: a zram device, set up once.
+pub fn ensure_swap() -> Result<(), Failure> {
+    let swaps = std::fs::read_to_string("/proc/swaps")?;
+    if swaps.lines().count() > 1 {
+        return Ok(());
+    }
+    std::fs::write("/sys/block/zram0/disksize", "256M")
+        .map_err(|e| Failure::Fail(format!("zram0 disksize: {e}")))?;
+    for cmd in ["mkswap", "swapon"] {
+        let (ok, out) = sh(cmd, &["/dev/zram0"])?;
+        if !ok {
+            return Err(Failure::Fail(format!("{cmd}: {out}")));
+        }
+    }
+    Ok(())
+}
+
+/// Pages of `[addr, addr + len)` (page aligned, the caller's own mapping) resident in memory,
+/// by mincore().
+pub fn resident_pages(addr: usize, len: usize) -> Result<usize, Failure> {
+    let mut vec = vec![0u8; len.div_ceil(4096)];
+    // SAFETY: `vec` has one byte per page of the range, which the caller has mapped.
+    if unsafe { libc::mincore(addr as *mut libc::c_void, len, vec.as_mut_ptr()) } != 0 {
+        return Err(Failure::Fail(format!(
+            "mincore: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(vec.iter().filter(|b| **b & 1 != 0).count())
+}
+
+/// Pushes every page of `[addr, addr + len)` (the caller's own mapping) out to swap, or fails
+/// saying how many stayed. The pages a device faulted in were added to the LRU by a fault
+/// worker, possibly on another CPU, whose per-CPU batch MADV_PAGEOUT does not drain:
+/// compaction drains every CPU's.
+pub fn page_out(addr: usize, len: usize) -> Result<(), Failure> {
+    let mut resident = 0;
+    for _ in 0..5 {
+        let _ = std::fs::write("/proc/sys/vm/compact_memory", "1");
+        // SAFETY: advice on the caller's own mapping; swapped-out pages keep their bytes.
+        if unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_PAGEOUT) } != 0 {
+            return Err(Failure::Fail(format!(
+                "madvise(MADV_PAGEOUT): {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        resident = resident_pages(addr, len)?;
+        if resident == 0 {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Err(Failure::Fail(format!(
+        "{resident} pages could not be paged out (pinned?)"
+    )))
+}
+
+/// The value of `key` in the driver's debugfs statistics of the first pfnic.
+pub fn debugfs_stat(key: &str) -> Result<u64, Failure> {
+    let text = std::fs::read_to_string("/sys/kernel/debug/pfnic0/stats")?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
+        .ok_or_else(|| Failure::Fail(format!("no {key} in /sys/kernel/debug/pfnic0/stats")))
+}

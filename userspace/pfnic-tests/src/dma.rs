@@ -1,6 +1,9 @@
 //! DMA in process memory that nobody pinned: the device faults pages in through PRI.
 
-use crate::common::{dmesg, in_child, meminfo_kb, sh, sva_nic, vm_pinned_kb, Child};
+use crate::common::{
+    dmesg, ensure_swap, in_child, meminfo_kb, page_out, resident_pages, sva_nic, vm_pinned_kb,
+    Child,
+};
 use crate::ktap::{Failure, Test, TestResult};
 use pfnic_sys::{uapi, Device, Submit};
 
@@ -197,7 +200,7 @@ fn test_fill_untouched_memory() -> TestResult {
     // Nothing holds the pages: the kernel can reclaim every one of them (a pinned page could
     // not be swapped out).
     ensure_swap()?;
-    page_out_all(&m)?;
+    page_out(m.ptr as usize, m.len)?;
     Ok(())
 }
 
@@ -416,48 +419,6 @@ fn test_fault_latency_histogram() -> TestResult {
     Ok(())
 }
 
-/// Makes sure some swap is active: a zram device, set up once.
-pub fn ensure_swap() -> TestResult {
-    let swaps = std::fs::read_to_string("/proc/swaps")?;
-    if swaps.lines().count() > 1 {
-        return Ok(());
-    }
-    std::fs::write("/sys/block/zram0/disksize", "256M")
-        .map_err(|e| format!("zram0 disksize: {e}"))?;
-    for cmd in ["mkswap", "swapon"] {
-        let (ok, out) = sh(cmd, &["/dev/zram0"])?;
-        check!(ok, "{cmd}: {out}");
-    }
-    Ok(())
-}
-
-/// Pushes every page of `m` out to swap, or fails saying how many stayed. The pages the
-/// device faulted in were added to the LRU by the IOMMU's fault worker, possibly on another
-/// CPU, whose per-CPU batch MADV_PAGEOUT does not drain: compaction drains every CPU's.
-fn page_out_all(m: &Mapping) -> TestResult {
-    let mut resident = 0;
-    for _ in 0..5 {
-        let _ = std::fs::write("/proc/sys/vm/compact_memory", "1");
-        m.advise(libc::MADV_PAGEOUT)?;
-        resident = resident_pages(m)?;
-        if resident == 0 {
-            return Ok(());
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    fail!("{resident} pages could not be paged out (pinned?)")
-}
-
-/// Pages of `m` resident in memory, by mincore().
-fn resident_pages(m: &Mapping) -> Result<usize, Failure> {
-    let mut vec = vec![0u8; m.len.div_ceil(PAGE)];
-    // SAFETY: `vec` has one byte per page of our mapping.
-    if unsafe { libc::mincore(m.ptr.cast(), m.len, vec.as_mut_ptr()) } != 0 {
-        fail!("mincore: {}", std::io::Error::last_os_error());
-    }
-    Ok(vec.iter().filter(|b| **b & 1 != 0).count())
-}
-
 /// Memory pushed out to swap (zram) comes back through page requests when the device reads it.
 fn test_swapped_out_memory() -> TestResult {
     let n = sva_nic()?;
@@ -469,7 +430,7 @@ fn test_swapped_out_memory() -> TestResult {
     }
     let before = n.dev.query_stats()?;
     buf.advise(libc::MADV_PAGEOUT)?;
-    let resident = resident_pages(&buf)?;
+    let resident = resident_pages(buf.ptr as usize, buf.len)?;
     check!(
         resident < 32,
         "MADV_PAGEOUT swapped nothing out ({resident}/32 pages resident)"

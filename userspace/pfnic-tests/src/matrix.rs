@@ -893,17 +893,12 @@ fn test_matrix_kill_mid_rdma() -> TestResult {
 
 /// The verbs table usage the driver reports in debugfs: (QPs, CQs, MRs, contexts).
 pub fn table_usage() -> Result<[u64; 4], Failure> {
-    let text = std::fs::read_to_string("/sys/kernel/debug/pfnic0/stats")?;
-    let get = |key: &str| -> Result<u64, Failure> {
-        text.lines()
-            .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
-            .ok_or_else(|| Failure::Fail(format!("no {key} in debugfs stats")))
-    };
+    use crate::common::debugfs_stat;
     Ok([
-        get("verbs_qps ")?,
-        get("verbs_cqs ")?,
-        get("verbs_mrs ")?,
-        get("contexts_active ")?,
+        debugfs_stat("verbs_qps")?,
+        debugfs_stat("verbs_cqs")?,
+        debugfs_stat("verbs_mrs")?,
+        debugfs_stat("contexts_active")?,
     ])
 }
 

@@ -66,26 +66,33 @@ pub const TESTS: &[&Test] = &[
     },
 ];
 
+/// A verbs context in memory mode `mode`; skips on a device without `cap` (named `what`).
+fn mode_ctx(mode: MemMode, cap: u64, what: &str) -> Result<Context, Failure> {
+    let ctx = verbs_ctx()?;
+    if ctx.query_device().caps & cap == 0 {
+        skip!("the device has no {what}");
+    }
+    ctx.set_mem_mode(mode)
+        .map_err(|e| Failure::Fail(format!("set_mem_mode({}): {e}", mode.name())))?;
+    Ok(ctx)
+}
+
 /// A verbs context in the `pinned` mode; skips on a device without translation tables.
 pub fn pinned_ctx() -> Result<Context, Failure> {
-    let ctx = verbs_ctx()?;
-    if ctx.query_device().caps & uapi::PFNIC_CAP_TABLES == 0 {
-        skip!("the device has no translation tables (PFNIC_CAP_TABLES)");
-    }
-    ctx.set_mem_mode(MemMode::Pinned)
-        .map_err(|e| Failure::Fail(format!("set_mem_mode(pinned): {e}")))?;
-    Ok(ctx)
+    mode_ctx(
+        MemMode::Pinned,
+        uapi::PFNIC_CAP_TABLES,
+        "translation tables (PFNIC_CAP_TABLES)",
+    )
 }
 
 /// A verbs context in the `odp` mode; skips on a device without driver-managed faults.
 pub fn odp_ctx() -> Result<Context, Failure> {
-    let ctx = verbs_ctx()?;
-    if ctx.query_device().caps & uapi::PFNIC_CAP_FAULTS == 0 {
-        skip!("the device has no driver-managed faults (PFNIC_CAP_FAULTS)");
-    }
-    ctx.set_mem_mode(MemMode::Odp)
-        .map_err(|e| Failure::Fail(format!("set_mem_mode(odp): {e}")))?;
-    Ok(ctx)
+    mode_ctx(
+        MemMode::Odp,
+        uapi::PFNIC_CAP_FAULTS,
+        "driver-managed faults (PFNIC_CAP_FAULTS)",
+    )
 }
 
 /// Whether the device's implicit MR may have a table (device ABI 1.10 on, with
@@ -801,35 +808,13 @@ fn test_mode_odp_coherence() -> TestResult {
     Ok(())
 }
 
-/// Pushes every page of `buf` out to swap (reclaim is per CPU: compaction drains the batches
-/// of the CPU that faulted them in), or fails saying how many stayed.
-fn page_out(buf: &Buffer, len: usize) -> TestResult {
-    let mut resident = 0;
-    for _ in 0..5 {
-        let _ = std::fs::write("/proc/sys/vm/compact_memory", "1");
-        buf.madvise(libc::MADV_PAGEOUT)?;
-        resident = 0;
-        for page in 0..len / PAGE {
-            if crate::common::pm_present(crate::common::pagemap(buf.addr() + (page * PAGE) as u64)?)
-            {
-                resident += 1;
-            }
-        }
-        if resident == 0 {
-            return Ok(());
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    fail!("{resident} pages could not be paged out (pinned?)")
-}
-
 /// Swap in the `odp` mode: nothing pins the pages, so the kernel swaps them out, the
 /// driver's entries going first; a device READ brings them back with the bytes the CPU wrote,
 /// and what the device WRITEs survives a second trip through swap.
 fn test_mode_odp_swap() -> TestResult {
     const LEN: usize = 32 * PAGE;
     let p = odp_pair(LEN)?;
-    crate::dma::ensure_swap()?;
+    crate::common::ensure_swap()?;
     let want = pattern(7, LEN);
     p.b.buf.write(0, &want);
     p.a.post_ok(
@@ -839,7 +824,7 @@ fn test_mode_odp_swap() -> TestResult {
     let s0 = p.b.mr.stats()?;
     check_eq!(s0.pages_mapped, (LEN / PAGE) as u64);
 
-    page_out(&p.b.buf, LEN)?;
+    crate::common::page_out(p.b.buf.addr() as usize, LEN)?;
     let s1 = p.b.mr.stats()?;
     check_eq!(s1.pages_mapped, 0);
     check!(
@@ -856,7 +841,7 @@ fn test_mode_odp_swap() -> TestResult {
     check_bytes("READ of swapped-out pages", &p.a.buf, 0, &want)?;
 
     p.write_ok(9, LEN, "WRITE into swapped-in pages")?;
-    page_out(&p.b.buf, LEN)?;
+    crate::common::page_out(p.b.buf.addr() as usize, LEN)?;
     check_bytes(
         "the device's bytes after swap",
         &p.b.buf,
