@@ -148,7 +148,7 @@ impl FaultQueue {
 pub(crate) struct Processed {
     /// It consumed entries.
     pub(crate) events: bool,
-    /// Page faults wait for the interrupt thread.
+    /// It queued page faults for the interrupt thread.
     pub(crate) faults: bool,
 }
 
@@ -257,6 +257,9 @@ impl EventQueue {
         let mem = &*mem;
         let mut consumed = self.consumed.lock();
         let start = *consumed;
+        // Faults queued by this pass: the thread needs waking only for them (it drains the
+        // queue before it sleeps, and a push meanwhile wakes it again).
+        let mut faults = false;
         loop {
             let n = *consumed;
             let slot = (n % EQ_ENTRIES) as usize;
@@ -272,9 +275,9 @@ impl EventQueue {
                 self.counters.fault_queue_full.add(1, Relaxed);
                 break;
             }
+            faults |= entry.kind == EVENT_PAGE_FAULT;
             *consumed = n.wrapping_add(1);
         }
-        let faults = self.faults.lock().len != 0;
         if *consumed == start {
             return Processed {
                 events: false,

@@ -248,19 +248,22 @@ impl IntervalNotifier for Mirror {
         } else {
             (0, 0)
         };
-        let mut mapped = false;
-        t.for_each_chunk(first, last, |_, slots| {
-            mapped |= slots.iter().any(Option::is_some);
-        });
-        // Telling the device takes a command, which sleeps (as mlx5's does).
-        if mapped && !range.blockable() {
-            return false;
+        if !range.blockable() {
+            // Telling the device takes a command, which sleeps (as mlx5's does): only a range
+            // with nothing mapped can be let go.
+            let mut mapped = false;
+            t.for_each_chunk(first, last, |_, slots| {
+                mapped |= slots.iter().any(Option::is_some);
+            });
+            if mapped {
+                return false;
+            }
         }
         seq.set();
-        if !mapped {
+        let n = t.invalidate(self, first, last);
+        if n == 0 {
             return true;
         }
-        let n = t.invalidate(self, first, last);
         self.invalidated.add(n as u64, Relaxed);
         if let Ok(verbs) = self.nic.verbs() {
             verbs.odp_stats.invalidations.add(1, Relaxed);
