@@ -37,27 +37,13 @@ DEBIAN_TOOLS=(
 	etc/libibverbs.d/rxe.driver
 )
 
-debs=$PFNIC_CACHE/debs/bookworm
+debs=$DEBIAN_DEBS
 out=$(dirname "$DEBIAN_LAYER")
 root=$out/root
 mkdir -p "$debs" "$out"
 
 # --- download (once per package) ----------------------------------------------
-missing=()
-for p in "${DEBIAN_PACKAGES[@]}"; do
-	compgen -G "$debs/${p}_*.deb" >/dev/null || missing+=("$p")
-done
-if ((${#missing[@]})); then
-	log "downloading Debian packages: ${missing[*]}"
-	dl() { (cd "$debs" && apt-get -q -o APT::Sandbox::User=root download "${missing[@]}") >"$debs/download.log" 2>&1; }
-	if ! dl; then
-		# A new machine has no package lists yet.
-		((EUID == 0)) || die "apt-get download failed (see $debs/download.log); run 'sudo apt-get update' and retry"
-		log "apt-get download failed; updating the host's package lists"
-		apt-get -q update >"$debs/update.log" 2>&1 || die "apt-get update failed; see $debs/update.log"
-		dl || die "could not download ${missing[*]} from Debian; see $debs/download.log"
-	fi
-fi
+debian_download "$debs" "${DEBIAN_PACKAGES[@]}"
 
 # --- unpack and pack (when a package or this script changed) ---------------------
 gen=$out/gen_init_cpio

@@ -35,7 +35,8 @@ list=$ROOTFS_BUILD/initramfs.list
 	echo "file /init $PFNIC_ROOT/rootfs/init 0755 0 0"
 	echo "file /usr/bin/pfnic-pair-test $PFNIC_ROOT/rootfs/pair-test 0755 0 0"
 	echo "file /lib/modules/pfnic.ko $module 0644 0 0"
-	for b in pfnic-test pfnic-info pfnic-rc-pingpong pfnic-verbs-api-test pfnic-perf; do
+	for b in pfnic-test pfnic-info pfnic-rc-pingpong pfnic-verbs-api-test pfnic-perf \
+		pfnic-rc-pingpong-rdma-core pfnic-verbs-api-test-rdma-core; do
 		[[ -x $bins/$b ]] || die "no $bins/$b; run scripts/build-userspace.sh"
 		echo "file /usr/bin/$b $bins/$b 0755 0 0"
 	done
@@ -45,3 +46,17 @@ mv "$list.tmp" "$list"
 "$gen" "$list" | gzip -1 >"$INITRAMFS.tmp"
 mv "$INITRAMFS.tmp" "$INITRAMFS"
 log "initramfs ready: $INITRAMFS"
+
+# The libibverbs layer: libibverbs.so.1 where Debian's loader looks for it, replacing
+# rdma-core's (a symlink in the Debian layer, which this archive follows).
+so=$bins/libibverbs.so.1
+[[ -e $so ]] || die "no $so; run scripts/build-userspace.sh"
+{
+	for d in usr usr/lib usr/lib/x86_64-linux-gnu; do
+		echo "dir /$d 0755 0 0"
+	done
+	echo "file /usr/lib/x86_64-linux-gnu/libibverbs.so.1 $so 0755 0 0"
+} >"$ROOTFS_BUILD/libibverbs.list"
+"$gen" "$ROOTFS_BUILD/libibverbs.list" | gzip -1 >"$IBVERBS_LAYER.tmp"
+mv "$IBVERBS_LAYER.tmp" "$IBVERBS_LAYER"
+log "libibverbs layer ready: $IBVERBS_LAYER"

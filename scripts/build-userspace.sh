@@ -1,13 +1,35 @@
 #!/usr/bin/env bash
 # Build the userspace workspace (tests, tools, libibverbs.a) as static binaries for the guest,
 # then the C examples against userspace/include and libibverbs.a, as an ordinary libibverbs
-# program is built.
+# program is built, and libibverbs.so.1: the same library as rdma-core's soname and symbol
+# versions, which Debian's own binaries load in the guest.
+#
+# rdma-core's headers and library (Debian's libibverbs-dev and libibverbs1) are unpacked
+# into the cache: the library's layout check compiles against the headers
+# (PFNIC_RDMA_CORE_INCLUDE), and every symbol libibverbs.so.1 exports is checked to exist,
+# with the same version, in Debian's libibverbs.so.1.
 # usage: scripts/build-userspace.sh
 source "$(dirname "$0")/lib.sh"
 take_lock userspace
 
 need cargo "Install Rust with rustup."
 need cc "Install gcc (package build-essential)."
+need objdump "Run scripts/setup-host.sh (package binutils, in build-essential)."
+
+# --- rdma-core's headers and library (Debian bookworm's rdma-core 44) --------
+rdma_core=$BUILD_DIR/rdma-core
+debian_download "$DEBIAN_DEBS" libibverbs-dev libibverbs1
+if ! stamp_fresh "$rdma_core/.unpacked" "$DEBIAN_DEBS" "$0"; then
+	rm -rf "$rdma_core"
+	mkdir -p "$rdma_core"
+	for p in libibverbs-dev libibverbs1; do
+		deb=$(compgen -G "$DEBIAN_DEBS/${p}_*.deb" | sort -V | tail -1)
+		dpkg -x "$deb" "$rdma_core" || die "dpkg -x $deb failed"
+	done
+	touch "$rdma_core/.unpacked"
+fi
+export PFNIC_RDMA_CORE_INCLUDE=$rdma_core/usr/include
+
 log "building userspace (cargo, static)"
 (cd "$PFNIC_ROOT/userspace" && CARGO_TARGET_DIR=$BUILD_DIR/userspace cargo build --release --locked -q) ||
 	die "cargo build of userspace/ failed"
@@ -28,5 +50,40 @@ for ex in rc_pingpong:pfnic-rc-pingpong verbs_api:pfnic-verbs-api-test; do
 	cc -std=gnu11 -O2 -Wall -Wextra -Werror -static -I "$include" -o "$bin.tmp" "$src" \
 		-L "$out" -libverbs -Wl,--gc-sections -Wl,--no-warnings ||
 		die "cannot build $src against libibverbs.a"
+	mv "$bin.tmp" "$bin"
+done
+
+# libibverbs.so.1: the static library's verbs, linked as a shared library under rdma-core's
+# soname and version nodes (libibverbs.map), with libgcc linked in so that it needs only
+# glibc. -u pulls in the exported functions; the version script hides everything else.
+map=$PFNIC_ROOT/userspace/pfnic-ibverbs/libibverbs.map
+so=$out/libibverbs.so.1
+if ! stamp_fresh "$so" "$out/libibverbs.a" "$map"; then
+	log "linking libibverbs.so.1"
+	mapfile -t syms < <(sed -n 's/^\t\t\(ibv_[a-z0-9_]*\);$/\1/p' "$map")
+	cc -shared -s -static-libgcc -o "$so.tmp" -Wl,-soname,libibverbs.so.1 -Wl,--version-script="$map" \
+		"${syms[@]/#/-Wl,-u,}" "$out/libibverbs.a" -Wl,--gc-sections -Wl,-z,defs ||
+		die "cannot link libibverbs.so.1"
+	# Each exported symbol, with its version, must be rdma-core's.
+	exported() { objdump -T "$1" | awk '$NF ~ /^ibv_/ && $(NF-1) !~ /^\(/ {print $(NF-1), $NF}' | sort; }
+	theirs=$(exported "$rdma_core/usr/lib/x86_64-linux-gnu/libibverbs.so.1")
+	ours=$(exported "$so.tmp")
+	[[ $(wc -l <<<"$ours") -eq ${#syms[@]} ]] ||
+		die "libibverbs.so.1 exports $(wc -l <<<"$ours") of the ${#syms[@]} symbols in $map"
+	stray=$(comm -23 <(echo "$ours") <(echo "$theirs"))
+	[[ -z $stray ]] || die "libibverbs.so.1 exports what rdma-core does not (version, symbol): $stray"
+	mv "$so.tmp" "$so"
+fi
+
+# The same C examples built as rdma-core's users build them: against rdma-core's headers,
+# linked with rdma-core's libibverbs.so.1 (so their symbol versions are rdma-core's), with
+# rdma-core's inline verbs. In the guest they load pfnic's libibverbs.so.1 instead.
+for ex in rc_pingpong:pfnic-rc-pingpong-rdma-core verbs_api:pfnic-verbs-api-test-rdma-core; do
+	src=$PFNIC_ROOT/userspace/examples/${ex%%:*}.c bin=$out/${ex##*:}
+	stamp_fresh "$bin" "$src" "$rdma_core/.unpacked" && continue
+	log "building $(basename "$bin") (cc, rdma-core's headers and libibverbs.so.1)"
+	cc -std=gnu11 -O2 -Wall -Wextra -Werror -I "$rdma_core/usr/include" -o "$bin.tmp" "$src" \
+		-L "$rdma_core/usr/lib/x86_64-linux-gnu" -l:libibverbs.so.1 -Wl,--allow-shlib-undefined ||
+		die "cannot build $src against rdma-core's headers"
 	mv "$bin.tmp" "$bin"
 done

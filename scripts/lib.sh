@@ -51,6 +51,9 @@ INITRAMFS=$ROOTFS_BUILD/initramfs.cpio.gz
 # Debian bookworm's rdma-core/perftest/iproute2 binaries and their libraries,
 # an initramfs archive appended for the two-guest harness (flavor-independent).
 DEBIAN_LAYER=$BUILD_DIR/debian-layer/debian.cpio.gz
+# pfnic's libibverbs.so.1 at Debian's path, appended after the Debian layer in
+# a pfnic guest, so that Debian's tools load it instead of rdma-core's.
+IBVERBS_LAYER=$ROOTFS_BUILD/libibverbs.cpio.gz
 RUST_SRC_ROOT=$SRC_DIR/rust-src
 LOG_DIR=${PFNIC_LOG_DIR:-$PFNIC_CACHE/logs}
 
@@ -116,6 +119,31 @@ apt_install() {
 		{ apt-get update && apt-get install -y --no-install-recommends "${missing[@]}"; } ||
 		die "apt-get install failed for: ${missing[*]} (is Debian's archive reachable?)"
 }
+
+# debian_download DIR PACKAGE...: the .deb of each package not in DIR yet,
+# from the host's apt (Debian bookworm), into DIR; updates the host's package
+# lists once if a download fails (a new machine has none).
+debian_download() {
+	local dir=$1 p missing=()
+	shift
+	mkdir -p "$dir"
+	for p in "$@"; do
+		compgen -G "$dir/${p}_*.deb" >/dev/null || missing+=("$p")
+	done
+	((${#missing[@]})) || return 0
+	log "downloading Debian packages: ${missing[*]}"
+	local dl="cd '$dir' && apt-get -q -o APT::Sandbox::User=root download ${missing[*]}"
+	if ! bash -c "$dl" >"$dir/download.log" 2>&1; then
+		((EUID == 0)) || die "apt-get download failed (see $dir/download.log); run 'sudo apt-get update' and retry"
+		log "apt-get download failed; updating the host's package lists"
+		apt-get -q update >"$dir/update.log" 2>&1 || die "apt-get update failed; see $dir/update.log"
+		bash -c "$dl" >"$dir/download.log" 2>&1 ||
+			die "could not download ${missing[*]} from Debian; see $dir/download.log"
+	fi
+}
+
+# The Debian packages' cache (bookworm, as the host).
+DEBIAN_DEBS=$PFNIC_CACHE/debs/bookworm
 
 # take_lock NAME: hold an exclusive lock on one part of the cache for the
 # rest of this script, waiting if another pfnic build holds it (two builds

@@ -32,8 +32,10 @@
 #   --side LOCAL,REMOTE  the side channel (virtio-net, TCP for rdma-core's
 #                  out-of-band exchange): the same kind of netdev
 #   --debian       add the Debian layer to the initrd (implied by --kind rxe):
-#                  glibc and the other shared libraries of Debian's tools,
-#                  so dynamically linked programs run too
+#                  Debian's rdma-core tools and perftest, glibc and the other
+#                  shared libraries they need, so dynamically linked programs
+#                  run too; in a pfnic guest, with pfnic's libibverbs.so.1 in
+#                  place of rdma-core's
 #   --console-socket PATH  shell mode: the serial console (with QEMU's
 #                  monitor, Ctrl-A X) on a unix socket server at PATH instead
 #                  of stdio; connect with 'socat -,raw,echo=0 unix-connect:PATH'
@@ -128,6 +130,11 @@ initrd=$work/initrd.cpio.gz
 "$ROOTFS_BUILD/gen_init_cpio" "$work/extra.list" | gzip -1 >"$work/extra.cpio.gz"
 layers=("$INITRAMFS")
 ((debian)) && layers+=("$DEBIAN_LAYER")
+# A pfnic guest's Debian tools load pfnic's libibverbs.so.1 (over rdma-core's).
+if ((debian)) && [[ $kind == pfnic ]]; then
+	[[ -e $IBVERBS_LAYER ]] || die "no libibverbs layer at $IBVERBS_LAYER; run 'make rootfs'"
+	layers+=("$IBVERBS_LAYER")
+fi
 cat "${layers[@]}" "$work/extra.cpio.gz" >"$initrd"
 
 append="console=ttyS0 intel_iommu=on,sm_on panic=-1 pfnic_guest.mode=$mode"

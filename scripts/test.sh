@@ -120,7 +120,7 @@ guest_suite() {
 	serial=$run_dir/$label-serial.log ktap=$run_dir/$label.ktap
 	: >"$serial"
 	: >"$ktap"
-	PFNIC_DEVICE_PROPS=$props PFNIC_APPEND=$append "$PFNIC_ROOT/scripts/run-guest.sh" --mode test --timeout "$limit" \
+	PFNIC_DEVICE_PROPS=$props PFNIC_APPEND=$append "$PFNIC_ROOT/scripts/run-guest.sh" --mode test --debian --timeout "$limit" \
 		--log "$serial" --results "$ktap" ${filter:+--filter "$filter"} || rc=$?
 	if ((rc == 124)); then
 		expect "$label-timeout" "the guest did not finish within ${limit}s" false

@@ -15,17 +15,24 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
 
 #define BUF_SIZE 8192
+
+/* libibverbs exports it; rdma-core declares it in <infiniband/driver.h>. */
+int ibv_read_sysfs_file(const char *dir, const char *file, char *buf,
+                        size_t size);
 
 static bool group_failed;
 
@@ -196,6 +203,20 @@ static void test_device(void)
     fx.lid = port.lid;
     gids = port.gid_tbl_len;
     CHECK(ibv_query_port(fx.ctx, 2, &port) == EINVAL, "port 2 is not EINVAL");
+    /*
+     * The exported ibv_query_port (the macro's fallback, and what programs
+     * built against old headers call) writes only the fields those headers
+     * had: nothing from port_cap_flags2 on.
+     */
+    memset(&port, 0xa5, sizeof(port));
+    CHECK(!(ibv_query_port)(fx.ctx, 1, (struct _compat_ibv_port_attr *)&port),
+          "the exported ibv_query_port");
+    CHECK(port.lid == fx.lid && port.state == IBV_PORT_ACTIVE,
+          "exported: lid %u state %d", port.lid, port.state);
+    for (size_t i = offsetof(struct ibv_port_attr, port_cap_flags2);
+         i < sizeof(port); i++)
+        CHECK(((unsigned char *)&port)[i] == 0xa5,
+              "the exported ibv_query_port wrote byte %zu", i);
 
     CHECK(!ibv_query_gid(fx.ctx, 1, 0, &gid), "ibv_query_gid");
     CHECK(gid.global.interface_id == fx.guid, "GID 0 is not the node GUID");
@@ -299,6 +320,74 @@ static void test_setup(void)
           init.send_cq == fx.cq_a && init.qp_type == IBV_QPT_RC,
           "query: state %d dest %u sge %u", attr.qp_state, attr.dest_qp_num,
           init.cap.max_send_sge);
+}
+
+/*
+ * The rest of libibverbs' exported API and its ABI: the verbs_context before
+ * the context, the helpers, P_Keys, fork support, sysfs, and registration
+ * at an IOVA.
+ */
+static void test_library_abi(void)
+{
+    struct verbs_context *vctx;
+    struct ibv_mr *mr;
+    __be16 pkey = 0;
+    char buf[64], want[32];
+    struct stat st;
+    int n;
+
+    CHECK(fx.pd, "no PD");
+    vctx = verbs_get_ctx(fx.ctx);
+    CHECK(vctx && &vctx->context == fx.ctx,
+          "no verbs_context before the context");
+    CHECK(fx.ctx->ops.post_send && fx.ctx->ops.post_recv &&
+          fx.ctx->ops.poll_cq && fx.ctx->ops.req_notify_cq,
+          "a data-path op is missing");
+
+    CHECK(!ibv_query_pkey(fx.ctx, 1, 0, &pkey) && pkey == htons(0xffff),
+          "P_Key 0: %#x", ntohs(pkey));
+    errno = 0;
+    CHECK(ibv_query_pkey(fx.ctx, 1, 1, &pkey) == -1 && errno == EINVAL,
+          "P_Key 1: errno %d", errno);
+
+    CHECK(!strcmp(ibv_node_type_str(fx.ctx->device->node_type),
+                  "InfiniBand channel adapter"),
+          "node type '%s'", ibv_node_type_str(fx.ctx->device->node_type));
+    CHECK(!strcmp(ibv_port_state_str(IBV_PORT_ACTIVE), "PORT_ACTIVE") &&
+          !strcmp(ibv_port_state_str((enum ibv_port_state)99), "invalid state"),
+          "port state strings");
+    CHECK(!ibv_fork_init() && ibv_is_fork_initialized() == IBV_FORK_UNNEEDED,
+          "fork support");
+
+    /* The device's number, through its sysfs directory. */
+    CHECK(!stat(fx.ctx->device->dev_path, &st), "stat %s: %s",
+          fx.ctx->device->dev_path, strerror(errno));
+    snprintf(want, sizeof(want), "%u:%u", major(st.st_rdev),
+             minor(st.st_rdev));
+    n = ibv_read_sysfs_file(fx.ctx->device->ibdev_path, "dev", buf,
+                            sizeof(buf));
+    CHECK(n == (int)strlen(want) && !strcmp(buf, want),
+          "%s/dev: %d '%s', not '%s'", fx.ctx->device->ibdev_path, n,
+          n > 0 ? buf : "", want);
+    errno = 0;
+    CHECK(ibv_read_sysfs_file(fx.ctx->device->ibdev_path, "no-such-file",
+                              buf, sizeof(buf)) == -1 && errno == ENOENT,
+          "a missing attribute: errno %d", errno);
+    /* A value with no room for its terminator fails, not truncates. */
+    CHECK(ibv_read_sysfs_file(fx.ctx->device->ibdev_path, "dev", buf,
+                              2) == -1,
+          "a value longer than the buffer");
+
+    errno = 0;
+    mr = ibv_reg_mr_iova2(fx.pd, fx.buf_b, BUF_SIZE,
+                          (uintptr_t)fx.buf_b + 4096, IBV_ACCESS_LOCAL_WRITE);
+    CHECK(!mr && errno == EOPNOTSUPP, "an IOVA other than the address: %s",
+          mr ? "registered" : strerror(errno));
+    mr = ibv_reg_mr_iova2(fx.pd, fx.buf_b, BUF_SIZE, (uintptr_t)fx.buf_b,
+                          IBV_ACCESS_LOCAL_WRITE);
+    CHECK(mr && mr->addr == fx.buf_b && mr->length == BUF_SIZE,
+          "the IOVA of the address: %s", strerror(errno));
+    CHECK(!ibv_dereg_mr(mr), "ibv_dereg_mr");
 }
 
 /* Posts `wr` on A and expects one successful completion of `opcode`. */
@@ -553,6 +642,7 @@ int main(void)
         { "device_and_port_queries", test_device },
         { "bad_calls_and_errnos", test_bad_calls },
         { "connect_two_qps", test_setup },
+        { "library_abi", test_library_abi },
         { "rdma_write_two_sges_and_read", test_rdma },
         { "send_and_write_with_imm", test_imm },
         { "atomics", test_atomics },

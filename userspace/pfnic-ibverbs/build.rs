@@ -1,13 +1,20 @@
-//! Checks `src/ffi.rs` against `userspace/include/infiniband/verbs.h`.
+//! Checks `src/ffi.rs` against `userspace/include/infiniband/verbs.h`, and both against
+//! rdma-core's own `<infiniband/verbs.h>`.
 //!
-//! Compiles a small C program against the header with the host C compiler (`$CC`, default
+//! Compiles a small C program against a header with the host C compiler (`$CC`, default
 //! `cc`); it prints, for every structure the library mirrors, `const` assertions that the Rust
 //! size and field offsets equal the C ones. `ffi.rs` includes them: a mismatch fails the build.
+//! The program is compiled twice: against our header (`layout.rs`) and against rdma-core's
+//! headers in `$PFNIC_RDMA_CORE_INCLUDE` (`layout_rdma_core.rs`), which
+//! `scripts/build-userspace.sh` unpacks from Debian's `libibverbs-dev`. So our header, the
+//! Rust mirror and rdma-core's layout are one layout, and programs built against either header
+//! run on `libibverbs.so.1`. Without that variable (a bare `cargo build`) the second check is
+//! skipped with a warning; the build scripts always set it.
 
 use std::env;
 use std::fmt::Write as _;
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// A mirrored structure: C type, Rust type, and every field as (C name, Rust name).
@@ -24,6 +31,7 @@ const STRUCTS: &[Mirror] = &[
         "struct ibv_device",
         "ibv_device",
         &[
+            ("_ops", "_ops"),
             ("node_type", "node_type"),
             ("transport_type", "transport_type"),
             ("name", "name"),
@@ -33,13 +41,101 @@ const STRUCTS: &[Mirror] = &[
         ],
     ),
     (
+        "struct ibv_context_ops",
+        "ibv_context_ops",
+        &[
+            ("_compat_query_device", "_compat_query_device"),
+            ("_compat_query_port", "_compat_query_port"),
+            ("_compat_alloc_pd", "_compat_alloc_pd"),
+            ("_compat_dealloc_pd", "_compat_dealloc_pd"),
+            ("_compat_reg_mr", "_compat_reg_mr"),
+            ("_compat_rereg_mr", "_compat_rereg_mr"),
+            ("_compat_dereg_mr", "_compat_dereg_mr"),
+            ("alloc_mw", "alloc_mw"),
+            ("bind_mw", "bind_mw"),
+            ("dealloc_mw", "dealloc_mw"),
+            ("_compat_create_cq", "_compat_create_cq"),
+            ("poll_cq", "poll_cq"),
+            ("req_notify_cq", "req_notify_cq"),
+            ("_compat_cq_event", "_compat_cq_event"),
+            ("_compat_resize_cq", "_compat_resize_cq"),
+            ("_compat_destroy_cq", "_compat_destroy_cq"),
+            ("_compat_create_srq", "_compat_create_srq"),
+            ("_compat_modify_srq", "_compat_modify_srq"),
+            ("_compat_query_srq", "_compat_query_srq"),
+            ("_compat_destroy_srq", "_compat_destroy_srq"),
+            ("post_srq_recv", "post_srq_recv"),
+            ("_compat_create_qp", "_compat_create_qp"),
+            ("_compat_query_qp", "_compat_query_qp"),
+            ("_compat_modify_qp", "_compat_modify_qp"),
+            ("_compat_destroy_qp", "_compat_destroy_qp"),
+            ("post_send", "post_send"),
+            ("post_recv", "post_recv"),
+            ("_compat_create_ah", "_compat_create_ah"),
+            ("_compat_destroy_ah", "_compat_destroy_ah"),
+            ("_compat_attach_mcast", "_compat_attach_mcast"),
+            ("_compat_detach_mcast", "_compat_detach_mcast"),
+            ("_compat_async_event", "_compat_async_event"),
+        ],
+    ),
+    (
         "struct ibv_context",
         "ibv_context",
         &[
             ("device", "device"),
+            ("ops", "ops"),
             ("cmd_fd", "cmd_fd"),
             ("async_fd", "async_fd"),
             ("num_comp_vectors", "num_comp_vectors"),
+            ("mutex", "mutex"),
+            ("abi_compat", "abi_compat"),
+        ],
+    ),
+    (
+        "struct verbs_context",
+        "verbs_context",
+        &[
+            ("query_port", "query_port"),
+            ("advise_mr", "advise_mr"),
+            ("alloc_null_mr", "alloc_null_mr"),
+            ("read_counters", "read_counters"),
+            ("attach_counters_point_flow", "attach_counters_point_flow"),
+            ("create_counters", "create_counters"),
+            ("destroy_counters", "destroy_counters"),
+            ("reg_dm_mr", "reg_dm_mr"),
+            ("alloc_dm", "alloc_dm"),
+            ("free_dm", "free_dm"),
+            ("modify_flow_action_esp", "modify_flow_action_esp"),
+            ("destroy_flow_action", "destroy_flow_action"),
+            ("create_flow_action_esp", "create_flow_action_esp"),
+            ("modify_qp_rate_limit", "modify_qp_rate_limit"),
+            ("alloc_parent_domain", "alloc_parent_domain"),
+            ("dealloc_td", "dealloc_td"),
+            ("alloc_td", "alloc_td"),
+            ("modify_cq", "modify_cq"),
+            ("post_srq_ops", "post_srq_ops"),
+            ("destroy_rwq_ind_table", "destroy_rwq_ind_table"),
+            ("create_rwq_ind_table", "create_rwq_ind_table"),
+            ("destroy_wq", "destroy_wq"),
+            ("modify_wq", "modify_wq"),
+            ("create_wq", "create_wq"),
+            ("query_rt_values", "query_rt_values"),
+            ("create_cq_ex", "create_cq_ex"),
+            ("priv", "priv_"),
+            ("query_device_ex", "query_device_ex"),
+            ("ibv_destroy_flow", "ibv_destroy_flow"),
+            ("ABI_placeholder2", "ABI_placeholder2"),
+            ("ibv_create_flow", "ibv_create_flow"),
+            ("ABI_placeholder1", "ABI_placeholder1"),
+            ("open_qp", "open_qp"),
+            ("create_qp_ex", "create_qp_ex"),
+            ("get_srq_num", "get_srq_num"),
+            ("create_srq_ex", "create_srq_ex"),
+            ("open_xrcd", "open_xrcd"),
+            ("close_xrcd", "close_xrcd"),
+            ("_ABI_placeholder3", "_ABI_placeholder3"),
+            ("sz", "sz"),
+            ("context", "context"),
         ],
     ),
     (
@@ -221,6 +317,33 @@ const STRUCTS: &[Mirror] = &[
         ],
     ),
     (
+        "struct _compat_ibv_port_attr",
+        "_compat_ibv_port_attr",
+        &[
+            ("state", "state"),
+            ("max_mtu", "max_mtu"),
+            ("active_mtu", "active_mtu"),
+            ("gid_tbl_len", "gid_tbl_len"),
+            ("port_cap_flags", "port_cap_flags"),
+            ("max_msg_sz", "max_msg_sz"),
+            ("bad_pkey_cntr", "bad_pkey_cntr"),
+            ("qkey_viol_cntr", "qkey_viol_cntr"),
+            ("pkey_tbl_len", "pkey_tbl_len"),
+            ("lid", "lid"),
+            ("sm_lid", "sm_lid"),
+            ("lmc", "lmc"),
+            ("max_vl_num", "max_vl_num"),
+            ("sm_sl", "sm_sl"),
+            ("subnet_timeout", "subnet_timeout"),
+            ("init_type_reply", "init_type_reply"),
+            ("active_width", "active_width"),
+            ("active_speed", "active_speed"),
+            ("phys_state", "phys_state"),
+            ("link_layer", "link_layer"),
+            ("flags", "flags"),
+        ],
+    ),
+    (
         "struct ibv_wc",
         "ibv_wc",
         &[
@@ -277,6 +400,8 @@ const STRUCTS: &[Mirror] = &[
             ("cq_context", "cq_context"),
             ("handle", "handle"),
             ("cqe", "cqe"),
+            ("mutex", "mutex"),
+            ("cond", "cond"),
             ("comp_events_completed", "comp_events_completed"),
             ("async_events_completed", "async_events_completed"),
         ],
@@ -375,6 +500,8 @@ const STRUCTS: &[Mirror] = &[
             ("qp_num", "qp_num"),
             ("state", "state"),
             ("qp_type", "qp_type"),
+            ("mutex", "mutex"),
+            ("cond", "cond"),
             ("events_completed", "events_completed"),
         ],
     ),
@@ -407,6 +534,14 @@ const STRUCTS: &[Mirror] = &[
     ),
 ];
 
+/// Fields newer than the rdma-core the check runs against (Debian bookworm's 44.0): the
+/// verbs that fill them take the caller's structure size, so older callers get a prefix. The
+/// rdma-core check skips them, and the size of their structures.
+const NEWER_THAN_RDMA_CORE: &[(&str, &str)] = &[("struct ibv_port_attr", "active_speed_ex")];
+
+/// Structures rdma-core's public header only declares (its library defines them).
+const PRIVATE_IN_RDMA_CORE: &[&str] = &["struct _compat_ibv_port_attr"];
+
 /// The members of `ibv_send_wr`'s `wr` union: (C member, Rust struct, [fields]).
 const WR_UNION: &[(&str, &str, &[&str])] = &[
     ("rdma", "ibv_send_wr_rdma", &["remote_addr", "rkey"]),
@@ -418,16 +553,8 @@ const WR_UNION: &[(&str, &str, &[&str])] = &[
     ("ud", "ibv_send_wr_ud", &["ah", "remote_qpn", "remote_qkey"]),
 ];
 
-fn main() {
-    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
-    let include = manifest.join("../include");
-    let header = include.join("infiniband/verbs.h");
-    let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
-    println!("cargo:rerun-if-changed={}", header.display());
-    println!("cargo:rerun-if-changed=build.rs");
-    println!("cargo:rerun-if-env-changed=CC");
-
-    // The C program: one printf per check, each printing a Rust `const` assertion.
+/// The C program: one printf per check, each printing a Rust `const` assertion.
+fn layout_program(rdma_core: bool) -> String {
     let mut c = String::from(
         "#include <stddef.h>\n#include <stdio.h>\n#include <infiniband/verbs.h>\n\
          #define SIZE(c, r) printf(\"const _: () = assert!(core::mem::size_of::<%s>() == %zu, \
@@ -440,9 +567,15 @@ fn main() {
          int main(void)\n{\n",
     );
     for (cty, rty, fields) in STRUCTS {
-        writeln!(c, "    SIZE({cty}, \"{rty}\");").unwrap();
+        if rdma_core && PRIVATE_IN_RDMA_CORE.contains(cty) {
+            continue;
+        }
+        let newer = |f: &str| rdma_core && NEWER_THAN_RDMA_CORE.contains(&(*cty, f));
+        if !fields.iter().any(|(cf, _)| newer(cf)) {
+            writeln!(c, "    SIZE({cty}, \"{rty}\");").unwrap();
+        }
         writeln!(c, "    ALIGN({cty}, \"{rty}\");").unwrap();
-        for (cf, rf) in *fields {
+        for (cf, rf) in fields.iter().filter(|(cf, _)| !newer(cf)) {
             writeln!(
                 c,
                 "    OFF(\"{rty}\", \"{rf}\", offsetof({cty}, {cf}), \"{cty}.{cf}\");"
@@ -466,14 +599,20 @@ fn main() {
     )
     .unwrap();
 
-    let src = out.join("layout.c");
-    let exe = out.join("layout");
-    fs::write(&src, c).expect("write layout.c");
+    c
+}
+
+/// Compiles the layout program against the headers in `include` and writes its assertions
+/// to `OUT_DIR/<name>.rs`.
+fn check_against(include: &Path, out: &Path, name: &str, rdma_core: bool) {
+    let src = out.join(format!("{name}.c"));
+    let exe = out.join(name);
+    fs::write(&src, layout_program(rdma_core)).expect("write the layout program");
     let cc = env::var("CC").unwrap_or_else(|_| "cc".into());
     let status = Command::new(&cc)
         .arg("-std=gnu11")
         .arg("-I")
-        .arg(&include)
+        .arg(include)
         .arg("-o")
         .arg(&exe)
         .arg(&src)
@@ -481,12 +620,46 @@ fn main() {
         .unwrap_or_else(|e| panic!("cannot run the C compiler '{cc}': {e}"));
     assert!(
         status.success(),
-        "'{cc}' failed on {} (the verbs.h layout check)",
-        src.display()
+        "'{cc}' failed on {} against {} (the verbs.h layout check)",
+        src.display(),
+        include.display()
     );
     let run = Command::new(&exe)
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", exe.display()));
     assert!(run.status.success(), "{} failed", exe.display());
-    fs::write(out.join("layout.rs"), run.stdout).expect("write layout.rs");
+    // Each assertion's message names the header it came from.
+    let text = String::from_utf8(run.stdout).expect("the layout program prints ASCII");
+    let text = text.replace(", \"", &format!(", \"{}: ", include.display()));
+    fs::write(out.join(format!("{name}.rs")), text).expect("write the assertions");
+}
+
+fn main() {
+    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
+    let include = manifest.join("../include");
+    let header = include.join("infiniband/verbs.h");
+    let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
+    println!("cargo:rerun-if-changed={}", header.display());
+    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-env-changed=CC");
+    println!("cargo:rerun-if-env-changed=PFNIC_RDMA_CORE_INCLUDE");
+
+    check_against(&include, &out, "layout", false);
+    match env::var_os("PFNIC_RDMA_CORE_INCLUDE") {
+        Some(dir) => {
+            let dir = PathBuf::from(dir);
+            println!(
+                "cargo:rerun-if-changed={}",
+                dir.join("infiniband/verbs.h").display()
+            );
+            check_against(&dir, &out, "layout_rdma_core", true);
+        }
+        None => {
+            println!(
+                "cargo:warning=PFNIC_RDMA_CORE_INCLUDE is not set: the layouts are not checked \
+                 against rdma-core's headers (scripts/build-userspace.sh sets it)"
+            );
+            fs::write(out.join("layout_rdma_core.rs"), "").expect("write layout_rdma_core.rs");
+        }
+    }
 }

@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <linux/types.h>
 
@@ -70,7 +71,17 @@ enum {
     IBV_SYSFS_PATH_MAX = 256,
 };
 
+struct ibv_context;
+struct ibv_device;
+
+/* Not used by pfnic; here so that struct ibv_device has libibverbs' layout. */
+struct _ibv_device_ops {
+    struct ibv_context *(*_dummy1)(struct ibv_device *device, int cmd_fd);
+    void (*_dummy2)(struct ibv_context *context);
+};
+
 struct ibv_device {
+    struct _ibv_device_ops _ops;
     enum ibv_node_type node_type;
     enum ibv_transport_type transport_type;
     /* Device name, e.g. "pfnic0". */
@@ -79,17 +90,10 @@ struct ibv_device {
     char dev_name[IBV_SYSFS_NAME_MAX];
     /* The character device's node, e.g. "/dev/pfnic0". */
     char dev_path[IBV_SYSFS_PATH_MAX];
-    /* The PCI function in sysfs. */
+    /* The character device in sysfs, e.g. "/sys/class/misc/pfnic0". */
     char ibdev_path[IBV_SYSFS_PATH_MAX];
 };
 
-struct ibv_context {
-    struct ibv_device *device;
-    /* The open device file: its completion events are read from it. */
-    int cmd_fd;
-    int async_fd;
-    int num_comp_vectors;
-};
 
 enum ibv_device_cap_flags {
     IBV_DEVICE_RESIZE_MAX_WR = 1,
@@ -308,6 +312,36 @@ struct ibv_port_attr {
     uint32_t active_speed_ex;
 };
 
+/*
+ * What ibv_query_port wrote before port_cap_flags2 existed: the exported
+ * function still writes only this much, so that programs built against an
+ * older header keep working; the ibv_query_port below (a macro) asks for
+ * the whole struct ibv_port_attr through the context's query_port.
+ */
+struct _compat_ibv_port_attr {
+    enum ibv_port_state state;
+    enum ibv_mtu max_mtu;
+    enum ibv_mtu active_mtu;
+    int gid_tbl_len;
+    uint32_t port_cap_flags;
+    uint32_t max_msg_sz;
+    uint32_t bad_pkey_cntr;
+    uint32_t qkey_viol_cntr;
+    uint16_t pkey_tbl_len;
+    uint16_t lid;
+    uint16_t sm_lid;
+    uint8_t lmc;
+    uint8_t max_vl_num;
+    uint8_t sm_sl;
+    uint8_t subnet_timeout;
+    uint8_t init_type_reply;
+    uint8_t active_width;
+    uint8_t active_speed;
+    uint8_t phys_state;
+    uint8_t link_layer;
+    uint8_t flags;
+};
+
 /* ------------------------------------------------------------------ */
 /* Completions                                                         */
 /* ------------------------------------------------------------------ */
@@ -458,6 +492,8 @@ struct ibv_cq {
     uint32_t handle;
     /* Completions the CQ holds (at least those asked for). */
     int cqe;
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
     uint32_t comp_events_completed;
     uint32_t async_events_completed;
 };
@@ -600,6 +636,8 @@ struct ibv_qp {
     /* The state as of the last ibv_modify_qp or ibv_query_qp. */
     enum ibv_qp_state state;
     enum ibv_qp_type qp_type;
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
     uint32_t events_completed;
 };
 
@@ -691,6 +729,215 @@ struct ibv_recv_wr {
 };
 
 /* ------------------------------------------------------------------ */
+/* Contexts                                                            */
+/* ------------------------------------------------------------------ */
+
+/*
+ * An open device, laid out as libibverbs lays it out, so that programs
+ * built against rdma-core's header run on pfnic's libibverbs.so.1 and
+ * programs built against this one run on rdma-core's: the data-path verbs
+ * (ibv_post_send, ibv_post_recv, ibv_poll_cq, ibv_req_notify_cq) are
+ * inline calls through ops, the newer verbs (ibv_query_port,
+ * ibv_query_device_ex, ibv_advise_mr) calls through the struct
+ * verbs_context that precedes every struct ibv_context. The _compat_
+ * entries are never used; pfnic leaves them and every verb it does not
+ * have NULL, and the inline functions below then fail the call with
+ * EOPNOTSUPP (or ENOSYS where libibverbs does).
+ */
+
+struct ibv_srq;
+struct ibv_mw;
+struct ibv_mw_bind;
+
+enum ibv_mw_type {
+    IBV_MW_TYPE_1 = 1,
+    IBV_MW_TYPE_2 = 2,
+};
+
+struct ibv_context_ops {
+    int (*_compat_query_device)(struct ibv_context *context,
+                                struct ibv_device_attr *device_attr);
+    int (*_compat_query_port)(struct ibv_context *context, uint8_t port_num,
+                              struct _compat_ibv_port_attr *port_attr);
+    void *(*_compat_alloc_pd)(void);
+    void *(*_compat_dealloc_pd)(void);
+    void *(*_compat_reg_mr)(void);
+    void *(*_compat_rereg_mr)(void);
+    void *(*_compat_dereg_mr)(void);
+    struct ibv_mw *(*alloc_mw)(struct ibv_pd *pd, enum ibv_mw_type type);
+    int (*bind_mw)(struct ibv_qp *qp, struct ibv_mw *mw,
+                   struct ibv_mw_bind *mw_bind);
+    int (*dealloc_mw)(struct ibv_mw *mw);
+    void *(*_compat_create_cq)(void);
+    int (*poll_cq)(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
+    int (*req_notify_cq)(struct ibv_cq *cq, int solicited_only);
+    void *(*_compat_cq_event)(void);
+    void *(*_compat_resize_cq)(void);
+    void *(*_compat_destroy_cq)(void);
+    void *(*_compat_create_srq)(void);
+    void *(*_compat_modify_srq)(void);
+    void *(*_compat_query_srq)(void);
+    void *(*_compat_destroy_srq)(void);
+    int (*post_srq_recv)(struct ibv_srq *srq, struct ibv_recv_wr *recv_wr,
+                         struct ibv_recv_wr **bad_recv_wr);
+    void *(*_compat_create_qp)(void);
+    void *(*_compat_query_qp)(void);
+    void *(*_compat_modify_qp)(void);
+    void *(*_compat_destroy_qp)(void);
+    int (*post_send)(struct ibv_qp *qp, struct ibv_send_wr *wr,
+                     struct ibv_send_wr **bad_wr);
+    int (*post_recv)(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+                     struct ibv_recv_wr **bad_wr);
+    void *(*_compat_create_ah)(void);
+    void *(*_compat_destroy_ah)(void);
+    void *(*_compat_attach_mcast)(void);
+    void *(*_compat_detach_mcast)(void);
+    void *(*_compat_async_event)(void);
+};
+
+struct ibv_context {
+    struct ibv_device *device;
+    struct ibv_context_ops ops;
+    /* The open device file: its completion events are read from it. */
+    int cmd_fd;
+    int async_fd;
+    int num_comp_vectors;
+    pthread_mutex_t mutex;
+    /* __VERBS_ABI_IS_EXTENDED: a struct verbs_context precedes this one. */
+    void *abi_compat;
+};
+
+#define __VERBS_ABI_IS_EXTENDED ((void *)UINTPTR_MAX)
+
+/* What the verbs_context's members point to; pfnic has none of them. */
+struct ibv_counters;
+struct ibv_counter_attach_attr;
+struct ibv_counters_init_attr;
+struct ibv_flow;
+struct ibv_flow_attr;
+struct ibv_flow_action;
+struct ibv_flow_action_esp_attr;
+struct ibv_dm;
+struct ibv_alloc_dm_attr;
+struct ibv_qp_rate_limit_attr;
+struct ibv_parent_domain_init_attr;
+struct ibv_td;
+struct ibv_td_init_attr;
+struct ibv_modify_cq_attr;
+struct ibv_ops_wr;
+struct ibv_rwq_ind_table;
+struct ibv_rwq_ind_table_init_attr;
+struct ibv_wq;
+struct ibv_wq_attr;
+struct ibv_wq_init_attr;
+struct ibv_values_ex;
+struct ibv_cq_ex;
+struct ibv_cq_init_attr_ex;
+struct verbs_ex_private;
+struct ibv_qp_open_attr;
+struct ibv_qp_init_attr_ex;
+struct ibv_srq_init_attr_ex;
+struct ibv_xrcd;
+struct ibv_xrcd_init_attr;
+
+/*
+ * The verbs added after struct ibv_context froze. It grows at the front:
+ * sz says how much of it, counted back from context, the library filled.
+ */
+struct verbs_context {
+    int (*query_port)(struct ibv_context *context, uint8_t port_num,
+                      struct ibv_port_attr *port_attr, size_t port_attr_len);
+    int (*advise_mr)(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
+                     uint32_t flags, struct ibv_sge *sg_list,
+                     uint32_t num_sges);
+    struct ibv_mr *(*alloc_null_mr)(struct ibv_pd *pd);
+    int (*read_counters)(struct ibv_counters *counters,
+                         uint64_t *counters_value, uint32_t ncounters,
+                         uint32_t flags);
+    int (*attach_counters_point_flow)(struct ibv_counters *counters,
+                                      struct ibv_counter_attach_attr *attr,
+                                      struct ibv_flow *flow);
+    struct ibv_counters *(*create_counters)(
+        struct ibv_context *context, struct ibv_counters_init_attr *init_attr);
+    int (*destroy_counters)(struct ibv_counters *counters);
+    struct ibv_mr *(*reg_dm_mr)(struct ibv_pd *pd, struct ibv_dm *dm,
+                                uint64_t dm_offset, size_t length,
+                                unsigned int access);
+    struct ibv_dm *(*alloc_dm)(struct ibv_context *context,
+                               struct ibv_alloc_dm_attr *attr);
+    int (*free_dm)(struct ibv_dm *dm);
+    int (*modify_flow_action_esp)(struct ibv_flow_action *action,
+                                  struct ibv_flow_action_esp_attr *attr);
+    int (*destroy_flow_action)(struct ibv_flow_action *action);
+    struct ibv_flow_action *(*create_flow_action_esp)(
+        struct ibv_context *context, struct ibv_flow_action_esp_attr *attr);
+    int (*modify_qp_rate_limit)(struct ibv_qp *qp,
+                                struct ibv_qp_rate_limit_attr *attr);
+    struct ibv_pd *(*alloc_parent_domain)(
+        struct ibv_context *context, struct ibv_parent_domain_init_attr *attr);
+    int (*dealloc_td)(struct ibv_td *td);
+    struct ibv_td *(*alloc_td)(struct ibv_context *context,
+                               struct ibv_td_init_attr *init_attr);
+    int (*modify_cq)(struct ibv_cq *cq, struct ibv_modify_cq_attr *attr);
+    int (*post_srq_ops)(struct ibv_srq *srq, struct ibv_ops_wr *op,
+                        struct ibv_ops_wr **bad_op);
+    int (*destroy_rwq_ind_table)(struct ibv_rwq_ind_table *rwq_ind_table);
+    struct ibv_rwq_ind_table *(*create_rwq_ind_table)(
+        struct ibv_context *context,
+        struct ibv_rwq_ind_table_init_attr *init_attr);
+    int (*destroy_wq)(struct ibv_wq *wq);
+    int (*modify_wq)(struct ibv_wq *wq, struct ibv_wq_attr *wq_attr);
+    struct ibv_wq *(*create_wq)(struct ibv_context *context,
+                                struct ibv_wq_init_attr *wq_init_attr);
+    int (*query_rt_values)(struct ibv_context *context,
+                           struct ibv_values_ex *values);
+    struct ibv_cq_ex *(*create_cq_ex)(struct ibv_context *context,
+                                      struct ibv_cq_init_attr_ex *init_attr);
+    struct verbs_ex_private *priv;
+    int (*query_device_ex)(struct ibv_context *context,
+                           const struct ibv_query_device_ex_input *input,
+                           struct ibv_device_attr_ex *attr, size_t attr_size);
+    int (*ibv_destroy_flow)(struct ibv_flow *flow);
+    void (*ABI_placeholder2)(void);
+    struct ibv_flow *(*ibv_create_flow)(struct ibv_qp *qp,
+                                        struct ibv_flow_attr *flow_attr);
+    void (*ABI_placeholder1)(void);
+    struct ibv_qp *(*open_qp)(struct ibv_context *context,
+                              struct ibv_qp_open_attr *attr);
+    struct ibv_qp *(*create_qp_ex)(struct ibv_context *context,
+                                   struct ibv_qp_init_attr_ex *qp_init_attr_ex);
+    int (*get_srq_num)(struct ibv_srq *srq, uint32_t *srq_num);
+    struct ibv_srq *(*create_srq_ex)(
+        struct ibv_context *context,
+        struct ibv_srq_init_attr_ex *srq_init_attr_ex);
+    struct ibv_xrcd *(*open_xrcd)(struct ibv_context *context,
+                                  struct ibv_xrcd_init_attr *xrcd_init_attr);
+    int (*close_xrcd)(struct ibv_xrcd *xrcd);
+    uint64_t _ABI_placeholder3;
+    size_t sz;
+    struct ibv_context context;
+};
+
+static inline struct verbs_context *verbs_get_ctx(struct ibv_context *ctx)
+{
+    if (ctx->abi_compat != __VERBS_ABI_IS_EXTENDED)
+        return NULL;
+    return (struct verbs_context *)((char *)ctx -
+                                    offsetof(struct verbs_context, context));
+}
+
+/* The verbs_context of ctx if its library filled in op, else NULL. */
+#define verbs_get_ctx_op(ctx, op)                                          \
+    ({                                                                     \
+        struct verbs_context *__vctx = verbs_get_ctx(ctx);                 \
+        (!__vctx ||                                                        \
+         __vctx->sz < sizeof(*__vctx) - offsetof(struct verbs_context, op) || \
+         !__vctx->op)                                                      \
+            ? NULL                                                         \
+            : __vctx;                                                      \
+    })
+
+/* ------------------------------------------------------------------ */
 /* Verbs                                                               */
 /* ------------------------------------------------------------------ */
 
@@ -709,13 +956,52 @@ int ibv_close_device(struct ibv_context *context);
 
 int ibv_query_device(struct ibv_context *context,
                      struct ibv_device_attr *device_attr);
-int ibv_query_device_ex(struct ibv_context *context,
-                        const struct ibv_query_device_ex_input *input,
-                        struct ibv_device_attr_ex *attr);
+
+/* 0 or an errno value; EINVAL for a nonzero input->comp_mask. */
+static inline int ibv_query_device_ex(struct ibv_context *context,
+                                      const struct ibv_query_device_ex_input *input,
+                                      struct ibv_device_attr_ex *attr)
+{
+    struct verbs_context *vctx;
+    int ret;
+
+    if (input && input->comp_mask)
+        return EINVAL;
+    vctx = verbs_get_ctx_op(context, query_device_ex);
+    if (vctx) {
+        ret = vctx->query_device_ex(context, input, attr, sizeof(*attr));
+        if (ret != EOPNOTSUPP && ret != ENOSYS)
+            return ret;
+    }
+    /* A library without it: the base attributes, the rest zero. */
+    memset(attr, 0, sizeof(*attr));
+    return ibv_query_device(context, &attr->orig_attr);
+}
+
 int ibv_query_port(struct ibv_context *context, uint8_t port_num,
-                   struct ibv_port_attr *port_attr);
+                   struct _compat_ibv_port_attr *port_attr);
+
+static inline int ___ibv_query_port(struct ibv_context *context,
+                                    uint8_t port_num,
+                                    struct ibv_port_attr *port_attr)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(context, query_port);
+
+    if (!vctx) {
+        memset(port_attr, 0, sizeof(*port_attr));
+        return ibv_query_port(context, port_num,
+                              (struct _compat_ibv_port_attr *)port_attr);
+    }
+    return vctx->query_port(context, port_num, port_attr, sizeof(*port_attr));
+}
+
+#define ibv_query_port(context, port_num, port_attr) \
+    ___ibv_query_port(context, port_num, port_attr)
 int ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index,
                   union ibv_gid *gid);
+/* The port has one P_Key, the default 0xffff (network byte order). */
+int ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index,
+                   __be16 *pkey);
 
 struct ibv_pd *ibv_alloc_pd(struct ibv_context *context);
 int ibv_dealloc_pd(struct ibv_pd *pd);
@@ -728,9 +1014,24 @@ int ibv_dealloc_pd(struct ibv_pd *pd);
  */
 struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
                           int access);
+/* ibv_reg_mr at an I/O virtual address: pfnic's is always addr (EOPNOTSUPP). */
+struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length,
+                               uint64_t iova, int access);
+struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
+                                uint64_t iova, unsigned int access);
 int ibv_dereg_mr(struct ibv_mr *mr);
-int ibv_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
-                  uint32_t flags, struct ibv_sge *sg_list, uint32_t num_sge);
+
+static inline int ibv_advise_mr(struct ibv_pd *pd,
+                                enum ibv_advise_mr_advice advice,
+                                uint32_t flags, struct ibv_sge *sg_list,
+                                uint32_t num_sge)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(pd->context, advise_mr);
+
+    if (!vctx)
+        return EOPNOTSUPP;
+    return vctx->advise_mr(pd, advice, flags, sg_list, num_sge);
+}
 
 struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context);
 int ibv_destroy_comp_channel(struct ibv_comp_channel *channel);
@@ -740,8 +1041,18 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
                              struct ibv_comp_channel *channel,
                              int comp_vector);
 int ibv_destroy_cq(struct ibv_cq *cq);
-int ibv_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
-int ibv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+
+static inline int ibv_poll_cq(struct ibv_cq *cq, int num_entries,
+                              struct ibv_wc *wc)
+{
+    return cq->context->ops.poll_cq(cq, num_entries, wc);
+}
+
+static inline int ibv_req_notify_cq(struct ibv_cq *cq, int solicited_only)
+{
+    return cq->context->ops.req_notify_cq(cq, solicited_only);
+}
+
 int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq,
                      void **cq_context);
 void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents);
@@ -754,10 +1065,36 @@ int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
 int ibv_destroy_qp(struct ibv_qp *qp);
 
 /* On failure *bad_wr is the first work request that was not posted. */
-int ibv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
-                  struct ibv_send_wr **bad_wr);
-int ibv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
-                  struct ibv_recv_wr **bad_wr);
+static inline int ibv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
+                                struct ibv_send_wr **bad_wr)
+{
+    return qp->context->ops.post_send(qp, wr, bad_wr);
+}
+
+static inline int ibv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+                                struct ibv_recv_wr **bad_wr)
+{
+    return qp->context->ops.post_recv(qp, wr, bad_wr);
+}
+
+/* ------------------------------------------------------------------ */
+/* Helpers                                                             */
+/* ------------------------------------------------------------------ */
+
+const char *ibv_node_type_str(enum ibv_node_type node_type);
+const char *ibv_port_state_str(enum ibv_port_state port_state);
+
+/*
+ * Fork support: nothing to set up, as no memory is pinned by fork-unsafe
+ * means (IBV_FORK_UNNEEDED).
+ */
+enum ibv_fork_status {
+    IBV_FORK_DISABLED,
+    IBV_FORK_ENABLED,
+    IBV_FORK_UNNEEDED,
+};
+int ibv_fork_init(void);
+enum ibv_fork_status ibv_is_fork_initialized(void);
 
 #ifdef __cplusplus
 }

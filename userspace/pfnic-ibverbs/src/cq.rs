@@ -175,6 +175,8 @@ pub unsafe extern "C" fn ibv_create_cq(
             cq_context,
             handle: 0,
             cqe: 0,
+            mutex: libc::PTHREAD_MUTEX_INITIALIZER,
+            cond: libc::PTHREAD_COND_INITIALIZER,
             comp_events_completed: 0,
             async_events_completed: 0,
         }),
@@ -267,14 +269,13 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
     0
 }
 
-/// `ibv_poll_cq`: up to `num_entries` completions into `wc`; how many, or a negative value
+/// `ops.poll_cq` (what `ibv_poll_cq` calls): up to `num_entries` completions into `wc`; how many, or a negative value
 /// (-`EINVAL` for bad arguments).
 ///
 /// # Safety
 ///
 /// `cq` is NULL or a live CQ of this library; `wc` has room for `num_entries` entries.
-#[no_mangle]
-pub unsafe extern "C" fn ibv_poll_cq(
+pub(crate) unsafe extern "C" fn poll_cq(
     cq: *mut ibv_cq,
     num_entries: c_int,
     wc: *mut ibv_wc,
@@ -328,14 +329,13 @@ pub unsafe extern "C" fn ibv_poll_cq(
     got as c_int
 }
 
-/// `ibv_req_notify_cq`: the next completion (the next solicited one with `solicited_only`)
+/// `ops.req_notify_cq` (what `ibv_req_notify_cq` calls): the next completion (the next solicited one with `solicited_only`)
 /// queues a completion event on the CQ's channel. 0 or an errno value.
 ///
 /// # Safety
 ///
 /// `cq` is NULL or a live CQ of this library.
-#[no_mangle]
-pub unsafe extern "C" fn ibv_req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
+pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
     // SAFETY: the caller passes a live CQ or NULL.
     let Some(Some(c)) = (unsafe { cq_wrap(cq) }).map(CqWrap::cq) else {
         return libc::EINVAL;

@@ -1,6 +1,6 @@
 //! Devices and contexts: the device list, open/close and the query verbs.
 
-use core::ffi::{c_char, c_int, CStr};
+use core::ffi::{c_char, c_int, c_uint, CStr};
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
@@ -52,10 +52,10 @@ pub(crate) struct Shared {
     pub(crate) cqs: Mutex<HashMap<u32, usize>>,
 }
 
-/// `struct ibv_context` and what is behind it.
+/// `struct ibv_context` (the end of its `struct verbs_context`) and what is behind it.
 #[repr(C)]
 pub(crate) struct CtxWrap {
-    pub(crate) ibv: ibv_context,
+    pub(crate) vctx: verbs_context,
     /// The device this context was opened from (`ibv.device` points here): a copy, so the
     /// device list may be freed while the context lives.
     device: ibv_device,
@@ -68,9 +68,26 @@ pub(crate) struct CtxWrap {
 ///
 /// `ctx` is NULL or an `ibv_context` this library returned and not yet closed.
 pub(crate) unsafe fn ctx_wrap<'a>(ctx: *mut ibv_context) -> Option<&'a CtxWrap> {
-    // SAFETY: `ibv` is the first field of the `#[repr(C)]` `CtxWrap` that `ibv_open_device`
-    // boxed, so the pointers are the same; the caller guarantees it is alive.
-    unsafe { ctx.cast::<CtxWrap>().as_ref() }
+    // SAFETY: a context of this library is the `context` field of the `verbs_context` that is
+    // the first field of the `#[repr(C)]` `CtxWrap` that `ibv_open_device` boxed, so the
+    // wrapper starts that many bytes before it; the caller guarantees it is alive (or NULL,
+    // which stays NULL).
+    unsafe { wrap_ptr(ctx).as_ref() }
+}
+
+/// The wrapper of `ctx` (NULL for NULL), as a pointer.
+fn wrap_ptr(ctx: *mut ibv_context) -> *mut CtxWrap {
+    if ctx.is_null() {
+        return core::ptr::null_mut();
+    }
+    ctx.wrapping_byte_sub(core::mem::offset_of!(verbs_context, context))
+        .cast()
+}
+
+/// The `ibv_context` that `ibv_open_device` hands out for the boxed wrapper `w`.
+fn ctx_of(w: *mut CtxWrap) -> *mut ibv_context {
+    // SAFETY: `w` points to a live boxed `CtxWrap`; no reference is made.
+    unsafe { &raw mut (*w).vctx.context }
 }
 
 /// `ibv_get_device_list`: the pfnic devices present.
@@ -97,6 +114,10 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
             .unwrap_or_default();
         let mut e = DeviceEntry {
             ibv: ibv_device {
+                _ops: _ibv_device_ops {
+                    _dummy1: None,
+                    _dummy2: None,
+                },
                 node_type: NODE_CA,
                 transport_type: TRANSPORT_IB,
                 name: [0; 64],
@@ -109,10 +130,7 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
         put_str(&mut e.ibv.name, &name);
         put_str(&mut e.ibv.dev_name, &name);
         put_str(&mut e.ibv.dev_path, &path.to_string_lossy());
-        put_str(
-            &mut e.ibv.ibdev_path,
-            &format!("/sys/class/misc/{name}/device"),
-        );
+        put_str(&mut e.ibv.ibdev_path, &format!("/sys/class/misc/{name}"));
         list.push(into_c(e).cast());
     }
     let n = list.len();
@@ -223,13 +241,25 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
         }
     };
     let fd = ctx.device().as_raw_fd();
+    // SAFETY: `verbs_context` is function pointers (`Option`s: all zeroes is `None`), raw
+    // pointers, integers and a `pthread_mutex_t`, for which all zeroes is glibc's
+    // `PTHREAD_MUTEX_INITIALIZER`.
+    let mut vctx: verbs_context = unsafe { core::mem::zeroed() };
+    vctx.query_port = Some(query_port);
+    vctx.advise_mr = Some(crate::mr::advise_mr);
+    vctx.query_device_ex = Some(query_device_ex);
+    vctx.sz = core::mem::size_of::<verbs_context>();
+    vctx.context.ops.poll_cq = Some(crate::cq::poll_cq);
+    vctx.context.ops.req_notify_cq = Some(crate::cq::req_notify_cq);
+    vctx.context.ops.post_send = Some(crate::qp::post_send);
+    vctx.context.ops.post_recv = Some(crate::qp::post_recv);
+    vctx.context.cmd_fd = fd;
+    vctx.context.async_fd = -1;
+    vctx.context.num_comp_vectors = 1;
+    vctx.context.mutex = libc::PTHREAD_MUTEX_INITIALIZER;
+    vctx.context.abi_compat = VERBS_ABI_IS_EXTENDED;
     let w = into_c(CtxWrap {
-        ibv: ibv_context {
-            device: core::ptr::null_mut(),
-            cmd_fd: fd,
-            async_fd: -1,
-            num_comp_vectors: 1,
-        },
+        vctx,
         // SAFETY: the caller passes a valid device; `ibv_device` is plain data.
         device: unsafe { core::ptr::read(device) },
         shared: Arc::new(Shared {
@@ -239,8 +269,8 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
         }),
     });
     // SAFETY: `w` was just boxed; the device copy lives as long as the wrapper.
-    unsafe { (*w).ibv.device = &raw mut (*w).device };
-    w.cast()
+    unsafe { (*w).vctx.context.device = &raw mut (*w).device };
+    ctx_of(w)
 }
 
 /// `ibv_close_device`: 0, or -1 with `errno` set. Objects still open keep the device file open
@@ -255,8 +285,9 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
         set_errno(libc::EINVAL);
         return -1;
     }
-    // SAFETY: `context` is the first field of a boxed `CtxWrap`, not used after this.
-    unsafe { unbox(context.cast::<CtxWrap>()) };
+    // SAFETY: the caller passes a live context of this library, not used after this: its
+    // wrapper is the box `ibv_open_device` made.
+    unsafe { unbox(wrap_ptr(context)) };
     0
 }
 
@@ -324,17 +355,30 @@ pub unsafe extern "C" fn ibv_query_device(
     }
 }
 
-/// `ibv_query_device_ex`: 0 or an errno value (`EINVAL` for a nonzero `input->comp_mask`).
+/// Copies the first `len` bytes of `v` (at most all of it) to `dst`: what a caller built
+/// against an older, shorter version of the structure has room for.
+///
+/// # Safety
+///
+/// `dst` is valid for `len` bytes of writes.
+unsafe fn write_prefix<T: Copy>(dst: *mut T, v: &T, len: usize) {
+    let n = len.min(core::mem::size_of::<T>());
+    // SAFETY: `v` is `n` readable bytes; the caller gives `len >= n` writable ones.
+    unsafe { core::ptr::copy_nonoverlapping(core::ptr::from_ref(v).cast::<u8>(), dst.cast(), n) };
+}
+
+/// `verbs_context.query_device_ex` (what `ibv_query_device_ex` calls): 0 or an errno value
+/// (`EINVAL` for a nonzero `input->comp_mask`). Writes `attr_size` bytes at most.
 ///
 /// # Safety
 ///
 /// `context` is a live context of this library (or NULL); `input` is NULL or valid for a read;
-/// `attr` is NULL or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn ibv_query_device_ex(
+/// `attr` is NULL or valid for `attr_size` bytes of writes.
+unsafe extern "C" fn query_device_ex(
     context: *mut ibv_context,
     input: *const ibv_query_device_ex_input,
     attr: *mut ibv_device_attr_ex,
+    attr_size: usize,
 ) -> c_int {
     // SAFETY: the caller passes a live context or NULL.
     let Some(w) = (unsafe { ctx_wrap(context) }) else {
@@ -342,6 +386,9 @@ pub unsafe extern "C" fn ibv_query_device_ex(
     };
     // SAFETY: the caller passes NULL or a readable input.
     if attr.is_null() || unsafe { input.as_ref() }.is_some_and(|i| i.comp_mask != 0) {
+        return libc::EINVAL;
+    }
+    if attr_size < core::mem::size_of::<ibv_device_attr>() {
         return libc::EINVAL;
     }
     let a = match w.shared.ctx.query_device_ex() {
@@ -354,34 +401,18 @@ pub unsafe extern "C" fn ibv_query_device_ex(
     out.odp_caps.general_caps = a.verbs.odp_general_caps;
     out.odp_caps.per_transport_caps.rc_odp_caps = a.verbs.odp_rc_caps;
     out.phys_port_cnt_ex = 1;
-    // SAFETY: the caller passes a writable `ibv_device_attr_ex`.
-    unsafe { attr.write(out) };
+    // SAFETY: the caller passes `attr_size` writable bytes.
+    unsafe { write_prefix(attr, &out, attr_size) };
     0
 }
 
-/// `ibv_query_port`: 0 or an errno value (`EINVAL` for a port other than 1).
-///
-/// # Safety
-///
-/// `context` is a live context of this library (or NULL); `port_attr` is NULL or valid for a
-/// write.
-#[no_mangle]
-pub unsafe extern "C" fn ibv_query_port(
-    context: *mut ibv_context,
-    port_num: u8,
-    port_attr: *mut ibv_port_attr,
-) -> c_int {
-    // SAFETY: the caller passes a live context or NULL.
-    let Some(w) = (unsafe { ctx_wrap(context) }) else {
-        return libc::EINVAL;
-    };
-    if port_attr.is_null() {
-        return libc::EINVAL;
-    }
-    let p = match w.shared.ctx.query_port(port_num) {
-        Ok(p) => p,
-        Err(e) => return errno_of(&e),
-    };
+/// The port's attributes, as libibverbs reports them.
+fn port_attributes(w: &CtxWrap, port_num: u8) -> Result<ibv_port_attr, c_int> {
+    let p = w
+        .shared
+        .ctx
+        .query_port(port_num)
+        .map_err(|e| errno_of(&e))?;
     // SAFETY: `ibv_port_attr` is plain integers: all zeroes is valid.
     let mut out: ibv_port_attr = unsafe { core::mem::zeroed() };
     let int = |x: u32| c_int::try_from(x).unwrap_or(c_int::MAX);
@@ -402,9 +433,62 @@ pub unsafe extern "C" fn ibv_query_port(
         PHYS_STATE_DISABLED
     };
     out.link_layer = u8::try_from(p.link_layer).unwrap_or(0);
-    // SAFETY: the caller passes a writable `ibv_port_attr`.
-    unsafe { port_attr.write(out) };
-    0
+    Ok(out)
+}
+
+/// `verbs_context.query_port` (what `ibv_query_port` calls): 0 or an errno value (`EINVAL`
+/// for a port other than 1). Writes `port_attr_len` bytes at most.
+///
+/// # Safety
+///
+/// `context` is a live context of this library (or NULL); `port_attr` is NULL or valid for
+/// `port_attr_len` bytes of writes.
+unsafe extern "C" fn query_port(
+    context: *mut ibv_context,
+    port_num: u8,
+    port_attr: *mut ibv_port_attr,
+    port_attr_len: usize,
+) -> c_int {
+    // SAFETY: the caller passes a live context or NULL.
+    let Some(w) = (unsafe { ctx_wrap(context) }) else {
+        return libc::EINVAL;
+    };
+    if port_attr.is_null() || port_attr_len < core::mem::size_of::<_compat_ibv_port_attr>() {
+        return libc::EINVAL;
+    }
+    match port_attributes(w, port_num) {
+        Ok(out) => {
+            // SAFETY: the caller passes `port_attr_len` writable bytes.
+            unsafe { write_prefix(port_attr, &out, port_attr_len) };
+            0
+        }
+        Err(e) => e,
+    }
+}
+
+/// `ibv_query_port` as exported (`IBVERBS_1.1`): the attributes older headers knew, for the
+/// programs that call it directly. The header's `ibv_query_port` goes through
+/// [`query_port`].
+///
+/// # Safety
+///
+/// `context` is a live context of this library (or NULL); `port_attr` is NULL or valid for a
+/// write.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_port(
+    context: *mut ibv_context,
+    port_num: u8,
+    port_attr: *mut _compat_ibv_port_attr,
+) -> c_int {
+    // SAFETY: forwarded; a `_compat_ibv_port_attr` is that many writable bytes.
+    unsafe {
+        query_port(
+            context,
+            port_num,
+            port_attr.cast(),
+            core::mem::size_of::<_compat_ibv_port_attr>(),
+        )
+    }
 }
 
 /// `ibv_query_gid`: 0, or -1 with `errno` set (`EINVAL`: port other than 1 or an index beyond
@@ -444,6 +528,87 @@ pub unsafe extern "C" fn ibv_query_gid(
             -1
         }
     }
+}
+
+/// The port's one P_Key: the default, full membership.
+const DEFAULT_PKEY: u16 = 0xffff;
+
+/// `ibv_query_pkey`: P_Key `index` of the port (one: the default), network byte order. 0,
+/// or -1 with `errno` (`EINVAL`: port other than 1, index other than 0).
+///
+/// # Safety
+///
+/// `context` is a live context of this library (or NULL); `pkey` is NULL or valid for a
+/// write.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_pkey(
+    context: *mut ibv_context,
+    port_num: u8,
+    index: c_int,
+    pkey: *mut u16,
+) -> c_int {
+    // SAFETY: the caller passes a live context or NULL.
+    let Some(w) = (unsafe { ctx_wrap(context) }) else {
+        set_errno(libc::EINVAL);
+        return -1;
+    };
+    if let Err(e) = port_attributes(w, port_num) {
+        set_errno(e);
+        return -1;
+    }
+    if index != 0 || pkey.is_null() {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    // SAFETY: the caller passes a writable `__be16`.
+    unsafe { pkey.write(DEFAULT_PKEY.to_be()) };
+    0
+}
+
+/// `IBV_GID_TYPE_SYSFS_IB_ROCE_V1` and `IBV_GID_TYPE_SYSFS_ROCE_V2` (rdma-core's
+/// `enum ibv_gid_type_sysfs`).
+const GID_TYPE_IB_ROCE_V1: c_int = 0;
+const GID_TYPE_ROCE_V2: c_int = 1;
+
+/// `ibv_query_gid_type` (rdma-core's private `IBVERBS_PRIVATE_34`, which `ibv_devinfo` calls):
+/// the type of GID `index`, RoCEv2 on an Ethernet port (the only RoCE pfnic speaks), else
+/// "IB/RoCEv1". 0, or -1 with `errno` (`EINVAL`: port other than 1, index beyond the table).
+///
+/// # Safety
+///
+/// `context` is a live context of this library (or NULL); `gid_type` is NULL or valid for a
+/// write.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_gid_type(
+    context: *mut ibv_context,
+    port_num: u8,
+    index: c_uint,
+    gid_type: *mut c_int,
+) -> c_int {
+    // SAFETY: the caller passes a live context or NULL.
+    let Some(w) = (unsafe { ctx_wrap(context) }) else {
+        set_errno(libc::EINVAL);
+        return -1;
+    };
+    let port = match port_attributes(w, port_num) {
+        Ok(p) => p,
+        Err(e) => {
+            set_errno(e);
+            return -1;
+        }
+    };
+    if gid_type.is_null() || c_int::try_from(index).map_or(true, |i| i >= port.gid_tbl_len) {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    let t = if u32::from(port.link_layer) == pfnic_verbs::LINK_LAYER_ETHERNET {
+        GID_TYPE_ROCE_V2
+    } else {
+        GID_TYPE_IB_ROCE_V1
+    };
+    // SAFETY: the caller passes a writable `enum ibv_gid_type_sysfs`.
+    unsafe { gid_type.write(t) };
+    0
 }
 
 /// `ibv_wc_status_str`: libibverbs' description of a completion status ("unknown" for a number

@@ -2,9 +2,10 @@
 //!
 //! The build script compiles a program against the header that prints every size and field
 //! offset listed here; `layout.rs` (generated) asserts them at compile time, so a mirror that
-//! drifts from the header does not build.
+//! drifts from the header does not build. `layout_rdma_core.rs` asserts the same against
+//! rdma-core's header: the layouts are libibverbs' own, as `libibverbs.so.1` needs.
 
-#![allow(non_camel_case_types)]
+#![allow(non_camel_case_types, non_snake_case)]
 
 use core::ffi::{c_char, c_int, c_uint, c_void};
 
@@ -15,8 +16,17 @@ pub struct ibv_gid {
     pub raw: [u8; 16],
 }
 
+/// `struct _ibv_device_ops`: unused, there for the layout.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct _ibv_device_ops {
+    pub _dummy1: VoidFn,
+    pub _dummy2: VoidFn,
+}
+
 #[repr(C)]
 pub struct ibv_device {
+    pub _ops: _ibv_device_ops,
     pub node_type: c_int,
     pub transport_type: c_int,
     pub name: [c_char; 64],
@@ -25,12 +35,115 @@ pub struct ibv_device {
     pub ibdev_path: [c_char; 256],
 }
 
+/// A function pointer the library leaves NULL: its C type does not matter here.
+pub type VoidFn = Option<unsafe extern "C" fn()>;
+
+/// `struct ibv_context_ops`: the data-path verbs the header's inline functions call.
+#[repr(C)]
+pub struct ibv_context_ops {
+    pub _compat_query_device: VoidFn,
+    pub _compat_query_port: VoidFn,
+    pub _compat_alloc_pd: VoidFn,
+    pub _compat_dealloc_pd: VoidFn,
+    pub _compat_reg_mr: VoidFn,
+    pub _compat_rereg_mr: VoidFn,
+    pub _compat_dereg_mr: VoidFn,
+    pub alloc_mw: VoidFn,
+    pub bind_mw: VoidFn,
+    pub dealloc_mw: VoidFn,
+    pub _compat_create_cq: VoidFn,
+    pub poll_cq: Option<unsafe extern "C" fn(*mut ibv_cq, c_int, *mut ibv_wc) -> c_int>,
+    pub req_notify_cq: Option<unsafe extern "C" fn(*mut ibv_cq, c_int) -> c_int>,
+    pub _compat_cq_event: VoidFn,
+    pub _compat_resize_cq: VoidFn,
+    pub _compat_destroy_cq: VoidFn,
+    pub _compat_create_srq: VoidFn,
+    pub _compat_modify_srq: VoidFn,
+    pub _compat_query_srq: VoidFn,
+    pub _compat_destroy_srq: VoidFn,
+    pub post_srq_recv: VoidFn,
+    pub _compat_create_qp: VoidFn,
+    pub _compat_query_qp: VoidFn,
+    pub _compat_modify_qp: VoidFn,
+    pub _compat_destroy_qp: VoidFn,
+    pub post_send:
+        Option<unsafe extern "C" fn(*mut ibv_qp, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int>,
+    pub post_recv:
+        Option<unsafe extern "C" fn(*mut ibv_qp, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int>,
+    pub _compat_create_ah: VoidFn,
+    pub _compat_destroy_ah: VoidFn,
+    pub _compat_attach_mcast: VoidFn,
+    pub _compat_detach_mcast: VoidFn,
+    pub _compat_async_event: VoidFn,
+}
+
 #[repr(C)]
 pub struct ibv_context {
     pub device: *mut ibv_device,
+    pub ops: ibv_context_ops,
     pub cmd_fd: c_int,
     pub async_fd: c_int,
     pub num_comp_vectors: c_int,
+    pub mutex: libc::pthread_mutex_t,
+    pub abi_compat: *mut c_void,
+}
+
+/// `__VERBS_ABI_IS_EXTENDED`: `abi_compat` of a context that a `verbs_context` precedes.
+pub const VERBS_ABI_IS_EXTENDED: *mut c_void = usize::MAX as *mut c_void;
+
+/// `struct verbs_context`: the newer verbs, in front of the `ibv_context` (its last field).
+#[repr(C)]
+pub struct verbs_context {
+    pub query_port:
+        Option<unsafe extern "C" fn(*mut ibv_context, u8, *mut ibv_port_attr, usize) -> c_int>,
+    pub advise_mr:
+        Option<unsafe extern "C" fn(*mut ibv_pd, c_int, u32, *mut ibv_sge, u32) -> c_int>,
+    pub alloc_null_mr: VoidFn,
+    pub read_counters: VoidFn,
+    pub attach_counters_point_flow: VoidFn,
+    pub create_counters: VoidFn,
+    pub destroy_counters: VoidFn,
+    pub reg_dm_mr: VoidFn,
+    pub alloc_dm: VoidFn,
+    pub free_dm: VoidFn,
+    pub modify_flow_action_esp: VoidFn,
+    pub destroy_flow_action: VoidFn,
+    pub create_flow_action_esp: VoidFn,
+    pub modify_qp_rate_limit: VoidFn,
+    pub alloc_parent_domain: VoidFn,
+    pub dealloc_td: VoidFn,
+    pub alloc_td: VoidFn,
+    pub modify_cq: VoidFn,
+    pub post_srq_ops: VoidFn,
+    pub destroy_rwq_ind_table: VoidFn,
+    pub create_rwq_ind_table: VoidFn,
+    pub destroy_wq: VoidFn,
+    pub modify_wq: VoidFn,
+    pub create_wq: VoidFn,
+    pub query_rt_values: VoidFn,
+    pub create_cq_ex: VoidFn,
+    pub priv_: *mut c_void,
+    pub query_device_ex: Option<
+        unsafe extern "C" fn(
+            *mut ibv_context,
+            *const ibv_query_device_ex_input,
+            *mut ibv_device_attr_ex,
+            usize,
+        ) -> c_int,
+    >,
+    pub ibv_destroy_flow: VoidFn,
+    pub ABI_placeholder2: VoidFn,
+    pub ibv_create_flow: VoidFn,
+    pub ABI_placeholder1: VoidFn,
+    pub open_qp: VoidFn,
+    pub create_qp_ex: VoidFn,
+    pub get_srq_num: VoidFn,
+    pub create_srq_ex: VoidFn,
+    pub open_xrcd: VoidFn,
+    pub close_xrcd: VoidFn,
+    pub _ABI_placeholder3: u64,
+    pub sz: usize,
+    pub context: ibv_context,
 }
 
 #[repr(C)]
@@ -199,6 +312,33 @@ pub struct ibv_port_attr {
     pub active_speed_ex: u32,
 }
 
+/// `struct _compat_ibv_port_attr`: what the exported `ibv_query_port` writes.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct _compat_ibv_port_attr {
+    pub state: c_int,
+    pub max_mtu: c_int,
+    pub active_mtu: c_int,
+    pub gid_tbl_len: c_int,
+    pub port_cap_flags: u32,
+    pub max_msg_sz: u32,
+    pub bad_pkey_cntr: u32,
+    pub qkey_viol_cntr: u32,
+    pub pkey_tbl_len: u16,
+    pub lid: u16,
+    pub sm_lid: u16,
+    pub lmc: u8,
+    pub max_vl_num: u8,
+    pub sm_sl: u8,
+    pub subnet_timeout: u8,
+    pub init_type_reply: u8,
+    pub active_width: u8,
+    pub active_speed: u8,
+    pub phys_state: u8,
+    pub link_layer: u8,
+    pub flags: u8,
+}
+
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct ibv_wc {
@@ -257,6 +397,8 @@ pub struct ibv_cq {
     pub cq_context: *mut c_void,
     pub handle: u32,
     pub cqe: c_int,
+    pub mutex: libc::pthread_mutex_t,
+    pub cond: libc::pthread_cond_t,
     pub comp_events_completed: u32,
     pub async_events_completed: u32,
 }
@@ -347,6 +489,8 @@ pub struct ibv_qp {
     pub qp_num: u32,
     pub state: c_int,
     pub qp_type: c_int,
+    pub mutex: libc::pthread_mutex_t,
+    pub cond: libc::pthread_cond_t,
     pub events_completed: u32,
 }
 
@@ -412,3 +556,4 @@ pub struct ibv_recv_wr {
 }
 
 include!(concat!(env!("OUT_DIR"), "/layout.rs"));
+include!(concat!(env!("OUT_DIR"), "/layout_rdma_core.rs"));

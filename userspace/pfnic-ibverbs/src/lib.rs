@@ -17,8 +17,10 @@
 mod cq;
 mod device;
 mod ffi;
+mod helpers;
 mod mr;
 mod qp;
+mod unsupported;
 
 use core::ffi::c_int;
 use std::io;

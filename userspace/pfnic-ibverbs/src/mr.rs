@@ -1,6 +1,6 @@
 //! Protection domains and memory regions.
 
-use core::ffi::{c_int, c_void};
+use core::ffi::{c_int, c_uint, c_void};
 
 use pfnic_verbs::pfnic_sys::uapi::PFNIC_ADVISE_MAX_SGE;
 use pfnic_verbs::{Mr, Pd};
@@ -144,6 +144,47 @@ pub unsafe extern "C" fn ibv_reg_mr(
     }
 }
 
+/// `ibv_reg_mr_iova2`: `ibv_reg_mr` with the address the MR has for the device. pfnic's MRs
+/// are addressed by their virtual addresses, so `iova` must be `addr` (`EOPNOTSUPP`
+/// otherwise). rdma-core's header calls it for `ibv_reg_mr` with flags not known at compile
+/// time.
+///
+/// # Safety
+///
+/// As [`ibv_reg_mr`].
+#[no_mangle]
+pub unsafe extern "C" fn ibv_reg_mr_iova2(
+    pd: *mut ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    iova: u64,
+    access: c_uint,
+) -> *mut ibv_mr {
+    if iova != addr as u64 {
+        set_errno(libc::EOPNOTSUPP);
+        return core::ptr::null_mut();
+    }
+    // SAFETY: forwarded to the caller; the flags are a C `int` bit for bit.
+    unsafe { ibv_reg_mr(pd, addr, length, access as c_int) }
+}
+
+/// `ibv_reg_mr_iova`: as [`ibv_reg_mr_iova2`].
+///
+/// # Safety
+///
+/// As [`ibv_reg_mr`].
+#[no_mangle]
+pub unsafe extern "C" fn ibv_reg_mr_iova(
+    pd: *mut ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    iova: u64,
+    access: c_int,
+) -> *mut ibv_mr {
+    // SAFETY: forwarded to the caller.
+    unsafe { ibv_reg_mr_iova2(pd, addr, length, iova, access as c_uint) }
+}
+
 /// `ibv_dereg_mr`: 0 or an errno value (the MR stays registered on failure).
 ///
 /// # Safety
@@ -172,15 +213,14 @@ pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
     }
 }
 
-/// `ibv_advise_mr`: prefetch ranges of on-demand MRs of `pd`'s context (`PREFETCH`,
+/// `verbs_context.advise_mr` (what `ibv_advise_mr` calls): prefetch ranges of on-demand MRs of `pd`'s context (`PREFETCH`,
 /// `PREFETCH_WRITE`, `PREFETCH_NO_FAULT`; synchronous with `IBV_ADVISE_MR_FLAG_FLUSH`). 0 or
 /// an errno value.
 ///
 /// # Safety
 ///
 /// `pd` is NULL or a live PD of this library; `sg_list` holds `num_sge` readable entries.
-#[no_mangle]
-pub unsafe extern "C" fn ibv_advise_mr(
+pub(crate) unsafe extern "C" fn advise_mr(
     pd: *mut ibv_pd,
     advice: c_int,
     flags: u32,

@@ -1,7 +1,7 @@
 //! RC queue pairs: create, modify, query, destroy, and posting work requests.
 
 use core::cell::UnsafeCell;
-use core::ffi::c_int;
+use core::ffi::{c_int, c_void};
 
 use pfnic_verbs::{qp_attr, PostError, Qp, QpAttr, QpInitAttr, QpState, RecvWr, SendWr, WrOpcode};
 
@@ -122,6 +122,8 @@ pub unsafe extern "C" fn ibv_create_qp(
             qp_num: qp.qp_num(),
             state: QpState::Reset as c_int,
             qp_type: QPT_RC,
+            mutex: libc::PTHREAD_MUTEX_INITIALIZER,
+            cond: libc::PTHREAD_COND_INITIALIZER,
             events_completed: 0,
         }),
         qp: Some(qp),
@@ -295,6 +297,14 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
     }
 }
 
+/// `ibv_qp_to_qp_ex`: the extended QP of a QP made by `ibv_create_qp_ex` with its extended
+/// send operations, NULL for others. pfnic has no extended QPs yet (`ibv_create_qp_ex` fails
+/// with `EOPNOTSUPP`), so it is NULL for every QP.
+#[no_mangle]
+pub extern "C" fn ibv_qp_to_qp_ex(_qp: *mut ibv_qp) -> *mut c_void {
+    core::ptr::null_mut()
+}
+
 /// What `ibv_post_send` and `ibv_post_recv` share: hands the NULL-terminated list at `first`
 /// (linked by `next`) to `post` one work request at a time, converted with `convert` (`None`:
 /// a work request the device cannot take, `EINVAL`), and reports the first work request not
@@ -347,7 +357,7 @@ unsafe fn post_list<N, W>(
     }
 }
 
-/// `ibv_post_send`: queues the list of work requests and rings the doorbell; no system call.
+/// `ops.post_send` (what `ibv_post_send` calls): queues the list of work requests and rings the doorbell; no system call.
 /// 0, or an errno value with `*bad_wr` the first work request not posted (`EINVAL`: bad
 /// opcode, flags or SGE count; `ENOMEM`: send queue full).
 ///
@@ -355,8 +365,7 @@ unsafe fn post_list<N, W>(
 ///
 /// `qp` is NULL or a live QP of this library; `wr` is NULL or a valid list of work requests;
 /// `bad_wr` is NULL or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn ibv_post_send(
+pub(crate) unsafe extern "C" fn post_send(
     qp: *mut ibv_qp,
     wr: *mut ibv_send_wr,
     bad_wr: *mut *mut ibv_send_wr,
@@ -404,13 +413,12 @@ pub unsafe extern "C" fn ibv_post_send(
     }
 }
 
-/// `ibv_post_recv`: as `ibv_post_send`, for the receive queue.
+/// `ops.post_recv` (what `ibv_post_recv` calls): as `ibv_post_send`, for the receive queue.
 ///
 /// # Safety
 ///
 /// As `ibv_post_send`.
-#[no_mangle]
-pub unsafe extern "C" fn ibv_post_recv(
+pub(crate) unsafe extern "C" fn post_recv(
     qp: *mut ibv_qp,
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,

@@ -1,0 +1,116 @@
+//! The rest of what libibverbs exports and its tools call: descriptions of node types and
+//! port states, fork support, and reading a sysfs attribute.
+
+use core::ffi::{c_char, c_int, CStr};
+use std::ffi::CString;
+use std::io::Read;
+use std::sync::OnceLock;
+
+/// Interned C strings for a fixed table of descriptions; the last one stands for every
+/// number the table does not have.
+fn describe(table: &'static OnceLock<Vec<CString>>, words: &[&str], i: c_int) -> *const c_char {
+    let strs = table.get_or_init(|| {
+        words
+            .iter()
+            .map(|w| CString::new(*w).unwrap_or_default())
+            .collect()
+    });
+    let last = strs.len() - 1;
+    let i = usize::try_from(i)
+        .ok()
+        .filter(|&i| i < last)
+        .unwrap_or(last);
+    strs[i].as_ptr()
+}
+
+/// `ibv_node_type_str`: libibverbs' name of an `enum ibv_node_type` ("unknown" for others).
+#[no_mangle]
+pub extern "C" fn ibv_node_type_str(node_type: c_int) -> *const c_char {
+    static STR: OnceLock<Vec<CString>> = OnceLock::new();
+    // IBV_NODE_UNKNOWN (-1) and numbers past the table are "unknown"; 0 is no type either.
+    const NAMES: &[&str] = &[
+        "unknown",
+        "InfiniBand channel adapter",
+        "InfiniBand switch",
+        "InfiniBand router",
+        "iWARP NIC",
+        "usNIC",
+        "usNIC UDP",
+        "unspecified",
+        "unknown",
+    ];
+    describe(&STR, NAMES, node_type)
+}
+
+/// `ibv_port_state_str`: libibverbs' name of an `enum ibv_port_state`.
+#[no_mangle]
+pub extern "C" fn ibv_port_state_str(port_state: c_int) -> *const c_char {
+    static STR: OnceLock<Vec<CString>> = OnceLock::new();
+    const NAMES: &[&str] = &[
+        "PORT_NOP",
+        "PORT_DOWN",
+        "PORT_INIT",
+        "PORT_ARMED",
+        "PORT_ACTIVE",
+        "PORT_ACTIVE_DEFER",
+        "invalid state",
+    ];
+    describe(&STR, NAMES, port_state)
+}
+
+/// `IBV_FORK_UNNEEDED`.
+const FORK_UNNEEDED: c_int = 2;
+
+/// `ibv_fork_init`: 0. Nothing to set up: no mode of pfnic's pins memory in a way a fork
+/// could break (pinned MRs use `FOLL_LONGTERM`, which the kernel keeps from COW sharing).
+#[no_mangle]
+pub extern "C" fn ibv_fork_init() -> c_int {
+    0
+}
+
+/// `ibv_is_fork_initialized`: `IBV_FORK_UNNEEDED`, as for [`ibv_fork_init`].
+#[no_mangle]
+pub extern "C" fn ibv_is_fork_initialized() -> c_int {
+    FORK_UNNEEDED
+}
+
+/// `ibv_read_sysfs_file`: reads `dir/file` into `buf` (at most `size` bytes), drops a trailing
+/// newline and NUL-terminates it. The number of bytes read, or -1 (with `errno`) if the file
+/// cannot be read or does not fit with its terminator.
+///
+/// # Safety
+///
+/// `dir` and `file` are NUL-terminated strings; `buf` is valid for `size` bytes of writes.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_read_sysfs_file(
+    dir: *const c_char,
+    file: *const c_char,
+    buf: *mut c_char,
+    size: usize,
+) -> c_int {
+    if dir.is_null() || file.is_null() || buf.is_null() || size == 0 {
+        crate::set_errno(libc::EINVAL);
+        return -1;
+    }
+    // SAFETY: the caller passes NUL-terminated strings.
+    let (dir, file) = unsafe { (CStr::from_ptr(dir), CStr::from_ptr(file)) };
+    let path = format!("{}/{}", dir.to_string_lossy(), file.to_string_lossy());
+    // SAFETY: the caller passes `size` writable bytes.
+    let out = unsafe { core::slice::from_raw_parts_mut(buf.cast::<u8>(), size) };
+    let mut len = match std::fs::File::open(&path).and_then(|mut f| f.read(out)) {
+        Ok(n) => n,
+        Err(e) => {
+            crate::set_errno(crate::errno_of(&e));
+            return -1;
+        }
+    };
+    if len > 0 && out[len - 1] == b'\n' {
+        len -= 1;
+    } else if len == size {
+        // No room for the terminator: the value would be cut short.
+        crate::set_errno(libc::EOVERFLOW);
+        return -1;
+    }
+    out[len] = 0;
+    c_int::try_from(len).unwrap_or(c_int::MAX)
+}
