@@ -166,8 +166,8 @@ nopri_guest() {
 	# Two NUMA nodes, as the main guest: the fault matrix's move_pages case.
 	PFNIC_NUMA_NODES=2 PFNIC_MEM_MODE=$mode guest_suite "$label" ",pri=off" "${filter:-$tests}"
 }
-nopri_guest guest-nopri "" "test_open_without_sva|test_verbs|test_mode_|test_c_|test_matrix"
-nopri_guest guest-pinned pinned "test_verbs|test_mode_pinned|test_c_"
+nopri_guest guest-nopri "" "test_open_without_sva|test_verbs|test_mode_|test_c_|test_debian_|test_matrix"
+nopri_guest guest-pinned pinned "test_verbs|test_mode_pinned|test_c_|test_debian_"
 
 if [[ -z $filter || test_wire == *"$filter"* || $filter == test_wire* ]]; then
 	# The wire (docs/wire.md): a second pfnic on a second root port, the two

@@ -17,6 +17,12 @@ use crate::verbs_port::{port_with_addresses, RestoreIpv4, TEST_ADDR};
 const PINGPONG: &str = "/usr/bin/pfnic-rc-pingpong";
 /// The C API checks.
 const API_TEST: &str = "/usr/bin/pfnic-verbs-api-test";
+/// The same two programs built against rdma-core's headers and linked with rdma-core's
+/// `libibverbs.so.1` (Debian's), run on pfnic's: the binary interface.
+const PINGPONG_RDMA_CORE: &str = "/usr/bin/pfnic-rc-pingpong-rdma-core";
+const API_TEST_RDMA_CORE: &str = "/usr/bin/pfnic-verbs-api-test-rdma-core";
+/// The dynamic loader those need (the guest's Debian layer).
+const LOADER: &str = "/lib64/ld-linux-x86-64.so.2";
 /// Round trips per run: enough to repeat every path, few enough for TCG.
 const ITERS: &str = "20";
 
@@ -65,6 +71,14 @@ pub const TESTS: &[&Test] = &[
         name: "test_c_pingpong_tcp",
         run: test_c_pingpong_tcp,
     },
+    &Test {
+        name: "test_c_verbs_api_rdma_core_abi",
+        run: test_c_verbs_api_rdma_core_abi,
+    },
+    &Test {
+        name: "test_c_pingpong_rdma_core_abi",
+        run: test_c_pingpong_rdma_core_abi,
+    },
 ];
 
 /// What a successful run reported on its "ok:" line.
@@ -76,12 +90,23 @@ struct Report {
 
 /// Runs the ping-pong with `args`; skips without verbs.
 fn run(args: &[&str]) -> Result<Output, Failure> {
+    run_bin(PINGPONG, args)
+}
+
+/// Runs `bin` with `args`; skips without verbs, or when `bin` is dynamically linked (one of
+/// the rdma-core builds) and the guest has no loader.
+fn run_bin(bin: &str, args: &[&str]) -> Result<Output, Failure> {
     // Skip (not fail) where the device has no verbs; the context is closed before the run.
     drop(verbs_ctx()?);
-    Command::new(PINGPONG)
+    if bin.ends_with("-rdma-core") && !std::path::Path::new(LOADER).exists() {
+        return Err(Failure::Skip(format!(
+            "no {LOADER} for {bin}: the guest has no Debian layer (scripts/run-guest.sh --debian)"
+        )));
+    }
+    Command::new(bin)
         .args(args)
         .output()
-        .map_err(|e| Failure::Fail(format!("cannot run {PINGPONG}: {e}")))
+        .map_err(|e| Failure::Fail(format!("cannot run {bin}: {e}")))
 }
 
 /// The number just before `what` on `line` (e.g. "12 page requests").
@@ -101,16 +126,21 @@ fn count_before(line: &str, what: &str) -> Result<u64, Failure> {
 /// Skips when the run needs on-demand paging (`--odp`, `--implicit`) and the device has none
 /// in this context's memory mode, as rdma-core's tests skip on a missing capability.
 fn run_ok(args: &[&str], expect: &str) -> Result<Report, Failure> {
+    run_ok_bin(PINGPONG, args, expect)
+}
+
+/// [`run_ok`] with the ping-pong `bin`.
+fn run_ok_bin(bin: &str, args: &[&str], expect: &str) -> Result<Report, Failure> {
     let implicit = args.contains(&"--implicit");
     if implicit || args.contains(&"--odp") {
         requires_odp(&verbs_ctx()?, ODP_SEND | ODP_RECV, implicit)?;
     }
-    let out = run(args)?;
+    let out = run_bin(bin, args)?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
         return Err(Failure::Fail(format!(
-            "{PINGPONG} {} exited with {}: {}{}",
+            "{bin} {} exited with {}: {}{}",
             args.join(" "),
             out.status,
             stderr.trim(),
@@ -348,10 +378,42 @@ fn test_c_pingpong_tcp() -> TestResult {
 /// Queries, errno conventions, every RC operation and error completions, from C: its TAP
 /// must plan and pass every group.
 fn test_c_verbs_api() -> TestResult {
-    drop(verbs_ctx()?);
-    let out = Command::new(API_TEST)
-        .output()
-        .map_err(|e| Failure::Fail(format!("cannot run {API_TEST}: {e}")))?;
+    verbs_api(API_TEST)
+}
+
+/// The API checks built against rdma-core's header: its inline verbs (the data path through
+/// the context's ops, the newer verbs through the `verbs_context`) and its symbol versions,
+/// on pfnic's `libibverbs.so.1`.
+fn test_c_verbs_api_rdma_core_abi() -> TestResult {
+    verbs_api(API_TEST_RDMA_CORE)
+}
+
+/// The ping-pong built against rdma-core, with cold ODP buffers in two processes and
+/// completion events (the ODP part skips in a mode without it: run it plain then).
+fn test_c_pingpong_rdma_core_abi() -> TestResult {
+    run_ok_bin(
+        PINGPONG_RDMA_CORE,
+        &["-n", ITERS, "-s", "8192"],
+        "20 iterations of 8192 bytes, 1 process",
+    )?;
+    let r = match run_ok_bin(
+        PINGPONG_RDMA_CORE,
+        &["-n", ITERS, "--odp", "--cold", "--fork", "--events"],
+        "2 processes, ODP MRs, cold",
+    ) {
+        Err(Failure::Skip(why)) => {
+            println!("# ODP run skipped: {why}");
+            return Ok(());
+        }
+        r => r?,
+    };
+    check!(r.events > 0, "no completion event: {}", r.line);
+    Ok(())
+}
+
+/// Runs the C API checks `bin`: a TAP plan, every group passed.
+fn verbs_api(bin: &str) -> TestResult {
+    let out = run_bin(bin, &[])?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let plan = stdout
         .lines()
@@ -364,7 +426,7 @@ fn test_c_verbs_api() -> TestResult {
         .collect();
     if !failed.is_empty() || passed != plan || !out.status.success() {
         return Err(Failure::Fail(format!(
-            "{API_TEST}: {passed} of {plan} passed, exit {}:\n{}{}",
+            "{bin}: {passed} of {plan} passed, exit {}:\n{}{}",
             out.status,
             failed.join("\n"),
             String::from_utf8_lossy(&out.stderr)

@@ -9,6 +9,7 @@ mod bad_input;
 mod c_programs;
 mod common;
 mod contexts;
+mod debian_tools;
 mod device;
 mod dma;
 mod fault_path;
@@ -52,6 +53,7 @@ fn main() {
         matrix_fail_nth::TESTS,
         inject::TESTS,
         c_programs::TESTS,
+        debian_tools::TESTS,
         lifecycle::TESTS,
     ]
     .concat();

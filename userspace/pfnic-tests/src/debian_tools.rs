@@ -1,0 +1,381 @@
+//! Debian's own rdma-core binaries (bookworm's `ibverbs-utils`, unmodified) on pfnic: they load
+//! pfnic's `libibverbs.so.1` in place of rdma-core's (the guest's Debian layer,
+//! `scripts/run-guest.sh --debian`). `ibv_devices` and `ibv_devinfo -v` must describe the
+//! device as pfnic's own queries do; `ibv_rc_pingpong` runs a server and a client in this
+//! guest over loopback with the option sets pfnic supports, and the ones it does not
+//! (timestamps, the new send API, device memory, SRQs) must fail the way rdma-core's
+//! programs report a missing capability: a message and exit status 1, not a crash.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::ktap::{Failure, Test, TestResult};
+use crate::verbs_common::{verbs_ctx, ODP_RECV, ODP_SEND};
+
+const IBV_DEVICES: &str = "/usr/bin/ibv_devices";
+const IBV_DEVINFO: &str = "/usr/bin/ibv_devinfo";
+const RC_PINGPONG: &str = "/usr/bin/ibv_rc_pingpong";
+const SRQ_PINGPONG: &str = "/usr/bin/ibv_srq_pingpong";
+/// A ping-pong that does not finish in this time is stuck.
+const PINGPONG_TIMEOUT: Duration = Duration::from_secs(120);
+
+pub const TESTS: &[&Test] = &[
+    &Test {
+        name: "test_debian_ibv_devices",
+        run: test_debian_ibv_devices,
+    },
+    &Test {
+        name: "test_debian_ibv_devinfo",
+        run: test_debian_ibv_devinfo,
+    },
+    &Test {
+        name: "test_debian_rc_pingpong",
+        run: test_debian_rc_pingpong,
+    },
+    &Test {
+        name: "test_debian_rc_pingpong_events_64k",
+        run: test_debian_rc_pingpong_events_64k,
+    },
+    &Test {
+        name: "test_debian_rc_pingpong_gid_check",
+        run: test_debian_rc_pingpong_gid_check,
+    },
+    &Test {
+        name: "test_debian_rc_pingpong_odp",
+        run: test_debian_rc_pingpong_odp,
+    },
+    &Test {
+        name: "test_debian_rc_pingpong_implicit_prefetch",
+        run: test_debian_rc_pingpong_implicit_prefetch,
+    },
+    &Test {
+        name: "test_debian_unsupported_options",
+        run: test_debian_unsupported_options,
+    },
+];
+
+/// Skips where the guest has no Debian layer, or the device no verbs.
+fn needs(tool: &str) -> Result<(), Failure> {
+    if !Path::new(tool).exists() {
+        return Err(Failure::Skip(format!(
+            "no {tool}: the guest has no Debian layer (scripts/run-guest.sh --debian)"
+        )));
+    }
+    drop(verbs_ctx()?);
+    Ok(())
+}
+
+/// The device's name as the library lists it: `pfnicN` of the device the tests use.
+fn device_name() -> Result<String, Failure> {
+    let ctx = verbs_ctx()?;
+    let path = ctx.device().path().to_path_buf();
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| Failure::Fail(format!("no device name in {}", path.display())))
+}
+
+/// stdout and stderr of a finished program, for messages.
+fn text(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+fn run(tool: &str, args: &[&str]) -> Result<Output, Failure> {
+    Command::new(tool)
+        .args(args)
+        .output()
+        .map_err(|e| Failure::Fail(format!("cannot run {tool}: {e}")))
+}
+
+fn test_debian_ibv_devices() -> TestResult {
+    needs(IBV_DEVICES)?;
+    let name = device_name()?;
+    let guid = verbs_ctx()?.query_device_ex()?.verbs.node_guid;
+    let out = run(IBV_DEVICES, &[])?;
+    check!(out.status.success(), "ibv_devices: {}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name.as_str()))
+        .ok_or_else(|| Failure::Fail(format!("{name} not listed: {stdout:?}")))?;
+    println!("# {}", line.trim());
+    check_eq!(
+        line.split_whitespace().nth(1),
+        Some(format!("{guid:016x}").as_str())
+    );
+    Ok(())
+}
+
+/// `ibv_devinfo`'s "key: value" lines, keys trimmed, values trimmed (every occurrence).
+fn fields(out: &str) -> HashMap<String, Vec<String>> {
+    let mut m: HashMap<String, Vec<String>> = HashMap::new();
+    for l in out.lines() {
+        if let Some((k, v)) = l.split_once(':') {
+            m.entry(k.trim().to_string())
+                .or_default()
+                .push(v.trim().to_string());
+        }
+    }
+    m
+}
+
+fn test_debian_ibv_devinfo() -> TestResult {
+    needs(IBV_DEVINFO)?;
+    let name = device_name()?;
+    let ctx = verbs_ctx()?;
+    let attr = ctx.query_device_ex()?;
+    let port = ctx.query_port(1)?;
+    let out = run(IBV_DEVINFO, &["-v", "-d", &name])?;
+    check!(out.status.success(), "ibv_devinfo -v: {}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let f = fields(&stdout);
+    let one = |k: &str| -> Result<&str, Failure> {
+        f.get(k)
+            .and_then(|v| v.first())
+            .map(String::as_str)
+            .ok_or_else(|| Failure::Fail(format!("no '{k}:' in ibv_devinfo -v: {stdout}")))
+    };
+    check_eq!(one("hca_id")?, name.as_str());
+    check_eq!(one("vendor_id")?, format!("{:#x}", attr.device.vendor_id));
+    check_eq!(one("max_qp")?, attr.verbs.max_qp.to_string());
+    check_eq!(one("max_qp_wr")?, attr.verbs.max_qp_wr.to_string());
+    check_eq!(one("max_cqe")?, attr.verbs.max_cqe.to_string());
+    check_eq!(one("max_mr")?, attr.verbs.max_mr.to_string());
+    check_eq!(one("phys_port_cnt")?, "1");
+    check_eq!(one("state")?, format!("PORT_ACTIVE ({})", port.state));
+    let link = if port.link_layer == pfnic_verbs::LINK_LAYER_ETHERNET {
+        "Ethernet"
+    } else {
+        "InfiniBand"
+    };
+    check_eq!(one("link_layer")?, link);
+    check_eq!(one("port_lid")?, port.lid.to_string());
+    // The ODP capabilities are the context's memory mode's: listed exactly when it has them.
+    let odp = attr.verbs.odp_general_caps & pfnic_verbs::pfnic_sys::uapi::PFNIC_ODP_SUPPORT != 0;
+    let implicit =
+        attr.verbs.odp_general_caps & pfnic_verbs::pfnic_sys::uapi::PFNIC_ODP_SUPPORT_IMPLICIT != 0;
+    let has_line = |w: &str| stdout.lines().any(|l| l.trim() == w);
+    check_eq!(has_line("ODP_SUPPORT"), odp);
+    check_eq!(has_line("ODP_SUPPORT_IMPLICIT"), implicit);
+    check_eq!(has_line("SUPPORT_SEND") && has_line("SUPPORT_RECV"), odp);
+    // The GIDs the port has ("GID[  0]: fe80:..."; an unset one is not listed), with their
+    // type on a RoCE port. GID 0 is the link-local one of the node GUID or MAC.
+    let gids: Vec<&String> = f
+        .iter()
+        .filter(|(k, _)| k.starts_with("GID["))
+        .flat_map(|(_, v)| v)
+        .collect();
+    let gid0 = ctx.query_gid(1, 0)?;
+    let gid0 = gid0
+        .chunks(2)
+        .map(|b| format!("{:02x}{:02x}", b[0], b[1]))
+        .collect::<Vec<_>>()
+        .join(":");
+    check!(
+        f.get("GID[  0]").is_some_and(|v| v[0].starts_with(&gid0)),
+        "GID 0 is not {gid0}: {gids:?}"
+    );
+    if link == "Ethernet" {
+        check!(
+            gids.iter().all(|g| g.ends_with("RoCE v2")),
+            "GID types: {gids:?}"
+        );
+    }
+    let gids = gids.len();
+    println!(
+        "# {name}: {} GIDs, ODP {odp}, implicit {implicit}, link {link}",
+        gids
+    );
+
+    // A device that does not exist: rdma-core's message, exit status not 0.
+    let out = run(IBV_DEVINFO, &["-d", "nosuchdev0"])?;
+    check!(
+        !out.status.success() && text(&out).contains("wasn't found"),
+        "ibv_devinfo -d nosuchdev0: {} {}",
+        out.status,
+        text(&out)
+    );
+    Ok(())
+}
+
+/// Whether something listens on TCP `port` (IPv4, any address).
+fn listening(port: u16) -> bool {
+    let want = format!(":{port:04X}");
+    std::fs::read_to_string("/proc/net/tcp").is_ok_and(|t| {
+        t.lines().skip(1).any(|l| {
+            let mut w = l.split_whitespace();
+            let local = w.nth(1).unwrap_or("");
+            let state = w.nth(1).unwrap_or("");
+            local.ends_with(&want) && state == "0A"
+        })
+    })
+}
+
+/// Waits for `child` to exit within the ping-pong timeout; kills it otherwise.
+fn wait_output(mut child: Child, what: &str) -> Result<Output, Failure> {
+    let start = Instant::now();
+    while child.try_wait()?.is_none() {
+        if start.elapsed() > PINGPONG_TIMEOUT {
+            let _ = child.kill();
+            let out = child.wait_with_output()?;
+            fail!(
+                "{what} did not finish in {PINGPONG_TIMEOUT:?}: {}",
+                text(&out)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(child.wait_with_output()?)
+}
+
+/// A ping-pong's summary: its QPN, its peer's, and the "iters" line.
+struct Side {
+    local_qpn: String,
+    remote_qpn: String,
+    iters: String,
+}
+
+/// Parses a successful side's output.
+fn side(out: &Output, what: &str) -> Result<Side, Failure> {
+    let t = text(out);
+    check!(
+        out.status.success(),
+        "{what} exited with {}: {t}",
+        out.status
+    );
+    let qpn = |prefix: &str| -> Result<String, Failure> {
+        t.lines()
+            .find(|l| l.trim_start().starts_with(prefix))
+            .and_then(|l| l.split("QPN ").nth(1))
+            .and_then(|r| r.split(',').next())
+            .map(str::to_string)
+            .ok_or_else(|| Failure::Fail(format!("{what}: no '{prefix}' line: {t}")))
+    };
+    let iters = t
+        .lines()
+        .find(|l| l.contains(" iters in "))
+        .ok_or_else(|| Failure::Fail(format!("{what}: no 'iters in' line: {t}")))?
+        .to_string();
+    Ok(Side {
+        local_qpn: qpn("local address:")?,
+        remote_qpn: qpn("remote address:")?,
+        iters,
+    })
+}
+
+/// Runs `tool` as a server and as a client of it over loopback with `args` each, on a TCP
+/// port of its own; both must succeed, each reporting the other's QP, and `iters` round trips.
+fn pingpong(tool: &str, args: &[&str], iters: u32) -> Result<(), Failure> {
+    /// One TCP port per run, so that a run never meets a previous one's socket.
+    static NEXT_PORT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(18600);
+    let port = NEXT_PORT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let port_s = port.to_string();
+    let n = iters.to_string();
+    let mut all: Vec<&str> = vec!["-p", &port_s, "-n", &n];
+    all.extend_from_slice(args);
+    let server = Command::new(tool)
+        .args(&all)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| Failure::Fail(format!("cannot run {tool}: {e}")))?;
+    let start = Instant::now();
+    while !listening(port) {
+        if start.elapsed() > PINGPONG_TIMEOUT {
+            let out = wait_output(server, "the server")?;
+            fail!("the server never listened on {port}: {}", text(&out));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    all.push("127.0.0.1");
+    let client = Command::new(tool)
+        .args(&all)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let c = wait_output(client, "the client")?;
+    let s = wait_output(server, "the server")?;
+    let (s, c) = (side(&s, "the server")?, side(&c, "the client")?);
+    check_eq!(s.remote_qpn, c.local_qpn);
+    check_eq!(c.remote_qpn, s.local_qpn);
+    check!(
+        c.iters.trim_start().starts_with(&format!("{iters} iters")),
+        "client: {}",
+        c.iters
+    );
+    println!("# {tool} {}: {}", args.join(" "), c.iters.trim());
+    Ok(())
+}
+
+fn test_debian_rc_pingpong() -> TestResult {
+    needs(RC_PINGPONG)?;
+    pingpong(RC_PINGPONG, &[], 200)
+}
+
+fn test_debian_rc_pingpong_events_64k() -> TestResult {
+    needs(RC_PINGPONG)?;
+    pingpong(RC_PINGPONG, &["-e", "-s", "65536"], 50)
+}
+
+/// With a global route to GID 0 (`-g 0`), and every received buffer validated (`-c`).
+fn test_debian_rc_pingpong_gid_check() -> TestResult {
+    needs(RC_PINGPONG)?;
+    pingpong(RC_PINGPONG, &["-g", "0", "-c", "-s", "8192"], 50)
+}
+
+/// Whether this context's memory mode has RC on-demand paging (and the implicit MR).
+fn odp_caps() -> Result<(bool, bool), Failure> {
+    let v = verbs_ctx()?.query_device_ex()?.verbs;
+    let odp = v.odp_general_caps & pfnic_verbs::pfnic_sys::uapi::PFNIC_ODP_SUPPORT != 0
+        && v.odp_rc_caps & (ODP_SEND | ODP_RECV) == ODP_SEND | ODP_RECV;
+    let implicit =
+        odp && v.odp_general_caps & pfnic_verbs::pfnic_sys::uapi::PFNIC_ODP_SUPPORT_IMPLICIT != 0;
+    Ok((odp, implicit))
+}
+
+/// Runs a client alone with `args`: it must fail before it connects, with `message`.
+fn fails_with(tool: &str, args: &[&str], message: &str) -> Result<(), Failure> {
+    let mut all = args.to_vec();
+    all.push("127.0.0.1");
+    let out = run(tool, &all)?;
+    let t = text(&out);
+    check_eq!(out.status.code(), Some(1));
+    check!(t.contains(message), "{tool} {}: {t:?}", all.join(" "));
+    println!("# {tool} {}: {}", args.join(" "), t.trim());
+    Ok(())
+}
+
+/// `-o`: the ping-pong's buffers on-demand MRs, 1 MiB, cold on both sides. In a memory mode
+/// without ODP, rdma-core's own capability check must refuse it.
+fn test_debian_rc_pingpong_odp() -> TestResult {
+    needs(RC_PINGPONG)?;
+    if odp_caps()?.0 {
+        pingpong(RC_PINGPONG, &["-o", "-s", "1048576"], 20)
+    } else {
+        fails_with(RC_PINGPONG, &["-o"], "isn't ODP capable")
+    }
+}
+
+/// `-O -P`: the implicit MR (the whole address space), prefetched with `ibv_advise_mr`.
+fn test_debian_rc_pingpong_implicit_prefetch() -> TestResult {
+    needs(RC_PINGPONG)?;
+    if odp_caps()?.1 {
+        pingpong(RC_PINGPONG, &["-O", "-P", "-s", "65536"], 50)
+    } else {
+        // Without ODP at all, rdma-core's first check (ODP) refuses it.
+        let message = if odp_caps()?.0 { "implicit ODP" } else { "ODP" };
+        fails_with(RC_PINGPONG, &["-O"], message)
+    }
+}
+
+/// What pfnic does not have: completion timestamps (`-t`), the new send API (`-N`), device
+/// memory (`-j`), SRQs (`ibv_srq_pingpong`).
+fn test_debian_unsupported_options() -> TestResult {
+    needs(RC_PINGPONG)?;
+    fails_with(RC_PINGPONG, &["-t"], "isn't completion timestamp capable")?;
+    fails_with(RC_PINGPONG, &["-N"], "Couldn't create QP")?;
+    fails_with(RC_PINGPONG, &["-j"], "doesn't support dm allocation")?;
+    needs(SRQ_PINGPONG)?;
+    fails_with(SRQ_PINGPONG, &[], "Couldn't create SRQ")
+}
