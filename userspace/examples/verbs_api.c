@@ -564,6 +564,195 @@ static void test_atomics(void)
           ", now %" PRIu64, *local, *remote);
 }
 
+/* Polls the extended CQ `cq` for one completion, for up to 60 s: 0 if one came. */
+static int start_poll_one(struct ibv_cq_ex *cq)
+{
+    struct ibv_poll_cq_attr attr = { 0 };
+    time_t end = time(NULL) + 60;
+    int ret;
+
+    do {
+        ret = ibv_start_poll(cq, &attr);
+        if (ret != ENOENT) {
+            return ret;
+        }
+    } while (time(NULL) < end);
+    return ENOENT;
+}
+
+/*
+ * The extended verbs: CQs created with ibv_create_cq_ex and polled with
+ * ibv_start_poll/ibv_next_poll/ibv_end_poll, and QPs created with
+ * ibv_create_qp_ex whose work requests are built with ibv_wr_*: a batch of
+ * an RDMA WRITE, a SEND with immediate data and a fetch-and-add, each
+ * completion read field by field; what pfnic does not have refused.
+ */
+static void test_extended(void)
+{
+    struct ibv_cq_init_attr_ex cq_attr = {
+        .cqe = 16,
+        .wc_flags = IBV_WC_STANDARD_FLAGS,
+    };
+    struct ibv_qp_init_attr_ex qp_attr = {
+        .cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 2,
+                 .max_recv_sge = 2 },
+        .qp_type = IBV_QPT_RC,
+        .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+        .send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND_WITH_IMM |
+                          IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
+    };
+    uint64_t *remote = (uint64_t *)(fx.buf_b + 512), *local = (uint64_t *)(fx.buf_a + 512);
+    struct ibv_sge rsge = { (uintptr_t)fx.buf_b + 1024, 64, 0 };
+    struct ibv_recv_wr rwr = { .wr_id = 77, .sg_list = &rsge, .num_sge = 1 };
+    struct ibv_recv_wr *bad_rwr;
+    struct ibv_cq_ex *cq_a = NULL, *cq_b = NULL, *bad;
+    struct ibv_qp *qp_a = NULL, *qp_b = NULL, *plain;
+    struct ibv_qp_ex *qpx;
+    struct ibv_poll_cq_attr pattr = { 0 };
+    uint64_t seen = 0;
+    int ret, n = 0;
+
+    CHECK(fx.pd, "no PD");
+    /* What pfnic's completions do not carry, and attributes that do not exist. */
+    cq_attr.wc_flags |= IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+    errno = 0;
+    bad = ibv_create_cq_ex(fx.ctx, &cq_attr);
+    CHECK(!bad && errno == EOPNOTSUPP, "timestamps: %s", strerror(errno));
+    cq_attr.wc_flags = IBV_WC_STANDARD_FLAGS;
+    cq_attr.comp_mask = 1 << 7;
+    errno = 0;
+    bad = ibv_create_cq_ex(fx.ctx, &cq_attr);
+    CHECK(!bad && errno == EINVAL, "unknown comp_mask: %s", strerror(errno));
+    cq_attr.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+    cq_attr.flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
+
+    cq_a = ibv_create_cq_ex(fx.ctx, &cq_attr);
+    cq_b = ibv_create_cq_ex(fx.ctx, &cq_attr);
+    CHECK(cq_a && cq_b, "ibv_create_cq_ex: %s", strerror(errno));
+    CHECK(ibv_cq_ex_to_cq(cq_a)->cqe >= 16, "cqe %d", ibv_cq_ex_to_cq(cq_a)->cqe);
+    CHECK(ibv_start_poll(cq_a, &pattr) == ENOENT, "an empty CQ polled something");
+
+    /* A QP with send operations pfnic does not have is refused. */
+    qp_attr.send_cq = qp_attr.recv_cq = ibv_cq_ex_to_cq(cq_a);
+    qp_attr.pd = fx.pd;
+    qp_attr.send_ops_flags |= IBV_QP_EX_WITH_LOCAL_INV;
+    errno = 0;
+    plain = ibv_create_qp_ex(fx.ctx, &qp_attr);
+    CHECK(!plain && errno == EOPNOTSUPP, "LOCAL_INV: %s", strerror(errno));
+    qp_attr.send_ops_flags &= ~IBV_QP_EX_WITH_LOCAL_INV;
+    qp_a = ibv_create_qp_ex(fx.ctx, &qp_attr);
+    qp_attr.send_cq = qp_attr.recv_cq = ibv_cq_ex_to_cq(cq_b);
+    qp_b = ibv_create_qp_ex(fx.ctx, &qp_attr);
+    CHECK(qp_a && qp_b, "ibv_create_qp_ex: %s", strerror(errno));
+    CHECK(!ibv_qp_to_qp_ex(fx.qp_a), "an ordinary QP is extended");
+    qpx = ibv_qp_to_qp_ex(qp_a);
+    CHECK(qpx && &qpx->qp_base == qp_a, "no extended QP");
+    CHECK(!connect_qp(qp_a, qp_b->qp_num, fx.lid) &&
+          !connect_qp(qp_b, qp_a->qp_num, fx.lid), "connect");
+
+    /* An operation pfnic does not have fails the batch, and nothing is posted. */
+    ibv_wr_start(qpx);
+    qpx->wr_id = 1;
+    qpx->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_rdma_write(qpx, fx.mr_b->rkey, (uintptr_t)fx.buf_b);
+    ibv_wr_set_inline_data(qpx, fx.buf_a, 8);
+    ret = ibv_wr_complete(qpx);
+    CHECK(ret == EOPNOTSUPP, "inline data: %s", strerror(ret));
+    /* Data before any operation. */
+    ibv_wr_start(qpx);
+    ibv_wr_set_sge(qpx, fx.mr_a->lkey, (uintptr_t)fx.buf_a, 8);
+    ret = ibv_wr_complete(qpx);
+    CHECK(ret == EINVAL, "an SGE without a work request: %s", strerror(ret));
+    /* An aborted batch posts nothing either. */
+    ibv_wr_start(qpx);
+    qpx->wr_id = 2;
+    ibv_wr_send(qpx);
+    ibv_wr_set_sge(qpx, fx.mr_a->lkey, (uintptr_t)fx.buf_a, 8);
+    ibv_wr_abort(qpx);
+    usleep(100000);
+    CHECK(ibv_start_poll(cq_a, &pattr) == ENOENT, "a refused batch completed");
+
+    /* The batch: WRITE 256 bytes, SEND 64 with immediate data, fetch-and-add. */
+    memset(fx.buf_a, 0x5a, 256);
+    memset(fx.buf_b, 0, 256);
+    *remote = 100;
+    *local = 0;
+    rsge.lkey = fx.mr_b->lkey;
+    CHECK(!ibv_post_recv(qp_b, &rwr, &bad_rwr), "ibv_post_recv");
+    ibv_wr_start(qpx);
+    qpx->wr_id = 10;
+    qpx->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_rdma_write(qpx, fx.mr_b->rkey, (uintptr_t)fx.buf_b);
+    ibv_wr_set_sge(qpx, fx.mr_a->lkey, (uintptr_t)fx.buf_a, 256);
+    qpx->wr_id = 11;
+    ibv_wr_send_imm(qpx, htonl(0xabcd));
+    ibv_wr_set_sge(qpx, fx.mr_a->lkey, (uintptr_t)fx.buf_a + 256, 64);
+    qpx->wr_id = 12;
+    ibv_wr_atomic_fetch_add(qpx, fx.mr_b->rkey, (uintptr_t)remote, 23);
+    {
+        struct ibv_sge l = { (uintptr_t)local, 8, fx.mr_a->lkey };
+
+        ibv_wr_set_sge_list(qpx, 1, &l);
+    }
+    ret = ibv_wr_complete(qpx);
+    CHECK(!ret, "ibv_wr_complete: %s", strerror(ret));
+
+    /* The sender's three completions, in order, read one field at a time. */
+    ret = start_poll_one(cq_a);
+    while (!ret) {
+        CHECK(cq_a->status == IBV_WC_SUCCESS, "wr %" PRIu64 ": %s", cq_a->wr_id,
+              ibv_wc_status_str(cq_a->status));
+        CHECK(cq_a->wr_id == 10 + (uint64_t)n, "completion %d is wr %" PRIu64, n,
+              cq_a->wr_id);
+        CHECK(ibv_wc_read_qp_num(cq_a) == qp_a->qp_num, "qp_num %u",
+              ibv_wc_read_qp_num(cq_a));
+        CHECK(ibv_wc_read_opcode(cq_a) == (n == 0 ? IBV_WC_RDMA_WRITE :
+                                           n == 1 ? IBV_WC_SEND : IBV_WC_FETCH_ADD),
+              "completion %d: opcode %d", n, ibv_wc_read_opcode(cq_a));
+        seen |= 1u << n;
+        if (++n == 3) {
+            break;
+        }
+        ret = ibv_next_poll(cq_a);
+        if (ret == ENOENT) {
+            /* Not there yet: end this poll and start another. */
+            ibv_end_poll(cq_a);
+            ret = start_poll_one(cq_a);
+        }
+    }
+    if (!ret) {
+        ibv_end_poll(cq_a);
+    }
+    CHECK(seen == 7, "completions seen: %#" PRIx64 " (%s)", seen, strerror(ret));
+    CHECK(!memcmp(fx.buf_a, fx.buf_b, 256), "WRITE's bytes differ");
+    CHECK(*local == 100 && *remote == 123, "fetch-add: got %" PRIu64 ", now %" PRIu64,
+          *local, *remote);
+
+    /* The receiver's completion: every standard field. */
+    ret = start_poll_one(cq_b);
+    CHECK(!ret, "no receive completion: %s", strerror(ret));
+    CHECK(cq_b->status == IBV_WC_SUCCESS && cq_b->wr_id == 77 &&
+          ibv_wc_read_opcode(cq_b) == IBV_WC_RECV &&
+          ibv_wc_read_byte_len(cq_b) == 64 &&
+          (ibv_wc_read_wc_flags(cq_b) & IBV_WC_WITH_IMM) &&
+          ntohl(ibv_wc_read_imm_data(cq_b)) == 0xabcd &&
+          ibv_wc_read_qp_num(cq_b) == qp_b->qp_num &&
+          ibv_wc_read_src_qp(cq_b) == qp_a->qp_num &&
+          ibv_wc_read_slid(cq_b) == fx.lid,
+          "receive: status %d wr %" PRIu64 " opcode %d len %u flags %#x imm %#x qp %u src %u slid %u",
+          cq_b->status, cq_b->wr_id, ibv_wc_read_opcode(cq_b),
+          ibv_wc_read_byte_len(cq_b), ibv_wc_read_wc_flags(cq_b),
+          ntohl(ibv_wc_read_imm_data(cq_b)), ibv_wc_read_qp_num(cq_b),
+          ibv_wc_read_src_qp(cq_b), ibv_wc_read_slid(cq_b));
+    CHECK(ibv_next_poll(cq_b) == ENOENT, "a second receive completion");
+    ibv_end_poll(cq_b);
+    CHECK(!memcmp(fx.buf_a + 256, fx.buf_b + 1024, 64), "SEND's bytes differ");
+
+    CHECK(!ibv_destroy_qp(qp_a) && !ibv_destroy_qp(qp_b), "ibv_destroy_qp");
+    CHECK(!ibv_destroy_cq(ibv_cq_ex_to_cq(cq_a)) &&
+          !ibv_destroy_cq(ibv_cq_ex_to_cq(cq_b)), "ibv_destroy_cq");
+}
+
 static void test_post_errors(void)
 {
     struct ibv_sge sge[5];
@@ -646,6 +835,7 @@ int main(void)
         { "rdma_write_two_sges_and_read", test_rdma },
         { "send_and_write_with_imm", test_imm },
         { "atomics", test_atomics },
+        { "extended_cq_and_qp", test_extended },
         { "post_errors_and_error_completions", test_post_errors },
         { "teardown", test_teardown },
     };

@@ -4,10 +4,13 @@
  *
  * Programs written against libibverbs compile against this header
  * unchanged, as long as they use the verbs below: the names, field names,
- * enum values, signatures and return conventions are libibverbs' own. The
- * implementation is userspace/pfnic-ibverbs (libibverbs.a, link with
- * -libverbs), on top of the pfnic driver. Only RC queue pairs on port 1 of a
- * pfnic device exist.
+ * enum values, signatures and return conventions are libibverbs' own, and
+ * so is the layout of every structure (checked against rdma-core's header
+ * at build time), so that binaries built against either header run on
+ * either library. The implementation is userspace/pfnic-ibverbs
+ * (libibverbs.a, link with -libverbs; libibverbs.so.1, with rdma-core's
+ * soname and symbol versions), on top of the pfnic driver. Only RC queue
+ * pairs on port 1 of a pfnic device exist.
  *
  * Return conventions, as in libibverbs:
  * - constructors (ibv_open_device, ibv_alloc_pd, ibv_reg_mr, ...) return
@@ -25,6 +28,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <endian.h>
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
@@ -498,6 +502,193 @@ struct ibv_cq {
     uint32_t async_events_completed;
 };
 
+/*
+ * The extended CQ (ibv_create_cq_ex): an ibv_cq whose completions are read
+ * one at a time in place, between ibv_start_poll and ibv_end_poll, through
+ * the read_ functions of the fields asked for in wc_flags. pfnic has the
+ * standard fields; completion timestamps, CVLAN, flow tags and tag matching
+ * fail the creation with EOPNOTSUPP (their read_ functions are NULL).
+ */
+enum ibv_create_cq_wc_flags {
+    IBV_WC_EX_WITH_BYTE_LEN = 1 << 0,
+    IBV_WC_EX_WITH_IMM = 1 << 1,
+    IBV_WC_EX_WITH_QP_NUM = 1 << 2,
+    IBV_WC_EX_WITH_SRC_QP = 1 << 3,
+    IBV_WC_EX_WITH_SLID = 1 << 4,
+    IBV_WC_EX_WITH_SL = 1 << 5,
+    IBV_WC_EX_WITH_DLID_PATH_BITS = 1 << 6,
+    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP = 1 << 7,
+    IBV_WC_EX_WITH_CVLAN = 1 << 8,
+    IBV_WC_EX_WITH_FLOW_TAG = 1 << 9,
+    IBV_WC_EX_WITH_TM_INFO = 1 << 10,
+    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK = 1 << 11,
+};
+
+enum {
+    IBV_WC_STANDARD_FLAGS = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM |
+                            IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP |
+                            IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
+                            IBV_WC_EX_WITH_DLID_PATH_BITS,
+};
+
+enum ibv_cq_init_attr_mask {
+    IBV_CQ_INIT_ATTR_MASK_FLAGS = 1 << 0,
+    IBV_CQ_INIT_ATTR_MASK_PD = 1 << 1,
+};
+
+enum ibv_create_cq_attr_flags {
+    IBV_CREATE_CQ_ATTR_SINGLE_THREADED = 1 << 0,
+    IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN = 1 << 1,
+};
+
+struct ibv_cq_init_attr_ex {
+    uint32_t cqe;
+    void *cq_context;
+    struct ibv_comp_channel *channel;
+    uint32_t comp_vector;
+    /* enum ibv_create_cq_wc_flags */
+    uint64_t wc_flags;
+    /* enum ibv_cq_init_attr_mask: which of the fields below are set */
+    uint32_t comp_mask;
+    /* enum ibv_create_cq_attr_flags */
+    uint32_t flags;
+    struct ibv_pd *parent_domain;
+};
+
+struct ibv_poll_cq_attr {
+    uint32_t comp_mask;
+};
+
+struct ibv_wc_tm_info;
+
+struct ibv_cq_ex {
+    struct ibv_context *context;
+    struct ibv_comp_channel *channel;
+    void *cq_context;
+    uint32_t handle;
+    int cqe;
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+    uint32_t comp_events_completed;
+    uint32_t async_events_completed;
+
+    uint32_t comp_mask;
+    /* The current completion's status and wr_id. */
+    enum ibv_wc_status status;
+    uint64_t wr_id;
+    int (*start_poll)(struct ibv_cq_ex *current, struct ibv_poll_cq_attr *attr);
+    int (*next_poll)(struct ibv_cq_ex *current);
+    void (*end_poll)(struct ibv_cq_ex *current);
+    enum ibv_wc_opcode (*read_opcode)(struct ibv_cq_ex *current);
+    uint32_t (*read_vendor_err)(struct ibv_cq_ex *current);
+    uint32_t (*read_byte_len)(struct ibv_cq_ex *current);
+    __be32 (*read_imm_data)(struct ibv_cq_ex *current);
+    uint32_t (*read_qp_num)(struct ibv_cq_ex *current);
+    uint32_t (*read_src_qp)(struct ibv_cq_ex *current);
+    unsigned int (*read_wc_flags)(struct ibv_cq_ex *current);
+    uint32_t (*read_slid)(struct ibv_cq_ex *current);
+    uint8_t (*read_sl)(struct ibv_cq_ex *current);
+    uint8_t (*read_dlid_path_bits)(struct ibv_cq_ex *current);
+    uint64_t (*read_completion_ts)(struct ibv_cq_ex *current);
+    uint16_t (*read_cvlan)(struct ibv_cq_ex *current);
+    uint32_t (*read_flow_tag)(struct ibv_cq_ex *current);
+    void (*read_tm_info)(struct ibv_cq_ex *current,
+                         struct ibv_wc_tm_info *tm_info);
+    uint64_t (*read_completion_wallclock_ns)(struct ibv_cq_ex *current);
+};
+
+static inline struct ibv_cq *ibv_cq_ex_to_cq(struct ibv_cq_ex *cq)
+{
+    return (struct ibv_cq *)cq;
+}
+
+/*
+ * 0 and the first completion current, ENOENT if there is none (then the
+ * poll is over: no ibv_end_poll), or an errno value. Until ibv_end_poll the
+ * CQ is this thread's.
+ */
+static inline int ibv_start_poll(struct ibv_cq_ex *cq,
+                                 struct ibv_poll_cq_attr *attr)
+{
+    return cq->start_poll(cq, attr);
+}
+
+/* 0 and the next completion current, or ENOENT. */
+static inline int ibv_next_poll(struct ibv_cq_ex *cq)
+{
+    return cq->next_poll(cq);
+}
+
+static inline void ibv_end_poll(struct ibv_cq_ex *cq)
+{
+    cq->end_poll(cq);
+}
+
+static inline enum ibv_wc_opcode ibv_wc_read_opcode(struct ibv_cq_ex *cq)
+{
+    return cq->read_opcode(cq);
+}
+
+static inline uint32_t ibv_wc_read_vendor_err(struct ibv_cq_ex *cq)
+{
+    return cq->read_vendor_err(cq);
+}
+
+static inline uint32_t ibv_wc_read_byte_len(struct ibv_cq_ex *cq)
+{
+    return cq->read_byte_len(cq);
+}
+
+static inline __be32 ibv_wc_read_imm_data(struct ibv_cq_ex *cq)
+{
+    return cq->read_imm_data(cq);
+}
+
+static inline uint32_t ibv_wc_read_invalidated_rkey(struct ibv_cq_ex *cq)
+{
+    return be32toh(cq->read_imm_data(cq));
+}
+
+static inline uint32_t ibv_wc_read_qp_num(struct ibv_cq_ex *cq)
+{
+    return cq->read_qp_num(cq);
+}
+
+static inline uint32_t ibv_wc_read_src_qp(struct ibv_cq_ex *cq)
+{
+    return cq->read_src_qp(cq);
+}
+
+static inline unsigned int ibv_wc_read_wc_flags(struct ibv_cq_ex *cq)
+{
+    return cq->read_wc_flags(cq);
+}
+
+static inline uint32_t ibv_wc_read_slid(struct ibv_cq_ex *cq)
+{
+    return cq->read_slid(cq);
+}
+
+static inline uint8_t ibv_wc_read_sl(struct ibv_cq_ex *cq)
+{
+    return cq->read_sl(cq);
+}
+
+static inline uint8_t ibv_wc_read_dlid_path_bits(struct ibv_cq_ex *cq)
+{
+    return cq->read_dlid_path_bits(cq);
+}
+
+static inline uint64_t ibv_wc_read_completion_ts(struct ibv_cq_ex *cq)
+{
+    return cq->read_completion_ts(cq);
+}
+
+static inline uint64_t ibv_wc_read_completion_wallclock_ns(struct ibv_cq_ex *cq)
+{
+    return cq->read_completion_wallclock_ns(cq);
+}
+
 /* ------------------------------------------------------------------ */
 /* Queue pairs                                                         */
 /* ------------------------------------------------------------------ */
@@ -640,6 +831,208 @@ struct ibv_qp {
     pthread_cond_t cond;
     uint32_t events_completed;
 };
+
+/*
+ * The extended QP (ibv_create_qp_ex with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS):
+ * work requests built with ibv_wr_start, one ibv_wr_<opcode> each (taking
+ * wr_id and wr_flags from the struct at that moment) with its ibv_wr_set_sge
+ * or ibv_wr_set_sge_list, and posted by ibv_wr_complete, which returns 0 or
+ * an errno value. pfnic has the operations of ibv_post_send (the first seven
+ * IBV_QP_EX_WITH_ flags); the others fail the creation with EOPNOTSUPP, and
+ * a work request that uses them anyway fails ibv_wr_complete (EOPNOTSUPP),
+ * which then posts nothing of the batch.
+ */
+enum ibv_qp_init_attr_mask {
+    IBV_QP_INIT_ATTR_PD = 1 << 0,
+    IBV_QP_INIT_ATTR_XRCD = 1 << 1,
+    IBV_QP_INIT_ATTR_CREATE_FLAGS = 1 << 2,
+    IBV_QP_INIT_ATTR_MAX_TSO_HEADER = 1 << 3,
+    IBV_QP_INIT_ATTR_IND_TABLE = 1 << 4,
+    IBV_QP_INIT_ATTR_RX_HASH = 1 << 5,
+    IBV_QP_INIT_ATTR_SEND_OPS_FLAGS = 1 << 6,
+};
+
+enum ibv_qp_create_send_ops_flags {
+    IBV_QP_EX_WITH_RDMA_WRITE = 1 << 0,
+    IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM = 1 << 1,
+    IBV_QP_EX_WITH_SEND = 1 << 2,
+    IBV_QP_EX_WITH_SEND_WITH_IMM = 1 << 3,
+    IBV_QP_EX_WITH_RDMA_READ = 1 << 4,
+    IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP = 1 << 5,
+    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD = 1 << 6,
+    IBV_QP_EX_WITH_LOCAL_INV = 1 << 7,
+    IBV_QP_EX_WITH_BIND_MW = 1 << 8,
+    IBV_QP_EX_WITH_SEND_WITH_INV = 1 << 9,
+    IBV_QP_EX_WITH_TSO = 1 << 10,
+    IBV_QP_EX_WITH_ATOMIC_WRITE = 1 << 12,
+};
+
+struct ibv_xrcd;
+struct ibv_rwq_ind_table;
+
+struct ibv_rx_hash_conf {
+    uint8_t rx_hash_function;
+    uint8_t rx_hash_key_len;
+    uint8_t *rx_hash_key;
+    uint64_t rx_hash_fields_mask;
+};
+
+struct ibv_qp_init_attr_ex {
+    /* The fields of struct ibv_qp_init_attr, */
+    void *qp_context;
+    struct ibv_cq *send_cq;
+    struct ibv_cq *recv_cq;
+    struct ibv_srq *srq;
+    struct ibv_qp_cap cap;
+    enum ibv_qp_type qp_type;
+    int sq_sig_all;
+    /* then those comp_mask (enum ibv_qp_init_attr_mask) says are set. */
+    uint32_t comp_mask;
+    struct ibv_pd *pd;
+    struct ibv_xrcd *xrcd;
+    uint32_t create_flags;
+    uint16_t max_tso_header;
+    struct ibv_rwq_ind_table *rwq_ind_tbl;
+    struct ibv_rx_hash_conf rx_hash_conf;
+    uint32_t source_qpn;
+    /* enum ibv_qp_create_send_ops_flags */
+    uint64_t send_ops_flags;
+};
+
+struct ibv_data_buf {
+    void *addr;
+    size_t length;
+};
+
+struct ibv_ah;
+struct ibv_mw_bind_info;
+
+struct ibv_qp_ex {
+    struct ibv_qp qp_base;
+    uint64_t comp_mask;
+    /* The next work request's wr_id and send flags (enum ibv_send_flags). */
+    uint64_t wr_id;
+    unsigned int wr_flags;
+    void (*wr_atomic_cmp_swp)(struct ibv_qp_ex *qp, uint32_t rkey,
+                              uint64_t remote_addr, uint64_t compare,
+                              uint64_t swap);
+    void (*wr_atomic_fetch_add)(struct ibv_qp_ex *qp, uint32_t rkey,
+                                uint64_t remote_addr, uint64_t add);
+    void (*wr_bind_mw)(struct ibv_qp_ex *qp, struct ibv_mw *mw, uint32_t rkey,
+                       const struct ibv_mw_bind_info *bind_info);
+    void (*wr_local_inv)(struct ibv_qp_ex *qp, uint32_t invalidate_rkey);
+    void (*wr_rdma_read)(struct ibv_qp_ex *qp, uint32_t rkey,
+                         uint64_t remote_addr);
+    void (*wr_rdma_write)(struct ibv_qp_ex *qp, uint32_t rkey,
+                          uint64_t remote_addr);
+    void (*wr_rdma_write_imm)(struct ibv_qp_ex *qp, uint32_t rkey,
+                              uint64_t remote_addr, __be32 imm_data);
+    void (*wr_send)(struct ibv_qp_ex *qp);
+    void (*wr_send_imm)(struct ibv_qp_ex *qp, __be32 imm_data);
+    void (*wr_send_inv)(struct ibv_qp_ex *qp, uint32_t invalidate_rkey);
+    void (*wr_send_tso)(struct ibv_qp_ex *qp, void *hdr, uint16_t hdr_sz,
+                        uint16_t mss);
+    void (*wr_set_ud_addr)(struct ibv_qp_ex *qp, struct ibv_ah *ah,
+                           uint32_t remote_qpn, uint32_t remote_qkey);
+    void (*wr_set_xrc_srqn)(struct ibv_qp_ex *qp, uint32_t remote_srqn);
+    void (*wr_set_inline_data)(struct ibv_qp_ex *qp, void *addr,
+                               size_t length);
+    void (*wr_set_inline_data_list)(struct ibv_qp_ex *qp, size_t num_buf,
+                                    const struct ibv_data_buf *buf_list);
+    void (*wr_set_sge)(struct ibv_qp_ex *qp, uint32_t lkey, uint64_t addr,
+                       uint32_t length);
+    void (*wr_set_sge_list)(struct ibv_qp_ex *qp, size_t num_sge,
+                            const struct ibv_sge *sg_list);
+    void (*wr_start)(struct ibv_qp_ex *qp);
+    int (*wr_complete)(struct ibv_qp_ex *qp);
+    void (*wr_abort)(struct ibv_qp_ex *qp);
+    void (*wr_atomic_write)(struct ibv_qp_ex *qp, uint32_t rkey,
+                            uint64_t remote_addr, const void *atomic_wr);
+};
+
+/* The extended QP of qp, or NULL if it was not created as one. */
+struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp);
+
+static inline void ibv_wr_atomic_cmp_swp(struct ibv_qp_ex *qp, uint32_t rkey,
+                                         uint64_t remote_addr,
+                                         uint64_t compare, uint64_t swap)
+{
+    qp->wr_atomic_cmp_swp(qp, rkey, remote_addr, compare, swap);
+}
+
+static inline void ibv_wr_atomic_fetch_add(struct ibv_qp_ex *qp, uint32_t rkey,
+                                           uint64_t remote_addr, uint64_t add)
+{
+    qp->wr_atomic_fetch_add(qp, rkey, remote_addr, add);
+}
+
+static inline void ibv_wr_rdma_read(struct ibv_qp_ex *qp, uint32_t rkey,
+                                    uint64_t remote_addr)
+{
+    qp->wr_rdma_read(qp, rkey, remote_addr);
+}
+
+static inline void ibv_wr_rdma_write(struct ibv_qp_ex *qp, uint32_t rkey,
+                                     uint64_t remote_addr)
+{
+    qp->wr_rdma_write(qp, rkey, remote_addr);
+}
+
+static inline void ibv_wr_rdma_write_imm(struct ibv_qp_ex *qp, uint32_t rkey,
+                                         uint64_t remote_addr, __be32 imm_data)
+{
+    qp->wr_rdma_write_imm(qp, rkey, remote_addr, imm_data);
+}
+
+static inline void ibv_wr_send(struct ibv_qp_ex *qp)
+{
+    qp->wr_send(qp);
+}
+
+static inline void ibv_wr_send_imm(struct ibv_qp_ex *qp, __be32 imm_data)
+{
+    qp->wr_send_imm(qp, imm_data);
+}
+
+static inline void ibv_wr_set_inline_data(struct ibv_qp_ex *qp, void *addr,
+                                          size_t length)
+{
+    qp->wr_set_inline_data(qp, addr, length);
+}
+
+static inline void ibv_wr_set_inline_data_list(struct ibv_qp_ex *qp,
+                                               size_t num_buf,
+                                               const struct ibv_data_buf *buf_list)
+{
+    qp->wr_set_inline_data_list(qp, num_buf, buf_list);
+}
+
+static inline void ibv_wr_set_sge(struct ibv_qp_ex *qp, uint32_t lkey,
+                                  uint64_t addr, uint32_t length)
+{
+    qp->wr_set_sge(qp, lkey, addr, length);
+}
+
+static inline void ibv_wr_set_sge_list(struct ibv_qp_ex *qp, size_t num_sge,
+                                       const struct ibv_sge *sg_list)
+{
+    qp->wr_set_sge_list(qp, num_sge, sg_list);
+}
+
+static inline void ibv_wr_start(struct ibv_qp_ex *qp)
+{
+    qp->wr_start(qp);
+}
+
+static inline int ibv_wr_complete(struct ibv_qp_ex *qp)
+{
+    return qp->wr_complete(qp);
+}
+
+static inline void ibv_wr_abort(struct ibv_qp_ex *qp)
+{
+    qp->wr_abort(qp);
+}
 
 enum ibv_wr_opcode {
     IBV_WR_RDMA_WRITE,
@@ -831,13 +1224,9 @@ struct ibv_wq;
 struct ibv_wq_attr;
 struct ibv_wq_init_attr;
 struct ibv_values_ex;
-struct ibv_cq_ex;
-struct ibv_cq_init_attr_ex;
 struct verbs_ex_private;
 struct ibv_qp_open_attr;
-struct ibv_qp_init_attr_ex;
 struct ibv_srq_init_attr_ex;
-struct ibv_xrcd;
 struct ibv_xrcd_init_attr;
 
 /*
@@ -1042,6 +1431,19 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
                              int comp_vector);
 int ibv_destroy_cq(struct ibv_cq *cq);
 
+/* NULL with errno: EOPNOTSUPP for wc_flags or flags pfnic does not have. */
+static inline struct ibv_cq_ex *ibv_create_cq_ex(struct ibv_context *context,
+                                                 struct ibv_cq_init_attr_ex *cq_attr)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(context, create_cq_ex);
+
+    if (!vctx) {
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    return vctx->create_cq_ex(context, cq_attr);
+}
+
 static inline int ibv_poll_cq(struct ibv_cq *cq, int num_entries,
                               struct ibv_wc *wc)
 {
@@ -1063,6 +1465,26 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask);
 int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
                  struct ibv_qp_init_attr *init_attr);
 int ibv_destroy_qp(struct ibv_qp *qp);
+
+/*
+ * ibv_create_qp with the attributes comp_mask selects (pd is required);
+ * with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS an extended QP (ibv_qp_to_qp_ex).
+ */
+static inline struct ibv_qp *ibv_create_qp_ex(struct ibv_context *context,
+                                              struct ibv_qp_init_attr_ex *qp_init_attr_ex)
+{
+    struct verbs_context *vctx;
+
+    if (qp_init_attr_ex->comp_mask == IBV_QP_INIT_ATTR_PD)
+        return ibv_create_qp(qp_init_attr_ex->pd,
+                             (struct ibv_qp_init_attr *)qp_init_attr_ex);
+    vctx = verbs_get_ctx_op(context, create_qp_ex);
+    if (!vctx) {
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    return vctx->create_qp_ex(context, qp_init_attr_ex);
+}
 
 /* On failure *bad_wr is the first work request that was not posted. */
 static inline int ibv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,

@@ -6,7 +6,8 @@
 //! drops events of CQs destroyed meanwhile.
 
 use core::cell::UnsafeCell;
-use core::ffi::{c_int, c_void};
+use core::ffi::{c_int, c_uint, c_void};
+use core::sync::atomic::{AtomicBool, Ordering};
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -32,12 +33,14 @@ struct EventCount {
     acked: u32,
 }
 
-/// `struct ibv_cq` and the CQ behind it.
+/// `struct ibv_cq` (as the first part of a `struct ibv_cq_ex`: every CQ here is an extended
+/// one, whose polling functions `ibv_create_cq_ex` hands out) and the CQ behind it.
 #[repr(C)]
 pub(crate) struct CqWrap {
-    /// C reads it; `comp_events_completed` changes under `events`, the rest is set before the
+    /// C reads it; `comp_events_completed` changes under `events`, `status` and `wr_id` (the
+    /// current completion of an extended poll) under `polling`, the rest is set before the
     /// CQ is handed out.
-    ibv: UnsafeCell<ibv_cq>,
+    ibv: UnsafeCell<ibv_cq_ex>,
     /// `None` only while `ibv_destroy_cq` hands it to the driver: only that writes it, and the
     /// caller does not use the CQ meanwhile (except `ibv_ack_cq_events`, which does not read
     /// it), so shared references never see it change.
@@ -46,6 +49,11 @@ pub(crate) struct CqWrap {
     events: Mutex<EventCount>,
     /// Signalled by `ibv_ack_cq_events`, for `ibv_destroy_cq` waiting for the acks.
     acked: Condvar,
+    /// Held from `ibv_start_poll` to `ibv_end_poll` (or a `start_poll` that found nothing):
+    /// the extended poll of one thread at a time.
+    polling: AtomicBool,
+    /// The current completion of the extended poll; only the holder of `polling` uses it.
+    current: UnsafeCell<ibv_wc>,
 }
 
 /// The CQ wrapper of `cq`.
@@ -60,6 +68,31 @@ pub(crate) unsafe fn cq_wrap<'a>(cq: *mut ibv_cq) -> Option<&'a CqWrap> {
 }
 
 impl CqWrap {
+    /// A completion as libibverbs reports it.
+    fn to_ibv(&self, x: &Wc) -> ibv_wc {
+        ibv_wc {
+            wr_id: x.wr_id,
+            status: x.status.0 as c_int,
+            opcode: x.opcode.0 as c_int,
+            vendor_err: x.vendor_err,
+            byte_len: x.byte_len,
+            imm_data: x.imm_data,
+            qp_num: x.qp_num,
+            src_qp: x.src_qp,
+            wc_flags: x.wc_flags,
+            pkey_index: 0,
+            // Receives (every receive opcode has `IBV_WC_RECV`'s bit) come from this port
+            // (loopback): its LID is the source.
+            slid: if x.opcode.0 & WcOpcode::RECV.0 != 0 {
+                self.shared.lid
+            } else {
+                0
+            },
+            sl: 0,
+            dlid_path_bits: 0,
+        }
+    }
+
     /// The CQ, unless it is being destroyed.
     pub(crate) fn cq(&self) -> Option<&Cq> {
         // SAFETY: only `ibv_destroy_cq` writes the cell, never while the CQ is otherwise used
@@ -147,12 +180,82 @@ pub unsafe extern "C" fn ibv_create_cq(
     channel: *mut ibv_comp_channel,
     comp_vector: c_int,
 ) -> *mut ibv_cq {
-    // SAFETY: the caller passes a live context or NULL.
-    let Some(w) = (unsafe { ctx_wrap(context) }) else {
+    let Ok(entries) = u32::try_from(cqe) else {
         set_errno(libc::EINVAL);
         return core::ptr::null_mut();
     };
-    let Ok(entries) = u32::try_from(cqe) else {
+    // SAFETY: forwarded to the caller.
+    unsafe { create(context, entries, cq_context, channel, comp_vector) }.cast()
+}
+
+/// What pfnic's completions have of `enum ibv_create_cq_wc_flags`: `IBV_WC_STANDARD_FLAGS`.
+const WC_STANDARD_FLAGS: u64 = 0x7f;
+/// `IBV_CQ_INIT_ATTR_MASK_FLAGS`, `IBV_CQ_INIT_ATTR_MASK_PD`.
+const CQ_INIT_ATTR_MASK_FLAGS: u32 = 1;
+const CQ_INIT_ATTR_MASK_PD: u32 = 2;
+/// `IBV_CREATE_CQ_ATTR_SINGLE_THREADED` (a promise pfnic does not need) and
+/// `IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN` (which it does not have).
+const CREATE_CQ_ATTR_SINGLE_THREADED: u32 = 1;
+const CREATE_CQ_ATTR_IGNORE_OVERRUN: u32 = 2;
+
+/// `verbs_context.create_cq_ex` (what `ibv_create_cq_ex` calls): a CQ polled with
+/// `ibv_start_poll`/`ibv_next_poll`/`ibv_end_poll` and read with `ibv_wc_read_*`. NULL with
+/// `errno`: `EOPNOTSUPP` for completion fields beyond the standard ones (timestamps, CVLAN,
+/// flow tag, tag matching) and `IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN`; `EINVAL` for unknown
+/// `comp_mask` or `flags` bits, a parent domain (pfnic has none) and what `ibv_create_cq`
+/// refuses.
+///
+/// # Safety
+///
+/// `context` is NULL or a live context of this library; `attr` is NULL or readable, its
+/// `channel` NULL or a live channel of that context.
+pub(crate) unsafe extern "C" fn create_cq_ex(
+    context: *mut ibv_context,
+    attr: *mut ibv_cq_init_attr_ex,
+) -> *mut ibv_cq_ex {
+    let fail = |e| {
+        set_errno(e);
+        core::ptr::null_mut()
+    };
+    // SAFETY: the caller passes NULL or a readable attribute structure.
+    let Some(a) = (unsafe { attr.as_ref() }) else {
+        return fail(libc::EINVAL);
+    };
+    let flags = if a.comp_mask & CQ_INIT_ATTR_MASK_FLAGS != 0 {
+        a.flags
+    } else {
+        0
+    };
+    if a.comp_mask & !(CQ_INIT_ATTR_MASK_FLAGS | CQ_INIT_ATTR_MASK_PD) != 0
+        || flags & !(CREATE_CQ_ATTR_SINGLE_THREADED | CREATE_CQ_ATTR_IGNORE_OVERRUN) != 0
+        || a.comp_mask & CQ_INIT_ATTR_MASK_PD != 0
+    {
+        return fail(libc::EINVAL);
+    }
+    if a.wc_flags & !WC_STANDARD_FLAGS != 0 || flags & CREATE_CQ_ATTR_IGNORE_OVERRUN != 0 {
+        return fail(libc::EOPNOTSUPP);
+    }
+    let Ok(comp_vector) = c_int::try_from(a.comp_vector) else {
+        return fail(libc::EINVAL);
+    };
+    // SAFETY: forwarded to the caller.
+    unsafe { create(context, a.cqe, a.cq_context, a.channel, comp_vector) }
+}
+
+/// Makes a CQ (every CQ can be polled both ways).
+///
+/// # Safety
+///
+/// As [`ibv_create_cq`].
+unsafe fn create(
+    context: *mut ibv_context,
+    entries: u32,
+    cq_context: *mut c_void,
+    channel: *mut ibv_comp_channel,
+    comp_vector: c_int,
+) -> *mut ibv_cq_ex {
+    // SAFETY: the caller passes a live context or NULL.
+    let Some(w) = (unsafe { ctx_wrap(context) }) else {
         set_errno(libc::EINVAL);
         return core::ptr::null_mut();
     };
@@ -169,7 +272,7 @@ pub unsafe extern "C" fn ibv_create_cq(
     }
     // The wrapper's address is the CQ's event cookie: box it first.
     let wrap = into_c(CqWrap {
-        ibv: UnsafeCell::new(ibv_cq {
+        ibv: UnsafeCell::new(ibv_cq_ex {
             context,
             channel,
             cq_context,
@@ -179,11 +282,35 @@ pub unsafe extern "C" fn ibv_create_cq(
             cond: libc::PTHREAD_COND_INITIALIZER,
             comp_events_completed: 0,
             async_events_completed: 0,
+            comp_mask: 0,
+            status: 0,
+            wr_id: 0,
+            start_poll: Some(start_poll),
+            next_poll: Some(next_poll),
+            end_poll: Some(end_poll),
+            read_opcode: Some(read_opcode),
+            read_vendor_err: Some(read_vendor_err),
+            read_byte_len: Some(read_byte_len),
+            read_imm_data: Some(read_imm_data),
+            read_qp_num: Some(read_qp_num),
+            read_src_qp: Some(read_src_qp),
+            read_wc_flags: Some(read_wc_flags),
+            read_slid: Some(read_slid),
+            read_sl: Some(read_sl),
+            read_dlid_path_bits: Some(read_dlid_path_bits),
+            read_completion_ts: None,
+            read_cvlan: None,
+            read_flow_tag: None,
+            read_tm_info: None,
+            read_completion_wallclock_ns: None,
         }),
         cq: UnsafeCell::new(None),
         shared: w.shared.clone(),
         events: Mutex::new(EventCount::default()),
         acked: Condvar::new(),
+        polling: AtomicBool::new(false),
+        // SAFETY: `ibv_wc` is plain integers: all zeroes is valid.
+        current: UnsafeCell::new(unsafe { core::mem::zeroed() }),
     });
     let cq = match w
         .shared
@@ -212,6 +339,134 @@ pub unsafe extern "C" fn ibv_create_cq(
     }
     drop(cqs);
     wrap.cast()
+}
+
+/// The CQ wrapper of an extended CQ (the same object).
+///
+/// # Safety
+///
+/// `cq` is a CQ this library created and not yet destroyed.
+unsafe fn cq_ex_wrap<'a>(cq: *mut ibv_cq_ex) -> &'a CqWrap {
+    // SAFETY: an `ibv_cq_ex` of this library is the first field of its `CqWrap`; the caller
+    // passes a live one.
+    unsafe { &*cq.cast::<CqWrap>() }
+}
+
+impl CqWrap {
+    /// The next completion, as `ibv_wc`, made current (with the `ibv_cq_ex`'s `status` and
+    /// `wr_id`); 0, `ENOENT` if there is none, or `EINVAL` while the CQ is destroyed.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds `polling`.
+    unsafe fn poll_current(&self) -> c_int {
+        let Some(c) = self.cq() else {
+            return libc::EINVAL;
+        };
+        let mut wc = [Wc::default()];
+        if c.poll(&mut wc) == 0 {
+            return libc::ENOENT;
+        }
+        let out = self.to_ibv(&wc[0]);
+        // SAFETY: the caller holds `polling`, under which `current`, `status` and `wr_id` are
+        // written; C reads them only between its own calls.
+        unsafe {
+            *self.current.get() = out;
+            (*self.ibv.get()).status = out.status;
+            (*self.ibv.get()).wr_id = out.wr_id;
+        }
+        0
+    }
+
+    /// The current completion of the extended poll.
+    ///
+    /// # Safety
+    ///
+    /// The caller is the thread between `ibv_start_poll` and `ibv_end_poll`.
+    unsafe fn cur(&self) -> &ibv_wc {
+        // SAFETY: only the polling thread, the caller, writes it.
+        unsafe { &*self.current.get() }
+    }
+}
+
+/// `ibv_cq_ex.start_poll`: takes the CQ for this thread and makes the first completion
+/// current: 0, or `ENOENT` (then the CQ is released: the caller does not end the poll).
+/// `attr->comp_mask` must be 0 (`EINVAL`).
+///
+/// # Safety
+///
+/// `cq` is a live CQ of this library; `attr` is NULL or readable.
+unsafe extern "C" fn start_poll(cq: *mut ibv_cq_ex, attr: *mut ibv_poll_cq_attr) -> c_int {
+    // SAFETY: the caller passes NULL or a readable `attr`.
+    if unsafe { attr.as_ref() }.is_some_and(|a| a.comp_mask != 0) {
+        return libc::EINVAL;
+    }
+    // SAFETY: the caller passes a live CQ.
+    let w = unsafe { cq_ex_wrap(cq) };
+    while w
+        .polling
+        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        std::thread::yield_now();
+    }
+    // SAFETY: `polling` is held.
+    let r = unsafe { w.poll_current() };
+    if r != 0 {
+        w.polling.store(false, Ordering::Release);
+    }
+    r
+}
+
+/// `ibv_cq_ex.next_poll`: the next completion current: 0 or `ENOENT`.
+///
+/// # Safety
+///
+/// `cq` is a live CQ of this library, polled by this thread (`start_poll` returned 0).
+unsafe extern "C" fn next_poll(cq: *mut ibv_cq_ex) -> c_int {
+    // SAFETY: the caller passes a live CQ it polls, so it holds `polling`.
+    unsafe { cq_ex_wrap(cq).poll_current() }
+}
+
+/// `ibv_cq_ex.end_poll`: releases the CQ.
+///
+/// # Safety
+///
+/// As [`next_poll`].
+unsafe extern "C" fn end_poll(cq: *mut ibv_cq_ex) {
+    // SAFETY: the caller passes a live CQ.
+    unsafe { cq_ex_wrap(cq) }
+        .polling
+        .store(false, Ordering::Release);
+}
+
+/// Defines the `ibv_cq_ex.read_*` functions: each returns a field of the current completion.
+macro_rules! readers {
+    ($($name:ident -> $t:ty = |$wc:ident| $e:expr;)*) => {$(
+        /// `ibv_cq_ex.read_*` of the current completion.
+        ///
+        /// # Safety
+        ///
+        /// `cq` is a live CQ of this library that this thread polls.
+        unsafe extern "C" fn $name(cq: *mut ibv_cq_ex) -> $t {
+            // SAFETY: the caller passes a live CQ it polls.
+            let $wc = unsafe { cq_ex_wrap(cq).cur() };
+            $e
+        }
+    )*};
+}
+
+readers! {
+    read_opcode -> c_int = |wc| wc.opcode;
+    read_vendor_err -> u32 = |wc| wc.vendor_err;
+    read_byte_len -> u32 = |wc| wc.byte_len;
+    read_imm_data -> u32 = |wc| wc.imm_data;
+    read_qp_num -> u32 = |wc| wc.qp_num;
+    read_src_qp -> u32 = |wc| wc.src_qp;
+    read_wc_flags -> c_uint = |wc| wc.wc_flags;
+    read_slid -> u32 = |wc| u32::from(wc.slid);
+    read_sl -> u8 = |wc| wc.sl;
+    read_dlid_path_bits -> u8 = |wc| wc.dlid_path_bits;
 }
 
 /// `ibv_destroy_cq`: 0 or an errno value (`EBUSY` while a QP uses it; it stays). Waits until
@@ -297,29 +552,8 @@ pub(crate) unsafe extern "C" fn poll_cq(
         let chunk = BATCH.min(want - got);
         let n = c.poll(&mut buf[..chunk]);
         for x in &buf[..n] {
-            let out = ibv_wc {
-                wr_id: x.wr_id,
-                status: x.status.0 as c_int,
-                opcode: x.opcode.0 as c_int,
-                vendor_err: x.vendor_err,
-                byte_len: x.byte_len,
-                imm_data: x.imm_data,
-                qp_num: x.qp_num,
-                src_qp: x.src_qp,
-                wc_flags: x.wc_flags,
-                pkey_index: 0,
-                // Receives (every receive opcode has `IBV_WC_RECV`'s bit) come from this port
-                // (loopback): its LID is the source.
-                slid: if x.opcode.0 & WcOpcode::RECV.0 != 0 {
-                    w.shared.lid
-                } else {
-                    0
-                },
-                sl: 0,
-                dlid_path_bits: 0,
-            };
             // SAFETY: `got < num_entries`, and the caller gives room for that many.
-            unsafe { wc.add(got).write(out) };
+            unsafe { wc.add(got).write(w.to_ibv(x)) };
             got += 1;
         }
         if n < chunk {

@@ -248,6 +248,8 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
     vctx.query_port = Some(query_port);
     vctx.advise_mr = Some(crate::mr::advise_mr);
     vctx.query_device_ex = Some(query_device_ex);
+    vctx.create_cq_ex = Some(crate::cq::create_cq_ex);
+    vctx.create_qp_ex = Some(crate::qp::create_qp_ex);
     vctx.sz = core::mem::size_of::<verbs_context>();
     vctx.context.ops.poll_cq = Some(crate::cq::poll_cq);
     vctx.context.ops.req_notify_cq = Some(crate::cq::req_notify_cq);

@@ -121,7 +121,8 @@ pub struct verbs_context {
     pub modify_wq: VoidFn,
     pub create_wq: VoidFn,
     pub query_rt_values: VoidFn,
-    pub create_cq_ex: VoidFn,
+    pub create_cq_ex:
+        Option<unsafe extern "C" fn(*mut ibv_context, *mut ibv_cq_init_attr_ex) -> *mut ibv_cq_ex>,
     pub priv_: *mut c_void,
     pub query_device_ex: Option<
         unsafe extern "C" fn(
@@ -136,7 +137,8 @@ pub struct verbs_context {
     pub ibv_create_flow: VoidFn,
     pub ABI_placeholder1: VoidFn,
     pub open_qp: VoidFn,
-    pub create_qp_ex: VoidFn,
+    pub create_qp_ex:
+        Option<unsafe extern "C" fn(*mut ibv_context, *mut ibv_qp_init_attr_ex) -> *mut ibv_qp>,
     pub get_srq_num: VoidFn,
     pub create_srq_ex: VoidFn,
     pub open_xrcd: VoidFn,
@@ -478,6 +480,58 @@ pub struct ibv_qp_attr {
 }
 
 #[repr(C)]
+pub struct ibv_cq_init_attr_ex {
+    pub cqe: u32,
+    pub cq_context: *mut c_void,
+    pub channel: *mut ibv_comp_channel,
+    pub comp_vector: u32,
+    pub wc_flags: u64,
+    pub comp_mask: u32,
+    pub flags: u32,
+    pub parent_domain: *mut ibv_pd,
+}
+
+#[repr(C)]
+pub struct ibv_poll_cq_attr {
+    pub comp_mask: u32,
+}
+
+/// `struct ibv_cq_ex`: an `ibv_cq` (the same first fields) with the polling functions.
+#[repr(C)]
+pub struct ibv_cq_ex {
+    pub context: *mut ibv_context,
+    pub channel: *mut ibv_comp_channel,
+    pub cq_context: *mut c_void,
+    pub handle: u32,
+    pub cqe: c_int,
+    pub mutex: libc::pthread_mutex_t,
+    pub cond: libc::pthread_cond_t,
+    pub comp_events_completed: u32,
+    pub async_events_completed: u32,
+    pub comp_mask: u32,
+    pub status: c_int,
+    pub wr_id: u64,
+    pub start_poll: Option<unsafe extern "C" fn(*mut ibv_cq_ex, *mut ibv_poll_cq_attr) -> c_int>,
+    pub next_poll: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> c_int>,
+    pub end_poll: Option<unsafe extern "C" fn(*mut ibv_cq_ex)>,
+    pub read_opcode: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> c_int>,
+    pub read_vendor_err: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>,
+    pub read_byte_len: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>,
+    pub read_imm_data: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>,
+    pub read_qp_num: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>,
+    pub read_src_qp: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>,
+    pub read_wc_flags: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> c_uint>,
+    pub read_slid: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>,
+    pub read_sl: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u8>,
+    pub read_dlid_path_bits: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u8>,
+    pub read_completion_ts: VoidFn,
+    pub read_cvlan: VoidFn,
+    pub read_flow_tag: VoidFn,
+    pub read_tm_info: VoidFn,
+    pub read_completion_wallclock_ns: VoidFn,
+}
+
+#[repr(C)]
 pub struct ibv_qp {
     pub context: *mut ibv_context,
     pub qp_context: *mut c_void,
@@ -492,6 +546,72 @@ pub struct ibv_qp {
     pub mutex: libc::pthread_mutex_t,
     pub cond: libc::pthread_cond_t,
     pub events_completed: u32,
+}
+
+#[repr(C)]
+pub struct ibv_rx_hash_conf {
+    pub rx_hash_function: u8,
+    pub rx_hash_key_len: u8,
+    pub rx_hash_key: *mut u8,
+    pub rx_hash_fields_mask: u64,
+}
+
+/// `struct ibv_qp_init_attr_ex`: `ibv_qp_init_attr`'s fields, then the extended ones.
+#[repr(C)]
+pub struct ibv_qp_init_attr_ex {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut ibv_cq,
+    pub recv_cq: *mut ibv_cq,
+    pub srq: *mut c_void,
+    pub cap: ibv_qp_cap,
+    pub qp_type: c_int,
+    pub sq_sig_all: c_int,
+    pub comp_mask: u32,
+    pub pd: *mut ibv_pd,
+    pub xrcd: *mut c_void,
+    pub create_flags: u32,
+    pub max_tso_header: u16,
+    pub rwq_ind_tbl: *mut c_void,
+    pub rx_hash_conf: ibv_rx_hash_conf,
+    pub source_qpn: u32,
+    pub send_ops_flags: u64,
+}
+
+/// `struct ibv_qp_ex`: an `ibv_qp` with the work request builder.
+#[repr(C)]
+pub struct ibv_qp_ex {
+    pub qp_base: ibv_qp,
+    pub comp_mask: u64,
+    pub wr_id: u64,
+    pub wr_flags: c_uint,
+    pub wr_atomic_cmp_swp: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u64, u64)>,
+    pub wr_atomic_fetch_add: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u64)>,
+    pub wr_bind_mw: Option<unsafe extern "C" fn(*mut ibv_qp_ex, *mut c_void, u32, *const c_void)>,
+    pub wr_local_inv: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32)>,
+    pub wr_rdma_read: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64)>,
+    pub wr_rdma_write: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64)>,
+    pub wr_rdma_write_imm: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u32)>,
+    pub wr_send: Option<unsafe extern "C" fn(*mut ibv_qp_ex)>,
+    pub wr_send_imm: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32)>,
+    pub wr_send_inv: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32)>,
+    pub wr_send_tso: Option<unsafe extern "C" fn(*mut ibv_qp_ex, *mut c_void, u16, u16)>,
+    pub wr_set_ud_addr: Option<unsafe extern "C" fn(*mut ibv_qp_ex, *mut c_void, u32, u32)>,
+    pub wr_set_xrc_srqn: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32)>,
+    pub wr_set_inline_data: Option<unsafe extern "C" fn(*mut ibv_qp_ex, *mut c_void, usize)>,
+    pub wr_set_inline_data_list:
+        Option<unsafe extern "C" fn(*mut ibv_qp_ex, usize, *const ibv_data_buf)>,
+    pub wr_set_sge: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u32)>,
+    pub wr_set_sge_list: Option<unsafe extern "C" fn(*mut ibv_qp_ex, usize, *const ibv_sge)>,
+    pub wr_start: Option<unsafe extern "C" fn(*mut ibv_qp_ex)>,
+    pub wr_complete: Option<unsafe extern "C" fn(*mut ibv_qp_ex) -> c_int>,
+    pub wr_abort: Option<unsafe extern "C" fn(*mut ibv_qp_ex)>,
+    pub wr_atomic_write: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, *const c_void)>,
+}
+
+#[repr(C)]
+pub struct ibv_data_buf {
+    pub addr: *mut c_void,
+    pub length: usize,
 }
 
 /// `wr.rdma` of `struct ibv_send_wr`.

@@ -20,6 +20,7 @@ mod ffi;
 mod helpers;
 mod mr;
 mod qp;
+mod qp_ex;
 mod unsupported;
 
 use core::ffi::c_int;

@@ -1,26 +1,47 @@
 //! RC queue pairs: create, modify, query, destroy, and posting work requests.
 
 use core::cell::UnsafeCell;
-use core::ffi::{c_int, c_void};
+use core::ffi::c_int;
+use core::sync::atomic::AtomicBool;
 
 use pfnic_verbs::{qp_attr, PostError, Qp, QpAttr, QpInitAttr, QpState, RecvWr, SendWr, WrOpcode};
 
 use crate::cq::{cq_wrap, CqWrap};
 use crate::ffi::*;
 use crate::mr::pd_wrap;
+use crate::qp_ex::{Builder, SEND_OPS_SUPPORTED};
 use crate::{errno_of, into_c, set_errno, sges, unbox};
 
 /// `IBV_QPT_RC`, the only QP type.
 const QPT_RC: c_int = pfnic_verbs::pfnic_sys::uapi::PFNIC_QPT_RC as c_int;
 
-/// `struct ibv_qp` and the QP behind it.
+/// `struct ibv_qp` (the first part of a `struct ibv_qp_ex`, which `ibv_qp_to_qp_ex` hands out
+/// for a QP created with extended send operations) and the QP behind it.
 #[repr(C)]
-struct QpWrap {
+pub(crate) struct QpWrap {
     /// C reads it; `state` changes with `ibv_modify_qp`/`ibv_query_qp` (which libibverbs does
-    /// not serialize either), the rest is set before the QP is handed out.
-    ibv: UnsafeCell<ibv_qp>,
+    /// not serialize either), `wr_id` and `wr_flags` are the builder's caller's, the rest is
+    /// set before the QP is handed out.
+    ibv: UnsafeCell<ibv_qp_ex>,
     /// `None` only while `ibv_destroy_qp` hands it to the driver.
     qp: Option<Qp>,
+    /// Created by `ibv_create_qp_ex` with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
+    extended: bool,
+    /// Held by the thread building a batch (`ibv_wr_start` .. `ibv_wr_complete`).
+    pub(crate) building: AtomicBool,
+    /// The batch; only the holder of `building` uses it.
+    pub(crate) builder: UnsafeCell<Builder>,
+}
+
+/// The wrapper of an extended QP (the same object).
+///
+/// # Safety
+///
+/// `qp` is a QP this library created and not yet destroyed.
+pub(crate) unsafe fn qp_ex_wrap<'a>(qp: *mut ibv_qp_ex) -> &'a QpWrap {
+    // SAFETY: an `ibv_qp_ex` of this library is the first field of its `QpWrap`; the caller
+    // passes a live one.
+    unsafe { &*qp.cast::<QpWrap>() }
 }
 
 /// The live QP behind `qp`.
@@ -35,11 +56,16 @@ unsafe fn qp_wrap<'a>(qp: *mut ibv_qp) -> Option<&'a QpWrap> {
 }
 
 impl QpWrap {
+    /// The QP, unless it is being destroyed.
+    pub(crate) fn qp(&self) -> Option<&Qp> {
+        self.qp.as_ref()
+    }
+
     /// Records the state C reads in `ibv_qp::state`.
     fn set_state(&self, state: c_int) {
         // SAFETY: a plain integer store into the `UnsafeCell`; C readers race with it as they
         // do with libibverbs.
-        unsafe { (*self.ibv.get()).state = state };
+        unsafe { (*self.ibv.get()).qp_base.state = state };
     }
 }
 
@@ -109,26 +135,91 @@ pub unsafe extern "C" fn ibv_create_qp(
         }
     };
     init.cap = cap_to(&qp.cap());
+    // SAFETY: `ibv_qp_ex` is pointers, integers, `Option`al function pointers (all zeroes:
+    // NULL, 0, `None`) and glibc's mutex and condition variable, whose initializers are all
+    // zeroes.
+    let mut ibv: ibv_qp_ex = unsafe { core::mem::zeroed() };
+    ibv.qp_base = ibv_qp {
+        // SAFETY: the caller passes a live PD.
+        context: unsafe { (*pd).context },
+        qp_context: init.qp_context,
+        pd,
+        send_cq: init.send_cq,
+        recv_cq: init.recv_cq,
+        srq: core::ptr::null_mut(),
+        handle: qp.qp_num(),
+        qp_num: qp.qp_num(),
+        state: QpState::Reset as c_int,
+        qp_type: QPT_RC,
+        mutex: libc::PTHREAD_MUTEX_INITIALIZER,
+        cond: libc::PTHREAD_COND_INITIALIZER,
+        events_completed: 0,
+    };
     into_c(QpWrap {
-        ibv: UnsafeCell::new(ibv_qp {
-            // SAFETY: the caller passes a live PD.
-            context: unsafe { (*pd).context },
-            qp_context: init.qp_context,
-            pd,
-            send_cq: init.send_cq,
-            recv_cq: init.recv_cq,
-            srq: core::ptr::null_mut(),
-            handle: qp.qp_num(),
-            qp_num: qp.qp_num(),
-            state: QpState::Reset as c_int,
-            qp_type: QPT_RC,
-            mutex: libc::PTHREAD_MUTEX_INITIALIZER,
-            cond: libc::PTHREAD_COND_INITIALIZER,
-            events_completed: 0,
-        }),
+        ibv: UnsafeCell::new(ibv),
         qp: Some(qp),
+        extended: false,
+        building: AtomicBool::new(false),
+        builder: UnsafeCell::new(Builder::default()),
     })
     .cast()
+}
+
+/// `enum ibv_qp_init_attr_mask`: `PD`, `CREATE_FLAGS`, `SEND_OPS_FLAGS` (what pfnic takes);
+/// every bit libibverbs defines.
+const QP_INIT_ATTR_PD: u32 = 1;
+const QP_INIT_ATTR_CREATE_FLAGS: u32 = 1 << 2;
+const QP_INIT_ATTR_SEND_OPS_FLAGS: u32 = 1 << 6;
+const QP_INIT_ATTR_ALL: u32 = (1 << 7) - 1;
+
+/// `verbs_context.create_qp_ex` (what `ibv_create_qp_ex` calls for anything beyond a PD): an
+/// RC QP as `ibv_create_qp` makes, extended (`ibv_qp_to_qp_ex`) with
+/// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`. NULL with `errno`: `EINVAL` without a PD of `context`
+/// or for unknown `comp_mask` bits; `EOPNOTSUPP` for what pfnic does not have (XRC, TSO,
+/// RSS, creation flags, send operations beyond `ibv_post_send`'s).
+///
+/// # Safety
+///
+/// `context` is NULL or a live context; `attr` is NULL or valid for reads and writes, its PD
+/// and CQs live objects of this library.
+pub(crate) unsafe extern "C" fn create_qp_ex(
+    context: *mut ibv_context,
+    attr: *mut ibv_qp_init_attr_ex,
+) -> *mut ibv_qp {
+    let fail = |e| {
+        set_errno(e);
+        core::ptr::null_mut()
+    };
+    // SAFETY: the caller passes NULL or a valid attribute structure.
+    let Some(a) = (unsafe { attr.as_mut() }) else {
+        return fail(libc::EINVAL);
+    };
+    // SAFETY: the caller passes NULL or a live PD.
+    if a.comp_mask & QP_INIT_ATTR_PD == 0
+        || a.comp_mask & !QP_INIT_ATTR_ALL != 0
+        || a.pd.is_null()
+        || unsafe { (*a.pd).context } != context
+    {
+        return fail(libc::EINVAL);
+    }
+    let supported = QP_INIT_ATTR_PD | QP_INIT_ATTR_CREATE_FLAGS | QP_INIT_ATTR_SEND_OPS_FLAGS;
+    let extended = a.comp_mask & QP_INIT_ATTR_SEND_OPS_FLAGS != 0;
+    if a.comp_mask & !supported != 0
+        || (a.comp_mask & QP_INIT_ATTR_CREATE_FLAGS != 0 && a.create_flags != 0)
+        || (extended && a.send_ops_flags & !SEND_OPS_SUPPORTED != 0)
+    {
+        return fail(libc::EOPNOTSUPP);
+    }
+    // SAFETY: `ibv_qp_init_attr_ex` begins with the fields of `ibv_qp_init_attr`, laid out
+    // alike (both checked against rdma-core's header); the caller's PD is live.
+    let qp = unsafe { ibv_create_qp(a.pd, core::ptr::from_mut(a).cast()) };
+    if extended && !qp.is_null() {
+        // SAFETY: `qp` was just made by `ibv_create_qp`, not handed out yet.
+        let w = unsafe { &mut *qp.cast::<QpWrap>() };
+        w.extended = true;
+        crate::qp_ex::install(w.ibv.get_mut());
+    }
+    qp
 }
 
 /// `ibv_modify_qp`: 0 or an errno value (`EINVAL` for a transition, or a set of attributes,
@@ -250,7 +341,7 @@ pub unsafe extern "C" fn ibv_query_qp(
     w.set_state(out.qp_state);
     // SAFETY: these fields are set before the QP is handed out and never written again.
     let (qp_context, send_cq, recv_cq) = unsafe {
-        let i = &*w.ibv.get();
+        let i = &(*w.ibv.get()).qp_base;
         (i.qp_context, i.send_cq, i.recv_cq)
     };
     // SAFETY: the caller passes writable structures.
@@ -297,12 +388,19 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
     }
 }
 
-/// `ibv_qp_to_qp_ex`: the extended QP of a QP made by `ibv_create_qp_ex` with its extended
-/// send operations, NULL for others. pfnic has no extended QPs yet (`ibv_create_qp_ex` fails
-/// with `EOPNOTSUPP`), so it is NULL for every QP.
+/// `ibv_qp_to_qp_ex`: the extended QP of a QP made by `ibv_create_qp_ex` with
+/// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`, NULL for others.
+///
+/// # Safety
+///
+/// `qp` is NULL or a live QP of this library.
 #[no_mangle]
-pub extern "C" fn ibv_qp_to_qp_ex(_qp: *mut ibv_qp) -> *mut c_void {
-    core::ptr::null_mut()
+pub unsafe extern "C" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex {
+    // SAFETY: the caller passes NULL or a live QP.
+    match unsafe { qp_wrap(qp) } {
+        Some(w) if w.extended => qp.cast(),
+        _ => core::ptr::null_mut(),
+    }
 }
 
 /// What `ibv_post_send` and `ibv_post_recv` share: hands the NULL-terminated list at `first`

@@ -1,0 +1,385 @@
+//! The extended QP: libibverbs' work request builder (`ibv_wr_start`, one `ibv_wr_<opcode>`
+//! per work request with its `ibv_wr_set_sge`/`ibv_wr_set_sge_list`, `ibv_wr_complete` or
+//! `ibv_wr_abort`) over the QP's send queue.
+//!
+//! A batch is built in the QP's wrapper and handed to the send queue at `ibv_wr_complete`, as
+//! `ibv_post_send` hands a list. The builder belongs to one thread from `ibv_wr_start` to
+//! `ibv_wr_complete`/`ibv_wr_abort` (another thread's `ibv_wr_start` waits), as libibverbs'
+//! providers lock it. Mistakes made while building (an operation pfnic does not have, data
+//! set before any operation, more SGEs than the send queue takes) make `ibv_wr_complete`
+//! fail with nothing of the batch posted; a work request the send queue refuses (`EINVAL`,
+//! `ENOMEM` when it is full) fails it with the requests before it posted, as `ibv_post_send`
+//! does.
+
+use core::ffi::{c_int, c_void};
+use core::sync::atomic::Ordering;
+
+use pfnic_verbs::{SendWr, Sge, WrOpcode};
+
+use crate::ffi::*;
+use crate::qp::{qp_ex_wrap, QpWrap};
+
+/// `enum ibv_qp_create_send_ops_flags` that pfnic has: the opcodes of `ibv_post_send`.
+pub(crate) const SEND_OPS_SUPPORTED: u64 = 0x7f;
+
+/// One work request of a batch.
+#[derive(Clone)]
+struct Pending {
+    wr_id: u64,
+    opcode: WrOpcode,
+    send_flags: u32,
+    imm_data: u32,
+    remote_addr: u64,
+    rkey: u32,
+    compare_add: u64,
+    swap: u64,
+    sges: Vec<Sge>,
+}
+
+/// The batch being built.
+#[derive(Default)]
+pub(crate) struct Builder {
+    wrs: Vec<Pending>,
+    /// The first mistake made while building (0: none).
+    error: c_int,
+}
+
+impl Builder {
+    fn clear(&mut self) {
+        self.wrs.clear();
+        self.error = 0;
+    }
+
+    fn fail(&mut self, e: c_int) {
+        if self.error == 0 {
+            self.error = e;
+        }
+    }
+}
+
+/// The wrapper of `qp` and its builder.
+///
+/// # Safety
+///
+/// `qp` is an extended QP of this library, and the caller the thread building on it (between
+/// `wr_start` and `wr_complete`/`wr_abort`).
+unsafe fn builder<'a>(qp: *mut ibv_qp_ex) -> (&'a QpWrap, &'a mut Builder) {
+    // SAFETY: the caller passes a live extended QP.
+    let w = unsafe { qp_ex_wrap(qp) };
+    // SAFETY: the calling thread holds `building`, under which only it uses the builder.
+    let b = unsafe { &mut *w.builder.get() };
+    (w, b)
+}
+
+/// Starts a work request of `opcode` with the QP's current `wr_id` and `wr_flags`.
+///
+/// # Safety
+///
+/// As [`builder`].
+unsafe fn push(qp: *mut ibv_qp_ex, opcode: WrOpcode, f: impl FnOnce(&mut Pending)) {
+    // SAFETY: the caller's QP, which it builds on.
+    let (_, b) = unsafe { builder(qp) };
+    // SAFETY: `wr_id` and `wr_flags` are the caller's to set between calls; read here.
+    let (wr_id, send_flags) = unsafe { ((*qp).wr_id, (*qp).wr_flags) };
+    let mut p = Pending {
+        wr_id,
+        opcode,
+        send_flags,
+        imm_data: 0,
+        remote_addr: 0,
+        rkey: 0,
+        compare_add: 0,
+        swap: 0,
+        sges: Vec::new(),
+    };
+    f(&mut p);
+    b.wrs.push(p);
+}
+
+/// `ibv_qp_ex.wr_start`: a new batch, this thread's until it is completed or aborted.
+///
+/// # Safety
+///
+/// `qp` is an extended QP of this library.
+unsafe extern "C" fn wr_start(qp: *mut ibv_qp_ex) {
+    // SAFETY: the caller passes a live extended QP.
+    let w = unsafe { qp_ex_wrap(qp) };
+    while w
+        .building
+        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        std::thread::yield_now();
+    }
+    // SAFETY: `building` is held by this thread now.
+    unsafe { (*w.builder.get()).clear() };
+}
+
+/// Ends the batch: clears it and releases the builder.
+fn finish(w: &QpWrap, b: &mut Builder) {
+    b.clear();
+    w.building.store(false, Ordering::Release);
+}
+
+/// `ibv_qp_ex.wr_complete`: posts the batch. 0, or an errno value (see the module).
+///
+/// # Safety
+///
+/// `qp` is an extended QP of this library this thread builds on.
+unsafe extern "C" fn wr_complete(qp: *mut ibv_qp_ex) -> c_int {
+    // SAFETY: the caller's QP, which it builds on.
+    let (w, b) = unsafe { builder(qp) };
+    let r = if b.error != 0 {
+        b.error
+    } else if let Some(q) = w.qp() {
+        let wrs = b.wrs.iter().map(|p| {
+            Some(SendWr {
+                wr_id: p.wr_id,
+                opcode: p.opcode,
+                send_flags: p.send_flags,
+                sg_list: &p.sges,
+                imm_data: p.imm_data,
+                remote_addr: p.remote_addr,
+                rkey: p.rkey,
+                compare_add: p.compare_add,
+                swap: p.swap,
+            })
+        });
+        match q.post_send_iter(wrs) {
+            Ok(()) => 0,
+            Err(e) => e.errno(),
+        }
+    } else {
+        libc::EINVAL
+    };
+    finish(w, b);
+    r
+}
+
+/// `ibv_qp_ex.wr_abort`: drops the batch.
+///
+/// # Safety
+///
+/// As [`wr_complete`].
+unsafe extern "C" fn wr_abort(qp: *mut ibv_qp_ex) {
+    // SAFETY: the caller's QP, which it builds on.
+    let (w, b) = unsafe { builder(qp) };
+    finish(w, b);
+}
+
+/// `ibv_qp_ex.wr_rdma_write`.
+///
+/// # Safety
+///
+/// As [`wr_complete`].
+unsafe extern "C" fn wr_rdma_write(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64) {
+    // SAFETY: forwarded to the caller.
+    unsafe {
+        push(qp, WrOpcode::RdmaWrite, |p| {
+            p.rkey = rkey;
+            p.remote_addr = remote_addr;
+        })
+    };
+}
+
+/// `ibv_qp_ex.wr_rdma_write_imm`.
+///
+/// # Safety
+///
+/// As [`wr_complete`].
+unsafe extern "C" fn wr_rdma_write_imm(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, imm: u32) {
+    // SAFETY: forwarded to the caller.
+    unsafe {
+        push(qp, WrOpcode::RdmaWriteWithImm, |p| {
+            p.rkey = rkey;
+            p.remote_addr = remote_addr;
+            p.imm_data = imm;
+        })
+    };
+}
+
+/// `ibv_qp_ex.wr_rdma_read`.
+///
+/// # Safety
+///
+/// As [`wr_complete`].
+unsafe extern "C" fn wr_rdma_read(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64) {
+    // SAFETY: forwarded to the caller.
+    unsafe {
+        push(qp, WrOpcode::RdmaRead, |p| {
+            p.rkey = rkey;
+            p.remote_addr = remote_addr;
+        })
+    };
+}
+
+/// `ibv_qp_ex.wr_send`.
+///
+/// # Safety
+///
+/// As [`wr_complete`].
+unsafe extern "C" fn wr_send(qp: *mut ibv_qp_ex) {
+    // SAFETY: forwarded to the caller.
+    unsafe { push(qp, WrOpcode::Send, |_| {}) };
+}
+
+/// `ibv_qp_ex.wr_send_imm`.
+///
+/// # Safety
+///
+/// As [`wr_complete`].
+unsafe extern "C" fn wr_send_imm(qp: *mut ibv_qp_ex, imm: u32) {
+    // SAFETY: forwarded to the caller.
+    unsafe { push(qp, WrOpcode::SendWithImm, |p| p.imm_data = imm) };
+}
+
+/// `ibv_qp_ex.wr_atomic_cmp_swp`.
+///
+/// # Safety
+///
+/// As [`wr_complete`].
+unsafe extern "C" fn wr_atomic_cmp_swp(
+    qp: *mut ibv_qp_ex,
+    rkey: u32,
+    remote_addr: u64,
+    compare: u64,
+    swap: u64,
+) {
+    // SAFETY: forwarded to the caller.
+    unsafe {
+        push(qp, WrOpcode::AtomicCmpAndSwp, |p| {
+            p.rkey = rkey;
+            p.remote_addr = remote_addr;
+            p.compare_add = compare;
+            p.swap = swap;
+        })
+    };
+}
+
+/// `ibv_qp_ex.wr_atomic_fetch_add`.
+///
+/// # Safety
+///
+/// As [`wr_complete`].
+unsafe extern "C" fn wr_atomic_fetch_add(
+    qp: *mut ibv_qp_ex,
+    rkey: u32,
+    remote_addr: u64,
+    add: u64,
+) {
+    // SAFETY: forwarded to the caller.
+    unsafe {
+        push(qp, WrOpcode::AtomicFetchAndAdd, |p| {
+            p.rkey = rkey;
+            p.remote_addr = remote_addr;
+            p.compare_add = add;
+        })
+    };
+}
+
+/// Sets the data of the batch's last work request (`EINVAL` at completion if there is none).
+///
+/// # Safety
+///
+/// As [`wr_complete`].
+unsafe fn set_sges(qp: *mut ibv_qp_ex, sges: impl Iterator<Item = Sge>) {
+    // SAFETY: the caller's QP, which it builds on.
+    let (_, b) = unsafe { builder(qp) };
+    match b.wrs.last_mut() {
+        Some(p) => {
+            p.sges.clear();
+            p.sges.extend(sges);
+        }
+        None => b.fail(libc::EINVAL),
+    }
+}
+
+/// `ibv_qp_ex.wr_set_sge`.
+///
+/// # Safety
+///
+/// As [`wr_complete`].
+unsafe extern "C" fn wr_set_sge(qp: *mut ibv_qp_ex, lkey: u32, addr: u64, length: u32) {
+    // SAFETY: forwarded to the caller.
+    unsafe { set_sges(qp, core::iter::once(Sge { addr, length, lkey })) };
+}
+
+/// `ibv_qp_ex.wr_set_sge_list`.
+///
+/// # Safety
+///
+/// As [`wr_complete`]; `sg_list` holds `num_sge` readable entries.
+unsafe extern "C" fn wr_set_sge_list(qp: *mut ibv_qp_ex, num_sge: usize, sg_list: *const ibv_sge) {
+    if num_sge > 0 && sg_list.is_null() {
+        // SAFETY: the caller's QP, which it builds on.
+        unsafe { builder(qp) }.1.fail(libc::EINVAL);
+        return;
+    }
+    let list = if num_sge == 0 {
+        &[][..]
+    } else {
+        // SAFETY: the caller passes `num_sge` readable entries.
+        unsafe { core::slice::from_raw_parts(sg_list, num_sge) }
+    };
+    let sges = list.iter().map(|s| Sge {
+        addr: s.addr,
+        length: s.length,
+        lkey: s.lkey,
+    });
+    // SAFETY: forwarded to the caller.
+    unsafe { set_sges(qp, sges) };
+}
+
+/// Defines builder entries for what pfnic does not have: each makes `ibv_wr_complete` fail
+/// with `EOPNOTSUPP` (a QP that asked for them was refused at creation, so only a program
+/// calling them anyway gets here).
+macro_rules! unsupported {
+    ($($name:ident($($arg:ident: $t:ty),*);)*) => {$(
+        /// An `ibv_qp_ex` operation pfnic does not have (see [`unsupported!`]).
+        ///
+        /// # Safety
+        ///
+        /// As [`wr_complete`].
+        unsafe extern "C" fn $name(qp: *mut ibv_qp_ex, $(_: $t),*) {
+            // SAFETY: the caller's QP, which it builds on.
+            unsafe { builder(qp) }.1.fail(libc::EOPNOTSUPP);
+        }
+    )*};
+}
+
+unsupported! {
+    wr_bind_mw(mw: *mut c_void, rkey: u32, info: *const c_void);
+    wr_local_inv(rkey: u32);
+    wr_send_inv(rkey: u32);
+    wr_send_tso(hdr: *mut c_void, hdr_sz: u16, mss: u16);
+    wr_set_ud_addr(ah: *mut c_void, qpn: u32, qkey: u32);
+    wr_set_xrc_srqn(srqn: u32);
+    wr_set_inline_data(addr: *mut c_void, length: usize);
+    wr_set_inline_data_list(n: usize, list: *const ibv_data_buf);
+    wr_atomic_write(rkey: u32, addr: u64, data: *const c_void);
+}
+
+/// The builder's entries in `qp`.
+pub(crate) fn install(qp: &mut ibv_qp_ex) {
+    qp.wr_atomic_cmp_swp = Some(wr_atomic_cmp_swp);
+    qp.wr_atomic_fetch_add = Some(wr_atomic_fetch_add);
+    qp.wr_bind_mw = Some(wr_bind_mw);
+    qp.wr_local_inv = Some(wr_local_inv);
+    qp.wr_rdma_read = Some(wr_rdma_read);
+    qp.wr_rdma_write = Some(wr_rdma_write);
+    qp.wr_rdma_write_imm = Some(wr_rdma_write_imm);
+    qp.wr_send = Some(wr_send);
+    qp.wr_send_imm = Some(wr_send_imm);
+    qp.wr_send_inv = Some(wr_send_inv);
+    qp.wr_send_tso = Some(wr_send_tso);
+    qp.wr_set_ud_addr = Some(wr_set_ud_addr);
+    qp.wr_set_xrc_srqn = Some(wr_set_xrc_srqn);
+    qp.wr_set_inline_data = Some(wr_set_inline_data);
+    qp.wr_set_inline_data_list = Some(wr_set_inline_data_list);
+    qp.wr_set_sge = Some(wr_set_sge);
+    qp.wr_set_sge_list = Some(wr_set_sge_list);
+    qp.wr_start = Some(wr_start);
+    qp.wr_complete = Some(wr_complete);
+    qp.wr_abort = Some(wr_abort);
+    qp.wr_atomic_write = Some(wr_atomic_write);
+}
