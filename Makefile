@@ -25,7 +25,7 @@ BENCH_ARGS ?=
 FUZZ_SECONDS ?= 60
 FUZZ_TARGET ?= pfnic-iommu
 
-.PHONY: all setup sources kernel qemu module userspace rootfs run run2 test test-debug fuzz bench check clean help
+.PHONY: all setup sources kernel qemu module userspace perftest rootfs run run2 test test-debug fuzz bench check clean help
 
 all:
 	$(SCRIPTS)/build-all.sh
@@ -48,7 +48,10 @@ module: kernel
 userspace: setup
 	$(SCRIPTS)/build-userspace.sh
 
-rootfs: module userspace
+perftest: sources userspace
+	$(SCRIPTS)/build-perftest.sh
+
+rootfs: module userspace perftest
 	$(SCRIPTS)/build-rootfs.sh
 	$(SCRIPTS)/build-debian-layer.sh
 

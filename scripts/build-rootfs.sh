@@ -48,14 +48,19 @@ mv "$INITRAMFS.tmp" "$INITRAMFS"
 log "initramfs ready: $INITRAMFS"
 
 # The libibverbs layer: libibverbs.so.1 where Debian's loader looks for it, replacing
-# rdma-core's (a symlink in the Debian layer, which this archive follows).
+# rdma-core's (a symlink in the Debian layer, which this archive follows), and perftest
+# built against it in /usr/bin, replacing Debian's (which cannot load on pfnic).
 so=$bins/libibverbs.so.1
 [[ -e $so ]] || die "no $so; run scripts/build-userspace.sh"
+[[ -e $PERFTEST_BUILD/bin/.built ]] || die "no perftest in $PERFTEST_BUILD/bin; run scripts/build-perftest.sh"
 {
-	for d in usr usr/lib usr/lib/x86_64-linux-gnu; do
+	for d in usr usr/bin usr/lib usr/lib/x86_64-linux-gnu; do
 		echo "dir /$d 0755 0 0"
 	done
 	echo "file /usr/lib/x86_64-linux-gnu/libibverbs.so.1 $so 0755 0 0"
+	for t in "$PERFTEST_BUILD"/bin/ib_*; do
+		echo "file /usr/bin/${t##*/} $t 0755 0 0"
+	done
 } >"$ROOTFS_BUILD/libibverbs.list"
 "$gen" "$ROOTFS_BUILD/libibverbs.list" | gzip -1 >"$IBVERBS_LAYER.tmp"
 mv "$IBVERBS_LAYER.tmp" "$IBVERBS_LAYER"

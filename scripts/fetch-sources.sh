@@ -3,6 +3,7 @@
 #   - Linux 7.3 (linux-source-7.3, trixie-backports)
 #   - rust-src with the same upstream version as `rustc --version`
 #   - QEMU 10.2.2 (source package, sid) with Debian's patches applied
+#   - perftest (source package, sid) with Debian's patches applied
 # Uses a private apt configuration so the host's sources stay bookworm-only.
 # Idempotent: a source already unpacked is left alone.
 # usage: scripts/fetch-sources.sh
@@ -80,6 +81,35 @@ if [[ ! -e $QEMU_PRISTINE/configure ]]; then
 		die "apt-get source qemu=$QEMU_DEB_VERSION failed; see $tmp.log"
 	rm -rf "$QEMU_PRISTINE"
 	mv "$tmp"/qemu-"$QEMU_VERSION"* "$QEMU_PRISTINE"
+	rm -rf "$tmp" "$tmp.log"
+fi
+
+# --- perftest ---------------------------------------------------------------
+# The archive serves the source tarballs but not always the .dsc, so they are
+# fetched one by one with apt's own downloader, each checked against the hash
+# the (signed) source index gives, then unpacked as dpkg-source would.
+if [[ ! -e $PERFTEST_SRC/configure ]]; then
+	apt_update
+	log "downloading perftest $PERFTEST_DEB_VERSION source with Debian's patches"
+	tmp=$(mktemp -d "$SRC_DIR/.perftest.XXXXXX")
+	private_apt -q source --print-uris "perftest=$PERFTEST_DEB_VERSION" 2>"$tmp.log" |
+		sed -n "s/^'\([^']*\)' \([^ ]*\.tar\.[a-z]*\) [0-9]* \(SHA256:[0-9a-f]*\)$/\1 \2 \3/p" >"$tmp/uris"
+	[[ $(wc -l <"$tmp/uris") -eq 2 ]] || die "no perftest=$PERFTEST_DEB_VERSION source in the index; see $tmp.log"
+	while read -r uri name hash; do
+		/usr/lib/apt/apt-helper -o APT::Sandbox::User=root download-file "$uri" "$tmp/$name" "$hash" >>"$tmp.log" 2>&1 ||
+			die "could not download $name; see $tmp.log"
+	done <"$tmp/uris"
+	mkdir -p "$tmp/src"
+	tar -C "$tmp/src" --strip-components=1 -xf "$tmp"/*.orig.tar.*
+	tar -C "$tmp/src" -xf "$tmp"/*.debian.tar.*
+	if [[ -e $tmp/src/debian/patches/series ]]; then
+		sed '/^#/d' "$tmp/src/debian/patches/series" | while read -r p _; do
+			[[ -n $p ]] || continue
+			patch -d "$tmp/src" -p1 -s <"$tmp/src/debian/patches/$p" || die "perftest patch $p failed"
+		done
+	fi
+	rm -rf "$PERFTEST_SRC"
+	mv "$tmp/src" "$PERFTEST_SRC"
 	rm -rf "$tmp" "$tmp.log"
 fi
 

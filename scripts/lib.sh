@@ -11,6 +11,9 @@ PFNIC_JOBS=${PFNIC_JOBS:-$(($(nproc) + 1))}
 # Pinned versions (see ../shared/docs/ENVIRONMENT.md for why these).
 KERNEL_SERIES=7.3
 QEMU_DEB_VERSION=1:10.2.2+ds-1
+# perftest, built from Debian's source against pfnic's libibverbs.so.1
+# (scripts/build-perftest.sh): sid's, the source the archive serves.
+PERFTEST_DEB_VERSION=25.01.0+0.80-1
 QEMU_VERSION=10.2.2
 BINDGEN_VERSION=0.71.1
 MESON_VERSION=1.9.0
@@ -41,6 +44,8 @@ QEMU_PRISTINE=$SRC_DIR/qemu-$QEMU_VERSION
 QEMU_SRC=$BUILD_DIR/qemu-src
 QEMU_BUILD=$BUILD_DIR/qemu
 QEMU_BIN=$QEMU_BUILD/qemu-system-x86_64
+PERFTEST_SRC=$SRC_DIR/perftest-${PERFTEST_DEB_VERSION%-*}
+PERFTEST_BUILD=$BUILD_DIR/perftest
 # The qtests make test runs: the device's, and intel-iommu's (our svm patch).
 QTESTS=(pfnic-test intel-iommu-test)
 # Firmware: Debian's +ds QEMU source ships no ROMs; these packages do.

@@ -28,6 +28,17 @@ type Mirror = (
 const STRUCTS: &[Mirror] = &[
     ("union ibv_gid", "ibv_gid", &[("raw", "raw")]),
     (
+        "struct ibv_gid_entry",
+        "ibv_gid_entry",
+        &[
+            ("gid", "gid"),
+            ("gid_index", "gid_index"),
+            ("port_num", "port_num"),
+            ("gid_type", "gid_type"),
+            ("ndev_ifindex", "ndev_ifindex"),
+        ],
+    ),
+    (
         "struct ibv_device",
         "ibv_device",
         &[
@@ -660,6 +671,124 @@ const STRUCTS: &[Mirror] = &[
     ),
 ];
 
+/// The kernel's uverbs structures and rdma-core's `ibv_sa_path_rec` that `src/kern_abi.rs`
+/// converts between (checked against rdma-core's headers and the kernel's uAPI only).
+const KERN_ABI_STRUCTS: &[Mirror] = &[
+    (
+        "struct ib_uverbs_global_route",
+        "ib_uverbs_global_route",
+        &[
+            ("dgid", "dgid"),
+            ("flow_label", "flow_label"),
+            ("sgid_index", "sgid_index"),
+            ("hop_limit", "hop_limit"),
+            ("traffic_class", "traffic_class"),
+            ("reserved", "reserved"),
+        ],
+    ),
+    (
+        "struct ib_uverbs_ah_attr",
+        "ib_uverbs_ah_attr",
+        &[
+            ("grh", "grh"),
+            ("dlid", "dlid"),
+            ("sl", "sl"),
+            ("src_path_bits", "src_path_bits"),
+            ("static_rate", "static_rate"),
+            ("is_global", "is_global"),
+            ("port_num", "port_num"),
+            ("reserved", "reserved"),
+        ],
+    ),
+    (
+        "struct ib_uverbs_qp_attr",
+        "ib_uverbs_qp_attr",
+        &[
+            ("qp_attr_mask", "qp_attr_mask"),
+            ("qp_state", "qp_state"),
+            ("cur_qp_state", "cur_qp_state"),
+            ("path_mtu", "path_mtu"),
+            ("path_mig_state", "path_mig_state"),
+            ("qkey", "qkey"),
+            ("rq_psn", "rq_psn"),
+            ("sq_psn", "sq_psn"),
+            ("dest_qp_num", "dest_qp_num"),
+            ("qp_access_flags", "qp_access_flags"),
+            ("ah_attr", "ah_attr"),
+            ("alt_ah_attr", "alt_ah_attr"),
+            ("max_send_wr", "max_send_wr"),
+            ("max_recv_wr", "max_recv_wr"),
+            ("max_send_sge", "max_send_sge"),
+            ("max_recv_sge", "max_recv_sge"),
+            ("max_inline_data", "max_inline_data"),
+            ("pkey_index", "pkey_index"),
+            ("alt_pkey_index", "alt_pkey_index"),
+            ("en_sqd_async_notify", "en_sqd_async_notify"),
+            ("sq_draining", "sq_draining"),
+            ("max_rd_atomic", "max_rd_atomic"),
+            ("max_dest_rd_atomic", "max_dest_rd_atomic"),
+            ("min_rnr_timer", "min_rnr_timer"),
+            ("port_num", "port_num"),
+            ("timeout", "timeout"),
+            ("retry_cnt", "retry_cnt"),
+            ("rnr_retry", "rnr_retry"),
+            ("alt_port_num", "alt_port_num"),
+            ("alt_timeout", "alt_timeout"),
+            ("reserved", "reserved"),
+        ],
+    ),
+    (
+        "struct ib_user_path_rec",
+        "ib_user_path_rec",
+        &[
+            ("dgid", "dgid"),
+            ("sgid", "sgid"),
+            ("dlid", "dlid"),
+            ("slid", "slid"),
+            ("raw_traffic", "raw_traffic"),
+            ("flow_label", "flow_label"),
+            ("reversible", "reversible"),
+            ("mtu", "mtu"),
+            ("pkey", "pkey"),
+            ("hop_limit", "hop_limit"),
+            ("traffic_class", "traffic_class"),
+            ("numb_path", "numb_path"),
+            ("sl", "sl"),
+            ("mtu_selector", "mtu_selector"),
+            ("rate_selector", "rate_selector"),
+            ("rate", "rate"),
+            ("packet_life_time_selector", "packet_life_time_selector"),
+            ("packet_life_time", "packet_life_time"),
+            ("preference", "preference"),
+        ],
+    ),
+    (
+        "struct ibv_sa_path_rec",
+        "ibv_sa_path_rec",
+        &[
+            ("dgid", "dgid"),
+            ("sgid", "sgid"),
+            ("dlid", "dlid"),
+            ("slid", "slid"),
+            ("raw_traffic", "raw_traffic"),
+            ("flow_label", "flow_label"),
+            ("hop_limit", "hop_limit"),
+            ("traffic_class", "traffic_class"),
+            ("reversible", "reversible"),
+            ("numb_path", "numb_path"),
+            ("pkey", "pkey"),
+            ("sl", "sl"),
+            ("mtu_selector", "mtu_selector"),
+            ("mtu", "mtu"),
+            ("rate_selector", "rate_selector"),
+            ("rate", "rate"),
+            ("packet_life_time_selector", "packet_life_time_selector"),
+            ("packet_life_time", "packet_life_time"),
+            ("preference", "preference"),
+        ],
+    ),
+];
+
 /// Fields newer than the rdma-core the check runs against (Debian bookworm's 44.0): the
 /// verbs that fill them take the caller's structure size, so older callers get a prefix. The
 /// rdma-core check skips them, and the size of their structures.
@@ -680,8 +809,14 @@ const WR_UNION: &[(&str, &str, &[&str])] = &[
 ];
 
 /// The C program: one printf per check, each printing a Rust `const` assertion.
-fn layout_program(rdma_core: bool) -> String {
-    let mut c = String::from(
+fn layout_program(rdma_core: bool, structs: &[Mirror]) -> String {
+    let mut c = String::from(if rdma_core {
+        "#include <infiniband/sa.h>\n#include <rdma/ib_user_verbs.h>\n\
+         #include <rdma/ib_user_sa.h>\n"
+    } else {
+        ""
+    });
+    c.push_str(
         "#include <stddef.h>\n#include <stdio.h>\n#include <infiniband/verbs.h>\n\
          #define SIZE(c, r) printf(\"const _: () = assert!(core::mem::size_of::<%s>() == %zu, \
          \\\"size of %s\\\");\\n\", r, sizeof(c), #c)\n\
@@ -692,7 +827,7 @@ fn layout_program(rdma_core: bool) -> String {
          typedef __typeof__(((struct ibv_send_wr *)0)->wr) wr_union_t;\n\
          int main(void)\n{\n",
     );
-    for (cty, rty, fields) in STRUCTS {
+    for (cty, rty, fields) in structs {
         if rdma_core && PRIVATE_IN_RDMA_CORE.contains(cty) {
             continue;
         }
@@ -709,7 +844,7 @@ fn layout_program(rdma_core: bool) -> String {
             .unwrap();
         }
     }
-    for (member, rty, fields) in WR_UNION {
+    for (member, rty, fields) in WR_UNION.iter().filter(|_| structs.len() == STRUCTS.len()) {
         for f in *fields {
             writeln!(
                 c,
@@ -719,21 +854,20 @@ fn layout_program(rdma_core: bool) -> String {
             .unwrap();
         }
     }
-    writeln!(
-        c,
-        "    SIZE(wr_union_t, \"ibv_send_wr_wr\");\n    return 0;\n}}"
-    )
-    .unwrap();
+    if structs.len() == STRUCTS.len() {
+        writeln!(c, "    SIZE(wr_union_t, \"ibv_send_wr_wr\");").unwrap();
+    }
+    writeln!(c, "    return 0;\n}}").unwrap();
 
     c
 }
 
 /// Compiles the layout program against the headers in `include` and writes its assertions
 /// to `OUT_DIR/<name>.rs`.
-fn check_against(include: &Path, out: &Path, name: &str, rdma_core: bool) {
+fn check_against(include: &Path, out: &Path, name: &str, rdma_core: bool, structs: &[Mirror]) {
     let src = out.join(format!("{name}.c"));
     let exe = out.join(name);
-    fs::write(&src, layout_program(rdma_core)).expect("write the layout program");
+    fs::write(&src, layout_program(rdma_core, structs)).expect("write the layout program");
     let cc = env::var("CC").unwrap_or_else(|_| "cc".into());
     let status = Command::new(&cc)
         .arg("-std=gnu11")
@@ -770,7 +904,7 @@ fn main() {
     println!("cargo:rerun-if-env-changed=CC");
     println!("cargo:rerun-if-env-changed=PFNIC_RDMA_CORE_INCLUDE");
 
-    check_against(&include, &out, "layout", false);
+    check_against(&include, &out, "layout", false, STRUCTS);
     match env::var_os("PFNIC_RDMA_CORE_INCLUDE") {
         Some(dir) => {
             let dir = PathBuf::from(dir);
@@ -778,7 +912,8 @@ fn main() {
                 "cargo:rerun-if-changed={}",
                 dir.join("infiniband/verbs.h").display()
             );
-            check_against(&dir, &out, "layout_rdma_core", true);
+            check_against(&dir, &out, "layout_rdma_core", true, STRUCTS);
+            check_against(&dir, &out, "layout_kern_abi", true, KERN_ABI_STRUCTS);
         }
         None => {
             println!(
@@ -786,6 +921,7 @@ fn main() {
                  against rdma-core's headers (scripts/build-userspace.sh sets it)"
             );
             fs::write(out.join("layout_rdma_core.rs"), "").expect("write layout_rdma_core.rs");
+            fs::write(out.join("layout_kern_abi.rs"), "").expect("write layout_kern_abi.rs");
         }
     }
 }

@@ -75,6 +75,21 @@ enum {
     IBV_SYSFS_PATH_MAX = 256,
 };
 
+enum ibv_gid_type {
+    IBV_GID_TYPE_IB,
+    IBV_GID_TYPE_ROCE_V1,
+    IBV_GID_TYPE_ROCE_V2,
+};
+
+/* A GID with its type (ibv_query_gid_ex); pfnic's ports have no netdev. */
+struct ibv_gid_entry {
+    union ibv_gid gid;
+    uint32_t gid_index;
+    uint32_t port_num;
+    uint32_t gid_type; /* enum ibv_gid_type */
+    uint32_t ndev_ifindex;
+};
+
 struct ibv_context;
 struct ibv_device;
 
@@ -1391,6 +1406,25 @@ int ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index,
 /* The port has one P_Key, the default 0xffff (network byte order). */
 int ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index,
                    __be16 *pkey);
+/* The index of pkey in the port's table (0 for 0xffff), or -1. */
+int ibv_get_pkey_index(struct ibv_context *context, uint8_t port_num,
+                       __be16 pkey);
+
+int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
+                      uint32_t gid_index, struct ibv_gid_entry *entry,
+                      uint32_t flags, size_t entry_size);
+
+/*
+ * 0, or an errno value: EINVAL (port, index, flags), ENODATA (an index of
+ * the table without a GID).
+ */
+static inline int ibv_query_gid_ex(struct ibv_context *context,
+                                   uint32_t port_num, uint32_t gid_index,
+                                   struct ibv_gid_entry *entry, uint32_t flags)
+{
+    return _ibv_query_gid_ex(context, port_num, gid_index, entry, flags,
+                             sizeof(*entry));
+}
 
 struct ibv_pd *ibv_alloc_pd(struct ibv_context *context);
 int ibv_dealloc_pd(struct ibv_pd *pd);
@@ -1504,6 +1538,18 @@ static inline int ibv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 /* ------------------------------------------------------------------ */
 
 const char *ibv_node_type_str(enum ibv_node_type node_type);
+
+/* The kernel's index of an RDMA device: -1 for pfnic's (no ib_core device). */
+int ibv_get_device_index(struct ibv_device *device);
+
+/* Enhanced connection establishment: pfnic has none (EOPNOTSUPP). */
+struct ibv_ece {
+    uint32_t vendor_id;
+    uint32_t options;
+    uint32_t comp_mask;
+};
+int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece);
+int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece);
 const char *ibv_port_state_str(enum ibv_port_state port_state);
 
 /*

@@ -567,6 +567,95 @@ pub unsafe extern "C" fn ibv_query_pkey(
     0
 }
 
+/// `ibv_get_pkey_index`: the index of `pkey` (network byte order) in the port's P_Key table
+/// (0 for the default 0xffff), or -1.
+///
+/// # Safety
+///
+/// `context` is a live context of this library (or NULL).
+#[no_mangle]
+pub unsafe extern "C" fn ibv_get_pkey_index(
+    context: *mut ibv_context,
+    port_num: u8,
+    pkey: u16,
+) -> c_int {
+    // SAFETY: the caller passes a live context or NULL.
+    let Some(w) = (unsafe { ctx_wrap(context) }) else {
+        return -1;
+    };
+    if port_attributes(w, port_num).is_err() || u16::from_be(pkey) != DEFAULT_PKEY {
+        return -1;
+    }
+    0
+}
+
+/// `ibv_get_device_index`: the kernel's index of an RDMA device, -1 for a device that has
+/// none, as every pfnic device (the driver is not an `ib_core` driver).
+#[no_mangle]
+pub extern "C" fn ibv_get_device_index(_device: *mut ibv_device) -> c_int {
+    -1
+}
+
+/// `IBV_GID_TYPE_IB`, `IBV_GID_TYPE_ROCE_V2` (`enum ibv_gid_type`).
+const GID_ENTRY_TYPE_IB: u32 = 0;
+const GID_ENTRY_TYPE_ROCE_V2: u32 = 2;
+
+/// `_ibv_query_gid_ex` (what `ibv_query_gid_ex` calls): GID `gid_index` of the port with its
+/// type. 0, or an errno value: `EINVAL` (port, index beyond the table, `flags`, an entry
+/// smaller than rdma-core's), `ENODATA` (an entry of the table with no GID: GID 1 while the
+/// port has no IPv4 address).
+///
+/// # Safety
+///
+/// `context` is a live context of this library (or NULL); `entry` is NULL or valid for
+/// `entry_size` bytes of writes.
+#[no_mangle]
+pub unsafe extern "C" fn _ibv_query_gid_ex(
+    context: *mut ibv_context,
+    port_num: u32,
+    gid_index: u32,
+    entry: *mut ibv_gid_entry,
+    flags: u32,
+    entry_size: usize,
+) -> c_int {
+    // SAFETY: the caller passes a live context or NULL.
+    let Some(w) = (unsafe { ctx_wrap(context) }) else {
+        return libc::EINVAL;
+    };
+    let Ok(port) = u8::try_from(port_num) else {
+        return libc::EINVAL;
+    };
+    if flags != 0 || entry.is_null() || entry_size < core::mem::size_of::<ibv_gid_entry>() {
+        return libc::EINVAL;
+    }
+    let attr = match port_attributes(w, port) {
+        Ok(a) => a,
+        Err(e) => return e,
+    };
+    let gid = match w.shared.ctx.query_gid(port, gid_index) {
+        Ok(g) => g,
+        Err(e) => return errno_of(&e),
+    };
+    if gid == [0; 16] {
+        return libc::ENODATA;
+    }
+    let out = ibv_gid_entry {
+        gid: ibv_gid { raw: gid },
+        gid_index,
+        port_num,
+        gid_type: if u32::from(attr.link_layer) == pfnic_verbs::LINK_LAYER_ETHERNET {
+            GID_ENTRY_TYPE_ROCE_V2
+        } else {
+            GID_ENTRY_TYPE_IB
+        },
+        // The port has no netdev: the wire is the device's own.
+        ndev_ifindex: 0,
+    };
+    // SAFETY: the caller passes a writable entry of at least this size (checked above).
+    unsafe { entry.write(out) };
+    0
+}
+
 /// `IBV_GID_TYPE_SYSFS_IB_ROCE_V1` and `IBV_GID_TYPE_SYSFS_ROCE_V2` (rdma-core's
 /// `enum ibv_gid_type_sysfs`).
 const GID_TYPE_IB_ROCE_V1: c_int = 0;

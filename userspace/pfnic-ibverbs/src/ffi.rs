@@ -16,6 +16,17 @@ pub struct ibv_gid {
     pub raw: [u8; 16],
 }
 
+/// `struct ibv_gid_entry`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_gid_entry {
+    pub gid: ibv_gid,
+    pub gid_index: u32,
+    pub port_num: u32,
+    pub gid_type: u32,
+    pub ndev_ifindex: u32,
+}
+
 /// `struct _ibv_device_ops`: unused, there for the layout.
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -677,3 +688,6 @@ pub struct ibv_recv_wr {
 
 include!(concat!(env!("OUT_DIR"), "/layout.rs"));
 include!(concat!(env!("OUT_DIR"), "/layout_rdma_core.rs"));
+#[allow(clippy::wildcard_imports)]
+use crate::kern_abi::*;
+include!(concat!(env!("OUT_DIR"), "/layout_kern_abi.rs"));

@@ -58,6 +58,12 @@ pub extern "C" fn ibv_port_state_str(port_state: c_int) -> *const c_char {
     describe(&STR, NAMES, port_state)
 }
 
+/// `ibv_get_sysfs_path`: where sysfs is mounted (`/sys`).
+#[no_mangle]
+pub extern "C" fn ibv_get_sysfs_path() -> *const c_char {
+    c"/sys".as_ptr()
+}
+
 /// `IBV_FORK_UNNEEDED`.
 const FORK_UNNEEDED: c_int = 2;
 

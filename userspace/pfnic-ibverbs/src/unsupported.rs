@@ -1,5 +1,5 @@
 //! The verbs pfnic does not have: shared receive queues, address handles (pfnic has RC queue
-//! pairs only) and multicast. They are exported, so that a program which references them
+//! pairs only), multicast and enhanced connection establishment (ECE). They are exported, so that a program which references them
 //! loads and runs its other paths, and each call fails as libibverbs documents a verb the
 //! device does not support: constructors return NULL with `errno` `EOPNOTSUPP`, the others
 //! return `EOPNOTSUPP` (`EINVAL` for an object that cannot exist).
@@ -7,6 +7,18 @@
 use core::ffi::{c_int, c_void};
 
 use crate::set_errno;
+
+/// `ibv_query_ece`: `EOPNOTSUPP` (no enhanced connection establishment).
+#[no_mangle]
+pub extern "C" fn ibv_query_ece(_qp: *mut c_void, _ece: *mut c_void) -> c_int {
+    libc::EOPNOTSUPP
+}
+
+/// `ibv_set_ece`: `EOPNOTSUPP`.
+#[no_mangle]
+pub extern "C" fn ibv_set_ece(_qp: *mut c_void, _ece: *mut c_void) -> c_int {
+    libc::EOPNOTSUPP
+}
 
 /// `ibv_create_srq`: NULL, `errno` `EOPNOTSUPP` (`max_srq` is 0).
 #[no_mangle]

@@ -1,6 +1,7 @@
 //! Debian's own rdma-core binaries (bookworm's `ibverbs-utils`, unmodified) on pfnic: they load
 //! pfnic's `libibverbs.so.1` in place of rdma-core's (the guest's Debian layer,
-//! `scripts/run-guest.sh --debian`). `ibv_devices` and `ibv_devinfo -v` must describe the
+//! `scripts/run-guest.sh --debian`). perftest, built from Debian's source against that library
+//! (`scripts/build-perftest.sh`), runs its bandwidth and latency tests over loopback. `ibv_devices` and `ibv_devinfo -v` must describe the
 //! device as pfnic's own queries do; `ibv_rc_pingpong` runs a server and a client in this
 //! guest over loopback with the option sets pfnic supports (the new send API and the
 //! extended CQ with `-N`), and the ones it does not (timestamps, device memory, SRQs) must
@@ -19,6 +20,10 @@ const IBV_DEVICES: &str = "/usr/bin/ibv_devices";
 const IBV_DEVINFO: &str = "/usr/bin/ibv_devinfo";
 const RC_PINGPONG: &str = "/usr/bin/ibv_rc_pingpong";
 const SRQ_PINGPONG: &str = "/usr/bin/ibv_srq_pingpong";
+/// perftest's tools, `ib_<test>`.
+const PERFTEST_DIR: &str = "/usr/bin";
+/// perftest's iterations: enough for its statistics, few enough for TCG.
+const PERFTEST_ITERS: &str = "200";
 /// A ping-pong that does not finish in this time is stuck.
 const PINGPONG_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -54,6 +59,18 @@ pub const TESTS: &[&Test] = &[
     &Test {
         name: "test_debian_rc_pingpong_new_send",
         run: test_debian_rc_pingpong_new_send,
+    },
+    &Test {
+        name: "test_debian_perftest_bw",
+        run: test_debian_perftest_bw,
+    },
+    &Test {
+        name: "test_debian_perftest_lat",
+        run: test_debian_perftest_lat,
+    },
+    &Test {
+        name: "test_debian_perftest_odp",
+        run: test_debian_perftest_odp,
     },
     &Test {
         name: "test_debian_unsupported_options",
@@ -269,15 +286,14 @@ fn side(out: &Output, what: &str) -> Result<Side, Failure> {
     })
 }
 
-/// Runs `tool` as a server and as a client of it over loopback with `args` each, on a TCP
-/// port of its own; both must succeed, each reporting the other's QP, and `iters` round trips.
-fn pingpong(tool: &str, args: &[&str], iters: u32) -> Result<(), Failure> {
+/// Runs `tool` as a server and as a client of it over loopback, both with `args` and a TCP
+/// port of their own (`-p`), and returns their outputs (server, client).
+fn server_client(tool: &str, args: &[&str]) -> Result<(Output, Output), Failure> {
     /// One TCP port per run, so that a run never meets a previous one's socket.
     static NEXT_PORT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(18600);
     let port = NEXT_PORT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let port_s = port.to_string();
-    let n = iters.to_string();
-    let mut all: Vec<&str> = vec!["-p", &port_s, "-n", &n];
+    let mut all: Vec<&str> = vec!["-p", &port_s];
     all.extend_from_slice(args);
     let server = Command::new(tool)
         .args(&all)
@@ -301,6 +317,16 @@ fn pingpong(tool: &str, args: &[&str], iters: u32) -> Result<(), Failure> {
         .spawn()?;
     let c = wait_output(client, "the client")?;
     let s = wait_output(server, "the server")?;
+    Ok((s, c))
+}
+
+/// Runs `tool` (an rdma-core ping-pong) as a server and a client with `args`; both must
+/// succeed, each reporting the other's QP, and `iters` round trips.
+fn pingpong(tool: &str, args: &[&str], iters: u32) -> Result<(), Failure> {
+    let n = iters.to_string();
+    let mut all: Vec<&str> = vec!["-n", &n];
+    all.extend_from_slice(args);
+    let (s, c) = server_client(tool, &all)?;
     let (s, c) = (side(&s, "the server")?, side(&c, "the client")?);
     check_eq!(s.remote_qpn, c.local_qpn);
     check_eq!(c.remote_qpn, s.local_qpn);
@@ -394,4 +420,73 @@ fn test_debian_unsupported_options() -> TestResult {
     fails_with(RC_PINGPONG, &["-j"], "doesn't support dm allocation")?;
     needs(SRQ_PINGPONG)?;
     fails_with(SRQ_PINGPONG, &[], "Couldn't create SRQ")
+}
+
+/// Runs perftest's `ib_<test>` server and client with `args` (and `-d` the device, `-F`: no
+/// CPU frequency warning); both must exit 0 and the client print its result row: the
+/// message size, the iterations, then numbers, the first of them (peak bandwidth, or minimum
+/// latency) above zero. perftest calibrates the CPU clock against the wall clock before it
+/// reports; under TCG that fails now and then ("Correlation coefficient"): such runs are
+/// repeated, up to three times.
+fn perftest(test: &str, args: &[&str], size: &str) -> Result<(), Failure> {
+    let tool = format!("{PERFTEST_DIR}/ib_{test}");
+    needs(&tool)?;
+    let name = device_name()?;
+    let mut all = vec!["-d", &name, "-F", "-n", PERFTEST_ITERS];
+    all.extend_from_slice(args);
+    for attempt in 1..=3 {
+        let (s, c) = server_client(&tool, &all)?;
+        let (st, ct) = (text(&s), text(&c));
+        if (st + &ct).contains("Correlation coefficient") && attempt < 3 {
+            println!("# ib_{test}: perftest's clock calibration failed, run {attempt} repeated");
+            continue;
+        }
+        check!(
+            s.status.success(),
+            "ib_{test} server: {}: {}",
+            s.status,
+            text(&s)
+        );
+        check!(c.status.success(), "ib_{test} client: {}: {ct}", c.status);
+        let row = ct
+            .lines()
+            .map(str::split_whitespace)
+            .map(Iterator::collect::<Vec<_>>)
+            .find(|w| w.len() >= 5 && w[0] == size && w[1] == PERFTEST_ITERS)
+            .ok_or_else(|| Failure::Fail(format!("ib_{test}: no result row: {ct}")))?;
+        let first: f64 = row[2]
+            .parse()
+            .map_err(|_| Failure::Fail(format!("ib_{test}: result row {row:?}")))?;
+        check!(first > 0.0, "ib_{test}: result row {row:?}");
+        println!("# ib_{test} {}: {}", args.join(" "), row.join(" "));
+        return Ok(());
+    }
+    unreachable!("the last attempt returns")
+}
+
+/// perftest's bandwidth tests: RDMA WRITE, READ, SEND (64 KiB) and fetch-and-add.
+fn test_debian_perftest_bw() -> TestResult {
+    for t in ["write_bw", "read_bw", "send_bw"] {
+        perftest(t, &["-s", "65536"], "65536")?;
+    }
+    perftest("atomic_bw", &[], "8")
+}
+
+/// perftest's latency tests (2-byte messages, perftest's default).
+fn test_debian_perftest_lat() -> TestResult {
+    for t in ["write_lat", "send_lat", "read_lat"] {
+        perftest(t, &[], "2")?;
+    }
+    Ok(())
+}
+
+/// perftest with on-demand paging (`--odp`), where the memory mode has it.
+fn test_debian_perftest_odp() -> TestResult {
+    if !odp_caps()?.0 {
+        return Err(Failure::Skip(
+            "no on-demand paging in this memory mode".into(),
+        ));
+    }
+    perftest("write_bw", &["--odp", "-s", "1048576"], "1048576")?;
+    perftest("send_bw", &["--odp", "-s", "65536"], "65536")
 }
