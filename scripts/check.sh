@@ -28,6 +28,8 @@ elif grep -q "warning:" <<<"$out"; then
 fi
 
 step "clippy (userspace)"
+# rdma-core's headers, for the layout checks, once scripts/build-userspace.sh unpacked them.
+[[ -e $BUILD_DIR/rdma-core/.unpacked ]] && export PFNIC_RDMA_CORE_INCLUDE=$BUILD_DIR/rdma-core/usr/include
 (cd "$PFNIC_ROOT/userspace" && CARGO_TARGET_DIR=$BUILD_DIR/userspace \
 	cargo clippy --release --locked -q --all-targets -- -D warnings) || bad "clippy in userspace/"
 

@@ -457,7 +457,8 @@ fn perftest(test: &str, args: &[&str], size: &str) -> Result<(), Failure> {
         let first: f64 = row[2]
             .parse()
             .map_err(|_| Failure::Fail(format!("ib_{test}: result row {row:?}")))?;
-        check!(first > 0.0, "ib_{test}: result row {row:?}");
+        let positive = first > 0.0;
+        check!(positive, "ib_{test}: result row {row:?}");
         println!("# ib_{test} {}: {}", args.join(" "), row.join(" "));
         return Ok(());
     }
