@@ -655,9 +655,17 @@ static void test_extended(void)
     qpx->wr_id = 1;
     qpx->wr_flags = IBV_SEND_SIGNALED;
     ibv_wr_rdma_write(qpx, fx.mr_b->rkey, (uintptr_t)fx.buf_b);
+    ibv_wr_set_sge(qpx, fx.mr_a->lkey, (uintptr_t)fx.buf_a, 8);
+    qpx->wr_id = 2;
+    qpx->wr_local_inv(qpx, 0);
+    ret = ibv_wr_complete(qpx);
+    CHECK(ret == EOPNOTSUPP, "local invalidate: %s", strerror(ret));
+    /* Inline data on a QP created without max_inline_data. */
+    ibv_wr_start(qpx);
+    ibv_wr_rdma_write(qpx, fx.mr_b->rkey, (uintptr_t)fx.buf_b);
     ibv_wr_set_inline_data(qpx, fx.buf_a, 8);
     ret = ibv_wr_complete(qpx);
-    CHECK(ret == EOPNOTSUPP, "inline data: %s", strerror(ret));
+    CHECK(ret == EINVAL, "inline data without max_inline_data: %s", strerror(ret));
     /* Data before any operation. */
     ibv_wr_start(qpx);
     ibv_wr_set_sge(qpx, fx.mr_a->lkey, (uintptr_t)fx.buf_a, 8);
@@ -753,6 +761,167 @@ static void test_extended(void)
           !ibv_destroy_cq(ibv_cq_ex_to_cq(cq_b)), "ibv_destroy_cq");
 }
 
+/*
+ * Inline data (IBV_SEND_INLINE): payloads from memory no MR covers, the
+ * buffer reused at once; the limits; a full send queue of inline SENDs,
+ * each payload arriving intact (the slots are not reused too early); the
+ * same through ibv_wr_set_inline_data.
+ */
+static void test_inline(void)
+{
+    enum { DEPTH = 8, ROUNDS = 5 };
+    struct ibv_qp_init_attr init = {
+        .cap = { .max_send_wr = DEPTH, .max_recv_wr = DEPTH,
+                 .max_send_sge = 2, .max_recv_sge = 1,
+                 .max_inline_data = 64 },
+        .qp_type = IBV_QPT_RC,
+    };
+    struct ibv_qp_init_attr_ex xinit = {
+        .cap = { .max_send_wr = DEPTH, .max_recv_wr = DEPTH,
+                 .max_send_sge = 1, .max_recv_sge = 1,
+                 .max_inline_data = 16 },
+        .qp_type = IBV_QPT_RC,
+        .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+        .send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE,
+    };
+    char unregistered[300], part2[32];
+    struct ibv_sge sge[2];
+    struct ibv_send_wr wr, *bad;
+    struct ibv_recv_wr rwr, *rbad;
+    struct ibv_sge rsge;
+    struct ibv_qp_attr attr;
+    struct ibv_qp_init_attr got;
+    struct ibv_cq *cq_a, *cq_b;
+    struct ibv_qp *qp_a, *qp_b, *big, *xa, *xb;
+    struct ibv_qp_ex *qpx;
+    struct ibv_wc wc;
+    int ret;
+
+    CHECK(fx.pd, "no PD");
+    cq_a = ibv_create_cq(fx.ctx, 4 * DEPTH, NULL, NULL, 0);
+    cq_b = ibv_create_cq(fx.ctx, 4 * DEPTH, NULL, NULL, 0);
+    CHECK(cq_a && cq_b, "ibv_create_cq: %s", strerror(errno));
+    init.send_cq = init.recv_cq = cq_a;
+    init.cap.max_inline_data = 1024;
+    errno = 0;
+    big = ibv_create_qp(fx.pd, &init);
+    CHECK(!big && errno == EINVAL, "max_inline_data 1024: %s", strerror(errno));
+    init.cap.max_inline_data = 64;
+    qp_a = ibv_create_qp(fx.pd, &init);
+    CHECK(qp_a, "ibv_create_qp: %s", strerror(errno));
+    CHECK(init.cap.max_inline_data >= 64, "max_inline_data %u",
+          init.cap.max_inline_data);
+    CHECK(!ibv_query_qp(qp_a, &attr, IBV_QP_CAP, &got) &&
+          got.cap.max_inline_data == init.cap.max_inline_data,
+          "query: max_inline_data %u", got.cap.max_inline_data);
+    init.send_cq = init.recv_cq = cq_b;
+    qp_b = ibv_create_qp(fx.pd, &init);
+    CHECK(qp_b, "ibv_create_qp: %s", strerror(errno));
+    CHECK(!connect_qp(qp_a, qp_b->qp_num, fx.lid) &&
+          !connect_qp(qp_b, qp_a->qp_num, fx.lid), "connect");
+
+    /* RDMA WRITE of two pieces of unregistered memory, reused at once. */
+    memset(unregistered, 'u', sizeof(unregistered));
+    memset(part2, 'v', sizeof(part2));
+    memset(fx.buf_b, 0, 128);
+    sge[0] = (struct ibv_sge){ (uintptr_t)unregistered, 40, 0 };
+    sge[1] = (struct ibv_sge){ (uintptr_t)part2, 24, 0 };
+    memset(&wr, 0, sizeof(wr));
+    wr.wr_id = 1;
+    wr.sg_list = sge;
+    wr.num_sge = 2;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = (uintptr_t)fx.buf_b;
+    wr.wr.rdma.rkey = fx.mr_b->rkey;
+    CHECK(!ibv_post_send(qp_a, &wr, &bad), "inline WRITE: %s", strerror(errno));
+    memset(unregistered, 'x', sizeof(unregistered));
+    memset(part2, 'x', sizeof(part2));
+    CHECK(poll_one(cq_a, &wc) && wc.status == IBV_WC_SUCCESS,
+          "inline WRITE: %s", ibv_wc_status_str(wc.status));
+    for (int i = 0; i < 64; i++) {
+        CHECK(fx.buf_b[i] == (i < 40 ? 'u' : 'v'), "byte %d is %#x", i,
+              fx.buf_b[i]);
+    }
+    CHECK(fx.buf_b[64] == 0, "byte 64 written");
+
+    /* Too long for a slot, and a READ (no payload to send): EINVAL. */
+    sge[0].length = 257;
+    wr.num_sge = 1;
+    bad = NULL;
+    CHECK(ibv_post_send(qp_a, &wr, &bad) == EINVAL && bad == &wr,
+          "257 inline bytes were posted");
+    sge[0].length = 8;
+    wr.opcode = IBV_WR_RDMA_READ;
+    bad = NULL;
+    CHECK(ibv_post_send(qp_a, &wr, &bad) == EINVAL && bad == &wr,
+          "an inline READ was posted");
+
+    /* Full send queues of inline SENDs, each payload its own. */
+    rsge = (struct ibv_sge){ 0, 64, fx.mr_b->lkey };
+    memset(&rwr, 0, sizeof(rwr));
+    rwr.sg_list = &rsge;
+    rwr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int i = 0; i < DEPTH; i++) {
+            rwr.wr_id = 100 + i;
+            rsge.addr = (uintptr_t)fx.buf_b + 1024 + 64 * i;
+            CHECK(!ibv_post_recv(qp_b, &rwr, &rbad), "ibv_post_recv");
+        }
+        for (int i = 0; i < DEPTH; i++) {
+            memset(unregistered, 'A' + (round * DEPTH + i) % 26, 64);
+            sge[0] = (struct ibv_sge){ (uintptr_t)unregistered, 64, 0 };
+            wr.wr_id = 200 + i;
+            CHECK(!ibv_post_send(qp_a, &wr, &bad), "inline SEND %d: %s", i,
+                  strerror(errno));
+        }
+        for (int n = 0; n < 2 * DEPTH; n++) {
+            CHECK(poll_one(n < DEPTH ? cq_a : cq_b, &wc) &&
+                  wc.status == IBV_WC_SUCCESS,
+                  "round %d completion %d: %s", round, n,
+                  ibv_wc_status_str(wc.status));
+        }
+        for (int i = 0; i < DEPTH; i++) {
+            const unsigned char *m = fx.buf_b + 1024 + 64 * i;
+            char want = 'A' + (round * DEPTH + i) % 26;
+
+            CHECK(m[0] == want && m[63] == want, "round %d message %d: %c, not %c",
+                  round, i, m[0], want);
+        }
+    }
+
+    /* ibv_wr_set_inline_data on an extended QP: a 16-byte WRITE. */
+    xinit.pd = fx.pd;
+    xinit.send_cq = xinit.recv_cq = cq_a;
+    xa = ibv_create_qp_ex(fx.ctx, &xinit);
+    CHECK(xa, "ibv_create_qp_ex: %s", strerror(errno));
+    /* Its own peer: a responder takes only the QP it is connected to. */
+    xb = ibv_create_qp(fx.pd, &init);
+    CHECK(xb, "ibv_create_qp: %s", strerror(errno));
+    CHECK(!connect_qp(xa, xb->qp_num, fx.lid) &&
+          !connect_qp(xb, xa->qp_num, fx.lid), "connect");
+    qpx = ibv_qp_to_qp_ex(xa);
+    memset(unregistered, 'q', 16);
+    memset(fx.buf_b + 512, 0, 32);
+    ibv_wr_start(qpx);
+    qpx->wr_id = 7;
+    qpx->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+    ibv_wr_rdma_write(qpx, fx.mr_b->rkey, (uintptr_t)fx.buf_b + 512);
+    ibv_wr_set_inline_data(qpx, unregistered, 16);
+    ret = ibv_wr_complete(qpx);
+    memset(unregistered, 'x', 16);
+    CHECK(!ret, "ibv_wr_complete: %s", strerror(ret));
+    CHECK(poll_one(cq_a, &wc) && wc.status == IBV_WC_SUCCESS && wc.wr_id == 7,
+          "inline ibv_wr: %s", ibv_wc_status_str(wc.status));
+    CHECK(fx.buf_b[512] == 'q' && fx.buf_b[527] == 'q' && fx.buf_b[528] == 0,
+          "inline ibv_wr bytes");
+
+    CHECK(!ibv_destroy_qp(xa) && !ibv_destroy_qp(xb) && !ibv_destroy_qp(qp_a) &&
+          !ibv_destroy_qp(qp_b), "ibv_destroy_qp");
+    CHECK(!ibv_destroy_cq(cq_a) && !ibv_destroy_cq(cq_b), "ibv_destroy_cq");
+}
+
 static void test_post_errors(void)
 {
     struct ibv_sge sge[5];
@@ -836,6 +1005,7 @@ int main(void)
         { "send_and_write_with_imm", test_imm },
         { "atomics", test_atomics },
         { "extended_cq_and_qp", test_extended },
+        { "inline_data", test_inline },
         { "post_errors_and_error_completions", test_post_errors },
         { "teardown", test_teardown },
     };

@@ -740,6 +740,12 @@ enum ibv_qp_type {
     IBV_QPT_DRIVER = 0xff,
 };
 
+/*
+ * max_inline_data: up to 256 bytes of a SEND or RDMA WRITE posted with
+ * IBV_SEND_INLINE are copied at posting (no MR needed, the buffer free at
+ * once); a QP asked for more is refused (EINVAL), and one asked for any gets
+ * 256.
+ */
 struct ibv_qp_cap {
     uint32_t max_send_wr;
     uint32_t max_recv_wr;
@@ -850,12 +856,13 @@ struct ibv_qp {
 /*
  * The extended QP (ibv_create_qp_ex with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS):
  * work requests built with ibv_wr_start, one ibv_wr_<opcode> each (taking
- * wr_id and wr_flags from the struct at that moment) with its ibv_wr_set_sge
- * or ibv_wr_set_sge_list, and posted by ibv_wr_complete, which returns 0 or
- * an errno value. pfnic has the operations of ibv_post_send (the first seven
- * IBV_QP_EX_WITH_ flags); the others fail the creation with EOPNOTSUPP, and
- * a work request that uses them anyway fails ibv_wr_complete (EOPNOTSUPP),
- * which then posts nothing of the batch.
+ * wr_id and wr_flags from the struct at that moment) with its ibv_wr_set_sge,
+ * ibv_wr_set_sge_list or ibv_wr_set_inline_data(_list), and posted by
+ * ibv_wr_complete, which returns 0 or an errno value. pfnic has the
+ * operations of ibv_post_send (the first seven IBV_QP_EX_WITH_ flags); the
+ * others fail the creation with EOPNOTSUPP, and a work request that uses
+ * them anyway fails ibv_wr_complete (EOPNOTSUPP), which then posts nothing
+ * of the batch.
  */
 enum ibv_qp_init_attr_mask {
     IBV_QP_INIT_ATTR_PD = 1 << 0,

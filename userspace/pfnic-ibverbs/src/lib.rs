@@ -18,6 +18,7 @@ mod cq;
 mod device;
 mod ffi;
 mod helpers;
+mod inline;
 mod kern_abi;
 mod mr;
 mod qp;

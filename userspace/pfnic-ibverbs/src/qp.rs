@@ -4,10 +4,13 @@ use core::cell::UnsafeCell;
 use core::ffi::c_int;
 use core::sync::atomic::AtomicBool;
 
-use pfnic_verbs::{qp_attr, PostError, Qp, QpAttr, QpInitAttr, QpState, RecvWr, SendWr, WrOpcode};
+use pfnic_verbs::{
+    qp_attr, PostError, Qp, QpAttr, QpInitAttr, QpState, RecvWr, SendWr, Sge, WrOpcode,
+};
 
 use crate::cq::{cq_wrap, CqWrap};
 use crate::ffi::*;
+use crate::inline::{InlineRing, MAX_INLINE_DATA, SEND_INLINE};
 use crate::mr::pd_wrap;
 use crate::qp_ex::{Builder, SEND_OPS_SUPPORTED};
 use crate::{errno_of, into_c, set_errno, sges, unbox};
@@ -31,6 +34,8 @@ pub(crate) struct QpWrap {
     pub(crate) building: AtomicBool,
     /// The batch; only the holder of `building` uses it.
     pub(crate) builder: UnsafeCell<Builder>,
+    /// The inline slots, for a QP created with `cap.max_inline_data`.
+    pub(crate) inline: Option<InlineRing>,
 }
 
 /// The wrapper of an extended QP (the same object).
@@ -112,6 +117,14 @@ pub unsafe extern "C" fn ibv_create_qp(
         set_errno(libc::EOPNOTSUPP);
         return core::ptr::null_mut();
     }
+    // Inline data is the library's (see `inline.rs`): the device is asked for none.
+    if init.cap.max_inline_data > MAX_INLINE_DATA {
+        set_errno(libc::EINVAL);
+        return core::ptr::null_mut();
+    }
+    let want_inline = init.cap.max_inline_data > 0;
+    let mut device_cap = init.cap;
+    device_cap.max_inline_data = 0;
     // SAFETY: the caller passes live CQs (or NULL).
     let (Some(Some(scq)), Some(Some(rcq))) = (
         unsafe { cq_wrap(init.send_cq) }.map(CqWrap::cq),
@@ -123,7 +136,7 @@ pub unsafe extern "C" fn ibv_create_qp(
     let attr = QpInitAttr {
         send_cq: scq,
         recv_cq: rcq,
-        cap: cap_from(&init.cap),
+        cap: cap_from(&device_cap),
         sq_sig_all: init.sq_sig_all != 0,
         recv_fault_backup: recv_fault_backup(p),
     };
@@ -134,7 +147,24 @@ pub unsafe extern "C" fn ibv_create_qp(
             return core::ptr::null_mut();
         }
     };
+    let inline = if want_inline {
+        match InlineRing::new(p, qp.cap().max_send_wr) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                set_errno(errno_of(&e));
+                if let Err((_, e)) = qp.destroy() {
+                    eprintln!("libibverbs: a QP whose inline slots failed stays: {e}");
+                }
+                return core::ptr::null_mut();
+            }
+        }
+    } else {
+        None
+    };
     init.cap = cap_to(&qp.cap());
+    if inline.is_some() {
+        init.cap.max_inline_data = MAX_INLINE_DATA;
+    }
     // SAFETY: `ibv_qp_ex` is pointers, integers, `Option`al function pointers (all zeroes:
     // NULL, 0, `None`) and glibc's mutex and condition variable, whose initializers are all
     // zeroes.
@@ -161,6 +191,7 @@ pub unsafe extern "C" fn ibv_create_qp(
         extended: false,
         building: AtomicBool::new(false),
         builder: UnsafeCell::new(Builder::default()),
+        inline,
     })
     .cast()
 }
@@ -338,6 +369,10 @@ pub unsafe extern "C" fn ibv_query_qp(
         traffic_class: a.traffic_class as u8,
     };
     out.cap = cap_to(&r.cap);
+    if w.inline.is_some() {
+        out.cap.max_inline_data = MAX_INLINE_DATA;
+    }
+    let cap = out.cap;
     w.set_state(out.qp_state);
     // SAFETY: these fields are set before the QP is handed out and never written again.
     let (qp_context, send_cq, recv_cq) = unsafe {
@@ -352,7 +387,7 @@ pub unsafe extern "C" fn ibv_query_qp(
             send_cq,
             recv_cq,
             srq: core::ptr::null_mut(),
-            cap: cap_to(&r.cap),
+            cap,
             qp_type: QPT_RC,
             sq_sig_all: c_int::from(r.sq_sig_all != 0),
         });
@@ -469,23 +504,20 @@ pub(crate) unsafe extern "C" fn post_send(
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
     // SAFETY: the caller passes a live QP or NULL.
-    let q = unsafe { qp_wrap(qp) }.and_then(|w| w.qp.as_ref());
+    let wrap = unsafe { qp_wrap(qp) };
+    let q = wrap.and_then(|w| w.qp.as_ref());
+    if let (Some(q), Some(ring)) = (q, wrap.and_then(|w| w.inline.as_ref())) {
+        // SAFETY: the caller passes a valid list or NULL.
+        if unsafe { has_inline(wr) } {
+            // SAFETY: forwarded to the caller.
+            return unsafe { post_send_inline(q, ring, wr, bad_wr) };
+        }
+    }
     let convert = |w: &ibv_send_wr| {
         let opcode = u32::try_from(w.opcode).ok().and_then(WrOpcode::from_raw)?;
         // SAFETY: the caller's SGE list of this work request.
         let sg = unsafe { sges(w.sg_list, w.num_sge) }.ok()?;
-        let (remote_addr, rkey, compare_add, swap) = match opcode {
-            WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => {
-                // SAFETY: atomics use the `atomic` member of the union, plain integers.
-                let a = unsafe { w.wr.atomic };
-                (a.remote_addr, a.rkey, a.compare_add, a.swap)
-            }
-            _ => {
-                // SAFETY: the other opcodes use (or ignore) the `rdma` member, plain integers.
-                let r = unsafe { w.wr.rdma };
-                (r.remote_addr, r.rkey, 0, 0)
-            }
-        };
+        let (remote_addr, rkey, compare_add, swap) = remote_of(w, opcode);
         Some(SendWr {
             wr_id: w.wr_id,
             opcode,
@@ -509,6 +541,140 @@ pub(crate) unsafe extern "C" fn post_send(
             |q, w| q.post_send_iter(w),
         )
     }
+}
+
+/// Whether a work request of the list at `wr` has `IBV_SEND_INLINE`.
+///
+/// # Safety
+///
+/// `wr` is NULL or a valid list of work requests.
+unsafe fn has_inline(mut wr: *const ibv_send_wr) -> bool {
+    // SAFETY: the caller passes a valid NULL-terminated list.
+    while let Some(w) = unsafe { wr.as_ref() } {
+        if w.send_flags & SEND_INLINE != 0 {
+            return true;
+        }
+        wr = w.next;
+    }
+    false
+}
+
+/// The remote fields of a work request: (remote address, rkey, compare/add, swap).
+fn remote_of(w: &ibv_send_wr, opcode: WrOpcode) -> (u64, u32, u64, u64) {
+    match opcode {
+        WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => {
+            // SAFETY: atomics use the `atomic` member of the union, plain integers.
+            let a = unsafe { w.wr.atomic };
+            (a.remote_addr, a.rkey, a.compare_add, a.swap)
+        }
+        _ => {
+            // SAFETY: the other opcodes use (or ignore) the `rdma` member, plain integers.
+            let r = unsafe { w.wr.rdma };
+            (r.remote_addr, r.rkey, 0, 0)
+        }
+    }
+}
+
+/// A work request of a list being posted with inline ones: its opcode and SGEs (`None` for a
+/// bad one), and its inline slot (the index of the slot's SGE).
+struct Node<'a> {
+    wr: &'a ibv_send_wr,
+    opcode: Option<WrOpcode>,
+    sg: Option<&'a [Sge]>,
+    slot: Option<usize>,
+}
+
+/// `ibv_post_send` of a list with inline work requests: under the QP's inline ring, each
+/// inline payload is copied into the next slot, and the work request posted over the slot
+/// (without `IBV_SEND_INLINE`, which the device does not take). The ring advances by the
+/// slots of the work requests posted. As [`post_send`] otherwise.
+///
+/// # Safety
+///
+/// As [`post_send`].
+unsafe fn post_send_inline(
+    q: &Qp,
+    ring: &InlineRing,
+    first: *mut ibv_send_wr,
+    bad_wr: *mut *mut ibv_send_wr,
+) -> c_int {
+    let mut next = ring.lock();
+    // The list, each node with its opcode, SGEs (NULL for a bad one) and slot.
+    let mut nodes: Vec<Node<'_>> = Vec::new();
+    let mut slot_sges: Vec<Sge> = Vec::new();
+    let mut p = first;
+    // SAFETY: the caller passes a valid NULL-terminated list, not changed during the post.
+    while let Some(w) = unsafe { p.as_ref() } {
+        p = w.next;
+        let opcode = u32::try_from(w.opcode).ok().and_then(WrOpcode::from_raw);
+        // SAFETY: the caller's SGE list of this work request.
+        let sg = unsafe { sges(w.sg_list, w.num_sge) }.ok();
+        let mut slot = None;
+        if w.send_flags & SEND_INLINE != 0 {
+            if let (Some(op), Some(sg)) = (opcode, sg) {
+                // `sges` made the uAPI's SGEs from the caller's, field for field.
+                // SAFETY: the two are the same layout (checked in `sges`); an inline
+                // payload is read by the CPU from the caller's memory, which it lends for
+                // the post; the ring is locked and `*next + slots taken` is past its value.
+                let ibv: &[ibv_sge] =
+                    unsafe { core::slice::from_raw_parts(sg.as_ptr().cast(), sg.len()) };
+                // SAFETY: as above.
+                if let Ok(s) = unsafe { ring.fill(*next + slot_sges.len() as u64, op, ibv) } {
+                    slot = Some(slot_sges.len());
+                    slot_sges.push(s);
+                }
+            }
+            if slot.is_none() {
+                // A bad inline work request: the post stops there (`EINVAL`).
+                nodes.push(Node {
+                    wr: w,
+                    opcode: None,
+                    sg: None,
+                    slot: None,
+                });
+                break;
+            }
+        }
+        nodes.push(Node {
+            wr: w,
+            opcode,
+            sg,
+            slot,
+        });
+    }
+    let wrs = nodes.iter().map(|n| {
+        let (w, opcode) = (n.wr, n.opcode?);
+        let sg_list = match n.slot {
+            Some(i) => core::slice::from_ref(&slot_sges[i]),
+            None => n.sg?,
+        };
+        let (remote_addr, rkey, compare_add, swap) = remote_of(w, opcode);
+        Some(SendWr {
+            wr_id: w.wr_id,
+            opcode,
+            send_flags: w.send_flags & !SEND_INLINE,
+            sg_list,
+            imm_data: w.imm_data,
+            remote_addr,
+            rkey,
+            compare_add,
+            swap,
+        })
+    });
+    let (posted, r) = match q.post_send_iter(wrs) {
+        Ok(()) => (nodes.len(), 0),
+        Err(e) => (e.bad_wr, e.errno()),
+    };
+    *next += nodes[..posted].iter().filter(|n| n.slot.is_some()).count() as u64;
+    drop(next);
+    if r != 0 && !bad_wr.is_null() {
+        let at = nodes.get(posted).map_or(core::ptr::null_mut(), |n| {
+            core::ptr::from_ref(n.wr).cast_mut()
+        });
+        // SAFETY: the caller passes NULL or a writable `bad_wr`.
+        unsafe { *bad_wr = at };
+    }
+    r
 }
 
 /// `ops.post_recv` (what `ibv_post_recv` calls): as `ibv_post_send`, for the receive queue.

@@ -9,14 +9,16 @@
 //! set before any operation, more SGEs than the send queue takes) make `ibv_wr_complete`
 //! fail with nothing of the batch posted; a work request the send queue refuses (`EINVAL`,
 //! `ENOMEM` when it is full) fails it with the requests before it posted, as `ibv_post_send`
-//! does.
+//! does. Inline payloads (`ibv_wr_set_inline_data`) are copied when they are set, and into
+//! the QP's inline slots when the batch is posted.
 
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::Ordering;
 
-use pfnic_verbs::{SendWr, Sge, WrOpcode};
+use pfnic_verbs::{Qp, SendWr, Sge, WrOpcode};
 
 use crate::ffi::*;
+use crate::inline::{InlineRing, MAX_INLINE_DATA, SEND_INLINE};
 use crate::qp::{qp_ex_wrap, QpWrap};
 
 /// `enum ibv_qp_create_send_ops_flags` that pfnic has: the opcodes of `ibv_post_send`.
@@ -34,6 +36,8 @@ struct Pending {
     compare_add: u64,
     swap: u64,
     sges: Vec<Sge>,
+    /// The payload set with `wr_set_inline_data(_list)`, copied at posting.
+    inline: Option<Vec<u8>>,
 }
 
 /// The batch being built.
@@ -91,6 +95,7 @@ unsafe fn push(qp: *mut ibv_qp_ex, opcode: WrOpcode, f: impl FnOnce(&mut Pending
         compare_add: 0,
         swap: 0,
         sges: Vec::new(),
+        inline: None,
     };
     f(&mut p);
     b.wrs.push(p);
@@ -129,30 +134,71 @@ fn finish(w: &QpWrap, b: &mut Builder) {
 unsafe extern "C" fn wr_complete(qp: *mut ibv_qp_ex) -> c_int {
     // SAFETY: the caller's QP, which it builds on.
     let (w, b) = unsafe { builder(qp) };
-    let r = if b.error != 0 {
-        b.error
-    } else if let Some(q) = w.qp() {
-        let wrs = b.wrs.iter().map(|p| {
-            Some(SendWr {
-                wr_id: p.wr_id,
-                opcode: p.opcode,
-                send_flags: p.send_flags,
-                sg_list: &p.sges,
-                imm_data: p.imm_data,
-                remote_addr: p.remote_addr,
-                rkey: p.rkey,
-                compare_add: p.compare_add,
-                swap: p.swap,
-            })
-        });
-        match q.post_send_iter(wrs) {
-            Ok(()) => 0,
-            Err(e) => e.errno(),
-        }
-    } else {
-        libc::EINVAL
+    let r = match w.qp() {
+        _ if b.error != 0 => b.error,
+        Some(q) => post(w, q, &b.wrs),
+        None => libc::EINVAL,
     };
     finish(w, b);
+    r
+}
+
+/// Posts a batch; inline payloads through the QP's inline ring (see `inline.rs`).
+fn post(w: &QpWrap, q: &Qp, wrs: &[Pending]) -> c_int {
+    let has_inline = wrs.iter().any(|p| p.inline.is_some());
+    let ring = match (&w.inline, has_inline) {
+        (_, false) => None,
+        (Some(r), true) => Some(r),
+        // Inline data on a QP created without `max_inline_data`.
+        (None, true) => return libc::EINVAL,
+    };
+    let mut next = ring.map(InlineRing::lock);
+    // The slots' SGEs, filled before any work request refers to them.
+    let mut slot_sges: Vec<Option<Sge>> = Vec::with_capacity(wrs.len());
+    for p in wrs {
+        let s = match (&p.inline, ring, next.as_deref()) {
+            (Some(data), Some(ring), Some(&n)) => {
+                let src = ibv_sge {
+                    addr: data.as_ptr() as u64,
+                    length: u32::try_from(data.len()).unwrap_or(u32::MAX),
+                    lkey: 0,
+                };
+                let taken = slot_sges.iter().flatten().count() as u64;
+                // SAFETY: `data` is this batch's own copy, readable; the ring is locked and
+                // the slot past every slot taken.
+                match unsafe { ring.fill(n + taken, p.opcode, core::slice::from_ref(&src)) } {
+                    Ok(s) => Some(s),
+                    // Nothing of the batch is posted.
+                    Err(e) => return e,
+                }
+            }
+            _ => None,
+        };
+        slot_sges.push(s);
+    }
+    let sends = wrs.iter().zip(&slot_sges).map(|(p, slot)| {
+        Some(SendWr {
+            wr_id: p.wr_id,
+            opcode: p.opcode,
+            send_flags: p.send_flags & !SEND_INLINE,
+            sg_list: match slot {
+                Some(s) => core::slice::from_ref(s),
+                None => &p.sges,
+            },
+            imm_data: p.imm_data,
+            remote_addr: p.remote_addr,
+            rkey: p.rkey,
+            compare_add: p.compare_add,
+            swap: p.swap,
+        })
+    });
+    let (posted, r) = match q.post_send_iter(sends) {
+        Ok(()) => (wrs.len(), 0),
+        Err(e) => (e.bad_wr, e.errno()),
+    };
+    if let Some(n) = next.as_deref_mut() {
+        *n += slot_sges[..posted].iter().flatten().count() as u64;
+    }
     r
 }
 
@@ -289,6 +335,7 @@ unsafe fn set_sges(qp: *mut ibv_qp_ex, sges: impl Iterator<Item = Sge>) {
         Some(p) => {
             p.sges.clear();
             p.sges.extend(sges);
+            p.inline = None;
         }
         None => b.fail(libc::EINVAL),
     }
@@ -330,6 +377,73 @@ unsafe extern "C" fn wr_set_sge_list(qp: *mut ibv_qp_ex, num_sge: usize, sg_list
     unsafe { set_sges(qp, sges) };
 }
 
+/// Sets the inline payload of the batch's last work request: the concatenation of
+/// `bufs`, copied now (`EINVAL` at completion if there is no work request, or the payload is
+/// longer than `max_inline_data`).
+///
+/// # Safety
+///
+/// As [`wr_complete`]; each buffer is readable.
+unsafe fn set_inline(qp: *mut ibv_qp_ex, bufs: &[(*const u8, usize)]) {
+    // SAFETY: the caller's QP, which it builds on.
+    let (_, b) = unsafe { builder(qp) };
+    let total: usize = bufs.iter().map(|&(_, n)| n).sum();
+    let Some(p) = b.wrs.last_mut() else {
+        b.fail(libc::EINVAL);
+        return;
+    };
+    if total > MAX_INLINE_DATA as usize {
+        b.fail(libc::EINVAL);
+        return;
+    }
+    let mut data = Vec::with_capacity(total);
+    for &(addr, n) in bufs.iter().filter(|&&(_, n)| n > 0) {
+        // SAFETY: the caller's readable buffer.
+        data.extend_from_slice(unsafe { core::slice::from_raw_parts(addr, n) });
+    }
+    p.sges.clear();
+    p.inline = Some(data);
+}
+
+/// `ibv_qp_ex.wr_set_inline_data`.
+///
+/// # Safety
+///
+/// As [`set_inline`].
+unsafe extern "C" fn wr_set_inline_data(qp: *mut ibv_qp_ex, addr: *mut c_void, length: usize) {
+    // SAFETY: forwarded to the caller.
+    unsafe { set_inline(qp, &[(addr.cast_const().cast(), length)]) };
+}
+
+/// `ibv_qp_ex.wr_set_inline_data_list`.
+///
+/// # Safety
+///
+/// As [`set_inline`]; `buf_list` holds `num_buf` readable entries.
+unsafe extern "C" fn wr_set_inline_data_list(
+    qp: *mut ibv_qp_ex,
+    num_buf: usize,
+    buf_list: *const ibv_data_buf,
+) {
+    if num_buf > 0 && buf_list.is_null() {
+        // SAFETY: the caller's QP, which it builds on.
+        unsafe { builder(qp) }.1.fail(libc::EINVAL);
+        return;
+    }
+    let list = if num_buf == 0 {
+        &[][..]
+    } else {
+        // SAFETY: the caller passes `num_buf` readable entries.
+        unsafe { core::slice::from_raw_parts(buf_list, num_buf) }
+    };
+    let bufs: Vec<(*const u8, usize)> = list
+        .iter()
+        .map(|d| (d.addr.cast_const().cast(), d.length))
+        .collect();
+    // SAFETY: forwarded to the caller.
+    unsafe { set_inline(qp, &bufs) };
+}
+
 /// Defines builder entries for what pfnic does not have: each makes `ibv_wr_complete` fail
 /// with `EOPNOTSUPP` (a QP that asked for them was refused at creation, so only a program
 /// calling them anyway gets here).
@@ -354,8 +468,6 @@ unsupported! {
     wr_send_tso(hdr: *mut c_void, hdr_sz: u16, mss: u16);
     wr_set_ud_addr(ah: *mut c_void, qpn: u32, qkey: u32);
     wr_set_xrc_srqn(srqn: u32);
-    wr_set_inline_data(addr: *mut c_void, length: usize);
-    wr_set_inline_data_list(n: usize, list: *const ibv_data_buf);
     wr_atomic_write(rkey: u32, addr: u64, data: *const c_void);
 }
 
