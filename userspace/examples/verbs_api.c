@@ -13,6 +13,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -358,6 +359,22 @@ static void test_library_abi(void)
           "port state strings");
     CHECK(!ibv_fork_init() && ibv_is_fork_initialized() == IBV_FORK_UNNEEDED,
           "fork support");
+
+    /* No asynchronous event is queued: a non-blocking read says so. */
+    {
+        struct ibv_async_event ev;
+        int fl = fcntl(fx.ctx->async_fd, F_GETFL);
+
+        CHECK(fl >= 0 && !fcntl(fx.ctx->async_fd, F_SETFL, fl | O_NONBLOCK),
+              "async_fd %d: %s", fx.ctx->async_fd, strerror(errno));
+        errno = 0;
+        CHECK(ibv_get_async_event(fx.ctx, &ev) == -1 && errno == EAGAIN,
+              "ibv_get_async_event: %s", strerror(errno));
+        CHECK(!fcntl(fx.ctx->async_fd, F_SETFL, fl), "fcntl");
+        CHECK(!strcmp(ibv_event_type_str(IBV_EVENT_PORT_ACTIVE), "port active") &&
+              !strcmp(ibv_event_type_str((enum ibv_event_type)99), "unknown"),
+              "event type strings");
+    }
 
     /* The device's number, through its sysfs directory. */
     CHECK(!stat(fx.ctx->device->dev_path, &st), "stat %s: %s",

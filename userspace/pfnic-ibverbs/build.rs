@@ -39,6 +39,11 @@ const STRUCTS: &[Mirror] = &[
         ],
     ),
     (
+        "struct ibv_async_event",
+        "ibv_async_event",
+        &[("element", "element"), ("event_type", "event_type")],
+    ),
+    (
         "struct ibv_device",
         "ibv_device",
         &[

@@ -1549,6 +1549,52 @@ const char *ibv_node_type_str(enum ibv_node_type node_type);
 /* The kernel's index of an RDMA device: -1 for pfnic's (no ib_core device). */
 int ibv_get_device_index(struct ibv_device *device);
 
+/*
+ * Asynchronous events. pfnic's driver reports none yet: context->async_fd
+ * never becomes readable, ibv_get_async_event blocks (or, on an O_NONBLOCK
+ * async_fd, returns -1 with errno EAGAIN), as on a device whose ports and
+ * queues never change state on their own.
+ */
+enum ibv_event_type {
+    IBV_EVENT_CQ_ERR,
+    IBV_EVENT_QP_FATAL,
+    IBV_EVENT_QP_REQ_ERR,
+    IBV_EVENT_QP_ACCESS_ERR,
+    IBV_EVENT_COMM_EST,
+    IBV_EVENT_SQ_DRAINED,
+    IBV_EVENT_PATH_MIG,
+    IBV_EVENT_PATH_MIG_ERR,
+    IBV_EVENT_DEVICE_FATAL,
+    IBV_EVENT_PORT_ACTIVE,
+    IBV_EVENT_PORT_ERR,
+    IBV_EVENT_LID_CHANGE,
+    IBV_EVENT_PKEY_CHANGE,
+    IBV_EVENT_SM_CHANGE,
+    IBV_EVENT_SRQ_ERR,
+    IBV_EVENT_SRQ_LIMIT_REACHED,
+    IBV_EVENT_QP_LAST_WQE_REACHED,
+    IBV_EVENT_CLIENT_REREGISTER,
+    IBV_EVENT_GID_CHANGE,
+    IBV_EVENT_WQ_FATAL,
+};
+
+struct ibv_async_event {
+    union {
+        struct ibv_cq *cq;
+        struct ibv_qp *qp;
+        struct ibv_srq *srq;
+        struct ibv_wq *wq;
+        int port_num;
+    } element;
+    enum ibv_event_type event_type;
+};
+
+/* 0 and the next event, or -1 with errno. */
+int ibv_get_async_event(struct ibv_context *context,
+                        struct ibv_async_event *event);
+void ibv_ack_async_event(struct ibv_async_event *event);
+const char *ibv_event_type_str(enum ibv_event_type event);
+
 /* Enhanced connection establishment: pfnic has none (EOPNOTSUPP). */
 struct ibv_ece {
     uint32_t vendor_id;

@@ -2,7 +2,7 @@
 
 use core::ffi::{c_char, c_int, c_uint, CStr};
 use std::collections::HashMap;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -50,6 +50,8 @@ pub(crate) struct Shared {
     /// The live CQs: CQN to the address of their wrapper, to check the `cq_context` a
     /// completion event carries before trusting it.
     pub(crate) cqs: Mutex<HashMap<u32, usize>>,
+    /// The asynchronous event file (`async_fd`, see `async_event.rs`).
+    pub(crate) async_file: OwnedFd,
 }
 
 /// `struct ibv_context` (the end of its `struct verbs_context`) and what is behind it.
@@ -233,7 +235,9 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
         let port = ctx.query_port(1)?;
         Ok((ctx, port.lid))
     });
-    let (ctx, lid) = match opened {
+    let opened =
+        opened.and_then(|(ctx, lid)| Ok((ctx, lid, crate::async_event::new_event_file()?)));
+    let (ctx, lid, async_file) = match opened {
         Ok(x) => x,
         Err(e) => {
             set_errno(errno_of(&e));
@@ -256,7 +260,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
     vctx.context.ops.post_send = Some(crate::qp::post_send);
     vctx.context.ops.post_recv = Some(crate::qp::post_recv);
     vctx.context.cmd_fd = fd;
-    vctx.context.async_fd = -1;
+    vctx.context.async_fd = async_file.as_raw_fd();
     vctx.context.num_comp_vectors = 1;
     vctx.context.mutex = libc::PTHREAD_MUTEX_INITIALIZER;
     vctx.context.abi_compat = VERBS_ABI_IS_EXTENDED;
@@ -268,6 +272,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
             ctx,
             lid,
             cqs: Mutex::new(HashMap::new()),
+            async_file,
         }),
     });
     // SAFETY: `w` was just boxed; the device copy lives as long as the wrapper.

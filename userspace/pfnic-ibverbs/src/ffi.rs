@@ -16,6 +16,13 @@ pub struct ibv_gid {
     pub raw: [u8; 16],
 }
 
+/// `struct ibv_async_event`: the union of the element's pointer and port number, and the type.
+#[repr(C)]
+pub struct ibv_async_event {
+    pub element: *mut c_void,
+    pub event_type: c_int,
+}
+
 /// `struct ibv_gid_entry`.
 #[repr(C)]
 #[derive(Clone, Copy)]

@@ -8,7 +8,11 @@ use std::sync::OnceLock;
 
 /// Interned C strings for a fixed table of descriptions; the last one stands for every
 /// number the table does not have.
-fn describe(table: &'static OnceLock<Vec<CString>>, words: &[&str], i: c_int) -> *const c_char {
+pub(crate) fn describe(
+    table: &'static OnceLock<Vec<CString>>,
+    words: &[&str],
+    i: c_int,
+) -> *const c_char {
     let strs = table.get_or_init(|| {
         words
             .iter()

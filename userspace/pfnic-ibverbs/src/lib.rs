@@ -14,6 +14,7 @@
 //! library (or NULL where allowed), an object is not used after it was destroyed, and a memory
 //! region's range stays the caller's to lend to the device. Each `# Safety` section says so.
 
+mod async_event;
 mod cq;
 mod device;
 mod ffi;

@@ -20,6 +20,7 @@ const IBV_DEVICES: &str = "/usr/bin/ibv_devices";
 const IBV_DEVINFO: &str = "/usr/bin/ibv_devinfo";
 const RC_PINGPONG: &str = "/usr/bin/ibv_rc_pingpong";
 const SRQ_PINGPONG: &str = "/usr/bin/ibv_srq_pingpong";
+const ASYNCWATCH: &str = "/usr/bin/ibv_asyncwatch";
 /// perftest's tools, `ib_<test>`.
 const PERFTEST_DIR: &str = "/usr/bin";
 /// perftest's iterations: enough for its statistics, few enough for TCG.
@@ -35,6 +36,10 @@ pub const TESTS: &[&Test] = &[
     &Test {
         name: "test_debian_ibv_devinfo",
         run: test_debian_ibv_devinfo,
+    },
+    &Test {
+        name: "test_debian_ibv_asyncwatch",
+        run: test_debian_ibv_asyncwatch,
     },
     &Test {
         name: "test_debian_rc_pingpong",
@@ -126,6 +131,31 @@ fn test_debian_ibv_devices() -> TestResult {
         line.split_whitespace().nth(1),
         Some(format!("{guid:016x}").as_str())
     );
+    Ok(())
+}
+
+/// `ibv_asyncwatch` opens the device, prints its event file and waits for events (pfnic
+/// reports none: it must still be waiting, not have failed, two seconds later).
+fn test_debian_ibv_asyncwatch() -> TestResult {
+    needs(ASYNCWATCH)?;
+    let name = device_name()?;
+    let mut child = Command::new(ASYNCWATCH)
+        .args(["-d", &name])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| Failure::Fail(format!("cannot run {ASYNCWATCH}: {e}")))?;
+    std::thread::sleep(Duration::from_secs(2));
+    let running = child.try_wait()?.is_none();
+    let _ = child.kill();
+    let out = child.wait_with_output()?;
+    let t = text(&out);
+    check!(running, "ibv_asyncwatch exited: {}: {t}", out.status);
+    check!(
+        t.contains(&format!("{name}: async event FD")),
+        "ibv_asyncwatch: {t:?}"
+    );
+    println!("# {}", t.trim());
     Ok(())
 }
 
