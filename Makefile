@@ -25,7 +25,7 @@ BENCH_ARGS ?=
 FUZZ_SECONDS ?= 60
 FUZZ_TARGET ?= pfnic-iommu
 
-.PHONY: all setup sources kernel qemu module userspace perftest rootfs run run2 test test-debug fuzz bench check clean help
+.PHONY: all setup sources kernel qemu module userspace perftest rdma-examples rootfs run run2 test test-debug fuzz bench check clean help
 
 all:
 	$(SCRIPTS)/build-all.sh
@@ -51,7 +51,10 @@ userspace: setup
 perftest: sources userspace
 	$(SCRIPTS)/build-perftest.sh
 
-rootfs: module userspace perftest
+rdma-examples: sources userspace
+	$(SCRIPTS)/build-rdma-examples.sh
+
+rootfs: module userspace perftest rdma-examples
 	$(SCRIPTS)/build-rootfs.sh
 	$(SCRIPTS)/build-debian-layer.sh
 

@@ -53,13 +53,21 @@ log "initramfs ready: $INITRAMFS"
 so=$bins/libibverbs.so.1
 [[ -e $so ]] || die "no $so; run scripts/build-userspace.sh"
 [[ -e $PERFTEST_BUILD/bin/.built ]] || die "no perftest in $PERFTEST_BUILD/bin; run scripts/build-perftest.sh"
+[[ -e $RDMA_EXAMPLES_BUILD/.built ]] || die "no rdma-core examples in $RDMA_EXAMPLES_BUILD; run scripts/build-rdma-examples.sh"
 {
-	for d in usr usr/bin usr/lib usr/lib/x86_64-linux-gnu; do
+	for d in usr usr/bin usr/lib usr/lib/x86_64-linux-gnu usr/libexec usr/libexec/rdma-core-examples; do
 		echo "dir /$d 0755 0 0"
 	done
 	echo "file /usr/lib/x86_64-linux-gnu/libibverbs.so.1 $so 0755 0 0"
 	for t in "$PERFTEST_BUILD"/bin/ib_*; do
 		echo "file /usr/bin/${t##*/} $t 0755 0 0"
+	done
+	# rdma-core's examples, built against each header (scripts/build-rdma-examples.sh).
+	for v in pfnic-header rdma-core-header; do
+		echo "dir /usr/libexec/rdma-core-examples/$v 0755 0 0"
+		for t in "$RDMA_EXAMPLES_BUILD/$v"/ibv_*; do
+			echo "file /usr/libexec/rdma-core-examples/$v/${t##*/} $t 0755 0 0"
+		done
 	done
 } >"$ROOTFS_BUILD/libibverbs.list"
 "$gen" "$ROOTFS_BUILD/libibverbs.list" | gzip -1 >"$IBVERBS_LAYER.tmp"

@@ -4,6 +4,7 @@
 #   - rust-src with the same upstream version as `rustc --version`
 #   - QEMU 10.2.2 (source package, sid) with Debian's patches applied
 #   - perftest (source package, sid) with Debian's patches applied
+#   - rdma-core 56.1 (source package, trixie), for its libibverbs examples
 # Uses a private apt configuration so the host's sources stay bookworm-only.
 # Idempotent: a source already unpacked is left alone.
 # usage: scripts/fetch-sources.sh
@@ -18,6 +19,7 @@ keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 cat >"$APT_DIR/sources.list" <<EOS
 deb [signed-by=$keyring] http://deb.debian.org/debian trixie-backports main
 deb-src [signed-by=$keyring] http://deb.debian.org/debian sid main
+deb-src [signed-by=$keyring] http://deb.debian.org/debian trixie main
 EOS
 
 apt_updated=
@@ -84,17 +86,19 @@ if [[ ! -e $QEMU_PRISTINE/configure ]]; then
 	rm -rf "$tmp" "$tmp.log"
 fi
 
-# --- perftest ---------------------------------------------------------------
-# The archive serves the source tarballs but not always the .dsc, so they are
-# fetched one by one with apt's own downloader, each checked against the hash
-# the (signed) source index gives, then unpacked as dpkg-source would.
-if [[ ! -e $PERFTEST_SRC/configure ]]; then
+# fetch_source PKG VERSION DEST: Debian's source package PKG=VERSION, unpacked
+# into DEST with Debian's patches applied. The archive serves the source
+# tarballs but not always the .dsc, so they are fetched one by one with apt's
+# own downloader, each checked against the hash the (signed) source index
+# gives, then unpacked as dpkg-source would.
+fetch_source() {
+	local pkg=$1 ver=$2 dest=$3 tmp uri name hash p
 	apt_update
-	log "downloading perftest $PERFTEST_DEB_VERSION source with Debian's patches"
-	tmp=$(mktemp -d "$SRC_DIR/.perftest.XXXXXX")
-	private_apt -q source --print-uris "perftest=$PERFTEST_DEB_VERSION" 2>"$tmp.log" |
+	log "downloading $pkg $ver source with Debian's patches"
+	tmp=$(mktemp -d "$SRC_DIR/.$pkg.XXXXXX")
+	private_apt -q source --print-uris "$pkg=$ver" 2>"$tmp.log" |
 		sed -n "s/^'\([^']*\)' \([^ ]*\.tar\.[a-z]*\) [0-9]* \(SHA256:[0-9a-f]*\)$/\1 \2 \3/p" >"$tmp/uris"
-	[[ $(wc -l <"$tmp/uris") -eq 2 ]] || die "no perftest=$PERFTEST_DEB_VERSION source in the index; see $tmp.log"
+	[[ $(wc -l <"$tmp/uris") -eq 2 ]] || die "no $pkg=$ver source in the index; see $tmp.log"
 	while read -r uri name hash; do
 		/usr/lib/apt/apt-helper -o APT::Sandbox::User=root download-file "$uri" "$tmp/$name" "$hash" >>"$tmp.log" 2>&1 ||
 			die "could not download $name; see $tmp.log"
@@ -105,12 +109,17 @@ if [[ ! -e $PERFTEST_SRC/configure ]]; then
 	if [[ -e $tmp/src/debian/patches/series ]]; then
 		sed '/^#/d' "$tmp/src/debian/patches/series" | while read -r p _; do
 			[[ -n $p ]] || continue
-			patch -d "$tmp/src" -p1 -s <"$tmp/src/debian/patches/$p" || die "perftest patch $p failed"
+			patch -d "$tmp/src" -p1 -s <"$tmp/src/debian/patches/$p" || die "$pkg patch $p failed"
 		done
 	fi
-	rm -rf "$PERFTEST_SRC"
-	mv "$tmp/src" "$PERFTEST_SRC"
+	rm -rf "$dest"
+	mv "$tmp/src" "$dest"
 	rm -rf "$tmp" "$tmp.log"
-fi
+}
+
+# --- perftest and rdma-core's examples -------------------------------------------
+[[ -e $PERFTEST_SRC/configure ]] || fetch_source perftest "$PERFTEST_DEB_VERSION" "$PERFTEST_SRC"
+[[ -e $RDMA_CORE_SRC/libibverbs/examples/rc_pingpong.c ]] ||
+	fetch_source rdma-core "$RDMA_CORE_DEB_VERSION" "$RDMA_CORE_SRC"
 
 log "sources ready in $SRC_DIR"

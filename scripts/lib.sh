@@ -14,6 +14,9 @@ QEMU_DEB_VERSION=1:10.2.2+ds-1
 # perftest, built from Debian's source against pfnic's libibverbs.so.1
 # (scripts/build-perftest.sh): sid's, the source the archive serves.
 PERFTEST_DEB_VERSION=25.01.0+0.80-1
+# rdma-core's libibverbs examples, built against pfnic's header and library
+# (scripts/build-rdma-examples.sh): trixie's rdma-core.
+RDMA_CORE_DEB_VERSION=56.1-1
 QEMU_VERSION=10.2.2
 BINDGEN_VERSION=0.71.1
 MESON_VERSION=1.9.0
@@ -46,6 +49,8 @@ QEMU_BUILD=$BUILD_DIR/qemu
 QEMU_BIN=$QEMU_BUILD/qemu-system-x86_64
 PERFTEST_SRC=$SRC_DIR/perftest-${PERFTEST_DEB_VERSION%-*}
 PERFTEST_BUILD=$BUILD_DIR/perftest
+RDMA_CORE_SRC=$SRC_DIR/rdma-core-${RDMA_CORE_DEB_VERSION%-*}
+RDMA_EXAMPLES_BUILD=$BUILD_DIR/rdma-core-examples
 # The qtests make test runs: the device's, and intel-iommu's (our svm patch).
 QTESTS=(pfnic-test intel-iommu-test)
 # Firmware: Debian's +ds QEMU source ships no ROMs; these packages do.
@@ -74,8 +79,8 @@ need() {
 }
 
 # Run apt-get with the project's private source list (trixie-backports for
-# the kernel and rust-src, sid deb-src for QEMU) without touching the host's
-# own apt configuration.
+# the kernel and rust-src, sid deb-src for QEMU and perftest, trixie deb-src
+# for rdma-core) without touching the host's own apt configuration.
 private_apt() {
 	apt-get -o Dir::Etc::SourceList="$APT_DIR/sources.list" \
 		-o Dir::Etc::SourceParts=/dev/null \

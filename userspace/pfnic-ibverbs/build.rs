@@ -44,6 +44,35 @@ const STRUCTS: &[Mirror] = &[
         &[("element", "element"), ("event_type", "event_type")],
     ),
     (
+        "struct ibv_alloc_dm_attr",
+        "ibv_alloc_dm_attr",
+        &[
+            ("length", "length"),
+            ("log_align_req", "log_align_req"),
+            ("comp_mask", "comp_mask"),
+        ],
+    ),
+    (
+        "struct ibv_dm",
+        "ibv_dm",
+        &[
+            ("context", "context"),
+            ("memcpy_to_dm", "memcpy_to_dm"),
+            ("memcpy_from_dm", "memcpy_from_dm"),
+            ("comp_mask", "comp_mask"),
+            ("handle", "handle"),
+        ],
+    ),
+    (
+        "struct ibv_ece",
+        "ibv_ece",
+        &[
+            ("vendor_id", "vendor_id"),
+            ("options", "options"),
+            ("comp_mask", "comp_mask"),
+        ],
+    ),
+    (
         "struct ibv_device",
         "ibv_device",
         &[

@@ -33,6 +33,8 @@
 #include <pthread.h>
 #include <string.h>
 #include <linux/types.h>
+/* The kernel's verbs uAPI names (IB_UVERBS_ADVISE_MR_FLAG_FLUSH, ...). */
+#include <rdma/ib_user_ioctl_verbs.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -1538,6 +1540,81 @@ static inline int ibv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
                                 struct ibv_recv_wr **bad_wr)
 {
     return qp->context->ops.post_recv(qp, wr, bad_wr);
+}
+
+/* ------------------------------------------------------------------ */
+/* Device memory                                                       */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Memory on the device (max_dm_size): pfnic has none, so ibv_alloc_dm and
+ * ibv_reg_dm_mr fail with EOPNOTSUPP, as libibverbs reports a device
+ * without it.
+ */
+struct ibv_alloc_dm_attr {
+    size_t length;
+    uint32_t log_align_req;
+    uint32_t comp_mask;
+};
+
+enum ibv_dm_mask {
+    IBV_DM_MASK_HANDLE = 1 << 0,
+};
+
+struct ibv_dm {
+    struct ibv_context *context;
+    int (*memcpy_to_dm)(struct ibv_dm *dm, uint64_t dm_offset,
+                        const void *host_addr, size_t length);
+    int (*memcpy_from_dm)(void *host_addr, struct ibv_dm *dm,
+                          uint64_t dm_offset, size_t length);
+    uint32_t comp_mask;
+    uint32_t handle;
+};
+
+static inline struct ibv_dm *ibv_alloc_dm(struct ibv_context *context,
+                                          struct ibv_alloc_dm_attr *attr)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(context, alloc_dm);
+
+    if (!vctx) {
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    return vctx->alloc_dm(context, attr);
+}
+
+static inline int ibv_free_dm(struct ibv_dm *dm)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(dm->context, free_dm);
+
+    if (!vctx)
+        return EOPNOTSUPP;
+    return vctx->free_dm(dm);
+}
+
+static inline int ibv_memcpy_to_dm(struct ibv_dm *dm, uint64_t dm_offset,
+                                   const void *host_addr, size_t length)
+{
+    return dm->memcpy_to_dm(dm, dm_offset, host_addr, length);
+}
+
+static inline int ibv_memcpy_from_dm(void *host_addr, struct ibv_dm *dm,
+                                     uint64_t dm_offset, size_t length)
+{
+    return dm->memcpy_from_dm(host_addr, dm, dm_offset, length);
+}
+
+static inline struct ibv_mr *ibv_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *dm,
+                                           uint64_t dm_offset, size_t length,
+                                           unsigned int access)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(pd->context, reg_dm_mr);
+
+    if (!vctx) {
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    return vctx->reg_dm_mr(pd, dm, dm_offset, length, access);
 }
 
 /* ------------------------------------------------------------------ */

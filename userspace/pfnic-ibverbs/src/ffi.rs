@@ -23,6 +23,32 @@ pub struct ibv_async_event {
     pub event_type: c_int,
 }
 
+/// `struct ibv_alloc_dm_attr` (pfnic has no device memory; mirrored for the layout check).
+#[repr(C)]
+pub struct ibv_alloc_dm_attr {
+    pub length: usize,
+    pub log_align_req: u32,
+    pub comp_mask: u32,
+}
+
+/// `struct ibv_dm` (as above).
+#[repr(C)]
+pub struct ibv_dm {
+    pub context: *mut ibv_context,
+    pub memcpy_to_dm: VoidFn,
+    pub memcpy_from_dm: VoidFn,
+    pub comp_mask: u32,
+    pub handle: u32,
+}
+
+/// `struct ibv_ece` (pfnic has no ECE; mirrored for the layout check).
+#[repr(C)]
+pub struct ibv_ece {
+    pub vendor_id: u32,
+    pub options: u32,
+    pub comp_mask: u32,
+}
+
 /// `struct ibv_gid_entry`.
 #[repr(C)]
 #[derive(Clone, Copy)]

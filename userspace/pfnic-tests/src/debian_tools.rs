@@ -1,7 +1,9 @@
 //! Debian's own rdma-core binaries (bookworm's `ibverbs-utils`, unmodified) on pfnic: they load
 //! pfnic's `libibverbs.so.1` in place of rdma-core's (the guest's Debian layer,
 //! `scripts/run-guest.sh --debian`). perftest, built from Debian's source against that library
-//! (`scripts/build-perftest.sh`), runs its bandwidth and latency tests over loopback. `ibv_devices` and `ibv_devinfo -v` must describe the
+//! (`scripts/build-perftest.sh`), runs its bandwidth and latency tests over loopback, and
+//! rdma-core 56.1's own examples, built against pfnic's header and against rdma-core's
+//! (`scripts/build-rdma-examples.sh`), run like Debian's binaries of them. `ibv_devices` and `ibv_devinfo -v` must describe the
 //! device as pfnic's own queries do; `ibv_rc_pingpong` runs a server and a client in this
 //! guest over loopback with the option sets pfnic supports (the new send API and the
 //! extended CQ with `-N`), and the ones it does not (timestamps, device memory, SRQs) must
@@ -78,6 +80,14 @@ pub const TESTS: &[&Test] = &[
         run: test_debian_perftest_odp,
     },
     &Test {
+        name: "test_debian_rdma_core_examples_pfnic_header",
+        run: test_debian_rdma_core_examples_pfnic_header,
+    },
+    &Test {
+        name: "test_debian_rdma_core_examples_rdma_core_header",
+        run: test_debian_rdma_core_examples_rdma_core_header,
+    },
+    &Test {
         name: "test_debian_unsupported_options",
         run: test_debian_unsupported_options,
     },
@@ -116,10 +126,15 @@ fn run(tool: &str, args: &[&str]) -> Result<Output, Failure> {
 }
 
 fn test_debian_ibv_devices() -> TestResult {
-    needs(IBV_DEVICES)?;
+    devices(IBV_DEVICES)
+}
+
+/// `ibv_devices` (`tool`) lists the device with its node GUID.
+fn devices(tool: &str) -> TestResult {
+    needs(tool)?;
     let name = device_name()?;
     let guid = verbs_ctx()?.query_device_ex()?.verbs.node_guid;
-    let out = run(IBV_DEVICES, &[])?;
+    let out = run(tool, &[])?;
     check!(out.status.success(), "ibv_devices: {}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let line = stdout
@@ -137,14 +152,19 @@ fn test_debian_ibv_devices() -> TestResult {
 /// `ibv_asyncwatch` opens the device, prints its event file and waits for events (pfnic
 /// reports none: it must still be waiting, not have failed, two seconds later).
 fn test_debian_ibv_asyncwatch() -> TestResult {
-    needs(ASYNCWATCH)?;
+    asyncwatch(ASYNCWATCH)
+}
+
+/// `ibv_asyncwatch` (`tool`) opens the device and waits for its events.
+fn asyncwatch(tool: &str) -> TestResult {
+    needs(tool)?;
     let name = device_name()?;
-    let mut child = Command::new(ASYNCWATCH)
+    let mut child = Command::new(tool)
         .args(["-d", &name])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| Failure::Fail(format!("cannot run {ASYNCWATCH}: {e}")))?;
+        .map_err(|e| Failure::Fail(format!("cannot run {tool}: {e}")))?;
     std::thread::sleep(Duration::from_secs(2));
     let running = child.try_wait()?.is_none();
     let _ = child.kill();
@@ -524,4 +544,37 @@ fn test_debian_perftest_odp() -> TestResult {
     }
     perftest("write_bw", &["--odp", "-s", "1048576"], "1048576")?;
     perftest("send_bw", &["--odp", "-s", "65536"], "65536")
+}
+
+/// rdma-core 56.1's examples built with `variant`'s header: `ibv_devices`, `ibv_asyncwatch`,
+/// and `ibv_rc_pingpong` plain, with the new send API and events, and with ODP buffers (or
+/// the implicit MR with prefetch) where the memory mode has them.
+fn rdma_core_examples(variant: &str) -> TestResult {
+    let dir = format!("/usr/libexec/rdma-core-examples/{variant}");
+    devices(&format!("{dir}/ibv_devices"))?;
+    asyncwatch(&format!("{dir}/ibv_asyncwatch"))?;
+    let pp = format!("{dir}/ibv_rc_pingpong");
+    needs(&pp)?;
+    pingpong(&pp, &["-s", "8192"], 100)?;
+    pingpong(&pp, &["-N", "-e"], 50)?;
+    let (odp, implicit) = odp_caps()?;
+    if odp {
+        pingpong(&pp, &["-o", "-s", "65536"], 20)?;
+    }
+    if implicit {
+        pingpong(&pp, &["-O", "-P"], 20)?;
+    }
+    Ok(())
+}
+
+/// rdma-core's examples compiled against pfnic's `<infiniband/verbs.h>` and linked with its
+/// `libibverbs.so.1`.
+fn test_debian_rdma_core_examples_pfnic_header() -> TestResult {
+    rdma_core_examples("pfnic-header")
+}
+
+/// rdma-core's examples compiled against rdma-core's headers and linked with rdma-core's
+/// `libibverbs.so.1`, run on pfnic's.
+fn test_debian_rdma_core_examples_rdma_core_header() -> TestResult {
+    rdma_core_examples("rdma-core-header")
 }
