@@ -360,6 +360,30 @@ static void test_library_abi(void)
     CHECK(!ibv_fork_init() && ibv_is_fork_initialized() == IBV_FORK_UNNEEDED,
           "fork support");
 
+    /* The GID table: every valid GID, GID 0 first; too small an array fails. */
+    {
+        struct ibv_gid_entry tbl[8], one;
+        union ibv_gid gid0;
+        ssize_t got = ibv_query_gid_table(fx.ctx, tbl, 8, 0);
+
+        CHECK(got >= 1 && !ibv_query_gid(fx.ctx, 1, 0, &gid0) &&
+              !memcmp(&tbl[0].gid, &gid0, sizeof(gid0)) &&
+              tbl[0].gid_index == 0 && tbl[0].port_num == 1,
+              "ibv_query_gid_table: %zd", got);
+        CHECK(!ibv_query_gid_ex(fx.ctx, 1, 0, &one, 0) &&
+              one.gid_type == tbl[0].gid_type, "ibv_query_gid_ex");
+        CHECK(ibv_query_gid_table(fx.ctx, tbl, got - 1, 0) == -EINVAL,
+              "%zd GIDs fit in %zd entries", got, got - 1);
+        CHECK(ibv_query_gid_table(fx.ctx, tbl, 8, 1) == -EINVAL, "flags 1");
+    }
+    /* No device clock. */
+    {
+        struct ibv_values_ex v = { .comp_mask = IBV_VALUES_MASK_RAW_CLOCK };
+
+        CHECK(ibv_query_rt_values_ex(fx.ctx, &v) == EOPNOTSUPP,
+              "ibv_query_rt_values_ex");
+    }
+
     /* No asynchronous event is queued: a non-blocking read says so. */
     {
         struct ibv_async_event ev;

@@ -32,6 +32,8 @@
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/types.h>
+#include <time.h>
 #include <linux/types.h>
 /* The kernel's verbs uAPI names (IB_UVERBS_ADVISE_MR_FLAG_FLUSH, ...). */
 #include <rdma/ib_user_ioctl_verbs.h>
@@ -1247,8 +1249,22 @@ struct ibv_rwq_ind_table_init_attr;
 struct ibv_wq;
 struct ibv_wq_attr;
 struct ibv_wq_init_attr;
-struct ibv_values_ex;
 struct verbs_ex_private;
+
+/*
+ * The device's clock (ibv_query_rt_values_ex, completion timestamps): pfnic
+ * has none yet (EOPNOTSUPP; completion_timestamp_mask and hca_core_clock are
+ * 0).
+ */
+enum ibv_values_mask {
+    IBV_VALUES_MASK_RAW_CLOCK = 1 << 0,
+    IBV_VALUES_MASK_RESERVED = 1 << 1,
+};
+
+struct ibv_values_ex {
+    uint32_t comp_mask;
+    struct timespec raw_clock;
+};
 struct ibv_qp_open_attr;
 struct ibv_srq_init_attr_ex;
 struct ibv_xrcd_init_attr;
@@ -1435,6 +1451,22 @@ static inline int ibv_query_gid_ex(struct ibv_context *context,
                              sizeof(*entry));
 }
 
+ssize_t _ibv_query_gid_table(struct ibv_context *context,
+                             struct ibv_gid_entry *entries, size_t max_entries,
+                             uint32_t flags, size_t entry_size);
+
+/*
+ * The valid GIDs of every port: how many, or a negative errno value
+ * (-EINVAL: flags, or more valid GIDs than max_entries).
+ */
+static inline ssize_t ibv_query_gid_table(struct ibv_context *context,
+                                          struct ibv_gid_entry *entries,
+                                          size_t max_entries, uint32_t flags)
+{
+    return _ibv_query_gid_table(context, entries, max_entries, flags,
+                                sizeof(*entries));
+}
+
 struct ibv_pd *ibv_alloc_pd(struct ibv_context *context);
 int ibv_dealloc_pd(struct ibv_pd *pd);
 
@@ -1540,6 +1572,16 @@ static inline int ibv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
                                 struct ibv_recv_wr **bad_wr)
 {
     return qp->context->ops.post_recv(qp, wr, bad_wr);
+}
+
+static inline int ibv_query_rt_values_ex(struct ibv_context *context,
+                                         struct ibv_values_ex *values)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(context, query_rt_values);
+
+    if (!vctx)
+        return EOPNOTSUPP;
+    return vctx->query_rt_values(context, values);
 }
 
 /* ------------------------------------------------------------------ */

@@ -661,6 +661,69 @@ pub unsafe extern "C" fn _ibv_query_gid_ex(
     0
 }
 
+/// `_ibv_query_gid_table` (what `ibv_query_gid_table` calls): the valid GIDs of the device's
+/// port into `entries` (`entry_size` bytes apart): how many, or a negative errno value
+/// (`-EINVAL` for `flags`, an entry smaller than rdma-core's, or more valid GIDs than
+/// `max_entries`).
+///
+/// # Safety
+///
+/// `context` is a live context of this library (or NULL); `entries` is NULL or valid for
+/// `max_entries * entry_size` bytes of writes.
+#[no_mangle]
+pub unsafe extern "C" fn _ibv_query_gid_table(
+    context: *mut ibv_context,
+    entries: *mut ibv_gid_entry,
+    max_entries: usize,
+    flags: u32,
+    entry_size: usize,
+) -> isize {
+    const EINVAL: isize = -(libc::EINVAL as isize);
+    // SAFETY: the caller passes a live context or NULL.
+    let Some(w) = (unsafe { ctx_wrap(context) }) else {
+        return EINVAL;
+    };
+    if flags != 0 || entries.is_null() || entry_size < core::mem::size_of::<ibv_gid_entry>() {
+        return EINVAL;
+    }
+    let tbl_len = match port_attributes(w, 1) {
+        Ok(a) => u32::try_from(a.gid_tbl_len).unwrap_or(0),
+        Err(e) => return -(e as isize),
+    };
+    let mut n = 0;
+    for index in 0..tbl_len {
+        let mut entry = core::mem::MaybeUninit::<ibv_gid_entry>::uninit();
+        // SAFETY: a live context; `entry` is writable and of rdma-core's size.
+        let r = unsafe {
+            _ibv_query_gid_ex(
+                context,
+                1,
+                index,
+                entry.as_mut_ptr(),
+                0,
+                core::mem::size_of::<ibv_gid_entry>(),
+            )
+        };
+        match r {
+            0 => {}
+            libc::ENODATA => continue,
+            e => return -(e as isize),
+        }
+        if n == max_entries {
+            return EINVAL;
+        }
+        // SAFETY: `_ibv_query_gid_ex` returned 0: it wrote the entry. Entry `n` of the
+        // caller's array is in its `max_entries * entry_size` writable bytes.
+        unsafe {
+            entries
+                .byte_add(n * entry_size)
+                .write_unaligned(entry.assume_init())
+        };
+        n += 1;
+    }
+    n as isize
+}
+
 /// `IBV_GID_TYPE_SYSFS_IB_ROCE_V1` and `IBV_GID_TYPE_SYSFS_ROCE_V2` (rdma-core's
 /// `enum ibv_gid_type_sysfs`).
 const GID_TYPE_IB_ROCE_V1: c_int = 0;
