@@ -18,11 +18,12 @@ need objdump "Run scripts/setup-host.sh (package binutils, in build-essential)."
 
 # --- rdma-core's headers and library (Debian bookworm's rdma-core 44) --------
 rdma_core=$BUILD_DIR/rdma-core
-debian_download "$DEBIAN_DEBS" libibverbs-dev libibverbs1
+rdma_core_debs=(libibverbs-dev libibverbs1 libnl-3-200 libnl-route-3-200)
+debian_download "$DEBIAN_DEBS" "${rdma_core_debs[@]}"
 if ! stamp_fresh "$rdma_core/.unpacked" "$DEBIAN_DEBS" "$0"; then
 	rm -rf "$rdma_core"
 	mkdir -p "$rdma_core"
-	for p in libibverbs-dev libibverbs1; do
+	for p in "${rdma_core_debs[@]}"; do
 		deb=$(compgen -G "$DEBIAN_DEBS/${p}_*.deb" | sort -V | tail -1)
 		dpkg -x "$deb" "$rdma_core" || die "dpkg -x $deb failed"
 	done
@@ -58,20 +59,28 @@ done
 # glibc. -u pulls in the exported functions; the version script hides everything else.
 map=$PFNIC_ROOT/userspace/pfnic-ibverbs/libibverbs.map
 so=$out/libibverbs.so.1
-if ! stamp_fresh "$so" "$out/libibverbs.a" "$map"; then
+if ! stamp_fresh "$so" "$out/libibverbs.a" "$map" "$PFNIC_ROOT/userspace/pfnic-ibverbs/tests"; then
 	log "linking libibverbs.so.1"
-	mapfile -t syms < <(sed -n 's/^\t\t\(ibv_[a-z0-9_]*\);$/\1/p' "$map")
+	mapfile -t syms < <(sed -n 's/^\t\t\([a-z_][a-z0-9_]*\);$/\1/p' "$map")
 	cc -shared -s -static-libgcc -o "$so.tmp" -Wl,-soname,libibverbs.so.1 -Wl,--version-script="$map" \
 		"${syms[@]/#/-Wl,-u,}" "$out/libibverbs.a" -Wl,--gc-sections -Wl,-z,defs ||
 		die "cannot link libibverbs.so.1"
 	# Each exported symbol, with its version, must be rdma-core's.
-	exported() { objdump -T "$1" | awk '$NF ~ /^ibv_/ && $(NF-1) !~ /^\(/ {print $(NF-1), $NF}' | sort; }
+	# The functions under libibverbs' version nodes (not the nodes' own symbols).
+	exported() { objdump -T "$1" | awk 'NF > 2 && $(NF-1) ~ /^IBVERBS_/ && $NF !~ /^IBVERBS_/ {print $(NF-1), $NF}' | sort; }
 	theirs=$(exported "$rdma_core/usr/lib/x86_64-linux-gnu/libibverbs.so.1")
 	ours=$(exported "$so.tmp")
 	[[ $(wc -l <<<"$ours") -eq ${#syms[@]} ]] ||
 		die "libibverbs.so.1 exports $(wc -l <<<"$ours") of the ${#syms[@]} symbols in $map"
 	stray=$(comm -23 <(echo "$ours") <(echo "$theirs"))
 	[[ -z $stray ]] || die "libibverbs.so.1 exports what rdma-core does not (version, symbol): $stray"
+	# Its pure functions (rate conversions, descriptions) must answer as rdma-core's.
+	cmp=$out/compare-rdma-core
+	cc -std=gnu11 -O2 -Wall -Werror -o "$cmp" "$PFNIC_ROOT/userspace/pfnic-ibverbs/tests/compare_rdma_core.c" -ldl ||
+		die "cannot build the rdma-core comparison"
+	libdirs=$rdma_core/usr/lib/x86_64-linux-gnu:$rdma_core/lib/x86_64-linux-gnu
+	LD_LIBRARY_PATH=$libdirs "$cmp" "$so.tmp" "$rdma_core/usr/lib/x86_64-linux-gnu/libibverbs.so.1" ||
+		die "libibverbs.so.1 answers differently from rdma-core's (above)"
 	mv "$so.tmp" "$so"
 fi
 

@@ -1665,6 +1665,70 @@ static inline struct ibv_mr *ibv_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *dm,
 
 const char *ibv_node_type_str(enum ibv_node_type node_type);
 
+/* Link rates: ah_attr.static_rate, and libibverbs' conversions of them. */
+enum ibv_rate {
+    IBV_RATE_MAX = 0,
+    IBV_RATE_2_5_GBPS = 2,
+    IBV_RATE_5_GBPS = 5,
+    IBV_RATE_10_GBPS = 3,
+    IBV_RATE_20_GBPS = 6,
+    IBV_RATE_30_GBPS = 4,
+    IBV_RATE_40_GBPS = 7,
+    IBV_RATE_60_GBPS = 8,
+    IBV_RATE_80_GBPS = 9,
+    IBV_RATE_120_GBPS = 10,
+    IBV_RATE_14_GBPS = 11,
+    IBV_RATE_56_GBPS = 12,
+    IBV_RATE_112_GBPS = 13,
+    IBV_RATE_168_GBPS = 14,
+    IBV_RATE_25_GBPS = 15,
+    IBV_RATE_100_GBPS = 16,
+    IBV_RATE_200_GBPS = 17,
+    IBV_RATE_300_GBPS = 18,
+    IBV_RATE_28_GBPS = 19,
+    IBV_RATE_50_GBPS = 20,
+    IBV_RATE_400_GBPS = 21,
+    IBV_RATE_600_GBPS = 22,
+    IBV_RATE_800_GBPS = 23,
+    IBV_RATE_1200_GBPS = 24,
+};
+int ibv_rate_to_mult(enum ibv_rate rate);
+enum ibv_rate mult_to_ibv_rate(int mult);
+int ibv_rate_to_mbps(enum ibv_rate rate);
+enum ibv_rate mbps_to_ibv_rate(int mbps);
+
+/* What pfnic does not have: EOPNOTSUPP (or NULL with errno EOPNOTSUPP). */
+enum ibv_rereg_mr_flags {
+    IBV_REREG_MR_CHANGE_TRANSLATION = (1 << 0),
+    IBV_REREG_MR_CHANGE_PD = (1 << 1),
+    IBV_REREG_MR_CHANGE_ACCESS = (1 << 2),
+    IBV_REREG_MR_FLAGS_SUPPORTED = ((IBV_REREG_MR_CHANGE_ACCESS << 1) - 1),
+};
+enum ibv_rereg_mr_err_code {
+    IBV_REREG_MR_ERR_INPUT = -1,
+    IBV_REREG_MR_ERR_DONT_FORK_NEW = -2,
+    IBV_REREG_MR_ERR_DO_FORK_OLD = -3,
+    IBV_REREG_MR_ERR_CMD = -4,
+    IBV_REREG_MR_ERR_CMD_AND_DO_FORK_NEW = -5,
+};
+/* IBV_REREG_MR_ERR_INPUT with errno EOPNOTSUPP: the MR stays as it was. */
+int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
+                 size_t length, int access);
+int ibv_resize_cq(struct ibv_cq *cq, int cqe);
+struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
+                                 size_t length, uint64_t iova, int fd,
+                                 int access);
+struct ibv_context *ibv_import_device(int cmd_fd);
+struct ibv_pd *ibv_import_pd(struct ibv_context *context, uint32_t pd_handle);
+void ibv_unimport_pd(struct ibv_pd *pd);
+struct ibv_mr *ibv_import_mr(struct ibv_pd *pd, uint32_t mr_handle);
+void ibv_unimport_mr(struct ibv_mr *mr);
+struct ibv_dm *ibv_import_dm(struct ibv_context *context, uint32_t dm_handle);
+void ibv_unimport_dm(struct ibv_dm *dm);
+/* 0: data is not known to be written in order before its completion. */
+int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op,
+                               uint32_t flags);
+
 /* The kernel's index of an RDMA device: -1 for pfnic's (no ib_core device). */
 int ibv_get_device_index(struct ibv_device *device);
 

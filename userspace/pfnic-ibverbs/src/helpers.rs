@@ -51,13 +51,13 @@ pub extern "C" fn ibv_node_type_str(node_type: c_int) -> *const c_char {
 pub extern "C" fn ibv_port_state_str(port_state: c_int) -> *const c_char {
     static STR: OnceLock<Vec<CString>> = OnceLock::new();
     const NAMES: &[&str] = &[
-        "PORT_NOP",
-        "PORT_DOWN",
-        "PORT_INIT",
-        "PORT_ARMED",
-        "PORT_ACTIVE",
-        "PORT_ACTIVE_DEFER",
-        "invalid state",
+        "no state change (NOP)",
+        "down",
+        "init",
+        "armed",
+        "active",
+        "active defer",
+        "unknown",
     ];
     describe(&STR, NAMES, port_state)
 }
@@ -123,4 +123,78 @@ pub unsafe extern "C" fn ibv_read_sysfs_file(
     }
     out[len] = 0;
     c_int::try_from(len).unwrap_or(c_int::MAX)
+}
+
+/// `enum ibv_rate`: each rate with its multiple of 2.5 Gb/s (0 for the rates that are none;
+/// libibverbs rounds the newer ones, e.g. 28 Gb/s to 11) and its data rate in Mb/s, as
+/// libibverbs converts them (`tests/compare_rdma_core.c` checks them against rdma-core's).
+const RATES: &[(c_int, c_int, c_int)] = &[
+    (2, 1, 2500),
+    (5, 2, 5000),
+    (3, 4, 10000),
+    (6, 8, 20000),
+    (4, 12, 30000),
+    (7, 16, 40000),
+    (8, 24, 60000),
+    (9, 32, 80000),
+    (10, 48, 120000),
+    (11, 0, 14062),
+    (12, 0, 56250),
+    (13, 0, 112500),
+    (14, 0, 168750),
+    (15, 0, 25781),
+    (16, 0, 103125),
+    (17, 0, 206250),
+    (18, 0, 309375),
+    (19, 11, 28125),
+    (20, 20, 53125),
+    (21, 160, 425000),
+    (22, 240, 637500),
+    (23, 320, 850000),
+    (24, 480, 1275000),
+];
+
+/// `IBV_RATE_MAX`: no rate.
+const RATE_MAX: c_int = 0;
+
+/// `ibv_rate_to_mult`: `rate` as a multiple of 2.5 Gb/s, -1 for the rates that are none.
+#[no_mangle]
+pub extern "C" fn ibv_rate_to_mult(rate: c_int) -> c_int {
+    RATES
+        .iter()
+        .find(|r| r.0 == rate && r.1 != 0)
+        .map_or(-1, |r| r.1)
+}
+
+/// `mult_to_ibv_rate`: the rate of `mult` times 2.5 Gb/s, `IBV_RATE_MAX` for none.
+#[no_mangle]
+pub extern "C" fn mult_to_ibv_rate(mult: c_int) -> c_int {
+    RATES
+        .iter()
+        .find(|r| r.1 == mult && r.1 != 0)
+        .map_or(RATE_MAX, |r| r.0)
+}
+
+/// `ibv_rate_to_mbps`: the data rate of `rate` in Mb/s, -1 for an unknown rate.
+#[no_mangle]
+pub extern "C" fn ibv_rate_to_mbps(rate: c_int) -> c_int {
+    RATES.iter().find(|r| r.0 == rate).map_or(-1, |r| r.2)
+}
+
+/// `mbps_to_ibv_rate`: the rate of exactly `mbps` Mb/s, `IBV_RATE_MAX` for none.
+#[no_mangle]
+pub extern "C" fn mbps_to_ibv_rate(mbps: c_int) -> c_int {
+    RATES.iter().find(|r| r.2 == mbps).map_or(RATE_MAX, |r| r.0)
+}
+
+/// `ibv_dontfork_range`: 0. Nothing to keep from a child: see [`ibv_fork_init`].
+#[no_mangle]
+pub extern "C" fn ibv_dontfork_range(_base: *mut core::ffi::c_void, _size: usize) -> c_int {
+    0
+}
+
+/// `ibv_dofork_range`: 0, as [`ibv_dontfork_range`].
+#[no_mangle]
+pub extern "C" fn ibv_dofork_range(_base: *mut core::ffi::c_void, _size: usize) -> c_int {
+    0
 }

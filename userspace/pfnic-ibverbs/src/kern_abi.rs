@@ -237,3 +237,40 @@ pub unsafe extern "C" fn ibv_copy_path_rec_from_kern(
     // SAFETY: the caller passes a writable `dst`.
     unsafe { dst.write(out) };
 }
+
+/// `ibv_copy_path_rec_to_kern`: the inverse of [`ibv_copy_path_rec_from_kern`].
+///
+/// # Safety
+///
+/// `dst` is valid for a write, `src` for a read.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_copy_path_rec_to_kern(
+    dst: *mut ib_user_path_rec,
+    src: *const ibv_sa_path_rec,
+) {
+    // SAFETY: the caller passes a readable `src`.
+    let s = unsafe { &*src };
+    let out = ib_user_path_rec {
+        dgid: s.dgid.raw,
+        sgid: s.sgid.raw,
+        dlid: s.dlid,
+        slid: s.slid,
+        raw_traffic: s.raw_traffic as u32,
+        flow_label: s.flow_label,
+        reversible: s.reversible as u32,
+        mtu: u32::from(s.mtu),
+        pkey: s.pkey,
+        hop_limit: s.hop_limit,
+        traffic_class: s.traffic_class,
+        numb_path: s.numb_path,
+        sl: s.sl,
+        mtu_selector: s.mtu_selector,
+        rate_selector: s.rate_selector,
+        rate: s.rate,
+        packet_life_time_selector: s.packet_life_time_selector,
+        packet_life_time: s.packet_life_time,
+        preference: s.preference,
+    };
+    // SAFETY: the caller passes a writable `dst`.
+    unsafe { dst.write(out) };
+}
