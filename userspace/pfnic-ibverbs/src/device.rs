@@ -58,7 +58,7 @@ pub(crate) struct Shared {
 #[repr(C)]
 pub(crate) struct CtxWrap {
     pub(crate) vctx: verbs_context,
-    /// The device this context was opened from (`ibv.device` points here): a copy, so the
+    /// The device this context was opened from (`vctx.context.device` points here): a copy, so the
     /// device list may be freed while the context lives.
     device: ibv_device,
     pub(crate) shared: Arc<Shared>,
