@@ -19,7 +19,7 @@
 source "$(dirname "$0")/lib.sh"
 
 # What a guest kernel log must not contain (see above).
-KERNEL_LOG_BAD='WARNING:|BUG:|Oops|Call Trace|general protection fault|Kernel panic|unreferenced object|VT-d detected Invalidation'
+KERNEL_LOG_BAD='WARNING:|BUG:|Oops|Call Trace|general protection fault|Kernel panic|unreferenced object|VT-d detected Invalidation|UBSAN:'
 
 build=1 filter=
 while (($#)); do
