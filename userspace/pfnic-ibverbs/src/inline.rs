@@ -12,9 +12,7 @@ use core::ffi::c_int;
 use std::io;
 use std::sync::{Arc, Mutex};
 
-use pfnic_verbs::{Buffer, Mr, Pd, Sge, WrOpcode};
-
-use crate::ffi::ibv_sge;
+use pfnic_verbs::{Buffer, Mr, Pd, Qp, SendWr, Sge, WrOpcode};
 
 /// `IBV_SEND_INLINE`.
 pub(crate) const SEND_INLINE: u32 = 1 << 3;
@@ -22,6 +20,21 @@ pub(crate) const SEND_INLINE: u32 = 1 << 3;
 pub(crate) const MAX_INLINE_DATA: u32 = 256;
 /// `IBV_ACCESS_LOCAL_WRITE`: the slots' MR (the device only reads it).
 const ACCESS_LOCAL_WRITE: u32 = 1;
+
+/// Whether work requests of `opcode` carry a payload that may be inline (not READ, atomics).
+pub(crate) fn carries_payload(opcode: WrOpcode) -> bool {
+    matches!(
+        opcode,
+        WrOpcode::Send | WrOpcode::SendWithImm | WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm
+    )
+}
+
+/// A work request for [`InlineRing::post`]: the request (`None`: a bad one, where the post
+/// stops), and for an inline one its payload, which a slot replaces as the request's SGEs.
+pub(crate) struct InlinePost<'a> {
+    pub(crate) wr: Option<SendWr<'a>>,
+    pub(crate) payload: Option<&'a [Sge]>,
+}
 
 /// A QP's inline slots.
 pub(crate) struct InlineRing {
@@ -48,32 +61,60 @@ impl InlineRing {
         })
     }
 
-    /// Takes the ring for a post; the guard holds the next slot.
-    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, u64> {
-        crate::lock(&self.next)
+    /// Posts `wrs` on `q` in order, as `Qp::post_send_iter` does, each inline one (with a
+    /// `payload`) over a slot into which its payload is copied first: under the ring's lock,
+    /// slots are taken in order, and the ring advances by the slots of the work requests
+    /// posted. A work request that is `None`, or whose payload does not fit in a slot or
+    /// belongs to an opcode that carries none, stops the post there with `EINVAL`. `Err`
+    /// holds the index of the first work request not posted and the errno value.
+    ///
+    /// # Safety
+    ///
+    /// Every payload's ranges are readable (the CPU copies them: their lkeys are not used).
+    pub(crate) unsafe fn post(&self, q: &Qp, wrs: &[InlinePost<'_>]) -> Result<(), (usize, c_int)> {
+        let mut next = crate::lock(&self.next);
+        // Every slot is filled before any work request refers to it.
+        let mut slots: Vec<Option<Sge>> = Vec::with_capacity(wrs.len());
+        let mut taken = 0;
+        for w in wrs {
+            let Some(wr) = &w.wr else { break };
+            let slot = match w.payload {
+                // SAFETY: the caller's readable payload; the ring is locked and the slot is
+                // past every slot taken.
+                Some(p) => match unsafe { self.fill(*next + taken, wr.opcode, p) } {
+                    Ok(s) => Some(s),
+                    Err(_) => break,
+                },
+                None => None,
+            };
+            taken += u64::from(slot.is_some());
+            slots.push(slot);
+        }
+        // The work requests before the first bad one, then that one (`None`) if there is one.
+        let good = slots.len();
+        let sends = wrs.iter().take(good + 1).enumerate().map(|(i, w)| {
+            let wr = w.wr.as_ref().filter(|_| i < good)?;
+            Some(SendWr {
+                send_flags: wr.send_flags & !SEND_INLINE,
+                sg_list: slots[i].as_ref().map_or(wr.sg_list, core::slice::from_ref),
+                ..*wr
+            })
+        });
+        let r = q.post_send_iter(sends).map_err(|e| (e.bad_wr, e.errno()));
+        let posted = r.as_ref().map_or_else(|&(i, _)| i, |()| wrs.len());
+        *next += slots[..posted.min(good)].iter().flatten().count() as u64;
+        r
     }
 
-    /// Copies the payload of `sg_list` (the caller's memory, read by the CPU: the SGEs' lkeys
-    /// are not used) into slot `n` and returns the SGE of the slot. `EINVAL` for a payload
-    /// longer than a slot, or an opcode that carries none (READ, atomics).
+    /// Copies the payload `sg_list` into slot `n` and returns the SGE of the slot.
+    /// `EINVAL` for a payload longer than a slot, or an opcode that carries none.
     ///
     /// # Safety
     ///
     /// Each SGE's range is readable, and the caller holds the ring's lock with `n` at or past
     /// its value.
-    pub(crate) unsafe fn fill(
-        &self,
-        n: u64,
-        opcode: WrOpcode,
-        sg_list: &[ibv_sge],
-    ) -> Result<Sge, c_int> {
-        if !matches!(
-            opcode,
-            WrOpcode::Send
-                | WrOpcode::SendWithImm
-                | WrOpcode::RdmaWrite
-                | WrOpcode::RdmaWriteWithImm
-        ) {
+    unsafe fn fill(&self, n: u64, opcode: WrOpcode, sg_list: &[Sge]) -> Result<Sge, c_int> {
+        if !carries_payload(opcode) {
             return Err(libc::EINVAL);
         }
         let total: u64 = sg_list.iter().map(|s| u64::from(s.length)).sum();

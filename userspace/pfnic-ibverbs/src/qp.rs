@@ -4,13 +4,11 @@ use core::cell::UnsafeCell;
 use core::ffi::c_int;
 use core::sync::atomic::AtomicBool;
 
-use pfnic_verbs::{
-    qp_attr, PostError, Qp, QpAttr, QpInitAttr, QpState, RecvWr, SendWr, Sge, WrOpcode,
-};
+use pfnic_verbs::{qp_attr, PostError, Qp, QpAttr, QpInitAttr, QpState, RecvWr, SendWr, WrOpcode};
 
 use crate::cq::{cq_wrap, CqWrap};
 use crate::ffi::*;
-use crate::inline::{InlineRing, MAX_INLINE_DATA, SEND_INLINE};
+use crate::inline::{InlinePost, InlineRing, MAX_INLINE_DATA, SEND_INLINE};
 use crate::mr::pd_wrap;
 use crate::qp_ex::{Builder, SEND_OPS_SUPPORTED};
 use crate::{errno_of, into_c, set_errno, sges, unbox};
@@ -513,23 +511,8 @@ pub(crate) unsafe extern "C" fn post_send(
             return unsafe { post_send_inline(q, ring, wr, bad_wr) };
         }
     }
-    let convert = |w: &ibv_send_wr| {
-        let opcode = u32::try_from(w.opcode).ok().and_then(WrOpcode::from_raw)?;
-        // SAFETY: the caller's SGE list of this work request.
-        let sg = unsafe { sges(w.sg_list, w.num_sge) }.ok()?;
-        let (remote_addr, rkey, compare_add, swap) = remote_of(w, opcode);
-        Some(SendWr {
-            wr_id: w.wr_id,
-            opcode,
-            send_flags: w.send_flags,
-            sg_list: sg,
-            imm_data: w.imm_data,
-            remote_addr,
-            rkey,
-            compare_add,
-            swap,
-        })
-    };
+    // SAFETY: the caller's work requests and their SGE lists.
+    let convert = |w: &ibv_send_wr| unsafe { send_wr_of(w) };
     // SAFETY: the caller passes a valid list or NULL, and NULL or a writable `bad_wr`.
     unsafe {
         post_list(
@@ -559,9 +542,18 @@ unsafe fn has_inline(mut wr: *const ibv_send_wr) -> bool {
     false
 }
 
-/// The remote fields of a work request: (remote address, rkey, compare/add, swap).
-fn remote_of(w: &ibv_send_wr, opcode: WrOpcode) -> (u64, u32, u64, u64) {
-    match opcode {
+/// A C work request as the uAPI's (`None`: an opcode the device does not have, or a bad SGE
+/// list).
+///
+/// # Safety
+///
+/// `w.sg_list` holds `w.num_sge` readable entries (or `num_sge` is 0), which outlive the
+/// returned work request (`'a`, the caller's to choose, as for [`sges`]).
+unsafe fn send_wr_of<'a>(w: &ibv_send_wr) -> Option<SendWr<'a>> {
+    let opcode = u32::try_from(w.opcode).ok().and_then(WrOpcode::from_raw)?;
+    // SAFETY: forwarded to the caller.
+    let sg_list = unsafe { sges(w.sg_list, w.num_sge) }.ok()?;
+    let (remote_addr, rkey, compare_add, swap) = match opcode {
         WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => {
             // SAFETY: atomics use the `atomic` member of the union, plain integers.
             let a = unsafe { w.wr.atomic };
@@ -572,22 +564,22 @@ fn remote_of(w: &ibv_send_wr, opcode: WrOpcode) -> (u64, u32, u64, u64) {
             let r = unsafe { w.wr.rdma };
             (r.remote_addr, r.rkey, 0, 0)
         }
-    }
+    };
+    Some(SendWr {
+        wr_id: w.wr_id,
+        opcode,
+        send_flags: w.send_flags,
+        sg_list,
+        imm_data: w.imm_data,
+        remote_addr,
+        rkey,
+        compare_add,
+        swap,
+    })
 }
 
-/// A work request of a list being posted with inline ones: its opcode and SGEs (`None` for a
-/// bad one), and its inline slot (the index of the slot's SGE).
-struct Node<'a> {
-    wr: &'a ibv_send_wr,
-    opcode: Option<WrOpcode>,
-    sg: Option<&'a [Sge]>,
-    slot: Option<usize>,
-}
-
-/// `ibv_post_send` of a list with inline work requests: under the QP's inline ring, each
-/// inline payload is copied into the next slot, and the work request posted over the slot
-/// (without `IBV_SEND_INLINE`, which the device does not take). The ring advances by the
-/// slots of the work requests posted. As [`post_send`] otherwise.
+/// `ibv_post_send` of a list with inline work requests: each is posted through the QP's
+/// inline ring ([`InlineRing::post`]), the others as they are. As [`post_send`] otherwise.
 ///
 /// # Safety
 ///
@@ -598,83 +590,36 @@ unsafe fn post_send_inline(
     first: *mut ibv_send_wr,
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
-    let mut next = ring.lock();
-    // The list, each node with its opcode, SGEs (NULL for a bad one) and slot.
-    let mut nodes: Vec<Node<'_>> = Vec::new();
-    let mut slot_sges: Vec<Sge> = Vec::new();
+    let mut nodes: Vec<&ibv_send_wr> = Vec::new();
+    let mut posts: Vec<InlinePost<'_>> = Vec::new();
     let mut p = first;
     // SAFETY: the caller passes a valid NULL-terminated list, not changed during the post.
     while let Some(w) = unsafe { p.as_ref() } {
         p = w.next;
-        let opcode = u32::try_from(w.opcode).ok().and_then(WrOpcode::from_raw);
-        // SAFETY: the caller's SGE list of this work request.
-        let sg = unsafe { sges(w.sg_list, w.num_sge) }.ok();
-        let mut slot = None;
-        if w.send_flags & SEND_INLINE != 0 {
-            if let (Some(op), Some(sg)) = (opcode, sg) {
-                // `sges` made the uAPI's SGEs from the caller's, field for field.
-                // SAFETY: the two are the same layout (checked in `sges`); an inline
-                // payload is read by the CPU from the caller's memory, which it lends for
-                // the post; the ring is locked and `*next + slots taken` is past its value.
-                let ibv: &[ibv_sge] =
-                    unsafe { core::slice::from_raw_parts(sg.as_ptr().cast(), sg.len()) };
-                // SAFETY: as above.
-                if let Ok(s) = unsafe { ring.fill(*next + slot_sges.len() as u64, op, ibv) } {
-                    slot = Some(slot_sges.len());
-                    slot_sges.push(s);
-                }
-            }
-            if slot.is_none() {
-                // A bad inline work request: the post stops there (`EINVAL`).
-                nodes.push(Node {
-                    wr: w,
-                    opcode: None,
-                    sg: None,
-                    slot: None,
+        // SAFETY: the caller's work request and SGE list.
+        let wr = unsafe { send_wr_of(w) };
+        // An inline payload is the work request's own SGEs, which the CPU reads.
+        let payload = wr
+            .as_ref()
+            .filter(|_| w.send_flags & SEND_INLINE != 0)
+            .map(|wr| wr.sg_list);
+        nodes.push(w);
+        posts.push(InlinePost { wr, payload });
+    }
+    // SAFETY: the payloads are the caller's SGE ranges, which it lends for the post.
+    match unsafe { ring.post(q, &posts) } {
+        Ok(()) => 0,
+        Err((at, e)) => {
+            if !bad_wr.is_null() {
+                let at = nodes.get(at).map_or(core::ptr::null_mut(), |w| {
+                    core::ptr::from_ref(*w).cast_mut()
                 });
-                break;
+                // SAFETY: the caller passes NULL or a writable `bad_wr`.
+                unsafe { *bad_wr = at };
             }
+            e
         }
-        nodes.push(Node {
-            wr: w,
-            opcode,
-            sg,
-            slot,
-        });
     }
-    let wrs = nodes.iter().map(|n| {
-        let (w, opcode) = (n.wr, n.opcode?);
-        let sg_list = match n.slot {
-            Some(i) => core::slice::from_ref(&slot_sges[i]),
-            None => n.sg?,
-        };
-        let (remote_addr, rkey, compare_add, swap) = remote_of(w, opcode);
-        Some(SendWr {
-            wr_id: w.wr_id,
-            opcode,
-            send_flags: w.send_flags & !SEND_INLINE,
-            sg_list,
-            imm_data: w.imm_data,
-            remote_addr,
-            rkey,
-            compare_add,
-            swap,
-        })
-    });
-    let (posted, r) = match q.post_send_iter(wrs) {
-        Ok(()) => (nodes.len(), 0),
-        Err(e) => (e.bad_wr, e.errno()),
-    };
-    *next += nodes[..posted].iter().filter(|n| n.slot.is_some()).count() as u64;
-    drop(next);
-    if r != 0 && !bad_wr.is_null() {
-        let at = nodes.get(posted).map_or(core::ptr::null_mut(), |n| {
-            core::ptr::from_ref(n.wr).cast_mut()
-        });
-        // SAFETY: the caller passes NULL or a writable `bad_wr`.
-        unsafe { *bad_wr = at };
-    }
-    r
 }
 
 /// `ops.post_recv` (what `ibv_post_recv` calls): as `ibv_post_send`, for the receive queue.

@@ -6,10 +6,10 @@
 //! `ibv_post_send` hands a list. The builder belongs to one thread from `ibv_wr_start` to
 //! `ibv_wr_complete`/`ibv_wr_abort` (another thread's `ibv_wr_start` waits), as libibverbs'
 //! providers lock it. Mistakes made while building (an operation pfnic does not have, data
-//! set before any operation, more SGEs than the send queue takes) make `ibv_wr_complete`
-//! fail with nothing of the batch posted; a work request the send queue refuses (`EINVAL`,
-//! `ENOMEM` when it is full) fails it with the requests before it posted, as `ibv_post_send`
-//! does. Inline payloads (`ibv_wr_set_inline_data`) are copied when they are set, and into
+//! set before any operation, an inline payload longer than `max_inline_data` or on a READ or
+//! atomic) make `ibv_wr_complete` fail with nothing of the batch posted; a work request the
+//! send queue refuses (`EINVAL`: too many SGEs, bad flags; `ENOMEM` when it is full) fails it
+//! with the requests before it posted, as `ibv_post_send` does. Inline payloads (`ibv_wr_set_inline_data`) are copied when they are set, and into
 //! the QP's inline slots when the batch is posted.
 
 use core::ffi::{c_int, c_void};
@@ -18,7 +18,7 @@ use core::sync::atomic::Ordering;
 use pfnic_verbs::{Qp, SendWr, Sge, WrOpcode};
 
 use crate::ffi::*;
-use crate::inline::{InlineRing, MAX_INLINE_DATA, SEND_INLINE};
+use crate::inline::{carries_payload, InlinePost, MAX_INLINE_DATA, SEND_INLINE};
 use crate::qp::{qp_ex_wrap, QpWrap};
 
 /// `enum ibv_qp_create_send_ops_flags` that pfnic has: the opcodes of `ibv_post_send`.
@@ -143,63 +143,44 @@ unsafe extern "C" fn wr_complete(qp: *mut ibv_qp_ex) -> c_int {
     r
 }
 
-/// Posts a batch; inline payloads through the QP's inline ring (see `inline.rs`).
+/// The work request `p` describes. `IBV_SEND_INLINE` in `wr_flags` means nothing here: a
+/// payload is inline when `ibv_wr_set_inline_data` set it.
+fn send_wr(p: &Pending) -> SendWr<'_> {
+    SendWr {
+        wr_id: p.wr_id,
+        opcode: p.opcode,
+        send_flags: p.send_flags & !SEND_INLINE,
+        sg_list: &p.sges,
+        imm_data: p.imm_data,
+        remote_addr: p.remote_addr,
+        rkey: p.rkey,
+        compare_add: p.compare_add,
+        swap: p.swap,
+    }
+}
+
+/// Posts a batch; with inline payloads, through the QP's inline ring (see `inline.rs`).
 fn post(w: &QpWrap, q: &Qp, wrs: &[Pending]) -> c_int {
-    let has_inline = wrs.iter().any(|p| p.inline.is_some());
-    let ring = match (&w.inline, has_inline) {
-        (_, false) => None,
-        (Some(r), true) => Some(r),
+    let r = if wrs.iter().any(|p| p.inline.is_some()) {
         // Inline data on a QP created without `max_inline_data`.
-        (None, true) => return libc::EINVAL,
-    };
-    let mut next = ring.map(InlineRing::lock);
-    // The slots' SGEs, filled before any work request refers to them.
-    let mut slot_sges: Vec<Option<Sge>> = Vec::with_capacity(wrs.len());
-    for p in wrs {
-        let s = match (&p.inline, ring, next.as_deref()) {
-            (Some(data), Some(ring), Some(&n)) => {
-                let src = ibv_sge {
-                    addr: data.as_ptr() as u64,
-                    length: u32::try_from(data.len()).unwrap_or(u32::MAX),
-                    lkey: 0,
-                };
-                let taken = slot_sges.iter().flatten().count() as u64;
-                // SAFETY: `data` is this batch's own copy, readable; the ring is locked and
-                // the slot past every slot taken.
-                match unsafe { ring.fill(n + taken, p.opcode, core::slice::from_ref(&src)) } {
-                    Ok(s) => Some(s),
-                    // Nothing of the batch is posted.
-                    Err(e) => return e,
-                }
-            }
-            _ => None,
+        let Some(ring) = &w.inline else {
+            return libc::EINVAL;
         };
-        slot_sges.push(s);
-    }
-    let sends = wrs.iter().zip(&slot_sges).map(|(p, slot)| {
-        Some(SendWr {
-            wr_id: p.wr_id,
-            opcode: p.opcode,
-            send_flags: p.send_flags & !SEND_INLINE,
-            sg_list: match slot {
-                Some(s) => core::slice::from_ref(s),
-                None => &p.sges,
-            },
-            imm_data: p.imm_data,
-            remote_addr: p.remote_addr,
-            rkey: p.rkey,
-            compare_add: p.compare_add,
-            swap: p.swap,
-        })
-    });
-    let (posted, r) = match q.post_send_iter(sends) {
-        Ok(()) => (wrs.len(), 0),
-        Err(e) => (e.bad_wr, e.errno()),
+        let posts: Vec<InlinePost<'_>> = wrs
+            .iter()
+            .map(|p| InlinePost {
+                wr: Some(send_wr(p)),
+                // An inline payload's SGE describes the batch's own copy of it.
+                payload: p.inline.as_ref().map(|_| &p.sges[..]),
+            })
+            .collect();
+        // SAFETY: the payloads are this batch's own copies, readable.
+        unsafe { ring.post(q, &posts) }
+    } else {
+        q.post_send_iter(wrs.iter().map(|p| Some(send_wr(p))))
+            .map_err(|e| (e.bad_wr, e.errno()))
     };
-    if let Some(n) = next.as_deref_mut() {
-        *n += slot_sges[..posted].iter().flatten().count() as u64;
-    }
-    r
+    r.err().map_or(0, |(_, e)| e)
 }
 
 /// `ibv_qp_ex.wr_abort`: drops the batch.
@@ -392,7 +373,8 @@ unsafe fn set_inline(qp: *mut ibv_qp_ex, bufs: &[(*const u8, usize)]) {
         b.fail(libc::EINVAL);
         return;
     };
-    if total > MAX_INLINE_DATA as usize {
+    // Checked now, so that a batch with a bad one posts nothing.
+    if total > MAX_INLINE_DATA as usize || !carries_payload(p.opcode) {
         b.fail(libc::EINVAL);
         return;
     }
@@ -401,7 +383,13 @@ unsafe fn set_inline(qp: *mut ibv_qp_ex, bufs: &[(*const u8, usize)]) {
         // SAFETY: the caller's readable buffer.
         data.extend_from_slice(unsafe { core::slice::from_raw_parts(addr, n) });
     }
+    // The SGE of the copy (its heap buffer stays put when the batch's vector grows).
     p.sges.clear();
+    p.sges.push(Sge {
+        addr: data.as_ptr() as u64,
+        length: u32::try_from(total).unwrap_or(u32::MAX),
+        lkey: 0,
+    });
     p.inline = Some(data);
 }
 
