@@ -104,5 +104,5 @@ pub extern "C" fn ibv_event_type_str(event: c_int) -> *const c_char {
         "WQ fatal",
         "unknown",
     ];
-    crate::helpers::describe(&STR, NAMES, event)
+    crate::helpers::describe(&STR, NAMES.iter().copied(), event)
 }

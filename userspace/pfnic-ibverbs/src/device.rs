@@ -769,25 +769,3 @@ pub unsafe extern "C" fn ibv_query_gid_type(
     unsafe { gid_type.write(t) };
     0
 }
-
-/// `ibv_wc_status_str`: libibverbs' description of a completion status ("unknown" for a number
-/// that is none).
-#[no_mangle]
-pub extern "C" fn ibv_wc_status_str(status: c_int) -> *const c_char {
-    use std::ffi::CString;
-    use std::sync::OnceLock;
-
-    /// Statuses 0..=23 have descriptions; 24 stands for every other number.
-    const UNKNOWN: usize = 24;
-    static STR: OnceLock<Vec<CString>> = OnceLock::new();
-    let table = STR.get_or_init(|| {
-        (0..=UNKNOWN as u32)
-            .map(|i| CString::new(pfnic_verbs::WcStatus(i).as_str()).unwrap_or_default())
-            .collect()
-    });
-    let i = usize::try_from(status)
-        .ok()
-        .filter(|&i| i < UNKNOWN)
-        .unwrap_or(UNKNOWN);
-    table[i].as_ptr()
-}

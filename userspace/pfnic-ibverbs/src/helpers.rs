@@ -6,25 +6,33 @@ use std::ffi::CString;
 use std::io::Read;
 use std::sync::OnceLock;
 
-/// Interned C strings for a fixed table of descriptions; the last one stands for every
-/// number the table does not have.
+/// Interned C strings for a fixed table of descriptions, made from `words` on first use; the
+/// last one stands for every number the table does not have.
 pub(crate) fn describe(
     table: &'static OnceLock<Vec<CString>>,
-    words: &[&str],
+    words: impl Iterator<Item = &'static str>,
     i: c_int,
 ) -> *const c_char {
-    let strs = table.get_or_init(|| {
-        words
-            .iter()
-            .map(|w| CString::new(*w).unwrap_or_default())
-            .collect()
-    });
+    let strs = table.get_or_init(|| words.map(|w| CString::new(w).unwrap_or_default()).collect());
     let last = strs.len() - 1;
     let i = usize::try_from(i)
         .ok()
         .filter(|&i| i < last)
         .unwrap_or(last);
     strs[i].as_ptr()
+}
+
+/// `ibv_wc_status_str`: libibverbs' description of a completion status ("unknown" for a number
+/// that is none).
+#[no_mangle]
+pub extern "C" fn ibv_wc_status_str(status: c_int) -> *const c_char {
+    static STR: OnceLock<Vec<CString>> = OnceLock::new();
+    // Statuses 0..=23 have descriptions; 24 ("unknown") stands for every other number.
+    describe(
+        &STR,
+        (0..=24).map(|i| pfnic_verbs::WcStatus(i).as_str()),
+        status,
+    )
 }
 
 /// `ibv_node_type_str`: libibverbs' name of an `enum ibv_node_type` ("unknown" for others).
@@ -43,7 +51,7 @@ pub extern "C" fn ibv_node_type_str(node_type: c_int) -> *const c_char {
         "unspecified",
         "unknown",
     ];
-    describe(&STR, NAMES, node_type)
+    describe(&STR, NAMES.iter().copied(), node_type)
 }
 
 /// `ibv_port_state_str`: libibverbs' name of an `enum ibv_port_state`.
@@ -59,7 +67,7 @@ pub extern "C" fn ibv_port_state_str(port_state: c_int) -> *const c_char {
         "active defer",
         "unknown",
     ];
-    describe(&STR, NAMES, port_state)
+    describe(&STR, NAMES.iter().copied(), port_state)
 }
 
 /// `ibv_get_sysfs_path`: where sysfs is mounted (`/sys`).
