@@ -57,11 +57,7 @@ fi
 
 log "unpacking ${#DEBIAN_PACKAGES[@]} Debian packages"
 rm -rf "$root.tmp"
-mkdir -p "$root.tmp"
-for p in "${DEBIAN_PACKAGES[@]}"; do
-	deb=$(compgen -G "$debs/${p}_*.deb" | sort -V | tail -1)
-	dpkg -x "$deb" "$root.tmp" || die "dpkg -x $deb failed"
-done
+debian_unpack "$debs" "$root.tmp" "${DEBIAN_PACKAGES[@]}"
 rm -rf "$root"
 mv "$root.tmp" "$root"
 

@@ -38,10 +38,7 @@ debian_download "$DEBIAN_DEBS" "${dev[@]}"
 sysroot=$PERFTEST_BUILD/sysroot
 rm -rf "$sysroot" "$PERFTEST_BUILD/src"
 mkdir -p "$sysroot/include" "$sysroot/lib"
-for p in "${dev[@]}"; do
-	deb=$(compgen -G "$DEBIAN_DEBS/${p}_*.deb" | sort -V | tail -1)
-	dpkg -x "$deb" "$sysroot/deb" || die "dpkg -x $deb failed"
-done
+debian_unpack "$DEBIAN_DEBS" "$sysroot/deb" "${dev[@]}"
 cp -r "$rdma_core/usr/include/infiniband" "$sysroot/include/"
 cp -r "$sysroot/deb/usr/include/." "$sysroot/include/"
 cp -r "$sysroot/deb/usr/include/x86_64-linux-gnu/." "$sysroot/include/"

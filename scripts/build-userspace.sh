@@ -22,11 +22,7 @@ rdma_core_debs=(libibverbs-dev libibverbs1 libnl-3-200 libnl-route-3-200)
 debian_download "$DEBIAN_DEBS" "${rdma_core_debs[@]}"
 if ! stamp_fresh "$rdma_core/.unpacked" "$DEBIAN_DEBS" "$0"; then
 	rm -rf "$rdma_core"
-	mkdir -p "$rdma_core"
-	for p in "${rdma_core_debs[@]}"; do
-		deb=$(compgen -G "$DEBIAN_DEBS/${p}_*.deb" | sort -V | tail -1)
-		dpkg -x "$deb" "$rdma_core" || die "dpkg -x $deb failed"
-	done
+	debian_unpack "$DEBIAN_DEBS" "$rdma_core" "${rdma_core_debs[@]}"
 	touch "$rdma_core/.unpacked"
 fi
 export PFNIC_RDMA_CORE_INCLUDE=$rdma_core/usr/include

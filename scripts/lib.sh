@@ -152,6 +152,19 @@ debian_download() {
 	fi
 }
 
+# debian_unpack DIR DEST PACKAGE...: dpkg -x each package's newest .deb in DIR
+# into DEST.
+debian_unpack() {
+	local dir=$1 dest=$2 p deb
+	shift 2
+	mkdir -p "$dest"
+	for p in "$@"; do
+		deb=$(compgen -G "$dir/${p}_*.deb" | sort -V | tail -1)
+		[[ -n $deb ]] || die "no $p package in $dir"
+		dpkg -x "$deb" "$dest" || die "dpkg -x $deb failed"
+	done
+}
+
 # The Debian packages' cache (bookworm, as the host).
 DEBIAN_DEBS=$PFNIC_CACHE/debs/bookworm
 
