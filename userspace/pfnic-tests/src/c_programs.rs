@@ -8,7 +8,7 @@
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::sh;
+use crate::common::{sh, tcp_listening};
 use crate::ktap::{Failure, Test, TestResult};
 use crate::verbs_common::{requires_odp, verbs_ctx, ODP_RECV, ODP_SEND};
 use crate::verbs_port::{port_with_addresses, RestoreIpv4, TEST_ADDR};
@@ -295,17 +295,6 @@ fn test_c_pingpong_gid() -> TestResult {
     Ok(())
 }
 
-/// Whether a socket listens on TCP `port` (`/proc/net/tcp`, state 0A).
-fn listening(port: u16) -> Result<bool, Failure> {
-    let tcp = std::fs::read_to_string("/proc/net/tcp")?
-        + &std::fs::read_to_string("/proc/net/tcp6").unwrap_or_default();
-    let local = format!(":{port:04X}");
-    Ok(tcp.lines().any(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        f.len() > 3 && f[1].ends_with(&local) && f[3] == "0A"
-    }))
-}
-
 /// rdma-core's out-of-band exchange, both sides this program, over the guest's loopback
 /// interface: the server listens, the client sends "LID:QPN:PSN:GID" with GID 1, each
 /// connects its QP with a global route to the other's GID (the port's own: loopback on one
@@ -329,7 +318,7 @@ fn test_c_pingpong_tcp() -> TestResult {
         .spawn()
         .map_err(|e| Failure::Fail(format!("cannot run {PINGPONG}: {e}")))?;
     let start = Instant::now();
-    while !listening(PORT)? {
+    while !tcp_listening(PORT)? {
         if start.elapsed() > Duration::from_secs(20) || server.try_wait()?.is_some() {
             let _ = server.kill();
             let out = server.wait_with_output()?;

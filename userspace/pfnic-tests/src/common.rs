@@ -361,3 +361,14 @@ pub fn debugfs_stat(key: &str) -> Result<u64, Failure> {
         .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
         .ok_or_else(|| Failure::Fail(format!("no {key} in /sys/kernel/debug/pfnic0/stats")))
 }
+
+/// Whether a socket listens on TCP `port` (`/proc/net/tcp`, state 0A).
+pub fn tcp_listening(port: u16) -> Result<bool, Failure> {
+    let tcp = std::fs::read_to_string("/proc/net/tcp")?
+        + &std::fs::read_to_string("/proc/net/tcp6").unwrap_or_default();
+    let local = format!(":{port:04X}");
+    Ok(tcp.lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.len() > 3 && f[1].ends_with(&local) && f[3] == "0A"
+    }))
+}

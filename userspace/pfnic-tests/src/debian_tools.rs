@@ -15,8 +15,9 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::common::tcp_listening;
 use crate::ktap::{Failure, Test, TestResult};
-use crate::verbs_common::{verbs_ctx, ODP_RECV, ODP_SEND};
+use crate::verbs_common::{requires_odp, verbs_ctx, ODP_RECV, ODP_SEND};
 
 const IBV_DEVICES: &str = "/usr/bin/ibv_devices";
 const IBV_DEVINFO: &str = "/usr/bin/ibv_devinfo";
@@ -271,19 +272,6 @@ fn test_debian_ibv_devinfo() -> TestResult {
     Ok(())
 }
 
-/// Whether something listens on TCP `port` (IPv4, any address).
-fn listening(port: u16) -> bool {
-    let want = format!(":{port:04X}");
-    std::fs::read_to_string("/proc/net/tcp").is_ok_and(|t| {
-        t.lines().skip(1).any(|l| {
-            let mut w = l.split_whitespace();
-            let local = w.nth(1).unwrap_or("");
-            let state = w.nth(1).unwrap_or("");
-            local.ends_with(&want) && state == "0A"
-        })
-    })
-}
-
 /// Waits for `child` to exit within the ping-pong timeout; kills it otherwise.
 fn wait_output(mut child: Child, what: &str) -> Result<Output, Failure> {
     let start = Instant::now();
@@ -352,7 +340,7 @@ fn server_client(tool: &str, args: &[&str]) -> Result<(Output, Output), Failure>
         .spawn()
         .map_err(|e| Failure::Fail(format!("cannot run {tool}: {e}")))?;
     let start = Instant::now();
-    while !listening(port) {
+    while !tcp_listening(port)? {
         if start.elapsed() > PINGPONG_TIMEOUT {
             let out = wait_output(server, "the server")?;
             fail!("the server never listened on {port}: {}", text(&out));
@@ -405,14 +393,15 @@ fn test_debian_rc_pingpong_gid_check() -> TestResult {
     pingpong(RC_PINGPONG, &["-g", "0", "-c", "-s", "8192"], 50)
 }
 
-/// Whether this context's memory mode has RC on-demand paging (and the implicit MR).
+/// Whether this context's memory mode has RC on-demand paging (and the implicit MR), as the
+/// ODP tests' capability check finds it.
 fn odp_caps() -> Result<(bool, bool), Failure> {
-    let v = verbs_ctx()?.query_device_ex()?.verbs;
-    let odp = v.odp_general_caps & pfnic_verbs::pfnic_sys::uapi::PFNIC_ODP_SUPPORT != 0
-        && v.odp_rc_caps & (ODP_SEND | ODP_RECV) == ODP_SEND | ODP_RECV;
-    let implicit =
-        odp && v.odp_general_caps & pfnic_verbs::pfnic_sys::uapi::PFNIC_ODP_SUPPORT_IMPLICIT != 0;
-    Ok((odp, implicit))
+    let has = |implicit| match requires_odp(&verbs_ctx()?, ODP_SEND | ODP_RECV, implicit) {
+        Ok(()) => Ok(true),
+        Err(Failure::Skip(_)) => Ok(false),
+        Err(e) => Err(e),
+    };
+    Ok((has(false)?, has(true)?))
 }
 
 /// Runs a client alone with `args`: it must fail before it connects, with `message`.
