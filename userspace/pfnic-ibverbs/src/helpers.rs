@@ -1,5 +1,6 @@
-//! The rest of what libibverbs exports and its tools call: descriptions of node types and
-//! port states, fork support, and reading a sysfs attribute.
+//! The rest of what libibverbs exports and its tools call: descriptions of completion
+//! statuses, node types and port states, link rate conversions, fork support, and reading a
+//! sysfs attribute.
 
 use core::ffi::{c_char, c_int, CStr};
 use std::ffi::CString;
