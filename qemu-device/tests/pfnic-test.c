@@ -257,7 +257,7 @@ static void test_registers(void)
                     PFNIC_FW_VERSION_VALUE);
     g_assert_cmphex(reg_read(PFNIC_REG_CAPS), ==,
                     PFNIC_CAPS_ATS | PFNIC_CAPS_PASID | PFNIC_CAPS_SELFTEST |
-                    PFNIC_CAPS_VERBS | PFNIC_CAPS_TABLES);
+                    PFNIC_CAPS_VERBS | PFNIC_CAPS_TABLES | PFNIC_CAPS_SRQ);
     g_assert_cmpint(reg_read(PFNIC_REG_NUM_VECTORS), ==, 16);
     g_assert_cmpint(reg_read(PFNIC_REG_NUM_CONTEXTS), ==, 8);
     g_assert_cmpint(reg_read(PFNIC_REG_PASID_WIDTH), ==, PFNIC_PASID_WIDTH);
@@ -717,18 +717,36 @@ static uint32_t cq_create(uint32_t cqn, uint32_t ctx, uint32_t log2)
     return cmd(PFNIC_CMD_CQ_CREATE, a, 7);
 }
 
-static uint32_t qp_create(uint32_t qpn, uint32_t ctx, uint32_t pd,
-                          uint32_t scq, uint32_t rcq, uint32_t log2,
-                          uint32_t flags)
+/* QP_CREATE with receive queue entries 2^@rq_log2, a13 @flags, a14 @srqn */
+static uint32_t qp_create_full(uint32_t qpn, uint32_t ctx, uint32_t pd,
+                               uint32_t scq, uint32_t rcq, uint32_t log2,
+                               uint32_t rq_log2, uint32_t flags,
+                               uint32_t srqn)
 {
     uint64_t sq = SQ_ADDR + qpn * 0x10000ULL, rq = RQ_ADDR + qpn * 0x10000ULL;
     uint64_t rec = QP_REC + qpn * 0x100;
     uint32_t a[PFNIC_CMD_ARGS] = {
-        qpn, ctx, pd, scq, rcq, sq, sq >> 32, log2, rq, rq >> 32, log2,
-        rec, rec >> 32, flags,
+        qpn, ctx, pd, scq, rcq, sq, sq >> 32, log2, rq, rq >> 32, rq_log2,
+        rec, rec >> 32, flags, srqn,
     };
 
-    return cmd(PFNIC_CMD_QP_CREATE, a, 14);
+    /* All arguments: a14 (ABI 1.11, the SRQ) must not be a stale value. */
+    return cmd(PFNIC_CMD_QP_CREATE, a, PFNIC_CMD_ARGS);
+}
+
+static uint32_t qp_create(uint32_t qpn, uint32_t ctx, uint32_t pd,
+                          uint32_t scq, uint32_t rcq, uint32_t log2,
+                          uint32_t flags)
+{
+    return qp_create_full(qpn, ctx, pd, scq, rcq, log2, log2, flags, 0);
+}
+
+/* A QP (queues of 16) whose receive WQEs come from SRQ @srqn (ABI 1.11) */
+static uint32_t qp_create_srq(uint32_t qpn, uint32_t ctx, uint32_t pd,
+                              uint32_t scq, uint32_t rcq, uint32_t srqn)
+{
+    return qp_create_full(qpn, ctx, pd, scq, rcq, 4, 4, PFNIC_QP_FLAG_SRQ,
+                          srqn);
 }
 
 static uint32_t qp_modify(uint32_t qpn, uint32_t state, uint32_t access,
@@ -892,9 +910,14 @@ static void test_verbs_limits(void)
     g_assert_cmpint(reg_read(PFNIC_REG_MAX_WQES), ==, 4096);
     g_assert_cmpint(reg_read(PFNIC_REG_MAX_CQES), ==, 4096);
     g_assert_cmpint(reg_read(PFNIC_REG_MAX_SGE), ==, 4);
+    g_assert_true(reg_read(PFNIC_REG_CAPS) & PFNIC_CAPS_SRQ);
+    g_assert_cmpint(reg_read(PFNIC_REG_MAX_SRQS), ==, 64);
     /* Limits are read-only. */
     reg_write(PFNIC_REG_MAX_QPS, 1);
     g_assert_cmpint(reg_read(PFNIC_REG_MAX_QPS), ==, 256);
+    assert_refused();
+    reg_write(PFNIC_REG_MAX_SRQS, 1);
+    g_assert_cmpint(reg_read(PFNIC_REG_MAX_SRQS), ==, 64);
     assert_refused();
     /* An unknown command */
     g_assert_cmpint(cmd1(0x7f, 0), ==, PFNIC_CMD_BAD_OP);
@@ -1033,7 +1056,8 @@ static void test_verbs_cq_qp(void)
     g_assert_cmpint(qp_create(2, 0, 1, 256, 1, 4, 0), ==,
                     PFNIC_CMD_BAD_INDEX);
     g_assert_cmpint(qp_create(2, 0, 1, 1, 1, 13, 0), ==, PFNIC_CMD_BAD_ARG);
-    g_assert_cmpint(qp_create(2, 0, 1, 1, 1, 4, 2), ==, PFNIC_CMD_BAD_ARG);
+    /* Flag bit 2 is unknown (bit 1, SRQ, is test_verbs_srq_commands') */
+    g_assert_cmpint(qp_create(2, 0, 1, 1, 1, 4, 4), ==, PFNIC_CMD_BAD_ARG);
     g_assert_cmpint(qp_create(2, 0, 1, 1, 3, 4, 0), ==, PFNIC_CMD_BAD_STATE);
     /* CQ 2 belongs to context 1. */
     g_assert_cmpint(qp_create(2, 0, 1, 1, 2, 4, 0), ==, PFNIC_CMD_BAD_ARG);
@@ -1176,7 +1200,7 @@ static void test_verbs_doorbells(void)
     /* Unknown QPs and CQs, reserved offsets */
     verbs_db(1, PFNIC_DB_SQ, 200 << 16 | 1);
     verbs_db(1, PFNIC_DB_CQ_ARM, 9 << 16);
-    verbs_db(1, 0x14, 1);
+    verbs_db(1, 0x18, 1);
     g_assert_cmpint(readl(BAR4_ADDR + pba), ==, 0);
     assert_refused();
 
@@ -3204,6 +3228,509 @@ static void test_verbs_driver_fault_dedupe(void)
     qtest_end();
 }
 
+/* --- shared receive queues (ABI 1.11) ------------------------------------ */
+
+#define SRQ_RING        0x880000ULL     /* SRQ n: SRQ_RING + n * 0x2000 */
+#define SRQ_REC         0x8f0000ULL     /* SRQ n: SRQ_REC + n * 0x100 */
+#define SRQ_VA          0x30000000ULL   /* MR 3 of srq_setup(): PD 9 */
+
+static const uint64_t sv_pages[2] = { DATA_PAGE(24), DATA_PAGE(25) };
+
+/* The receive tail software has posted up to, per SRQ */
+static uint16_t srq_next[PFNIC_MAX_SRQS];
+
+static uint32_t srq_create_at(uint32_t srqn, uint32_t ctx, uint32_t pd,
+                              uint64_t ring, uint32_t log2, uint64_t rec)
+{
+    uint32_t a[PFNIC_CMD_ARGS] = {
+        srqn, ctx, pd, ring, ring >> 32, log2, rec, rec >> 32,
+    };
+
+    return cmd(PFNIC_CMD_SRQ_CREATE, a, PFNIC_CMD_ARGS);
+}
+
+/* SRQ @srqn at its place in guest memory; its record starts all ones. */
+static uint32_t srq_create(uint32_t srqn, uint32_t ctx, uint32_t pd,
+                           uint32_t log2)
+{
+    uint32_t ones = UINT32_MAX;
+
+    g_assert_cmpint(srqn, <, PFNIC_MAX_SRQS);
+    memwrite(SRQ_REC + srqn * 0x100, &ones, sizeof(ones));
+    srq_next[srqn] = 0;
+    return srq_create_at(srqn, ctx, pd, SRQ_RING + srqn * 0x2000ULL, log2,
+                         SRQ_REC + srqn * 0x100);
+}
+
+static uint32_t srq_modify(uint32_t srqn, uint32_t limit)
+{
+    uint32_t a[PFNIC_CMD_ARGS] = { srqn, limit };
+
+    return cmd(PFNIC_CMD_SRQ_MODIFY, a, PFNIC_CMD_ARGS);
+}
+
+/* SRQ_QUERY @srqn: a0 limit, a1 head, a2 tail, a3 QPs, a4 limit events */
+static void srq_query(uint32_t srqn, uint32_t *a)
+{
+    a[0] = srqn;
+    g_assert_cmpint(cmd(PFNIC_CMD_SRQ_QUERY, a, 1), ==, PFNIC_CMD_OK);
+}
+
+/* The head the device wrote to SRQ @srqn's record */
+static uint32_t srq_rec_head(uint32_t srqn)
+{
+    uint32_t head;
+
+    memread(SRQ_REC + srqn * 0x100, &head, sizeof(head));
+    return le32_to_cpu(head);
+}
+
+/* A receive WQE of one SGE on SRQ @srqn (16 entries) of @ctx, rung. */
+static void srq_post(uint32_t ctx, uint32_t srqn, uint64_t wr_id,
+                     uint64_t addr, uint32_t len, uint32_t key)
+{
+    uint16_t slot = srq_next[srqn]++;
+
+    post_wqe(SRQ_RING + srqn * 0x2000ULL, slot % 16, 0, 0, wr_id, 1, addr,
+             len, key);
+    verbs_db(ctx, PFNIC_DB_SRQ, srqn << 16 | (uint16_t)(slot + 1));
+}
+
+/* An RDMA WRITE with immediate 0x78563412 of one SGE on QP @qpn of @ctx */
+static void table_post_imm(uint32_t ctx, uint32_t qpn, uint64_t wr_id,
+                           uint64_t laddr, uint32_t len, uint32_t lkey,
+                           uint64_t raddr, uint32_t rkey)
+{
+    uint16_t slot = sq_next[qpn]++;
+    PfnicWqe w = {
+        .opcode = PFNIC_WR_RDMA_WRITE_WITH_IMM, .flags = PFNIC_SEND_SIGNALED,
+        .num_sge = len ? 1 : 0, .imm_data = 0x78563412,
+        .wr_id = cpu_to_le64(wr_id), .remote_addr = cpu_to_le64(raddr),
+        .rkey = cpu_to_le32(rkey),
+        .sge[0] = {
+            .addr = cpu_to_le64(laddr), .length = cpu_to_le32(len),
+            .lkey = cpu_to_le32(lkey),
+        },
+    };
+
+    memwrite(SQ_ADDR + qpn * 0x10000 + (slot % 16) * PFNIC_WQE_SIZE, &w,
+             sizeof(w));
+    verbs_db(ctx, PFNIC_DB_SQ, qpn << 16 | (uint16_t)(slot + 1));
+}
+
+/* SRQ_CREATE, MODIFY, QUERY, DESTROY and QP_CREATE a13/a14: every status */
+static void test_verbs_srq_commands(void)
+{
+    uint32_t a[PFNIC_CMD_ARGS];
+
+    start(",contexts=4");
+    map_bars();
+
+    /* SRQ_CREATE: index, context, log2, addresses that wrap or fail */
+    g_assert_cmpint(srq_create_at(64, 1, 7, SRQ_RING, 4, SRQ_REC), ==,
+                    PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(srq_create(1, 4, 7, 4), ==, PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(srq_create(1, 1, 7, 13), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(srq_create_at(1, 1, 7, UINT64_MAX - 0x7f, 1,
+                                  SRQ_REC + 0x100), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(srq_create_at(1, 1, 7, SRQ_RING, 4, UINT64_MAX - 7), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(srq_create_at(1, 1, 7, SRQ_RING, 4, 0xfffff0000000ULL),
+                    ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(cmd1(PFNIC_CMD_SRQ_QUERY, 1), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(srq_create(1, 1, 7, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(srq_rec_head(1), ==, 0);    /* the device wrote it */
+    g_assert_cmpint(srq_create(1, 1, 7, 4), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(srq_rec_head(1), ==, UINT32_MAX);   /* not touched */
+    g_assert_cmpint(srq_create(63, 2, 7, 0), ==, PFNIC_CMD_OK);
+
+    /* SRQ_QUERY */
+    g_assert_cmpint(cmd1(PFNIC_CMD_SRQ_QUERY, 64), ==, PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(cmd1(PFNIC_CMD_SRQ_QUERY, 2), ==, PFNIC_CMD_BAD_STATE);
+    memset(a, 0xff, sizeof(a));
+    srq_query(1, a);
+    for (int i = 0; i < 5; i++) {
+        g_assert_cmphex(a[i], ==, 0);
+    }
+
+    /* SRQ_MODIFY: a limit of 1..entries arms it, 0 disarms */
+    g_assert_cmpint(srq_modify(64, 1), ==, PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(srq_modify(2, 1), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(srq_modify(1, 17), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(srq_modify(63, 2), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(srq_modify(63, 1), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(srq_modify(1, 16), ==, PFNIC_CMD_OK);
+    srq_query(1, a);
+    g_assert_cmpint(a[0], ==, 16);
+    g_assert_cmpint(srq_modify(1, 0), ==, PFNIC_CMD_OK);
+    srq_query(1, a);
+    g_assert_cmpint(a[0], ==, 0);
+
+    /* QP_CREATE with SRQ: a valid SRQ of the same context in a14 */
+    g_assert_cmpint(cq_create(1, 1, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create_srq(2, 1, 7, 1, 1, 64), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(qp_create_srq(2, 1, 7, 1, 1, 2), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(qp_create_srq(2, 1, 7, 1, 1, 63), ==, PFNIC_CMD_BAD_ARG);
+    /* Without SRQ, a14 must be 0; unknown flags stay BAD_ARG. */
+    g_assert_cmpint(qp_create_full(2, 1, 7, 1, 1, 4, 4, 0, 1), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(qp_create_full(2, 1, 7, 1, 1, 4, 4,
+                                   PFNIC_QP_FLAG_SRQ | 4, 1), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(qp_create_full(2, 1, 7, 1, 1, 4, 4, 8, 0), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(qp_query(2, a), ==, PFNIC_CMD_BAD_STATE);
+    /* a8..a10 are ignored: a log2 of 13 is no error. */
+    g_assert_cmpint(qp_create_full(2, 1, 7, 1, 1, 4, 13, PFNIC_QP_FLAG_SRQ,
+                                   1), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create_full(3, 1, 7, 1, 1, 4, 4,
+                                   PFNIC_QP_FLAG_SRQ |
+                                   PFNIC_QP_FLAG_SIGNAL_ALL, 1), ==,
+                    PFNIC_CMD_OK);
+    srq_query(1, a);
+    g_assert_cmpint(a[3], ==, 2);
+    g_assert_cmpint(qp_query(2, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[2], ==, 0);
+
+    /* SRQ_DESTROY: BUSY while a QP uses it */
+    g_assert_cmpint(cmd1(PFNIC_CMD_SRQ_DESTROY, 64), ==, PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(cmd1(PFNIC_CMD_SRQ_DESTROY, 2), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(cmd1(PFNIC_CMD_SRQ_DESTROY, 1), ==, PFNIC_CMD_BUSY);
+    g_assert_cmpint(cmd1(PFNIC_CMD_QP_DESTROY, 2), ==, PFNIC_CMD_OK);
+    srq_query(1, a);
+    g_assert_cmpint(a[3], ==, 1);
+    g_assert_cmpint(cmd1(PFNIC_CMD_SRQ_DESTROY, 1), ==, PFNIC_CMD_BUSY);
+    g_assert_cmpint(cmd1(PFNIC_CMD_QP_DESTROY, 3), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cmd1(PFNIC_CMD_SRQ_DESTROY, 1), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cmd1(PFNIC_CMD_SRQ_DESTROY, 1), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(cmd1(PFNIC_CMD_SRQ_DESTROY, 63), ==, PFNIC_CMD_OK);
+
+    /* A reset frees every SRQ, with the QPs using them. */
+    g_assert_cmpint(srq_create(1, 1, 7, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create_srq(2, 1, 7, 1, 1, 1), ==, PFNIC_CMD_OK);
+    reg_write(PFNIC_REG_CONTROL, PFNIC_CONTROL_RESET);
+    g_assert_cmpint(cmd1(PFNIC_CMD_SRQ_QUERY, 1), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(srq_create(1, 1, 7, 4), ==, PFNIC_CMD_OK);
+    srq_query(1, a);
+    g_assert_cmpint(a[3], ==, 0);
+    g_assert_cmpint(cmd1(PFNIC_CMD_SRQ_DESTROY, 1), ==, PFNIC_CMD_OK);
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    qtest_end();
+}
+
+/*
+ * As tables_setup(), with a shared receive queue: context 1's QPs 2 and 4
+ * (PD 7, CQ 1) are connected to context 2's QPs 3 and 5 (PD 9; send CQ 2,
+ * receive CQs 3 and 5), which both take their receive WQEs from SRQ 1
+ * (context 2, PD 7, 16 WQEs). MRs 1 (context 1) and 2 (context 2) are PD
+ * 7's; MR 3 (context 2, SRQ_VA) is PD 9's: the receivers' RDMA target,
+ * and a key of another PD than the SRQ's. The event queue has 16 entries.
+ */
+static void srq_setup(uint32_t *lkey, uint32_t *rkey, uint32_t *qkey)
+{
+    uint8_t zero[4096] = { };
+
+    table_counts_reset();
+    for (int i = 0; i < 32; i++) {
+        memwrite(DATA_PAGE(i), zero, sizeof(zero));
+    }
+    start_ctx_no_pasid(1, RING_ADDR);
+    start_ctx_no_pasid(2, RING_ADDR + 0x1000);
+    *lkey = table_mr(1, 1, TL_VA, TL_LEN, tl_pages, 4);
+    *rkey = table_mr(2, 2, TR_VA, TR_LEN, tr_pages, 4);
+    g_assert_cmpint(mr_set_flags(3, 2, 9, ALL_ACCESS, SRQ_VA, 0x2000,
+                                 PFNIC_MR_FLAG_TABLE, qkey), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(mtt_map(3, 0, sv_pages, 2, MTT_RW), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cq_create(1, 1, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cq_create(2, 2, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cq_create(3, 2, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cq_create(5, 2, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(srq_create(1, 2, 7, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create(2, 1, 7, 1, 1, 4, 0), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create(4, 1, 7, 1, 1, 4, 0), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create_srq(3, 2, 9, 2, 3, 1), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create_srq(5, 2, 9, 2, 5, 1), ==, PFNIC_CMD_OK);
+    qp_connect(2, 3, 7);
+    qp_connect(3, 2, 7);
+    qp_connect(4, 5, 7);
+    qp_connect(5, 4, 7);
+    test_eq_setup(&eq, EQ_ADDR, 16);
+}
+
+/* The next event is @type for @object. */
+static void expect_event(uint8_t type, uint32_t object)
+{
+    TestEqe ev = test_eq_next(&eq);
+
+    g_assert_cmpint(ev.type, ==, type);
+    g_assert_cmpint(ev.object, ==, object);
+}
+
+/* A SEND of @len bytes from TL_VA + @off on QP @qpn (context 1) */
+static void srq_send(uint32_t qpn, uint64_t wr_id, uint64_t off, uint32_t len,
+                     uint32_t lkey)
+{
+    table_post(1, qpn, PFNIC_WR_SEND, wr_id, TL_VA + off, len, lkey, 0, 0, 0);
+}
+
+/*
+ * Two connections whose receivers share SRQ 1, in loopback through tables:
+ * their messages take the SRQ's WQEs in order, each completing on its own
+ * QP's receive CQ; an empty SRQ is an RNR wait that SRQ_DB ends; the
+ * limit event; a message that does not finish leaves its WQE with the QP;
+ * ERR flushes only the WQE the QP holds and queues LAST_WQE_REACHED;
+ * RESET drops it; a receive key of another PD than the SRQ's fails.
+ */
+static void test_verbs_srq(void)
+{
+    static uint8_t src[0x1000], got[0x1000];
+    uint32_t lkey, rkey, qkey, a[PFNIC_CMD_ARGS], rec[2];
+    PfnicCqe c;
+
+    start(",contexts=4,ats=off,pasid=off,pri=off");
+    map_bars();
+    srq_setup(&lkey, &rkey, &qkey);
+
+    /* Four WQEs of 0x400 bytes in MR 2; three SENDs over both connections */
+    for (int i = 0; i < 4; i++) {
+        srq_post(2, 1, 0x100 + i, TR_VA + i * 0x400, 0x400, rkey);
+    }
+    pattern(src, 0x1000, 1);
+    table_rw(tl_pages, TL_VA, TL_VA, src, 0x1000, true);
+    srq_send(2, 0x21, 0, 0x300, lkey);
+    table_cqe(1, 0x21, PFNIC_WC_SUCCESS);
+    c = table_cqe(3, 0x100, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.qp_num, ==, 3);
+    g_assert_cmpint(c.src_qp, ==, 2);
+    g_assert_cmpint(c.byte_len, ==, 0x300);
+    g_assert_cmpint(c.opcode, ==, PFNIC_WC_RECV);
+    srq_send(4, 0x41, 0x300, 0x200, lkey);
+    table_cqe(1, 0x41, PFNIC_WC_SUCCESS);
+    c = table_cqe(5, 0x101, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.qp_num, ==, 5);
+    g_assert_cmpint(c.src_qp, ==, 4);
+    g_assert_cmpint(c.byte_len, ==, 0x200);
+    srq_send(2, 0x22, 0x500, 0x100, lkey);
+    table_cqe(1, 0x22, PFNIC_WC_SUCCESS);
+    c = table_cqe(3, 0x102, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.byte_len, ==, 0x100);
+    table_rw(tr_pages, TR_VA, TR_VA, got, 0x300, false);
+    g_assert_cmpmem(got, 0x300, src, 0x300);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x400, got, 0x200, false);
+    g_assert_cmpmem(got, 0x200, src + 0x300, 0x200);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x800, got, 0x100, false);
+    g_assert_cmpmem(got, 0x100, src + 0x500, 0x100);
+    /* The SRQ's head moved (and is in its record); the QPs' stay 0. */
+    g_assert_cmpint(srq_rec_head(1), ==, 3);
+    srq_query(1, a);
+    g_assert_cmpint(a[0], ==, 0);
+    g_assert_cmpint(a[1], ==, 3);
+    g_assert_cmpint(a[2], ==, 4);
+    g_assert_cmpint(a[3], ==, 2);
+    g_assert_cmpint(qp_query(3, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[2], ==, 0);
+    memread(QP_REC + 5 * 0x100, rec, sizeof(rec));
+    g_assert_cmpint(le32_to_cpu(rec[1]), ==, 0);
+
+    /* RDMA WRITE with immediate consumes a WQE too (the target: MR 3). */
+    table_post_imm(1, 4, 0x42, TL_VA + 0x600, 0x80, lkey, SRQ_VA + 0x10,
+                   qkey);
+    table_cqe(1, 0x42, PFNIC_WC_SUCCESS);
+    c = table_cqe(5, 0x103, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.opcode, ==, PFNIC_WC_RECV_RDMA_WITH_IMM);
+    g_assert_cmpint(c.wc_flags, ==, PFNIC_WC_WITH_IMM);
+    g_assert_cmphex(c.imm_data, ==, 0x78563412);
+    g_assert_cmpint(c.byte_len, ==, 0x80);
+    g_assert_cmpint(c.qp_num, ==, 5);
+    table_rw(sv_pages, SRQ_VA, SRQ_VA + 0x10, got, 0x80, false);
+    g_assert_cmpmem(got, 0x80, src + 0x600, 0x80);
+
+    /*
+     * The SRQ is empty: QP 2 waits (RNR, at least 10 us each time); an
+     * SRQ_DB wakes it at once, well within 1 us.
+     */
+    srq_send(2, 0x23, 0, 0x10, lkey);
+    assert_no_cqe(1);
+    assert_no_cqe(3);
+    g_assert_cmpint(qp_query(2, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[4], >, 1);
+    srq_post(2, 1, 0x104, TR_VA + 0xc00, 0x400, rkey);
+    clock_step(1000);
+    g_assert_cmpint(read_cqe(3, cq_seen[3] % 16).owner, ==,
+                    ((cq_seen[3] / 16) & 1) ^ 1);
+    table_cqe(1, 0x23, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(table_cqe(3, 0x104, PFNIC_WC_SUCCESS).byte_len, ==, 0x10);
+
+    /* Limit 3 with 4 posted: the take that leaves 2 fires it, once. */
+    g_assert_cmpint(srq_modify(1, 3), ==, PFNIC_CMD_OK);
+    for (int i = 0; i < 4; i++) {
+        srq_post(2, 1, 0x105 + i, TR_VA + (i < 3 ? i * 0x400 : 0x1000),
+                 i < 3 ? 0x400 : 0x1000, rkey);
+    }
+    srq_send(4, 0x43, 0, 0x10, lkey);
+    table_cqe(1, 0x43, PFNIC_WC_SUCCESS);
+    table_cqe(5, 0x105, PFNIC_WC_SUCCESS);
+    test_eq_none(&eq);
+    srq_send(2, 0x24, 0, 0x10, lkey);
+    table_cqe(1, 0x24, PFNIC_WC_SUCCESS);
+    table_cqe(3, 0x106, PFNIC_WC_SUCCESS);
+    expect_event(PFNIC_EV_SRQ_LIMIT, 1);
+    srq_query(1, a);
+    g_assert_cmpint(a[0], ==, 0);
+    g_assert_cmpint(a[4], ==, 1);
+    srq_send(4, 0x44, 0, 0x10, lkey);
+    table_cqe(1, 0x44, PFNIC_WC_SUCCESS);
+    table_cqe(5, 0x107, PFNIC_WC_SUCCESS);
+    test_eq_none(&eq);
+
+    /*
+     * A message that does not finish: QP 4's SEND of 0x1000 bytes fails at
+     * its second page, which MR 1 no longer maps. QP 5 keeps WQE 0x108,
+     * and QP 4's next SEND lands in it.
+     */
+    g_assert_cmpint(mtt_invalidate(1, 1, 1), ==, PFNIC_CMD_OK);
+    srq_send(4, 0x45, 0, 0x1000, lkey);
+    table_cqe(1, 0x45, PFNIC_WC_LOC_PROT_ERR);
+    assert_no_cqe(5);
+    srq_query(1, a);
+    g_assert_cmpint(a[1], ==, 9);
+    g_assert_cmpint(a[2], ==, 9);
+    g_assert_cmpint(mtt_map(1, 1, &tl_pages[1], 1, MTT_RW), ==, PFNIC_CMD_OK);
+    qp_reconnect(4, 5);
+    srq_send(4, 0x46, 0, 0x1000, lkey);
+    table_cqe(1, 0x46, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(table_cqe(5, 0x108, PFNIC_WC_SUCCESS).byte_len, ==,
+                    0x1000);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x1000, got, 0x1000, false);
+    g_assert_cmpmem(got, 0x1000, src, 0x1000);
+
+    /*
+     * QP 5 enters ERR holding WQE 0x109: that one is flushed, then
+     * LAST_WQE_REACHED; the SRQ's next WQE goes to QP 3.
+     */
+    srq_post(2, 1, 0x109, TR_VA + 0x1000, 0x1000, rkey);
+    srq_post(2, 1, 0x10a, TR_VA, 0x400, rkey);
+    g_assert_cmpint(mtt_invalidate(1, 1, 1), ==, PFNIC_CMD_OK);
+    srq_send(4, 0x47, 0, 0x1000, lkey);
+    table_cqe(1, 0x47, PFNIC_WC_LOC_PROT_ERR);
+    g_assert_cmpint(qp_modify(5, PFNIC_QPS_ERR, 0, 4, 1, 7), ==,
+                    PFNIC_CMD_OK);
+    c = table_cqe(5, 0x109, PFNIC_WC_WR_FLUSH_ERR);
+    g_assert_cmpint(c.qp_num, ==, 5);
+    g_assert_cmpint(c.opcode, ==, PFNIC_WC_RECV);
+    expect_event(PFNIC_EV_LAST_WQE_REACHED, 5);
+    test_eq_none(&eq);
+    assert_no_cqe(5);
+    srq_query(1, a);
+    g_assert_cmpint(a[1], ==, 10);
+    srq_send(2, 0x25, 0, 0x100, lkey);
+    table_cqe(1, 0x25, PFNIC_WC_SUCCESS);
+    table_cqe(3, 0x10a, PFNIC_WC_SUCCESS);
+    /* Once per entry into ERR: again only after a RESET */
+    g_assert_cmpint(qp_modify(5, PFNIC_QPS_ERR, 0, 4, 1, 7), ==,
+                    PFNIC_CMD_OK);
+    test_eq_none(&eq);
+    g_assert_cmpint(qp_modify(5, PFNIC_QPS_RESET, 0, 4, 1, 7), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(qp_modify(5, PFNIC_QPS_ERR, 0, 4, 1, 7), ==,
+                    PFNIC_CMD_OK);
+    expect_event(PFNIC_EV_LAST_WQE_REACHED, 5);
+    assert_no_cqe(5);
+
+    /* RESET drops the WQE QP 5 holds, without a CQE or an event. */
+    qp_reconnect(5, 4);
+    qp_reconnect(4, 5);
+    srq_post(2, 1, 0x10b, TR_VA + 0x1000, 0x1000, rkey);
+    srq_post(2, 1, 0x10c, TR_VA, 0x400, rkey);
+    srq_send(4, 0x48, 0, 0x1000, lkey);
+    table_cqe(1, 0x48, PFNIC_WC_LOC_PROT_ERR);
+    g_assert_cmpint(qp_modify(5, PFNIC_QPS_RESET, 0, 4, 1, 7), ==,
+                    PFNIC_CMD_OK);
+    assert_no_cqe(5);
+    test_eq_none(&eq);
+    qp_connect(5, 4, 7);
+    qp_reconnect(4, 5);
+    srq_send(4, 0x49, 0, 0x100, lkey);
+    table_cqe(1, 0x49, PFNIC_WC_SUCCESS);
+    table_cqe(5, 0x10c, PFNIC_WC_SUCCESS);
+
+    /*
+     * A receive SGE with a key of another PD than the SRQ's (MR 3: PD 9,
+     * the QP's own): the receiver completes LOC_PROT_ERR and enters ERR,
+     * the sender REM_OP_ERR.
+     */
+    srq_post(2, 1, 0x10d, SRQ_VA, 0x100, qkey);
+    srq_send(2, 0x26, 0, 0x80, lkey);
+    table_cqe(1, 0x26, PFNIC_WC_REM_OP_ERR);
+    g_assert_cmpint(table_cqe(3, 0x10d, PFNIC_WC_LOC_PROT_ERR).qp_num, ==, 3);
+    g_assert_cmpint(qp_state(3), ==, PFNIC_QPS_ERR);
+    expect_event(PFNIC_EV_LAST_WQE_REACHED, 3);
+
+    /* SRQ_DESTROY waits for its QPs. */
+    g_assert_cmpint(cmd1(PFNIC_CMD_SRQ_DESTROY, 1), ==, PFNIC_CMD_BUSY);
+    g_assert_cmpint(cmd1(PFNIC_CMD_QP_DESTROY, 3), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cmd1(PFNIC_CMD_QP_DESTROY, 5), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cmd1(PFNIC_CMD_SRQ_DESTROY, 1), ==, PFNIC_CMD_OK);
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    qtest_end();
+}
+
+/*
+ * Doorbells of an SRQ: a tail past the queue or moving back, the page of
+ * another context, an SRQ that does not exist, and RQ_DB for a QP with an
+ * SRQ are guest errors that change nothing (the QP stays in RTS); the SRQ
+ * works on.
+ */
+static void test_verbs_srq_doorbells(void)
+{
+    uint32_t lkey, rkey, qkey, a[PFNIC_CMD_ARGS];
+
+    start(",contexts=4,ats=off,pasid=off,pri=off");
+    map_bars();
+    for (int i = 0; i < 5; i++) {
+        srq_setup(&lkey, &rkey, &qkey);
+        g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+        switch (i) {
+        case 0:     /* 17 past the head of 16 entries */
+            verbs_db(2, PFNIC_DB_SRQ, 1 << 16 | 17);
+            break;
+        case 1:     /* back from 2 to 1 */
+            srq_post(2, 1, 0x100, TR_VA, 0x400, rkey);
+            srq_post(2, 1, 0x101, TR_VA + 0x400, 0x400, rkey);
+            g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==,
+                            PFNIC_STATUS_READY);
+            verbs_db(2, PFNIC_DB_SRQ, 1 << 16 | 1);
+            break;
+        case 2:     /* SRQ 1 is context 2's */
+            verbs_db(1, PFNIC_DB_SRQ, 1 << 16 | 1);
+            break;
+        case 3:     /* SRQs that do not exist */
+            verbs_db(2, PFNIC_DB_SRQ, 2 << 16 | 1);
+            verbs_db(2, PFNIC_DB_SRQ, 64 << 16 | 1);
+            verbs_db(2, PFNIC_DB_SRQ, 0xffffu << 16 | 1);
+            break;
+        case 4:     /* QP 3 has no receive queue of its own */
+            verbs_db(2, PFNIC_DB_RQ, 3 << 16 | 1);
+            verbs_db(2, PFNIC_DB_RQ, 3 << 16 | 17);
+            break;
+        }
+        g_assert_true(reg_read(PFNIC_REG_STATUS) & PFNIC_STATUS_ERROR);
+        srq_query(1, a);
+        g_assert_cmpint(a[1], ==, 0);
+        g_assert_cmpint(a[2], ==, srq_next[1]);
+        g_assert_cmpint(qp_state(3), ==, PFNIC_QPS_RTS);
+        g_assert_cmpint(qp_query(3, a), ==, PFNIC_CMD_OK);
+        g_assert_cmpint(a[2], ==, 0);
+        srq_post(2, 1, 0x1ff, TR_VA + 0x800, 0x400, rkey);
+        srq_send(2, 0x2f, 0, 0x10, lkey);
+        table_cqe(1, 0x2f, PFNIC_WC_SUCCESS);
+        table_cqe(3, i == 1 ? 0x100 : 0x1ff, PFNIC_WC_SUCCESS);
+        reg_write(PFNIC_REG_CONTROL, PFNIC_CONTROL_RESET);
+    }
+    qtest_end();
+}
+
 /* --- the wire (docs/wire.md) ------------------------------------------- */
 
 #define IP_A            0x0a000001      /* 10.0.0.1 */
@@ -3804,6 +4331,106 @@ static void test_wire_loss(void)
     qtest_end();
 }
 
+/*
+ * A wire QP with an SRQ (ABI 1.11): B's QP 3 (PD 9) takes its receive
+ * WQEs from SRQ 1 (PD 7, like B's MR): the responder takes them as the
+ * loopback sender does. The SRQ's head moves, the QP's receive head stays
+ * 0; WRITE with immediate consumes one; an empty SRQ is answered with RNR
+ * NAKs until SRQ_DB posts one.
+ */
+static void test_wire_srq(void)
+{
+    static const uint64_t pa[3] = {
+        DATA_PAGE(30), DATA_PAGE(33), DATA_PAGE(31),
+    };
+    static const uint64_t pb[3] = {
+        DATA_PAGE(40), DATA_PAGE(38), DATA_PAGE(44),
+    };
+    static uint8_t src[0x500], got[0x500];
+    uint32_t key_a, key_b, a[PFNIC_CMD_ARGS];
+    PfnicCqe c;
+
+    wire_start("", ",ats=off,pasid=off,pri=off", ",ats=off,pasid=off,pri=off");
+    table_counts_reset();
+    memset(src, 0, sizeof(src));
+    for (int i = 30; i < 45; i++) {
+        memwrite(DATA_PAGE(i), src, 4096);
+    }
+    use_nic(1);
+    reg_write(PFNIC_REG_PORT_IPV4, IP_B);
+    start_ctx_no_pasid(1, RING_ADDR);
+    key_b = table_mr(1, 1, TR_VA, 0x3000, pb, 3);
+    g_assert_cmpint(srq_create(1, 1, 7, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cq_create(3, 1, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cq_create(4, 1, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create_srq(3, 1, 9, 3, 4, 1), ==, PFNIC_CMD_OK);
+    for (uint32_t st = PFNIC_QPS_INIT; st <= PFNIC_QPS_RTS; st++) {
+        g_assert_cmpint(wire_modify(3, st, 2, IP_A, WIRE_SQ_PSN_B,
+                                    WIRE_SQ_PSN_A, 10, 2, 7), ==,
+                        PFNIC_CMD_OK);
+    }
+    use_nic(0);
+    reg_write(PFNIC_REG_PORT_IPV4, IP_A);
+    start_ctx_no_pasid(1, RING_ADDR);
+    key_a = table_mr(1, 1, 0x10000000, 0x3000, pa, 3);
+    wire_qp(1, 2, 3, IP_B, WIRE_SQ_PSN_A, WIRE_SQ_PSN_B, 10);
+
+    /* SEND into B's first SRQ WQE, across its pages 1 and 2 */
+    use_nic(1);
+    srq_post(1, 1, 0x301, TR_VA + 0x1e00, 0x600, key_b);
+    srq_post(1, 1, 0x302, TR_VA, 0x100, key_b);
+    use_nic(0);
+    pattern(src, sizeof(src), 9);
+    table_rw(pa, 0x10000000, 0x10000300, src, sizeof(src), true);
+    table_post(1, 2, PFNIC_WR_SEND, 0x73, 0x10000300, 0x500, key_a, 0, 0, 0);
+    g_assert_cmpint(wait_cqe_ms(1, 0, 100).status, ==, PFNIC_WC_SUCCESS);
+    use_nic(1);
+    c = wait_cqe_ms(4, 0, 10);
+    g_assert_cmphex(c.wr_id, ==, 0x301);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.byte_len, ==, 0x500);
+    g_assert_cmpint(c.qp_num, ==, 3);
+    g_assert_cmpint(c.src_qp, ==, 2);
+    table_rw(pb, TR_VA, TR_VA + 0x1e00, got, 0x500, false);
+    g_assert_cmpmem(got, 0x500, src, 0x500);
+
+    /* WRITE with immediate (no data) takes the second */
+    use_nic(0);
+    table_post_imm(1, 2, 0x74, 0, 0, key_a, 0, 0);
+    g_assert_cmpint(wait_cqe_ms(1, 1, 100).status, ==, PFNIC_WC_SUCCESS);
+    use_nic(1);
+    c = wait_cqe_ms(4, 1, 10);
+    g_assert_cmphex(c.wr_id, ==, 0x302);
+    g_assert_cmpint(c.opcode, ==, PFNIC_WC_RECV_RDMA_WITH_IMM);
+    g_assert_cmphex(c.imm_data, ==, 0x78563412);
+    srq_query(1, a);
+    g_assert_cmpint(a[1], ==, 2);
+    g_assert_cmpint(srq_rec_head(1), ==, 2);
+    g_assert_cmpint(qp_query(3, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[2], ==, 0);
+
+    /* The SRQ is empty: RNR NAKs, until B posts on it */
+    use_nic(0);
+    table_post(1, 2, PFNIC_WR_SEND, 0x75, 0x10000300, 0x10, key_a, 0, 0, 0);
+    clock_step(5 * 1000 * 1000);
+    g_assert_cmpint(read_cqe(1, 2).owner, ==, 0);
+    g_assert_cmpint(qp_query(2, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[13], >, 0);               /* RNR NAKs received */
+    use_nic(1);
+    g_assert_cmpint(qp_query(3, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[12], >, 0);               /* RNR NAKs sent */
+    srq_post(1, 1, 0x303, TR_VA + 0x800, 0x100, key_b);
+    use_nic(0);
+    g_assert_cmpint(wait_cqe_ms(1, 2, 100).status, ==, PFNIC_WC_SUCCESS);
+    use_nic(1);
+    c = wait_cqe_ms(4, 2, 10);
+    g_assert_cmphex(c.wr_id, ==, 0x303);
+    g_assert_cmpint(c.byte_len, ==, 0x10);
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    assert_no_bad_frames();
+    qtest_end();
+}
+
 /* --- frames from a stranger on the wire -------------------------------- */
 
 /* CRC-32 (IEEE, reflected), bit by bit: a second implementation. */
@@ -4203,6 +4830,72 @@ static void test_iommu_random(void)
     qtest_end();
 }
 
+/* Append @n bytes of @v, little endian, to @in at *@len. */
+static void input_put(uint8_t *in, size_t *len, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++) {
+        in[(*len)++] = v >> (8 * i);
+    }
+}
+
+/*
+ * The interpreter's SRQ shapes (ABI 1.11, docs/fuzzing.md's command
+ * operation): QP 5 taking its receive WQEs from SRQ 0 of context 1, four
+ * WQEs posted on it, and three SENDs from QP 4, behind the IOMMU: the
+ * buffers on both sides fault and are served through the page request
+ * queue, and each SEND takes the SRQ's next WQE.
+ */
+static void test_iommu_srq(void)
+{
+    uint32_t a[PFNIC_CMD_ARGS];
+    uint8_t in[256];
+    size_t len = 0;
+    PfnicFuzz *f;
+
+    input_put(in, &len, 0, 1);          /* not only well-formed operations */
+    input_put(in, &len, 12, 1);         /* a command: */
+    input_put(in, &len, 77, 1);         /* QP_CREATE, shaped, ... */
+    input_put(in, &len, 0, 16 + 2);     /* ... with SRQ 0 */
+    input_put(in, &len, 4, 1);          /* 4 WQEs on it, one SGE each */
+    for (int i = 0; i < 4; i++) {
+        input_put(in, &len, 1, 1);
+        input_put(in, &len, i, 2);      /* VA page i */
+        input_put(in, &len, 0, 2);
+        input_put(in, &len, 0x100, 2);
+        input_put(in, &len, 2, 1);      /* the context's key */
+    }
+    for (int i = 0; i < 3; i++) {
+        input_put(in, &len, 0, 1);      /* a work request: */
+        input_put(in, &len, 2, 1);      /* on QP 4 */
+        input_put(in, &len, PFNIC_WR_SEND, 1);
+        input_put(in, &len, 0, 1);
+        input_put(in, &len, 1, 1);      /* one SGE */
+        input_put(in, &len, 0, 2 + 2 + 1 + 1);
+        input_put(in, &len, 8 + i, 2);  /* VA page 8 + i */
+        input_put(in, &len, 0, 2);
+        input_put(in, &len, 0x80, 2);
+        input_put(in, &len, 2, 1);
+        input_put(in, &len, 6, 1);      /* the clock */
+        input_put(in, &len, 100, 2);
+        input_put(in, &len, 10, 1);
+    }
+    g_assert_cmpint(len, <=, sizeof(in));
+
+    f = iommu_start();
+    iommu_input(f, in, len);
+    a[0] = 0;
+    g_assert_cmpint(cmd(PFNIC_CMD_SRQ_QUERY, a, 1), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[1], ==, 3);       /* head */
+    g_assert_cmpint(a[2], ==, 4);       /* tail */
+    g_assert_cmpint(a[3], ==, 1);       /* QP 5 */
+    g_assert_cmpint(qp_query(5, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[0], ==, PFNIC_QPS_RTS);
+    g_assert_cmpint(a[2], ==, 0);       /* no receive queue of its own */
+    g_assert_cmpint(a[5], ==, 3);       /* three receives completed */
+    pfnic_fuzz_free(f);
+    qtest_end();
+}
+
 /* Write @val to the control register of the extended capability @id. */
 static void ext_cap_ctrl(uint16_t id, uint16_t val)
 {
@@ -4302,15 +4995,20 @@ int main(int argc, char **argv)
     qtest_add_func("/pfnic/verbs/driver-fault-dedupe",
                    test_verbs_driver_fault_dedupe);
     qtest_add_func("/pfnic/verbs/implicit-table", test_verbs_implicit_table);
+    qtest_add_func("/pfnic/verbs/srq-commands", test_verbs_srq_commands);
+    qtest_add_func("/pfnic/verbs/srq", test_verbs_srq);
+    qtest_add_func("/pfnic/verbs/srq-doorbells", test_verbs_srq_doorbells);
     qtest_add_func("/pfnic/wire/basic", test_wire_basic);
     qtest_add_func("/pfnic/wire/tables", test_wire_tables);
     qtest_add_func("/pfnic/wire/driver-faults", test_wire_driver_faults);
     qtest_add_func("/pfnic/wire/peer", test_wire_peer);
     qtest_add_func("/pfnic/wire/loss", test_wire_loss);
+    qtest_add_func("/pfnic/wire/srq", test_wire_srq);
     qtest_add_func("/pfnic/wire/frames", test_wire_frames);
     qtest_add_func("/pfnic/iommu/known-good", test_iommu_known_good);
     qtest_add_func("/pfnic/iommu/random", test_iommu_random);
     qtest_add_func("/pfnic/iommu/pasid-disabled", test_iommu_pasid_disabled);
     qtest_add_func("/pfnic/iommu/piotlb-am", test_iommu_piotlb_am);
+    qtest_add_func("/pfnic/iommu/srq", test_iommu_srq);
     return g_test_run();
 }

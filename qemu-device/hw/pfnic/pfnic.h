@@ -4,7 +4,8 @@
  * Device state shared by the PCI glue (pfnic.c), the control register
  * block (pfnic_ctrl.c), the DMA engine (pfnic_engine.c), the verbs
  * (pfnic_verbs.c: tables, commands, CQEs and events; pfnic_qp.c: QP
- * execution in loopback), the Ethernet port (pfnic_net.c) and the RoCEv2
+ * execution in loopback, and the receive WQEs of QPs and shared receive
+ * queues), the Ethernet port (pfnic_net.c) and the RoCEv2
  * transport of QPs on the wire (pfnic_roce.c).
  *
  * Copyright (c) 2026 The pfnic authors
@@ -222,6 +223,24 @@ typedef struct PfnicCq {
     bool overflowed;            /* in error: CQEs are dropped */
 } PfnicCq;
 
+/*
+ * A shared receive queue (ABI 1.11, docs/verbs.md): receive WQEs that the
+ * QPs attached to it take one at a time, each into its own held slot
+ * (PfnicQp.srq_wqe), so the SRQ's head moves at once.
+ */
+typedef struct PfnicSrq {
+    bool valid;
+    uint32_t ctx;
+    uint32_t pd;
+    uint64_t ring;
+    uint32_t entries;
+    uint64_t record;            /* u32 head, 12 reserved bytes */
+    uint16_t head, tail;        /* free-running */
+    uint32_t limit;             /* armed when nonzero */
+    uint32_t users;             /* QPs attached */
+    uint32_t limit_events;      /* SRQ_LIMIT events queued */
+} PfnicSrq;
+
 #define PFNIC_QPN_NONE              UINT32_MAX
 
 /* Look-ahead: posted WQEs after the send head whose pages are asked for */
@@ -308,7 +327,7 @@ typedef struct PfnicRoceResp {
     uint64_t va;                /* WRITE: target, key and length */
     uint32_t rkey;
     uint32_t len;
-    bool have_rwqe;             /* SEND: the receive WQE at rq_head */
+    bool have_rwqe;             /* rwqe: pfnic_qp_recv_peek() gave it */
     PfnicWqe rwqe;
     PfnicRoceRes res[PFNIC_ROCE_MAX_RES];
     uint32_t res_next;          /* slot for the next READ/atomic */
@@ -352,6 +371,17 @@ typedef struct PfnicQp {
 
     /* The sender now writing into our receive queue's head WQE */
     uint32_t rq_owner;
+
+    /*
+     * ABI 1.11: receives come from SRQ srqn instead of a receive queue.
+     * The WQE taken from it for the message in progress stays here until
+     * that message completes (pfnic_qp_recv_peek, pfnic_qp_recv_consume).
+     */
+    bool has_srq;
+    uint32_t srqn;
+    bool srq_held;
+    PfnicWqe srq_wqe;
+    bool last_wqe_pending;      /* in ERR: LAST_WQE_REACHED not queued yet */
 
     /* Execution of the send WQE at sq_head */
     bool busy;
@@ -470,6 +500,7 @@ struct PfnicState {
     uint64_t mr_fault_seq;
     PfnicCq *cqs;               /* PFNIC_MAX_CQS entries */
     PfnicQp *qps;               /* PFNIC_MAX_QPS entries */
+    PfnicSrq srqs[PFNIC_MAX_SRQS];  /* ABI 1.11 */
     uint32_t qp_next;           /* round robin: first QP of the next run */
     QEMUTimer *rnr_timer;
 
@@ -543,7 +574,7 @@ void pfnic_verbs_reset(PfnicState *s);
 void pfnic_cmd_execute(PfnicState *s, uint32_t op);
 void pfnic_eq_write_reg(PfnicState *s, hwaddr addr, uint32_t val);
 uint32_t pfnic_eq_read_reg(PfnicState *s, hwaddr addr);
-void pfnic_event(PfnicState *s, uint8_t type, uint32_t object);
+bool pfnic_event(PfnicState *s, uint8_t type, uint32_t object);
 PfnicMr *pfnic_mr_lookup(PfnicState *s, uint32_t key, uint32_t ctx,
                          uint32_t pd, uint64_t addr, uint64_t len,
                          uint32_t access);
@@ -588,6 +619,34 @@ void pfnic_qp_wake_senders(PfnicState *s, uint32_t qpn);
 void pfnic_qp_ctx_stop(PfnicState *s, PfnicContext *ctx);
 void pfnic_qp_rnr_timer(void *opaque);
 void pfnic_qp_prq_retry(PfnicState *s);
+
+/*
+ * The receive WQEs of a QP, from its receive queue or (ABI 1.11) its SRQ,
+ * for the loopback sender and the wire responder alike. peek gives the WQE
+ * the next message lands in (with an SRQ: the one the QP holds, taking the
+ * SRQ's head if it holds none); consume, once that message completed,
+ * moves on from it; drop forgets what the QP holds (RESET, destroy).
+ */
+typedef enum {
+    PFNIC_RECV_OK,
+    PFNIC_RECV_EMPTY,           /* nothing posted: RNR */
+    PFNIC_RECV_BROKEN,          /* unreadable: the QP entered ERR */
+} PfnicRecvPeek;
+
+PfnicRecvPeek pfnic_qp_recv_peek(PfnicState *s, PfnicQp *qp, PfnicWqe *w);
+void pfnic_qp_recv_consume(PfnicState *s, PfnicQp *qp);
+void pfnic_qp_recv_drop(PfnicState *s, PfnicQp *qp);
+void pfnic_srq_doorbell(PfnicContext *ctx, uint32_t val);
+
+/* The PD the keys of @qp's receive WQEs belong to: its SRQ's, or its own */
+static inline uint32_t pfnic_qp_recv_pd(const PfnicState *s,
+                                        const PfnicQp *qp)
+{
+    if (qp->has_srq && qp->srqn < PFNIC_MAX_SRQS) {
+        return s->srqs[qp->srqn].pd;
+    }
+    return qp->pd;
+}
 
 /* Helpers the loopback engine and the wire share (pfnic_qp.c) */
 PfnicQp *pfnic_qp_get(PfnicState *s, uint32_t qpn);

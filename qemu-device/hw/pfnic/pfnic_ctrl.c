@@ -33,7 +33,8 @@ uint32_t pfnic_caps(const PfnicState *s)
            (s->pasid ? PFNIC_CAPS_PASID : 0) |
            (s->pri ? PFNIC_CAPS_PRI : 0) |
            (s->nic ? PFNIC_CAPS_WIRE : 0) |
-           PFNIC_CAPS_SELFTEST | PFNIC_CAPS_VERBS | PFNIC_CAPS_TABLES;
+           PFNIC_CAPS_SELFTEST | PFNIC_CAPS_VERBS | PFNIC_CAPS_TABLES |
+           PFNIC_CAPS_SRQ;
 }
 
 void pfnic_ctrl_reset(PfnicState *s)
@@ -323,6 +324,9 @@ static uint64_t pfnic_ctrl_read(void *opaque, hwaddr addr, unsigned size)
     case PFNIC_REG_MAX_SGE:
         val = PFNIC_MAX_SGE;
         break;
+    case PFNIC_REG_MAX_SRQS:
+        val = PFNIC_MAX_SRQS;
+        break;
     case PFNIC_REG_PORT_MAC_LO:
         val = ldl_le_p(s->conf.macaddr.a);
         break;
@@ -461,6 +465,7 @@ static void pfnic_ctrl_write(void *opaque, hwaddr addr, uint64_t val,
     case PFNIC_REG_CMD_STATUS:
     case PFNIC_REG_EQ_OVERFLOW:
     case PFNIC_REG_MAX_QPS ... PFNIC_REG_MAX_SGE:
+    case PFNIC_REG_MAX_SRQS:
         pfnic_guest_error(s, "write to a read-only register");
         break;
     default:
@@ -487,7 +492,8 @@ const MemoryRegionOps pfnic_ctrl_ops = {
 
 /*
  * BAR2: one doorbell page per hardware context, mapped by the process that
- * owns the context: 0x8/0xc/0x10 are the verbs doorbells (docs/verbs.md);
+ * owns the context: 0x8/0xc/0x10/0x14 are the verbs doorbells
+ * (docs/verbs.md);
  * the rest of the page is reserved. The driver's descriptor ring is rung
  * through RING_DB in BAR0, out of the process's reach.
  */
@@ -507,7 +513,7 @@ static void pfnic_doorbell_write(void *opaque, hwaddr addr, uint64_t val,
     trace_pfnic_doorbell_write(addr, val);
     if (size != 4 || index >= s->num_contexts ||
         (offset != PFNIC_DB_SQ && offset != PFNIC_DB_RQ &&
-         offset != PFNIC_DB_CQ_ARM)) {
+         offset != PFNIC_DB_CQ_ARM && offset != PFNIC_DB_SRQ)) {
         qemu_log_mask(LOG_GUEST_ERROR,
                       "pfnic: doorbell write at reserved 0x%" HWADDR_PRIx "\n",
                       addr);

@@ -63,6 +63,9 @@
 #define QP_REC(q)       (0x228000ULL + (q) * 0x100)
 #define EQ_BASE         0x230000ULL
 #define MTT_SRC         0x238000ULL     /* entries MTT_WRITE reads */
+#define SRQ_RING(n)     (0x23c000ULL + (n) * 0x800) /* SRQs 0..3: 16 WQEs */
+#define SRQ_REC(n)      (0x23e000ULL + (n) * 0x100)
+#define SRQS            4               /* SRQNs the shaped commands use */
 #define SCRATCH_END     0x240000ULL
 #define POOL            0x2000000ULL    /* data pages the tables map */
 #define POOL_PAGES      128
@@ -449,7 +452,9 @@ static void setup_device(PfnicFuzz *f)
             QUEUE_LOG2, QP_REC(q), 0, 0,
         };
 
-        setup_ok(f, cmd(f, PFNIC_CMD_QP_CREATE, a, 14), "QP_CREATE");
+        /* All arguments: a14 (ABI 1.11, the SRQ) must not be stale. */
+        setup_ok(f, cmd(f, PFNIC_CMD_QP_CREATE, a, PFNIC_CMD_ARGS),
+                 "QP_CREATE");
         f->sq_tail[q] = f->rq_tail[q] = 0;
     }
     for (uint32_t state = PFNIC_QPS_INIT; state <= PFNIC_QPS_RTS; state++) {
@@ -1037,6 +1042,91 @@ static void op_cq_poll(PfnicFuzz *f)
     }
 }
 
+/*
+ * Post receive WQEs on SRQ @srqn (ABI 1.11) of @side's context, from the
+ * tail the device has, and ring its SRQ_DB: with that tail, or (rarely) a
+ * random one, which the device must ignore when it is past the queue or
+ * moves back. Nothing happens when the SRQ does not exist. @srqn < SRQS.
+ */
+static void srq_post(PfnicFuzz *f, uint32_t srqn, int side)
+{
+    uint32_t a[PFNIC_CMD_ARGS] = { srqn };
+    uint8_t sel = U8(f);
+    uint32_t n = sel % (QUEUE_SIZE + 1);
+    uint16_t tail;
+
+    if (cmd(f, PFNIC_CMD_SRQ_QUERY, a, 1) != PFNIC_CMD_OK) {
+        return;
+    }
+    tail = a[2];
+    for (uint32_t i = 0; i < n; i++) {
+        PfnicWqe w = {
+            .num_sge = U8(f) % (PFNIC_MAX_SGE + 1),
+            .wr_id = cpu_to_le64(WR_MAGIC | f->wr_seq++),
+        };
+
+        fill_sges(f, &w, w.num_sge, side);
+        qtest_memwrite(f->qts, SRQ_RING(srqn) +
+                       ((tail + i) % QUEUE_SIZE) * PFNIC_WQE_SIZE, &w,
+                       sizeof(w));
+    }
+    tail = (sel & 0x80) ? U16(f) : (uint16_t)(tail + n);
+    qtest_writel(f->qts, BAR2 + (side + 1) * PFNIC_DOORBELL_PAGE_SIZE +
+                 PFNIC_DB_SRQ, srqn << 16 | tail);
+}
+
+/* SRQ_CREATE of SRQ @srqn < SRQS, of @side's context, in our memory */
+static void srq_create(PfnicFuzz *f, uint32_t srqn, int side)
+{
+    uint32_t a[PFNIC_CMD_ARGS] = {
+        srqn, side + 1, 7, SRQ_RING(srqn), 0, QUEUE_LOG2, SRQ_REC(srqn), 0,
+    };
+
+    cmd(f, PFNIC_CMD_SRQ_CREATE, a, PFNIC_CMD_ARGS);
+}
+
+/*
+ * Make the harness's QP 5 (context 1) take its receive WQEs from SRQ
+ * @srqn < SRQS (ABI 1.11; created if it does not exist): destroyed,
+ * created again with the SRQ and connected to QP 4, which is connected
+ * again to it (a QP created later at the number of its peer is not its
+ * peer until then); then WQEs posted on the SRQ. Each step may fail in a
+ * device the input has misprogrammed; the next ones are tried anyway.
+ */
+static void srq_attach(PfnicFuzz *f, uint32_t srqn)
+{
+    const int q = 3;
+    uint32_t a[PFNIC_CMD_ARGS] = {
+        q + 2, 1, 7, 1, 1, SQ(q), 0, QUEUE_LOG2, 0, 0, 0, QP_REC(q), 0,
+        PFNIC_QP_FLAG_SRQ, srqn,
+    };
+    uint32_t d[PFNIC_CMD_ARGS] = { q + 2 };
+
+    srq_create(f, srqn, 0);
+    cmd(f, PFNIC_CMD_QP_DESTROY, d, 1);
+    cmd(f, PFNIC_CMD_QP_CREATE, a, PFNIC_CMD_ARGS);
+    f->sq_tail[q] = f->rq_tail[q] = 0;
+    for (uint32_t state = PFNIC_QPS_INIT; state <= PFNIC_QPS_RTS; state++) {
+        uint32_t m[PFNIC_CMD_ARGS] = {
+            q + 2, state, PFNIC_ACCESS_REMOTE_WRITE |
+            PFNIC_ACCESS_REMOTE_READ | PFNIC_ACCESS_REMOTE_ATOMIC, q + 1, 1,
+            3, 7,
+        };
+
+        cmd(f, PFNIC_CMD_QP_MODIFY, m, PFNIC_CMD_ARGS);
+    }
+    for (int i = 0; i < 2; i++) {
+        uint32_t m[PFNIC_CMD_ARGS] = {
+            q + 1, PFNIC_QPS_RTS, PFNIC_ACCESS_REMOTE_WRITE |
+            PFNIC_ACCESS_REMOTE_READ | PFNIC_ACCESS_REMOTE_ATOMIC,
+            i ? q + 2 : UINT32_MAX, 1, 3, 7,
+        };
+
+        cmd(f, PFNIC_CMD_QP_MODIFY, m, PFNIC_CMD_ARGS);
+    }
+    srq_post(f, srqn, 0);
+}
+
 static void op_cmd(PfnicFuzz *f)
 {
     static const uint32_t ops[] = {
@@ -1045,7 +1135,11 @@ static void op_cmd(PfnicFuzz *f)
         PFNIC_CMD_QP_MODIFY, PFNIC_CMD_QP_QUERY, PFNIC_CMD_QP_DESTROY,
         PFNIC_CMD_CTX_QUERY, PFNIC_CMD_BACKUP_SET, PFNIC_CMD_MTT_WRITE,
         PFNIC_CMD_MTT_INVALIDATE, PFNIC_CMD_FAULT_RESUME,
+        PFNIC_CMD_SRQ_CREATE, PFNIC_CMD_SRQ_MODIFY, PFNIC_CMD_SRQ_QUERY,
+        PFNIC_CMD_SRQ_DESTROY,
     };
+    int side = 0;
+    uint32_t srqn;
     uint8_t sel = U8(f);
     uint32_t op = ops[sel % ARRAY_SIZE(ops)];
     uint32_t a[PFNIC_CMD_ARGS];
@@ -1087,13 +1181,37 @@ static void op_cmd(PfnicFuzz *f)
             a[3] &= 1;
             a[4] = hi;
             break;
+        /*
+         * ABI 1.11: an SRQ of a side's context (PD 7, as its MR) in the
+         * harness's memory, then WQEs posted on it; QP 5 taking from
+         * one; a limit in range, then WQEs posted.
+         */
+        case PFNIC_CMD_SRQ_CREATE:
+            side = hi & 1;
+            f->disturbed = true;
+            srq_create(f, a[0] % SRQS, side);
+            srq_post(f, a[0] % SRQS, side);
+            return;
+        case PFNIC_CMD_QP_CREATE:
+            f->disturbed = true;
+            srq_attach(f, a[14] % SRQS);
+            return;
+        case PFNIC_CMD_SRQ_MODIFY:
+            side = hi & 1;
+            a[0] %= SRQS;
+            a[1] %= QUEUE_SIZE + 1;
+            break;
         }
     }
     if (op != PFNIC_CMD_MR_QUERY && op != PFNIC_CMD_QP_QUERY &&
-        op != PFNIC_CMD_CTX_QUERY) {
+        op != PFNIC_CMD_CTX_QUERY && op != PFNIC_CMD_SRQ_QUERY) {
         f->disturbed = true;
     }
+    srqn = a[0];
     cmd(f, op, a, PFNIC_CMD_ARGS);
+    if ((sel & 0x40) && op == PFNIC_CMD_SRQ_MODIFY) {
+        srq_post(f, srqn, side);
+    }
 }
 
 /*

@@ -21,9 +21,13 @@
  * A sender of SEND or WITH_IMM takes the destination's head receive WQE
  * for itself (rq_owner) until its message is complete, so two senders
  * never share one receive WQE; the head only moves when the receive
- * completes. Other QPs are named by number and generation, MRs by index
- * and key, and both are checked again at every chunk: destroying them
- * mid-transfer fails the WQE instead of leaving a dangling reference.
+ * completes. A destination with a shared receive queue (ABI 1.11) takes
+ * the SRQ's head WQE into a slot of its own instead, and keeps it until
+ * a message completes in it: the loopback sender and the wire responder
+ * both go through pfnic_qp_recv_peek/consume. Other QPs are named by
+ * number and generation, MRs by index and key, and both are checked again
+ * at every chunk: destroying them mid-transfer fails the WQE instead of
+ * leaving a dangling reference.
  *
  * Copyright (c) 2026 The pfnic authors
  *
@@ -164,6 +168,145 @@ void pfnic_qp_wake_senders(PfnicState *s, uint32_t qpn)
     qemu_bh_schedule(s->engine_bh);
 }
 
+/* --- receive WQEs: the QP's receive queue, or its SRQ (ABI 1.11) ------- */
+
+/* Write the head of SRQ @srqn to its record. */
+static void pfnic_srq_record(PfnicState *s, uint32_t srqn)
+{
+    uint32_t head = cpu_to_le32(s->srqs[srqn].head);
+
+    if (pci_dma_write(PCI_DEVICE(s), s->srqs[srqn].record, &head,
+                      sizeof(head)) != MEMTX_OK) {
+        /* The WQE is taken all the same: the record is software's view. */
+        pfnic_guest_error(s, "SRQ record unwritable");
+    }
+}
+
+/*
+ * @qp takes the WQE at its SRQ's head into its held slot: the head moves
+ * at once (and is written to the record), and an armed limit the take
+ * goes below queues SRQ_LIMIT and disarms.
+ */
+static PfnicRecvPeek pfnic_srq_take(PfnicState *s, PfnicQp *qp)
+{
+    PfnicSrq *srq = qp->srqn < PFNIC_MAX_SRQS ? &s->srqs[qp->srqn] : NULL;
+
+    if (!srq || !srq->valid || srq->ctx != qp->ctx) {
+        /* QP_CREATE checked it, and SRQ_DESTROY waits for its QPs. */
+        pfnic_guest_error(s, "QP attached to no SRQ");
+        pfnic_qp_enter_err(s, qp, true);
+        return PFNIC_RECV_BROKEN;
+    }
+    if (srq->head == srq->tail) {
+        return PFNIC_RECV_EMPTY;
+    }
+    if (!pfnic_wqe_read(s, srq->ring, srq->entries, srq->head,
+                        &qp->srq_wqe)) {
+        pfnic_guest_error(s, "SRQ ring unreadable");
+        pfnic_qp_enter_err(s, qp, true);
+        return PFNIC_RECV_BROKEN;
+    }
+    trace_pfnic_srq_take(qp->srqn, srq->head, qp->qpn, qp->srq_wqe.wr_id);
+    qp->srq_held = true;
+    srq->head++;
+    pfnic_srq_record(s, qp->srqn);
+    if (srq->limit && (uint16_t)(srq->tail - srq->head) < srq->limit) {
+        trace_pfnic_srq_limit(qp->srqn, srq->limit,
+                              (uint16_t)(srq->tail - srq->head));
+        srq->limit = 0;
+        if (pfnic_event(s, PFNIC_EV_SRQ_LIMIT, qp->srqn)) {
+            srq->limit_events++;
+        }
+    }
+    return PFNIC_RECV_OK;
+}
+
+/*
+ * The receive WQE the next message at @qp lands in, into @w: the head of
+ * its receive queue, or the WQE it holds from its SRQ (taken now if it
+ * holds none). The WQE stays the QP's until pfnic_qp_recv_consume(): a
+ * message that does not finish leaves it for the next one.
+ */
+PfnicRecvPeek pfnic_qp_recv_peek(PfnicState *s, PfnicQp *qp, PfnicWqe *w)
+{
+    if (qp->has_srq) {
+        PfnicRecvPeek r = qp->srq_held ? PFNIC_RECV_OK :
+                          pfnic_srq_take(s, qp);
+
+        if (r == PFNIC_RECV_OK) {
+            *w = qp->srq_wqe;
+        }
+        return r;
+    }
+    if (qp->rq_head == qp->rq_tail) {
+        return PFNIC_RECV_EMPTY;
+    }
+    if (!pfnic_wqe_read(s, qp->rq, qp->rq_entries, qp->rq_head, w)) {
+        pfnic_guest_error(s, "receive queue unreadable");
+        pfnic_qp_enter_err(s, qp, true);
+        return PFNIC_RECV_BROKEN;
+    }
+    return PFNIC_RECV_OK;
+}
+
+/* A message completed (its CQE follows) in the WQE peek gave: consume it. */
+void pfnic_qp_recv_consume(PfnicState *s, PfnicQp *qp)
+{
+    if (qp->has_srq) {
+        qp->srq_held = false;
+        return;
+    }
+    qp->rq_head++;
+    pfnic_qp_record(s, qp);
+}
+
+/* RESET or destroy: the WQE the QP holds from its SRQ goes, without a CQE. */
+void pfnic_qp_recv_drop(PfnicState *s, PfnicQp *qp)
+{
+    if (qp->srq_held) {
+        trace_pfnic_srq_drop(qp->srqn, qp->qpn, qp->srq_wqe.wr_id);
+    }
+    qp->srq_held = false;
+    qp->last_wqe_pending = false;
+}
+
+/* SRQ_DB in @ctx's page: SRQN << 16 | the SRQ's new tail. */
+void pfnic_srq_doorbell(PfnicContext *ctx, uint32_t val)
+{
+    PfnicState *s = ctx->s;
+    uint32_t srqn = val >> 16;
+    uint16_t tail = val;
+    PfnicSrq *srq;
+
+    if (srqn >= PFNIC_MAX_SRQS || !s->srqs[srqn].valid ||
+        s->srqs[srqn].ctx != ctx->index) {
+        pfnic_guest_error(s, "SRQ_DB for an SRQ of another context");
+        return;
+    }
+    srq = &s->srqs[srqn];
+    trace_pfnic_srq_doorbell(ctx->index, srqn, tail);
+    /* Work already posted stays posted: a tail only moves forward. */
+    if ((uint16_t)(tail - srq->head) > srq->entries ||
+        (uint16_t)(tail - srq->head) < (uint16_t)(srq->tail - srq->head)) {
+        pfnic_guest_error(s, "SRQ doorbell past the queue or moving back");
+        return;
+    }
+    srq->tail = tail;
+    /* The senders waiting for a receive WQE at any QP that takes from it */
+    for (uint32_t i = 0; i < PFNIC_MAX_QPS; i++) {
+        PfnicQp *q = &s->qps[i], *dest;
+
+        if (!q->valid || !q->rnr_waiting || !q->busy) {
+            continue;
+        }
+        dest = pfnic_qp_get(s, q->dest);
+        if (dest && dest->has_srq && dest->srqn == srqn) {
+            q->rnr_waiting = false;
+        }
+    }
+    qemu_bh_schedule(s->engine_bh);
+}
+
 /* Give up the receive WQE @qp took at its destination, if it still has it. */
 static void pfnic_qp_release_dest(PfnicState *s, PfnicQp *qp)
 {
@@ -201,6 +344,8 @@ void pfnic_qp_enter_err(PfnicState *s, PfnicQp *qp, bool fatal)
     trace_pfnic_qp_state(qp->qpn, qp->state, PFNIC_QPS_ERR, fatal);
     pfnic_qp_abort(s, qp);
     qp->state = PFNIC_QPS_ERR;
+    /* With an SRQ, the flush ends with LAST_WQE_REACHED (ABI 1.11). */
+    qp->last_wqe_pending = qp->has_srq;
     if (fatal) {
         pfnic_event(s, PFNIC_EV_QP_FATAL, qp->qpn);
     }
@@ -217,6 +362,7 @@ void pfnic_qp_set_state(PfnicState *s, PfnicQp *qp, uint32_t state)
     case PFNIC_QPS_RESET:
         trace_pfnic_qp_state(qp->qpn, qp->state, state, false);
         pfnic_qp_abort(s, qp);
+        pfnic_qp_recv_drop(s, qp);
         qp->sq_head = qp->sq_tail;
         qp->rq_head = qp->rq_tail;
         qp->state = state;
@@ -340,9 +486,18 @@ void pfnic_qp_doorbell(PfnicContext *ctx, hwaddr offset, uint32_t val)
         pfnic_cq_arm(ctx, val);
         return;
     }
+    if (offset == PFNIC_DB_SRQ) {
+        pfnic_srq_doorbell(ctx, val);
+        return;
+    }
     qp = pfnic_qp_get(s, qpn);
     if (!qp || qp->ctx != ctx->index) {
         pfnic_guest_error(s, "doorbell for a QP of another context");
+        return;
+    }
+    if (!send && qp->has_srq) {
+        /* Its receives come from the SRQ: it has no receive queue. */
+        pfnic_guest_error(s, "RQ_DB for a QP with an SRQ");
         return;
     }
     trace_pfnic_qp_doorbell(ctx->index, qpn, send, tail);
@@ -442,8 +597,7 @@ static void pfnic_qp_recv_complete(PfnicState *s, PfnicQp *qp, PfnicQp *dest,
     if (status == PFNIC_WC_SUCCESS) {
         dest->bytes += qp->len;
     }
-    dest->rq_head++;
-    pfnic_qp_record(s, dest);
+    pfnic_qp_recv_consume(s, dest);
     pfnic_cqe_write(s, dest->rcqn, &cqe,
                     qp->wqe.flags & PFNIC_SEND_SOLICITED);
     if (status != PFNIC_WC_SUCCESS) {
@@ -624,13 +778,13 @@ static PfnicQpStep pfnic_qp_start(PfnicState *s, PfnicQp *qp)
             trace_pfnic_qp_blocked(qp->qpn, dest->qpn, dest->rq_owner);
             return PFNIC_QP_WAIT;
         }
-        if (dest->rq_head == dest->rq_tail) {
+        switch (pfnic_qp_recv_peek(s, dest, &qp->rwqe)) {
+        case PFNIC_RECV_OK:
+            break;
+        case PFNIC_RECV_EMPTY:
             return pfnic_qp_rnr(s, qp, dest);
-        }
-        if (!pfnic_wqe_read(s, dest->rq, dest->rq_entries, dest->rq_head,
-                            &qp->rwqe)) {
-            pfnic_guest_error(s, "receive queue unreadable");
-            pfnic_qp_enter_err(s, dest, true);
+        default:
+            /* Its queue is unreadable: it entered ERR. */
             return pfnic_qp_fail(s, qp, PFNIC_WC_RETRY_EXC_ERR);
         }
         dest->rq_owner = qp->qpn;
@@ -648,7 +802,8 @@ static PfnicQpStep pfnic_qp_start(PfnicState *s, PfnicQp *qp)
             for (int i = 0; i < r->num_sge; i++) {
                 rlen += r->sge[i].length;
                 if (r->sge[i].length &&
-                    !pfnic_mr_lookup(s, r->sge[i].lkey, dest->ctx, dest->pd,
+                    !pfnic_mr_lookup(s, r->sge[i].lkey, dest->ctx,
+                                     pfnic_qp_recv_pd(s, dest),
                                      r->sge[i].addr, r->sge[i].length,
                                      PFNIC_ACCESS_LOCAL_WRITE)) {
                     return pfnic_qp_recv_fail(s, qp, dest,
@@ -854,9 +1009,9 @@ static PfnicQpStep pfnic_qp_step(PfnicState *s, PfnicQp *qp)
             return pfnic_qp_recv_fail(s, qp, dest, PFNIC_WC_LOC_LEN_ERR,
                                       PFNIC_WC_REM_INV_REQ_ERR);
         }
-        rmr = pfnic_mr_lookup(s, r->sge[ri].lkey, dest->ctx, dest->pd,
-                              r->sge[ri].addr, r->sge[ri].length,
-                              PFNIC_ACCESS_LOCAL_WRITE);
+        rmr = pfnic_mr_lookup(s, r->sge[ri].lkey, dest->ctx,
+                              pfnic_qp_recv_pd(s, dest), r->sge[ri].addr,
+                              r->sge[ri].length, PFNIC_ACCESS_LOCAL_WRITE);
         if (!rmr) {
             return pfnic_qp_recv_fail(s, qp, dest, PFNIC_WC_LOC_PROT_ERR,
                                       PFNIC_WC_REM_OP_ERR);
@@ -953,7 +1108,14 @@ static bool pfnic_qp_flush(PfnicState *s, PfnicQp *qp)
             qp->sq_head++;
             pfnic_qp_record(s, qp);
             pfnic_cqe_write(s, qp->scqn, &cqe, false);
-        } else if (qp->rq_head != qp->rq_tail) {
+        } else if (qp->srq_held) {
+            /* The SRQ's other WQEs stay for the other QPs. */
+            cqe.wr_id = qp->srq_wqe.wr_id;
+            cqe.opcode = PFNIC_WC_RECV;
+            trace_pfnic_srq_flush(qp->srqn, qp->qpn, qp->srq_wqe.wr_id);
+            qp->srq_held = false;
+            pfnic_cqe_write(s, qp->rcqn, &cqe, false);
+        } else if (!qp->has_srq && qp->rq_head != qp->rq_tail) {
             if (!pfnic_wqe_read(s, qp->rq, qp->rq_entries, qp->rq_head, &w)) {
                 pfnic_guest_error(s, "receive queue unreadable");
             }
@@ -964,6 +1126,12 @@ static bool pfnic_qp_flush(PfnicState *s, PfnicQp *qp)
             pfnic_qp_record(s, qp);
             pfnic_cqe_write(s, qp->rcqn, &cqe, false);
         } else {
+            if (qp->last_wqe_pending) {
+                /* Its last receive WQE is done: the driver may destroy it. */
+                qp->last_wqe_pending = false;
+                trace_pfnic_srq_last_wqe(qp->srqn, qp->qpn);
+                pfnic_event(s, PFNIC_EV_LAST_WQE_REACHED, qp->qpn);
+            }
             return false;
         }
         qp->wqes_completed++;

@@ -1,5 +1,5 @@
 /*
- * pfnic register layout (device ABI 1.9)
+ * pfnic register layout (device ABI 1.11)
  *
  * Mirrors docs/registers.md, docs/verbs.md and docs/wire.md, which are the
  * definition;
@@ -76,6 +76,7 @@
 #define PFNIC_REG_MAX_CQES          0x270
 #define PFNIC_REG_MAX_SGE           0x274
 #define PFNIC_REG_RING_DB           0x278   /* context << 16 | ring tail */
+#define PFNIC_REG_MAX_SRQS          0x27c   /* ABI 1.11 */
 
 /* The Ethernet port (docs/wire.md) */
 #define PFNIC_REG_PORT_MAC_LO       0x280
@@ -138,9 +139,9 @@ typedef enum PfnicCounter {
 /* Register values and fields */
 #define PFNIC_ID_VALUE              0x434e4650 /* "PFNC" in memory order */
 #define PFNIC_ABI_MAJOR             1
-#define PFNIC_ABI_MINOR             10
+#define PFNIC_ABI_MINOR             11
 #define PFNIC_VERSION_VALUE         ((PFNIC_ABI_MAJOR << 16) | PFNIC_ABI_MINOR)
-#define PFNIC_FW_VERSION_VALUE      0x010a0000 /* model 1.10.0 */
+#define PFNIC_FW_VERSION_VALUE      0x010b0000 /* model 1.11.0 */
 
 #define PFNIC_CAPS_ATS              (1u << 0)
 #define PFNIC_CAPS_PASID            (1u << 1)
@@ -149,6 +150,7 @@ typedef enum PfnicCounter {
 #define PFNIC_CAPS_VERBS            (1u << 4)
 #define PFNIC_CAPS_WIRE             (1u << 5)
 #define PFNIC_CAPS_TABLES           (1u << 6)   /* ABI 1.8 */
+#define PFNIC_CAPS_SRQ              (1u << 8)   /* ABI 1.11 */
 
 #define PFNIC_CONTROL_RESET         (1u << 0)
 
@@ -206,6 +208,8 @@ typedef struct PfnicDesc {
 #define PFNIC_MAX_SGE               4
 #define PFNIC_MAX_LOG2              12      /* log2 of MAX_WQES and MAX_CQES */
 #define PFNIC_FIRST_QPN             2       /* QPNs 0 and 1 are never used */
+#define PFNIC_MAX_SRQS              64      /* ABI 1.11 */
+#define PFNIC_SRQ_RECORD_SIZE       16
 
 /* Admin commands and their statuses */
 #define PFNIC_CMD_MR_SET            0x01
@@ -222,6 +226,10 @@ typedef struct PfnicDesc {
 #define PFNIC_CMD_QP_DESTROY        0x23
 #define PFNIC_CMD_CTX_QUERY         0x30
 #define PFNIC_CMD_BACKUP_SET        0x31
+#define PFNIC_CMD_SRQ_CREATE        0x40    /* ABI 1.11 */
+#define PFNIC_CMD_SRQ_MODIFY        0x41
+#define PFNIC_CMD_SRQ_QUERY         0x42
+#define PFNIC_CMD_SRQ_DESTROY       0x43
 
 #define PFNIC_CMD_OK                0
 #define PFNIC_CMD_BAD_ARG           1
@@ -287,6 +295,8 @@ typedef enum PfnicMrCounter {
 #define PFNIC_QPS_SQE               5
 #define PFNIC_QPS_ERR               6
 #define PFNIC_QP_FLAG_SIGNAL_ALL    (1u << 0)
+#define PFNIC_QP_FLAG_SRQ           (1u << 1)   /* ABI 1.11: SRQ in a14 */
+#define PFNIC_QP_FLAGS_MASK         0x3u
 
 /* Event queue entries */
 #define PFNIC_EQE_SIZE              16
@@ -297,6 +307,8 @@ typedef enum PfnicMrCounter {
 #define PFNIC_EV_CQ_ERROR           3
 #define PFNIC_EV_ACCESS_ERROR       4
 #define PFNIC_EV_PAGE_FAULT         5       /* ABI 1.9 */
+#define PFNIC_EV_SRQ_LIMIT          6       /* ABI 1.11 */
+#define PFNIC_EV_LAST_WQE_REACHED   7       /* ABI 1.11 */
 #define PFNIC_EQE_FLAGS             1       /* PAGE_FAULT: bit 0 write */
 #define PFNIC_EQE_FAULT_WRITE       (1u << 0)
 #define PFNIC_EQE_DATA              8       /* PAGE_FAULT: first, count */
@@ -378,6 +390,7 @@ typedef struct PfnicCqe {
 #define PFNIC_DB_SQ                 0x008
 #define PFNIC_DB_RQ                 0x00c
 #define PFNIC_DB_CQ_ARM             0x010
+#define PFNIC_DB_SRQ                0x014   /* ABI 1.11: SRQN << 16 | tail */
 #define PFNIC_CQ_ARM_SOLICITED      (1u << 0)
 
 /* Capability parameters */

@@ -277,11 +277,15 @@ static PfnicCopy pfnic_roce_rw(PfnicState *s, PfnicQp *qp, PfnicPageWait *w,
     return PFNIC_COPY_OK;
 }
 
-/* Move @len bytes between @buf and byte @off of a scatter/gather list. */
+/*
+ * Move @len bytes between @buf and byte @off of a scatter/gather list,
+ * whose keys belong to PD @pd of the QP's context (a receive WQE's: the
+ * SRQ's, with one).
+ */
 static PfnicCopy pfnic_roce_sge_copy(PfnicState *s, PfnicQp *qp,
-                                     PfnicPageWait *w, const PfnicWqe *wqe,
-                                     uint64_t off, uint8_t *buf, uint64_t len,
-                                     bool to_mem)
+                                     PfnicPageWait *w, uint32_t pd,
+                                     const PfnicWqe *wqe, uint64_t off,
+                                     uint8_t *buf, uint64_t len, bool to_mem)
 {
     while (len) {
         uint64_t o, va, n;
@@ -292,7 +296,7 @@ static PfnicCopy pfnic_roce_sge_copy(PfnicState *s, PfnicQp *qp,
         if (!pfnic_sge_at(wqe->sge, wqe->num_sge, off, &i, &o)) {
             return PFNIC_COPY_PROT;
         }
-        mr = pfnic_mr_lookup(s, wqe->sge[i].lkey, qp->ctx, qp->pd,
+        mr = pfnic_mr_lookup(s, wqe->sge[i].lkey, qp->ctx, pd,
                              wqe->sge[i].addr, wqe->sge[i].length,
                              to_mem ? PFNIC_ACCESS_LOCAL_WRITE : 0);
         if (!mr) {
@@ -666,7 +670,8 @@ static PfnicTx pfnic_req_send(PfnicState *s, PfnicQp *qp, PfnicRoceSend *e)
             memcpy(p, &w->imm_data, IMM_LEN);   /* as posted: big endian */
             p += IMM_LEN;
         }
-        r = pfnic_roce_sge_copy(s, qp, &qp->pw, w, off, p, plen, false);
+        r = pfnic_roce_sge_copy(s, qp, &qp->pw, qp->pd, w, off, p, plen,
+                                false);
         if (r == PFNIC_COPY_WAIT) {
             return PFNIC_TX_WAIT;
         }
@@ -843,7 +848,8 @@ static void pfnic_req_rx_response(PfnicState *s, PfnicQp *qp,
             return;
         }
         stq_le_p(orig, pk->orig);
-        r = pfnic_roce_sge_copy(s, qp, &qp->pw, &e->wqe, 0, orig, 8, true);
+        r = pfnic_roce_sge_copy(s, qp, &qp->pw, qp->pd, &e->wqe, 0, orig, 8,
+                                true);
     } else {
         uint32_t want;
 
@@ -856,7 +862,7 @@ static void pfnic_req_rx_response(PfnicState *s, PfnicQp *qp,
             !!(pfnic_roce_hdrs[pk->op] & H_LAST) != (e->got + 1 == e->npsn)) {
             return;
         }
-        r = pfnic_roce_sge_copy(s, qp, &qp->pw, &e->wqe, off,
+        r = pfnic_roce_sge_copy(s, qp, &qp->pw, qp->pd, &e->wqe, off,
                                 (uint8_t *)pk->payload, pk->plen, true);
     }
     switch (r) {
@@ -930,8 +936,7 @@ static void pfnic_resp_recv_done(PfnicState *s, PfnicQp *qp,
     }
     trace_pfnic_qp_recv_done(qp->qpn, qp->rq_head, status, qp->dest_qpn);
     qp->resp.have_rwqe = false;
-    qp->rq_head++;
-    pfnic_qp_record(s, qp);
+    pfnic_qp_recv_consume(s, qp);
     if (status == PFNIC_WC_SUCCESS && !g_queue_is_empty(&qp->resp.parked)) {
         PfnicParked *p = g_new0(PfnicParked, 1);
 
@@ -1011,8 +1016,9 @@ static bool pfnic_resp_drain(PfnicState *s, PfnicQp *qp)
                 pfnic_guest_error(s, "backup buffer unreadable");
                 c = PFNIC_COPY_FAULT;
             } else if (p->send) {
-                c = pfnic_roce_sge_copy(s, qp, &qp->rpw, &p->rwqe, p->off,
-                                        buf, p->len, true);
+                c = pfnic_roce_sge_copy(s, qp, &qp->rpw,
+                                        pfnic_qp_recv_pd(s, qp), &p->rwqe,
+                                        p->off, buf, p->len, true);
             } else {
                 c = pfnic_roce_mr_copy(s, qp, &qp->rpw, p->rkey,
                                        PFNIC_ACCESS_REMOTE_WRITE, p->va, buf,
@@ -1055,19 +1061,17 @@ static bool pfnic_resp_drain(PfnicState *s, PfnicQp *qp)
     return true;
 }
 
-/* The head receive WQE, taken for the message in progress. */
+/*
+ * The receive WQE for the message in progress: the head of the receive
+ * queue, or the one the QP holds from its SRQ (ABI 1.11). False when
+ * there is none (RNR), or the queue is unreadable (the QP is in ERR).
+ */
 static bool pfnic_resp_take_rwqe(PfnicState *s, PfnicQp *qp)
 {
     if (qp->resp.have_rwqe) {
         return true;
     }
-    if (qp->rq_head == qp->rq_tail) {
-        return false;
-    }
-    if (!pfnic_wqe_read(s, qp->rq, qp->rq_entries, qp->rq_head,
-                        &qp->resp.rwqe)) {
-        pfnic_guest_error(s, "receive queue unreadable");
-        pfnic_qp_enter_err(s, qp, true);
+    if (pfnic_qp_recv_peek(s, qp, &qp->resp.rwqe) != PFNIC_RECV_OK) {
         return false;
     }
     qp->resp.have_rwqe = true;
@@ -1153,8 +1157,8 @@ static void pfnic_resp_send(PfnicState *s, PfnicQp *qp,
     }
     /* Behind parked payloads, in order: parked too. */
     c = qp->backup && !g_queue_is_empty(&rs->parked) ? PFNIC_COPY_WAIT :
-        pfnic_roce_sge_copy(s, qp, &qp->rpw, r, rs->off,
-                            (uint8_t *)pk->payload, pk->plen, true);
+        pfnic_roce_sge_copy(s, qp, &qp->rpw, pfnic_qp_recv_pd(s, qp), r,
+                            rs->off, (uint8_t *)pk->payload, pk->plen, true);
     if (c == PFNIC_COPY_PROT) {
         pfnic_roce_ack(s, qp, AETH_NAK_REM_OP, pk->psn);
         pfnic_resp_recv_done(s, qp, pk, 0, PFNIC_WC_LOC_PROT_ERR);

@@ -712,16 +712,22 @@ static int pfnic_eq_put(PfnicState *s, uint8_t *e)
     return 0;
 }
 
-/* Queue one event; one that finds the queue full is dropped and counted. */
-void pfnic_event(PfnicState *s, uint8_t type, uint32_t object)
+/*
+ * Queue one event; one that finds the queue full is dropped and counted.
+ * Returns whether it was queued.
+ */
+bool pfnic_event(PfnicState *s, uint8_t type, uint32_t object)
 {
     uint8_t e[PFNIC_EQE_SIZE] = { type };
+    int ret;
 
     stl_le_p(&e[4], object);
-    if (pfnic_eq_put(s, e) == -ENOSPC) {
+    ret = pfnic_eq_put(s, e);
+    if (ret == -ENOSPC) {
         s->eq_overflow++;
         trace_pfnic_event_overflow(type, object, s->eq_overflow);
     }
+    return ret == 0;
 }
 
 void pfnic_eq_write_reg(PfnicState *s, hwaddr addr, uint32_t val)
@@ -1110,12 +1116,122 @@ static uint32_t pfnic_cmd_fault_resume(PfnicState *s)
     return PFNIC_CMD_OK;
 }
 
+/* --- shared receive queues (ABI 1.11) ----------------------------------- */
+
+/*
+ * SRQ_CREATE: 2^a5 receive WQEs at a3/a4 and the record at a6/a7 (the
+ * device writes head 0 there now), for context a1 and PD a2. Checked as
+ * CQ_CREATE; a ring or record that wraps, or a record the device cannot
+ * write, is BAD_ARG.
+ */
+static uint32_t pfnic_cmd_srq_create(PfnicState *s)
+{
+    const uint32_t *a = s->cmd_arg;
+    uint32_t srqn = a[0], ctx = a[1], log2 = a[5], zero = 0;
+    uint64_t ring = pfnic_arg64(s, 3), record = pfnic_arg64(s, 6);
+    PfnicSrq *srq;
+
+    if (srqn >= PFNIC_MAX_SRQS || ctx >= s->num_contexts) {
+        return PFNIC_CMD_BAD_INDEX;
+    }
+    if (log2 > PFNIC_MAX_LOG2) {
+        return PFNIC_CMD_BAD_ARG;
+    }
+    srq = &s->srqs[srqn];
+    if (srq->valid) {
+        return PFNIC_CMD_BAD_STATE;
+    }
+    if (ring + ((uint64_t)PFNIC_WQE_SIZE << log2) - 1 < ring ||
+        record + PFNIC_SRQ_RECORD_SIZE - 1 < record ||
+        pci_dma_write(PCI_DEVICE(s), record, &zero, sizeof(zero)) !=
+        MEMTX_OK) {
+        return PFNIC_CMD_BAD_ARG;
+    }
+    *srq = (PfnicSrq) {
+        .valid = true,
+        .ctx = ctx,
+        .pd = a[2],
+        .ring = ring,
+        .entries = 1u << log2,
+        .record = record,
+    };
+    trace_pfnic_srq_create(srqn, ctx, srq->pd, ring, srq->entries, record);
+    return PFNIC_CMD_OK;
+}
+
+/* SRQ_MODIFY: arm SRQ a0 with limit a1 (1..entries), or disarm it (0). */
+static uint32_t pfnic_cmd_srq_modify(PfnicState *s)
+{
+    uint32_t srqn = s->cmd_arg[0], limit = s->cmd_arg[1];
+    PfnicSrq *srq;
+
+    if (srqn >= PFNIC_MAX_SRQS) {
+        return PFNIC_CMD_BAD_INDEX;
+    }
+    srq = &s->srqs[srqn];
+    if (!srq->valid) {
+        return PFNIC_CMD_BAD_STATE;
+    }
+    if (limit > srq->entries) {
+        return PFNIC_CMD_BAD_ARG;
+    }
+    srq->limit = limit;
+    trace_pfnic_srq_modify(srqn, limit, (uint16_t)(srq->tail - srq->head));
+    return PFNIC_CMD_OK;
+}
+
+static uint32_t pfnic_cmd_srq_query(PfnicState *s)
+{
+    uint32_t srqn = s->cmd_arg[0];
+    PfnicSrq *srq;
+
+    if (srqn >= PFNIC_MAX_SRQS) {
+        return PFNIC_CMD_BAD_INDEX;
+    }
+    srq = &s->srqs[srqn];
+    if (!srq->valid) {
+        return PFNIC_CMD_BAD_STATE;
+    }
+    s->cmd_arg[0] = srq->limit;
+    s->cmd_arg[1] = srq->head;
+    s->cmd_arg[2] = srq->tail;
+    s->cmd_arg[3] = srq->users;
+    s->cmd_arg[4] = srq->limit_events;
+    return PFNIC_CMD_OK;
+}
+
+static uint32_t pfnic_cmd_srq_destroy(PfnicState *s)
+{
+    uint32_t srqn = s->cmd_arg[0];
+
+    if (srqn >= PFNIC_MAX_SRQS) {
+        return PFNIC_CMD_BAD_INDEX;
+    }
+    if (!s->srqs[srqn].valid) {
+        return PFNIC_CMD_BAD_STATE;
+    }
+    if (s->srqs[srqn].users) {
+        /* QP_DESTROY first, as libibverbs requires */
+        return PFNIC_CMD_BUSY;
+    }
+    s->srqs[srqn] = (PfnicSrq) { };
+    trace_pfnic_srq_destroy(srqn);
+    return PFNIC_CMD_OK;
+}
+
 /* --- queue pairs ------------------------------------------------------- */
 
+/*
+ * QP_CREATE; with a13 bit 1 (ABI 1.11) the QP takes its receive WQEs from
+ * SRQ a14, a valid SRQ of its context, and has no receive queue (a8..a10
+ * are ignored); without it a14 must be 0.
+ */
 static uint32_t pfnic_cmd_qp_create(PfnicState *s)
 {
     const uint32_t *a = s->cmd_arg;
     uint32_t qpn = a[0], ctx = a[1], scqn = a[3], rcqn = a[4];
+    uint32_t flags = a[13], srqn = a[14];
+    bool srq = flags & PFNIC_QP_FLAG_SRQ;
     PfnicQp *qp;
 
     if (qpn >= PFNIC_MAX_QPS || qpn < PFNIC_FIRST_QPN ||
@@ -1123,8 +1239,8 @@ static uint32_t pfnic_cmd_qp_create(PfnicState *s)
         rcqn >= PFNIC_MAX_CQS) {
         return PFNIC_CMD_BAD_INDEX;
     }
-    if (a[7] > PFNIC_MAX_LOG2 || a[10] > PFNIC_MAX_LOG2 ||
-        a[13] & ~PFNIC_QP_FLAG_SIGNAL_ALL) {
+    if (a[7] > PFNIC_MAX_LOG2 || (!srq && a[10] > PFNIC_MAX_LOG2) ||
+        flags & ~PFNIC_QP_FLAGS_MASK) {
         return PFNIC_CMD_BAD_ARG;
     }
     qp = &s->qps[qpn];
@@ -1132,6 +1248,13 @@ static uint32_t pfnic_cmd_qp_create(PfnicState *s)
         return PFNIC_CMD_BAD_STATE;
     }
     if (s->cqs[scqn].ctx != ctx || s->cqs[rcqn].ctx != ctx) {
+        return PFNIC_CMD_BAD_ARG;
+    }
+    if (srq && (srqn >= PFNIC_MAX_SRQS || !s->srqs[srqn].valid ||
+                s->srqs[srqn].ctx != ctx)) {
+        return PFNIC_CMD_BAD_ARG;
+    }
+    if (!srq && srqn) {
         return PFNIC_CMD_BAD_ARG;
     }
     /* A QP destroyed with groups out: they wake nobody (not the new QP). */
@@ -1147,18 +1270,24 @@ static uint32_t pfnic_cmd_qp_create(PfnicState *s)
         .rcqn = rcqn,
         .sq = pfnic_arg64(s, 5),
         .sq_entries = 1u << a[7],
-        .rq = pfnic_arg64(s, 8),
-        .rq_entries = 1u << a[10],
+        .rq = srq ? 0 : pfnic_arg64(s, 8),
+        .rq_entries = srq ? 1 : 1u << a[10],
         .record = pfnic_arg64(s, 11),
-        .flags = a[13],
+        .flags = flags,
         .state = PFNIC_QPS_RESET,
         .dest_qpn = PFNIC_QPN_NONE,
         .rq_owner = PFNIC_QPN_NONE,
+        .has_srq = srq,
+        .srqn = srq ? srqn : 0,
     };
     pfnic_page_wait_reset(s, &qp->pw);
     pfnic_roce_qp_reset(s, qp);
     trace_pfnic_qp_create(qpn, ctx, qp->pd, scqn, rcqn, qp->sq_entries,
                           qp->rq_entries);
+    if (srq) {
+        s->srqs[srqn].users++;
+        trace_pfnic_srq_attach(srqn, qpn, s->srqs[srqn].users);
+    }
     return PFNIC_CMD_OK;
 }
 
@@ -1317,6 +1446,12 @@ static uint32_t pfnic_cmd_qp_destroy(PfnicState *s)
         return PFNIC_CMD_BAD_STATE;
     }
     pfnic_qp_abort(s, qp);
+    pfnic_qp_recv_drop(s, qp);
+    if (qp->has_srq && qp->srqn < PFNIC_MAX_SRQS &&
+        s->srqs[qp->srqn].users) {
+        s->srqs[qp->srqn].users--;
+        trace_pfnic_srq_attach(qp->srqn, qpn, s->srqs[qp->srqn].users);
+    }
     gen = qp->gen;
     *qp = (PfnicQp) { .gen = gen, .rq_owner = PFNIC_QPN_NONE };
     trace_pfnic_qp_destroy(qpn);
@@ -1374,6 +1509,18 @@ void pfnic_cmd_execute(PfnicState *s, uint32_t op)
     case PFNIC_CMD_BACKUP_SET:
         st = pfnic_roce_backup_set(s, pfnic_arg64(s, 0), s->cmd_arg[2]);
         break;
+    case PFNIC_CMD_SRQ_CREATE:
+        st = pfnic_cmd_srq_create(s);
+        break;
+    case PFNIC_CMD_SRQ_MODIFY:
+        st = pfnic_cmd_srq_modify(s);
+        break;
+    case PFNIC_CMD_SRQ_QUERY:
+        st = pfnic_cmd_srq_query(s);
+        break;
+    case PFNIC_CMD_SRQ_DESTROY:
+        st = pfnic_cmd_srq_destroy(s);
+        break;
     default:
         st = PFNIC_CMD_BAD_OP;
         break;
@@ -1397,6 +1544,7 @@ void pfnic_verbs_reset(PfnicState *s)
         s->qps[i] = (PfnicQp) { .gen = gen, .rq_owner = PFNIC_QPN_NONE };
     }
     pfnic_roce_backup_set(s, 0, 0);
+    memset(s->srqs, 0, sizeof(s->srqs));
     memset(s->cqs, 0, sizeof(*s->cqs) * PFNIC_MAX_CQS);
     for (uint32_t i = 0; i < PFNIC_MAX_MRS; i++) {
         pfnic_mtt_free(s, &s->mrs[i]);
