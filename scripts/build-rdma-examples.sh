@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Build rdma-core's own libibverbs examples (rdma-core 56.1, Debian trixie's
-# source: rc_pingpong with pingpong.c, device_list, asyncwatch), unmodified,
+# source: rc_pingpong and srq_pingpong with pingpong.c, device_list,
+# asyncwatch), unmodified,
 # twice: against pfnic's <infiniband/verbs.h> linked with pfnic's
 # libibverbs.so.1 ("pfnic-header"), and against rdma-core's headers linked with
 # rdma-core's library ("rdma-core-header"), which in a pfnic guest then loads
-# pfnic's. Named as rdma-core installs them (ibv_rc_pingpong, ibv_devices,
-# ibv_asyncwatch), in $RDMA_EXAMPLES_BUILD/<variant>; scripts/build-rootfs.sh
+# pfnic's. Named as rdma-core installs them (ibv_rc_pingpong,
+# ibv_srq_pingpong, ibv_devices, ibv_asyncwatch), in $RDMA_EXAMPLES_BUILD/<variant>; scripts/build-rootfs.sh
 # puts them in pfnic guests' /usr/libexec/rdma-core-examples/<variant>.
 #
 # The examples include rdma-core's config.h, which its cmake generates from
 # buildlib/config.h.in; it is generated here the same way, with none of the
-# optional features. The examples pfnic's features do not cover (UD, UC, SRQ,
+# optional features. The examples pfnic's features do not cover (UD, UC and
 # XRC ping-pongs) and devinfo (it includes rdma-core's provider header
 # <infiniband/driver.h>) are not built; Debian's binaries of them are in the
 # guest.
@@ -48,7 +49,8 @@ build_variant() {
 	shift 2
 	mkdir -p "$out"
 	log "building rdma-core $version's examples against $variant"
-	for prog in ibv_rc_pingpong:rc_pingpong.c,pingpong.c ibv_devices:device_list.c ibv_asyncwatch:asyncwatch.c; do
+	for prog in ibv_rc_pingpong:rc_pingpong.c,pingpong.c ibv_srq_pingpong:srq_pingpong.c,pingpong.c \
+		ibv_devices:device_list.c ibv_asyncwatch:asyncwatch.c; do
 		src=()
 		IFS=, read -ra files <<<"${prog#*:}"
 		for f in "${files[@]}"; do src+=("$ex/$f"); done

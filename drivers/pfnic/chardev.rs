@@ -53,7 +53,7 @@ const _: () =
 const _: () =
     assert!(uapi::PFNIC_IOCTL_CREATE_CQ == _IOWR::<uapi::CreateCq>(uapi::PFNIC_IOCTL_MAGIC, 0x0d));
 const _: () = assert!(
-    uapi::PFNIC_IOCTL_DESTROY_CQ == _IOW::<uapi::ObjectNumber>(uapi::PFNIC_IOCTL_MAGIC, 0x0e)
+    uapi::PFNIC_IOCTL_DESTROY_CQ == _IOWR::<uapi::ObjectNumber>(uapi::PFNIC_IOCTL_MAGIC, 0x0e)
 );
 const _: () =
     assert!(uapi::PFNIC_IOCTL_CREATE_QP == _IOWR::<uapi::CreateQp>(uapi::PFNIC_IOCTL_MAGIC, 0x0f));
@@ -62,7 +62,7 @@ const _: () =
 const _: () =
     assert!(uapi::PFNIC_IOCTL_QUERY_QP == _IOWR::<uapi::QueryQp>(uapi::PFNIC_IOCTL_MAGIC, 0x11));
 const _: () = assert!(
-    uapi::PFNIC_IOCTL_DESTROY_QP == _IOW::<uapi::ObjectNumber>(uapi::PFNIC_IOCTL_MAGIC, 0x12)
+    uapi::PFNIC_IOCTL_DESTROY_QP == _IOWR::<uapi::ObjectNumber>(uapi::PFNIC_IOCTL_MAGIC, 0x12)
 );
 const _: () = assert!(
     uapi::PFNIC_IOCTL_SET_PORT_IPV4 == _IOW::<uapi::PortIpv4>(uapi::PFNIC_IOCTL_MAGIC, 0x13)
@@ -74,6 +74,18 @@ const _: () = assert!(
 
 const _: () =
     assert!(uapi::PFNIC_IOCTL_SET_MEM_MODE == _IOW::<uapi::MemMode>(uapi::PFNIC_IOCTL_MAGIC, 0x15));
+const _: () =
+    assert!(uapi::PFNIC_IOCTL_GET_ASYNC_FD == _IOR::<uapi::AsyncFd>(uapi::PFNIC_IOCTL_MAGIC, 0x16));
+const _: () = assert!(
+    uapi::PFNIC_IOCTL_CREATE_SRQ == _IOWR::<uapi::CreateSrq>(uapi::PFNIC_IOCTL_MAGIC, 0x17)
+);
+const _: () =
+    assert!(uapi::PFNIC_IOCTL_MODIFY_SRQ == _IOW::<uapi::ModifySrq>(uapi::PFNIC_IOCTL_MAGIC, 0x18));
+const _: () =
+    assert!(uapi::PFNIC_IOCTL_QUERY_SRQ == _IOWR::<uapi::QuerySrq>(uapi::PFNIC_IOCTL_MAGIC, 0x19));
+const _: () = assert!(
+    uapi::PFNIC_IOCTL_DESTROY_SRQ == _IOWR::<uapi::ObjectNumber>(uapi::PFNIC_IOCTL_MAGIC, 0x1a)
+);
 
 /// How many pfnics one system can have (`/dev/pfnic0` .. `/dev/pfnic15`).
 pub(crate) const MAX_NICS: usize = 16;
@@ -308,7 +320,7 @@ impl PfnicFile {
                 owned()?;
                 v.create_cq(a)
             }),
-            uapi::PFNIC_IOCTL_DESTROY_CQ => input(arg, |a| {
+            uapi::PFNIC_IOCTL_DESTROY_CQ => in_out(arg, |a| {
                 owned()?;
                 v.destroy_cq(a)
             }),
@@ -324,10 +336,30 @@ impl PfnicFile {
                 owned()?;
                 v.query_qp(a)
             }),
-            uapi::PFNIC_IOCTL_DESTROY_QP => input(arg, |a| {
+            uapi::PFNIC_IOCTL_DESTROY_QP => in_out(arg, |a| {
                 owned()?;
                 v.destroy_qp(a)
             }),
+            uapi::PFNIC_IOCTL_CREATE_SRQ => in_out(arg, |a| {
+                owned()?;
+                v.create_srq(a)
+            }),
+            uapi::PFNIC_IOCTL_MODIFY_SRQ => input(arg, |a| {
+                owned()?;
+                v.modify_srq(a)
+            }),
+            uapi::PFNIC_IOCTL_QUERY_SRQ => in_out(arg, |a| {
+                owned()?;
+                v.query_srq(a)
+            }),
+            uapi::PFNIC_IOCTL_DESTROY_SRQ => in_out(arg, |a| {
+                owned()?;
+                v.destroy_srq(a)
+            }),
+            uapi::PFNIC_IOCTL_GET_ASYNC_FD => {
+                owned()?;
+                v.get_async_fd(|a| write_arg(user_slice::<uapi::AsyncFd>(arg).writer(), a))
+            }
             uapi::PFNIC_IOCTL_CREATE_COMP_CHANNEL => {
                 owned()?;
                 v.create_comp_channel(|a| {

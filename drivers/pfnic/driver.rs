@@ -81,7 +81,7 @@ impl pci::Driver for PfnicDriver {
             let index = NicIndex::alloc()
                 .inspect_err(|_| dev_err!(pdev, "more than {} pfnics\n", chardev::MAX_NICS))?;
             let verbs = if hw_caps.verbs() {
-                let limits = Limits::read(&bar)
+                let limits = Limits::read(&bar, device_abi)
                     .inspect_err(|_| dev_err!(pdev, "verbs limits out of range; verbs disabled\n"));
                 match limits {
                     Ok(limits) => Some(KBox::pin_init(
@@ -106,6 +106,9 @@ impl pci::Driver for PfnicDriver {
             // driven as the loopback port it can only be to this driver.
             if device_abi & 0xffff < regs::ABI_MINOR_PORT {
                 caps &= !uapi::PFNIC_CAP_WIRE;
+            }
+            if verbs.as_ref().is_some_and(|v| v.limits.max_srqs != 0) {
+                caps |= uapi::PFNIC_CAP_SRQ;
             }
             // Driver-managed faults need the tables and came with ABI 1.9.
             if caps & uapi::PFNIC_CAP_TABLES != 0 && device_abi & 0xffff >= regs::ABI_MINOR_FAULTS {

@@ -49,6 +49,9 @@ pub(crate) const ABI_MINOR_FAULTS: u32 = 9;
 /// indexes in the table commands and `PAGE_FAULT` (docs/verbs.md): the `odp` mode's implicit
 /// MR.
 pub(crate) const ABI_MINOR_IMPLICIT_TABLES: u32 = 10;
+/// The minor version that added shared receive queues (docs/verbs.md): `MAX_SRQS`, the `SRQ_*`
+/// commands, `QP_CREATE`'s SRQ, `SRQ_DB`, and the `SRQ_LIMIT` and `LAST_WQE_REACHED` events.
+pub(crate) const ABI_MINOR_SRQ: u32 = 11;
 
 /// Port counters (`PORT_COUNTERS`, docs/wire.md), in the order of
 /// [`uapi::QueryPort::counters`](crate::uapi::QueryPort::counters).
@@ -84,6 +87,8 @@ register! {
         5:5 wire => bool;
         /// Translation tables and contexts without a PASID, docs/verbs.md (ABI 1.8).
         6:6 tables => bool;
+        /// Shared receive queues, docs/verbs.md (ABI 1.11).
+        8:8 srq => bool;
     }
 
     /// MSI-X vectors implemented.
@@ -295,6 +300,11 @@ register! {
     pub(crate) RING_DB(u32) @ 0x278 {
         31:16 context;
         15:0 tail;
+    }
+
+    /// SRQ table entries (ABI 1.11).
+    pub(crate) MAX_SRQS(u32) @ 0x27c {
+        31:0 value;
     }
 
     /// Port MAC address bytes 0..3, byte 0 in bits 7:0 (ABI 1.5).

@@ -18,7 +18,7 @@
 use zerocopy_derive::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// Version of this interface, reported by [`PFNIC_IOCTL_QUERY_DEVICE`]. Bumped for every change.
-pub const PFNIC_UAPI_VERSION: u32 = 15;
+pub const PFNIC_UAPI_VERSION: u32 = 16;
 
 /// The ioctl "type" byte of every pfnic ioctl.
 pub const PFNIC_IOCTL_MAGIC: u32 = 0xf5;
@@ -42,6 +42,8 @@ pub const PFNIC_CAP_TABLES: u64 = 1 << 6;
 /// Translation tables whose misses the driver serves (docs/verbs.md, "Driver-managed faults"):
 /// the `odp` memory mode ([`PFNIC_MEM_MODE_ODP`]).
 pub const PFNIC_CAP_FAULTS: u64 = 1 << 7;
+/// Shared receive queues ([`PFNIC_IOCTL_CREATE_SRQ`]; docs/verbs.md, "Shared receive queues").
+pub const PFNIC_CAP_SRQ: u64 = 1 << 8;
 
 /// Argument of [`PFNIC_IOCTL_QUERY_DEVICE`] (output only).
 #[repr(C)]
@@ -326,8 +328,16 @@ pub struct QueryVerbs {
     pub max_qp_rd_atom: u32,
     /// `IBV_ATOMIC_HCA` (1).
     pub atomic_cap: u32,
+    /// SRQs (0: the device has none, [`PFNIC_CAP_SRQ`]).
+    pub max_srq: u32,
+    /// Work requests per SRQ.
+    pub max_srq_wr: u32,
+    /// Scatter/gather entries per SRQ work request.
+    pub max_srq_sge: u32,
     /// Reserved, zero.
-    pub reserved: [u64; 4],
+    pub reserved0: u32,
+    /// Reserved, zero.
+    pub reserved: [u64; 2],
 }
 
 /// `IBV_LINK_LAYER_INFINIBAND`: [`QueryPort::link_layer`] of a port without a wire.
@@ -650,14 +660,17 @@ pub struct CompChannel {
 /// Completion channels one file may create.
 pub const PFNIC_MAX_COMP_CHANNELS: usize = 64;
 
-/// Argument of [`PFNIC_IOCTL_DESTROY_CQ`] and [`PFNIC_IOCTL_DESTROY_QP`].
+/// Argument of [`PFNIC_IOCTL_DESTROY_CQ`], [`PFNIC_IOCTL_DESTROY_QP`] and
+/// [`PFNIC_IOCTL_DESTROY_SRQ`].
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct ObjectNumber {
-    /// The CQN or QPN.
+    /// In: the CQN, QPN or SRQN.
     pub num: u32,
-    /// Reserved, zero.
-    pub reserved: u32,
+    /// In: zero. Out: the asynchronous events of the object that `read()` on the file's event
+    /// file returned ([`PFNIC_IOCTL_GET_ASYNC_FD`]); those still queued are dropped. libibverbs
+    /// waits for as many `ibv_ack_async_event` calls before it frees the object.
+    pub events_reported: u32,
 }
 
 /// QP capabilities, as `ibv_qp_cap`.
@@ -712,7 +725,18 @@ pub struct CreateQp {
     pub rq_offset: u64,
     /// Out: offset of the QP record in the mapping.
     pub record_offset: u64,
+    /// In: returned with the QP's asynchronous events (the library's QP pointer).
+    pub qp_context: u64,
+    /// In: with [`PFNIC_QP_CREATE_SRQ`], the SRQ (of this file) the QP takes its receive work
+    /// requests from; else zero. The QP then has no receive queue (`rq_entries` 0).
+    pub srq: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
 }
+
+/// [`CreateQp::flags`]: the QP takes its receives from [`CreateQp::srq`] (an SRQ of this file;
+/// `EINVAL` otherwise). `cap.max_recv_wr` and `cap.max_recv_sge` are ignored.
+pub const PFNIC_QP_CREATE_SRQ: u32 = 1 << 1;
 
 /// [`CreateQp::flags`]: when a page where a request lands is not present, park the payload
 /// in the driver's backup buffer and acknowledge it, instead of answering RNR NAK (a wire QP
@@ -883,6 +907,110 @@ pub struct CqEvent {
     pub reserved: u32,
 }
 
+/// Argument of [`PFNIC_IOCTL_GET_ASYNC_FD`] (output only).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct AsyncFd {
+    /// Out: the file's event file descriptor (close-on-exec).
+    pub fd: i32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
+/// `IBV_EVENT_CQ_ERR`: a CQ overflowed; its QPs entered ERR.
+pub const PFNIC_EVENT_CQ_ERR: u32 = 0;
+/// `IBV_EVENT_QP_FATAL`: a QP entered ERR for an error no completion reports (a bad
+/// doorbell, an unreadable queue).
+pub const PFNIC_EVENT_QP_FATAL: u32 = 1;
+/// `IBV_EVENT_SRQ_LIMIT_REACHED`: an armed SRQ fell below its limit (and is disarmed).
+pub const PFNIC_EVENT_SRQ_LIMIT_REACHED: u32 = 15;
+/// `IBV_EVENT_QP_LAST_WQE_REACHED`: a QP with an SRQ entered ERR; it takes no more receives.
+pub const PFNIC_EVENT_QP_LAST_WQE_REACHED: u32 = 16;
+
+/// What `read()` on the event file ([`PFNIC_IOCTL_GET_ASYNC_FD`]) returns: one asynchronous
+/// event per 16 bytes, in the order the device raised them (`EAGAIN` with `O_NONBLOCK` when
+/// none is queued; `poll()` reports `POLLIN` when one is; `EIO` once the file is closed or the
+/// device unbound, and nothing is left to read).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct AsyncEvent {
+    /// The object's [`CreateCq::cq_context`], [`CreateQp::qp_context`] or
+    /// [`CreateSrq::srq_context`].
+    pub element: u64,
+    /// `PFNIC_EVENT_*` (libibverbs' `enum ibv_event_type`).
+    pub event_type: u32,
+    /// The CQN, QPN or SRQN.
+    pub object: u32,
+}
+
+/// Argument of [`PFNIC_IOCTL_CREATE_SRQ`]. Map `mmap_len` bytes at `mmap_offset`: the queue
+/// (`entries` receive WQEs of 128 bytes) at offset 0, the SRQ record at `record_offset`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct CreateSrq {
+    /// In: PD handle.
+    pub pd: u32,
+    /// In: work requests, 1..=max_srq_wr; out: the actual number.
+    pub max_wr: u32,
+    /// In: SGEs per work request, ..=max_srq_sge; out: the actual number.
+    pub max_sge: u32,
+    /// In: the limit to arm (0: not armed), at most `max_wr`.
+    pub srq_limit: u32,
+    /// In: returned with the SRQ's asynchronous events (the library's SRQ pointer).
+    pub srq_context: u64,
+    /// Out: the SRQ number.
+    pub srqn: u32,
+    /// Out: entries in the queue (a power of 2).
+    pub entries: u32,
+    /// Out: `mmap()` offset of the queue.
+    pub mmap_offset: u64,
+    /// Out: bytes to map.
+    pub mmap_len: u64,
+    /// Out: offset of the SRQ record in the mapping.
+    pub record_offset: u64,
+}
+
+/// `IBV_SRQ_MAX_WR`: resizing, which pfnic does not do (`EOPNOTSUPP`).
+pub const PFNIC_SRQ_MAX_WR: u32 = 1 << 0;
+/// `IBV_SRQ_LIMIT`: arm the limit.
+pub const PFNIC_SRQ_LIMIT: u32 = 1 << 1;
+
+/// Argument of [`PFNIC_IOCTL_MODIFY_SRQ`] (input only): `ibv_modify_srq`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct ModifySrq {
+    /// The SRQ number (an SRQ of this file).
+    pub srqn: u32,
+    /// `PFNIC_SRQ_*` bits.
+    pub attr_mask: u32,
+    /// With [`PFNIC_SRQ_MAX_WR`].
+    pub max_wr: u32,
+    /// With [`PFNIC_SRQ_LIMIT`]: 1..=the SRQ's work requests arms it, 0 disarms it.
+    pub srq_limit: u32,
+}
+
+/// Argument of [`PFNIC_IOCTL_QUERY_SRQ`]: `ibv_query_srq`, and the device's view.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct QuerySrq {
+    /// In: the SRQ number (an SRQ of this file).
+    pub srqn: u32,
+    /// Out: work requests.
+    pub max_wr: u32,
+    /// Out: SGEs per work request.
+    pub max_sge: u32,
+    /// Out: the armed limit; 0 when disarmed, or once it fired.
+    pub srq_limit: u32,
+    /// Out: work requests the device took (16-bit counter).
+    pub head: u32,
+    /// Out: work requests posted, as the device last saw the doorbell (16-bit counter).
+    pub tail: u32,
+    /// Out: QPs that take receives from it.
+    pub qps: u32,
+    /// Out: limit events the device raised for it.
+    pub limit_events: u32,
+}
+
 /// `ibv_query_device_ex` and friends: `_IOR(0xf5, 0x05, struct pfnic_query_verbs)`.
 pub const PFNIC_IOCTL_QUERY_VERBS: u32 = ioc(IOC_READ, 0x05, core::mem::size_of::<QueryVerbs>());
 /// `ibv_query_port`/`ibv_query_gid` of port 1, with its addresses and counters:
@@ -904,8 +1032,12 @@ pub const PFNIC_IOCTL_QUERY_MR: u32 =
 /// `_IOWR(0xf5, 0x0d, struct pfnic_create_cq)`.
 pub const PFNIC_IOCTL_CREATE_CQ: u32 =
     ioc(IOC_READ | IOC_WRITE, 0x0d, core::mem::size_of::<CreateCq>());
-/// `_IOW(0xf5, 0x0e, struct pfnic_object_number)`: `EBUSY` while a QP uses it.
-pub const PFNIC_IOCTL_DESTROY_CQ: u32 = ioc(IOC_WRITE, 0x0e, core::mem::size_of::<ObjectNumber>());
+/// `_IOWR(0xf5, 0x0e, struct pfnic_object_number)`: `EBUSY` while a QP uses it.
+pub const PFNIC_IOCTL_DESTROY_CQ: u32 = ioc(
+    IOC_READ | IOC_WRITE,
+    0x0e,
+    core::mem::size_of::<ObjectNumber>(),
+);
 /// `_IOWR(0xf5, 0x0f, struct pfnic_create_qp)`.
 pub const PFNIC_IOCTL_CREATE_QP: u32 =
     ioc(IOC_READ | IOC_WRITE, 0x0f, core::mem::size_of::<CreateQp>());
@@ -914,8 +1046,12 @@ pub const PFNIC_IOCTL_MODIFY_QP: u32 = ioc(IOC_WRITE, 0x10, core::mem::size_of::
 /// `_IOWR(0xf5, 0x11, struct pfnic_query_qp)`.
 pub const PFNIC_IOCTL_QUERY_QP: u32 =
     ioc(IOC_READ | IOC_WRITE, 0x11, core::mem::size_of::<QueryQp>());
-/// `_IOW(0xf5, 0x12, struct pfnic_object_number)`.
-pub const PFNIC_IOCTL_DESTROY_QP: u32 = ioc(IOC_WRITE, 0x12, core::mem::size_of::<ObjectNumber>());
+/// `_IOWR(0xf5, 0x12, struct pfnic_object_number)`.
+pub const PFNIC_IOCTL_DESTROY_QP: u32 = ioc(
+    IOC_READ | IOC_WRITE,
+    0x12,
+    core::mem::size_of::<ObjectNumber>(),
+);
 /// Sets or clears the port's IPv4 address (`CAP_NET_ADMIN`):
 /// `_IOW(0xf5, 0x13, struct pfnic_port_ipv4)`.
 pub const PFNIC_IOCTL_SET_PORT_IPV4: u32 = ioc(IOC_WRITE, 0x13, core::mem::size_of::<PortIpv4>());
@@ -929,3 +1065,26 @@ pub const PFNIC_IOCTL_CREATE_COMP_CHANNEL: u32 =
 /// the device or platform cannot run (`SVA` without a PASID, `PINNED` without
 /// [`PFNIC_CAP_TABLES`]); `EINVAL` for an unknown mode.
 pub const PFNIC_IOCTL_SET_MEM_MODE: u32 = ioc(IOC_WRITE, 0x15, core::mem::size_of::<MemMode>());
+/// The file's asynchronous events (`ibv_get_async_event`): a new descriptor (close-on-exec)
+/// that reads them as [`AsyncEvent`] records: `_IOR(0xf5, 0x16, struct pfnic_async_fd)`.
+/// One per file: `EBUSY` for a second.
+pub const PFNIC_IOCTL_GET_ASYNC_FD: u32 = ioc(IOC_READ, 0x16, core::mem::size_of::<AsyncFd>());
+/// `ibv_create_srq`: `_IOWR(0xf5, 0x17, struct pfnic_create_srq)`. `EOPNOTSUPP` without
+/// [`PFNIC_CAP_SRQ`].
+pub const PFNIC_IOCTL_CREATE_SRQ: u32 = ioc(
+    IOC_READ | IOC_WRITE,
+    0x17,
+    core::mem::size_of::<CreateSrq>(),
+);
+/// `ibv_modify_srq`: `_IOW(0xf5, 0x18, struct pfnic_modify_srq)`.
+pub const PFNIC_IOCTL_MODIFY_SRQ: u32 = ioc(IOC_WRITE, 0x18, core::mem::size_of::<ModifySrq>());
+/// `ibv_query_srq`: `_IOWR(0xf5, 0x19, struct pfnic_query_srq)`.
+pub const PFNIC_IOCTL_QUERY_SRQ: u32 =
+    ioc(IOC_READ | IOC_WRITE, 0x19, core::mem::size_of::<QuerySrq>());
+/// `ibv_destroy_srq`: `_IOWR(0xf5, 0x1a, struct pfnic_object_number)`; `EBUSY` while a QP
+/// uses it.
+pub const PFNIC_IOCTL_DESTROY_SRQ: u32 = ioc(
+    IOC_READ | IOC_WRITE,
+    0x1a,
+    core::mem::size_of::<ObjectNumber>(),
+);

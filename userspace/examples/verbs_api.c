@@ -4,7 +4,8 @@
  * return and errno conventions of bad calls, and every RC operation over
  * loopback (RDMA WRITE with two SGEs, RDMA READ, WRITE and SEND with
  * immediate data, both atomics), then a bad rkey: the failing QP completes
- * with IBV_WC_REM_ACCESS_ERR and flushes what follows.
+ * with IBV_WC_REM_ACCESS_ERR and flushes what follows; shared receive
+ * queues and asynchronous events.
  *
  * Written against <infiniband/verbs.h> only (it builds against rdma-core's
  * too). Prints TAP ("ok N name" / "not ok N name"), one line per check
@@ -619,6 +620,138 @@ static void test_atomics(void)
 }
 
 /* Polls the extended CQ `cq` for one completion, for up to 60 s: 0 if one came. */
+/*
+ * Shared receive queues and asynchronous events: two receives posted to an
+ * SRQ are taken by the QP created with it, in order; an armed limit raises
+ * IBV_EVENT_SRQ_LIMIT_REACHED (naming the SRQ) once; a QP with an SRQ that
+ * enters ERR raises IBV_EVENT_QP_LAST_WQE_REACHED; every event is
+ * acknowledged before its object is destroyed, as libibverbs requires.
+ */
+static void test_srq(void)
+{
+    struct ibv_srq_init_attr sinit = { .attr = { .max_wr = 4, .max_sge = 1 } };
+    struct ibv_sge rsge = { (uintptr_t)fx.buf_b, 512, 0 };
+    struct ibv_recv_wr rwr = { .sg_list = &rsge, .num_sge = 1 };
+    struct ibv_sge sge = { (uintptr_t)fx.buf_a, 32, 0 };
+    struct ibv_send_wr wr = {
+        .sg_list = &sge,
+        .num_sge = 1,
+        .opcode = IBV_WR_SEND,
+        .send_flags = IBV_SEND_SIGNALED,
+    };
+    struct ibv_qp_init_attr qinit = {
+        .send_cq = fx.cq_b,
+        .recv_cq = fx.cq_b,
+        .cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1,
+                 .max_recv_sge = 1 },
+        .qp_type = IBV_QPT_RC,
+    };
+    struct ibv_recv_wr *rbad = NULL;
+    struct ibv_send_wr *bad;
+    struct ibv_device_attr dattr;
+    struct ibv_srq_attr sattr;
+    struct ibv_async_event ev;
+    struct ibv_qp *recv_qp, *send_qp;
+    struct ibv_srq *srq;
+    struct ibv_wc wc;
+    int flags;
+
+    CHECK(fx.qp_a, "no QPs");
+    CHECK(!ibv_query_device(fx.ctx, &dattr), "ibv_query_device");
+    if (dattr.max_srq == 0) {
+        errno = 0;
+        CHECK(!ibv_create_srq(fx.pd, &sinit) && errno == EOPNOTSUPP,
+              "ibv_create_srq without SRQs: errno %d", errno);
+        return;
+    }
+    CHECK(dattr.max_srq_wr >= 4 && dattr.max_srq_sge >= 1,
+          "max_srq_wr %d max_srq_sge %d", dattr.max_srq_wr,
+          dattr.max_srq_sge);
+    sinit.srq_context = &sinit;
+    srq = ibv_create_srq(fx.pd, &sinit);
+    CHECK(srq, "ibv_create_srq: %s", strerror(errno));
+    CHECK(srq->context == fx.ctx && srq->pd == fx.pd &&
+          srq->srq_context == &sinit && sinit.attr.max_wr >= 4,
+          "the SRQ's fields, max_wr %u", sinit.attr.max_wr);
+    qinit.srq = srq;
+    recv_qp = ibv_create_qp(fx.pd, &qinit);
+    CHECK(recv_qp && recv_qp->srq == srq, "ibv_create_qp with an SRQ: %s",
+          strerror(errno));
+    send_qp = make_qp(fx.cq_a, 1);
+    CHECK(send_qp, "ibv_create_qp: %s", strerror(errno));
+    CHECK(!connect_qp(recv_qp, send_qp->qp_num, fx.lid) &&
+          !connect_qp(send_qp, recv_qp->qp_num, fx.lid), "connect");
+    CHECK(ibv_destroy_srq(srq) == EBUSY, "destroying an SRQ in use");
+
+    rsge.lkey = fx.mr_b->lkey;
+    sge.lkey = fx.mr_a->lkey;
+    CHECK(ibv_post_recv(recv_qp, &rwr, &rbad) == EINVAL && rbad == &rwr,
+          "ibv_post_recv on a QP with an SRQ");
+    for (int i = 0; i < 2; i++) {
+        rwr.wr_id = 300 + i;
+        rsge.addr = (uintptr_t)fx.buf_b + 512 * i;
+        CHECK(!ibv_post_srq_recv(srq, &rwr, &rbad), "ibv_post_srq_recv");
+    }
+    memset(&sattr, 0, sizeof(sattr));
+    sattr.srq_limit = 2;
+    CHECK(!ibv_modify_srq(srq, &sattr, IBV_SRQ_LIMIT), "arm the limit");
+    sattr.max_wr = 64;
+    CHECK(ibv_modify_srq(srq, &sattr, IBV_SRQ_MAX_WR) == EOPNOTSUPP,
+          "resizing an SRQ");
+    CHECK(!ibv_query_srq(srq, &sattr) && sattr.srq_limit == 2,
+          "ibv_query_srq: limit %u", sattr.srq_limit);
+
+    for (int i = 0; i < 2; i++) {
+        memset(fx.buf_a, 0x60 + i, 32);
+        wr.wr_id = 400 + i;
+        CHECK(!ibv_post_send(send_qp, &wr, &bad), "ibv_post_send");
+        CHECK(poll_one(fx.cq_a, &wc) && wc.status == IBV_WC_SUCCESS,
+              "send: %s", ibv_wc_status_str(wc.status));
+        CHECK(poll_one(fx.cq_b, &wc), "no receive completion");
+        CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV &&
+              wc.wr_id == (uint64_t)(300 + i) && wc.byte_len == 32 &&
+              wc.qp_num == recv_qp->qp_num &&
+              fx.buf_b[512 * i] == 0x60 + i,
+              "SRQ receive %d: %s wr_id %" PRIu64 " qp %u", i,
+              ibv_wc_status_str(wc.status), wc.wr_id, wc.qp_num);
+        if (i == 0) {
+            /* 2 -> 1: below the limit, one event naming the SRQ. */
+            CHECK(!ibv_get_async_event(fx.ctx, &ev), "ibv_get_async_event: %s",
+                  strerror(errno));
+            CHECK(ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED &&
+                  ev.element.srq == srq, "event %s",
+                  ibv_event_type_str(ev.event_type));
+            ibv_ack_async_event(&ev);
+            CHECK(!ibv_query_srq(srq, &sattr) && sattr.srq_limit == 0,
+                  "the limit after it fired: %u", sattr.srq_limit);
+        }
+    }
+
+    /* Nothing more is queued: a non-blocking read says EAGAIN. */
+    flags = fcntl(fx.ctx->async_fd, F_GETFL);
+    CHECK(flags >= 0 &&
+          !fcntl(fx.ctx->async_fd, F_SETFL, flags | O_NONBLOCK), "fcntl");
+    errno = 0;
+    CHECK(ibv_get_async_event(fx.ctx, &ev) == -1 && errno == EAGAIN,
+          "a non-blocking ibv_get_async_event of nothing: errno %d", errno);
+    CHECK(!fcntl(fx.ctx->async_fd, F_SETFL, flags), "fcntl");
+
+    /* The QP with the SRQ enters ERR: the last-WQE event. */
+    {
+        struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+
+        CHECK(!ibv_modify_qp(recv_qp, &a, IBV_QP_STATE), "to ERR");
+    }
+    CHECK(!ibv_get_async_event(fx.ctx, &ev), "ibv_get_async_event");
+    CHECK(ev.event_type == IBV_EVENT_QP_LAST_WQE_REACHED &&
+          ev.element.qp == recv_qp, "event %s",
+          ibv_event_type_str(ev.event_type));
+    ibv_ack_async_event(&ev);
+    CHECK(!ibv_destroy_qp(recv_qp) && !ibv_destroy_qp(send_qp),
+          "ibv_destroy_qp");
+    CHECK(!ibv_destroy_srq(srq), "ibv_destroy_srq");
+}
+
 static int start_poll_one(struct ibv_cq_ex *cq)
 {
     struct ibv_poll_cq_attr attr = { 0 };
@@ -1058,6 +1191,7 @@ int main(void)
         { "rdma_write_two_sges_and_read", test_rdma },
         { "send_and_write_with_imm", test_imm },
         { "atomics", test_atomics },
+        { "shared_receive_queue_and_async_events", test_srq },
         { "extended_cq_and_qp", test_extended },
         { "inline_data", test_inline },
         { "post_errors_and_error_completions", test_post_errors },

@@ -590,6 +590,33 @@ const STRUCTS: &[Mirror] = &[
         ],
     ),
     (
+        "struct ibv_srq_attr",
+        "ibv_srq_attr",
+        &[
+            ("max_wr", "max_wr"),
+            ("max_sge", "max_sge"),
+            ("srq_limit", "srq_limit"),
+        ],
+    ),
+    (
+        "struct ibv_srq_init_attr",
+        "ibv_srq_init_attr",
+        &[("srq_context", "srq_context"), ("attr", "attr")],
+    ),
+    (
+        "struct ibv_srq",
+        "ibv_srq",
+        &[
+            ("context", "context"),
+            ("srq_context", "srq_context"),
+            ("pd", "pd"),
+            ("handle", "handle"),
+            ("mutex", "mutex"),
+            ("cond", "cond"),
+            ("events_completed", "events_completed"),
+        ],
+    ),
+    (
         "struct ibv_qp",
         "ibv_qp",
         &[

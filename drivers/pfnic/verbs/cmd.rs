@@ -27,6 +27,10 @@ pub(crate) const QP_QUERY: u32 = 0x22;
 pub(crate) const QP_DESTROY: u32 = 0x23;
 pub(crate) const CTX_QUERY: u32 = 0x30;
 pub(crate) const BACKUP_SET: u32 = 0x31;
+pub(crate) const SRQ_CREATE: u32 = 0x40;
+pub(crate) const SRQ_MODIFY: u32 = 0x41;
+pub(crate) const SRQ_QUERY: u32 = 0x42;
+pub(crate) const SRQ_DESTROY: u32 = 0x43;
 
 /// Statuses.
 const STATUS_OK: u32 = 0;

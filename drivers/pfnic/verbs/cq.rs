@@ -2,9 +2,10 @@
 
 //! Completion queues: a ring of 32-byte CQEs followed by a 16-byte record, in one coherent
 //! allocation the process maps; completion events go to the completion channel it was created
-//! with.
+//! with, `CQ_ERROR` events to the file's asynchronous events.
 
 use super::{
+    async_events::ObjectKind,
     cmd,
     eq::Route,
     file::{ring_bytes, Cq, VerbsFile},
@@ -22,6 +23,7 @@ impl VerbsFile {
     /// `PFNIC_IOCTL_CREATE_CQ`.
     pub(crate) fn create_cq(&self, arg: &mut uapi::CreateCq) -> Result {
         let verbs = self.nic.verbs()?;
+        let owner = self.async_events()?.clone();
         if arg.cqe == 0 || arg.cqe > verbs.limits.max_cqes {
             return Err(EINVAL);
         }
@@ -44,6 +46,7 @@ impl VerbsFile {
             Some(Route {
                 events: channel.clone(),
                 cq_context: arg.cq_context,
+                owner,
             }),
         ));
         let unroute = ScopeGuard::new(|| drop(verbs.eq.set_route(cqn, None)));
@@ -84,10 +87,11 @@ impl VerbsFile {
     }
 
     /// `PFNIC_IOCTL_DESTROY_CQ`: `EBUSY` while a QP uses it. Its queued events are dropped, and
-    /// its ring memory once no mapping uses it.
-    pub(crate) fn destroy_cq(&self, arg: &uapi::ObjectNumber) -> Result {
+    /// its ring memory once no mapping uses it; `events_reported` says how many of its
+    /// asynchronous events the process read.
+    pub(crate) fn destroy_cq(&self, arg: &mut uapi::ObjectNumber) -> Result {
         let verbs = self.nic.verbs()?;
-        if arg.reserved != 0 {
+        if arg.events_reported != 0 {
             return Err(EINVAL);
         }
         let mut o = self.objects.lock();
@@ -101,8 +105,9 @@ impl VerbsFile {
         o.remove_ring(ring);
         drop(verbs.eq.set_route(arg.num, None));
         if let Some(channel) = cq.and_then(|cq| cq.channel) {
-            channel.purge(arg.num);
+            channel.purge_cq(arg.num);
         }
+        arg.events_reported = self.forget_events(ObjectKind::Cq, arg.num);
         verbs.ids.lock().cqns.free(arg.num);
         Ok(())
     }

@@ -2,11 +2,12 @@
 
 //! The device's event queue (docs/verbs.md, "Event queue"): driver memory the device writes
 //! 16-byte entries into, signalled on one MSI-X vector. The handler consumes entries by their
-//! owner parity, routes `COMPLETION` events to the file that owns the CQ, queues `PAGE_FAULT`
-//! events for the interrupt's thread (which may sleep to serve them, [`super::odp`]) and
-//! advances `EQ_HEAD`.
+//! owner parity, routes `COMPLETION` events to the channel of the CQ, the asynchronous events
+//! (`QP_FATAL`, `CQ_ERROR`, `SRQ_LIMIT`, `LAST_WQE_REACHED`) to the file that owns their object,
+//! queues `PAGE_FAULT` events for the interrupt's thread (which may sleep to serve them,
+//! [`super::odp`]) and advances `EQ_HEAD`.
 
-use super::events::CompletionEvents;
+use super::{async_events::AsyncEvents, events::CompletionEvents};
 use crate::{nic::Bar0, regs, uapi};
 use kernel::{
     bitmap::BitmapVec,
@@ -36,6 +37,8 @@ const EVENT_QP_FATAL: u8 = 2;
 const EVENT_CQ_ERROR: u8 = 3;
 const EVENT_ACCESS_ERROR: u8 = 4;
 const EVENT_PAGE_FAULT: u8 = 5;
+const EVENT_SRQ_LIMIT: u8 = 6;
+const EVENT_LAST_WQE_REACHED: u8 = 7;
 
 /// `PAGE_FAULT` flag (byte 1): the work writes the pages.
 const FAULT_WRITE: u8 = 1 << 0;
@@ -68,11 +71,20 @@ unsafe impl kernel::transmute::FromBytes for Eqe {}
 // SAFETY: as above: no padding, so every byte of an `Eqe` is initialized.
 unsafe impl kernel::transmute::AsBytes for Eqe {}
 
-/// Where the completion events of one CQ go.
+/// Where the events of one CQ go.
 pub(crate) struct Route {
-    /// Its channel; `None`: the CQ has none, and its events go nowhere.
+    /// Its channel; `None`: the CQ has none, and its completion events go nowhere.
     pub(crate) events: Option<Arc<CompletionEvents>>,
     pub(crate) cq_context: u64,
+    /// Its file's asynchronous events (`CQ_ERROR`).
+    pub(crate) owner: Arc<AsyncEvents>,
+}
+
+/// Where the asynchronous events of one QP or SRQ go: its file, with the handle the process
+/// gave at creation.
+pub(crate) struct OwnerRoute {
+    pub(crate) owner: Arc<AsyncEvents>,
+    pub(crate) element: u64,
 }
 
 /// A `PAGE_FAULT` event: the device misses entries `first..first + count` of MR `mr`'s
@@ -167,6 +179,13 @@ pub(crate) struct EqCounters {
     pub(crate) page_faults: Atomic<u64>,
     /// Times the fault queue was full and an event waited in the event queue.
     pub(crate) fault_queue_full: Atomic<u64>,
+    /// `SRQ_LIMIT` events.
+    pub(crate) srq_limits: Atomic<u64>,
+    /// `LAST_WQE_REACHED` events.
+    pub(crate) last_wqe: Atomic<u64>,
+    /// Asynchronous events for an object no file owns (destroyed in the meantime), or dropped
+    /// because the owner's queue was full.
+    pub(crate) async_dropped: Atomic<u64>,
 }
 
 /// The event queue and the CQ routing table.
@@ -179,9 +198,15 @@ pub(crate) struct EventQueue {
     /// Entries consumed (free-running), as last written to `EQ_HEAD`.
     #[pin]
     consumed: SpinLockIrq<u32>,
-    /// Slot `cqn` says which file gets the CQ's completion events.
+    /// Slot `cqn` says which file gets the CQ's events.
     #[pin]
     routes: SpinLockIrq<KVec<Option<Route>>>,
+    /// Slot `qpn` says which file gets the QP's asynchronous events.
+    #[pin]
+    qp_owners: SpinLockIrq<KVec<Option<OwnerRoute>>>,
+    /// Slot `srqn` says which file gets the SRQ's asynchronous events.
+    #[pin]
+    srq_owners: SpinLockIrq<KVec<Option<OwnerRoute>>>,
     /// Page faults for the interrupt thread. Taken inside `consumed`.
     #[pin]
     faults: SpinLockIrq<FaultQueue>,
@@ -194,22 +219,23 @@ pub(crate) struct EventQueue {
 impl EventQueue {
     pub(crate) fn new(
         dev: &Device<Bound>,
-        max_cqs: u32,
+        limits: &super::Limits,
         num_contexts: u32,
     ) -> Result<impl PinInit<Self, Error> + use<>> {
         let mem = Coherent::zeroed_slice(dev, EQ_ENTRIES as usize, GFP_KERNEL)?;
         let base = mem.dma_address();
         let mem = Devres::new(dev, mem)?;
         let alerts = BitmapVec::new(num_contexts as usize, GFP_KERNEL)?;
-        let mut routes = KVec::with_capacity(max_cqs as usize, GFP_KERNEL)?;
-        for _ in 0..max_cqs {
-            routes.push(None, GFP_KERNEL)?;
-        }
+        let routes = empty_table(limits.max_cqs)?;
+        let qp_owners = empty_table(limits.max_qps)?;
+        let srq_owners = empty_table(limits.max_srqs)?;
         Ok(try_pin_init!(Self {
             mem,
             base,
             consumed <- new_spinlock_irq!(0),
             routes <- new_spinlock_irq!(routes),
+            qp_owners <- new_spinlock_irq!(qp_owners),
+            srq_owners <- new_spinlock_irq!(srq_owners),
             faults <- new_spinlock_irq!(FaultQueue::new()?),
             alerts,
             counters: EqCounters {
@@ -220,6 +246,9 @@ impl EventQueue {
                 access_errors: Atomic::new(0),
                 page_faults: Atomic::new(0),
                 fault_queue_full: Atomic::new(0),
+                srq_limits: Atomic::new(0),
+                last_wqe: Atomic::new(0),
+                async_dropped: Atomic::new(0),
             },
         }? Error))
     }
@@ -235,13 +264,38 @@ impl EventQueue {
         bar.write_reg(regs::EQ_SIZE::zeroed().with_entries(EQ_ENTRIES));
     }
 
-    /// Routes the completion events of `cqn` to `route` (`None`: nowhere). Returns the
-    /// previous route, which the caller drops outside the interrupt-disabled section.
+    /// Routes the events of `cqn` to `route` (`None`: nowhere). Returns the previous route,
+    /// which the caller drops outside the interrupt-disabled section.
     pub(crate) fn set_route(&self, cqn: u32, route: Option<Route>) -> Option<Route> {
-        let mut routes = self.routes.lock();
-        match routes.get_mut(cqn as usize) {
-            Some(slot) => core::mem::replace(slot, route),
-            None => route,
+        replace_slot(&mut self.routes.lock(), cqn, route)
+    }
+
+    /// Routes the asynchronous events of QP `qpn` to `route` (`None`: nowhere); returns the
+    /// previous route, for the caller to drop.
+    pub(crate) fn set_qp_owner(&self, qpn: u32, route: Option<OwnerRoute>) -> Option<OwnerRoute> {
+        replace_slot(&mut self.qp_owners.lock(), qpn, route)
+    }
+
+    /// Routes the asynchronous events of SRQ `srqn` (see [`EventQueue::set_qp_owner`]).
+    pub(crate) fn set_srq_owner(&self, srqn: u32, route: Option<OwnerRoute>) -> Option<OwnerRoute> {
+        replace_slot(&mut self.srq_owners.lock(), srqn, route)
+    }
+
+    /// Queues an asynchronous event for the owner `owners[object]`; counts it as dropped when
+    /// it has none (destroyed meanwhile) or its queue is full.
+    fn deliver(
+        &self,
+        owners: &SpinLockIrq<KVec<Option<OwnerRoute>>>,
+        event_type: u32,
+        object: u32,
+    ) {
+        let owners = owners.lock();
+        let delivered = owners
+            .get(object as usize)
+            .and_then(Option::as_ref)
+            .is_some_and(|r| r.owner.push(r.element, event_type, object));
+        if !delivered {
+            self.counters.async_dropped.add(1, Relaxed);
         }
     }
 
@@ -328,8 +382,34 @@ impl EventQueue {
                     self.counters.dropped.add(1, Relaxed);
                 }
             }
-            EVENT_QP_FATAL => self.counters.qp_fatal.add(1, Relaxed),
-            EVENT_CQ_ERROR => self.counters.cq_errors.add(1, Relaxed),
+            EVENT_QP_FATAL => {
+                self.counters.qp_fatal.add(1, Relaxed);
+                self.deliver(&self.qp_owners, uapi::PFNIC_EVENT_QP_FATAL, entry.object);
+            }
+            EVENT_LAST_WQE_REACHED => {
+                self.counters.last_wqe.add(1, Relaxed);
+                let kind = uapi::PFNIC_EVENT_QP_LAST_WQE_REACHED;
+                self.deliver(&self.qp_owners, kind, entry.object);
+            }
+            EVENT_SRQ_LIMIT => {
+                self.counters.srq_limits.add(1, Relaxed);
+                let kind = uapi::PFNIC_EVENT_SRQ_LIMIT_REACHED;
+                self.deliver(&self.srq_owners, kind, entry.object);
+            }
+            EVENT_CQ_ERROR => {
+                self.counters.cq_errors.add(1, Relaxed);
+                let routes = self.routes.lock();
+                let delivered = routes
+                    .get(entry.object as usize)
+                    .and_then(Option::as_ref)
+                    .is_some_and(|r| {
+                        r.owner
+                            .push(r.cq_context, uapi::PFNIC_EVENT_CQ_ERR, entry.object)
+                    });
+                if !delivered {
+                    self.counters.async_dropped.add(1, Relaxed);
+                }
+            }
             EVENT_ACCESS_ERROR => {
                 self.counters.access_errors.add(1, Relaxed);
                 let ctx = entry.object as usize;
@@ -366,5 +446,23 @@ impl EventQueue {
     /// Events the device dropped because the queue was full.
     pub(crate) fn overflow(bar: &Bar0<'_>) -> u32 {
         bar.read(regs::EQ_OVERFLOW).count().get()
+    }
+}
+
+/// A routing table of `entries` empty slots.
+fn empty_table<R>(entries: u32) -> Result<KVec<Option<R>>> {
+    let mut table = KVec::with_capacity(entries as usize, GFP_KERNEL)?;
+    for _ in 0..entries {
+        table.push(None, GFP_KERNEL)?;
+    }
+    Ok(table)
+}
+
+/// Puts `route` in slot `index` of `table`; returns what was there (or `route` itself when the
+/// index is out of range).
+fn replace_slot<R>(table: &mut KVec<Option<R>>, index: u32, route: Option<R>) -> Option<R> {
+    match table.get_mut(index as usize) {
+        Some(slot) => core::mem::replace(slot, route),
+        None => route,
     }
 }

@@ -1,38 +1,43 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The queued events of one completion channel: what its `read()` returns and `poll()` reports.
+//! A queue of events a file's `read()` returns and `poll()` reports: the completion events of
+//! one completion channel ([`CompletionEvents`]), or the asynchronous events of one open file
+//! ([`super::async_events`]).
 //!
-//! The event queue's interrupt handler pushes a [`uapi::CqEvent`] here when an armed CQ bound to
-//! the channel gets a completion; `read()` takes them out, waiting (interruptibly) unless the
-//! file is non-blocking. An event leaves the queue only once it was copied to the reader: a
-//! reader whose buffer faults loses nothing. Once the channel's context is gone (its file closed
-//! or the device unbound) the queue is closed: what is queued can still be read, then `read()`
-//! fails with `EIO` instead of waiting for events that cannot come.
+//! The event queue's interrupt handler pushes events here (a [`uapi::CqEvent`] when an armed CQ
+//! bound to the channel gets a completion); `read()` takes them out, waiting (interruptibly)
+//! unless the file is non-blocking. An event leaves the queue only once it was copied to the
+//! reader: a reader whose buffer faults loses nothing. Once the queue's context is gone (its
+//! file closed or the device unbound) the queue is closed: what is queued can still be read,
+//! then `read()` fails with `EIO` instead of waiting for events that cannot come.
 
 use crate::uapi;
+use core::num::NonZeroUsize;
 use kernel::{
     new_mutex, new_poll_condvar, new_spinlock_irq,
     prelude::*,
     sync::{poll::PollCondVar, Arc, Mutex, SpinLockIrq},
 };
 
-/// Events one channel can have queued. A CQ queues at most one event per arm, so this only
-/// fills up when a process arms many CQs and never reads; further events are dropped (and
-/// counted in the device's statistics).
-const CAPACITY: usize = 1024;
+/// Completion events one channel can have queued. A CQ queues at most one event per arm, so
+/// this only fills up when a process arms many CQs and never reads; further events are dropped
+/// (and counted in the device's statistics).
+const COMPLETION_CAPACITY: usize = 1024;
 
 /// Events one `read()` returns at most.
 const READ_BATCH: usize = 16;
 
 /// A queued event and its sequence number (pushes are numbered in order).
 #[derive(Clone, Copy, Default)]
-struct Entry {
+struct Entry<T> {
     seq: u64,
-    event: uapi::CqEvent,
+    event: T,
 }
 
-struct Ring {
-    buf: KVec<Entry>,
+struct Ring<T> {
+    buf: KVec<Entry<T>>,
+    /// `buf`'s length: slots wrap modulo it (never zero, so no division can panic).
+    capacity: NonZeroUsize,
     head: usize,
     len: usize,
     next_seq: u64,
@@ -40,11 +45,11 @@ struct Ring {
     closed: bool,
 }
 
-/// The completion events of one channel.
+/// A queue of events of type `T`.
 #[pin_data]
-pub(crate) struct CompletionEvents {
+pub(crate) struct EventFifo<T: Copy + Default> {
     #[pin]
-    queue: SpinLockIrq<Ring>,
+    queue: SpinLockIrq<Ring<T>>,
     /// Serializes readers between looking at the queue and taking what they copied.
     #[pin]
     readers: Mutex<()>,
@@ -53,37 +58,53 @@ pub(crate) struct CompletionEvents {
     wait: PollCondVar,
 }
 
+/// The completion events of one channel.
+pub(crate) type CompletionEvents = EventFifo<uapi::CqEvent>;
+
 impl CompletionEvents {
     pub(crate) fn new() -> Result<Arc<Self>> {
-        let mut buf = KVec::with_capacity(CAPACITY, GFP_KERNEL)?;
-        for _ in 0..CAPACITY {
+        Arc::pin_init(Self::new_in(COMPLETION_CAPACITY)?, GFP_KERNEL)
+    }
+
+    /// Drops the queued events of CQ `cqn` (it is being destroyed: libibverbs users must not
+    /// see an event naming a CQ that no longer exists).
+    pub(crate) fn purge_cq(&self, cqn: u32) {
+        self.purge(|event| event.cqn == cqn, || ());
+    }
+}
+
+impl<T: Copy + Default> EventFifo<T> {
+    /// A queue of `capacity` events.
+    pub(crate) fn new_in(capacity: usize) -> Result<impl PinInit<Self, Error>> {
+        let mut buf = KVec::with_capacity(capacity, GFP_KERNEL)?;
+        for _ in 0..capacity {
             buf.push(Entry::default(), GFP_KERNEL)?;
         }
-        Arc::pin_init(
-            pin_init!(Self {
-                queue <- new_spinlock_irq!(Ring {
-                    buf,
-                    head: 0,
-                    len: 0,
-                    next_seq: 0,
-                    closed: false,
-                }),
-                readers <- new_mutex!(()),
-                wait <- new_poll_condvar!("pfnic completion events"),
+        let capacity = NonZeroUsize::new(capacity).ok_or(EINVAL)?;
+        Ok(try_pin_init!(Self {
+            queue <- new_spinlock_irq!(Ring {
+                buf,
+                capacity,
+                head: 0,
+                len: 0,
+                next_seq: 0,
+                closed: false,
             }),
-            GFP_KERNEL,
-        )
+            readers <- new_mutex!(()),
+            wait <- new_poll_condvar!("pfnic events"),
+        }? Error))
     }
 
     /// Queues an event and wakes readers and pollers; `false` if the queue was full and the
     /// event was dropped. Callable from the interrupt handler.
-    pub(crate) fn push(&self, event: uapi::CqEvent) -> bool {
+    pub(crate) fn push(&self, event: T) -> bool {
         {
             let mut q = self.queue.lock();
-            if q.len == CAPACITY || q.closed {
+            let capacity = q.capacity;
+            if q.len == capacity.get() || q.closed {
                 return false;
             }
-            let slot = (q.head + q.len) % CAPACITY;
+            let slot = (q.head + q.len) % capacity;
             let seq = q.next_seq;
             q.buf[slot] = Entry { seq, event };
             q.next_seq += 1;
@@ -93,20 +114,26 @@ impl CompletionEvents {
         true
     }
 
-    /// Drops the queued events of CQ `cqn` (it is being destroyed: libibverbs users must not
-    /// see an event naming a CQ that no longer exists).
-    pub(crate) fn purge(&self, cqn: u32) {
-        let mut q = self.queue.lock();
-        let (head, len) = (q.head, q.len);
-        let mut kept = 0;
-        for i in 0..len {
-            let entry = q.buf[(head + i) % CAPACITY];
-            if entry.event.cqn != cqn {
-                q.buf[(head + kept) % CAPACITY] = entry;
-                kept += 1;
+    /// Drops the queued events `doomed` selects, then runs `then`, both while no reader is
+    /// between copying events out and taking them off the queue: what a reader got before is
+    /// accounted for by then, and nothing dropped reaches a reader after.
+    pub(crate) fn purge<R>(&self, doomed: impl Fn(&T) -> bool, then: impl FnOnce() -> R) -> R {
+        let _readers = self.readers.lock();
+        {
+            let mut q = self.queue.lock();
+            let capacity = q.capacity;
+            let (head, len) = (q.head, q.len);
+            let mut kept = 0;
+            for i in 0..len {
+                let entry = q.buf[(head + i) % capacity];
+                if !doomed(&entry.event) {
+                    q.buf[(head + kept) % capacity] = entry;
+                    kept += 1;
+                }
             }
+            q.len = kept;
         }
-        q.len = kept;
+        then()
     }
 
     /// Closes the queue and wakes its readers and pollers (see the module documentation).
@@ -130,19 +157,20 @@ impl CompletionEvents {
         &self,
         max: usize,
         nonblocking: bool,
-        copy: impl FnOnce(&[uapi::CqEvent]) -> usize,
+        copy: impl FnOnce(&[T]) -> usize,
     ) -> Result<usize> {
         let max = max.min(READ_BATCH);
         loop {
             self.wait_ready(nonblocking)?;
             let _reader = self.readers.lock();
-            let mut batch = [uapi::CqEvent::default(); READ_BATCH];
+            let mut batch = [T::default(); READ_BATCH];
             let mut seqs = [0u64; READ_BATCH];
             let n = {
                 let q = self.queue.lock();
+                let capacity = q.capacity;
                 let n = max.min(q.len);
                 for i in 0..n {
-                    let entry = q.buf[(q.head + i) % CAPACITY];
+                    let entry = q.buf[(q.head + i) % capacity];
                     batch[i] = entry.event;
                     seqs[i] = entry.seq;
                 }
@@ -152,14 +180,15 @@ impl CompletionEvents {
                 // Another reader took them (or their CQ was destroyed): wait again.
                 continue;
             }
-            // Copying may fault and sleep: no spinlock held. Pushes only append, and a purge
-            // only removes, so what we copied is still at the head unless purged.
+            // Copying may fault and sleep: no spinlock held. Pushes only append, and purges
+            // wait for readers, so what we copied is still at the head afterwards.
             let delivered = copy(&batch[..n]).min(n);
             if delivered > 0 {
                 let last = seqs[delivered - 1];
                 let mut q = self.queue.lock();
+                let capacity = q.capacity;
                 while q.len > 0 && q.buf[q.head].seq <= last {
-                    q.head = (q.head + 1) % CAPACITY;
+                    q.head = (q.head + 1) % capacity;
                     q.len -= 1;
                 }
             }

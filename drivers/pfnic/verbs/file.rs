@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The verbs objects of one open file: PDs, MRs, CQs and QPs, the ring memory it may map, and
-//! its completion channels.
+//! The verbs objects of one open file: PDs, MRs, CQs, SRQs and QPs, the ring memory it may
+//! map, its completion channels and its asynchronous events.
 //!
 //! Every ioctl validates its whole argument under the file's object lock before it changes
 //! anything, and fails with a precise errno. Nothing waits for the device's page faults while
@@ -15,7 +15,13 @@
 //! does not outlive the device, even while the file stays open.
 
 use super::{
-    channel::Channel, cmd, events::CompletionEvents, odp::OdpMr, pinned::PinnedMr, MAX_PDS,
+    async_events::{self, AsyncEvents, ObjectCounts, ObjectKind},
+    channel::Channel,
+    cmd,
+    events::CompletionEvents,
+    odp::OdpMr,
+    pinned::PinnedMr,
+    MAX_PDS,
 };
 use crate::{nic::Nic, regs, uapi};
 use kernel::{
@@ -31,10 +37,11 @@ use kernel::{
 // A process maps exactly its own context's doorbell page.
 const _: () = assert!(PAGE_SIZE == regs::DB_PAGE_SIZE);
 
-/// A protection domain: a number MRs and QPs are tagged with; in use while they exist.
+/// A protection domain: a number MRs, SRQs and QPs are tagged with; in use while they exist.
 pub(crate) struct Pd {
     pub(crate) mrs: u32,
     pub(crate) qps: u32,
+    pub(crate) srqs: u32,
 }
 
 /// A memory region.
@@ -75,9 +82,23 @@ pub(crate) struct Cq {
     pub(crate) channel: Option<Arc<CompletionEvents>>,
 }
 
+/// A shared receive queue.
+pub(crate) struct Srq {
+    pub(crate) pd: u32,
+    /// QPs taking receives from it.
+    pub(crate) qps: u32,
+    /// Work requests and SGEs per work request.
+    pub(crate) max_wr: u32,
+    pub(crate) max_sge: u32,
+    /// `mmap()` token of its ring memory.
+    pub(crate) ring: u64,
+}
+
 /// A queue pair.
 pub(crate) struct Qp {
     pub(crate) pd: u32,
+    /// The SRQ it takes receives from.
+    pub(crate) srq: Option<u32>,
     pub(crate) send_cq: u32,
     pub(crate) recv_cq: u32,
     pub(crate) sq_sig_all: bool,
@@ -105,6 +126,8 @@ pub(crate) struct Objects {
     pub(crate) cqs: RBTree<u32, Cq>,
     /// By QPN.
     pub(crate) qps: RBTree<u32, Qp>,
+    /// By SRQN.
+    pub(crate) srqs: RBTree<u32, Srq>,
     /// Ring memory of the live CQs and QPs, by `mmap()` token.
     pub(crate) rings: RBTree<u64, RingMem>,
     /// Ring memory of destroyed objects that a mapping still uses.
@@ -113,6 +136,10 @@ pub(crate) struct Objects {
     rings_revoked: bool,
     /// The completion channels the file created.
     pub(crate) channels: KVec<Channel>,
+    /// The event file of the asynchronous events was opened (one per file).
+    async_fd_open: bool,
+    /// The file's asynchronous events, to close them at unbind.
+    async_events: Option<Arc<AsyncEvents>>,
     /// `uapi::PFNIC_MEM_MODE_*`: how the file's MRs reach its memory.
     pub(crate) mem_mode: u32,
     /// Set by the first MR registration: the memory mode no longer changes.
@@ -173,8 +200,8 @@ impl Objects {
     }
 
     /// The device is being unbound (and was reset, so it uses no ring): frees every ring's
-    /// memory, and closes the completion channels, whose readers stop waiting for events that
-    /// cannot come.
+    /// memory, and closes the completion channels and the asynchronous events, whose readers
+    /// stop waiting for events that cannot come.
     ///
     /// # Safety
     ///
@@ -189,6 +216,9 @@ impl Objects {
         for channel in self.channels.iter() {
             channel.events.close();
         }
+        if let Some(events) = &self.async_events {
+            events.close();
+        }
     }
 }
 
@@ -201,6 +231,8 @@ pub(crate) struct VerbsFile {
     pub(crate) sva: bool,
     /// Shared with the device's context table, which frees the rings at unbind.
     pub(crate) objects: Arc<Mutex<Objects>>,
+    /// The file's asynchronous events; `None` on a device without verbs.
+    pub(crate) async_events: Option<Arc<AsyncEvents>>,
 }
 
 /// The ring memory of a CQ or QP: device memory the process maps.
@@ -213,6 +245,14 @@ pub(crate) fn ring_bytes(bytes: usize) -> Result<usize> {
 
 impl VerbsFile {
     pub(crate) fn new(nic: &Arc<Nic>, ctx: u32, sva: bool) -> Result<Self> {
+        let async_events = match nic.verbs() {
+            Ok(v) => Some(AsyncEvents::new(ObjectCounts {
+                qps: v.limits.max_qps,
+                cqs: v.limits.max_cqs,
+                srqs: v.limits.max_srqs,
+            })?),
+            Err(_) => None,
+        };
         let objects = Objects {
             next_handle: 1,
             next_token: 1,
@@ -220,10 +260,13 @@ impl VerbsFile {
             mrs: RBTree::new(),
             cqs: RBTree::new(),
             qps: RBTree::new(),
+            srqs: RBTree::new(),
             rings: RBTree::new(),
             retired: KVec::new(),
             rings_revoked: false,
             channels: KVec::new(),
+            async_fd_open: false,
+            async_events: async_events.clone(),
             mem_mode: if sva {
                 uapi::PFNIC_MEM_MODE_SVA
             } else if nic.info.caps & uapi::PFNIC_CAP_FAULTS != 0 {
@@ -238,7 +281,36 @@ impl VerbsFile {
             ctx,
             sva,
             objects: Arc::pin_init(new_mutex!(objects), GFP_KERNEL)?,
+            async_events,
         })
+    }
+
+    /// The file's asynchronous events (`EOPNOTSUPP` on a device without verbs).
+    pub(crate) fn async_events(&self) -> Result<&Arc<AsyncEvents>> {
+        self.async_events.as_ref().ok_or(EOPNOTSUPP)
+    }
+
+    /// `PFNIC_IOCTL_GET_ASYNC_FD`: `publish` copies the argument out; `EBUSY` if the file has
+    /// its event file already.
+    pub(crate) fn get_async_fd(&self, publish: impl FnOnce(&uapi::AsyncFd) -> Result) -> Result {
+        let events = self.async_events()?;
+        {
+            let mut o = self.objects.lock();
+            if o.async_fd_open {
+                return Err(EBUSY);
+            }
+            o.async_fd_open = true;
+        }
+        async_events::open_event_file(events, publish)
+            .inspect_err(|_| self.objects.lock().async_fd_open = false)
+    }
+
+    /// Drops the queued events of an object being destroyed, whose events are no longer
+    /// routed; returns how many of them the process read ([`uapi::ObjectNumber`]).
+    pub(crate) fn forget_events(&self, kind: ObjectKind, num: u32) -> u32 {
+        self.async_events
+            .as_ref()
+            .map_or(0, |events| events.forget(kind, num))
     }
 
     /// `PFNIC_IOCTL_SET_MEM_MODE`: only before the first MR registration (`EBUSY` after).
@@ -293,12 +365,19 @@ impl VerbsFile {
             return Err(ENOSPC);
         }
         let pd = o.new_handle();
-        o.pds
-            .try_create_and_insert(pd, Pd { mrs: 0, qps: 0 }, GFP_KERNEL)?;
+        o.pds.try_create_and_insert(
+            pd,
+            Pd {
+                mrs: 0,
+                qps: 0,
+                srqs: 0,
+            },
+            GFP_KERNEL,
+        )?;
         Ok(uapi::PdHandle { pd, reserved: 0 })
     }
 
-    /// `PFNIC_IOCTL_DEALLOC_PD`: `EBUSY` while MRs or QPs use it.
+    /// `PFNIC_IOCTL_DEALLOC_PD`: `EBUSY` while MRs, SRQs or QPs use it.
     pub(crate) fn dealloc_pd(&self, arg: &uapi::PdHandle) -> Result {
         self.nic.verbs()?;
         if arg.reserved != 0 {
@@ -306,7 +385,7 @@ impl VerbsFile {
         }
         let mut o = self.objects.lock();
         let pd = o.pds.get(&arg.pd).ok_or(EINVAL)?;
-        if pd.mrs != 0 || pd.qps != 0 {
+        if pd.mrs != 0 || pd.qps != 0 || pd.srqs != 0 {
             return Err(EBUSY);
         }
         o.pds.remove(&arg.pd);
@@ -345,8 +424,8 @@ impl VerbsFile {
         o.rings.get(&token).ok_or(EINVAL)?.mmap(vma)
     }
 
-    /// Destroys every QP, CQ and MR of the file in the device, in that order (QPs use CQs and
-    /// keys). Runs at release, before the hardware context stops; after an unbind the device
+    /// Destroys every QP, SRQ, CQ and MR of the file in the device, in that order (QPs use
+    /// SRQs, CQs and keys). Runs at release, before the hardware context stops; after an unbind the device
     /// was reset, which emptied its tables, and the commands fail harmlessly.
     fn destroy_all(&self) {
         // The context's refused remote accesses are reported before its count goes.
@@ -362,7 +441,17 @@ impl VerbsFile {
             };
             o.qps.remove(&qpn);
             let _ = self.nic.command(cmd::QP_DESTROY, &[qpn]);
+            drop(verbs.eq.set_qp_owner(qpn, None));
             verbs.ids.lock().qpns.free(qpn);
+        }
+        loop {
+            let Some(srqn) = o.srqs.keys().next().copied() else {
+                break;
+            };
+            o.srqs.remove(&srqn);
+            let _ = self.nic.command(cmd::SRQ_DESTROY, &[srqn]);
+            drop(verbs.eq.set_srq_owner(srqn, None));
+            verbs.ids.lock().srqns.free(srqn);
         }
         loop {
             let Some(cqn) = o.cqs.keys().next().copied() else {
@@ -388,5 +477,9 @@ impl VerbsFile {
 impl Drop for VerbsFile {
     fn drop(&mut self) {
         self.destroy_all();
+        // Nothing will come any more: a reader of a duplicated event file gets `EIO`.
+        if let Some(events) = &self.async_events {
+            events.close();
+        }
     }
 }

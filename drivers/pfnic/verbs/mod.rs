@@ -6,14 +6,16 @@
 //! - [`eq`]: the event queue and its interrupt handling;
 //! - [`alloc`]: QPN, CQN and memory key index allocation;
 //! - [`channel`]: completion channels, a file each (`ibv_create_comp_channel`);
-//! - [`events`]: the queued completion events of one channel (`read()`, `poll()`);
-//! - [`file`]: the objects of one open file (PDs, MRs, CQs, QPs) and their ioctls, with
-//!   [`mr`], [`cq`] and [`qp`] for each kind of object;
+//! - [`events`]: a queue of events a file reads (`read()`, `poll()`);
+//! - [`async_events`]: the asynchronous events of one open file (`ibv_get_async_event`);
+//! - [`file`]: the objects of one open file (PDs, MRs, CQs, SRQs, QPs) and their ioctls, with
+//!   [`mr`], [`cq`], [`srq`] and [`qp`] for each kind of object;
 //! - [`port`]: port 1, its addresses and GIDs (docs/wire.md);
 //! - [`table`]: translation tables the driver fills; [`pinned`] and [`odp`]: the MRs that use
 //!   them in the `pinned` and `odp` memory modes.
 
 pub(crate) mod alloc;
+pub(crate) mod async_events;
 pub(crate) mod channel;
 pub(crate) mod cmd;
 pub(crate) mod cq;
@@ -25,6 +27,7 @@ pub(crate) mod odp;
 pub(crate) mod pinned;
 pub(crate) mod port;
 pub(crate) mod qp;
+pub(crate) mod srq;
 pub(crate) mod table;
 
 use crate::{
@@ -71,6 +74,8 @@ pub(crate) struct Limits {
     pub(crate) max_wqes: u32,
     pub(crate) max_cqes: u32,
     pub(crate) max_sge: u32,
+    /// 0 on a device without SRQs (before ABI 1.11).
+    pub(crate) max_srqs: u32,
 }
 
 impl Limits {
@@ -79,9 +84,11 @@ impl Limits {
         (entries / FILE_SHARE).max(1) as usize
     }
 
-    /// Reads the limits; `EIO` if the device reports nonsense (the allocators size tables by
-    /// them).
-    pub(crate) fn read(bar: &Bar0<'_>) -> Result<Self> {
+    /// Reads the limits of a device of ABI `device_abi`; `EIO` if the device reports nonsense
+    /// (the allocators size tables by them).
+    pub(crate) fn read(bar: &Bar0<'_>, device_abi: u32) -> Result<Self> {
+        let caps = bar.read(regs::CAPS);
+        let srq = caps.srq() && device_abi & 0xffff >= regs::ABI_MINOR_SRQ;
         let limits = Self {
             max_qps: bar.read(regs::MAX_QPS).value().get(),
             max_cqs: bar.read(regs::MAX_CQS).value().get(),
@@ -89,6 +96,11 @@ impl Limits {
             max_wqes: bar.read(regs::MAX_WQES).value().get(),
             max_cqes: bar.read(regs::MAX_CQES).value().get(),
             max_sge: bar.read(regs::MAX_SGE).value().get(),
+            max_srqs: if srq {
+                bar.read(regs::MAX_SRQS).value().get()
+            } else {
+                0
+            },
         };
         let sane = (3..=1 << 16).contains(&limits.max_qps)
             && (1..=1 << 16).contains(&limits.max_cqs)
@@ -97,7 +109,8 @@ impl Limits {
             && limits.max_wqes <= 1 << 15
             && limits.max_cqes.is_power_of_two()
             && limits.max_cqes <= 1 << 20
-            && (1..=4).contains(&limits.max_sge);
+            && (1..=4).contains(&limits.max_sge)
+            && limits.max_srqs <= 1 << 16;
         if sane {
             Ok(limits)
         } else {
@@ -111,6 +124,8 @@ pub(crate) struct Ids {
     pub(crate) qpns: IndexAllocator,
     pub(crate) cqns: IndexAllocator,
     pub(crate) mrs: IndexAllocator,
+    /// Empty on a device without SRQs.
+    pub(crate) srqns: IndexAllocator,
 }
 
 /// The verbs engine of one device.
@@ -154,8 +169,9 @@ impl Verbs {
             qpns: IndexAllocator::new(2, limits.max_qps)?,
             cqns: IndexAllocator::new(0, limits.max_cqs)?,
             mrs: IndexAllocator::new(0, limits.max_mrs)?,
+            srqns: IndexAllocator::new(0, limits.max_srqs)?,
         };
-        let eq_init = EventQueue::new(dev, limits.max_cqs, num_contexts)?;
+        let eq_init = EventQueue::new(dev, &limits, num_contexts)?;
         let (backup, backup_base) = if wire {
             let mem = Coherent::zeroed_slice(dev, BACKUP_BYTES, GFP_KERNEL)?;
             let base = mem.dma_address();
@@ -228,7 +244,12 @@ impl Nic {
             max_pd: MAX_PDS,
             max_qp_rd_atom: MAX_QP_RD_ATOM,
             atomic_cap: 1,
-            reserved: [0; 4],
+            max_srq: l.max_srqs,
+            // An SRQ holds as many receives as a receive queue, with as many SGEs.
+            max_srq_wr: if l.max_srqs != 0 { l.max_wqes } else { 0 },
+            max_srq_sge: if l.max_srqs != 0 { l.max_sge } else { 0 },
+            reserved0: 0,
+            reserved: [0; 2],
         })
     }
 
@@ -240,18 +261,27 @@ impl Nic {
         let Ok(verbs) = self.verbs() else {
             return Ok(());
         };
-        let (qps, cqs, mrs) = {
+        let (qps, cqs, mrs, srqs) = {
             let ids = verbs.ids.lock();
-            (ids.qpns.in_use(), ids.cqns.in_use(), ids.mrs.in_use())
+            (
+                ids.qpns.in_use(),
+                ids.cqns.in_use(),
+                ids.mrs.in_use(),
+                ids.srqns.in_use(),
+            )
         };
         writeln!(f, "verbs_qps {qps}")?;
         writeln!(f, "verbs_cqs {cqs}")?;
         writeln!(f, "verbs_mrs {mrs}")?;
+        writeln!(f, "verbs_srqs {srqs}")?;
         let c = &verbs.eq.counters;
         writeln!(f, "completion_events {}", c.completions.load(Relaxed))?;
         writeln!(f, "qp_fatal_events {}", c.qp_fatal.load(Relaxed))?;
         writeln!(f, "access_error_events {}", c.access_errors.load(Relaxed))?;
         writeln!(f, "cq_error_events {}", c.cq_errors.load(Relaxed))?;
+        writeln!(f, "srq_limit_events {}", c.srq_limits.load(Relaxed))?;
+        writeln!(f, "last_wqe_events {}", c.last_wqe.load(Relaxed))?;
+        writeln!(f, "async_events_dropped {}", c.async_dropped.load(Relaxed))?;
         writeln!(f, "completion_events_dropped {}", c.dropped.load(Relaxed))?;
         writeln!(f, "page_fault_events {}", c.page_faults.load(Relaxed))?;
         writeln!(f, "fault_queue_full {}", c.fault_queue_full.load(Relaxed))?;

@@ -7,7 +7,9 @@
 //! vector resolved to a destination IPv4 address (docs/wire.md).
 
 use super::{
+    async_events::ObjectKind,
     cmd,
+    eq::OwnerRoute,
     file::{ring_bytes, Qp, VerbsFile},
     port::PORT_MAX_MTU,
     Limits, MAX_QP_RD_ATOM,
@@ -38,6 +40,9 @@ const MTU_UNSET: u32 = 3;
 const QP_WIRE_BACKUP: u32 = 1 << 0;
 /// Largest PSN (24 bits) and QPN.
 const PSN_MASK: u32 = 0xff_ffff;
+/// `QP_CREATE` a13: every send WQE is signalled; the QP takes receives from SRQ a14.
+const QP_CREATE_SIGNAL_ALL: u32 = 1 << 0;
+const QP_CREATE_SRQ: u32 = 1 << 1;
 
 /// Every attribute bit the driver knows.
 const ALL_ATTRS: u32 = PFNIC_QP_STATE
@@ -198,38 +203,56 @@ impl VerbsFile {
     /// `PFNIC_IOCTL_CREATE_QP`.
     pub(crate) fn create_qp(&self, arg: &mut CreateQp) -> Result {
         let verbs = self.nic.verbs()?;
+        let owner = self.async_events()?.clone();
         let l = verbs.limits;
-        if arg.flags & !PFNIC_QP_CREATE_RECV_FAULT_BACKUP != 0 || arg.qp_type != PFNIC_QPT_RC {
+        let known = PFNIC_QP_CREATE_RECV_FAULT_BACKUP | PFNIC_QP_CREATE_SRQ;
+        if arg.flags & !known != 0 || arg.qp_type != PFNIC_QPT_RC || arg.reserved != 0 {
             return Err(EINVAL);
         }
+        let srq = if arg.flags & PFNIC_QP_CREATE_SRQ != 0 {
+            Some(arg.srq)
+        } else if arg.srq != 0 {
+            return Err(EINVAL);
+        } else {
+            None
+        };
         let backup = arg.flags & PFNIC_QP_CREATE_RECV_FAULT_BACKUP != 0;
         if backup && verbs.backup.is_none() {
             return Err(EOPNOTSUPP);
         }
-        let cap = arg.cap;
+        let mut cap = arg.cap;
+        if srq.is_some() {
+            // libibverbs ignores the receive capabilities of a QP with an SRQ.
+            cap.max_recv_wr = 0;
+            cap.max_recv_sge = 0;
+        }
         if cap.max_send_sge > l.max_sge || cap.max_recv_sge > l.max_sge || cap.max_inline_data != 0
         {
             return Err(EINVAL);
         }
         let sq_entries = queue_entries(cap.max_send_wr, l.max_wqes)?;
-        let rq_entries = queue_entries(cap.max_recv_wr, l.max_wqes)?;
+        // A QP with an SRQ has no receive queue of its own.
+        let rq_entries = match srq {
+            Some(_) => 0,
+            None => queue_entries(cap.max_recv_wr, l.max_wqes)?,
+        };
         let rq_offset = sq_entries as usize * WQE_SIZE;
         let record_offset = rq_offset + rq_entries as usize * WQE_SIZE;
         let bytes = ring_bytes(record_offset + RECORD_SIZE)?;
-        {
-            let o = self.objects.lock();
-            o.pds.get(&arg.pd).ok_or(EINVAL)?;
-            o.cqs.get(&arg.send_cq).ok_or(EINVAL)?;
-            o.cqs.get(&arg.recv_cq).ok_or(EINVAL)?;
+        let objects_exist = |o: &super::file::Objects| {
+            o.pds.get(&arg.pd).is_some()
+                && o.cqs.get(&arg.send_cq).is_some()
+                && o.cqs.get(&arg.recv_cq).is_some()
+                && srq.is_none_or(|srqn| o.srqs.get(&srqn).is_some())
+        };
+        if !objects_exist(&self.objects.lock()) {
+            return Err(EINVAL);
         }
         let mem = SharedCoherent::new(self.nic.alloc_coherent(bytes)?)?;
 
         let mut o = self.objects.lock();
         // Checked again: the lock was dropped for the allocation.
-        if o.pds.get(&arg.pd).is_none()
-            || o.cqs.get(&arg.send_cq).is_none()
-            || o.cqs.get(&arg.recv_cq).is_none()
-        {
+        if !objects_exist(&o) {
             return Err(EINVAL);
         }
         if o.qps.iter().count() >= Limits::file_share(verbs.limits.max_qps) {
@@ -237,11 +260,24 @@ impl VerbsFile {
         }
         let qpn = verbs.ids.lock().qpns.alloc()?;
         let free_qpn = ScopeGuard::new(|| verbs.ids.lock().qpns.free(qpn));
+        // Route events before the QP exists, so none is lost.
+        drop(verbs.eq.set_qp_owner(
+            qpn,
+            Some(OwnerRoute {
+                owner,
+                element: arg.qp_context,
+            }),
+        ));
+        let unroute = ScopeGuard::new(|| drop(verbs.eq.set_qp_owner(qpn, None)));
         let sq = mem.dma_address();
         let [sq_lo, sq_hi] = cmd::split(sq);
         let [rq_lo, rq_hi] = cmd::split(sq + rq_offset as u64);
         let [rec_lo, rec_hi] = cmd::split(sq + record_offset as u64);
-        let sig_all = u32::from(arg.sq_sig_all != 0);
+        let sig_all = arg.sq_sig_all != 0;
+        let mut create_flags = if sig_all { QP_CREATE_SIGNAL_ALL } else { 0 };
+        if srq.is_some() {
+            create_flags |= QP_CREATE_SRQ;
+        }
         self.nic.command(
             cmd::QP_CREATE,
             &[
@@ -253,12 +289,17 @@ impl VerbsFile {
                 sq_lo,
                 sq_hi,
                 sq_entries.trailing_zeros(),
-                rq_lo,
-                rq_hi,
-                rq_entries.trailing_zeros(),
+                if srq.is_some() { 0 } else { rq_lo },
+                if srq.is_some() { 0 } else { rq_hi },
+                if srq.is_some() {
+                    0
+                } else {
+                    rq_entries.trailing_zeros()
+                },
                 rec_lo,
                 rec_hi,
-                sig_all,
+                create_flags,
+                srq.unwrap_or(0),
             ],
         )?;
         let destroy = ScopeGuard::new(|| {
@@ -268,16 +309,17 @@ impl VerbsFile {
             max_send_wr: sq_entries,
             max_recv_wr: rq_entries,
             max_send_sge: l.max_sge,
-            max_recv_sge: l.max_sge,
+            max_recv_sge: if srq.is_some() { 0 } else { l.max_sge },
             max_inline_data: 0,
         };
         // A clone: on failure, `mem` outlives the guards that destroy the object in the device.
         let token = o.add_ring(mem.clone())?;
         let qp = Qp {
             pd: arg.pd,
+            srq,
             send_cq: arg.send_cq,
             recv_cq: arg.recv_cq,
-            sq_sig_all: sig_all != 0,
+            sq_sig_all: sig_all,
             cap: actual,
             attr: QpAttr::default(),
             dest_ipv4: 0,
@@ -297,7 +339,11 @@ impl VerbsFile {
                 cq.qps += 1;
             }
         }
+        if let Some(srq) = srq.and_then(|srqn| o.srqs.get_mut(&srqn)) {
+            srq.qps += 1;
+        }
         destroy.dismiss();
+        unroute.dismiss();
         free_qpn.dismiss();
         arg.cap = actual;
         arg.qpn = qpn;
@@ -422,10 +468,11 @@ impl VerbsFile {
         Ok(())
     }
 
-    /// `PFNIC_IOCTL_DESTROY_QP`. Its ring memory goes once no mapping uses it.
-    pub(crate) fn destroy_qp(&self, arg: &ObjectNumber) -> Result {
+    /// `PFNIC_IOCTL_DESTROY_QP`. Its ring memory goes once no mapping uses it; its queued
+    /// asynchronous events are dropped, and `events_reported` says how many the process read.
+    pub(crate) fn destroy_qp(&self, arg: &mut ObjectNumber) -> Result {
         let verbs = self.nic.verbs()?;
-        if arg.reserved != 0 {
+        if arg.events_reported != 0 {
             return Err(EINVAL);
         }
         let mut o = self.objects.lock();
@@ -443,6 +490,11 @@ impl VerbsFile {
                 cq.qps -= 1;
             }
         }
+        if let Some(srq) = qp.srq.and_then(|srqn| o.srqs.get_mut(&srqn)) {
+            srq.qps -= 1;
+        }
+        drop(verbs.eq.set_qp_owner(arg.num, None));
+        arg.events_reported = self.forget_events(ObjectKind::Qp, arg.num);
         verbs.ids.lock().qpns.free(arg.num);
         Ok(())
     }

@@ -709,10 +709,55 @@ static inline uint64_t ibv_wc_read_completion_wallclock_ns(struct ibv_cq_ex *cq)
 }
 
 /* ------------------------------------------------------------------ */
+/* Shared receive queues                                               */
+/* ------------------------------------------------------------------ */
+
+enum ibv_srq_attr_mask {
+    IBV_SRQ_MAX_WR = 1 << 0,
+    IBV_SRQ_LIMIT = 1 << 1,
+};
+
+struct ibv_srq_attr {
+    uint32_t max_wr;
+    uint32_t max_sge;
+    uint32_t srq_limit;
+};
+
+struct ibv_srq_init_attr {
+    void *srq_context;
+    struct ibv_srq_attr attr;
+};
+
+/*
+ * A receive queue the QPs created with it (ibv_qp_init_attr.srq) take
+ * their receives from, in the order they were posted. srq_limit arms
+ * IBV_EVENT_SRQ_LIMIT_REACHED: once fewer work requests than the limit
+ * remain, the event comes once and the limit reads 0 until armed again.
+ * Resizing (IBV_SRQ_MAX_WR) is EOPNOTSUPP.
+ */
+struct ibv_srq {
+    struct ibv_context *context;
+    void *srq_context;
+    struct ibv_pd *pd;
+    uint32_t handle;
+
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+    uint32_t events_completed;
+};
+
+struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
+                               struct ibv_srq_init_attr *srq_init_attr);
+int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
+                   int srq_attr_mask);
+int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr);
+/* EBUSY while a QP uses it; waits for the acks of its async events. */
+int ibv_destroy_srq(struct ibv_srq *srq);
+
+/* ------------------------------------------------------------------ */
 /* Queue pairs                                                         */
 /* ------------------------------------------------------------------ */
 
-struct ibv_srq;
 struct ibv_ah;
 struct ibv_mw;
 
@@ -1572,6 +1617,14 @@ static inline int ibv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
                                 struct ibv_recv_wr **bad_wr)
 {
     return qp->context->ops.post_recv(qp, wr, bad_wr);
+}
+
+/* On failure *bad_recv_wr is the first work request that was not posted. */
+static inline int ibv_post_srq_recv(struct ibv_srq *srq,
+                                    struct ibv_recv_wr *recv_wr,
+                                    struct ibv_recv_wr **bad_recv_wr)
+{
+    return srq->context->ops.post_srq_recv(srq, recv_wr, bad_recv_wr);
 }
 
 static inline int ibv_query_rt_values_ex(struct ibv_context *context,

@@ -13,6 +13,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use pfnic_verbs::{CompChannel, Cq, CqEvent, Wc, WcOpcode};
 
+use crate::async_event::AsyncAcks;
 use crate::device::{ctx_wrap, Shared};
 use crate::ffi::*;
 use crate::{errno_of, into_c, lock, set_errno, unbox};
@@ -49,6 +50,8 @@ pub(crate) struct CqWrap {
     events: Mutex<EventCount>,
     /// Signalled by `ibv_ack_cq_events`, for `ibv_destroy_cq` waiting for the acks.
     acked: Condvar,
+    /// Its asynchronous events acknowledged (`IBV_EVENT_CQ_ERR`).
+    pub(crate) async_acks: AsyncAcks,
     /// Held from `ibv_start_poll` to `ibv_end_poll` (or a `start_poll` that found nothing):
     /// the extended poll of one thread at a time.
     polling: AtomicBool,
@@ -308,6 +311,7 @@ unsafe fn create(
         shared: w.shared.clone(),
         events: Mutex::new(EventCount::default()),
         acked: Condvar::new(),
+        async_acks: AsyncAcks::default(),
         polling: AtomicBool::new(false),
         // SAFETY: `ibv_wc` is plain integers: all zeroes is valid.
         current: UnsafeCell::new(unsafe { core::mem::zeroed() }),
@@ -470,7 +474,8 @@ readers! {
 }
 
 /// `ibv_destroy_cq`: 0 or an errno value (`EBUSY` while a QP uses it; it stays). Waits until
-/// every completion event handed out for it was acknowledged, as libibverbs does.
+/// every completion and asynchronous event handed out for it was acknowledged, as libibverbs
+/// does.
 ///
 /// # Safety
 ///
@@ -489,10 +494,14 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
         return libc::EINVAL;
     };
     let cqn = inner.cqn();
-    if let Err((inner, e)) = inner.destroy() {
-        *slot = Some(inner);
-        return errno_of(&e);
-    }
+    let reported = match inner.destroy() {
+        Ok(reported) => reported,
+        Err((inner, e)) => {
+            *slot = Some(inner);
+            return errno_of(&e);
+        }
+    };
+    w.async_acks.wait_for(reported);
     // No event is handed out for it once it leaves the registry (unless a new CQ already took
     // its number); then wait for the acks of those that were.
     {

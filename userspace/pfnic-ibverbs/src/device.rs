@@ -2,7 +2,7 @@
 
 use core::ffi::{c_char, c_int, c_uint, CStr};
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -50,8 +50,8 @@ pub(crate) struct Shared {
     /// The live CQs: CQN to the address of their wrapper, to check the `cq_context` a
     /// completion event carries before trusting it.
     pub(crate) cqs: Mutex<HashMap<u32, usize>>,
-    /// The asynchronous event file (`async_fd`, see `async_event.rs`).
-    pub(crate) async_file: OwnedFd,
+    /// The asynchronous events (`async_fd`, see `async_event.rs`).
+    pub(crate) async_events: pfnic_verbs::AsyncEvents,
 }
 
 /// `struct ibv_context` (the end of its `struct verbs_context`) and what is behind it.
@@ -235,9 +235,11 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
         let port = ctx.query_port(1)?;
         Ok((ctx, port.lid))
     });
-    let opened =
-        opened.and_then(|(ctx, lid)| Ok((ctx, lid, crate::async_event::new_event_file()?)));
-    let (ctx, lid, async_file) = match opened {
+    let opened = opened.and_then(|(ctx, lid)| {
+        let events = ctx.async_events()?;
+        Ok((ctx, lid, events))
+    });
+    let (ctx, lid, async_events) = match opened {
         Ok(x) => x,
         Err(e) => {
             set_errno(errno_of(&e));
@@ -259,8 +261,9 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
     vctx.context.ops.req_notify_cq = Some(crate::cq::req_notify_cq);
     vctx.context.ops.post_send = Some(crate::qp::post_send);
     vctx.context.ops.post_recv = Some(crate::qp::post_recv);
+    vctx.context.ops.post_srq_recv = Some(crate::srq::post_srq_recv);
     vctx.context.cmd_fd = fd;
-    vctx.context.async_fd = async_file.as_raw_fd();
+    vctx.context.async_fd = async_events.fd();
     vctx.context.num_comp_vectors = 1;
     vctx.context.mutex = libc::PTHREAD_MUTEX_INITIALIZER;
     vctx.context.abi_compat = VERBS_ABI_IS_EXTENDED;
@@ -272,7 +275,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
             ctx,
             lid,
             cqs: Mutex::new(HashMap::new()),
-            async_file,
+            async_events,
         }),
     });
     // SAFETY: `w` was just boxed; the device copy lives as long as the wrapper.
@@ -329,6 +332,9 @@ fn common_attr(a: &DeviceAttr) -> ibv_device_attr {
     out.max_qp_init_rd_atom = int(v.max_qp_rd_atom);
     out.max_res_rd_atom = int(v.max_qp_rd_atom.saturating_mul(v.max_qp));
     out.atomic_cap = int(v.atomic_cap);
+    out.max_srq = int(v.max_srq);
+    out.max_srq_wr = int(v.max_srq_wr);
+    out.max_srq_sge = int(v.max_srq_sge);
     out.max_pkeys = 1;
     out.phys_port_cnt = 1;
     out

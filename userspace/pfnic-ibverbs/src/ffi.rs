@@ -105,7 +105,9 @@ pub struct ibv_context_ops {
     pub _compat_modify_srq: VoidFn,
     pub _compat_query_srq: VoidFn,
     pub _compat_destroy_srq: VoidFn,
-    pub post_srq_recv: VoidFn,
+    pub post_srq_recv: Option<
+        unsafe extern "C" fn(*mut ibv_srq, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int,
+    >,
     pub _compat_create_qp: VoidFn,
     pub _compat_query_qp: VoidFn,
     pub _compat_modify_qp: VoidFn,
@@ -486,7 +488,7 @@ pub struct ibv_qp_init_attr {
     pub qp_context: *mut c_void,
     pub send_cq: *mut ibv_cq,
     pub recv_cq: *mut ibv_cq,
-    pub srq: *mut c_void,
+    pub srq: *mut ibv_srq,
     pub cap: ibv_qp_cap,
     pub qp_type: c_int,
     pub sq_sig_all: c_int,
@@ -582,11 +584,35 @@ pub struct ibv_qp {
     pub pd: *mut ibv_pd,
     pub send_cq: *mut ibv_cq,
     pub recv_cq: *mut ibv_cq,
-    pub srq: *mut c_void,
+    pub srq: *mut ibv_srq,
     pub handle: u32,
     pub qp_num: u32,
     pub state: c_int,
     pub qp_type: c_int,
+    pub mutex: libc::pthread_mutex_t,
+    pub cond: libc::pthread_cond_t,
+    pub events_completed: u32,
+}
+
+#[repr(C)]
+pub struct ibv_srq_attr {
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub srq_limit: u32,
+}
+
+#[repr(C)]
+pub struct ibv_srq_init_attr {
+    pub srq_context: *mut c_void,
+    pub attr: ibv_srq_attr,
+}
+
+#[repr(C)]
+pub struct ibv_srq {
+    pub context: *mut ibv_context,
+    pub srq_context: *mut c_void,
+    pub pd: *mut ibv_pd,
+    pub handle: u32,
     pub mutex: libc::pthread_mutex_t,
     pub cond: libc::pthread_cond_t,
     pub events_completed: u32,
@@ -606,7 +632,7 @@ pub struct ibv_qp_init_attr_ex {
     pub qp_context: *mut c_void,
     pub send_cq: *mut ibv_cq,
     pub recv_cq: *mut ibv_cq,
-    pub srq: *mut c_void,
+    pub srq: *mut ibv_srq,
     pub cap: ibv_qp_cap,
     pub qp_type: c_int,
     pub sq_sig_all: c_int,

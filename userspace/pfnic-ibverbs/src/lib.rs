@@ -24,6 +24,7 @@ mod kern_abi;
 mod mr;
 mod qp;
 mod qp_ex;
+mod srq;
 mod unsupported;
 
 use core::ffi::c_int;

@@ -6,11 +6,13 @@ use core::sync::atomic::AtomicBool;
 
 use pfnic_verbs::{qp_attr, PostError, Qp, QpAttr, QpInitAttr, QpState, RecvWr, SendWr, WrOpcode};
 
+use crate::async_event::AsyncAcks;
 use crate::cq::{cq_wrap, CqWrap};
 use crate::ffi::*;
 use crate::inline::{InlinePost, InlineRing, MAX_INLINE_DATA, SEND_INLINE};
 use crate::mr::pd_wrap;
 use crate::qp_ex::{Builder, SEND_OPS_SUPPORTED};
+use crate::srq::srq_wrap;
 use crate::{errno_of, into_c, set_errno, sges, unbox};
 
 /// `IBV_QPT_RC`, the only QP type.
@@ -24,8 +26,12 @@ pub(crate) struct QpWrap {
     /// not serialize either), `wr_id` and `wr_flags` are the builder's caller's, the rest is
     /// set before the QP is handed out.
     ibv: UnsafeCell<ibv_qp_ex>,
-    /// `None` only while `ibv_destroy_qp` hands it to the driver.
-    qp: Option<Qp>,
+    /// `None` until `ibv_create_qp` has it, and while `ibv_destroy_qp` hands it to the driver:
+    /// only those write it, while the caller does not use the QP (but `ibv_ack_async_event`,
+    /// which does not read it), so shared references never see it change.
+    qp: UnsafeCell<Option<Qp>>,
+    /// Its asynchronous events acknowledged.
+    async_acks: AsyncAcks,
     /// Created by `ibv_create_qp_ex` with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
     extended: bool,
     /// Held by the thread building a batch (`ibv_wr_start` .. `ibv_wr_complete`).
@@ -61,7 +67,9 @@ unsafe fn qp_wrap<'a>(qp: *mut ibv_qp) -> Option<&'a QpWrap> {
 impl QpWrap {
     /// The QP, unless it is being destroyed.
     pub(crate) fn qp(&self) -> Option<&Qp> {
-        self.qp.as_ref()
+        // SAFETY: only creation and `ibv_destroy_qp` write the cell, never while the QP is
+        // otherwise used (see the field).
+        unsafe { (*self.qp.get()).as_ref() }
     }
 
     /// Records the state C reads in `ibv_qp::state`.
@@ -111,10 +119,21 @@ pub unsafe extern "C" fn ibv_create_qp(
         set_errno(libc::EINVAL);
         return core::ptr::null_mut();
     };
-    if init.qp_type != QPT_RC || !init.srq.is_null() {
+    if init.qp_type != QPT_RC {
         set_errno(libc::EOPNOTSUPP);
         return core::ptr::null_mut();
     }
+    // SAFETY: the caller passes NULL or a live SRQ.
+    let srq = match unsafe { srq_wrap(init.srq) } {
+        None => None,
+        Some(s) => match s.srq() {
+            Some(s) => Some(s),
+            None => {
+                set_errno(libc::EINVAL);
+                return core::ptr::null_mut();
+            }
+        },
+    };
     // Inline data is the library's (see `inline.rs`): the device is asked for none.
     if init.cap.max_inline_data > MAX_INLINE_DATA {
         set_errno(libc::EINVAL);
@@ -131,29 +150,46 @@ pub unsafe extern "C" fn ibv_create_qp(
         set_errno(libc::EINVAL);
         return core::ptr::null_mut();
     };
+    // The wrapper first: its address is the QP's handle in its asynchronous events.
+    // SAFETY: `ibv_qp_ex` is pointers, integers, `Option`al function pointers (all zeroes:
+    // NULL, 0, `None`) and glibc's mutex and condition variable, whose initializers are all
+    // zeroes.
+    let wrap = into_c(QpWrap {
+        ibv: UnsafeCell::new(unsafe { core::mem::zeroed() }),
+        qp: UnsafeCell::new(None),
+        async_acks: AsyncAcks::default(),
+        extended: false,
+        building: AtomicBool::new(false),
+        builder: UnsafeCell::new(Builder::default()),
+        inline: None,
+    });
+    let fail = |e: c_int| {
+        // SAFETY: `wrap` was boxed above and never handed out.
+        unsafe { unbox(wrap) };
+        set_errno(e);
+        core::ptr::null_mut()
+    };
     let attr = QpInitAttr {
         send_cq: scq,
         recv_cq: rcq,
         cap: cap_from(&device_cap),
         sq_sig_all: init.sq_sig_all != 0,
         recv_fault_backup: recv_fault_backup(p),
+        srq,
+        qp_context: wrap as usize as u64,
     };
     let qp = match p.create_qp(&attr) {
         Ok(qp) => qp,
-        Err(e) => {
-            set_errno(errno_of(&e));
-            return core::ptr::null_mut();
-        }
+        Err(e) => return fail(errno_of(&e)),
     };
     let inline = if want_inline {
         match InlineRing::new(p, qp.cap().max_send_wr) {
             Ok(r) => Some(r),
             Err(e) => {
-                set_errno(errno_of(&e));
                 if let Err((_, e)) = qp.destroy() {
                     eprintln!("libibverbs: a QP whose inline slots failed stays: {e}");
                 }
-                return core::ptr::null_mut();
+                return fail(errno_of(&e));
             }
         }
     } else {
@@ -163,18 +199,16 @@ pub unsafe extern "C" fn ibv_create_qp(
     if inline.is_some() {
         init.cap.max_inline_data = MAX_INLINE_DATA;
     }
-    // SAFETY: `ibv_qp_ex` is pointers, integers, `Option`al function pointers (all zeroes:
-    // NULL, 0, `None`) and glibc's mutex and condition variable, whose initializers are all
-    // zeroes.
-    let mut ibv: ibv_qp_ex = unsafe { core::mem::zeroed() };
-    ibv.qp_base = ibv_qp {
+    // SAFETY: `wrap` was boxed above and is not shared yet.
+    let w = unsafe { &mut *wrap };
+    w.ibv.get_mut().qp_base = ibv_qp {
         // SAFETY: the caller passes a live PD.
         context: unsafe { (*pd).context },
         qp_context: init.qp_context,
         pd,
         send_cq: init.send_cq,
         recv_cq: init.recv_cq,
-        srq: core::ptr::null_mut(),
+        srq: init.srq,
         handle: qp.qp_num(),
         qp_num: qp.qp_num(),
         state: QpState::Reset as c_int,
@@ -183,15 +217,9 @@ pub unsafe extern "C" fn ibv_create_qp(
         cond: libc::PTHREAD_COND_INITIALIZER,
         events_completed: 0,
     };
-    into_c(QpWrap {
-        ibv: UnsafeCell::new(ibv),
-        qp: Some(qp),
-        extended: false,
-        building: AtomicBool::new(false),
-        builder: UnsafeCell::new(Builder::default()),
-        inline,
-    })
-    .cast()
+    *w.qp.get_mut() = Some(qp);
+    w.inline = inline;
+    wrap.cast()
 }
 
 /// `enum ibv_qp_init_attr_mask`: `PD`, `CREATE_FLAGS`, `SEND_OPS_FLAGS` (what pfnic takes);
@@ -267,7 +295,7 @@ pub unsafe extern "C" fn ibv_modify_qp(
     let (Some(w), Some(a)) = (unsafe { qp_wrap(qp) }, unsafe { attr.as_ref() }) else {
         return libc::EINVAL;
     };
-    let Some(q) = w.qp.as_ref() else {
+    let Some(q) = w.qp() else {
         return libc::EINVAL;
     };
     let arg = QpAttr {
@@ -327,7 +355,7 @@ pub unsafe extern "C" fn ibv_query_qp(
     let Some(w) = (unsafe { qp_wrap(qp) }) else {
         return libc::EINVAL;
     };
-    let Some(q) = w.qp.as_ref() else {
+    let Some(q) = w.qp() else {
         return libc::EINVAL;
     };
     if attr.is_null() || init_attr.is_null() {
@@ -373,9 +401,9 @@ pub unsafe extern "C" fn ibv_query_qp(
     let cap = out.cap;
     w.set_state(out.qp_state);
     // SAFETY: these fields are set before the QP is handed out and never written again.
-    let (qp_context, send_cq, recv_cq) = unsafe {
+    let (qp_context, send_cq, recv_cq, srq) = unsafe {
         let i = &(*w.ibv.get()).qp_base;
-        (i.qp_context, i.send_cq, i.recv_cq)
+        (i.qp_context, i.send_cq, i.recv_cq, i.srq)
     };
     // SAFETY: the caller passes writable structures.
     unsafe {
@@ -384,7 +412,7 @@ pub unsafe extern "C" fn ibv_query_qp(
             qp_context,
             send_cq,
             recv_cq,
-            srq: core::ptr::null_mut(),
+            srq,
             cap,
             qp_type: QPT_RC,
             sq_sig_all: c_int::from(r.sq_sig_all != 0),
@@ -393,32 +421,38 @@ pub unsafe extern "C" fn ibv_query_qp(
     0
 }
 
-/// `ibv_destroy_qp`: 0 or an errno value (the QP stays on failure).
+/// `ibv_destroy_qp`: 0 or an errno value (the QP stays on failure). Waits until every
+/// asynchronous event handed out for it was acknowledged, as libibverbs does.
 ///
 /// # Safety
 ///
 /// `qp` is NULL or a live QP of this library; on success it is not used afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
-    // SAFETY: `ibv` is the first field of the boxed `QpWrap`; the caller passes a live QP (or
-    // NULL), which nothing else uses while it is destroyed.
-    let Some(w) = (unsafe { qp.cast::<QpWrap>().as_mut() }) else {
+    // SAFETY: the caller passes a live QP (or NULL). Other threads may still acknowledge its
+    // events, so the wrapper is only shared.
+    let Some(w) = (unsafe { qp_wrap(qp) }) else {
         return libc::EINVAL;
     };
-    let Some(inner) = w.qp.take() else {
-        return libc::EINVAL;
-    };
-    match inner.destroy() {
-        Ok(()) => {
-            // SAFETY: the boxed `QpWrap`, which the caller no longer uses.
-            unsafe { unbox(qp.cast::<QpWrap>()) };
-            0
-        }
-        Err((inner, e)) => {
-            w.qp = Some(inner);
-            errno_of(&e)
-        }
+    // SAFETY: nothing else uses the QP while it is destroyed (but `ibv_ack_async_event`,
+    // which does not touch this cell).
+    let slot = unsafe { &mut *w.qp.get() };
+    let ret = w.async_acks.destroy(slot, Qp::destroy);
+    if ret == 0 {
+        // SAFETY: the boxed `QpWrap`, which the caller no longer uses.
+        unsafe { unbox(qp.cast::<QpWrap>()) };
     }
+    ret
+}
+
+/// The acknowledgements of QP `qp`'s asynchronous events.
+///
+/// # Safety
+///
+/// `qp` is NULL or a QP this library created and not yet freed.
+pub(crate) unsafe fn qp_acks<'a>(qp: *mut ibv_qp) -> Option<&'a AsyncAcks> {
+    // SAFETY: forwarded to the caller.
+    unsafe { qp_wrap(qp) }.map(|w| &w.async_acks)
 }
 
 /// `ibv_qp_to_qp_ex`: the extended QP of a QP made by `ibv_create_qp_ex` with
@@ -436,7 +470,7 @@ pub unsafe extern "C" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex {
     }
 }
 
-/// What `ibv_post_send` and `ibv_post_recv` share: hands the NULL-terminated list at `first`
+/// What `ibv_post_send`, `ibv_post_recv` and `ibv_post_srq_recv` share: hands the NULL-terminated list at `first`
 /// (linked by `next`) to `post` one work request at a time, converted with `convert` (`None`:
 /// a work request the device cannot take, `EINVAL`), and reports the first work request not
 /// posted in `*bad_wr`. Those before it are posted, as a provider does. Nothing is allocated:
@@ -445,13 +479,13 @@ pub unsafe extern "C" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex {
 /// # Safety
 ///
 /// `first` is NULL or a valid list of work requests; `bad_wr` is NULL or valid for a write.
-unsafe fn post_list<N, W>(
-    q: Option<&Qp>,
+pub(crate) unsafe fn post_list<N, W, T>(
+    q: Option<&T>,
     first: *mut N,
     bad_wr: *mut *mut N,
     next: impl Fn(&N) -> *mut N,
     convert: impl FnMut(&N) -> Option<W>,
-    post: impl FnOnce(&Qp, &mut dyn Iterator<Item = Option<W>>) -> Result<(), PostError>,
+    post: impl FnOnce(&T, &mut dyn Iterator<Item = Option<W>>) -> Result<(), PostError>,
 ) -> c_int {
     let fail = |at: *mut N, e: c_int| {
         if !bad_wr.is_null() {
@@ -503,7 +537,7 @@ pub(crate) unsafe extern "C" fn post_send(
 ) -> c_int {
     // SAFETY: the caller passes a live QP or NULL.
     let wrap = unsafe { qp_wrap(qp) };
-    let q = wrap.and_then(|w| w.qp.as_ref());
+    let q = wrap.and_then(QpWrap::qp);
     if let (Some(q), Some(ring)) = (q, wrap.and_then(|w| w.inline.as_ref())) {
         // SAFETY: the caller passes a valid list or NULL.
         if unsafe { has_inline(wr) } {
@@ -633,15 +667,9 @@ pub(crate) unsafe extern "C" fn post_recv(
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
     // SAFETY: the caller passes a live QP or NULL.
-    let q = unsafe { qp_wrap(qp) }.and_then(|w| w.qp.as_ref());
-    let convert = |w: &ibv_recv_wr| {
-        // SAFETY: the caller's SGE list of this work request.
-        let sg = unsafe { sges(w.sg_list, w.num_sge) }.ok()?;
-        Some(RecvWr {
-            wr_id: w.wr_id,
-            sg_list: sg,
-        })
-    };
+    let q = unsafe { qp_wrap(qp) }.and_then(QpWrap::qp);
+    // SAFETY: the caller's work requests and their SGE lists.
+    let convert = |w: &ibv_recv_wr| unsafe { recv_wr_of(w) };
     // SAFETY: the caller passes a valid list or NULL, and NULL or a writable `bad_wr`.
     unsafe {
         post_list(
@@ -653,6 +681,21 @@ pub(crate) unsafe extern "C" fn post_recv(
             |q, w| q.post_recv_iter(w),
         )
     }
+}
+
+/// A receive work request as the library posts it; `None` if its SGE list is unusable.
+///
+/// # Safety
+///
+/// `w.sg_list` holds `w.num_sge` readable entries (or the count is 0), alive while the result
+/// is.
+pub(crate) unsafe fn recv_wr_of<'a>(w: &ibv_recv_wr) -> Option<RecvWr<'a>> {
+    // SAFETY: forwarded to the caller.
+    let sg = unsafe { sges(w.sg_list, w.num_sge) }.ok()?;
+    Some(RecvWr {
+        wr_id: w.wr_id,
+        sg_list: sg,
+    })
 }
 
 /// `PFNIC_RECV_FAULT=backup` (docs/wire.md, "Receive faults"): the QPs this process creates

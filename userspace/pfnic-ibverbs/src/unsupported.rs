@@ -1,9 +1,9 @@
-//! The verbs pfnic does not have: shared receive queues, address handles (pfnic has RC queue
-//! pairs only), multicast, enhanced connection establishment (ECE), resizing CQs,
-//! re-registering MRs, dma-buf MRs, and importing objects of another process's context. They are exported, so that a program which references them
-//! loads and runs its other paths, and each call fails as libibverbs documents a verb the
-//! device does not support: constructors return NULL with `errno` `EOPNOTSUPP`, the others
-//! return `EOPNOTSUPP` (`EINVAL` for an object that cannot exist).
+//! The verbs pfnic does not have: address handles (pfnic has RC queue pairs only), multicast,
+//! enhanced connection establishment (ECE), resizing CQs, re-registering MRs, dma-buf MRs, and
+//! importing objects of another process's context. They are exported, so that a program which
+//! references them loads and runs its other paths, and each call fails as libibverbs documents
+//! a verb the device does not support: constructors return NULL with `errno` `EOPNOTSUPP`, the
+//! others return `EOPNOTSUPP` (`EINVAL` for an object that cannot exist).
 
 use core::ffi::{c_int, c_void};
 
@@ -19,31 +19,6 @@ pub extern "C" fn ibv_query_ece(_qp: *mut c_void, _ece: *mut c_void) -> c_int {
 #[no_mangle]
 pub extern "C" fn ibv_set_ece(_qp: *mut c_void, _ece: *mut c_void) -> c_int {
     libc::EOPNOTSUPP
-}
-
-/// `ibv_create_srq`: NULL, `errno` `EOPNOTSUPP` (`max_srq` is 0).
-#[no_mangle]
-pub extern "C" fn ibv_create_srq(_pd: *mut c_void, _srq_init_attr: *mut c_void) -> *mut c_void {
-    set_errno(libc::EOPNOTSUPP);
-    core::ptr::null_mut()
-}
-
-/// `ibv_modify_srq`: `EOPNOTSUPP`.
-#[no_mangle]
-pub extern "C" fn ibv_modify_srq(_srq: *mut c_void, _attr: *mut c_void, _mask: c_int) -> c_int {
-    libc::EOPNOTSUPP
-}
-
-/// `ibv_query_srq`: `EOPNOTSUPP`.
-#[no_mangle]
-pub extern "C" fn ibv_query_srq(_srq: *mut c_void, _attr: *mut c_void) -> c_int {
-    libc::EOPNOTSUPP
-}
-
-/// `ibv_destroy_srq`: `EINVAL`, as no SRQ of this library exists.
-#[no_mangle]
-pub extern "C" fn ibv_destroy_srq(_srq: *mut c_void) -> c_int {
-    libc::EINVAL
 }
 
 /// `ibv_create_ah`: NULL, `errno` `EOPNOTSUPP` (`max_ah` is 0: no UD queue pairs).

@@ -13,9 +13,9 @@ pub mod uapi;
 pub mod pci;
 
 pub use uapi::{
-    AdviseMr, CqEvent, CreateCq, CreateQp, DeviceStats, ModifyQp, PortIpv4, QpAttr, QpCap, QpStats,
-    QueryContext, QueryDevice, QueryMr, QueryPort, QueryQp, QueryVerbs, RegMr, Selftest, Sge,
-    Submit,
+    AdviseMr, AsyncEvent, CqEvent, CreateCq, CreateQp, CreateSrq, DeviceStats, ModifyQp, ModifySrq,
+    PortIpv4, QpAttr, QpCap, QpStats, QueryContext, QueryDevice, QueryMr, QueryPort, QueryQp,
+    QuerySrq, QueryVerbs, RegMr, Selftest, Sge, Submit,
 };
 
 /// An open `/dev/pfnicN`.
@@ -111,7 +111,7 @@ impl Device {
         unsafe { self.ioctl(uapi::PFNIC_IOCTL_CREATE_COMP_CHANNEL, (&raw mut arg).cast()) }?;
         // SAFETY: the driver just installed `arg.fd` for us; nothing else owns it.
         let file = unsafe { File::from_raw_fd(arg.fd) };
-        Ok(CompChannel { file })
+        Ok(EventFile::new(file))
     }
 
     /// `PFNIC_IOCTL_QUERY_VERBS`: the verbs limits and on-demand-paging capabilities.
@@ -207,15 +207,22 @@ impl Device {
         Ok(())
     }
 
-    /// `PFNIC_IOCTL_DESTROY_CQ` (`EBUSY` while a QP uses it).
-    pub fn destroy_cq(&self, cqn: u32) -> io::Result<()> {
+    /// `PFNIC_IOCTL_DESTROY_CQ` (`EBUSY` while a QP uses it): the CQ's asynchronous events the
+    /// file read.
+    pub fn destroy_cq(&self, cqn: u32) -> io::Result<u32> {
+        self.destroy_object(uapi::PFNIC_IOCTL_DESTROY_CQ, cqn)
+    }
+
+    /// A `DESTROY_*` ioctl of object `num`: its asynchronous events the file read.
+    fn destroy_object(&self, cmd: u32, num: u32) -> io::Result<u32> {
         let mut arg = uapi::ObjectNumber {
-            num: cqn,
-            reserved: 0,
+            num,
+            events_reported: 0,
         };
-        // SAFETY: `arg` is a valid `ObjectNumber`, the size the ioctl number encodes.
-        unsafe { self.ioctl(uapi::PFNIC_IOCTL_DESTROY_CQ, (&raw mut arg).cast()) }?;
-        Ok(())
+        // SAFETY: `arg` is a valid, writable `ObjectNumber`, the size every `DESTROY_*` ioctl
+        // number encodes.
+        unsafe { self.ioctl(cmd, (&raw mut arg).cast()) }?;
+        Ok(arg.events_reported)
     }
 
     /// `PFNIC_IOCTL_CREATE_QP`: fills the outputs of `arg`.
@@ -244,15 +251,51 @@ impl Device {
         Ok(out)
     }
 
-    /// `PFNIC_IOCTL_DESTROY_QP`.
-    pub fn destroy_qp(&self, qpn: u32) -> io::Result<()> {
-        let mut arg = uapi::ObjectNumber {
-            num: qpn,
-            reserved: 0,
-        };
-        // SAFETY: `arg` is a valid `ObjectNumber`, the size the ioctl number encodes.
-        unsafe { self.ioctl(uapi::PFNIC_IOCTL_DESTROY_QP, (&raw mut arg).cast()) }?;
+    /// `PFNIC_IOCTL_DESTROY_QP`: the QP's asynchronous events the file read.
+    pub fn destroy_qp(&self, qpn: u32) -> io::Result<u32> {
+        self.destroy_object(uapi::PFNIC_IOCTL_DESTROY_QP, qpn)
+    }
+
+    /// `PFNIC_IOCTL_CREATE_SRQ`: fills the outputs of `arg`.
+    pub fn create_srq(&self, arg: &mut CreateSrq) -> io::Result<()> {
+        // SAFETY: `arg` is a valid, writable `CreateSrq`, the size the ioctl number encodes.
+        unsafe { self.ioctl(uapi::PFNIC_IOCTL_CREATE_SRQ, (arg as *mut CreateSrq).cast()) }?;
         Ok(())
+    }
+
+    /// `PFNIC_IOCTL_MODIFY_SRQ`.
+    pub fn modify_srq(&self, arg: &ModifySrq) -> io::Result<()> {
+        let mut arg = *arg;
+        // SAFETY: `arg` is a valid `ModifySrq`, the size the ioctl number encodes.
+        unsafe { self.ioctl(uapi::PFNIC_IOCTL_MODIFY_SRQ, (&raw mut arg).cast()) }?;
+        Ok(())
+    }
+
+    /// `PFNIC_IOCTL_QUERY_SRQ`: attributes and the device's view of SRQ `srqn`.
+    pub fn query_srq(&self, srqn: u32) -> io::Result<QuerySrq> {
+        let mut out = QuerySrq {
+            srqn,
+            ..Default::default()
+        };
+        // SAFETY: `out` is a valid, writable `QuerySrq`, the size the ioctl number encodes.
+        unsafe { self.ioctl(uapi::PFNIC_IOCTL_QUERY_SRQ, (&raw mut out).cast()) }?;
+        Ok(out)
+    }
+
+    /// `PFNIC_IOCTL_DESTROY_SRQ` (`EBUSY` while a QP uses it): the SRQ's asynchronous events
+    /// the file read.
+    pub fn destroy_srq(&self, srqn: u32) -> io::Result<u32> {
+        self.destroy_object(uapi::PFNIC_IOCTL_DESTROY_SRQ, srqn)
+    }
+
+    /// `PFNIC_IOCTL_GET_ASYNC_FD`: the file that reads this file's asynchronous events
+    /// ([`AsyncEvent`] records); `EBUSY` for a second one.
+    pub fn get_async_fd(&self) -> io::Result<AsyncEventFile> {
+        let mut arg = uapi::AsyncFd::default();
+        // SAFETY: `arg` is a valid, writable `AsyncFd`, the size the ioctl number encodes.
+        unsafe { self.ioctl(uapi::PFNIC_IOCTL_GET_ASYNC_FD, (&raw mut arg).cast()) }?;
+        // SAFETY: the driver just installed `arg.fd` for us; nothing else owns it.
+        Ok(EventFile::new(unsafe { File::from_raw_fd(arg.fd) }))
     }
 
     /// Maps `len` bytes of the file at `offset` (shared, read/write): the doorbell page
@@ -300,21 +343,40 @@ impl Device {
     }
 }
 
-/// A completion channel (`PFNIC_IOCTL_CREATE_COMP_CHANNEL`): a file of its own that reads the
-/// completion events of the CQs created with it.
+/// A record an event file returns: plain bytes, any bit pattern valid.
+pub trait Event: zerocopy::FromBytes + zerocopy::IntoBytes + Default {}
+impl Event for CqEvent {}
+impl Event for AsyncEvent {}
+
+/// A file that reads events of type `E`, one record per `read()`.
 #[derive(Debug)]
-pub struct CompChannel {
+pub struct EventFile<E> {
     file: File,
+    _event: core::marker::PhantomData<E>,
 }
 
-impl CompChannel {
-    /// Reads one completion event. Blocks until one is queued unless the channel is non-blocking
-    /// ([`CompChannel::set_nonblocking`]), in which case `Ok(None)` means none is queued.
-    pub fn read_event(&self) -> io::Result<Option<CqEvent>> {
-        let mut ev = CqEvent::default();
-        let size = core::mem::size_of::<CqEvent>();
+/// A completion channel (`PFNIC_IOCTL_CREATE_COMP_CHANNEL`): a file of its own that reads the
+/// completion events of the CQs created with it.
+pub type CompChannel = EventFile<CqEvent>;
+
+/// The asynchronous events of a device file (`PFNIC_IOCTL_GET_ASYNC_FD`).
+pub type AsyncEventFile = EventFile<AsyncEvent>;
+
+impl<E: Event> EventFile<E> {
+    fn new(file: File) -> Self {
+        Self {
+            file,
+            _event: core::marker::PhantomData,
+        }
+    }
+
+    /// Reads one event. Blocks until one is queued unless the file is non-blocking
+    /// ([`EventFile::set_nonblocking`]), in which case `Ok(None)` means none is queued.
+    pub fn read_event(&self) -> io::Result<Option<E>> {
+        let mut ev = E::default();
+        let size = core::mem::size_of::<E>();
         loop {
-            // SAFETY: `ev` is `size` writable bytes.
+            // SAFETY: `ev` is `size` writable bytes of a type every bit pattern is valid for.
             let n = unsafe { libc::read(self.file.as_raw_fd(), (&raw mut ev).cast(), size) };
             if n < 0 {
                 let e = io::Error::last_os_error();
@@ -327,14 +389,14 @@ impl CompChannel {
             if n as usize != size {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
-                    format!("read {n} bytes of a completion event, expected {size}"),
+                    format!("read {n} bytes of an event, expected {size}"),
                 ));
             }
             return Ok(Some(ev));
         }
     }
 
-    /// Sets or clears `O_NONBLOCK` on the channel (shared by every handle of it): whether it was
+    /// Sets or clears `O_NONBLOCK` on the file (shared by every handle of it): whether it was
     /// set before.
     pub fn set_nonblocking(&self, on: bool) -> io::Result<bool> {
         let fd = self.file.as_raw_fd();
@@ -356,7 +418,7 @@ impl CompChannel {
         Ok(was)
     }
 
-    /// Waits up to `timeout_ms` (negative: forever) for a completion event to be readable:
+    /// Waits up to `timeout_ms` (negative: forever) for an event to be readable:
     /// whether one is.
     pub fn poll_event(&self, timeout_ms: i32) -> io::Result<bool> {
         let mut pfd = libc::pollfd {
@@ -385,7 +447,7 @@ impl CompChannel {
     }
 }
 
-impl AsRawFd for CompChannel {
+impl<E> AsRawFd for EventFile<E> {
     fn as_raw_fd(&self) -> RawFd {
         self.file.as_raw_fd()
     }

@@ -6,9 +6,9 @@
 //! (`scripts/build-rdma-examples.sh`), run like Debian's binaries of them. `ibv_devices` and `ibv_devinfo -v` must describe the
 //! device as pfnic's own queries do; `ibv_rc_pingpong` runs a server and a client in this
 //! guest over loopback with the option sets pfnic supports (the new send API and the
-//! extended CQ with `-N`), and the ones it does not (timestamps, device memory, SRQs) must
-//! fail the way rdma-core's programs report a missing capability: a message and exit status
-//! 1, not a crash.
+//! extended CQ with `-N`), and so does `ibv_srq_pingpong` (its QPs sharing one SRQ); the
+//! options pfnic does not have (timestamps, device memory) must fail the way rdma-core's
+//! programs report a missing capability: a message and exit status 1, not a crash.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -67,6 +67,10 @@ pub const TESTS: &[&Test] = &[
     &Test {
         name: "test_debian_rc_pingpong_new_send",
         run: test_debian_rc_pingpong_new_send,
+    },
+    &Test {
+        name: "test_debian_srq_pingpong",
+        run: test_debian_srq_pingpong,
     },
     &Test {
         name: "test_debian_perftest_bw",
@@ -451,14 +455,20 @@ fn test_debian_rc_pingpong_new_send() -> TestResult {
     }
 }
 
-/// What pfnic does not have: completion timestamps (`-t`), device memory (`-j`), SRQs
-/// (`ibv_srq_pingpong`).
+/// `ibv_srq_pingpong`: several QPs on each side take their receives from one SRQ; plain
+/// with its 16 QPs, with 4 QPs and completion events, and with 4 QPs and 64 KiB messages.
+fn test_debian_srq_pingpong() -> TestResult {
+    needs(SRQ_PINGPONG)?;
+    pingpong(SRQ_PINGPONG, &[], 100)?;
+    pingpong(SRQ_PINGPONG, &["-q", "4", "-e"], 100)?;
+    pingpong(SRQ_PINGPONG, &["-q", "4", "-s", "65536"], 20)
+}
+
+/// What pfnic does not have: completion timestamps (`-t`), device memory (`-j`).
 fn test_debian_unsupported_options() -> TestResult {
     needs(RC_PINGPONG)?;
     fails_with(RC_PINGPONG, &["-t"], "isn't completion timestamp capable")?;
-    fails_with(RC_PINGPONG, &["-j"], "doesn't support dm allocation")?;
-    needs(SRQ_PINGPONG)?;
-    fails_with(SRQ_PINGPONG, &[], "Couldn't create SRQ")
+    fails_with(RC_PINGPONG, &["-j"], "doesn't support dm allocation")
 }
 
 /// Runs perftest's `ib_<test>` server and client with `args` (and `-d` the device, `-F`: no
@@ -536,8 +546,8 @@ fn test_debian_perftest_odp() -> TestResult {
 }
 
 /// rdma-core 56.1's examples built with `variant`'s header: `ibv_devices`, `ibv_asyncwatch`,
-/// and `ibv_rc_pingpong` plain, with the new send API and events, and with ODP buffers (or
-/// the implicit MR with prefetch) where the memory mode has them.
+/// `ibv_rc_pingpong` plain, with the new send API and events, and with ODP buffers (or the
+/// implicit MR with prefetch) where the memory mode has them, and `ibv_srq_pingpong`.
 fn rdma_core_examples(variant: &str) -> TestResult {
     let dir = format!("/usr/libexec/rdma-core-examples/{variant}");
     devices(&format!("{dir}/ibv_devices"))?;
@@ -553,7 +563,9 @@ fn rdma_core_examples(variant: &str) -> TestResult {
     if implicit {
         pingpong(&pp, &["-O", "-P"], 20)?;
     }
-    Ok(())
+    let srq = format!("{dir}/ibv_srq_pingpong");
+    needs(&srq)?;
+    pingpong(&srq, &["-q", "8"], 100)
 }
 
 /// rdma-core's examples compiled against pfnic's `<infiniband/verbs.h>` and linked with its

@@ -21,6 +21,7 @@ mod matrix_fail_nth;
 mod matrix_uffd;
 mod mem_modes;
 mod security;
+mod verbs_async;
 mod verbs_common;
 mod verbs_cq;
 mod verbs_device;
@@ -28,6 +29,7 @@ mod verbs_mr;
 mod verbs_odp;
 mod verbs_port;
 mod verbs_qp;
+mod verbs_srq;
 mod wire;
 
 fn main() {
@@ -43,6 +45,8 @@ fn main() {
         verbs_mr::TESTS,
         verbs_qp::TESTS,
         verbs_cq::TESTS,
+        verbs_srq::TESTS,
+        verbs_async::TESTS,
         verbs_odp::TESTS,
         mem_modes::TESTS,
         fault_path::TESTS,

@@ -250,7 +250,7 @@ fn test_matrix_fail_nth() -> TestResult {
                 };
                 dev.create_cq(&mut cq).map(|()| cq)
             },
-            |cq| Ok(dev.destroy_cq(cq.cqn)?),
+            |cq| Ok(dev.destroy_cq(cq.cqn).map(drop)?),
             || tables_are(opened),
         )?;
         add(o);
@@ -262,7 +262,7 @@ fn test_matrix_fail_nth() -> TestResult {
                 let mut qp = raw_rc_qp(pd, cq.cqn, cq.cqn, 8);
                 dev.create_qp(&mut qp).map(|()| qp)
             },
-            |qp| Ok(dev.destroy_qp(qp.qpn)?),
+            |qp| Ok(dev.destroy_qp(qp.qpn).map(drop)?),
             || tables_are(with_cq),
         )?;
         add(o);

@@ -247,14 +247,14 @@ fn test_verbs_cq_destroy_in_use() -> TestResult {
     let rcq = ctx.create_cq(4, None, 0)?;
     let qp = pd.create_qp(&QpInitAttr::new(&scq, &rcq, 4, 1))?;
     let scq = match scq.destroy() {
-        Ok(()) => fail!("destroying the send CQ of a QP succeeded"),
+        Ok(_) => fail!("destroying the send CQ of a QP succeeded"),
         Err((cq, e)) => {
             check_eq!(e.raw_os_error(), Some(libc::EBUSY));
             cq
         }
     };
     let rcq = match rcq.destroy() {
-        Ok(()) => fail!("destroying the receive CQ of a QP succeeded"),
+        Ok(_) => fail!("destroying the receive CQ of a QP succeeded"),
         Err((cq, e)) => {
             check_eq!(e.raw_os_error(), Some(libc::EBUSY));
             cq

@@ -78,11 +78,20 @@ fn test_verbs_query_device() -> TestResult {
         );
         check_eq!(v.odp_rc_caps, uapi::PFNIC_ODP_RC_CAPS);
     }
-    check_eq!(v.reserved, [0u64; 4]);
+    // SRQs exactly when the device has them, as large as a receive queue.
+    if d.device.caps & uapi::PFNIC_CAP_SRQ != 0 {
+        check!(v.max_srq > 0, "max_srq is 0 on a device with SRQs");
+        check_eq!(v.max_srq_wr, v.max_qp_wr);
+        check_eq!(v.max_srq_sge, v.max_sge);
+    } else {
+        check_eq!((v.max_srq, v.max_srq_wr, v.max_srq_sge), (0, 0, 0));
+    }
+    check_eq!(v.reserved0, 0);
+    check_eq!(v.reserved, [0u64; 2]);
     println!(
-        "# verbs: guid {:016x}, {} QPs x {} WRs, {} CQs x {} CQEs, {} MRs, {} PDs, {} SGEs, ODP {:#x}/rc {:#x}",
+        "# verbs: guid {:016x}, {} QPs x {} WRs, {} CQs x {} CQEs, {} MRs, {} PDs, {} SGEs, {} SRQs, ODP {:#x}/rc {:#x}",
         v.node_guid, v.max_qp, v.max_qp_wr, v.max_cq, v.max_cqe, v.max_mr, v.max_pd, v.max_sge,
-        v.odp_general_caps, v.odp_rc_caps
+        v.max_srq, v.odp_general_caps, v.odp_rc_caps
     );
     Ok(())
 }

@@ -199,12 +199,13 @@ impl Cq {
         Ok(())
     }
 
-    /// `ibv_destroy_cq`: `EBUSY` (and the CQ back) while a QP uses it.
-    pub fn destroy(self) -> Result<(), (Cq, io::Error)> {
+    /// `ibv_destroy_cq`: `EBUSY` (and the CQ back) while a QP uses it; on success, the CQ's
+    /// asynchronous events the context read.
+    pub fn destroy(self) -> Result<u32, (Cq, io::Error)> {
         match self.inner.ctx.dev.destroy_cq(self.inner.cqn) {
-            Ok(()) => {
+            Ok(events) => {
                 self.inner.destroyed.store(true, Ordering::Relaxed);
-                Ok(())
+                Ok(events)
             }
             Err(e) => Err((self, e)),
         }

@@ -29,17 +29,22 @@ use std::sync::Arc;
 
 pub use pfnic_sys;
 use pfnic_sys::uapi;
-pub use pfnic_sys::{CqEvent, QpAttr, QpCap, QpStats, QueryDevice, QueryPort, QueryQp, QueryVerbs};
+pub use pfnic_sys::{
+    AsyncEvent, CqEvent, QpAttr, QpCap, QpStats, QueryDevice, QueryPort, QueryQp, QueryVerbs,
+};
 use pfnic_sys::{Device, Mapping};
 
 mod buffer;
 mod cq;
 mod qp;
+mod queue;
+mod srq;
 mod types;
 
 pub use buffer::Buffer;
 pub use cq::Cq;
 pub use qp::{set_global_route, ConnectAttr, GlobalRoute, Qp, QpInitAttr};
+pub use srq::{Srq, SrqAttr, SrqInitAttr};
 pub use types::*;
 
 /// The MR counters of mlx5 ODP (`page_faults`, ...), as [`Mr::stats`] returns them.
@@ -71,6 +76,16 @@ const DOORBELL_PAGE: usize = 4096;
 pub(crate) const DB_SQ: usize = 0x008;
 pub(crate) const DB_RQ: usize = 0x00c;
 pub(crate) const DB_CQ_ARM: usize = 0x010;
+pub(crate) const DB_SRQ: usize = 0x014;
+
+/// `enum ibv_event_type` values of [`AsyncEvent::event_type`].
+pub mod event_type {
+    pub use pfnic_sys::uapi::{
+        PFNIC_EVENT_CQ_ERR as CQ_ERR, PFNIC_EVENT_QP_FATAL as QP_FATAL,
+        PFNIC_EVENT_QP_LAST_WQE_REACHED as QP_LAST_WQE_REACHED,
+        PFNIC_EVENT_SRQ_LIMIT_REACHED as SRQ_LIMIT_REACHED,
+    };
+}
 
 pub(crate) fn errno(e: i32) -> io::Error {
     io::Error::from_raw_os_error(e)
@@ -231,8 +246,17 @@ impl Context {
     /// `ibv_create_comp_channel`: a file of its own that gets the completion events of the CQs
     /// created with it, and only those.
     pub fn create_comp_channel(&self) -> io::Result<CompChannel> {
-        Ok(CompChannel {
+        Ok(EventChannel {
             file: self.inner.dev.create_comp_channel()?,
+            _ctx: self.inner.clone(),
+        })
+    }
+
+    /// The context's asynchronous events (`ibv_get_async_event`): QP fatal errors, CQ errors,
+    /// SRQ limits and last-WQE events of its objects. One per context: `EBUSY` for a second.
+    pub fn async_events(&self) -> io::Result<AsyncEvents> {
+        Ok(EventChannel {
+            file: self.inner.dev.get_async_fd()?,
             _ctx: self.inner.clone(),
         })
     }
@@ -249,27 +273,33 @@ impl Context {
     }
 }
 
-/// `ibv_comp_channel`: the completion events of the CQs created with it.
-pub struct CompChannel {
-    file: pfnic_sys::CompChannel,
+/// A file of events of a context, read one at a time.
+pub struct EventChannel<E> {
+    file: pfnic_sys::EventFile<E>,
     _ctx: Arc<Ctx>,
 }
 
-impl CompChannel {
+/// `ibv_comp_channel`: the completion events of the CQs created with it.
+pub type CompChannel = EventChannel<CqEvent>;
+
+/// A context's asynchronous events (`ibv_context.async_fd`).
+pub type AsyncEvents = EventChannel<AsyncEvent>;
+
+impl<E: pfnic_sys::Event> EventChannel<E> {
     /// The file descriptor to `poll()` (`POLLIN` when an event is queued).
     pub fn fd(&self) -> std::os::fd::RawFd {
         use std::os::fd::AsRawFd;
         self.file.as_raw_fd()
     }
 
-    /// `ibv_get_cq_event`: blocks until a completion event arrives (unless the channel is
-    /// non-blocking: then `EAGAIN`).
-    pub fn get_event(&self) -> io::Result<CqEvent> {
+    /// `ibv_get_cq_event` (`ibv_get_async_event`): blocks until an event arrives (unless the
+    /// file is non-blocking: then `EAGAIN`).
+    pub fn get_event(&self) -> io::Result<E> {
         self.file.read_event()?.ok_or_else(|| errno(libc::EAGAIN))
     }
 
     /// Waits up to `timeout_ms` for an event: `Ok(None)` if none came.
-    pub fn get_event_timeout(&self, timeout_ms: i32) -> io::Result<Option<CqEvent>> {
+    pub fn get_event_timeout(&self, timeout_ms: i32) -> io::Result<Option<E>> {
         if !self.file.poll_event(timeout_ms)? {
             return Ok(None);
         }
@@ -282,7 +312,7 @@ impl CompChannel {
         ev
     }
 
-    /// Makes [`CompChannel::get_event`] return `EAGAIN` instead of blocking.
+    /// Makes [`EventChannel::get_event`] return `EAGAIN` instead of blocking.
     pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
         self.file.set_nonblocking(on)?;
         Ok(())
@@ -417,6 +447,12 @@ impl Pd {
     /// `ibv_create_qp`: an RC QP of this PD, in RESET.
     pub fn create_qp(&self, attr: &QpInitAttr<'_>) -> io::Result<Qp> {
         Qp::create(self, attr)
+    }
+
+    /// `ibv_create_srq`: a shared receive queue of this PD (`EOPNOTSUPP` on a device without
+    /// SRQs, `EINVAL` for a size or limit out of range).
+    pub fn create_srq(&self, attr: &SrqInitAttr) -> io::Result<Srq> {
+        Srq::create(self, attr)
     }
 }
 

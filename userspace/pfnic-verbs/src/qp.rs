@@ -8,13 +8,12 @@ use pfnic_sys::uapi;
 use pfnic_sys::Mapping;
 
 use crate::cq::CqInner;
-use crate::types::{PostError, QpState, RecvWr, SendWr, Sge, SEND_FLAGS_SUPPORTED};
+use crate::queue::{
+    map_queue, put_sges, record_word, write_wqe, RecvQueue, Wqe, WQE_MAX_SGE, WQE_SIZE,
+};
+use crate::srq::{Srq, SrqInner};
+use crate::types::{PostError, QpState, RecvWr, SendWr, SEND_FLAGS_SUPPORTED};
 use crate::{errno, qp_attr, Cq, Ctx, Pd, PdInner, QpAttr, QpCap, QueryQp, DB_RQ, DB_SQ};
-
-/// Bytes per WQE (docs/verbs.md, "Work queue entry").
-const WQE_SIZE: usize = 128;
-/// SGEs a WQE holds.
-const WQE_MAX_SGE: usize = 4;
 
 /// `ibv_qp_init_attr` for an RC QP.
 #[derive(Clone, Copy)]
@@ -28,6 +27,11 @@ pub struct QpInitAttr<'a> {
     /// On the wire, a receive-side page fault parks the payload in the driver's backup
     /// buffer instead of answering RNR NAK (docs/wire.md, "Receive faults").
     pub recv_fault_backup: bool,
+    /// The SRQ the QP takes its receives from (the receive capabilities are then ignored,
+    /// and [`Qp::post_recv`] fails with `EINVAL`).
+    pub srq: Option<&'a Srq>,
+    /// Returned with the QP's asynchronous events ([`crate::AsyncEvent::element`]).
+    pub qp_context: u64,
 }
 
 impl<'a> QpInitAttr<'a> {
@@ -45,6 +49,8 @@ impl<'a> QpInitAttr<'a> {
             },
             sq_sig_all: false,
             recv_fault_backup: false,
+            srq: None,
+            qp_context: 0,
         }
     }
 }
@@ -126,6 +132,8 @@ pub struct Qp {
     _pd: Arc<PdInner>,
     _send_cq: Arc<CqInner>,
     _recv_cq: Arc<CqInner>,
+    /// Kept alive while the QP takes receives from it.
+    srq: Option<Arc<SrqInner>>,
     qpn: u32,
     cap: QpCap,
     sq_sig_all: bool,
@@ -142,9 +150,19 @@ pub struct Qp {
 impl Qp {
     pub(crate) fn create(pd: &Pd, attr: &QpInitAttr<'_>) -> io::Result<Self> {
         let ctx = &pd.inner.ctx;
-        if !Arc::ptr_eq(&attr.send_cq.inner.ctx, ctx) || !Arc::ptr_eq(&attr.recv_cq.inner.ctx, ctx)
+        if !Arc::ptr_eq(&attr.send_cq.inner.ctx, ctx)
+            || !Arc::ptr_eq(&attr.recv_cq.inner.ctx, ctx)
+            || attr.srq.is_some_and(|s| !Arc::ptr_eq(s.inner.ctx(), ctx))
         {
             return Err(errno(libc::EINVAL));
+        }
+        let mut flags = if attr.recv_fault_backup {
+            uapi::PFNIC_QP_CREATE_RECV_FAULT_BACKUP
+        } else {
+            0
+        };
+        if attr.srq.is_some() {
+            flags |= uapi::PFNIC_QP_CREATE_SRQ;
         }
         let mut arg = uapi::CreateQp {
             pd: pd.inner.handle,
@@ -152,52 +170,42 @@ impl Qp {
             recv_cq: attr.recv_cq.inner.cqn,
             qp_type: uapi::PFNIC_QPT_RC,
             sq_sig_all: u32::from(attr.sq_sig_all),
-            flags: if attr.recv_fault_backup {
-                uapi::PFNIC_QP_CREATE_RECV_FAULT_BACKUP
-            } else {
-                0
-            },
+            flags,
             cap: attr.cap,
+            qp_context: attr.qp_context,
+            srq: attr.srq.map_or(0, Srq::srq_num),
             ..Default::default()
         };
         ctx.dev.create_qp(&mut arg)?;
-        let queues = (|| {
-            // The doorbell and the record count WQEs in 16 bits: a queue of 2^16 entries would
-            // look empty when full.
-            let sq_bytes = u64::from(arg.sq_entries) * WQE_SIZE as u64;
-            let rq_bytes = u64::from(arg.rq_entries) * WQE_SIZE as u64;
-            if !arg.sq_entries.is_power_of_two()
-                || !arg.rq_entries.is_power_of_two()
-                || arg.sq_entries > 1 << 15
-                || arg.rq_entries > 1 << 15
-                || arg.rq_offset < sq_bytes
-                || !arg.rq_offset.is_multiple_of(WQE_SIZE as u64)
-                || arg.record_offset < arg.rq_offset + rq_bytes
-                || !arg.record_offset.is_multiple_of(4)
-                || arg.record_offset + 16 > arg.mmap_len
-                || arg.cap.max_send_sge as usize > WQE_MAX_SGE
-                || arg.cap.max_recv_sge as usize > WQE_MAX_SGE
-            {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("driver returned an inconsistent QP layout: {arg:?}"),
-                ));
-            }
-            let len = usize::try_from(arg.mmap_len).map_err(|_| errno(libc::EINVAL))?;
-            ctx.dev.mmap(arg.mmap_offset, len)
-        })();
-        let queues = match queues {
-            Ok(q) => q,
-            Err(e) => {
-                let _ = ctx.dev.destroy_qp(arg.qpn);
-                return Err(e);
-            }
+        // The doorbell and the record count WQEs in 16 bits: a queue of 2^16 entries would
+        // look empty when full.
+        let sq_bytes = u64::from(arg.sq_entries) * WQE_SIZE as u64;
+        let rq_bytes = u64::from(arg.rq_entries) * WQE_SIZE as u64;
+        let consistent = if !arg.sq_entries.is_power_of_two()
+            || !(arg.rq_entries.is_power_of_two() || attr.srq.is_some() && arg.rq_entries == 0)
+            || arg.sq_entries > 1 << 15
+            || arg.rq_entries > 1 << 15
+            || arg.rq_offset < sq_bytes
+            || !arg.rq_offset.is_multiple_of(WQE_SIZE as u64)
+            || arg.record_offset < arg.rq_offset + rq_bytes
+            || !arg.record_offset.is_multiple_of(4)
+            || arg.record_offset + 16 > arg.mmap_len
+            || arg.cap.max_send_sge as usize > WQE_MAX_SGE
+            || arg.cap.max_recv_sge as usize > WQE_MAX_SGE
+        {
+            Err(format!("QP layout: {arg:?}"))
+        } else {
+            Ok(())
         };
+        let queues = map_queue(ctx, consistent, arg.mmap_offset, arg.mmap_len, || {
+            let _ = ctx.dev.destroy_qp(arg.qpn);
+        })?;
         Ok(Self {
             ctx: ctx.clone(),
             _pd: pd.inner.clone(),
             _send_cq: attr.send_cq.inner.clone(),
             _recv_cq: attr.recv_cq.inner.clone(),
+            srq: attr.srq.map(|s| s.inner.clone()),
             qpn: arg.qpn,
             cap: arg.cap,
             sq_sig_all: attr.sq_sig_all,
@@ -325,26 +333,16 @@ impl Qp {
     /// The 32-bit word at `offset` of the QP record (0: send head, 4: receive head).
     fn record(&self, offset: usize) -> &AtomicU32 {
         // SAFETY: the record is 16 bytes at a 4-byte aligned offset inside the mapping
-        // (checked at creation), alive as long as `self`; the device writes it, so it is only
-        // accessed atomically.
-        unsafe { AtomicU32::from_ptr(self.queues.as_ptr().add(self.record_offset + offset).cast()) }
+        // (checked at creation), alive as long as `self`.
+        unsafe { record_word(&self.queues, self.record_offset + offset) }
     }
 
     /// Writes a WQE into slot `slot` of the queue at `queue_offset`.
-    fn write_wqe(&self, queue_offset: usize, slot: u32, wqe: &[u64; WQE_SIZE / 8]) {
+    fn write_wqe(&self, queue_offset: usize, slot: u32, wqe: &Wqe) {
         // SAFETY: `slot` is below the queue's entries, so the 128-byte WQE lies inside the
         // queue inside the mapping (checked at creation); the device only reads a WQE after
-        // the doorbell that follows, so plain volatile stores suffice.
-        unsafe {
-            let p = self
-                .queues
-                .as_ptr()
-                .add(queue_offset + slot as usize * WQE_SIZE)
-                .cast::<u64>();
-            for (i, w) in wqe.iter().enumerate() {
-                p.add(i).write_volatile(w.to_le());
-            }
-        }
+        // the doorbell that follows.
+        unsafe { write_wqe(&self.queues, queue_offset + slot as usize * WQE_SIZE, wqe) }
     }
 
     /// `ibv_post_send`: queues `wrs` in order and rings the doorbell once. Fails at the first
@@ -399,44 +397,33 @@ impl Qp {
         &self,
         wrs: impl IntoIterator<Item = Option<RecvWr<'b>>>,
     ) -> Result<(), PostError> {
-        let mut rq = self.rq.lock().unwrap_or_else(|e| e.into_inner());
-        let start = rq.tail;
-        let mut result = Ok(());
-        let mut head = self.record(4).load(Ordering::Acquire);
-        for (i, wr) in wrs.into_iter().enumerate() {
-            let Some(wr) = wr.filter(|wr| wr.sg_list.len() <= self.cap.max_recv_sge as usize)
-            else {
-                result = Err(PostError::new(i, libc::EINVAL));
-                break;
-            };
-            if rq.tail.wrapping_sub(head) & 0xffff >= self.rq_entries {
-                head = self.record(4).load(Ordering::Acquire);
-                if rq.tail.wrapping_sub(head) & 0xffff >= self.rq_entries {
-                    result = Err(PostError::new(i, libc::ENOMEM));
-                    break;
-                }
-            }
-            self.write_wqe(
-                self.rq_offset,
-                rq.tail & (self.rq_entries - 1),
-                &recv_wqe(&wr),
-            );
-            rq.tail = rq.tail.wrapping_add(1);
+        if self.srq.is_some() {
+            // Its receives come from the SRQ (libibverbs: `EINVAL`).
+            return Err(PostError::new(0, libc::EINVAL));
         }
-        if rq.tail != start {
+        let mut rq = self.rq.lock().unwrap_or_else(|e| e.into_inner());
+        let (result, posted) = RecvQueue {
+            tail: &mut rq.tail,
+            entries: self.rq_entries,
+            max_sge: self.cap.max_recv_sge,
+            head: self.record(4),
+        }
+        .post(wrs, |slot, wqe| self.write_wqe(self.rq_offset, slot, wqe));
+        if posted {
             self.ctx.ring(DB_RQ, self.qpn << 16 | (rq.tail & 0xffff));
         }
         result
     }
 
-    /// `ibv_destroy_qp`, reporting the error (and giving the QP back) if it fails.
+    /// `ibv_destroy_qp`, reporting the error (and giving the QP back) if it fails; on success, the
+    /// QP's asynchronous events the context read ([`Context::async_events`](crate::Context::async_events)).
     // The QP comes back by value, as `ibv_destroy_qp` leaves it usable on failure.
     #[allow(clippy::result_large_err)]
-    pub fn destroy(mut self) -> Result<(), (Qp, io::Error)> {
+    pub fn destroy(mut self) -> Result<u32, (Qp, io::Error)> {
         match self.ctx.dev.destroy_qp(self.qpn) {
-            Ok(()) => {
+            Ok(events) => {
                 self.live = false;
-                Ok(())
+                Ok(events)
             }
             Err(e) => Err((self, e)),
         }
@@ -452,16 +439,8 @@ impl Drop for Qp {
     }
 }
 
-/// Fills the SGE part (words 8..16) of a WQE.
-fn put_sges(wqe: &mut [u64; WQE_SIZE / 8], sges: &[Sge]) {
-    for (i, s) in sges.iter().take(WQE_MAX_SGE).enumerate() {
-        wqe[8 + 2 * i] = s.addr;
-        wqe[8 + 2 * i + 1] = u64::from(s.length) | u64::from(s.lkey) << 32;
-    }
-}
-
 /// A send WQE as 16 little-endian words (docs/verbs.md, "Work queue entry").
-fn send_wqe(wr: &SendWr<'_>) -> [u64; WQE_SIZE / 8] {
+fn send_wqe(wr: &SendWr<'_>) -> Wqe {
     let mut wqe = [0u64; WQE_SIZE / 8];
     // imm_data is stored as posted: its bytes in memory, whatever the host order.
     wqe[0] = u64::from(wr.opcode as u8)
@@ -473,15 +452,6 @@ fn send_wqe(wr: &SendWr<'_>) -> [u64; WQE_SIZE / 8] {
     wqe[3] = u64::from(wr.rkey);
     wqe[4] = wr.compare_add;
     wqe[5] = wr.swap;
-    put_sges(&mut wqe, wr.sg_list);
-    wqe
-}
-
-/// A receive WQE: `num_sge`, `wr_id` and the SGEs.
-fn recv_wqe(wr: &RecvWr<'_>) -> [u64; WQE_SIZE / 8] {
-    let mut wqe = [0u64; WQE_SIZE / 8];
-    wqe[0] = (wr.sg_list.len() as u64) << 16;
-    wqe[1] = wr.wr_id;
     put_sges(&mut wqe, wr.sg_list);
     wqe
 }
@@ -499,6 +469,8 @@ pub fn set_global_route(a: &mut QpAttr, g: &GlobalRoute) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::queue::recv_wqe;
+    use crate::Sge;
     use crate::{WrOpcode, SEND_SIGNALED};
 
     fn bytes(w: &[u64; WQE_SIZE / 8]) -> Vec<u8> {

@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Shared receive queues (docs/verbs.md, "Shared receive queues"): a ring of receive WQEs
+//! followed by a 16-byte record, in one coherent allocation the process maps; QPs of the same
+//! file take their receives from it. Its `SRQ_LIMIT` events go to the file's asynchronous
+//! events.
+
+use super::{
+    async_events::ObjectKind,
+    cmd,
+    eq::OwnerRoute,
+    file::{ring_bytes, Srq, VerbsFile},
+    Limits,
+};
+use crate::uapi;
+use kernel::{dma::SharedCoherent, page::PAGE_SIZE, prelude::*, types::ScopeGuard};
+
+/// Bytes of a receive WQE.
+const WQE_SIZE: usize = 128;
+/// Bytes of the SRQ record.
+const RECORD_SIZE: usize = 16;
+
+impl VerbsFile {
+    /// `PFNIC_IOCTL_CREATE_SRQ`.
+    pub(crate) fn create_srq(&self, arg: &mut uapi::CreateSrq) -> Result {
+        let verbs = self.nic.verbs()?;
+        let owner = self.async_events()?.clone();
+        let l = verbs.limits;
+        if l.max_srqs == 0 {
+            return Err(EOPNOTSUPP);
+        }
+        if arg.max_wr == 0 || arg.max_wr > l.max_wqes || arg.max_sge > l.max_sge {
+            return Err(EINVAL);
+        }
+        // libibverbs: a limit above the SRQ's size is `EINVAL`.
+        if arg.srq_limit > arg.max_wr {
+            return Err(EINVAL);
+        }
+        let entries = arg.max_wr.next_power_of_two();
+        let record_offset = entries as usize * WQE_SIZE;
+        let bytes = ring_bytes(record_offset + RECORD_SIZE)?;
+        if self.objects.lock().pds.get(&arg.pd).is_none() {
+            return Err(EINVAL);
+        }
+        let mem = SharedCoherent::new(self.nic.alloc_coherent(bytes)?)?;
+
+        let mut o = self.objects.lock();
+        // Checked again: the lock was dropped for the allocation.
+        if o.pds.get(&arg.pd).is_none() {
+            return Err(EINVAL);
+        }
+        if o.srqs.iter().count() >= Limits::file_share(l.max_srqs) {
+            return Err(EDQUOT);
+        }
+        let srqn = verbs.ids.lock().srqns.alloc()?;
+        let free_srqn = ScopeGuard::new(|| verbs.ids.lock().srqns.free(srqn));
+        // Route events before the SRQ exists, so none is lost.
+        drop(verbs.eq.set_srq_owner(
+            srqn,
+            Some(OwnerRoute {
+                owner,
+                element: arg.srq_context,
+            }),
+        ));
+        let unroute = ScopeGuard::new(|| drop(verbs.eq.set_srq_owner(srqn, None)));
+        let ring = mem.dma_address();
+        let [ring_lo, ring_hi] = cmd::split(ring);
+        let [rec_lo, rec_hi] = cmd::split(ring + record_offset as u64);
+        self.nic.command(
+            cmd::SRQ_CREATE,
+            &[
+                srqn,
+                self.ctx,
+                arg.pd,
+                ring_lo,
+                ring_hi,
+                entries.trailing_zeros(),
+                rec_lo,
+                rec_hi,
+            ],
+        )?;
+        let destroy = ScopeGuard::new(|| {
+            let _ = self.nic.command(cmd::SRQ_DESTROY, &[srqn]);
+        });
+        if arg.srq_limit != 0 {
+            self.nic.command(cmd::SRQ_MODIFY, &[srqn, arg.srq_limit])?;
+        }
+        // A clone: on failure, `mem` outlives the guards that destroy the object in the device.
+        let token = o.add_ring(mem.clone())?;
+        let srq = Srq {
+            pd: arg.pd,
+            qps: 0,
+            max_wr: entries,
+            max_sge: l.max_sge,
+            ring: token,
+        };
+        if let Err(e) = o.srqs.try_create_and_insert(srqn, srq, GFP_KERNEL) {
+            o.remove_ring(token);
+            return Err(e);
+        }
+        // Cannot fail from here on.
+        if let Some(pd) = o.pds.get_mut(&arg.pd) {
+            pd.srqs += 1;
+        }
+        destroy.dismiss();
+        unroute.dismiss();
+        free_srqn.dismiss();
+        arg.srqn = srqn;
+        arg.entries = entries;
+        arg.max_wr = entries;
+        arg.max_sge = l.max_sge;
+        arg.mmap_offset = token * PAGE_SIZE as u64;
+        arg.mmap_len = bytes as u64;
+        arg.record_offset = record_offset as u64;
+        Ok(())
+    }
+
+    /// `PFNIC_IOCTL_MODIFY_SRQ`: arms or disarms the limit; resizing is `EOPNOTSUPP`.
+    pub(crate) fn modify_srq(&self, arg: &uapi::ModifySrq) -> Result {
+        self.nic.verbs()?;
+        let known = uapi::PFNIC_SRQ_MAX_WR | uapi::PFNIC_SRQ_LIMIT;
+        if arg.attr_mask & !known != 0 {
+            return Err(EINVAL);
+        }
+        let o = self.objects.lock();
+        let srq = o.srqs.get(&arg.srqn).ok_or(EINVAL)?;
+        if arg.attr_mask & uapi::PFNIC_SRQ_MAX_WR != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        if arg.attr_mask & uapi::PFNIC_SRQ_LIMIT == 0 {
+            return Ok(());
+        }
+        if arg.srq_limit > srq.max_wr {
+            return Err(EINVAL);
+        }
+        self.nic
+            .command(cmd::SRQ_MODIFY, &[arg.srqn, arg.srq_limit])?;
+        Ok(())
+    }
+
+    /// `PFNIC_IOCTL_QUERY_SRQ`.
+    pub(crate) fn query_srq(&self, arg: &mut uapi::QuerySrq) -> Result {
+        self.nic.verbs()?;
+        let o = self.objects.lock();
+        let srq = o.srqs.get(&arg.srqn).ok_or(EINVAL)?;
+        let r = self.nic.command(cmd::SRQ_QUERY, &[arg.srqn])?;
+        *arg = uapi::QuerySrq {
+            srqn: arg.srqn,
+            max_wr: srq.max_wr,
+            max_sge: srq.max_sge,
+            srq_limit: r[0],
+            head: r[1],
+            tail: r[2],
+            qps: r[3],
+            limit_events: r[4],
+        };
+        Ok(())
+    }
+
+    /// `PFNIC_IOCTL_DESTROY_SRQ`: `EBUSY` while a QP uses it. Its ring memory goes once no
+    /// mapping uses it; `events_reported` says how many of its events the process read.
+    pub(crate) fn destroy_srq(&self, arg: &mut uapi::ObjectNumber) -> Result {
+        let verbs = self.nic.verbs()?;
+        if arg.events_reported != 0 {
+            return Err(EINVAL);
+        }
+        let mut o = self.objects.lock();
+        let srq = o.srqs.get(&arg.num).ok_or(EINVAL)?;
+        if srq.qps != 0 {
+            return Err(EBUSY);
+        }
+        self.nic.command(cmd::SRQ_DESTROY, &[arg.num])?;
+        let Some(srq) = o.srqs.remove(&arg.num) else {
+            return Err(EINVAL);
+        };
+        o.remove_ring(srq.ring);
+        if let Some(pd) = o.pds.get_mut(&srq.pd) {
+            pd.srqs -= 1;
+        }
+        drop(verbs.eq.set_srq_owner(arg.num, None));
+        arg.events_reported = self.forget_events(ObjectKind::Srq, arg.num);
+        verbs.ids.lock().srqns.free(arg.num);
+        Ok(())
+    }
+}

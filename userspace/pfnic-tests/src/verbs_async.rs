@@ -1,0 +1,195 @@
+//! Asynchronous events (rdma-core's `ibv_get_async_event`): a QP's fatal error and a CQ's
+//! overflow reach the context that owns them, and only it, naming the object by the handle
+//! given at creation; destroying an object reports the events of it that were read and drops
+//! those that were not.
+
+use crate::common::expect_errno;
+use crate::ktap::{Failure, Test, TestResult};
+use crate::verbs_common::*;
+use pfnic_sys::uapi;
+use pfnic_verbs::{
+    event_type, AsyncEvent, AsyncEvents, ConnectAttr, Context, Qp, QpInitAttr, QpState, WrOpcode,
+};
+
+pub const TESTS: &[&Test] = &[
+    &Test {
+        name: "test_verbs_async_qp_fatal",
+        run: test_verbs_async_qp_fatal,
+    },
+    &Test {
+        name: "test_verbs_async_cq_error",
+        run: test_verbs_async_cq_error,
+    },
+    &Test {
+        name: "test_verbs_async_unread_dropped",
+        run: test_verbs_async_unread_dropped,
+    },
+    &Test {
+        name: "test_verbs_async_file",
+        run: test_verbs_async_file,
+    },
+];
+
+/// How long a test waits for an event that must come (the device raises it at once).
+const EVENT_MS: i32 = 10_000;
+/// How long a test waits for an event that must not come.
+const QUIET_MS: i32 = 300;
+
+/// The send doorbell register in the context's BAR2 page (docs/verbs.md, "User doorbells").
+const DB_SQ: usize = 0x008;
+
+/// Rings QP `qp`'s send doorbell of `ctx` with a tail past the whole queue: the device puts
+/// the QP in ERR and raises `QP_FATAL` (docs/verbs.md).
+fn ring_bad_send_tail(ctx: &Context, qp: &Qp) -> TestResult {
+    let db = ctx
+        .device()
+        .mmap(uapi::PFNIC_MMAP_DOORBELL, PAGE)
+        .map_err(|e| fail("map the doorbell page", e))?;
+    let (sq_entries, _) = qp.queue_entries();
+    let tail = (sq_entries + 1) & 0xffff;
+    // SAFETY: the send doorbell is an aligned 32-bit register inside the mapped page, which
+    // lives until `db` drops; device registers take volatile stores.
+    unsafe {
+        core::ptr::write_volatile(
+            db.as_ptr().add(DB_SQ).cast::<u32>(),
+            qp.qp_num() << 16 | tail,
+        )
+    };
+    Ok(())
+}
+
+/// The next event within `ms`, which must come.
+fn next_event(events: &AsyncEvents, what: &str) -> Result<AsyncEvent, Failure> {
+    match events.get_event_timeout(EVENT_MS)? {
+        Some(ev) => Ok(ev),
+        None => fail!("no asynchronous event within {EVENT_MS} ms after {what}"),
+    }
+}
+
+/// No event within [`QUIET_MS`].
+fn no_event(events: &AsyncEvents, after: &str) -> TestResult {
+    if let Some(ev) = events.get_event_timeout(QUIET_MS)? {
+        fail!("unexpected asynchronous event after {after}: {ev:?}");
+    }
+    Ok(())
+}
+
+/// A bad send doorbell makes the QP fatal: one `IBV_EVENT_QP_FATAL` naming the QP by its
+/// `qp_context` and number, to its own context only; another context's QP and event file
+/// stay quiet; destroying the QP reports the one event read.
+fn test_verbs_async_qp_fatal() -> TestResult {
+    let pair = Pair::new(&PairOpts::default())?;
+    let a_events = pair.a.ctx.async_events()?;
+    let b_events = pair.b.ctx.async_events()?;
+    let qp = pair.a.pd.create_qp(&QpInitAttr {
+        qp_context: 0xfeed_f00d_0bad_cafe,
+        ..QpInitAttr::new(&pair.a.cq, &pair.a.cq, 8, 1)
+    })?;
+    qp.connect(pair.b.qp.qp_num(), &ConnectAttr::default())?;
+    no_event(&a_events, "connecting")?;
+    ring_bad_send_tail(&pair.a.ctx, &qp)?;
+    let ev = next_event(&a_events, "a bad send doorbell")?;
+    check_eq!(ev.event_type, event_type::QP_FATAL);
+    check_eq!(ev.element, 0xfeed_f00d_0bad_cafe);
+    check_eq!(ev.object, qp.qp_num());
+    check_eq!(qp.state()?, QpState::Err);
+    no_event(&a_events, "the QP_FATAL event")?;
+    no_event(&b_events, "a QP of another context became fatal")?;
+    // The other QPs of the context work on.
+    pair.write_ok(0x3c, 64, "a write after another QP became fatal")?;
+    check_eq!(qp.destroy().map_err(|(_, e)| e)?, 1);
+    Ok(())
+}
+
+/// A CQ that overflows raises one `IBV_EVENT_CQ_ERR` naming it by its `cq_context` (its QP
+/// enters ERR without a `QP_FATAL` of its own: the error is the CQ's); destroying the CQ
+/// reports the event.
+fn test_verbs_async_cq_error() -> TestResult {
+    let ctx = verbs_ctx()?;
+    let events = ctx.async_events()?;
+    let cq = ctx.create_cq(2, None, 0x00c0_ffee)?;
+    let n = cq.entries() as usize;
+    let s = Side::basic(&ctx, PAGE, MrKind::Plain)?;
+    let d = Side::basic(&verbs_ctx()?, PAGE, MrKind::Plain)?;
+    let qp =
+        s.pd.create_qp(&QpInitAttr::new(&cq, &cq, (n + 2) as u32, 1))?;
+    qp.connect(d.qp.qp_num(), &ConnectAttr::default())?;
+    d.qp.connect(qp.qp_num(), &ConnectAttr::default())?;
+    let sge = [s.sge(0, 8)];
+    for i in 0..=n as u64 {
+        qp.post_send(&[s.rdma_wr(i, WrOpcode::RdmaWrite, &sge, &d, 64)])?;
+    }
+    let ev = next_event(&events, "overflowing a CQ")?;
+    check_eq!(ev.event_type, event_type::CQ_ERR);
+    check_eq!(ev.element, 0x00c0_ffee);
+    check_eq!(ev.object, cq.cqn());
+    check_eq!(qp.state()?, QpState::Err);
+    no_event(&events, "the CQ_ERR event")?;
+    check_eq!(qp.destroy().map_err(|(_, e)| e)?, 0);
+    check_eq!(cq.destroy().map_err(|(_, e)| e)?, 1);
+    Ok(())
+}
+
+/// Events nobody read are dropped with their object: its destruction reports none, and the
+/// event file does not return them afterwards (libibverbs would hand out a freed object).
+fn test_verbs_async_unread_dropped() -> TestResult {
+    let pair = Pair::new(&PairOpts::default())?;
+    let events = pair.a.ctx.async_events()?;
+    let make = |context: u64| {
+        pair.a.pd.create_qp(&QpInitAttr {
+            qp_context: context,
+            ..QpInitAttr::new(&pair.a.cq, &pair.a.cq, 8, 1)
+        })
+    };
+    let (unread, read) = (make(1)?, make(2)?);
+    for qp in [&unread, &read] {
+        qp.connect(pair.b.qp.qp_num(), &ConnectAttr::default())?;
+    }
+    ring_bad_send_tail(&pair.a.ctx, &unread)?;
+    ring_bad_send_tail(&pair.a.ctx, &read)?;
+    // Both events are queued once both QPs are in ERR (the device raises the event as the
+    // QP enters ERR).
+    let deadline = std::time::Instant::now() + WC_TIMEOUT;
+    while unread.state()? != QpState::Err || read.state()? != QpState::Err {
+        if std::time::Instant::now() > deadline {
+            fail!("the QPs did not enter ERR after bad doorbells");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    check_eq!(unread.destroy().map_err(|(_, e)| e)?, 0);
+    let ev = next_event(&events, "two QPs became fatal")?;
+    check_eq!((ev.event_type, ev.element), (event_type::QP_FATAL, 2));
+    no_event(&events, "the event of the destroyed QP was dropped")?;
+    check_eq!(read.destroy().map_err(|(_, e)| e)?, 1);
+    Ok(())
+}
+
+/// The event file: one per context (`EBUSY` for a second), non-blocking reads fail with
+/// `EAGAIN` when nothing is queued, and a buffer too small for one event is `EINVAL`.
+fn test_verbs_async_file() -> TestResult {
+    let ctx = verbs_ctx()?;
+    let events = ctx.async_events()?;
+    expect_errno(
+        "a second event file",
+        ctx.async_events().map(drop),
+        libc::EBUSY,
+    )?;
+    events.set_nonblocking(true)?;
+    expect_errno(
+        "a non-blocking read of nothing",
+        events.get_event(),
+        libc::EAGAIN,
+    )?;
+    let mut small = [0u8; 8];
+    // SAFETY: reads at most 8 bytes into `small`.
+    let n = unsafe { libc::read(events.fd(), small.as_mut_ptr().cast(), small.len()) };
+    check_eq!(n, -1);
+    check_eq!(
+        std::io::Error::last_os_error().raw_os_error(),
+        Some(libc::EINVAL)
+    );
+    // Another context has its own.
+    let other = verbs_ctx()?;
+    drop(other.async_events()?);
+    Ok(())
+}
