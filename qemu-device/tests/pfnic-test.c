@@ -257,7 +257,8 @@ static void test_registers(void)
                     PFNIC_FW_VERSION_VALUE);
     g_assert_cmphex(reg_read(PFNIC_REG_CAPS), ==,
                     PFNIC_CAPS_ATS | PFNIC_CAPS_PASID | PFNIC_CAPS_SELFTEST |
-                    PFNIC_CAPS_VERBS | PFNIC_CAPS_TABLES | PFNIC_CAPS_SRQ);
+                    PFNIC_CAPS_VERBS | PFNIC_CAPS_TABLES | PFNIC_CAPS_SRQ |
+                    PFNIC_CAPS_TIMESTAMPS);
     g_assert_cmpint(reg_read(PFNIC_REG_NUM_VECTORS), ==, 16);
     g_assert_cmpint(reg_read(PFNIC_REG_NUM_CONTEXTS), ==, 8);
     g_assert_cmpint(reg_read(PFNIC_REG_PASID_WIDTH), ==, PFNIC_PASID_WIDTH);
@@ -704,17 +705,32 @@ static uint32_t mr_set(uint32_t index, uint32_t ctx, uint32_t pd,
     return mr_set_flags(index, ctx, pd, access, addr, len, 0, key);
 }
 
-static uint32_t cq_create(uint32_t cqn, uint32_t ctx, uint32_t log2)
+/* Which CQs were created with TIMESTAMP (ABI 1.12): 64-byte CQEs */
+static bool cq_ts[PFNIC_MAX_CQS];
+
+/* CQ_CREATE with a7 @flags (all arguments: a7 must not be a stale value) */
+static uint32_t cq_create_flags(uint32_t cqn, uint32_t ctx, uint32_t log2,
+                                uint32_t flags)
 {
     uint64_t ring = CQ_RING + cqn * 0x10000ULL, rec = CQ_REC + cqn * 0x100;
     uint32_t a[PFNIC_CMD_ARGS] = {
-        cqn, ctx, ring, ring >> 32, log2, rec, rec >> 32,
+        cqn, ctx, ring, ring >> 32, log2, rec, rec >> 32, flags,
     };
     uint8_t zero[0x10000] = { };
+    uint32_t st;
 
     memwrite(ring, zero, sizeof(zero));
     memwrite(rec, zero, 16);
-    return cmd(PFNIC_CMD_CQ_CREATE, a, 7);
+    st = cmd(PFNIC_CMD_CQ_CREATE, a, PFNIC_CMD_ARGS);
+    if (st == PFNIC_CMD_OK) {
+        cq_ts[cqn] = flags & PFNIC_CQ_FLAG_TIMESTAMP;
+    }
+    return st;
+}
+
+static uint32_t cq_create(uint32_t cqn, uint32_t ctx, uint32_t log2)
+{
+    return cq_create_flags(cqn, ctx, log2, 0);
 }
 
 /* QP_CREATE with receive queue entries 2^@rq_log2, a13 @flags, a14 @srqn */
@@ -811,11 +827,34 @@ static void verbs_db(uint32_t ctx, uint32_t off, uint32_t val)
     writel(BAR2_ADDR + ctx * PFNIC_DOORBELL_PAGE_SIZE + off, val);
 }
 
+/*
+ * The device clock (ABI 1.12) as a process reads it in context @ctx's
+ * doorbell page: high, low, high again until the two high words agree.
+ */
+static uint64_t clock_read(uint32_t ctx)
+{
+    uint64_t page = BAR2_ADDR + ctx * PFNIC_DOORBELL_PAGE_SIZE;
+    uint32_t hi, lo;
+
+    do {
+        hi = readl(page + PFNIC_DB_CLOCK_HI);
+        lo = readl(page + PFNIC_DB_CLOCK_LO);
+    } while (hi != readl(page + PFNIC_DB_CLOCK_HI));
+    return (uint64_t)hi << 32 | lo;
+}
+
+/* Where CQE @slot of CQ @cqn is: 32 or (TIMESTAMP) 64 bytes a slot */
+static uint64_t cqe_addr(uint32_t cqn, uint32_t slot)
+{
+    return CQ_RING + cqn * 0x10000ULL +
+           slot * (cq_ts[cqn] ? PFNIC_CQE_TS_SIZE : PFNIC_CQE_SIZE);
+}
+
 static PfnicCqe read_cqe(uint32_t cqn, uint32_t slot)
 {
     PfnicCqe c;
 
-    memread(CQ_RING + cqn * 0x10000ULL + slot * PFNIC_CQE_SIZE, &c, sizeof(c));
+    memread(cqe_addr(cqn, slot), &c, sizeof(c));
     c.wr_id = le64_to_cpu(c.wr_id);
     c.byte_len = le32_to_cpu(c.byte_len);
     c.qp_num = le32_to_cpu(c.qp_num);
@@ -903,6 +942,11 @@ static void test_verbs_limits(void)
     map_bars();
     g_assert_cmphex(reg_read(PFNIC_REG_VERSION), ==, PFNIC_VERSION_VALUE);
     g_assert_cmphex(reg_read(PFNIC_REG_FW_VERSION), ==, PFNIC_FW_VERSION_VALUE);
+    /* ABI 1.12, model 1.12.0, and its CAPS bit 9 TIMESTAMPS */
+    g_assert_cmphex(reg_read(PFNIC_REG_VERSION), ==, 0x0001000c);
+    g_assert_cmphex(reg_read(PFNIC_REG_FW_VERSION), ==, 0x010c0000);
+    g_assert_cmphex(PFNIC_CAPS_TIMESTAMPS, ==, 1u << 9);
+    g_assert_true(reg_read(PFNIC_REG_CAPS) & PFNIC_CAPS_TIMESTAMPS);
     g_assert_true(reg_read(PFNIC_REG_CAPS) & PFNIC_CAPS_VERBS);
     g_assert_cmpint(reg_read(PFNIC_REG_MAX_QPS), ==, 256);
     g_assert_cmpint(reg_read(PFNIC_REG_MAX_CQS), ==, 256);
@@ -3731,6 +3775,208 @@ static void test_verbs_srq_doorbells(void)
     qtest_end();
 }
 
+/* --- completion timestamps (ABI 1.12) ---------------------------------- */
+
+/*
+ * The device clock in every context's doorbell page (enabled or not):
+ * the pages agree, it follows the virtual clock, a reset does not restart
+ * it, and it is read-only; the other offsets of a page read 0.
+ */
+static void test_verbs_clock(void)
+{
+    uint64_t t0, t1, t2, t3, q;
+
+    start(",contexts=4");
+    map_bars();
+    g_assert_true(reg_read(PFNIC_REG_CAPS) & PFNIC_CAPS_TIMESTAMPS);
+    clock_step(1000);
+    t0 = clock_read(0);
+    g_assert_cmpuint(t0, >=, 1000);
+    t1 = clock_read(3);
+    g_assert_cmpuint(t1, >=, t0);
+    g_assert_cmpuint(clock_read(0), >=, t1);
+
+    /* At least the step; past 2^32 ns, so CLOCK_HI counts too */
+    clock_step(5000000000ULL);
+    t2 = clock_read(1);
+    g_assert_cmpuint(t2 - t1, >=, 5000000000ULL);
+    g_assert_cmpuint(readl(BAR2_ADDR + PFNIC_DB_CLOCK_HI), ==, t2 >> 32);
+    g_assert_cmpuint(readl(BAR2_ADDR + PFNIC_DB_CLOCK_HI), >=, 1);
+    /* An 8-byte read of CLOCK_LO is the whole clock, from one sample. */
+    q = readq(BAR2_ADDR + 2 * PFNIC_DOORBELL_PAGE_SIZE + PFNIC_DB_CLOCK_LO);
+    g_assert_cmpuint(q, >=, t2);
+    g_assert_cmpuint(q, <=, clock_read(2));
+
+    /* A device reset does not restart it. */
+    reg_write(PFNIC_REG_CONTROL, PFNIC_CONTROL_RESET);
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    t3 = clock_read(2);
+    g_assert_cmpuint(t3, >=, t2);
+
+    /* Writes to it are ignored; the other offsets read 0. */
+    for (uint32_t ctx = 0; ctx < 4; ctx++) {
+        uint64_t page = BAR2_ADDR + ctx * PFNIC_DOORBELL_PAGE_SIZE;
+
+        writel(page + PFNIC_DB_CLOCK_LO, 0);
+        writel(page + PFNIC_DB_CLOCK_HI, 0);
+        writeq(page + PFNIC_DB_CLOCK_LO, 0);
+        g_assert_cmpuint(clock_read(ctx), >=, t3);
+        g_assert_cmphex(readl(page + 0x028), ==, 0);
+        g_assert_cmphex(readq(page + 0x028), ==, 0);
+        g_assert_cmphex(readl(page + 0x01c), ==, 0);
+        g_assert_cmphex(readl(page + PFNIC_DB_SQ), ==, 0);
+        g_assert_cmphex(readl(page + PFNIC_DB_SRQ), ==, 0);
+        g_assert_cmphex(readl(page + 0xffc), ==, 0);
+    }
+    clock_step(1000);
+    g_assert_cmpuint(clock_read(1), >=, t3 + 1000);
+    qtest_end();
+}
+
+/*
+ * CQE @n of CQ @cqn (2^@log2 entries), once software owns it, then
+ * consumed: in a TIMESTAMP CQ, the timestamp in *@ts, and the reserved
+ * bytes after it must be 0.
+ */
+static PfnicCqe ts_cqe(uint32_t cqn, uint32_t log2, uint32_t n, uint64_t *ts)
+{
+    static const uint8_t zero[sizeof(((PfnicCqeTs *)0)->reserved)];
+    uint32_t entries = 1u << log2, cons = cpu_to_le32(n + 1);
+    PfnicCqe c = wait_cqe(cqn, n % entries, ((n / entries) & 1) ^ 1);
+
+    if (cq_ts[cqn]) {
+        PfnicCqeTs t;
+
+        memread(cqe_addr(cqn, n % entries), &t, sizeof(t));
+        g_assert_cmpmem(t.reserved, sizeof(t.reserved), zero, sizeof(zero));
+        *ts = le64_to_cpu(t.timestamp);
+    }
+    memwrite(CQ_REC + cqn * 0x100, &cons, sizeof(cons));
+    return c;
+}
+
+/*
+ * CQ_CREATE a7 (ABI 1.12): bit 0 TIMESTAMP, others BAD_ARG. A TIMESTAMP
+ * CQ (of 4 entries: the loop below wraps it three times) takes QP 2's
+ * CQEs, 64 bytes each, stamped between the clock read before the work
+ * was posted and after its CQE was seen, in order; QP 3's CQ beside it
+ * keeps 32-byte CQEs. Through tables, so that data moves.
+ */
+static void test_verbs_timestamps(void)
+{
+    static uint8_t src[0x800], got[0x800];
+    uint32_t a[PFNIC_CMD_ARGS], lkey, rkey, n1 = 0, n2 = 0;
+    uint64_t last = 0, ts;
+    uint8_t fill[4 * PFNIC_CQE_TS_SIZE];
+    PfnicCqe c;
+
+    start(",contexts=4,ats=off,pasid=off,pri=off");
+    map_bars();
+    table_counts_reset();
+    memset(src, 0, sizeof(src));
+    for (int i = 0; i < 32; i++) {
+        memwrite(DATA_PAGE(i), src, 4096);
+    }
+    start_ctx_no_pasid(1, RING_ADDR);
+    start_ctx_no_pasid(2, RING_ADDR + 0x1000);
+    lkey = table_mr(1, 1, TL_VA, TL_LEN, tl_pages, 4);
+    rkey = table_mr(2, 2, TR_VA, TR_LEN, tr_pages, 4);
+
+    /* a7: unknown bits, alone or with TIMESTAMP, and stale ones */
+    g_assert_cmpint(cq_create_flags(1, 1, 2, 2), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(cq_create_flags(1, 1, 2, PFNIC_CQ_FLAG_TIMESTAMP |
+                                    0x80000000), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(cq_create_flags(1, 1, 2, UINT32_MAX), ==,
+                    PFNIC_CMD_BAD_ARG);
+    reg_write(PFNIC_REG_CMD_ARG + 4 * 7, 0x10);
+    a[0] = 1;
+    a[1] = 1;
+    a[2] = CQ_RING + 0x10000;
+    a[3] = 0;
+    a[4] = 2;
+    a[5] = CQ_REC + 0x100;
+    a[6] = 0;
+    g_assert_cmpint(cmd(PFNIC_CMD_CQ_CREATE, a, 7), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(cmd1(PFNIC_CMD_CQ_DESTROY, 1), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(cq_create_flags(1, 1, 2, PFNIC_CQ_FLAG_TIMESTAMP), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(cq_create_flags(2, 2, 2, 0), ==, PFNIC_CMD_OK);
+    /* Junk where the CQEs go: the device writes every byte of an entry. */
+    memset(fill, 0xa4, sizeof(fill));
+    memwrite(cqe_addr(1, 0), fill, sizeof(fill));
+    memwrite(cqe_addr(2, 0), fill, 4 * PFNIC_CQE_SIZE);
+    g_assert_cmpint(qp_create(2, 1, 7, 1, 1, 4, 0), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create(3, 2, 7, 2, 2, 4, 0), ==, PFNIC_CMD_OK);
+    qp_connect(2, 3, 7);
+    qp_connect(3, 2, 7);
+
+    for (uint32_t i = 0; i < 12; i++) {
+        uint32_t len = 0x100 + i * 0x30;
+        uint64_t before, after;
+
+        clock_step(1000 + i * 100);
+        before = clock_read(1);
+        pattern(src, len, i);
+        switch (i % 3) {
+        case 0:     /* RDMA WRITE by QP 2: its CQE on CQ 1 */
+            table_rw(tl_pages, TL_VA, TL_VA + 0x40, src, len, true);
+            table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x100 + i, TL_VA + 0x40,
+                       len, lkey, TR_VA + 0x1f00, rkey, 0);
+            break;
+        case 1:     /* SEND by QP 2: its CQE on CQ 1, the receive's on 2 */
+            table_rw(tl_pages, TL_VA, TL_VA + 0x40, src, len, true);
+            table_recv(2, 3, 0x300 + i, TR_VA + 0x1f00, 0x800, rkey);
+            table_post(1, 2, PFNIC_WR_SEND, 0x100 + i, TL_VA + 0x40, len,
+                       lkey, 0, 0, 0);
+            break;
+        default:    /* SEND by QP 3: its CQE on CQ 2, the receive's on 1 */
+            table_rw(tr_pages, TR_VA, TR_VA + 0x40, src, len, true);
+            table_recv(1, 2, 0x100 + i, TL_VA + 0x1f00, 0x800, lkey);
+            table_post(2, 3, PFNIC_WR_SEND, 0x300 + i, TR_VA + 0x40, len,
+                       rkey, 0, 0, 0);
+            break;
+        }
+
+        /* CQ 1: the 32 bytes as before, at slot * 64, then the time */
+        ts = 0;
+        c = ts_cqe(1, 2, n1++, &ts);
+        after = clock_read(3);
+        g_assert_cmphex(c.wr_id, ==, 0x100 + i);
+        g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+        g_assert_cmpint(c.byte_len, ==, len);
+        g_assert_cmpint(c.qp_num, ==, 2);
+        g_assert_cmpint(c.vendor_err, ==, 0);
+        g_assert_cmpint(c.opcode, ==, (i % 3 == 0) ? PFNIC_WC_RDMA_WRITE :
+                        (i % 3 == 1) ? PFNIC_WC_SEND : PFNIC_WC_RECV);
+        g_assert_cmpint(c.src_qp, ==, (i % 3 == 2) ? 3 : 0);
+        g_assert_cmpuint(ts, >=, before);
+        g_assert_cmpuint(ts, <=, after);
+        g_assert_cmpuint(ts, >=, last);
+        last = ts;
+        if (i % 3 == 2) {
+            table_rw(tl_pages, TL_VA, TL_VA + 0x1f00, got, len, false);
+        } else {
+            table_rw(tr_pages, TR_VA, TR_VA + 0x1f00, got, len, false);
+        }
+        g_assert_cmpmem(got, len, src, len);
+
+        /* CQ 2: 32-byte CQEs at slot * 32 */
+        if (i % 3) {
+            c = ts_cqe(2, 2, n2++, &ts);
+            g_assert_cmphex(c.wr_id, ==, 0x300 + i);
+            g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+            g_assert_cmpint(c.qp_num, ==, 3);
+            g_assert_cmpint(c.opcode, ==, (i % 3 == 1) ? PFNIC_WC_RECV :
+                            PFNIC_WC_SEND);
+        }
+    }
+    /* Nothing more, and the next lap's slots still hold the last one's. */
+    g_assert_cmpint(read_cqe(1, n1 % 4).owner, ==, ((n1 / 4) & 1));
+    g_assert_cmpint(read_cqe(2, n2 % 4).owner, ==, ((n2 / 4) & 1));
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    qtest_end();
+}
+
 /* --- the wire (docs/wire.md) ------------------------------------------- */
 
 #define IP_A            0x0a000001      /* 10.0.0.1 */
@@ -3782,17 +4028,26 @@ static uint32_t wire_modify(uint32_t qpn, uint32_t state, uint32_t dest,
  * On the current NIC: CQs @cq and @cq + 1 of context 1, and its QP @qpn
  * (PD 7), connected to QP @dest at @dest_ip.
  */
-static void wire_qp(uint32_t cq, uint32_t qpn, uint32_t dest,
-                    uint32_t dest_ip, uint32_t sq_psn, uint32_t rq_psn,
-                    uint32_t timeout)
+static void wire_qp_flags(uint32_t cq, uint32_t qpn, uint32_t dest,
+                          uint32_t dest_ip, uint32_t sq_psn, uint32_t rq_psn,
+                          uint32_t timeout, uint32_t scq_flags,
+                          uint32_t rcq_flags)
 {
-    g_assert_cmpint(cq_create(cq, 1, 4), ==, PFNIC_CMD_OK);
-    g_assert_cmpint(cq_create(cq + 1, 1, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cq_create_flags(cq, 1, 4, scq_flags), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cq_create_flags(cq + 1, 1, 4, rcq_flags), ==,
+                    PFNIC_CMD_OK);
     g_assert_cmpint(qp_create(qpn, 1, 7, cq, cq + 1, 4, 0), ==, PFNIC_CMD_OK);
     for (uint32_t st = PFNIC_QPS_INIT; st <= PFNIC_QPS_RTS; st++) {
         g_assert_cmpint(wire_modify(qpn, st, dest, dest_ip, sq_psn, rq_psn,
                                     timeout, 2, 7), ==, PFNIC_CMD_OK);
     }
+}
+
+static void wire_qp(uint32_t cq, uint32_t qpn, uint32_t dest,
+                    uint32_t dest_ip, uint32_t sq_psn, uint32_t rq_psn,
+                    uint32_t timeout)
+{
+    wire_qp_flags(cq, qpn, dest, dest_ip, sq_psn, rq_psn, timeout, 0, 0);
 }
 
 /*
@@ -4733,6 +4988,71 @@ static void test_wire_frames(void)
     g_rand_free(rnd);
 }
 
+/*
+ * Timestamps on the wire (ABI 1.12): A's send CQ 1 and B's receive CQ 4
+ * have TIMESTAMP, A's receive CQ 2 and B's send CQ 3 not. Each device
+ * stamps with its own clock; zero-length SENDs (nothing to translate).
+ */
+static void test_wire_timestamps(void)
+{
+    uint32_t key_a, key_b;
+    uint64_t last_a = 0, last_b = 0;
+
+    wire_start("", "", "");
+    use_nic(1);
+    reg_write(PFNIC_REG_PORT_IPV4, IP_B);
+    key_b = ctx_and_mr_setup();
+    wire_qp_flags(3, 3, 2, IP_A, WIRE_SQ_PSN_B, WIRE_SQ_PSN_A, 10, 0,
+                  PFNIC_CQ_FLAG_TIMESTAMP);
+    use_nic(0);
+    reg_write(PFNIC_REG_PORT_IPV4, IP_A);
+    key_a = ctx_and_mr_setup();
+    wire_qp_flags(1, 2, 3, IP_B, WIRE_SQ_PSN_A, WIRE_SQ_PSN_B, 10,
+                  PFNIC_CQ_FLAG_TIMESTAMP, 0);
+
+    for (uint32_t i = 0; i < 3; i++) {
+        uint64_t a0, a1, b0, b1, ts_a = 0, ts_b = 0;
+        PfnicCqe c;
+
+        use_nic(1);
+        post_recv0(3, i, 0x300 + i, key_b);
+        b0 = clock_read(1);
+        use_nic(0);
+        clock_step(2000);
+        a0 = clock_read(1);
+        post_send0(2, i, 0x200 + i, key_a);
+        wait_cqe_ms(1, i, 100);
+        c = ts_cqe(1, 4, i, &ts_a);
+        a1 = clock_read(1);
+        g_assert_cmphex(c.wr_id, ==, 0x200 + i);
+        g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+        g_assert_cmpint(c.opcode, ==, PFNIC_WC_SEND);
+        g_assert_cmpuint(ts_a, >=, a0);
+        g_assert_cmpuint(ts_a, <=, a1);
+        g_assert_cmpuint(ts_a, >=, last_a);
+        last_a = ts_a;
+        use_nic(1);
+        wait_cqe_ms(4, i, 10);
+        c = ts_cqe(4, 4, i, &ts_b);
+        b1 = clock_read(1);
+        g_assert_cmphex(c.wr_id, ==, 0x300 + i);
+        g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+        g_assert_cmpint(c.opcode, ==, PFNIC_WC_RECV);
+        g_assert_cmpint(c.src_qp, ==, 2);
+        g_assert_cmpuint(ts_b, >=, b0);
+        g_assert_cmpuint(ts_b, <=, b1);
+        g_assert_cmpuint(ts_b, >=, last_b);
+        last_b = ts_b;
+    }
+    /* A's 32-byte receive CQ and B's send CQ hold nothing. */
+    use_nic(0);
+    g_assert_cmpint(read_cqe(2, 0).owner, ==, 0);
+    use_nic(1);
+    g_assert_cmpint(read_cqe(3, 0).owner, ==, 0);
+    assert_no_bad_frames();
+    qtest_end();
+}
+
 /* --- behind an IOMMU: the op interpreter (docs/fuzzing.md) -------------- */
 
 /*
@@ -4998,12 +5318,15 @@ int main(int argc, char **argv)
     qtest_add_func("/pfnic/verbs/srq-commands", test_verbs_srq_commands);
     qtest_add_func("/pfnic/verbs/srq", test_verbs_srq);
     qtest_add_func("/pfnic/verbs/srq-doorbells", test_verbs_srq_doorbells);
+    qtest_add_func("/pfnic/verbs/clock", test_verbs_clock);
+    qtest_add_func("/pfnic/verbs/timestamps", test_verbs_timestamps);
     qtest_add_func("/pfnic/wire/basic", test_wire_basic);
     qtest_add_func("/pfnic/wire/tables", test_wire_tables);
     qtest_add_func("/pfnic/wire/driver-faults", test_wire_driver_faults);
     qtest_add_func("/pfnic/wire/peer", test_wire_peer);
     qtest_add_func("/pfnic/wire/loss", test_wire_loss);
     qtest_add_func("/pfnic/wire/srq", test_wire_srq);
+    qtest_add_func("/pfnic/wire/timestamps", test_wire_timestamps);
     qtest_add_func("/pfnic/wire/frames", test_wire_frames);
     qtest_add_func("/pfnic/iommu/known-good", test_iommu_known_good);
     qtest_add_func("/pfnic/iommu/random", test_iommu_random);

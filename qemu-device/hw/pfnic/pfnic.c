@@ -13,6 +13,7 @@
 #include "qemu/osdep.h"
 #include "qemu/main-loop.h"
 #include "qemu/module.h"
+#include "qemu/timer.h"
 #include "qemu/units.h"
 #include "qapi/error.h"
 #include "hw/pci/msix.h"
@@ -128,6 +129,8 @@ static void pfnic_realize(PCIDevice *pdev, Error **errp)
 
     pfnic_init_ext_caps(s);
 
+    /* The device clock starts now; no reset restarts it. */
+    s->clock_base = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     s->contexts = g_new0(PfnicContext, s->num_contexts);
     pfnic_net_realize(s, DEVICE(pdev));
     pfnic_roce_init(s);

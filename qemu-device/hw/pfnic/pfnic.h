@@ -218,6 +218,7 @@ typedef struct PfnicCq {
     uint32_t entries;
     uint64_t record;
     uint32_t prod;              /* CQEs produced */
+    bool timestamp;             /* ABI 1.12: 64-byte CQEs with the clock */
     bool armed;
     bool armed_solicited;
     bool overflowed;            /* in error: CQEs are dropped */
@@ -461,6 +462,12 @@ struct PfnicState {
     uint32_t inject_resp_seq;
     uint32_t inject_stop_seq;
 
+    /*
+     * The device clock (ABI 1.12): QEMU_CLOCK_VIRTUAL at realize, its 0;
+     * a reset leaves it
+     */
+    int64_t clock_base;
+
     /* Control registers (BAR0) */
     uint32_t status;
     uint32_t irq_status;
@@ -532,6 +539,7 @@ struct PfnicState {
 extern const MemoryRegionOps pfnic_ctrl_ops;
 extern const MemoryRegionOps pfnic_doorbell_ops;
 uint32_t pfnic_caps(const PfnicState *s);
+uint64_t pfnic_clock(const PfnicState *s);
 void pfnic_ctrl_reset(PfnicState *s);
 void pfnic_selftest_bh(void *opaque);
 void pfnic_guest_error(PfnicState *s, const char *what);

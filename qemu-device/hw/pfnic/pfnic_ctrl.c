@@ -1,5 +1,5 @@
 /*
- * pfnic control registers (BAR0) and the reserved doorbell window (BAR2)
+ * pfnic control registers (BAR0) and the doorbell pages (BAR2)
  *
  * The layout is defined in docs/registers.md. Everything here runs under
  * the BQL; the self-test completes from a bottom half so that, as on real
@@ -14,6 +14,7 @@
 #include "qemu/bswap.h"
 #include "qemu/log.h"
 #include "qemu/main-loop.h"
+#include "qemu/timer.h"
 #include "hw/pci/msix.h"
 #include "hw/pci/pcie.h"
 #include "pfnic.h"
@@ -34,7 +35,17 @@ uint32_t pfnic_caps(const PfnicState *s)
            (s->pri ? PFNIC_CAPS_PRI : 0) |
            (s->nic ? PFNIC_CAPS_WIRE : 0) |
            PFNIC_CAPS_SELFTEST | PFNIC_CAPS_VERBS | PFNIC_CAPS_TABLES |
-           PFNIC_CAPS_SRQ;
+           PFNIC_CAPS_SRQ | PFNIC_CAPS_TIMESTAMPS;
+}
+
+/*
+ * The device clock (ABI 1.12, docs/verbs.md): nanoseconds of the guest's
+ * virtual clock since the device was realized. The virtual clock never
+ * goes back, so neither does this.
+ */
+uint64_t pfnic_clock(const PfnicState *s)
+{
+    return qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) - s->clock_base;
 }
 
 void pfnic_ctrl_reset(PfnicState *s)
@@ -492,26 +503,47 @@ const MemoryRegionOps pfnic_ctrl_ops = {
 
 /*
  * BAR2: one doorbell page per hardware context, mapped by the process that
- * owns the context: 0x8/0xc/0x10/0x14 are the verbs doorbells
- * (docs/verbs.md);
- * the rest of the page is reserved. The driver's descriptor ring is rung
- * through RING_DB in BAR0, out of the process's reach.
+ * owns the context: 0x8/0xc/0x10/0x14 are the verbs doorbells and
+ * 0x20/0x24 read the device clock (docs/verbs.md); the rest of the page
+ * is reserved. The driver's descriptor ring is rung through RING_DB in
+ * BAR0, out of the process's reach.
+ *
+ * Accesses are 4 or 8 bytes, naturally aligned. An 8-byte read at 0x20
+ * returns the whole clock from one sample (CLOCK_LO in the low half,
+ * CLOCK_HI in the high); any other 8-byte read is its two 4-byte halves,
+ * and an 8-byte write is two 4-byte writes, the low word's first.
  */
 static uint64_t pfnic_doorbell_read(void *opaque, hwaddr addr, unsigned size)
 {
-    return 0;
+    PfnicState *s = opaque;
+    hwaddr offset = addr % PFNIC_DOORBELL_PAGE_SIZE;
+    uint64_t val = 0;
+
+    if (offset == PFNIC_DB_CLOCK_LO) {
+        val = pfnic_clock(s);
+        if (size == 4) {
+            val = (uint32_t)val;
+        }
+    } else if (offset == PFNIC_DB_CLOCK_HI) {
+        val = pfnic_clock(s) >> 32;
+    }
+    trace_pfnic_doorbell_read(addr, size, val);
+    return val;
 }
 
-static void pfnic_doorbell_write(void *opaque, hwaddr addr, uint64_t val,
-                                 unsigned size)
+static void pfnic_doorbell_write32(PfnicState *s, hwaddr addr, uint32_t val)
 {
-    PfnicState *s = opaque;
     uint32_t index = addr / PFNIC_DOORBELL_PAGE_SIZE;
-
     hwaddr offset = addr % PFNIC_DOORBELL_PAGE_SIZE;
 
     trace_pfnic_doorbell_write(addr, val);
-    if (size != 4 || index >= s->num_contexts ||
+    if (offset == PFNIC_DB_CLOCK_LO || offset == PFNIC_DB_CLOCK_HI) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "pfnic: write to the read-only clock at 0x%"
+                      HWADDR_PRIx "\n", addr);
+        return;
+    }
+    if (index >= s->num_contexts ||
         (offset != PFNIC_DB_SQ && offset != PFNIC_DB_RQ &&
          offset != PFNIC_DB_CQ_ARM && offset != PFNIC_DB_SRQ)) {
         qemu_log_mask(LOG_GUEST_ERROR,
@@ -522,11 +554,25 @@ static void pfnic_doorbell_write(void *opaque, hwaddr addr, uint64_t val,
     pfnic_qp_doorbell(&s->contexts[index], offset, val);
 }
 
+static void pfnic_doorbell_write(void *opaque, hwaddr addr, uint64_t val,
+                                 unsigned size)
+{
+    pfnic_doorbell_write32(opaque, addr, val);
+    if (size == 8) {
+        pfnic_doorbell_write32(opaque, addr + 4, val >> 32);
+    }
+}
+
 const MemoryRegionOps pfnic_doorbell_ops = {
     .read = pfnic_doorbell_read,
     .write = pfnic_doorbell_write,
     .endianness = DEVICE_LITTLE_ENDIAN,
     .valid = {
+        .min_access_size = 4,
+        .max_access_size = 8,
+    },
+    /* 8-byte accesses whole: a read of the clock is one sample. */
+    .impl = {
         .min_access_size = 4,
         .max_access_size = 8,
     },

@@ -10,7 +10,8 @@
  * their own 4-level first-level tables, the invalidation queue (256-bit
  * descriptors) and the page request queue; then the device: ATS, PASID
  * and PRI enabled, context 1 bound to PASID 5 and context 2 to PASID 9,
- * an MR, a CQ and a QP in each, the two QPs connected.
+ * an MR, a CQ and a QP in each, the two QPs connected; context 2's CQ
+ * has 64-byte CQEs with timestamps (ABI 1.12).
  *
  * The operations (docs/fuzzing.md) post work requests and descriptors on
  * addresses that are mapped, read-only or not present; map and unmap
@@ -21,7 +22,8 @@
  *
  * After every operation the invariants are checked, and a violation
  * aborts (a crash for libFuzzer, a failure for the qtest): completions
- * are well-formed, descriptors are written back with a defined status,
+ * are well-formed (timestamps within the device clock, which never goes
+ * back), descriptors are written back with a defined status,
  * contexts stay enabled and ready, the page request queue holds only the
  * device's requests in its PASIDs and never more pages than the PRI
  * allocation; and unless the input misprogrammed the device, serving
@@ -56,7 +58,7 @@
 #define WAIT_STATUS     0x106000ULL
 #define FL_TABLES       0x108000ULL     /* per PASID: PML4, PDPT, PD, PT */
 #define RING(c)         (0x200000ULL + (c) * 0x1000)
-#define CQ_RING(c)      (0x210000ULL + (c) * 0x1000)
+#define CQ_RING(c)      (0x210000ULL + (c) * 0x1000)  /* up to 64-byte CQEs */
 #define CQ_REC(c)       (0x212000ULL + (c) * 0x100)
 #define SQ(q)           (0x220000ULL + (q) * 0x2000)
 #define RQ(q)           (0x221000ULL + (q) * 0x2000)
@@ -78,6 +80,7 @@
 #define QUEUE_SIZE      (1u << QUEUE_LOG2)
 #define CQ_LOG2         5
 #define CQ_SIZE         (1u << CQ_LOG2)
+#define CQ_TS_SETUP     2               /* setup: side 1's CQ has TIMESTAMP */
 #define EQ_SIZE         16
 #define PRI_ALLOC       32
 
@@ -128,6 +131,9 @@ struct PfnicFuzz {
     uint32_t ctx3_pasid;        /* 0: context 3 stopped */
     uint32_t sq_tail[QPS], rq_tail[QPS];
     uint32_t cq_cons[SIDES], cq_seen[SIDES];
+    uint32_t cqe_size[SIDES];   /* 64: a TIMESTAMP CQ (ABI 1.12) */
+    uint64_t cq_time[SIDES];    /* the last timestamp seen (or creation) */
+    uint64_t clock;             /* the device clock's last value read */
     uint32_t iq_tail;
     uint64_t wr_seq;
     int op;                     /* the operation running, for messages */
@@ -375,6 +381,34 @@ static void setup_iommu(PfnicFuzz *f)
 
 /* --- the device ---------------------------------------------------------- */
 
+/* Where CQE @n of @side's CQ is */
+static uint64_t cqe_addr(PfnicFuzz *f, int side, uint32_t n)
+{
+    return CQ_RING(side) + (uint64_t)(n % CQ_SIZE) * f->cqe_size[side];
+}
+
+/*
+ * The device clock (ABI 1.12), as a process reads it in context @ctx's
+ * doorbell page (enabled or not): high, low, high again until the two
+ * high words agree. It never goes back.
+ */
+static uint64_t clock_read(PfnicFuzz *f, uint32_t ctx)
+{
+    uint64_t page = BAR2 + ctx * PFNIC_DOORBELL_PAGE_SIZE;
+    uint32_t hi, lo;
+    uint64_t now;
+
+    do {
+        hi = qtest_readl(f->qts, page + PFNIC_DB_CLOCK_HI);
+        lo = qtest_readl(f->qts, page + PFNIC_DB_CLOCK_LO);
+    } while (hi != qtest_readl(f->qts, page + PFNIC_DB_CLOCK_HI));
+    now = (uint64_t)hi << 32 | lo;
+    PFZ_CHECK(f, now >= f->clock, "device clock went back from %" PRIu64
+              " to %" PRIu64, f->clock, now);
+    f->clock = now;
+    return now;
+}
+
 static uint32_t cmd(PfnicFuzz *f, uint32_t op, uint32_t *a, int n)
 {
     for (int i = 0; i < n; i++) {
@@ -406,8 +440,11 @@ static void qp_modify(PfnicFuzz *f, uint32_t qpn, uint32_t state,
     setup_ok(f, cmd(f, PFNIC_CMD_QP_MODIFY, a, PFNIC_CMD_ARGS), "QP_MODIFY");
 }
 
-/* The device's objects, on a device fresh from reset. */
-static void setup_device(PfnicFuzz *f)
+/*
+ * The device's objects, on a device fresh from reset; the CQs of the
+ * sides in the mask @ts (bit 0: side 0) with TIMESTAMP (ABI 1.12).
+ */
+static void setup_device(PfnicFuzz *f, unsigned ts)
 {
     reg_write(f, PFNIC_REG_EQ_BASE_LO, EQ_BASE);
     reg_write(f, PFNIC_REG_EQ_BASE_HI, 0);
@@ -438,8 +475,14 @@ static void setup_device(PfnicFuzz *f)
 
         uint32_t c[PFNIC_CMD_ARGS] = {
             ctx, ctx, CQ_RING(side), 0, CQ_LOG2, CQ_REC(side), 0,
+            (ts >> side) & 1 ? PFNIC_CQ_FLAG_TIMESTAMP : 0,
         };
-        setup_ok(f, cmd(f, PFNIC_CMD_CQ_CREATE, c, 7), "CQ_CREATE");
+        /* a7 too (ABI 1.12, the flags): it must not be a stale value. */
+        setup_ok(f, cmd(f, PFNIC_CMD_CQ_CREATE, c, 8), "CQ_CREATE");
+        f->cqe_size[side] = (ts >> side) & 1 ? PFNIC_CQE_TS_SIZE
+                                             : PFNIC_CQE_SIZE;
+        /* Its CQEs come later: their times cannot be earlier. */
+        f->cq_time[side] = clock_read(f, side);
 
         f->ring_tail[side] = 0;
         f->ctx3_pasid = 0;
@@ -522,7 +565,7 @@ void pfnic_fuzz_setup(PfnicFuzz *f)
     PFZ_CHECK(f, f->ats_off && f->pasid_off && f->pri_off,
               "setup: ATS, PASID or PRI missing");
     enable_caps(f);
-    setup_device(f);
+    setup_device(f, CQ_TS_SETUP);
 }
 
 /* --- checks -------------------------------------------------------------- */
@@ -551,18 +594,44 @@ static bool wc_opcode_known(uint8_t op)
            op == PFNIC_WC_RECV_RDMA_WITH_IMM;
 }
 
+/*
+ * A timestamped CQE (ABI 1.12): zeros after the time, which the device
+ * clock read now has reached and, for well-formed inputs, the CQ's
+ * earlier CQEs have not passed.
+ */
+static void check_cqe_time(PfnicFuzz *f, int side, const PfnicCqeTs *t)
+{
+    static const uint8_t zero[sizeof(t->reserved)];
+    uint64_t ts = le64_to_cpu(t->timestamp);
+    uint64_t now = clock_read(f, 0);
+
+    PFZ_CHECK(f, !memcmp(t->reserved, zero, sizeof(zero)),
+              "CQ %d: reserved bytes of a timestamped CQE set", side + 1);
+    PFZ_CHECK(f, ts <= now, "CQ %d: timestamp %" PRIu64 " after the clock %"
+              PRIu64, side + 1, ts, now);
+    PFZ_CHECK(f, f->disturbed || ts >= f->cq_time[side],
+              "CQ %d: timestamp %" PRIu64 " before the previous %" PRIu64,
+              side + 1, ts, f->cq_time[side]);
+    f->cq_time[side] = ts;
+}
+
 /* Every CQE the device wrote since the last check is well-formed. */
 static void check_cqs(PfnicFuzz *f)
 {
     for (int side = 0; side < SIDES; side++) {
         for (int i = 0; i < CQ_SIZE; i++) {
             uint32_t n = f->cq_seen[side];
+            PfnicCqeTs t;
             PfnicCqe c;
 
-            qtest_memread(f->qts, CQ_RING(side) + (n % CQ_SIZE) *
-                          PFNIC_CQE_SIZE, &c, sizeof(c));
+            qtest_memread(f->qts, cqe_addr(f, side, n), &t,
+                          f->cqe_size[side]);
+            c = t.cqe;
             if (c.owner != (((n / CQ_SIZE) & 1) ^ 1)) {
                 break;
+            }
+            if (f->cqe_size[side] == PFNIC_CQE_TS_SIZE) {
+                check_cqe_time(f, side, &t);
             }
             PFZ_CHECK(f, n - f->cq_cons[side] < CQ_SIZE,
                       "CQ %d: CQE %u overwrote an unconsumed one (cons %u)",
@@ -1299,10 +1368,13 @@ static void op_reset(PfnicFuzz *f)
                   reg_read(f, PFNIC_REG_CTX_STATUS));
     }
     if (sel & 1) {
-        /* The device set up again, rings and CQs from 0. */
+        /*
+         * The device set up again, rings and CQs from 0, the CQs with
+         * TIMESTAMP or not as bits 2:1 say.
+         */
         mem_zero(f, RING(0), SCRATCH_END - RING(0));
         enable_caps(f);
-        setup_device(f);
+        setup_device(f, (sel >> 1) & 3);
     } else {
         f->disturbed = true;
     }
@@ -1384,6 +1456,12 @@ static void run_op(PfnicFuzz *f, uint8_t op)
 
         f->disturbed = true;
         qtest_writel(f->qts, BAR2 + (off & ~3), U32(f));
+        /* Read back (ABI 1.12: the clock at 0x20), 8 bytes if bit 0. */
+        if (off & 1) {
+            qtest_readq(f->qts, BAR2 + (off & ~7));
+        } else {
+            qtest_readl(f->qts, BAR2 + (off & ~3));
+        }
         break;
     }
     case OP_CMD:
@@ -1500,8 +1578,7 @@ static uint8_t next_cqe(PfnicFuzz *f, PfnicCqe *c)
     uint32_t n = f->cq_cons[0];
 
     for (int i = 0; i < 100; i++) {
-        qtest_memread(f->qts, CQ_RING(0) + (n % CQ_SIZE) * PFNIC_CQE_SIZE, c,
-                      sizeof(*c));
+        qtest_memread(f->qts, cqe_addr(f, 0, n), c, sizeof(*c));
         if (c->owner == (((n / CQ_SIZE) & 1) ^ 1)) {
             check_cqs(f);
             f->cq_cons[0] = n + 1;
@@ -1591,8 +1668,7 @@ void pfnic_fuzz_known_good(PfnicFuzz *f)
                      (hi & VTD_PRD_LPIG(1)),
                   "fault: page request %" PRIx64 " %" PRIx64, lo, hi);
     }
-    qtest_memread(f->qts, CQ_RING(0) + (f->cq_cons[0] % CQ_SIZE) *
-                  PFNIC_CQE_SIZE, &c, sizeof(c));
+    qtest_memread(f->qts, cqe_addr(f, 0, f->cq_cons[0]), &c, sizeof(c));
     PFZ_CHECK(f, c.owner != (((f->cq_cons[0] / CQ_SIZE) & 1) ^ 1),
               "fault: completed before the response");
     prq_answer(f, true, 0);

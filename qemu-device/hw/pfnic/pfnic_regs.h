@@ -1,5 +1,5 @@
 /*
- * pfnic register layout (device ABI 1.11)
+ * pfnic register layout (device ABI 1.12)
  *
  * Mirrors docs/registers.md, docs/verbs.md and docs/wire.md, which are the
  * definition;
@@ -139,9 +139,9 @@ typedef enum PfnicCounter {
 /* Register values and fields */
 #define PFNIC_ID_VALUE              0x434e4650 /* "PFNC" in memory order */
 #define PFNIC_ABI_MAJOR             1
-#define PFNIC_ABI_MINOR             11
+#define PFNIC_ABI_MINOR             12
 #define PFNIC_VERSION_VALUE         ((PFNIC_ABI_MAJOR << 16) | PFNIC_ABI_MINOR)
-#define PFNIC_FW_VERSION_VALUE      0x010b0000 /* model 1.11.0 */
+#define PFNIC_FW_VERSION_VALUE      0x010c0000 /* model 1.12.0 */
 
 #define PFNIC_CAPS_ATS              (1u << 0)
 #define PFNIC_CAPS_PASID            (1u << 1)
@@ -151,6 +151,7 @@ typedef enum PfnicCounter {
 #define PFNIC_CAPS_WIRE             (1u << 5)
 #define PFNIC_CAPS_TABLES           (1u << 6)   /* ABI 1.8 */
 #define PFNIC_CAPS_SRQ              (1u << 8)   /* ABI 1.11 */
+#define PFNIC_CAPS_TIMESTAMPS       (1u << 9)   /* ABI 1.12 */
 
 #define PFNIC_CONTROL_RESET         (1u << 0)
 
@@ -349,8 +350,11 @@ typedef struct PfnicWqe {
     PfnicWqeSge sge[PFNIC_MAX_SGE];
 } PfnicWqe;
 
-/* Completion queue entries (32 bytes) */
+/* Completion queue entries (32 bytes; 64 in a TIMESTAMP CQ, ABI 1.12) */
 #define PFNIC_CQE_SIZE              32
+#define PFNIC_CQE_TS_SIZE           64
+#define PFNIC_CQ_FLAG_TIMESTAMP     (1u << 0)   /* CQ_CREATE a7 */
+#define PFNIC_CQ_FLAGS_MASK         PFNIC_CQ_FLAG_TIMESTAMP
 #define PFNIC_WC_SUCCESS            0
 #define PFNIC_WC_LOC_LEN_ERR        1
 #define PFNIC_WC_LOC_QP_OP_ERR      2
@@ -383,6 +387,13 @@ typedef struct PfnicCqe {
     uint32_t vendor_err;
 } PfnicCqe;
 
+/* The CQE of a TIMESTAMP CQ: the 32 bytes above, then the device clock */
+typedef struct PfnicCqeTs {
+    PfnicCqe cqe;
+    uint64_t timestamp;         /* ns of the device clock at the write */
+    uint8_t reserved[24];
+} PfnicCqeTs;
+
 /*
  * User doorbells in each context's BAR2 page (offset 0, the ring tail of
  * ABI 1.3, is reserved: the driver's ring is rung through RING_DB in BAR0)
@@ -391,6 +402,8 @@ typedef struct PfnicCqe {
 #define PFNIC_DB_RQ                 0x00c
 #define PFNIC_DB_CQ_ARM             0x010
 #define PFNIC_DB_SRQ                0x014   /* ABI 1.11: SRQN << 16 | tail */
+#define PFNIC_DB_CLOCK_LO           0x020   /* ABI 1.12: read-only */
+#define PFNIC_DB_CLOCK_HI           0x024
 #define PFNIC_CQ_ARM_SOLICITED      (1u << 0)
 
 /* Capability parameters */

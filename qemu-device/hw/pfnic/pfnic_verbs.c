@@ -27,6 +27,7 @@
 
 QEMU_BUILD_BUG_ON(sizeof(PfnicWqe) != PFNIC_WQE_SIZE);
 QEMU_BUILD_BUG_ON(sizeof(PfnicCqe) != PFNIC_CQE_SIZE);
+QEMU_BUILD_BUG_ON(sizeof(PfnicCqeTs) != PFNIC_CQE_TS_SIZE);
 QEMU_BUILD_BUG_ON(sizeof(PfnicDesc) != PFNIC_DESC_SIZE);
 
 static void pfnic_mr_faults_drop(PfnicState *s, uint32_t mr, uint32_t ctx);
@@ -507,15 +508,20 @@ static bool pfnic_cq_used(PfnicState *s, uint32_t cqn)
     return false;
 }
 
+/*
+ * CQ_CREATE: 2^a4 CQEs at a2/a3, the record at a5/a6, for context a1; a7
+ * flags (ABI 1.12: TIMESTAMP, 64-byte CQEs carrying the device clock).
+ */
 static uint32_t pfnic_cmd_cq_create(PfnicState *s)
 {
     uint32_t cqn = s->cmd_arg[0], ctx = s->cmd_arg[1], log2 = s->cmd_arg[4];
+    uint32_t flags = s->cmd_arg[7];
     PfnicCq *cq;
 
     if (cqn >= PFNIC_MAX_CQS || ctx >= s->num_contexts) {
         return PFNIC_CMD_BAD_INDEX;
     }
-    if (log2 > PFNIC_MAX_LOG2) {
+    if (log2 > PFNIC_MAX_LOG2 || (flags & ~PFNIC_CQ_FLAGS_MASK)) {
         return PFNIC_CMD_BAD_ARG;
     }
     cq = &s->cqs[cqn];
@@ -528,8 +534,10 @@ static uint32_t pfnic_cmd_cq_create(PfnicState *s)
         .ring = pfnic_arg64(s, 2),
         .entries = 1u << log2,
         .record = pfnic_arg64(s, 5),
+        .timestamp = flags & PFNIC_CQ_FLAG_TIMESTAMP,
     };
-    trace_pfnic_cq_create(cqn, ctx, cq->ring, cq->entries, cq->record);
+    trace_pfnic_cq_create(cqn, ctx, cq->ring, cq->entries, cq->record,
+                          cq->timestamp);
     return PFNIC_CMD_OK;
 }
 
@@ -597,16 +605,18 @@ static bool pfnic_ring_put(PfnicState *s, uint64_t base, uint32_t entries,
 }
 
 /*
- * Write a CQE to CQ @cqn: the entry first, its owner byte last. @solicited
- * (or an error status) satisfies a solicited-only arm. Returns false when
- * the CQ is unusable (destroyed, overflowed, unwritable); the caller's QP
- * has then entered ERR or its CQ is in error.
+ * Write a CQE to CQ @cqn: the entry first, its owner byte last; in a
+ * TIMESTAMP CQ (ABI 1.12) 64 bytes, stamped with the device clock now.
+ * @solicited (or an error status) satisfies a solicited-only arm. Returns
+ * false when the CQ is unusable (destroyed, overflowed, unwritable); the
+ * caller's QP has then entered ERR or its CQ is in error.
  */
 bool pfnic_cqe_write(PfnicState *s, uint32_t cqn, PfnicCqe *cqe,
                      bool solicited)
 {
     PfnicCq *cq;
-    PfnicCqe le;
+    PfnicCqeTs le = { };
+    size_t size;
     uint32_t cons;
 
     if (cqn >= PFNIC_MAX_CQS || !s->cqs[cqn].valid) {
@@ -627,7 +637,7 @@ bool pfnic_cqe_write(PfnicState *s, uint32_t cqn, PfnicCqe *cqe,
         return false;
     }
 
-    le = (PfnicCqe) {
+    le.cqe = (PfnicCqe) {
         .wr_id = cpu_to_le64(cqe->wr_id),
         .byte_len = cpu_to_le32(cqe->byte_len),
         .imm_data = cqe->imm_data,
@@ -638,9 +648,14 @@ bool pfnic_cqe_write(PfnicState *s, uint32_t cqn, PfnicCqe *cqe,
         .wc_flags = cqe->wc_flags,
         .vendor_err = cpu_to_le32(cqe->vendor_err),
     };
+    size = sizeof(le.cqe);
+    if (cq->timestamp) {
+        le.timestamp = cpu_to_le64(pfnic_clock(s));
+        size = sizeof(le);
+    }
     trace_pfnic_cqe(cqn, cq->prod, cqe->qp_num, cqe->wr_id, cqe->status,
-                    cqe->opcode, cqe->byte_len);
-    if (!pfnic_ring_put(s, cq->ring, cq->entries, cq->prod, &le, sizeof(le),
+                    cqe->opcode, cqe->byte_len, le64_to_cpu(le.timestamp));
+    if (!pfnic_ring_put(s, cq->ring, cq->entries, cq->prod, &le, size,
                         offsetof(PfnicCqe, owner))) {
         pfnic_guest_error(s, "CQ ring unwritable");
         pfnic_cq_overflow(s, cqn);
