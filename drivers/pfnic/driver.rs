@@ -110,6 +110,12 @@ impl pci::Driver for PfnicDriver {
             if verbs.as_ref().is_some_and(|v| v.limits.max_srqs != 0) {
                 caps |= uapi::PFNIC_CAP_SRQ;
             }
+            if verbs.is_some()
+                && hw_caps.timestamps()
+                && device_abi & 0xffff >= regs::ABI_MINOR_TIMESTAMPS
+            {
+                caps |= uapi::PFNIC_CAP_TIMESTAMPS;
+            }
             // Driver-managed faults need the tables and came with ABI 1.9.
             if caps & uapi::PFNIC_CAP_TABLES != 0 && device_abi & 0xffff >= regs::ABI_MINOR_FAULTS {
                 caps |= uapi::PFNIC_CAP_FAULTS;

@@ -52,6 +52,9 @@ pub(crate) const ABI_MINOR_IMPLICIT_TABLES: u32 = 10;
 /// The minor version that added shared receive queues (docs/verbs.md): `MAX_SRQS`, the `SRQ_*`
 /// commands, `QP_CREATE`'s SRQ, `SRQ_DB`, and the `SRQ_LIMIT` and `LAST_WQE_REACHED` events.
 pub(crate) const ABI_MINOR_SRQ: u32 = 11;
+/// The minor version that added the device clock (readable in the doorbell pages) and
+/// `CQ_CREATE`'s `TIMESTAMP` flag: 64-byte CQEs with the completion's time.
+pub(crate) const ABI_MINOR_TIMESTAMPS: u32 = 12;
 
 /// Port counters (`PORT_COUNTERS`, docs/wire.md), in the order of
 /// [`uapi::QueryPort::counters`](crate::uapi::QueryPort::counters).
@@ -89,6 +92,8 @@ register! {
         6:6 tables => bool;
         /// Shared receive queues, docs/verbs.md (ABI 1.11).
         8:8 srq => bool;
+        /// The device clock and timestamped CQEs, docs/verbs.md (ABI 1.12).
+        9:9 timestamps => bool;
     }
 
     /// MSI-X vectors implemented.

@@ -18,7 +18,7 @@
 use zerocopy_derive::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// Version of this interface, reported by [`PFNIC_IOCTL_QUERY_DEVICE`]. Bumped for every change.
-pub const PFNIC_UAPI_VERSION: u32 = 16;
+pub const PFNIC_UAPI_VERSION: u32 = 17;
 
 /// The ioctl "type" byte of every pfnic ioctl.
 pub const PFNIC_IOCTL_MAGIC: u32 = 0xf5;
@@ -44,6 +44,9 @@ pub const PFNIC_CAP_TABLES: u64 = 1 << 6;
 pub const PFNIC_CAP_FAULTS: u64 = 1 << 7;
 /// Shared receive queues ([`PFNIC_IOCTL_CREATE_SRQ`]; docs/verbs.md, "Shared receive queues").
 pub const PFNIC_CAP_SRQ: u64 = 1 << 8;
+/// Completion timestamps ([`PFNIC_CQ_CREATE_TIMESTAMP`]) from the device clock, which the
+/// doorbell page reads ([`PFNIC_DB_CLOCK_LO`]; docs/verbs.md, "The device clock").
+pub const PFNIC_CAP_TIMESTAMPS: u64 = 1 << 9;
 
 /// Argument of [`PFNIC_IOCTL_QUERY_DEVICE`] (output only).
 #[repr(C)]
@@ -336,8 +339,10 @@ pub struct QueryVerbs {
     pub max_srq_sge: u32,
     /// Reserved, zero.
     pub reserved0: u32,
-    /// Reserved, zero.
-    pub reserved: [u64; 2],
+    /// The bits of a completion timestamp (0: the device has none, [`PFNIC_CAP_TIMESTAMPS`]).
+    pub completion_timestamp_mask: u64,
+    /// The device clock's frequency, kHz (1,000,000: it counts nanoseconds; 0 without one).
+    pub hca_core_clock: u64,
 }
 
 /// `IBV_LINK_LAYER_INFINIBAND`: [`QueryPort::link_layer`] of a port without a wire.
@@ -644,7 +649,23 @@ pub struct CreateCq {
     pub mmap_len: u64,
     /// Out: offset of the CQ record in the mapping.
     pub record_offset: u64,
+    /// In: `PFNIC_CQ_CREATE_*` flags.
+    pub flags: u32,
+    /// Out: bytes per CQE: 32, or 64 with [`PFNIC_CQ_CREATE_TIMESTAMP`].
+    pub cqe_size: u32,
 }
+
+/// [`CreateCq::flags`]: 64-byte CQEs that carry the device clock when the completion was
+/// written (docs/verbs.md, "Completion queue entry"). `EOPNOTSUPP` without
+/// [`PFNIC_CAP_TIMESTAMPS`].
+pub const PFNIC_CQ_CREATE_TIMESTAMP: u32 = 1 << 0;
+
+/// The device clock's low 32 bits, read from the doorbell page ([`PFNIC_MMAP_DOORBELL`]) at
+/// this offset; the high 32 bits at [`PFNIC_DB_CLOCK_HI`]. Read high, low, high again, and
+/// retry while the two high halves differ.
+pub const PFNIC_DB_CLOCK_LO: usize = 0x020;
+/// See [`PFNIC_DB_CLOCK_LO`].
+pub const PFNIC_DB_CLOCK_HI: usize = 0x024;
 
 /// Argument of [`PFNIC_IOCTL_CREATE_COMP_CHANNEL`] (output only).
 #[repr(C)]

@@ -390,12 +390,20 @@ static void test_library_abi(void)
           "data in order");
     CHECK(ibv_rate_to_mbps(IBV_RATE_100_GBPS) == 103125 &&
           mult_to_ibv_rate(4) == IBV_RATE_10_GBPS, "rates");
-    /* No device clock. */
+    /* The device clock, where the device has one; values it does not know. */
     {
         struct ibv_values_ex v = { .comp_mask = IBV_VALUES_MASK_RAW_CLOCK };
+        struct ibv_device_attr_ex ax;
 
-        CHECK(ibv_query_rt_values_ex(fx.ctx, &v) == EOPNOTSUPP,
-              "ibv_query_rt_values_ex");
+        CHECK(!ibv_query_device_ex(fx.ctx, NULL, &ax), "ibv_query_device_ex");
+        CHECK(ibv_query_rt_values_ex(fx.ctx, &v) ==
+              (ax.completion_timestamp_mask ? 0 : EOPNOTSUPP),
+              "ibv_query_rt_values_ex, timestamp mask 0x%" PRIx64,
+              (uint64_t)ax.completion_timestamp_mask);
+        v.comp_mask = IBV_VALUES_MASK_RESERVED;
+        CHECK(ibv_query_rt_values_ex(fx.ctx, &v) ==
+              (ax.completion_timestamp_mask ? EINVAL : EOPNOTSUPP),
+              "ibv_query_rt_values_ex of an unknown value");
     }
 
     /* No asynchronous event is queued: a non-blocking read says so. */
@@ -752,6 +760,88 @@ static void test_srq(void)
     CHECK(!ibv_destroy_srq(srq), "ibv_destroy_srq");
 }
 
+static int start_poll_one(struct ibv_cq_ex *cq);
+
+static uint64_t raw_clock_ns(void)
+{
+    struct ibv_values_ex v = { .comp_mask = IBV_VALUES_MASK_RAW_CLOCK };
+
+    if (ibv_query_rt_values_ex(fx.ctx, &v) ||
+        !(v.comp_mask & IBV_VALUES_MASK_RAW_CLOCK)) {
+        return 0;
+    }
+    return (uint64_t)v.raw_clock.tv_sec * 1000000000ull + v.raw_clock.tv_nsec;
+}
+
+/*
+ * Completion timestamps: a CQ made with IBV_WC_EX_WITH_COMPLETION_TIMESTAMP
+ * gives each completion the device clock (ibv_wc_read_completion_ts), which
+ * lies between ibv_query_rt_values_ex reads before the post and after the
+ * poll, in nondecreasing order; a device without a clock refuses such a CQ.
+ */
+static void test_timestamps(void)
+{
+    struct ibv_cq_init_attr_ex cq_attr = {
+        .cqe = 2,
+        .wc_flags = IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
+    };
+    struct ibv_sge sge = { (uintptr_t)fx.buf_a, 16, 0 };
+    struct ibv_send_wr wr = {
+        .sg_list = &sge,
+        .num_sge = 1,
+        .opcode = IBV_WR_RDMA_WRITE,
+        .send_flags = IBV_SEND_SIGNALED,
+    };
+    struct ibv_device_attr_ex ax;
+    struct ibv_send_wr *bad;
+    struct ibv_qp *qp, *peer;
+    struct ibv_cq_ex *cq;
+    uint64_t prev = 0;
+
+    CHECK(fx.qp_b, "no QPs");
+    CHECK(!ibv_query_device_ex(fx.ctx, NULL, &ax), "ibv_query_device_ex");
+    if (!ax.completion_timestamp_mask) {
+        errno = 0;
+        CHECK(!ibv_create_cq_ex(fx.ctx, &cq_attr) && errno == EOPNOTSUPP,
+              "a timestamped CQ without a clock: %s", strerror(errno));
+        return;
+    }
+    CHECK(ax.completion_timestamp_mask == UINT64_MAX &&
+          ax.hca_core_clock == 1000000, "mask 0x%" PRIx64 ", clock %" PRIu64,
+          (uint64_t)ax.completion_timestamp_mask, (uint64_t)ax.hca_core_clock);
+    cq = ibv_create_cq_ex(fx.ctx, &cq_attr);
+    CHECK(cq && cq->read_completion_ts, "ibv_create_cq_ex with timestamps: %s",
+          strerror(errno));
+    qp = make_qp(ibv_cq_ex_to_cq(cq), 1);
+    peer = make_qp(fx.cq_b, 1);
+    CHECK(qp && peer, "ibv_create_qp");
+    CHECK(!connect_qp(qp, peer->qp_num, fx.lid) &&
+          !connect_qp(peer, qp->qp_num, fx.lid), "connect");
+    sge.lkey = fx.mr_a->lkey;
+    wr.wr.rdma.remote_addr = (uintptr_t)fx.buf_b + 2048;
+    wr.wr.rdma.rkey = fx.mr_b->rkey;
+    /* Five laps of a ring of two. */
+    for (int i = 0; i < 10; i++) {
+        uint64_t before = raw_clock_ns(), after, ts;
+
+        wr.wr_id = 500 + i;
+        CHECK(before, "ibv_query_rt_values_ex");
+        CHECK(!ibv_post_send(qp, &wr, &bad), "ibv_post_send");
+        CHECK(!start_poll_one(cq), "no completion");
+        ts = ibv_wc_read_completion_ts(cq);
+        CHECK(cq->status == IBV_WC_SUCCESS && cq->wr_id == (uint64_t)(500 + i),
+              "completion %d: %s", i, ibv_wc_status_str(cq->status));
+        ibv_end_poll(cq);
+        after = raw_clock_ns();
+        CHECK(before <= ts && ts <= after && ts >= prev,
+              "completion %d at %" PRIu64 ", outside [%" PRIu64 ", %" PRIu64
+              "] or before %" PRIu64, i, ts, before, after, prev);
+        prev = ts;
+    }
+    CHECK(!ibv_destroy_qp(qp) && !ibv_destroy_qp(peer) &&
+          !ibv_destroy_cq(ibv_cq_ex_to_cq(cq)), "destroy");
+}
+
 static int start_poll_one(struct ibv_cq_ex *cq)
 {
     struct ibv_poll_cq_attr attr = { 0 };
@@ -801,10 +891,11 @@ static void test_extended(void)
 
     CHECK(fx.pd, "no PD");
     /* What pfnic's completions do not carry, and attributes that do not exist. */
-    cq_attr.wc_flags |= IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+    cq_attr.wc_flags |= IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
     errno = 0;
     bad = ibv_create_cq_ex(fx.ctx, &cq_attr);
-    CHECK(!bad && errno == EOPNOTSUPP, "timestamps: %s", strerror(errno));
+    CHECK(!bad && errno == EOPNOTSUPP, "wall-clock timestamps: %s",
+          strerror(errno));
     cq_attr.wc_flags = IBV_WC_STANDARD_FLAGS;
     cq_attr.comp_mask = 1 << 7;
     errno = 0;
@@ -1193,6 +1284,7 @@ int main(void)
         { "atomics", test_atomics },
         { "shared_receive_queue_and_async_events", test_srq },
         { "extended_cq_and_qp", test_extended },
+        { "completion_timestamps", test_timestamps },
         { "inline_data", test_inline },
         { "post_errors_and_error_completions", test_post_errors },
         { "teardown", test_teardown },

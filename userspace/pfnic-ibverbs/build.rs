@@ -44,6 +44,11 @@ const STRUCTS: &[Mirror] = &[
         &[("element", "element"), ("event_type", "event_type")],
     ),
     (
+        "struct ibv_values_ex",
+        "ibv_values_ex",
+        &[("comp_mask", "comp_mask"), ("raw_clock", "raw_clock")],
+    ),
+    (
         "struct ibv_alloc_dm_attr",
         "ibv_alloc_dm_attr",
         &[

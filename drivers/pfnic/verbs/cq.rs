@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Completion queues: a ring of 32-byte CQEs followed by a 16-byte record, in one coherent
-//! allocation the process maps; completion events go to the completion channel it was created
-//! with, `CQ_ERROR` events to the file's asynchronous events.
+//! Completion queues: a ring of 32-byte CQEs (64-byte ones with timestamps) followed by a
+//! 16-byte record, in one coherent allocation the process maps; completion events go to the
+//! completion channel it was created with, `CQ_ERROR` events to the file's asynchronous
+//! events.
 
 use super::{
     async_events::ObjectKind,
@@ -14,8 +15,11 @@ use super::{
 use crate::uapi;
 use kernel::{dma::SharedCoherent, page::PAGE_SIZE, prelude::*, types::ScopeGuard};
 
-/// Bytes of a CQE.
+/// Bytes of a CQE, and of one with a timestamp (docs/verbs.md, "Completion queue entry").
 const CQE_SIZE: usize = 32;
+const CQE_SIZE_TIMESTAMP: usize = 64;
+/// `CQ_CREATE` a7: 64-byte CQEs with the completion's time.
+const CQ_CREATE_TIMESTAMP: u32 = 1 << 0;
 /// Bytes of the CQ record.
 const RECORD_SIZE: usize = 16;
 
@@ -24,12 +28,25 @@ impl VerbsFile {
     pub(crate) fn create_cq(&self, arg: &mut uapi::CreateCq) -> Result {
         let verbs = self.nic.verbs()?;
         let owner = self.async_events()?.clone();
-        if arg.cqe == 0 || arg.cqe > verbs.limits.max_cqes {
+        if arg.cqe == 0
+            || arg.cqe > verbs.limits.max_cqes
+            || arg.flags & !uapi::PFNIC_CQ_CREATE_TIMESTAMP != 0
+            || arg.cqe_size != 0
+        {
             return Err(EINVAL);
         }
+        let timestamp = arg.flags & uapi::PFNIC_CQ_CREATE_TIMESTAMP != 0;
+        if timestamp && self.nic.info.caps & uapi::PFNIC_CAP_TIMESTAMPS == 0 {
+            return Err(EOPNOTSUPP);
+        }
+        let cqe_size = if timestamp {
+            CQE_SIZE_TIMESTAMP
+        } else {
+            CQE_SIZE
+        };
         let entries = arg.cqe.next_power_of_two();
         let log2 = entries.trailing_zeros();
-        let record_offset = entries as usize * CQE_SIZE;
+        let record_offset = entries as usize * cqe_size;
         let bytes = ring_bytes(record_offset + RECORD_SIZE)?;
         let mem = SharedCoherent::new(self.nic.alloc_coherent(bytes)?)?;
 
@@ -54,9 +71,10 @@ impl VerbsFile {
         let record = ring + record_offset as u64;
         let [ring_lo, ring_hi] = cmd::split(ring);
         let [rec_lo, rec_hi] = cmd::split(record);
+        let flags = if timestamp { CQ_CREATE_TIMESTAMP } else { 0 };
         self.nic.command(
             cmd::CQ_CREATE,
-            &[cqn, self.ctx, ring_lo, ring_hi, log2, rec_lo, rec_hi],
+            &[cqn, self.ctx, ring_lo, ring_hi, log2, rec_lo, rec_hi, flags],
         )?;
         let destroy = ScopeGuard::new(|| {
             let _ = self.nic.command(cmd::CQ_DESTROY, &[cqn]);
@@ -83,6 +101,7 @@ impl VerbsFile {
         arg.mmap_offset = token * PAGE_SIZE as u64;
         arg.mmap_len = bytes as u64;
         arg.record_offset = record_offset as u64;
+        arg.cqe_size = cqe_size as u32;
         Ok(())
     }
 

@@ -249,7 +249,17 @@ impl Nic {
             max_srq_wr: if l.max_srqs != 0 { l.max_wqes } else { 0 },
             max_srq_sge: if l.max_srqs != 0 { l.max_sge } else { 0 },
             reserved0: 0,
-            reserved: [0; 2],
+            // The device clock counts nanoseconds in 64 bits (docs/verbs.md).
+            completion_timestamp_mask: if self.info.caps & uapi::PFNIC_CAP_TIMESTAMPS != 0 {
+                u64::MAX
+            } else {
+                0
+            },
+            hca_core_clock: if self.info.caps & uapi::PFNIC_CAP_TIMESTAMPS != 0 {
+                1_000_000
+            } else {
+                0
+            },
         })
     }
 

@@ -674,7 +674,7 @@ bool pfnic_cqe_write(PfnicState *s, uint32_t cqn, PfnicCqe *cqe,
 void pfnic_cq_arm(PfnicContext *ctx, uint32_t val)
 {
     PfnicState *s = ctx->s;
-    uint32_t cqn = val >> 16, cons;
+    uint32_t cqn = val >> 16;
     PfnicCq *cq;
 
     if (cqn >= PFNIC_MAX_CQS || !s->cqs[cqn].valid ||
@@ -687,12 +687,11 @@ void pfnic_cq_arm(PfnicContext *ctx, uint32_t val)
     }
     cq = &s->cqs[cqn];
     trace_pfnic_cq_arm(cqn, val & PFNIC_CQ_ARM_SOLICITED, cq->prod);
-    if (pfnic_cq_consumer(s, cq, &cons) && cons != cq->prod) {
-        /* CQEs wait already: tell at once. */
-        cq->armed = false;
-        pfnic_event(s, PFNIC_EV_COMPLETION, cqn);
-        return;
-    }
+    /*
+     * As ibv_req_notify_cq: only the next CQE raises the event. CQEs
+     * already there raise none (software polls after arming), or a program
+     * that takes each event as the promise of a CQE would find none.
+     */
     cq->armed = true;
     cq->armed_solicited = val & PFNIC_CQ_ARM_SOLICITED;
 }

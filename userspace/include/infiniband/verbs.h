@@ -1297,9 +1297,11 @@ struct ibv_wq_init_attr;
 struct verbs_ex_private;
 
 /*
- * The device's clock (ibv_query_rt_values_ex, completion timestamps): pfnic
- * has none yet (EOPNOTSUPP; completion_timestamp_mask and hca_core_clock are
- * 0).
+ * The device's clock (ibv_query_rt_values_ex, completion timestamps):
+ * nanoseconds of the machine's virtual time since the device was created,
+ * 64 bits (completion_timestamp_mask all ones, hca_core_clock 1,000,000
+ * kHz); raw_clock holds it as seconds and nanoseconds. A device without
+ * it has both 0 and gives EOPNOTSUPP.
  */
 enum ibv_values_mask {
     IBV_VALUES_MASK_RAW_CLOCK = 1 << 0,

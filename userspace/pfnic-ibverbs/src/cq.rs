@@ -55,8 +55,10 @@ pub(crate) struct CqWrap {
     /// Held from `ibv_start_poll` to `ibv_end_poll` (or a `start_poll` that found nothing):
     /// the extended poll of one thread at a time.
     polling: AtomicBool,
-    /// The current completion of the extended poll; only the holder of `polling` uses it.
+    /// The current completion of the extended poll, and its timestamp (0 on a CQ without
+    /// timestamps); only the holder of `polling` uses them.
     current: UnsafeCell<ibv_wc>,
+    current_ts: UnsafeCell<u64>,
 }
 
 /// The CQ wrapper of `cq`.
@@ -188,11 +190,13 @@ pub unsafe extern "C" fn ibv_create_cq(
         return core::ptr::null_mut();
     };
     // SAFETY: forwarded to the caller.
-    unsafe { create(context, entries, cq_context, channel, comp_vector) }.cast()
+    unsafe { create(context, entries, cq_context, channel, comp_vector, false) }.cast()
 }
 
-/// What pfnic's completions have of `enum ibv_create_cq_wc_flags`: `IBV_WC_STANDARD_FLAGS`.
+/// What pfnic's completions have of `enum ibv_create_cq_wc_flags`: `IBV_WC_STANDARD_FLAGS`,
+/// and `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP` where the device has timestamps.
 const WC_STANDARD_FLAGS: u64 = 0x7f;
+const WC_EX_WITH_COMPLETION_TIMESTAMP: u64 = 1 << 7;
 /// `IBV_CQ_INIT_ATTR_MASK_FLAGS`, `IBV_CQ_INIT_ATTR_MASK_PD`.
 const CQ_INIT_ATTR_MASK_FLAGS: u32 = 1;
 const CQ_INIT_ATTR_MASK_PD: u32 = 2;
@@ -202,9 +206,11 @@ const CREATE_CQ_ATTR_SINGLE_THREADED: u32 = 1;
 const CREATE_CQ_ATTR_IGNORE_OVERRUN: u32 = 2;
 
 /// `verbs_context.create_cq_ex` (what `ibv_create_cq_ex` calls): a CQ polled with
-/// `ibv_start_poll`/`ibv_next_poll`/`ibv_end_poll` and read with `ibv_wc_read_*`. NULL with
-/// `errno`: `EOPNOTSUPP` for completion fields beyond the standard ones (timestamps, CVLAN,
-/// flow tag, tag matching) and `IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN`; `EINVAL` for unknown
+/// `ibv_start_poll`/`ibv_next_poll`/`ibv_end_poll` and read with `ibv_wc_read_*`, with the
+/// device clock of each completion (`ibv_wc_read_completion_ts`) if asked for. NULL with
+/// `errno`: `EOPNOTSUPP` for completion fields beyond those (wall-clock timestamps, CVLAN,
+/// flow tag, tag matching), for timestamps on a device without them, and
+/// `IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN`; `EINVAL` for unknown
 /// `comp_mask` or `flags` bits, a parent domain (pfnic has none) and what `ibv_create_cq`
 /// refuses.
 ///
@@ -235,14 +241,25 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
     {
         return fail(libc::EINVAL);
     }
-    if a.wc_flags & !WC_STANDARD_FLAGS != 0 || flags & CREATE_CQ_ATTR_IGNORE_OVERRUN != 0 {
+    let supported = WC_STANDARD_FLAGS | WC_EX_WITH_COMPLETION_TIMESTAMP;
+    if a.wc_flags & !supported != 0 || flags & CREATE_CQ_ATTR_IGNORE_OVERRUN != 0 {
         return fail(libc::EOPNOTSUPP);
     }
     let Ok(comp_vector) = c_int::try_from(a.comp_vector) else {
         return fail(libc::EINVAL);
     };
+    let timestamps = a.wc_flags & WC_EX_WITH_COMPLETION_TIMESTAMP != 0;
     // SAFETY: forwarded to the caller.
-    unsafe { create(context, a.cqe, a.cq_context, a.channel, comp_vector) }
+    unsafe {
+        create(
+            context,
+            a.cqe,
+            a.cq_context,
+            a.channel,
+            comp_vector,
+            timestamps,
+        )
+    }
 }
 
 /// Makes a CQ (every CQ can be polled both ways).
@@ -256,6 +273,7 @@ unsafe fn create(
     cq_context: *mut c_void,
     channel: *mut ibv_comp_channel,
     comp_vector: c_int,
+    timestamps: bool,
 ) -> *mut ibv_cq_ex {
     // SAFETY: the caller passes a live context or NULL.
     let Some(w) = (unsafe { ctx_wrap(context) }) else {
@@ -301,7 +319,12 @@ unsafe fn create(
             read_slid: Some(read_slid),
             read_sl: Some(read_sl),
             read_dlid_path_bits: Some(read_dlid_path_bits),
-            read_completion_ts: None,
+            // As rdma-core's providers: only a CQ asked for timestamps reads them.
+            read_completion_ts: if timestamps {
+                Some(read_completion_ts)
+            } else {
+                None
+            },
             read_cvlan: None,
             read_flow_tag: None,
             read_tm_info: None,
@@ -315,12 +338,15 @@ unsafe fn create(
         polling: AtomicBool::new(false),
         // SAFETY: `ibv_wc` is plain integers: all zeroes is valid.
         current: UnsafeCell::new(unsafe { core::mem::zeroed() }),
+        current_ts: UnsafeCell::new(0),
     });
-    let cq = match w
-        .shared
-        .ctx
-        .create_cq(entries, chan.map(|c| &c.chan), wrap as usize as u64)
-    {
+    let (ctx, chan_file, handle) = (&w.shared.ctx, chan.map(|c| &c.chan), wrap as usize as u64);
+    let made = if timestamps {
+        ctx.create_cq_timestamped(entries, chan_file, handle)
+    } else {
+        ctx.create_cq(entries, chan_file, handle)
+    };
+    let cq = match made {
         Ok(cq) => cq,
         Err(e) => {
             // SAFETY: `wrap` was boxed above and never handed out.
@@ -376,6 +402,7 @@ impl CqWrap {
         // written; C reads them only between its own calls.
         unsafe {
             *self.current.get() = out;
+            *self.current_ts.get() = wc[0].completion_ts;
             (*self.ibv.get()).status = out.status;
             (*self.ibv.get()).wr_id = out.wr_id;
         }
@@ -471,6 +498,18 @@ readers! {
     read_slid -> u32 = |wc| u32::from(wc.slid);
     read_sl -> u8 = |wc| wc.sl;
     read_dlid_path_bits -> u8 = |wc| wc.dlid_path_bits;
+}
+
+/// `ibv_cq_ex.read_completion_ts` of the current completion: the device clock (ns) when it
+/// was written.
+///
+/// # Safety
+///
+/// `cq` is a live CQ of this library, made with timestamps, that this thread polls.
+unsafe extern "C" fn read_completion_ts(cq: *mut ibv_cq_ex) -> u64 {
+    // SAFETY: the caller passes a live CQ it polls, so it holds `polling`, under which only
+    // it writes `current_ts`.
+    unsafe { *cq_ex_wrap(cq).current_ts.get() }
 }
 
 /// `ibv_destroy_cq`: 0 or an errno value (`EBUSY` while a QP uses it; it stays). Waits until

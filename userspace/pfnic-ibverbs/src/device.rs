@@ -256,6 +256,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
     vctx.query_device_ex = Some(query_device_ex);
     vctx.create_cq_ex = Some(crate::cq::create_cq_ex);
     vctx.create_qp_ex = Some(crate::qp::create_qp_ex);
+    vctx.query_rt_values = Some(query_rt_values);
     vctx.sz = core::mem::size_of::<verbs_context>();
     vctx.context.ops.poll_cq = Some(crate::cq::poll_cq);
     vctx.context.ops.req_notify_cq = Some(crate::cq::req_notify_cq);
@@ -413,9 +414,47 @@ unsafe extern "C" fn query_device_ex(
     out.orig_attr = common_attr(&a);
     out.odp_caps.general_caps = a.verbs.odp_general_caps;
     out.odp_caps.per_transport_caps.rc_odp_caps = a.verbs.odp_rc_caps;
+    out.completion_timestamp_mask = a.verbs.completion_timestamp_mask;
+    out.hca_core_clock = a.verbs.hca_core_clock;
     out.phys_port_cnt_ex = 1;
     // SAFETY: the caller passes `attr_size` writable bytes.
     unsafe { write_prefix(attr, &out, attr_size) };
+    0
+}
+
+/// `IBV_VALUES_MASK_RAW_CLOCK`, the one value pfnic has.
+const VALUES_MASK_RAW_CLOCK: u32 = 1;
+
+/// `verbs_context.query_rt_values` (what `ibv_query_rt_values_ex` calls): with
+/// `IBV_VALUES_MASK_RAW_CLOCK`, the device clock (ns) as seconds and nanoseconds, read from
+/// the doorbell page without a system call. 0 with `comp_mask` the values filled, or an
+/// errno value (`EINVAL` for other bits, `EOPNOTSUPP` on a device without a clock).
+///
+/// # Safety
+///
+/// `context` is a live context of this library (or NULL); `values` is NULL or valid for
+/// reads and writes.
+unsafe extern "C" fn query_rt_values(
+    context: *mut ibv_context,
+    values: *mut ibv_values_ex,
+) -> c_int {
+    // SAFETY: the caller passes a live context or NULL, and NULL or a valid `values`.
+    let (Some(w), Some(v)) = (unsafe { ctx_wrap(context) }, unsafe { values.as_mut() }) else {
+        return libc::EINVAL;
+    };
+    if v.comp_mask & !VALUES_MASK_RAW_CLOCK != 0 {
+        return libc::EINVAL;
+    }
+    if v.comp_mask & VALUES_MASK_RAW_CLOCK != 0 {
+        let ns = match w.shared.ctx.read_clock() {
+            Ok(ns) => ns,
+            Err(e) => return errno_of(&e),
+        };
+        v.raw_clock = libc::timespec {
+            tv_sec: (ns / 1_000_000_000) as libc::time_t,
+            tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+        };
+    }
     0
 }
 

@@ -23,6 +23,13 @@ pub struct ibv_async_event {
     pub event_type: c_int,
 }
 
+/// `struct ibv_values_ex`.
+#[repr(C)]
+pub struct ibv_values_ex {
+    pub comp_mask: u32,
+    pub raw_clock: libc::timespec,
+}
+
 /// `struct ibv_alloc_dm_attr` (pfnic has no device memory; mirrored for the layout check).
 #[repr(C)]
 pub struct ibv_alloc_dm_attr {
@@ -166,7 +173,8 @@ pub struct verbs_context {
     pub destroy_wq: VoidFn,
     pub modify_wq: VoidFn,
     pub create_wq: VoidFn,
-    pub query_rt_values: VoidFn,
+    pub query_rt_values:
+        Option<unsafe extern "C" fn(*mut ibv_context, *mut ibv_values_ex) -> c_int>,
     pub create_cq_ex:
         Option<unsafe extern "C" fn(*mut ibv_context, *mut ibv_cq_init_attr_ex) -> *mut ibv_cq_ex>,
     pub priv_: *mut c_void,
@@ -570,7 +578,7 @@ pub struct ibv_cq_ex {
     pub read_slid: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>,
     pub read_sl: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u8>,
     pub read_dlid_path_bits: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u8>,
-    pub read_completion_ts: VoidFn,
+    pub read_completion_ts: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u64>,
     pub read_cvlan: VoidFn,
     pub read_flow_tag: VoidFn,
     pub read_tm_info: VoidFn,

@@ -6,9 +6,10 @@
 //! (`scripts/build-rdma-examples.sh`), run like Debian's binaries of them. `ibv_devices` and `ibv_devinfo -v` must describe the
 //! device as pfnic's own queries do; `ibv_rc_pingpong` runs a server and a client in this
 //! guest over loopback with the option sets pfnic supports (the new send API and the
-//! extended CQ with `-N`), and so does `ibv_srq_pingpong` (its QPs sharing one SRQ); the
-//! options pfnic does not have (timestamps, device memory) must fail the way rdma-core's
-//! programs report a missing capability: a message and exit status 1, not a crash.
+//! extended CQ with `-N`, completion timestamps with `-t`), and so does `ibv_srq_pingpong`
+//! (its QPs sharing one SRQ); the option pfnic does not have (device memory) must fail the
+//! way rdma-core's programs report a missing capability: a message and exit status 1, not a
+//! crash.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -18,6 +19,7 @@ use std::time::{Duration, Instant};
 use crate::common::tcp_listening;
 use crate::ktap::{Failure, Test, TestResult};
 use crate::verbs_common::{requires_odp, verbs_ctx, ODP_RECV, ODP_SEND};
+use pfnic_sys::uapi;
 
 const IBV_DEVICES: &str = "/usr/bin/ibv_devices";
 const IBV_DEVINFO: &str = "/usr/bin/ibv_devinfo";
@@ -67,6 +69,10 @@ pub const TESTS: &[&Test] = &[
     &Test {
         name: "test_debian_rc_pingpong_new_send",
         run: test_debian_rc_pingpong_new_send,
+    },
+    &Test {
+        name: "test_debian_rc_pingpong_timestamps",
+        run: test_debian_rc_pingpong_timestamps,
     },
     &Test {
         name: "test_debian_srq_pingpong",
@@ -464,11 +470,57 @@ fn test_debian_srq_pingpong() -> TestResult {
     pingpong(SRQ_PINGPONG, &["-q", "4", "-s", "65536"], 20)
 }
 
-/// What pfnic does not have: completion timestamps (`-t`), device memory (`-j`).
+/// What pfnic does not have: device memory (`-j`).
 fn test_debian_unsupported_options() -> TestResult {
     needs(RC_PINGPONG)?;
-    fails_with(RC_PINGPONG, &["-t"], "isn't completion timestamp capable")?;
     fails_with(RC_PINGPONG, &["-j"], "doesn't support dm allocation")
+}
+
+/// Whether the device stamps completions with its clock.
+fn has_timestamps() -> Result<bool, Failure> {
+    Ok(verbs_ctx()?.query_device().caps & uapi::PFNIC_CAP_TIMESTAMPS != 0)
+}
+
+/// `-t`: the CQ made with `ibv_create_cq_ex` and `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP`,
+/// each completion read with `ibv_wc_read_completion_ts`; both sides report the clock cycles
+/// between receive completions, whose maximum must be above zero (the device's nanoseconds). On a
+/// device without a clock, rdma-core's own check refuses it.
+fn timestamps_pingpong(tool: &str, args: &[&str], iters: u32) -> TestResult {
+    if !has_timestamps()? {
+        return fails_with(tool, &["-t"], "isn't completion timestamp capable");
+    }
+    let n = iters.to_string();
+    let mut all = vec!["-t", "-n", &n];
+    all.extend_from_slice(args);
+    let (s, c) = server_client(tool, &all)?;
+    for (out, what) in [(&s, "the server"), (&c, "the client")] {
+        side(out, what)?;
+        let t = text(out);
+        let max = t
+            .lines()
+            .find_map(|l| l.strip_prefix("Max receive completion clock cycles = "))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .ok_or_else(|| Failure::Fail(format!("{what}: no clock cycles: {t}")))?;
+        check!(
+            max > 0,
+            "{what}: at most {max} clock cycles between receives"
+        );
+        println!(
+            "# {tool} -t {}: {what}: at most {max} ns between receives",
+            args.join(" ")
+        );
+    }
+    Ok(())
+}
+
+/// Not with `-e`: rdma-core's example treats an empty CQ after a completion event as an
+/// error (`poll CQ failed 2`), but an event may announce a completion an earlier poll already
+/// took (it polls two at a time), on any device; the plain `-e` path polls without that check.
+fn test_debian_rc_pingpong_timestamps() -> TestResult {
+    needs(RC_PINGPONG)?;
+    timestamps_pingpong(RC_PINGPONG, &[], 100)?;
+    timestamps_pingpong(RC_PINGPONG, &["-s", "8192"], 50)?;
+    timestamps_pingpong(RC_PINGPONG, &["-N"], 50)
 }
 
 /// Runs perftest's `ib_<test>` server and client with `args` (and `-d` the device, `-F`: no
@@ -546,8 +598,9 @@ fn test_debian_perftest_odp() -> TestResult {
 }
 
 /// rdma-core 56.1's examples built with `variant`'s header: `ibv_devices`, `ibv_asyncwatch`,
-/// `ibv_rc_pingpong` plain, with the new send API and events, and with ODP buffers (or the
-/// implicit MR with prefetch) where the memory mode has them, and `ibv_srq_pingpong`.
+/// `ibv_rc_pingpong` plain, with the new send API and events, with ODP buffers (or the
+/// implicit MR with prefetch) where the memory mode has them, with timestamps, and
+/// `ibv_srq_pingpong`.
 fn rdma_core_examples(variant: &str) -> TestResult {
     let dir = format!("/usr/libexec/rdma-core-examples/{variant}");
     devices(&format!("{dir}/ibv_devices"))?;
@@ -563,6 +616,7 @@ fn rdma_core_examples(variant: &str) -> TestResult {
     if implicit {
         pingpong(&pp, &["-O", "-P"], 20)?;
     }
+    timestamps_pingpong(&pp, &[], 50)?;
     let srq = format!("{dir}/ibv_srq_pingpong");
     needs(&srq)?;
     pingpong(&srq, &["-q", "8"], 100)

@@ -1,11 +1,13 @@
 //! Completion queues (rdma-core's test_cq.py): completion events through the file, arming,
-//! solicited-only, overflow, and destroying a CQ in use.
+//! solicited-only, overflow, destroying a CQ in use, and completion timestamps from the device
+//! clock.
 
 use std::time::Duration;
 
 use crate::common::{expect_errno, join_within, spawn_event_reader};
 use crate::ktap::{Failure, Test, TestResult};
 use crate::verbs_common::*;
+use pfnic_sys::uapi;
 use pfnic_verbs::{
     ConnectAttr, QpInitAttr, QpState, SendWr, Wc, WcOpcode, WcStatus, WrOpcode, SEND_SIGNALED,
     SEND_SOLICITED,
@@ -32,6 +34,10 @@ pub const TESTS: &[&Test] = &[
         name: "test_verbs_cq_bad_args",
         run: test_verbs_cq_bad_args,
     },
+    &Test {
+        name: "test_verbs_cq_timestamps",
+        run: test_verbs_cq_timestamps,
+    },
 ];
 
 /// Posts a signaled 8-byte RDMA write on `qp` (a QP of `src`'s PD connected to `dst`'s QP)
@@ -43,8 +49,9 @@ fn post_write(qp: &pfnic_verbs::Qp, src: &Side, dst: &Side, wr_id: u64) -> TestR
 }
 
 /// `ibv_req_notify_cq` + `poll()` + `ibv_get_cq_event`: no event unarmed or before a
-/// completion; one event per arming, naming the CQ by its `cq_context` and number; at once
-/// when armed with completions waiting; two CQs of one channel are told apart.
+/// completion; one event per arming, naming the CQ by its `cq_context` and number; none for
+/// completions that were there before the arming (as `ibv_req_notify_cq`: only a new CQE
+/// raises one); two CQs of one channel are told apart.
 fn test_verbs_cq_events() -> TestResult {
     let ctx = verbs_ctx()?;
     let ch = ctx.create_comp_channel()?;
@@ -104,7 +111,7 @@ fn test_verbs_cq_events() -> TestResult {
     check_eq!(n, 16);
     check_eq!(cqn, cq.cqn());
     check_eq!(wait_cq(&cq, 1)?[0].wr_id, 4);
-    // Armed with a completion waiting: the event comes at once.
+    // Armed with a completion waiting: no event for it, one for the next.
     post_write(&qp, &s, &d, 5)?;
     std::thread::sleep(Duration::from_millis(100));
     let mut wc = [Wc::default(); 1];
@@ -118,13 +125,18 @@ fn test_verbs_cq_events() -> TestResult {
         std::thread::sleep(Duration::from_millis(5));
     }
     cq.req_notify(false)?;
-    let ev = ch.get_event_timeout(2000)?;
-    check!(
-        ev.is_some(),
-        "no event when arming a CQ that holds a completion"
-    );
+    if let Some(ev) = ch.get_event_timeout(300)? {
+        fail!("an event for a completion written before the arming: {ev:?}");
+    }
     check_eq!(cq.poll(&mut wc), 1);
     check_eq!(wc[0].wr_id, 5);
+    post_write(&qp, &s, &d, 55)?;
+    check!(
+        ch.get_event_timeout(WC_TIMEOUT.as_millis() as i32)?
+            .is_some_and(|ev| ev.cqn == cq.cqn()),
+        "no event for the completion after the arming"
+    );
+    check_eq!(wait_cq(&cq, 1)?[0].wr_id, 55);
     // Two CQs on one channel.
     let cq2 = ctx.create_cq(4, Some(&ch), 77)?;
     let qp2 = s.pd.create_qp(&QpInitAttr::new(&cq2, &cq2, 4, 1))?;
@@ -304,5 +316,81 @@ fn test_verbs_cq_bad_args() -> TestResult {
     )?;
     // The foreign CQ still works.
     check_eq!(foreign.poll(&mut [Wc::default(); 1]), 0);
+    Ok(())
+}
+
+/// Completion timestamps: the device clock, read from the doorbell page, never goes back; a
+/// timestamped CQ's completions carry the clock between a read before the work was posted and
+/// one after its completion was seen, in nondecreasing order, across several wraps of a small
+/// ring (64-byte CQEs); a plain CQ's carry none; bad flags are refused.
+fn test_verbs_cq_timestamps() -> TestResult {
+    let ctx = verbs_ctx()?;
+    if ctx.query_device().caps & uapi::PFNIC_CAP_TIMESTAMPS == 0 {
+        expect_errno(
+            "create_cq_timestamped without timestamps",
+            ctx.create_cq_timestamped(4, None, 0),
+            libc::EOPNOTSUPP,
+        )?;
+        return Err(Failure::Skip(
+            "the device has no timestamps (PFNIC_CAP_TIMESTAMPS)".into(),
+        ));
+    }
+    let mut last = ctx.read_clock()?;
+    for _ in 0..100 {
+        let now = ctx.read_clock()?;
+        check!(now >= last, "the clock went back: {last} then {now}");
+        last = now;
+    }
+    let d = Side::basic(&verbs_ctx()?, PAGE, MrKind::Plain)?;
+    let s = Side::basic(&ctx, PAGE, MrKind::Plain)?;
+    let tcq = ctx.create_cq_timestamped(4, None, 0)?;
+    check!(tcq.timestamps(), "a timestamped CQ without timestamps");
+    check_eq!(tcq.entries(), 4);
+    let qp = s.pd.create_qp(&QpInitAttr::new(&tcq, &s.cq, 4, 1))?;
+    qp.connect(d.qp.qp_num(), &ConnectAttr::default())?;
+    d.qp.connect(qp.qp_num(), &ConnectAttr::default())?;
+    let mut prev = 0;
+    for i in 0..13u64 {
+        let before = ctx.read_clock()?;
+        post_write(&qp, &s, &d, i)?;
+        let wc = wait_cq(&tcq, 1)?[0];
+        let after = ctx.read_clock()?;
+        check_eq!((wc.wr_id, wc.status), (i, WcStatus::SUCCESS));
+        check!(
+            before <= wc.completion_ts && wc.completion_ts <= after,
+            "completion {i} at {} outside [{before}, {after}]",
+            wc.completion_ts
+        );
+        check!(
+            wc.completion_ts >= prev,
+            "completion {i} before the one ahead of it"
+        );
+        prev = wc.completion_ts;
+    }
+    // A plain CQ on the same QP (its receive CQ) has none.
+    let rqp = s.pd.create_qp(&QpInitAttr::new(&s.cq, &s.cq, 4, 1))?;
+    rqp.connect(d.qp.qp_num(), &ConnectAttr::default())?;
+    post_write(&rqp, &s, &d, 99)?;
+    let wc = s.wait(1)?[0];
+    check_eq!((wc.wr_id, wc.completion_ts), (99, 0));
+    // The ioctl: unknown flags, and an output field given as input.
+    let mut arg = uapi::CreateCq {
+        cqe: 4,
+        channel: -1,
+        flags: 1 << 5,
+        ..Default::default()
+    };
+    expect_errno(
+        "CREATE_CQ with an unknown flag",
+        ctx.device().create_cq(&mut arg),
+        libc::EINVAL,
+    )?;
+    arg.flags = uapi::PFNIC_CQ_CREATE_TIMESTAMP;
+    arg.cqe_size = 64;
+    expect_errno(
+        "CREATE_CQ with cqe_size set",
+        ctx.device().create_cq(&mut arg),
+        libc::EINVAL,
+    )?;
     Ok(())
 }

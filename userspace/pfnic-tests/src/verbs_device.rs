@@ -87,7 +87,15 @@ fn test_verbs_query_device() -> TestResult {
         check_eq!((v.max_srq, v.max_srq_wr, v.max_srq_sge), (0, 0, 0));
     }
     check_eq!(v.reserved0, 0);
-    check_eq!(v.reserved, [0u64; 2]);
+    // Timestamps exactly when the device has them: a 64-bit nanosecond clock.
+    if d.device.caps & uapi::PFNIC_CAP_TIMESTAMPS != 0 {
+        check_eq!(
+            (v.completion_timestamp_mask, v.hca_core_clock),
+            (u64::MAX, 1_000_000)
+        );
+    } else {
+        check_eq!((v.completion_timestamp_mask, v.hca_core_clock), (0, 0));
+    }
     println!(
         "# verbs: guid {:016x}, {} QPs x {} WRs, {} CQs x {} CQEs, {} MRs, {} PDs, {} SGEs, {} SRQs, ODP {:#x}/rc {:#x}",
         v.node_guid, v.max_qp, v.max_qp_wr, v.max_cq, v.max_cqe, v.max_mr, v.max_pd, v.max_sge,

@@ -10,13 +10,16 @@ use pfnic_sys::Mapping;
 
 use crate::{errno, Ctx, Wc, WcOpcode, WcStatus, DB_CQ_ARM};
 
-/// Bytes per CQE (docs/verbs.md, "Completion queue entry").
+/// Bytes per CQE (docs/verbs.md, "Completion queue entry"), and with a timestamp.
 const CQE_SIZE: usize = 32;
+const CQE_SIZE_TIMESTAMP: usize = 64;
 
 pub(crate) struct CqInner {
     pub(crate) ctx: Arc<Ctx>,
     pub(crate) cqn: u32,
     entries: u32,
+    /// 32, or 64 with timestamps.
+    cqe_size: usize,
     cq_context: u64,
     ring: Mapping,
     record_offset: usize,
@@ -46,18 +49,30 @@ impl Cq {
         cqe: u32,
         channel: Option<std::os::fd::RawFd>,
         cq_context: u64,
+        timestamps: bool,
     ) -> io::Result<Self> {
         let mut arg = uapi::CreateCq {
             cqe,
             channel: channel.unwrap_or(-1),
             cq_context,
+            flags: if timestamps {
+                uapi::PFNIC_CQ_CREATE_TIMESTAMP
+            } else {
+                0
+            },
             ..Default::default()
         };
         ctx.dev.create_cq(&mut arg)?;
+        let want = if timestamps {
+            CQE_SIZE_TIMESTAMP
+        } else {
+            CQE_SIZE
+        };
         let made = (|| {
             let entries = arg.entries;
-            let ring_bytes = entries as u64 * CQE_SIZE as u64;
-            if !entries.is_power_of_two()
+            let ring_bytes = entries as u64 * want as u64;
+            if arg.cqe_size as usize != want
+                || !entries.is_power_of_two()
                 || entries < cqe
                 || arg.record_offset < ring_bytes
                 || arg.record_offset + 16 > arg.mmap_len
@@ -87,6 +102,7 @@ impl Cq {
                 ctx: ctx.clone(),
                 cqn: arg.cqn,
                 entries,
+                cqe_size: want,
                 cq_context,
                 ring,
                 record_offset: arg.record_offset as usize,
@@ -106,6 +122,11 @@ impl Cq {
         self.inner.entries
     }
 
+    /// Whether its completions carry the device clock ([`Wc::completion_ts`]).
+    pub fn timestamps(&self) -> bool {
+        self.inner.cqe_size == CQE_SIZE_TIMESTAMP
+    }
+
     /// The `cq_context` given at creation, which its completion events carry.
     pub fn cq_context(&self) -> u64 {
         self.inner.cq_context
@@ -121,7 +142,7 @@ impl Cq {
             let slot = (*ci & (inner.entries - 1)) as usize;
             // SAFETY: `slot < entries`, and the ring is `entries` CQEs at the mapping's start
             // (checked at creation); the mapping lives as long as `inner`.
-            let cqe = unsafe { base.add(slot * CQE_SIZE) };
+            let cqe = unsafe { base.add(slot * inner.cqe_size) };
             let parity = ((*ci / inner.entries) & 1) ^ 1;
             // SAFETY: the owner byte at 0x1b of a CQE in the mapping; the device writes it,
             // hence the volatile read.
@@ -132,7 +153,7 @@ impl Cq {
             // The rest of the CQE was written before the owner byte.
             fence(Ordering::Acquire);
             // SAFETY: reads of the CQE's aligned fields inside the mapping (the ring is page
-            // aligned and CQEs are 32 bytes), volatile as the device writes them.
+            // aligned and CQEs are 32 or 64 bytes), volatile as the device writes them.
             let (wr_id, byte_len, imm, qp_num, src_qp, status, opcode, flags, vendor_err) = unsafe {
                 (
                     cqe.cast::<u64>().read_volatile(),
@@ -157,6 +178,12 @@ impl Cq {
                 qp_num: u32::from_le(qp_num),
                 src_qp: u32::from_le(src_qp),
                 wc_flags: flags.into(),
+                completion_ts: if inner.cqe_size == CQE_SIZE_TIMESTAMP {
+                    // SAFETY: the timestamp of a 64-byte CQE, aligned, inside the mapping.
+                    u64::from_le(unsafe { cqe.add(0x20).cast::<u64>().read_volatile() })
+                } else {
+                    0
+                },
             };
             *ci = ci.wrapping_add(1);
             n += 1;

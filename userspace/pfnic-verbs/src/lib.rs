@@ -100,6 +100,32 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
+    /// Reads the 32-bit register at `offset` of the context's BAR2 page.
+    fn read_db(&self, offset: usize) -> u32 {
+        debug_assert!(offset + 4 <= self.doorbell.len() && offset.is_multiple_of(4));
+        // SAFETY: `offset` is an aligned register inside the mapped page, which lives as long
+        // as `self`; device registers need a volatile access.
+        unsafe {
+            self.doorbell
+                .as_ptr()
+                .add(offset)
+                .cast::<u32>()
+                .read_volatile()
+        }
+    }
+
+    /// The device clock: the high half, the low half, and the high half again, until the two
+    /// high halves agree (the low half did not wrap in between).
+    fn read_clock(&self) -> u64 {
+        loop {
+            let hi = self.read_db(uapi::PFNIC_DB_CLOCK_HI);
+            let lo = self.read_db(uapi::PFNIC_DB_CLOCK_LO);
+            if self.read_db(uapi::PFNIC_DB_CLOCK_HI) == hi {
+                return u64::from(hi) << 32 | u64::from(lo);
+            }
+        }
+    }
+
     /// Writes `value` to the 32-bit doorbell register at `offset` of the context's BAR2 page.
     pub(crate) fn ring(&self, offset: usize, value: u32) {
         debug_assert!(offset + 4 <= self.doorbell.len() && offset.is_multiple_of(4));
@@ -269,7 +295,29 @@ impl Context {
         channel: Option<&CompChannel>,
         cq_context: u64,
     ) -> io::Result<Cq> {
-        Cq::create(&self.inner, cqe, channel.map(|c| c.fd()), cq_context)
+        Cq::create(&self.inner, cqe, channel.map(|c| c.fd()), cq_context, false)
+    }
+
+    /// [`Context::create_cq`] whose completions carry the device clock when they were
+    /// written ([`Wc::completion_ts`]; `ibv_create_cq_ex` with
+    /// `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP`). `EOPNOTSUPP` without
+    /// `PFNIC_CAP_TIMESTAMPS`.
+    pub fn create_cq_timestamped(
+        &self,
+        cqe: u32,
+        channel: Option<&CompChannel>,
+        cq_context: u64,
+    ) -> io::Result<Cq> {
+        Cq::create(&self.inner, cqe, channel.map(|c| c.fd()), cq_context, true)
+    }
+
+    /// The device clock, in nanoseconds (`ibv_query_rt_values_ex`'s raw clock), read from the
+    /// doorbell page without a system call; `EOPNOTSUPP` without `PFNIC_CAP_TIMESTAMPS`.
+    pub fn read_clock(&self) -> io::Result<u64> {
+        if self.inner.device.caps & uapi::PFNIC_CAP_TIMESTAMPS == 0 {
+            return Err(errno(libc::EOPNOTSUPP));
+        }
+        Ok(self.inner.read_clock())
     }
 }
 

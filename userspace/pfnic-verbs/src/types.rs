@@ -337,6 +337,9 @@ pub struct Wc {
     pub src_qp: u32,
     /// `IBV_WC_*` flags ([`WC_WITH_IMM`]).
     pub wc_flags: u32,
+    /// The device clock (ns) when the completion was written, on a CQ with timestamps
+    /// ([`crate::Context::create_cq_timestamped`]); 0 on others.
+    pub completion_ts: u64,
 }
 
 /// A send work request (`struct ibv_send_wr` without the list link: post a slice instead).
