@@ -28,6 +28,9 @@
 #define PFNIC_PCIE_CAP_OFFSET       0x80
 #define PFNIC_MAX_VECTORS           64
 #define PFNIC_MAX_CONTEXTS          1024
+#define PFNIC_DM_SIZE_DEFAULT       (256 * KiB)
+#define PFNIC_DM_SIZE_MIN           (4 * KiB)
+#define PFNIC_DM_SIZE_MAX           (16 * MiB)
 
 static bool pfnic_check_props(PfnicState *s, Error **errp)
 {
@@ -62,6 +65,15 @@ static bool pfnic_check_props(PfnicState *s, Error **errp)
                    PFNIC_TABLE_ENTRIES_MAX);
         return false;
     }
+    /* ABI 1.13: device memory is QEMU RAM behind BAR1 (0: none). */
+    if (s->dm_size && (s->dm_size < PFNIC_DM_SIZE_MIN ||
+                       s->dm_size > PFNIC_DM_SIZE_MAX ||
+                       !is_power_of_2(s->dm_size))) {
+        error_setg(errp, "pfnic: dm-size must be 0 or a power of two in "
+                   "%u..%u", (unsigned)PFNIC_DM_SIZE_MIN,
+                   (unsigned)PFNIC_DM_SIZE_MAX);
+        return false;
+    }
     return true;
 }
 
@@ -90,6 +102,13 @@ static void pfnic_init_ext_caps(PfnicState *s)
     }
 }
 
+static void pfnic_dm_exit(PfnicState *s)
+{
+    if (s->dm_size) {
+        address_space_destroy(&s->dm_as);
+    }
+}
+
 static void pfnic_realize(PCIDevice *pdev, Error **errp)
 {
     PfnicState *s = PFNIC(pdev);
@@ -105,6 +124,25 @@ static void pfnic_realize(PCIDevice *pdev, Error **errp)
     pci_register_bar(pdev, PFNIC_BAR_CTRL, PCI_BASE_ADDRESS_SPACE_MEMORY,
                      &s->ctrl);
 
+    /*
+     * Device memory (ABI 1.13): RAM, as the exchange buffer BAR of
+     * hw/acpi/erst.c, that the CPU reaches directly through BAR1 (an alias
+     * of it) and the engine through dm_as, whose root it is (so it stays
+     * at 0 there wherever the guest puts BAR1).
+     */
+    if (s->dm_size) {
+        if (!memory_region_init_ram(&s->dm, OBJECT(s), "pfnic-dm",
+                                    s->dm_size, errp)) {
+            return;
+        }
+        memory_region_init_alias(&s->dm_bar, OBJECT(s), "pfnic-dm-bar",
+                                 &s->dm, 0, s->dm_size);
+        pci_register_bar(pdev, PFNIC_BAR_DM,
+                         PCI_BASE_ADDRESS_SPACE_MEMORY |
+                         PCI_BASE_ADDRESS_MEM_PREFETCH, &s->dm_bar);
+        address_space_init(&s->dm_as, &s->dm, "pfnic-dm");
+    }
+
     memory_region_init_io(&s->doorbell, OBJECT(s), &pfnic_doorbell_ops, s,
                           "pfnic-doorbell",
                           (uint64_t)s->num_contexts * PFNIC_DOORBELL_PAGE_SIZE);
@@ -116,11 +154,13 @@ static void pfnic_realize(PCIDevice *pdev, Error **errp)
     /* Standard capabilities: PCI Express first, then MSI-X. */
     if (pcie_endpoint_cap_init(pdev, PFNIC_PCIE_CAP_OFFSET) < 0) {
         error_setg(errp, "pfnic: failed to add the PCI Express capability");
+        pfnic_dm_exit(s);
         return;
     }
     if (msix_init_exclusive_bar(pdev, s->num_vectors, PFNIC_BAR_MSIX,
                                 errp)) {
         pcie_cap_exit(pdev);
+        pfnic_dm_exit(s);
         return;
     }
     for (uint32_t v = 0; v < s->num_vectors; v++) {
@@ -139,7 +179,8 @@ static void pfnic_realize(PCIDevice *pdev, Error **errp)
                                         pfnic_selftest_bh, s,
                                         &DEVICE(pdev)->mem_reentrancy_guard);
     pfnic_ctrl_reset(s);
-    trace_pfnic_realize(pfnic_caps(s), s->num_vectors, s->num_contexts);
+    trace_pfnic_realize(pfnic_caps(s), s->num_vectors, s->num_contexts,
+                        s->dm_size);
 }
 
 static void pfnic_exit(PCIDevice *pdev)
@@ -154,6 +195,7 @@ static void pfnic_exit(PCIDevice *pdev)
     msix_unuse_all_vectors(pdev);
     msix_uninit_exclusive_bar(pdev);
     pcie_cap_exit(pdev);
+    pfnic_dm_exit(s);
 }
 
 static void pfnic_reset_hold(Object *obj, ResetType type)
@@ -174,6 +216,7 @@ static const Property pfnic_properties[] = {
     DEFINE_PROP_UINT32("contexts", PfnicState, num_contexts, 64),
     DEFINE_PROP_UINT32("table-entries", PfnicState, table_entries,
                        PFNIC_TABLE_ENTRIES),
+    DEFINE_PROP_UINT32("dm-size", PfnicState, dm_size, PFNIC_DM_SIZE_DEFAULT),
     /* Fault injection (0: off): every Nth page request or response. */
     DEFINE_PROP_UINT32("x-inject-prq-full", PfnicState, inject_prq_full, 0),
     DEFINE_PROP_UINT32("x-inject-pri-failure", PfnicState, inject_pri_failure,

@@ -209,6 +209,12 @@ typedef struct PfnicMr {
     uint64_t mtt_entries;
     /* MR_SET with FAULT too: a refused entry waits for the driver */
     bool fault;
+    /*
+     * MR_SET with DM (ABI 1.13): bytes [dm_start, dm_start + len) of the
+     * device memory, zero-based (addr is 0), the range checked by MR_SET
+     */
+    bool dm;
+    uint64_t dm_start;
 } PfnicMr;
 
 typedef struct PfnicCq {
@@ -440,6 +446,13 @@ struct PfnicState {
 
     MemoryRegion ctrl;          /* BAR0 */
     MemoryRegion doorbell;      /* BAR2 */
+    /*
+     * Device memory (ABI 1.13): the RAM, BAR1 (an alias of it), and the
+     * address space the engine reaches it through (the RAM at 0)
+     */
+    MemoryRegion dm;
+    MemoryRegion dm_bar;
+    AddressSpace dm_as;
 
     /* Properties */
     bool ats;
@@ -449,6 +462,7 @@ struct PfnicState {
     uint32_t num_vectors;
     uint32_t num_contexts;
     uint32_t table_entries;     /* translation table entries, all MRs' */
+    uint32_t dm_size;           /* ABI 1.13: device memory, 0: none */
     /*
      * Fault injection, for tests: every Nth page request is refused as if
      * the IOMMU's page request queue were full, every Nth successful
@@ -604,6 +618,15 @@ void pfnic_cq_arm(PfnicContext *ctx, uint32_t val);
 static inline bool pfnic_mr_table(const PfnicMr *mr)
 {
     return mr->mtt != NULL || mr->sparse != NULL;
+}
+
+/*
+ * Whether @mr is translated through its context's PASID (ATC, ATS, page
+ * requests): neither a table MR nor (ABI 1.13) a DM MR
+ */
+static inline bool pfnic_mr_pasid(const PfnicMr *mr)
+{
+    return !pfnic_mr_table(mr) && !mr->dm;
 }
 
 /* Entry @i (below mtt_entries) of table MR @mr: 0 when not written valid */

@@ -35,7 +35,8 @@ uint32_t pfnic_caps(const PfnicState *s)
            (s->pri ? PFNIC_CAPS_PRI : 0) |
            (s->nic ? PFNIC_CAPS_WIRE : 0) |
            PFNIC_CAPS_SELFTEST | PFNIC_CAPS_VERBS | PFNIC_CAPS_TABLES |
-           PFNIC_CAPS_SRQ | PFNIC_CAPS_TIMESTAMPS;
+           PFNIC_CAPS_SRQ | PFNIC_CAPS_TIMESTAMPS |
+           (s->dm_size ? PFNIC_CAPS_DM : 0);
 }
 
 /*
@@ -61,6 +62,11 @@ void pfnic_ctrl_reset(PfnicState *s)
     s->ctx_select = 0;
     pfnic_engine_reset(s);
     pfnic_net_reset(s);
+    if (s->dm_size) {
+        /* ABI 1.13: a reset zeroes the device memory. */
+        memset(memory_region_get_ram_ptr(&s->dm), 0, s->dm_size);
+        memory_region_set_dirty(&s->dm, 0, s->dm_size);
+    }
     s->status = PFNIC_STATUS_READY;
 }
 
@@ -350,6 +356,9 @@ static uint64_t pfnic_ctrl_read(void *opaque, hwaddr addr, unsigned size)
     case PFNIC_REG_PORT_STATUS:
         val = pfnic_port_status(s);
         break;
+    case PFNIC_REG_DM_SIZE:
+        val = s->dm_size;
+        break;
     case PFNIC_REG_PORT_COUNTERS ...
          PFNIC_REG_PORT_COUNTERS + 4 * (PFNIC_PORT_CNT_NR - 1):
         val = s->port_counters[(addr - PFNIC_REG_PORT_COUNTERS) / 4];
@@ -477,6 +486,7 @@ static void pfnic_ctrl_write(void *opaque, hwaddr addr, uint64_t val,
     case PFNIC_REG_EQ_OVERFLOW:
     case PFNIC_REG_MAX_QPS ... PFNIC_REG_MAX_SGE:
     case PFNIC_REG_MAX_SRQS:
+    case PFNIC_REG_DM_SIZE:
         pfnic_guest_error(s, "write to a read-only register");
         break;
     default:

@@ -640,8 +640,11 @@ void pfnic_page_ahead(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
 {
     uint64_t p = va & PFNIC_PAGE_MASK, end = va + len;
 
-    /* A table's pages are the driver's business: nothing to ask for. */
-    if (ctx->no_pasid || (mr && pfnic_mr_table(mr))) {
+    /*
+     * A table's pages are the driver's business, device memory (ABI 1.13)
+     * is always there: nothing to ask for.
+     */
+    if (ctx->no_pasid || (mr && !pfnic_mr_pasid(mr))) {
         return;
     }
     if (!len || end < va) {
@@ -683,7 +686,7 @@ void pfnic_page_fault(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
     uint32_t n;
     int err;
 
-    if (ctx->no_pasid || (mr && pfnic_mr_table(mr))) {
+    if (ctx->no_pasid || (mr && !pfnic_mr_pasid(mr))) {
         /* Nobody to ask: only the driver can fix a table. */
         w->fault = true;
         return;
@@ -996,8 +999,11 @@ static PfnicStep pfnic_prefetch_step(PfnicContext *ctx)
             pfnic_desc_complete(ctx, PFNIC_ST_PROTECTION, 0);
             return PFNIC_STEP_DONE;
         }
-        if (pfnic_mr_table(mr)) {
-            /* Its pages are where the driver's table says: nothing to do. */
+        if (!pfnic_mr_pasid(mr)) {
+            /*
+             * Its pages are where the driver's table says, or in device
+             * memory (ABI 1.13): nothing to do.
+             */
             pfnic_desc_complete(ctx, PFNIC_ST_SUCCESS, d->len);
             return PFNIC_STEP_DONE;
         }

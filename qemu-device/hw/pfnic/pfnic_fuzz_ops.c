@@ -46,6 +46,7 @@
 #define RP_DEVFN        0x10
 #define BAR0            0xc0000000ULL
 #define BAR2            0xc0200000ULL
+#define BAR1            0xc0400000ULL   /* device memory (ABI 1.13) */
 #define DMAR            Q35_HOST_BRIDGE_IOMMU_ADDR
 
 /* Guest memory (cleared at setup: RAM survives a system reset) */
@@ -98,6 +99,12 @@
 #define PD_LARGE        (PD_INDEX + 1)
 #define PD_ADDR         0x100000000ULL  /* the PD entries' 1 GiB */
 #define WR_MAGIC        0xf22d000000000000ULL
+/*
+ * ABI 1.13: side s also has DM MR DM_MR + s over bytes [s * DM_MR_LEN,
+ * (s + 1) * DM_MR_LEN) of the device memory (dm-size's default is more)
+ */
+#define DM_MR           3
+#define DM_MR_LEN       0x8000
 #define MAX_OPS         256
 #define MAX_XFER        0x10000         /* bytes of a work request's SGE */
 /*
@@ -127,6 +134,7 @@ struct PfnicFuzz {
     size_t len, pos;
     uint16_t ats_off, pasid_off, pri_off;
     uint32_t key[SIDES];
+    uint32_t dm_key[SIDES];     /* ABI 1.13: the sides' DM MRs */
     uint32_t ring_tail[RINGS];
     uint32_t ctx3_pasid;        /* 0: context 3 stopped */
     uint32_t sq_tail[QPS], rq_tail[QPS];
@@ -473,6 +481,16 @@ static void setup_device(PfnicFuzz *f, unsigned ts)
         setup_ok(f, cmd(f, PFNIC_CMD_MR_SET, a, PFNIC_CMD_ARGS), "MR_SET");
         f->key[side] = a[0];
 
+        uint32_t m[PFNIC_CMD_ARGS] = {
+            DM_MR + side, ctx, 7, PFNIC_ACCESS_LOCAL_WRITE |
+            PFNIC_ACCESS_REMOTE_WRITE | PFNIC_ACCESS_REMOTE_READ |
+            PFNIC_ACCESS_REMOTE_ATOMIC, side * DM_MR_LEN, 0, DM_MR_LEN, 0,
+            PFNIC_MR_FLAG_DM,
+        };
+        setup_ok(f, cmd(f, PFNIC_CMD_MR_SET, m, PFNIC_CMD_ARGS),
+                 "MR_SET DM");
+        f->dm_key[side] = m[0];
+
         uint32_t c[PFNIC_CMD_ARGS] = {
             ctx, ctx, CQ_RING(side), 0, CQ_LOG2, CQ_REC(side), 0,
             (ts >> side) & 1 ? PFNIC_CQ_FLAG_TIMESTAMP : 0,
@@ -536,6 +554,7 @@ void pfnic_fuzz_setup(PfnicFuzz *f)
     pfnic_qt_enable_ecam(qts);
     pfnic_qt_setup_root_port(qts, RP_DEVFN, NIC_BUS, BAR0);
     qtest_writel(qts, pfnic_qt_ecam(NIC_BUS, 0, PCI_BASE_ADDRESS_0), BAR0);
+    qtest_writel(qts, pfnic_qt_ecam(NIC_BUS, 0, PCI_BASE_ADDRESS_1), BAR1);
     qtest_writel(qts, pfnic_qt_ecam(NIC_BUS, 0, PCI_BASE_ADDRESS_2), BAR2);
     qtest_writel(qts, pfnic_qt_ecam(NIC_BUS, 0, PCI_BASE_ADDRESS_3), 0);
     qtest_writel(qts, pfnic_qt_ecam(NIC_BUS, 0, PCI_BASE_ADDRESS_4),
@@ -916,6 +935,8 @@ static uint32_t pick_key(PfnicFuzz *f, int side, uint8_t sel)
         return f->key[side ^ 1];        /* the other context's key */
     case 1:
         return U32(f);                  /* a guess */
+    case 7:
+        return f->dm_key[side];         /* its DM MR's (ABI 1.13) */
     default:
         return f->key[side];
     }
@@ -933,13 +954,30 @@ static uint64_t pick_addr(PfnicFuzz *f)
     return va_of(page) + (off % 4096);
 }
 
+/*
+ * A DM MR's addresses are zero-based (ABI 1.13): with one of their keys,
+ * @addr mostly lands inside the MR (a 64-bit one stays as it is).
+ */
+static uint64_t dm_addr(PfnicFuzz *f, uint32_t key, uint64_t addr)
+{
+    if ((key == f->dm_key[0] || key == f->dm_key[1]) &&
+        addr >= VA_BASE && addr < VA_BASE + VA_PAGES * 4096ULL) {
+        return addr % DM_MR_LEN;
+    }
+    return addr;
+}
+
 /* @n scatter/gather entries of a work request of @side's QP */
 static void fill_sges(PfnicFuzz *f, PfnicWqe *w, int n, int side)
 {
     for (int i = 0; i < MIN(n, PFNIC_MAX_SGE); i++) {
-        w->sge[i].addr = cpu_to_le64(pick_addr(f));
+        uint64_t addr = pick_addr(f);
+        uint32_t key;
+
         w->sge[i].length = cpu_to_le32(U16(f) % (MAX_XFER + 1));
-        w->sge[i].lkey = cpu_to_le32(pick_key(f, side, U8(f)));
+        key = pick_key(f, side, U8(f));
+        w->sge[i].addr = cpu_to_le64(dm_addr(f, key, addr));
+        w->sge[i].lkey = cpu_to_le32(key);
     }
 }
 
@@ -955,8 +993,10 @@ static void op_wqe(PfnicFuzz *f)
         .imm_data = 0x12345678,
         .wr_id = cpu_to_le64(WR_MAGIC | f->wr_seq++),
     };
-    w.remote_addr = cpu_to_le64(pick_addr(f));
-    w.rkey = cpu_to_le32(pick_key(f, qp_side(q ^ 1), sel >> 2));
+    w.remote_addr = pick_addr(f);
+    w.rkey = pick_key(f, qp_side(q ^ 1), sel >> 2);
+    w.remote_addr = cpu_to_le64(dm_addr(f, w.rkey, w.remote_addr));
+    w.rkey = cpu_to_le32(w.rkey);
     w.compare_add = cpu_to_le64(U8(f));
     w.swap = cpu_to_le64(U8(f));
     fill_sges(f, &w, w.num_sge, side);
@@ -997,7 +1037,9 @@ static void op_desc(PfnicFuzz *f)
     };
 
     if (d.opcode == PFNIC_OP_PREFETCH) {
-        d.src = cpu_to_le64(pick_key(f, side, sel >> 1));
+        d.src = pick_key(f, side, sel >> 1);
+        d.dst = cpu_to_le64(dm_addr(f, d.src, le64_to_cpu(d.dst)));
+        d.src = cpu_to_le64(d.src);
     } else {
         d.src = cpu_to_le64(pick_addr(f));
     }
@@ -1366,6 +1408,13 @@ static void op_reset(PfnicFuzz *f)
         PFZ_CHECK(f, reg_read(f, PFNIC_REG_CTX_STATUS) == 0,
                   "after reset: context %d status %x", side + 1,
                   reg_read(f, PFNIC_REG_CTX_STATUS));
+    }
+    /* ABI 1.13: a reset zeroes the device memory (the DM MRs' ends). */
+    for (uint64_t off = 0; off < SIDES * DM_MR_LEN; off += DM_MR_LEN / 2) {
+        PFZ_CHECK(f, qtest_readq(f->qts, BAR1 + off) == 0 &&
+                     qtest_readq(f->qts, BAR1 + off + DM_MR_LEN / 2 - 8) == 0,
+                  "after reset: device memory at 0x%" PRIx64 " not zero",
+                  off);
     }
     if (sel & 1) {
         /*

@@ -1,5 +1,5 @@
 /*
- * pfnic register layout (device ABI 1.12)
+ * pfnic register layout (device ABI 1.13)
  *
  * Mirrors docs/registers.md, docs/verbs.md and docs/wire.md, which are the
  * definition;
@@ -21,6 +21,7 @@
 
 /* BARs */
 #define PFNIC_BAR_CTRL              0
+#define PFNIC_BAR_DM                1       /* ABI 1.13: device memory */
 #define PFNIC_BAR_DOORBELL          2
 #define PFNIC_BAR_MSIX              4
 #define PFNIC_CTRL_SIZE             0x1000
@@ -83,6 +84,7 @@
 #define PFNIC_REG_PORT_MAC_HI       0x284
 #define PFNIC_REG_PORT_IPV4         0x288
 #define PFNIC_REG_PORT_STATUS       0x28c
+#define PFNIC_REG_DM_SIZE           0x290   /* ABI 1.13: BAR1's size */
 #define PFNIC_REG_PORT_COUNTERS     0x2c0   /* PFNIC_PORT_CNT_NR registers */
 #define PFNIC_BACKUP_SLOT           4096    /* one packet's payload */
 #define PFNIC_BACKUP_MAX            (16u << 20)
@@ -139,9 +141,9 @@ typedef enum PfnicCounter {
 /* Register values and fields */
 #define PFNIC_ID_VALUE              0x434e4650 /* "PFNC" in memory order */
 #define PFNIC_ABI_MAJOR             1
-#define PFNIC_ABI_MINOR             12
+#define PFNIC_ABI_MINOR             13
 #define PFNIC_VERSION_VALUE         ((PFNIC_ABI_MAJOR << 16) | PFNIC_ABI_MINOR)
-#define PFNIC_FW_VERSION_VALUE      0x010c0000 /* model 1.12.0 */
+#define PFNIC_FW_VERSION_VALUE      0x010d0000 /* model 1.13.0 */
 
 #define PFNIC_CAPS_ATS              (1u << 0)
 #define PFNIC_CAPS_PASID            (1u << 1)
@@ -152,6 +154,7 @@ typedef enum PfnicCounter {
 #define PFNIC_CAPS_TABLES           (1u << 6)   /* ABI 1.8 */
 #define PFNIC_CAPS_SRQ              (1u << 8)   /* ABI 1.11 */
 #define PFNIC_CAPS_TIMESTAMPS       (1u << 9)   /* ABI 1.12 */
+#define PFNIC_CAPS_DM               (1u << 10)  /* ABI 1.13: dm-size != 0 */
 
 #define PFNIC_CONTROL_RESET         (1u << 0)
 
@@ -258,7 +261,8 @@ typedef struct PfnicDesc {
  */
 #define PFNIC_MR_FLAG_TABLE         (1u << 0)
 #define PFNIC_MR_FLAG_FAULT         (1u << 1)   /* ABI 1.9, with TABLE */
-#define PFNIC_MR_FLAGS_MASK         0x3u
+#define PFNIC_MR_FLAG_DM            (1u << 2)   /* ABI 1.13, alone */
+#define PFNIC_MR_FLAGS_MASK         0x7u
 #define PFNIC_MTT_VALID             (1ull << 0)
 #define PFNIC_MTT_READ              (1ull << 1)
 #define PFNIC_MTT_WRITE             (1ull << 2)

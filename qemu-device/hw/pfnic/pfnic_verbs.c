@@ -130,6 +130,20 @@ static PfnicXlate pfnic_mtt_translate(PfnicState *s, PfnicMr *mr,
 PfnicXlate pfnic_mr_translate(PfnicContext *ctx, PfnicMr *mr, uint64_t va,
                               bool write, hwaddr *pa, AddressSpace **as)
 {
+    if (mr->dm) {
+        /*
+         * ABI 1.13: zero-based, straight into device memory. The key check
+         * kept @va inside [0, len), and MR_SET the MR inside the memory;
+         * checked again so that no caller can reach past it.
+         */
+        if (va >= mr->len) {
+            trace_pfnic_mr_dm_denied(mr - ctx->s->mrs, va, write);
+            return PFNIC_XLATE_DENIED;
+        }
+        *pa = mr->dm_start + va;
+        *as = &ctx->s->dm_as;
+        return PFNIC_XLATE_OK;
+    }
     if (pfnic_mr_table(mr)) {
         return pfnic_mtt_translate(ctx->s, mr, va, write, pa, as);
     }
@@ -148,7 +162,7 @@ void pfnic_mr_invalidate(PfnicContext *ctx, uint64_t start, uint64_t last)
     for (uint32_t i = 0; i < PFNIC_MAX_MRS; i++) {
         PfnicMr *mr = &s->mrs[i];
 
-        if (mr->valid && mr->ctx == ctx->index && !pfnic_mr_table(mr) &&
+        if (mr->valid && mr->ctx == ctx->index && pfnic_mr_pasid(mr) &&
             start <= mr->addr + (mr->len - 1) && last >= mr->addr) {
             /* The ATC was flushed synchronously: every one is applied. */
             mr->count[PFNIC_MR_PAGE_INVALIDATIONS]++;
@@ -228,6 +242,7 @@ static uint32_t pfnic_cmd_mr_set(PfnicState *s)
     bool implicit = addr == 0 && len == UINT64_MAX;
     bool table = flags & PFNIC_MR_FLAG_TABLE;
     bool fault = flags & PFNIC_MR_FLAG_FAULT;
+    bool dm = flags & PFNIC_MR_FLAG_DM;
     PfnicContext *c;
     uint64_t *mtt = NULL, entries = 0;
     GHashTable *sparse = NULL;
@@ -247,8 +262,19 @@ static uint32_t pfnic_cmd_mr_set(PfnicState *s)
      * sparse table the driver fills on demand, so only with FAULT. A
      * context running without a PASID reaches memory through tables only.
      */
-    if (flags & ~PFNIC_MR_FLAGS_MASK || (table && implicit && !fault) ||
-        (!table && c->enabled && c->no_pasid) || (fault && !table)) {
+    if (dm) {
+        /*
+         * ABI 1.13: [addr, addr + len) of the device memory, alone, and
+         * never on demand; any context may have it (no translation).
+         */
+        if (flags != PFNIC_MR_FLAG_DM || !s->dm_size || implicit ||
+            access & PFNIC_ACCESS_ON_DEMAND || addr >= s->dm_size ||
+            len > s->dm_size - addr) {
+            return PFNIC_CMD_BAD_ARG;
+        }
+    } else if (flags & ~PFNIC_MR_FLAGS_MASK ||
+               (table && implicit && !fault) ||
+               (!table && c->enabled && c->no_pasid) || (fault && !table)) {
         return PFNIC_CMD_BAD_ARG;
     }
     mr = &s->mrs[index];
@@ -282,11 +308,21 @@ static uint32_t pfnic_cmd_mr_set(PfnicState *s)
         .mtt_entries = entries,
         .fault = fault,
     };
+    if (dm) {
+        /* Zero-based: its addresses are offsets from addr in the memory. */
+        mr->addr = 0;
+        mr->dm = true;
+        mr->dm_start = addr;
+    }
     g_hash_table_insert(s->keys, GUINT_TO_POINTER(v),
                         GUINT_TO_POINTER(index + 1));
     c->mrs++;
     s->cmd_arg[0] = mr->key;
-    trace_pfnic_mr_set(index, mr->key, ctx, pd, access, addr, len);
+    if (dm) {
+        trace_pfnic_mr_set_dm(index, mr->key, ctx, pd, access, addr, len);
+    } else {
+        trace_pfnic_mr_set(index, mr->key, ctx, pd, access, addr, len);
+    }
     return PFNIC_CMD_OK;
 }
 
