@@ -86,6 +86,12 @@ const _: () =
 const _: () = assert!(
     uapi::PFNIC_IOCTL_DESTROY_SRQ == _IOWR::<uapi::ObjectNumber>(uapi::PFNIC_IOCTL_MAGIC, 0x1a)
 );
+const _: () =
+    assert!(uapi::PFNIC_IOCTL_ALLOC_DM == _IOWR::<uapi::AllocDm>(uapi::PFNIC_IOCTL_MAGIC, 0x1b));
+const _: () =
+    assert!(uapi::PFNIC_IOCTL_FREE_DM == _IOW::<uapi::DmHandle>(uapi::PFNIC_IOCTL_MAGIC, 0x1c));
+const _: () =
+    assert!(uapi::PFNIC_IOCTL_REG_DM_MR == _IOWR::<uapi::RegDmMr>(uapi::PFNIC_IOCTL_MAGIC, 0x1d));
 
 /// How many pfnics one system can have (`/dev/pfnic0` .. `/dev/pfnic15`).
 pub(crate) const MAX_NICS: usize = 16;
@@ -355,6 +361,18 @@ impl PfnicFile {
             uapi::PFNIC_IOCTL_DESTROY_SRQ => in_out(arg, |a| {
                 owned()?;
                 v.destroy_srq(a)
+            }),
+            uapi::PFNIC_IOCTL_ALLOC_DM => in_out(arg, |a| {
+                owned()?;
+                v.alloc_dm(a)
+            }),
+            uapi::PFNIC_IOCTL_FREE_DM => input(arg, |a| {
+                owned()?;
+                v.free_dm(a)
+            }),
+            uapi::PFNIC_IOCTL_REG_DM_MR => in_out(arg, |a| {
+                owned()?;
+                v.reg_dm_mr(a)
             }),
             uapi::PFNIC_IOCTL_GET_ASYNC_FD => {
                 owned()?;

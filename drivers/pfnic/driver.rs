@@ -11,7 +11,7 @@ use crate::{
     regs,
     ring::Rings,
     uapi,
-    verbs::{Limits, Verbs},
+    verbs::{dm::DeviceMemory, Limits, Verbs},
 };
 use kernel::{
     debugfs, device::Core, io::Io, miscdevice::MiscDeviceRegistration, pci, prelude::*, sync::Arc,
@@ -83,6 +83,20 @@ impl pci::Driver for PfnicDriver {
             let verbs = if hw_caps.verbs() {
                 let limits = Limits::read(&bar, device_abi)
                     .inspect_err(|_| dev_err!(pdev, "verbs limits out of range; verbs disabled\n"));
+                // Device memory (ABI 1.13): without it, or if BAR1 is not what `DM_SIZE`
+                // says, the device works on without.
+                let dm_size = bar.read(regs::DM_SIZE).value().get();
+                let dm = (hw_caps.dm() && device_abi & 0xffff >= regs::ABI_MINOR_DM)
+                    .then(|| DeviceMemory::new(pdev, dm_size))
+                    .transpose()
+                    .inspect_err(|_| {
+                        dev_err!(
+                            pdev,
+                            "BAR1 is not the device memory; none used
+"
+                        )
+                    })
+                    .unwrap_or(None);
                 match limits {
                     Ok(limits) => Some(KBox::pin_init(
                         Verbs::new(
@@ -90,6 +104,7 @@ impl pci::Driver for PfnicDriver {
                             limits,
                             num_contexts,
                             hw_caps.wire() && device_abi & 0xffff >= regs::ABI_MINOR_PORT,
+                            dm,
                         )?,
                         GFP_KERNEL,
                     )?),
@@ -109,6 +124,9 @@ impl pci::Driver for PfnicDriver {
             }
             if verbs.as_ref().is_some_and(|v| v.limits.max_srqs != 0) {
                 caps |= uapi::PFNIC_CAP_SRQ;
+            }
+            if verbs.as_ref().is_some_and(|v| v.dm.is_some()) {
+                caps |= uapi::PFNIC_CAP_DM;
             }
             if verbs.is_some()
                 && hw_caps.timestamps()

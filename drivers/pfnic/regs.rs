@@ -55,6 +55,8 @@ pub(crate) const ABI_MINOR_SRQ: u32 = 11;
 /// The minor version that added the device clock (readable in the doorbell pages) and
 /// `CQ_CREATE`'s `TIMESTAMP` flag: 64-byte CQEs with the completion's time.
 pub(crate) const ABI_MINOR_TIMESTAMPS: u32 = 12;
+/// The minor version that added device memory: BAR1, `DM_SIZE` and `MR_SET`'s `DM` flag.
+pub(crate) const ABI_MINOR_DM: u32 = 13;
 
 /// Port counters (`PORT_COUNTERS`, docs/wire.md), in the order of
 /// [`uapi::QueryPort::counters`](crate::uapi::QueryPort::counters).
@@ -94,6 +96,8 @@ register! {
         8:8 srq => bool;
         /// The device clock and timestamped CQEs, docs/verbs.md (ABI 1.12).
         9:9 timestamps => bool;
+        /// Device memory in BAR1, docs/verbs.md (ABI 1.13).
+        10:10 dm => bool;
     }
 
     /// MSI-X vectors implemented.
@@ -334,6 +338,11 @@ register! {
         0:0 wire => bool;
         /// And its link is up.
         1:1 link_up => bool;
+    }
+
+    /// Bytes of device memory, BAR1 (ABI 1.13).
+    pub(crate) DM_SIZE(u32) @ 0x290 {
+        31:0 value;
     }
 
     /// Port counters since reset, 32 bits, wrapping (ABI 1.5).

@@ -18,7 +18,7 @@
 use zerocopy_derive::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// Version of this interface, reported by [`PFNIC_IOCTL_QUERY_DEVICE`]. Bumped for every change.
-pub const PFNIC_UAPI_VERSION: u32 = 17;
+pub const PFNIC_UAPI_VERSION: u32 = 18;
 
 /// The ioctl "type" byte of every pfnic ioctl.
 pub const PFNIC_IOCTL_MAGIC: u32 = 0xf5;
@@ -47,6 +47,8 @@ pub const PFNIC_CAP_SRQ: u64 = 1 << 8;
 /// Completion timestamps ([`PFNIC_CQ_CREATE_TIMESTAMP`]) from the device clock, which the
 /// doorbell page reads ([`PFNIC_DB_CLOCK_LO`]; docs/verbs.md, "The device clock").
 pub const PFNIC_CAP_TIMESTAMPS: u64 = 1 << 9;
+/// Device memory ([`PFNIC_IOCTL_ALLOC_DM`]; docs/verbs.md, "Device memory").
+pub const PFNIC_CAP_DM: u64 = 1 << 10;
 
 /// Argument of [`PFNIC_IOCTL_QUERY_DEVICE`] (output only).
 #[repr(C)]
@@ -337,8 +339,8 @@ pub struct QueryVerbs {
     pub max_srq_wr: u32,
     /// Scatter/gather entries per SRQ work request.
     pub max_srq_sge: u32,
-    /// Reserved, zero.
-    pub reserved0: u32,
+    /// Bytes of device memory one file may allocate ([`PFNIC_IOCTL_ALLOC_DM`]; 0: none).
+    pub max_dm_size: u32,
     /// The bits of a completion timestamp (0: the device has none, [`PFNIC_CAP_TIMESTAMPS`]).
     pub completion_timestamp_mask: u64,
     /// The device clock's frequency, kHz (1,000,000: it counts nanoseconds; 0 without one).
@@ -964,6 +966,61 @@ pub struct AsyncEvent {
     pub object: u32,
 }
 
+/// Argument of [`PFNIC_IOCTL_ALLOC_DM`]. Map `mmap_len` bytes at `mmap_offset` to reach the
+/// memory from the CPU.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct AllocDm {
+    /// In: bytes, 1..=`max_dm_size`; the allocation is whole pages.
+    pub length: u64,
+    /// In: log2 of the alignment the caller needs (up to the device memory's size).
+    pub log_align_req: u32,
+    /// Out: the handle.
+    pub dm: u32,
+    /// Out: `mmap()` offset of the memory.
+    pub mmap_offset: u64,
+    /// Out: bytes to map (the length rounded up to pages).
+    pub mmap_len: u64,
+}
+
+/// Argument of [`PFNIC_IOCTL_FREE_DM`] (input only).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct DmHandle {
+    /// The handle [`PFNIC_IOCTL_ALLOC_DM`] returned.
+    pub dm: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
+/// Argument of [`PFNIC_IOCTL_REG_DM_MR`]: an MR over `[dm_offset, dm_offset + length)` of a
+/// device memory allocation, zero-based (`IBV_ACCESS_ZERO_BASED`: an address `x` with its key
+/// is byte `dm_offset + x` of the allocation). Deregistered with [`PFNIC_IOCTL_DEREG_MR`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct RegDmMr {
+    /// In: PD handle.
+    pub pd: u32,
+    /// In: the device memory handle.
+    pub dm: u32,
+    /// In: `IBV_ACCESS_*` (not `ON_DEMAND`).
+    pub access: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+    /// In: where the MR starts in the allocation.
+    pub dm_offset: u64,
+    /// In: bytes, at least 1.
+    pub length: u64,
+    /// Out: the MR handle.
+    pub mr: u32,
+    /// Out: the local key.
+    pub lkey: u32,
+    /// Out: the remote key.
+    pub rkey: u32,
+    /// Reserved, zero.
+    pub reserved2: u32,
+}
+
 /// Argument of [`PFNIC_IOCTL_CREATE_SRQ`]. Map `mmap_len` bytes at `mmap_offset`: the queue
 /// (`entries` receive WQEs of 128 bytes) at offset 0, the SRQ record at `record_offset`.
 #[repr(C)]
@@ -1109,3 +1166,12 @@ pub const PFNIC_IOCTL_DESTROY_SRQ: u32 = ioc(
     0x1a,
     core::mem::size_of::<ObjectNumber>(),
 );
+/// `ibv_alloc_dm`: `_IOWR(0xf5, 0x1b, struct pfnic_alloc_dm)`. `EOPNOTSUPP` without
+/// [`PFNIC_CAP_DM`].
+pub const PFNIC_IOCTL_ALLOC_DM: u32 =
+    ioc(IOC_READ | IOC_WRITE, 0x1b, core::mem::size_of::<AllocDm>());
+/// `ibv_free_dm`: `_IOW(0xf5, 0x1c, struct pfnic_dm_handle)`; `EBUSY` while an MR uses it.
+pub const PFNIC_IOCTL_FREE_DM: u32 = ioc(IOC_WRITE, 0x1c, core::mem::size_of::<DmHandle>());
+/// `ibv_reg_dm_mr`: `_IOWR(0xf5, 0x1d, struct pfnic_reg_dm_mr)`.
+pub const PFNIC_IOCTL_REG_DM_MR: u32 =
+    ioc(IOC_READ | IOC_WRITE, 0x1d, core::mem::size_of::<RegDmMr>());

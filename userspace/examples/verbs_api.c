@@ -760,6 +760,82 @@ static void test_srq(void)
     CHECK(!ibv_destroy_srq(srq), "ibv_destroy_srq");
 }
 
+/*
+ * Device memory: ibv_alloc_dm, ibv_memcpy_to_dm/_from_dm, and an MR over
+ * it (ibv_reg_dm_mr, zero-based) used as the target of an RDMA WRITE and
+ * the source of an RDMA READ; ibv_free_dm refused while the MR lives. A
+ * device without it refuses ibv_alloc_dm with EOPNOTSUPP.
+ */
+static void test_dm(void)
+{
+    struct ibv_alloc_dm_attr dattr = { .length = 4096 };
+    struct ibv_sge sge = { (uintptr_t)fx.buf_a, 64, 0 };
+    struct ibv_send_wr wr = {
+        .wr_id = 600,
+        .sg_list = &sge,
+        .num_sge = 1,
+        .opcode = IBV_WR_RDMA_WRITE,
+        .send_flags = IBV_SEND_SIGNALED,
+    };
+    unsigned char got[64], want[64];
+    struct ibv_device_attr_ex ax;
+    struct ibv_mr *mr;
+    struct ibv_dm *dm;
+
+    CHECK(fx.qp_a, "no QPs");
+    CHECK(!ibv_query_device_ex(fx.ctx, NULL, &ax), "ibv_query_device_ex");
+    if (!ax.max_dm_size) {
+        errno = 0;
+        CHECK(!ibv_alloc_dm(fx.ctx, &dattr) && errno == EOPNOTSUPP,
+              "ibv_alloc_dm without device memory: %s", strerror(errno));
+        return;
+    }
+    dattr.length = ax.max_dm_size + 1;
+    errno = 0;
+    CHECK(!ibv_alloc_dm(fx.ctx, &dattr) && errno == EINVAL,
+          "more than max_dm_size: %s", strerror(errno));
+    dattr.length = 4096;
+    dm = ibv_alloc_dm(fx.ctx, &dattr);
+    CHECK(dm && dm->context == fx.ctx, "ibv_alloc_dm: %s", strerror(errno));
+    for (int i = 0; i < 64; i++) {
+        want[i] = 0x40 + i;
+    }
+    CHECK(!ibv_memcpy_to_dm(dm, 100, want, 64) &&
+          !ibv_memcpy_from_dm(got, dm, 100, 64) && !memcmp(got, want, 64),
+          "a round trip through device memory");
+    CHECK(ibv_memcpy_to_dm(dm, 4090, want, 64) == EINVAL, "a copy past the end");
+    errno = 0;
+    CHECK(!ibv_reg_dm_mr(fx.pd, dm, 0, 4096, IBV_ACCESS_LOCAL_WRITE) &&
+          errno == EINVAL, "ibv_reg_dm_mr without IBV_ACCESS_ZERO_BASED");
+    mr = ibv_reg_dm_mr(fx.pd, dm, 1024, 2048,
+                       IBV_ACCESS_ZERO_BASED | IBV_ACCESS_LOCAL_WRITE |
+                       IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+    CHECK(mr && mr->length == 2048, "ibv_reg_dm_mr: %s", strerror(errno));
+    CHECK(ibv_free_dm(dm) == EBUSY, "ibv_free_dm under an MR");
+
+    /* qp_a WRITEs 64 bytes to address 8 of the MR: byte 1032 of dm. */
+    sge.lkey = fx.mr_a->lkey;
+    memset(fx.buf_a, 0x5c, 64);
+    wr.wr.rdma.remote_addr = 8;
+    wr.wr.rdma.rkey = mr->rkey;
+    if (run_wr(&wr, IBV_WC_RDMA_WRITE, 64, __LINE__)) {
+        return;
+    }
+    memset(want, 0x5c, 64);
+    CHECK(!ibv_memcpy_from_dm(got, dm, 1032, 64) && !memcmp(got, want, 64),
+          "an RDMA WRITE into device memory");
+    /* And READs it back into buf_a + 1024. */
+    memset(fx.buf_a + 1024, 0, 64);
+    sge.addr = (uintptr_t)fx.buf_a + 1024;
+    wr.wr_id = 601;
+    wr.opcode = IBV_WR_RDMA_READ;
+    if (run_wr(&wr, IBV_WC_RDMA_READ, 64, __LINE__)) {
+        return;
+    }
+    CHECK(!memcmp(fx.buf_a + 1024, want, 64), "an RDMA READ of device memory");
+    CHECK(!ibv_dereg_mr(mr) && !ibv_free_dm(dm), "dereg and free");
+}
+
 static int start_poll_one(struct ibv_cq_ex *cq);
 
 static uint64_t raw_clock_ns(void)
@@ -1285,6 +1361,7 @@ int main(void)
         { "shared_receive_queue_and_async_events", test_srq },
         { "extended_cq_and_qp", test_extended },
         { "completion_timestamps", test_timestamps },
+        { "device_memory", test_dm },
         { "inline_data", test_inline },
         { "post_errors_and_error_completions", test_post_errors },
         { "teardown", test_teardown },

@@ -18,6 +18,7 @@ use super::{
     async_events::{self, AsyncEvents, ObjectCounts, ObjectKind},
     channel::Channel,
     cmd,
+    dm::{self, Dm},
     events::CompletionEvents,
     odp::OdpMr,
     pinned::PinnedMr,
@@ -25,6 +26,7 @@ use super::{
 };
 use crate::{nic::Nic, regs, uapi};
 use kernel::{
+    bitmap::BitmapVec,
     dma::SharedCoherent,
     mm::virt::{flags, VmaNew},
     new_mutex,
@@ -58,6 +60,8 @@ pub(crate) struct Mr {
     pub(crate) pinned: Option<PinnedMr>,
     /// The mirror of the MR's table (`odp` mode), also in the device-wide index of ODP MRs.
     pub(crate) odp: Option<Arc<OdpMr>>,
+    /// The device memory allocation the MR is over (`ibv_reg_dm_mr`).
+    pub(crate) dm: Option<u32>,
 }
 
 impl Mr {
@@ -128,6 +132,11 @@ pub(crate) struct Objects {
     pub(crate) qps: RBTree<u32, Qp>,
     /// By SRQN.
     pub(crate) srqs: RBTree<u32, Srq>,
+    /// Device memory allocations, by handle.
+    pub(crate) dms: RBTree<u32, Dm>,
+    /// Bit `p`: page `p` of device memory is the file's, freed, kept for its next
+    /// allocations ([`super::dm`]).
+    pub(crate) dm_spare: BitmapVec,
     /// Ring memory of the live CQs and QPs, by `mmap()` token.
     pub(crate) rings: RBTree<u64, RingMem>,
     /// Ring memory of destroyed objects that a mapping still uses.
@@ -147,15 +156,27 @@ pub(crate) struct Objects {
 }
 
 impl Objects {
-    /// A handle no PD or MR of this file has.
+    /// A handle no PD, MR or device memory allocation of this file has.
     pub(crate) fn new_handle(&mut self) -> u32 {
         loop {
             let h = self.next_handle;
             self.next_handle = self.next_handle.wrapping_add(1).max(1);
-            if self.pds.get(&h).is_none() && self.mrs.get(&h).is_none() {
+            if self.pds.get(&h).is_none()
+                && self.mrs.get(&h).is_none()
+                && self.dms.get(&h).is_none()
+            {
                 return h;
             }
         }
+    }
+
+    /// A new `mmap()` token (in pages; 0 is the doorbell page); `ENOSPC` once the offsets run
+    /// out.
+    pub(crate) fn new_token(&mut self) -> Result<u64> {
+        let token = self.next_token;
+        token.checked_mul(PAGE_SIZE as u64).ok_or(ENOSPC)?;
+        self.next_token += 1;
+        Ok(token)
     }
 
     /// Inserts `mr` at `handle` ([`Objects::new_handle`] under the same lock) into `node`,
@@ -245,6 +266,11 @@ pub(crate) fn ring_bytes(bytes: usize) -> Result<usize> {
 
 impl VerbsFile {
     pub(crate) fn new(nic: &Arc<Nic>, ctx: u32, sva: bool) -> Result<Self> {
+        let dm_pages = nic
+            .verbs()
+            .ok()
+            .and_then(|v| v.dm.as_ref())
+            .map_or(0, |d| d.pages() as usize);
         let async_events = match nic.verbs() {
             Ok(v) => Some(AsyncEvents::new(ObjectCounts {
                 qps: v.limits.max_qps,
@@ -261,6 +287,8 @@ impl VerbsFile {
             cqs: RBTree::new(),
             qps: RBTree::new(),
             srqs: RBTree::new(),
+            dms: RBTree::new(),
+            dm_spare: BitmapVec::new(dm_pages, GFP_KERNEL)?,
             rings: RBTree::new(),
             retired: KVec::new(),
             rings_revoked: false,
@@ -421,11 +449,14 @@ impl VerbsFile {
         // mapping's memory is one `revoke` frees. Last: a successful mapping holds a
         // reference to the ring.
         let o = self.objects.lock();
-        o.rings.get(&token).ok_or(EINVAL)?.mmap(vma)
+        if let Some(ring) = o.rings.get(&token) {
+            return ring.mmap(vma);
+        }
+        self.map_dm(&o, token, vma).unwrap_or(Err(EINVAL))
     }
 
     /// Destroys every QP, SRQ, CQ and MR of the file in the device, in that order (QPs use
-    /// SRQs, CQs and keys). Runs at release, before the hardware context stops; after an unbind the device
+    /// SRQs, CQs and keys), and gives its device memory back. Runs at release, before the hardware context stops; after an unbind the device
     /// was reset, which emptied its tables, and the commands fail harmlessly.
     fn destroy_all(&self) {
         // The context's refused remote accesses are reported before its count goes.
@@ -470,6 +501,23 @@ impl VerbsFile {
                 let _ = mr.clear(&self.nic);
                 verbs.ids.lock().mrs.free(mr.index);
             }
+        }
+        // No MR names device memory any more, and no mapping of the file is left (they hold
+        // it open): its pages go back to the device.
+        loop {
+            let Some(handle) = o.dms.keys().next().copied() else {
+                break;
+            };
+            if let Some(dm) = o.dms.remove(&handle) {
+                self.release_dm_run(dm.run);
+            }
+        }
+        while let Some(p) = o.dm_spare.next_bit(0) {
+            o.dm_spare.clear_bit(p);
+            self.release_dm_run(dm::DmRun {
+                first: p as u32,
+                pages: 1,
+            });
         }
     }
 }

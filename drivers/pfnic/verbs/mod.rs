@@ -6,6 +6,7 @@
 //! - [`eq`]: the event queue and its interrupt handling;
 //! - [`alloc`]: QPN, CQN and memory key index allocation;
 //! - [`channel`]: completion channels, a file each (`ibv_create_comp_channel`);
+//! - [`dm`]: device memory (BAR1), handed out to files, and MRs over it;
 //! - [`events`]: a queue of events a file reads (`read()`, `poll()`);
 //! - [`async_events`]: the asynchronous events of one open file (`ibv_get_async_event`);
 //! - [`file`]: the objects of one open file (PDs, MRs, CQs, SRQs, QPs) and their ioctls, with
@@ -19,6 +20,7 @@ pub(crate) mod async_events;
 pub(crate) mod channel;
 pub(crate) mod cmd;
 pub(crate) mod cq;
+pub(crate) mod dm;
 pub(crate) mod eq;
 pub(crate) mod events;
 pub(crate) mod file;
@@ -37,6 +39,7 @@ use crate::{
 use alloc::IndexAllocator;
 use eq::EventQueue;
 use kernel::{
+    bitmap::BitmapVec,
     device::{Bound, Device},
     devres::Devres,
     dma::{Coherent, DmaAddress},
@@ -126,6 +129,8 @@ pub(crate) struct Ids {
     pub(crate) mrs: IndexAllocator,
     /// Empty on a device without SRQs.
     pub(crate) srqns: IndexAllocator,
+    /// Bit `i`: page `i` of device memory belongs to a file (empty without device memory).
+    pub(crate) dm_pages: BitmapVec,
 }
 
 /// The verbs engine of one device.
@@ -151,6 +156,8 @@ pub(crate) struct Verbs {
     #[pin]
     pub(crate) odp_mrs: XArray<Arc<odp::OdpMr>>,
     pub(crate) odp_stats: odp::OdpStats,
+    /// Device memory, on a device that has it.
+    pub(crate) dm: Option<dm::DeviceMemory>,
 }
 
 /// Bytes of the backup buffer: 256 slots of one packet (4 KiB) each.
@@ -163,6 +170,7 @@ impl Verbs {
         limits: Limits,
         num_contexts: u32,
         wire: bool,
+        dm: Option<dm::DeviceMemory>,
     ) -> Result<impl PinInit<Self, Error> + use<>> {
         let ids = Ids {
             // QPNs 0 and 1 are never used (docs/verbs.md).
@@ -170,6 +178,7 @@ impl Verbs {
             cqns: IndexAllocator::new(0, limits.max_cqs)?,
             mrs: IndexAllocator::new(0, limits.max_mrs)?,
             srqns: IndexAllocator::new(0, limits.max_srqs)?,
+            dm_pages: BitmapVec::new(dm.as_ref().map_or(0, |d| d.pages() as usize), GFP_KERNEL)?,
         };
         let eq_init = EventQueue::new(dev, &limits, num_contexts)?;
         let (backup, backup_base) = if wire {
@@ -190,6 +199,7 @@ impl Verbs {
             table_stage,
             odp_mrs <- XArray::new(AllocKind::Alloc),
             odp_stats: odp::OdpStats::new(),
+            dm,
         }? Error))
     }
 
@@ -248,7 +258,9 @@ impl Nic {
             // An SRQ holds as many receives as a receive queue, with as many SGEs.
             max_srq_wr: if l.max_srqs != 0 { l.max_wqes } else { 0 },
             max_srq_sge: if l.max_srqs != 0 { l.max_sge } else { 0 },
-            reserved0: 0,
+            max_dm_size: self.verbs()?.dm.as_ref().map_or(0, |d| {
+                Limits::file_share(d.pages()) as u32 * dm::DM_PAGE as u32
+            }),
             // The device clock counts nanoseconds in 64 bits (docs/verbs.md).
             completion_timestamp_mask: if self.info.caps & uapi::PFNIC_CAP_TIMESTAMPS != 0 {
                 u64::MAX

@@ -40,6 +40,15 @@ const MR_FLAG_FAULT: u32 = 1 << 1;
 /// One `PREFETCH` descriptor covers at most this much.
 const PREFETCH_CHUNK: u64 = ring::MAX_LEN;
 
+/// `EINVAL` for remote write or remote atomic access without local write, as InfiniBand has it.
+pub(crate) fn check_local_write(access: u32) -> Result {
+    let needs_local_write = uapi::PFNIC_ACCESS_REMOTE_WRITE | uapi::PFNIC_ACCESS_REMOTE_ATOMIC;
+    if access & needs_local_write != 0 && access & uapi::PFNIC_ACCESS_LOCAL_WRITE == 0 {
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
 /// Validates a registration's access flags and range; returns whether it is the implicit MR.
 fn check_reg(arg: &uapi::RegMr) -> Result<bool> {
     if arg.reserved != 0 || arg.mr != 0 || arg.lkey != 0 || arg.rkey != 0 {
@@ -48,11 +57,7 @@ fn check_reg(arg: &uapi::RegMr) -> Result<bool> {
     if arg.access & !MR_ACCESS != 0 {
         return Err(EINVAL);
     }
-    // As in InfiniBand: remote write and remote atomic need local write.
-    let needs_local_write = uapi::PFNIC_ACCESS_REMOTE_WRITE | uapi::PFNIC_ACCESS_REMOTE_ATOMIC;
-    if arg.access & needs_local_write != 0 && arg.access & uapi::PFNIC_ACCESS_LOCAL_WRITE == 0 {
-        return Err(EINVAL);
-    }
+    check_local_write(arg.access)?;
     let implicit = arg.addr == 0 && arg.length == u64::MAX;
     if implicit {
         // The whole address space cannot be populated up front.
@@ -194,6 +199,7 @@ impl VerbsFile {
             length: arg.length,
             pinned,
             odp: odp.clone(),
+            dm: None,
         };
         if let Err(mr) = o.insert_mr(handle, mr, node) {
             if let Some(pd) = o.pds.get_mut(&arg.pd) {
@@ -226,9 +232,13 @@ impl VerbsFile {
         mr.clear(&self.nic)?;
         let index = mr.index;
         let pd = mr.pd;
+        let dm = mr.dm;
         let mr = o.mrs.remove(&arg.mr);
         if let Some(pd) = o.pds.get_mut(&pd) {
             pd.mrs -= 1;
+        }
+        if let Some(dm) = dm.and_then(|h| o.dms.get_mut(&h)) {
+            dm.mrs -= 1;
         }
         verbs.ids.lock().mrs.free(index);
         drop(o);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR MIT */
 /*
- * The pfnic uAPI (drivers/pfnic/uapi.rs, uAPI version 14) as a C header, written
+ * The pfnic uAPI (drivers/pfnic/uapi.rs, uAPI version 18) as a C header, written
  * by hand from uapi.rs for syz-extract only: the kernel tree has no C header for
  * pfnic, and uapi.rs stays the one definition. syz-extract compiles this file to
  * generate ../sys/linux/dev_pfnic.txt.const; the _Static_asserts below hold the
@@ -13,7 +13,7 @@
 #include <linux/types.h>
 #include <linux/ioctl.h>
 
-#define PFNIC_UAPI_VERSION 15
+#define PFNIC_UAPI_VERSION 18
 #define PFNIC_IOCTL_MAGIC 0xf5
 
 #define PFNIC_CAP_ATS (1ULL << 0)
@@ -24,6 +24,9 @@
 #define PFNIC_CAP_WIRE (1ULL << 5)
 #define PFNIC_CAP_TABLES (1ULL << 6)
 #define PFNIC_CAP_FAULTS (1ULL << 7)
+#define PFNIC_CAP_SRQ (1ULL << 8)
+#define PFNIC_CAP_TIMESTAMPS (1ULL << 9)
+#define PFNIC_CAP_DM (1ULL << 10)
 
 struct pfnic_query_device {
 	__u32 uapi_version, device_abi, fw_version, revision;
@@ -88,7 +91,8 @@ struct pfnic_query_verbs {
 	__u64 node_guid, max_mr_size, page_size_cap, odp_general_caps;
 	__u32 odp_rc_caps, max_qp, max_qp_wr, max_sge, max_cq, max_cqe, max_mr, max_pd;
 	__u32 max_qp_rd_atom, atomic_cap;
-	__u64 reserved[4];
+	__u32 max_srq, max_srq_wr, max_srq_sge, max_dm_size;
+	__u64 completion_timestamp_mask, hca_core_clock;
 };
 
 struct pfnic_query_port {
@@ -153,12 +157,17 @@ struct pfnic_mem_mode {
 	__u32 mode, reserved;
 };
 
+#define PFNIC_CQ_CREATE_TIMESTAMP (1 << 0)
+#define PFNIC_DB_CLOCK_LO 0x020
+#define PFNIC_DB_CLOCK_HI 0x024
+
 struct pfnic_create_cq {
 	__u32 cqe;
 	__s32 channel;
 	__u64 cq_context;
 	__u32 cqn, entries;
 	__u64 mmap_offset, mmap_len, record_offset;
+	__u32 flags, cqe_size;
 };
 
 struct pfnic_comp_channel {
@@ -169,7 +178,7 @@ struct pfnic_comp_channel {
 #define PFNIC_MAX_COMP_CHANNELS 64
 
 struct pfnic_object_number {
-	__u32 num, reserved;
+	__u32 num, events_reported;
 };
 
 struct pfnic_qp_cap {
@@ -178,12 +187,15 @@ struct pfnic_qp_cap {
 
 #define PFNIC_QPT_RC 2
 #define PFNIC_QP_CREATE_RECV_FAULT_BACKUP (1 << 0)
+#define PFNIC_QP_CREATE_SRQ (1 << 1)
 
 struct pfnic_create_qp {
 	__u32 pd, send_cq, recv_cq, qp_type, sq_sig_all, flags;
 	struct pfnic_qp_cap cap;
 	__u32 qpn, sq_entries, rq_entries;
 	__u64 mmap_offset, mmap_len, rq_offset, record_offset;
+	__u64 qp_context;
+	__u32 srq, reserved;
 };
 
 #define PFNIC_QP_STATE (1 << 0)
@@ -247,6 +259,55 @@ struct pfnic_cq_event {
 	__u32 cqn, reserved;
 };
 
+struct pfnic_async_fd {
+	__s32 fd;
+	__u32 reserved;
+};
+
+#define PFNIC_EVENT_CQ_ERR 0
+#define PFNIC_EVENT_QP_FATAL 1
+#define PFNIC_EVENT_SRQ_LIMIT_REACHED 15
+#define PFNIC_EVENT_QP_LAST_WQE_REACHED 16
+
+struct pfnic_async_event {
+	__u64 element;
+	__u32 event_type, object;
+};
+
+struct pfnic_create_srq {
+	__u32 pd, max_wr, max_sge, srq_limit;
+	__u64 srq_context;
+	__u32 srqn, entries;
+	__u64 mmap_offset, mmap_len, record_offset;
+};
+
+#define PFNIC_SRQ_MAX_WR (1 << 0)
+#define PFNIC_SRQ_LIMIT (1 << 1)
+
+struct pfnic_modify_srq {
+	__u32 srqn, attr_mask, max_wr, srq_limit;
+};
+
+struct pfnic_query_srq {
+	__u32 srqn, max_wr, max_sge, srq_limit, head, tail, qps, limit_events;
+};
+
+struct pfnic_alloc_dm {
+	__u64 length;
+	__u32 log_align_req, dm;
+	__u64 mmap_offset, mmap_len;
+};
+
+struct pfnic_dm_handle {
+	__u32 dm, reserved;
+};
+
+struct pfnic_reg_dm_mr {
+	__u32 pd, dm, access, reserved;
+	__u64 dm_offset, length;
+	__u32 mr, lkey, rkey, reserved2;
+};
+
 #define PFNIC_IOCTL_QUERY_DEVICE _IOR(PFNIC_IOCTL_MAGIC, 0x00, struct pfnic_query_device)
 #define PFNIC_IOCTL_SELFTEST _IOWR(PFNIC_IOCTL_MAGIC, 0x01, struct pfnic_selftest)
 #define PFNIC_IOCTL_QUERY_CONTEXT _IOR(PFNIC_IOCTL_MAGIC, 0x02, struct pfnic_query_context)
@@ -261,16 +322,24 @@ struct pfnic_cq_event {
 #define PFNIC_IOCTL_ADVISE_MR _IOW(PFNIC_IOCTL_MAGIC, 0x0b, struct pfnic_advise_mr)
 #define PFNIC_IOCTL_QUERY_MR _IOWR(PFNIC_IOCTL_MAGIC, 0x0c, struct pfnic_query_mr)
 #define PFNIC_IOCTL_CREATE_CQ _IOWR(PFNIC_IOCTL_MAGIC, 0x0d, struct pfnic_create_cq)
-#define PFNIC_IOCTL_DESTROY_CQ _IOW(PFNIC_IOCTL_MAGIC, 0x0e, struct pfnic_object_number)
+#define PFNIC_IOCTL_DESTROY_CQ _IOWR(PFNIC_IOCTL_MAGIC, 0x0e, struct pfnic_object_number)
 #define PFNIC_IOCTL_CREATE_QP _IOWR(PFNIC_IOCTL_MAGIC, 0x0f, struct pfnic_create_qp)
 #define PFNIC_IOCTL_MODIFY_QP _IOW(PFNIC_IOCTL_MAGIC, 0x10, struct pfnic_modify_qp)
 #define PFNIC_IOCTL_QUERY_QP _IOWR(PFNIC_IOCTL_MAGIC, 0x11, struct pfnic_query_qp)
-#define PFNIC_IOCTL_DESTROY_QP _IOW(PFNIC_IOCTL_MAGIC, 0x12, struct pfnic_object_number)
+#define PFNIC_IOCTL_DESTROY_QP _IOWR(PFNIC_IOCTL_MAGIC, 0x12, struct pfnic_object_number)
 #define PFNIC_IOCTL_SET_PORT_IPV4 _IOW(PFNIC_IOCTL_MAGIC, 0x13, struct pfnic_port_ipv4)
 #define PFNIC_IOCTL_SET_MEM_MODE _IOW(PFNIC_IOCTL_MAGIC, 0x15, struct pfnic_mem_mode)
 #define PFNIC_IOCTL_CREATE_COMP_CHANNEL _IOR(PFNIC_IOCTL_MAGIC, 0x14, struct pfnic_comp_channel)
+#define PFNIC_IOCTL_GET_ASYNC_FD _IOR(PFNIC_IOCTL_MAGIC, 0x16, struct pfnic_async_fd)
+#define PFNIC_IOCTL_CREATE_SRQ _IOWR(PFNIC_IOCTL_MAGIC, 0x17, struct pfnic_create_srq)
+#define PFNIC_IOCTL_MODIFY_SRQ _IOW(PFNIC_IOCTL_MAGIC, 0x18, struct pfnic_modify_srq)
+#define PFNIC_IOCTL_QUERY_SRQ _IOWR(PFNIC_IOCTL_MAGIC, 0x19, struct pfnic_query_srq)
+#define PFNIC_IOCTL_DESTROY_SRQ _IOWR(PFNIC_IOCTL_MAGIC, 0x1a, struct pfnic_object_number)
+#define PFNIC_IOCTL_ALLOC_DM _IOWR(PFNIC_IOCTL_MAGIC, 0x1b, struct pfnic_alloc_dm)
+#define PFNIC_IOCTL_FREE_DM _IOW(PFNIC_IOCTL_MAGIC, 0x1c, struct pfnic_dm_handle)
+#define PFNIC_IOCTL_REG_DM_MR _IOWR(PFNIC_IOCTL_MAGIC, 0x1d, struct pfnic_reg_dm_mr)
 
-/* The sizes of drivers/pfnic/uapi.rs (core::mem::size_of), uAPI 14. */
+/* The sizes of drivers/pfnic/uapi.rs (core::mem::size_of), uAPI 18. */
 _Static_assert(sizeof(struct pfnic_query_device) == 88, "QueryDevice");
 _Static_assert(sizeof(struct pfnic_selftest) == 32, "Selftest");
 _Static_assert(sizeof(struct pfnic_query_context) == 80, "QueryContext");
@@ -287,15 +356,23 @@ _Static_assert(sizeof(struct pfnic_sge) == 16, "Sge");
 _Static_assert(sizeof(struct pfnic_advise_mr) == 144, "AdviseMr");
 _Static_assert(sizeof(struct pfnic_query_mr) == 80, "QueryMr");
 _Static_assert(sizeof(struct pfnic_mem_mode) == 8, "MemMode");
-_Static_assert(sizeof(struct pfnic_create_cq) == 48, "CreateCq");
+_Static_assert(sizeof(struct pfnic_create_cq) == 56, "CreateCq");
 _Static_assert(sizeof(struct pfnic_comp_channel) == 8, "CompChannel");
 _Static_assert(sizeof(struct pfnic_object_number) == 8, "ObjectNumber");
 _Static_assert(sizeof(struct pfnic_qp_cap) == 20, "QpCap");
-_Static_assert(sizeof(struct pfnic_create_qp) == 88, "CreateQp");
+_Static_assert(sizeof(struct pfnic_create_qp) == 104, "CreateQp");
 _Static_assert(sizeof(struct pfnic_qp_attr) == 112, "QpAttr");
 _Static_assert(sizeof(struct pfnic_modify_qp) == 120, "ModifyQp");
 _Static_assert(sizeof(struct pfnic_qp_stats) == 88, "QpStats");
 _Static_assert(sizeof(struct pfnic_query_qp) == 232, "QueryQp");
 _Static_assert(sizeof(struct pfnic_cq_event) == 16, "CqEvent");
+_Static_assert(sizeof(struct pfnic_async_fd) == 8, "AsyncFd");
+_Static_assert(sizeof(struct pfnic_async_event) == 16, "AsyncEvent");
+_Static_assert(sizeof(struct pfnic_create_srq) == 56, "CreateSrq");
+_Static_assert(sizeof(struct pfnic_modify_srq) == 16, "ModifySrq");
+_Static_assert(sizeof(struct pfnic_query_srq) == 32, "QuerySrq");
+_Static_assert(sizeof(struct pfnic_alloc_dm) == 32, "AllocDm");
+_Static_assert(sizeof(struct pfnic_dm_handle) == 8, "DmHandle");
+_Static_assert(sizeof(struct pfnic_reg_dm_mr) == 48, "RegDmMr");
 
 #endif /* PFNIC_UAPI_H */

@@ -1644,9 +1644,11 @@ static inline int ibv_query_rt_values_ex(struct ibv_context *context,
 /* ------------------------------------------------------------------ */
 
 /*
- * Memory on the device (max_dm_size): pfnic has none, so ibv_alloc_dm and
- * ibv_reg_dm_mr fail with EOPNOTSUPP, as libibverbs reports a device
- * without it.
+ * Memory on the device (max_dm_size bytes per context, whole pages): the
+ * CPU reaches it with ibv_memcpy_to_dm/ibv_memcpy_from_dm, work requests
+ * through an MR from ibv_reg_dm_mr, which needs IBV_ACCESS_ZERO_BASED (its
+ * addresses are offsets from the MR's start). A device without it fails
+ * ibv_alloc_dm with EOPNOTSUPP.
  */
 struct ibv_alloc_dm_attr {
     size_t length;

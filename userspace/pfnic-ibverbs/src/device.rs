@@ -257,6 +257,9 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
     vctx.create_cq_ex = Some(crate::cq::create_cq_ex);
     vctx.create_qp_ex = Some(crate::qp::create_qp_ex);
     vctx.query_rt_values = Some(query_rt_values);
+    vctx.alloc_dm = Some(crate::dm::alloc_dm);
+    vctx.free_dm = Some(crate::dm::free_dm);
+    vctx.reg_dm_mr = Some(crate::dm::reg_dm_mr);
     vctx.sz = core::mem::size_of::<verbs_context>();
     vctx.context.ops.poll_cq = Some(crate::cq::poll_cq);
     vctx.context.ops.req_notify_cq = Some(crate::cq::req_notify_cq);
@@ -416,6 +419,7 @@ unsafe extern "C" fn query_device_ex(
     out.odp_caps.per_transport_caps.rc_odp_caps = a.verbs.odp_rc_caps;
     out.completion_timestamp_mask = a.verbs.completion_timestamp_mask;
     out.hca_core_clock = a.verbs.hca_core_clock;
+    out.max_dm_size = a.verbs.max_dm_size.into();
     out.phys_port_cnt_ex = 1;
     // SAFETY: the caller passes `attr_size` writable bytes.
     unsafe { write_prefix(attr, &out, attr_size) };

@@ -30,7 +30,7 @@ pub struct ibv_values_ex {
     pub raw_clock: libc::timespec,
 }
 
-/// `struct ibv_alloc_dm_attr` (pfnic has no device memory; mirrored for the layout check).
+/// `struct ibv_alloc_dm_attr`.
 #[repr(C)]
 pub struct ibv_alloc_dm_attr {
     pub length: usize,
@@ -38,12 +38,12 @@ pub struct ibv_alloc_dm_attr {
     pub comp_mask: u32,
 }
 
-/// `struct ibv_dm` (as above).
+/// `struct ibv_dm`.
 #[repr(C)]
 pub struct ibv_dm {
     pub context: *mut ibv_context,
-    pub memcpy_to_dm: VoidFn,
-    pub memcpy_from_dm: VoidFn,
+    pub memcpy_to_dm: Option<unsafe extern "C" fn(*mut ibv_dm, u64, *const c_void, usize) -> c_int>,
+    pub memcpy_from_dm: Option<unsafe extern "C" fn(*mut c_void, *mut ibv_dm, u64, usize) -> c_int>,
     pub comp_mask: u32,
     pub handle: u32,
 }
@@ -156,9 +156,11 @@ pub struct verbs_context {
     pub attach_counters_point_flow: VoidFn,
     pub create_counters: VoidFn,
     pub destroy_counters: VoidFn,
-    pub reg_dm_mr: VoidFn,
-    pub alloc_dm: VoidFn,
-    pub free_dm: VoidFn,
+    pub reg_dm_mr:
+        Option<unsafe extern "C" fn(*mut ibv_pd, *mut ibv_dm, u64, usize, c_uint) -> *mut ibv_mr>,
+    pub alloc_dm:
+        Option<unsafe extern "C" fn(*mut ibv_context, *mut ibv_alloc_dm_attr) -> *mut ibv_dm>,
+    pub free_dm: Option<unsafe extern "C" fn(*mut ibv_dm) -> c_int>,
     pub modify_flow_action_esp: VoidFn,
     pub destroy_flow_action: VoidFn,
     pub create_flow_action_esp: VoidFn,

@@ -17,6 +17,7 @@
 mod async_event;
 mod cq;
 mod device;
+mod dm;
 mod ffi;
 mod helpers;
 mod inline;

@@ -34,9 +34,9 @@ pub(crate) unsafe fn pd_wrap<'a>(pd: *mut ibv_pd) -> Option<&'a PdWrap> {
 
 /// `struct ibv_mr` and the MR behind it.
 #[repr(C)]
-struct MrWrap {
-    ibv: ibv_mr,
-    mr: Option<Mr>,
+pub(crate) struct MrWrap {
+    pub(crate) ibv: ibv_mr,
+    pub(crate) mr: Option<Mr>,
 }
 
 /// `ibv_alloc_pd`.

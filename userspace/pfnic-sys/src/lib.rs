@@ -13,9 +13,9 @@ pub mod uapi;
 pub mod pci;
 
 pub use uapi::{
-    AdviseMr, AsyncEvent, CqEvent, CreateCq, CreateQp, CreateSrq, DeviceStats, ModifyQp, ModifySrq,
-    PortIpv4, QpAttr, QpCap, QpStats, QueryContext, QueryDevice, QueryMr, QueryPort, QueryQp,
-    QuerySrq, QueryVerbs, RegMr, Selftest, Sge, Submit,
+    AdviseMr, AllocDm, AsyncEvent, CqEvent, CreateCq, CreateQp, CreateSrq, DeviceStats, ModifyQp,
+    ModifySrq, PortIpv4, QpAttr, QpCap, QpStats, QueryContext, QueryDevice, QueryMr, QueryPort,
+    QueryQp, QuerySrq, QueryVerbs, RegMr, Selftest, Sge, Submit,
 };
 
 /// An open `/dev/pfnicN`.
@@ -288,6 +288,33 @@ impl Device {
         self.destroy_object(uapi::PFNIC_IOCTL_DESTROY_SRQ, srqn)
     }
 
+    /// `PFNIC_IOCTL_ALLOC_DM`: fills the outputs of `arg`.
+    pub fn alloc_dm(&self, arg: &mut AllocDm) -> io::Result<()> {
+        // SAFETY: `arg` is a valid, writable `AllocDm`, the size the ioctl number encodes.
+        unsafe { self.ioctl(uapi::PFNIC_IOCTL_ALLOC_DM, (arg as *mut AllocDm).cast()) }?;
+        Ok(())
+    }
+
+    /// `PFNIC_IOCTL_FREE_DM` (`EBUSY` while an MR uses it).
+    pub fn free_dm(&self, dm: u32) -> io::Result<()> {
+        let mut arg = uapi::DmHandle { dm, reserved: 0 };
+        // SAFETY: `arg` is a valid `DmHandle`, the size the ioctl number encodes.
+        unsafe { self.ioctl(uapi::PFNIC_IOCTL_FREE_DM, (&raw mut arg).cast()) }?;
+        Ok(())
+    }
+
+    /// `PFNIC_IOCTL_REG_DM_MR`: fills the outputs of `arg`.
+    pub fn reg_dm_mr(&self, arg: &mut uapi::RegDmMr) -> io::Result<()> {
+        // SAFETY: `arg` is a valid, writable `RegDmMr`, the size the ioctl number encodes.
+        unsafe {
+            self.ioctl(
+                uapi::PFNIC_IOCTL_REG_DM_MR,
+                (arg as *mut uapi::RegDmMr).cast(),
+            )
+        }?;
+        Ok(())
+    }
+
     /// `PFNIC_IOCTL_GET_ASYNC_FD`: the file that reads this file's asynchronous events
     /// ([`AsyncEvent`] records); `EBUSY` for a second one.
     pub fn get_async_fd(&self) -> io::Result<AsyncEventFile> {
@@ -513,8 +540,19 @@ mod tests {
         assert_eq!(size_of::<DeviceStats>(), 208);
         assert_eq!(size_of::<QueryDevice>(), 88);
         assert_eq!(size_of::<Submit>(), 64);
-        assert_eq!(size_of::<CreateCq>(), 48);
+        assert_eq!(size_of::<CreateCq>(), 56);
         assert_eq!(size_of::<QueryMr>(), 80);
         assert_eq!(size_of::<MemMode>(), 8);
+        assert_eq!(size_of::<QueryVerbs>(), 104);
+        assert_eq!(size_of::<ObjectNumber>(), 8);
+        assert_eq!(size_of::<CreateQp>(), 104);
+        assert_eq!(size_of::<AsyncFd>(), 8);
+        assert_eq!(size_of::<AsyncEvent>(), 16);
+        assert_eq!(size_of::<CreateSrq>(), 56);
+        assert_eq!(size_of::<ModifySrq>(), 16);
+        assert_eq!(size_of::<QuerySrq>(), 32);
+        assert_eq!(size_of::<AllocDm>(), 32);
+        assert_eq!(size_of::<DmHandle>(), 8);
+        assert_eq!(size_of::<RegDmMr>(), 48);
     }
 }

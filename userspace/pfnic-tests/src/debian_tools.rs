@@ -6,10 +6,10 @@
 //! (`scripts/build-rdma-examples.sh`), run like Debian's binaries of them. `ibv_devices` and `ibv_devinfo -v` must describe the
 //! device as pfnic's own queries do; `ibv_rc_pingpong` runs a server and a client in this
 //! guest over loopback with the option sets pfnic supports (the new send API and the
-//! extended CQ with `-N`, completion timestamps with `-t`), and so does `ibv_srq_pingpong`
-//! (its QPs sharing one SRQ); the option pfnic does not have (device memory) must fail the
-//! way rdma-core's programs report a missing capability: a message and exit status 1, not a
-//! crash.
+//! extended CQ with `-N`, completion timestamps with `-t`, device memory with `-j`), and so
+//! does `ibv_srq_pingpong` (its QPs sharing one SRQ); on a device or in a mode without a
+//! feature, the option must fail the way rdma-core's programs report a missing capability: a
+//! message and exit status 1, not a crash.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -99,8 +99,8 @@ pub const TESTS: &[&Test] = &[
         run: test_debian_rdma_core_examples_rdma_core_header,
     },
     &Test {
-        name: "test_debian_unsupported_options",
-        run: test_debian_unsupported_options,
+        name: "test_debian_rc_pingpong_dm",
+        run: test_debian_rc_pingpong_dm,
     },
 ];
 
@@ -470,10 +470,16 @@ fn test_debian_srq_pingpong() -> TestResult {
     pingpong(SRQ_PINGPONG, &["-q", "4", "-s", "65536"], 20)
 }
 
-/// What pfnic does not have: device memory (`-j`).
-fn test_debian_unsupported_options() -> TestResult {
+/// `-j`: the ping-pong's buffer is device memory (`ibv_alloc_dm`, `ibv_reg_dm_mr` with
+/// `IBV_ACCESS_ZERO_BASED`, `ibv_memcpy_to_dm`/`_from_dm`), validated with `-c`; on a device
+/// without it, rdma-core's own check refuses it.
+fn test_debian_rc_pingpong_dm() -> TestResult {
     needs(RC_PINGPONG)?;
-    fails_with(RC_PINGPONG, &["-j"], "doesn't support dm allocation")
+    if verbs_ctx()?.query_device().caps & uapi::PFNIC_CAP_DM == 0 {
+        return fails_with(RC_PINGPONG, &["-j"], "doesn't support dm allocation");
+    }
+    pingpong(RC_PINGPONG, &["-j", "-c"], 100)?;
+    pingpong(RC_PINGPONG, &["-j", "-e", "-s", "8192"], 50)
 }
 
 /// Whether the device stamps completions with its clock.
@@ -599,8 +605,8 @@ fn test_debian_perftest_odp() -> TestResult {
 
 /// rdma-core 56.1's examples built with `variant`'s header: `ibv_devices`, `ibv_asyncwatch`,
 /// `ibv_rc_pingpong` plain, with the new send API and events, with ODP buffers (or the
-/// implicit MR with prefetch) where the memory mode has them, with timestamps, and
-/// `ibv_srq_pingpong`.
+/// implicit MR with prefetch) where the memory mode has them, with timestamps, with device
+/// memory where the device has it, and `ibv_srq_pingpong`.
 fn rdma_core_examples(variant: &str) -> TestResult {
     let dir = format!("/usr/libexec/rdma-core-examples/{variant}");
     devices(&format!("{dir}/ibv_devices"))?;
@@ -617,6 +623,9 @@ fn rdma_core_examples(variant: &str) -> TestResult {
         pingpong(&pp, &["-O", "-P"], 20)?;
     }
     timestamps_pingpong(&pp, &[], 50)?;
+    if verbs_ctx()?.query_device().caps & uapi::PFNIC_CAP_DM != 0 {
+        pingpong(&pp, &["-j", "-c"], 50)?;
+    }
     let srq = format!("{dir}/ibv_srq_pingpong");
     needs(&srq)?;
     pingpong(&srq, &["-q", "8"], 100)

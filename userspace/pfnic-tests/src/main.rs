@@ -25,6 +25,7 @@ mod verbs_async;
 mod verbs_common;
 mod verbs_cq;
 mod verbs_device;
+mod verbs_dm;
 mod verbs_mr;
 mod verbs_odp;
 mod verbs_port;
@@ -46,6 +47,7 @@ fn main() {
         verbs_qp::TESTS,
         verbs_cq::TESTS,
         verbs_srq::TESTS,
+        verbs_dm::TESTS,
         verbs_async::TESTS,
         verbs_odp::TESTS,
         mem_modes::TESTS,

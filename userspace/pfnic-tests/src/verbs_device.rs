@@ -86,7 +86,16 @@ fn test_verbs_query_device() -> TestResult {
     } else {
         check_eq!((v.max_srq, v.max_srq_wr, v.max_srq_sge), (0, 0, 0));
     }
-    check_eq!(v.reserved0, 0);
+    // Device memory exactly when the device has it: a quarter of it per context.
+    if d.device.caps & uapi::PFNIC_CAP_DM != 0 {
+        check!(
+            v.max_dm_size >= 4096 && v.max_dm_size.is_multiple_of(4096),
+            "max_dm_size {}",
+            v.max_dm_size
+        );
+    } else {
+        check_eq!(v.max_dm_size, 0);
+    }
     // Timestamps exactly when the device has them: a 64-bit nanosecond clock.
     if d.device.caps & uapi::PFNIC_CAP_TIMESTAMPS != 0 {
         check_eq!(

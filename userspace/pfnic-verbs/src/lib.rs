@@ -36,6 +36,7 @@ use pfnic_sys::{Device, Mapping};
 
 mod buffer;
 mod cq;
+mod dm;
 mod qp;
 mod queue;
 mod srq;
@@ -43,6 +44,7 @@ mod types;
 
 pub use buffer::Buffer;
 pub use cq::Cq;
+pub use dm::Dm;
 pub use qp::{set_global_route, ConnectAttr, GlobalRoute, Qp, QpInitAttr};
 pub use srq::{Srq, SrqAttr, SrqInitAttr};
 pub use types::*;
@@ -311,6 +313,13 @@ impl Context {
         Cq::create(&self.inner, cqe, channel.map(|c| c.fd()), cq_context, true)
     }
 
+    /// `ibv_alloc_dm`: `length` bytes of device memory (whole pages), aligned to
+    /// `2^log_align_req` bytes. `EOPNOTSUPP` without `PFNIC_CAP_DM`, `EDQUOT` beyond the
+    /// context's share (`max_dm_size`), `ENOMEM` when the device has no such run left.
+    pub fn alloc_dm(&self, length: u64, log_align_req: u32) -> io::Result<Dm> {
+        Dm::alloc(&self.inner, length, log_align_req)
+    }
+
     /// The device clock, in nanoseconds (`ibv_query_rt_values_ex`'s raw clock), read from the
     /// doorbell page without a system call; `EOPNOTSUPP` without `PFNIC_CAP_TIMESTAMPS`.
     pub fn read_clock(&self) -> io::Result<u64> {
@@ -461,6 +470,7 @@ impl Pd {
             len,
             access,
             buf: None,
+            _dm: None,
             live: true,
         })
     }
@@ -514,6 +524,8 @@ pub struct Mr {
     len: u64,
     access: u32,
     buf: Option<Arc<Buffer>>,
+    /// The device memory the MR is over, kept allocated while it lives.
+    _dm: Option<Arc<dm::DmInner>>,
     live: bool,
 }
 
@@ -578,6 +590,25 @@ impl Mr {
                 Ok(())
             }
             Err(e) => Err((self, e)),
+        }
+    }
+}
+
+impl Mr {
+    /// The MR [`Pd::reg_dm_mr`] registered.
+    pub(crate) fn from_dm(pd: &Pd, arg: &uapi::RegDmMr, dm: Arc<dm::DmInner>) -> Self {
+        Self {
+            pd: pd.inner.clone(),
+            handle: arg.mr,
+            lkey: arg.lkey,
+            rkey: arg.rkey,
+            // Zero-based.
+            addr: 0,
+            len: arg.length,
+            access: arg.access,
+            buf: None,
+            _dm: Some(dm),
+            live: true,
         }
     }
 }

@@ -1,0 +1,301 @@
+//! Device memory (rdma-core's test_device_memory.py): allocation, CPU copies, MRs over it
+//! used by every kind of work request on either side, and the boundaries: between processes
+//! (pages go zeroed from one to another, never while one still holds them), and bad
+//! arguments.
+
+use crate::common::expect_errno;
+use crate::ktap::{Failure, Test, TestResult};
+use crate::verbs_common::*;
+use pfnic_sys::uapi;
+use pfnic_verbs::{
+    ConnectAttr, Context, Dm, QpInitAttr, RecvWr, SendWr, WcOpcode, WcStatus, WrOpcode,
+    ACCESS_LOCAL_WRITE, ACCESS_ON_DEMAND,
+};
+
+pub const TESTS: &[&Test] = &[
+    &Test {
+        name: "test_verbs_dm_copy",
+        run: test_verbs_dm_copy,
+    },
+    &Test {
+        name: "test_verbs_dm_work_requests",
+        run: test_verbs_dm_work_requests,
+    },
+    &Test {
+        name: "test_verbs_dm_isolation",
+        run: test_verbs_dm_isolation,
+    },
+    &Test {
+        name: "test_verbs_dm_bad_args",
+        run: test_verbs_dm_bad_args,
+    },
+];
+
+/// A verbs context whose device has device memory (skips otherwise), and its share of it.
+fn dm_ctx() -> Result<(Context, u64), Failure> {
+    let ctx = verbs_ctx()?;
+    if ctx.query_device().caps & uapi::PFNIC_CAP_DM == 0 {
+        expect_errno(
+            "alloc_dm without device memory",
+            ctx.alloc_dm(4096, 0).map(drop),
+            libc::EOPNOTSUPP,
+        )?;
+        return Err(Failure::Skip(
+            "the device has no memory (PFNIC_CAP_DM)".into(),
+        ));
+    }
+    let max = u64::from(ctx.query_device_ex()?.verbs.max_dm_size);
+    Ok((ctx, max))
+}
+
+fn read_dm(dm: &Dm, off: u64, len: usize) -> Result<Vec<u8>, Failure> {
+    let mut v = vec![0u8; len];
+    dm.copy_from(off, &mut v)?;
+    Ok(v)
+}
+
+/// `ibv_memcpy_to_dm` / `_from_dm`: new memory reads as zeros, copies round-trip at any
+/// offset and length inside the allocation, and stop at its end (`EINVAL`).
+fn test_verbs_dm_copy() -> TestResult {
+    let (ctx, max) = dm_ctx()?;
+    let dm = ctx.alloc_dm(6000, 0)?;
+    check_eq!(dm.len(), 6000);
+    check!(
+        read_dm(&dm, 0, 6000)?.iter().all(|&b| b == 0),
+        "new device memory is not zeroed"
+    );
+    let data = pattern(0x5a, 6000);
+    dm.copy_to(0, &data)?;
+    check_eq!(read_dm(&dm, 0, 6000)?, data);
+    dm.copy_to(4093, &[1, 2, 3, 4, 5, 6])?;
+    check_eq!(
+        read_dm(&dm, 4092, 8)?,
+        vec![data[4092], 1, 2, 3, 4, 5, 6, data[4099]]
+    );
+    expect_errno(
+        "a copy past the end",
+        dm.copy_to(5999, &[0, 0]),
+        libc::EINVAL,
+    )?;
+    let mut two = [0u8; 2];
+    expect_errno(
+        "a read past the end",
+        dm.copy_from(5999, &mut two),
+        libc::EINVAL,
+    )?;
+    // The whole share, in one allocation, beside the first one.
+    drop(dm);
+    let all = ctx.alloc_dm(max, 12)?;
+    all.copy_to(max - 1, &[0xee])?;
+    check_eq!(read_dm(&all, max - 1, 1)?, vec![0xee]);
+    Ok(())
+}
+
+/// Every kind of work request with device memory on either side: a SEND from device memory
+/// into a host buffer, a SEND into device memory, an RDMA WRITE into it and a READ from it
+/// (zero-based remote addresses), both atomics on it; the key range is checked against the
+/// MR's length, not the allocation's.
+fn test_verbs_dm_work_requests() -> TestResult {
+    let (ctx, _) = dm_ctx()?;
+    let pair = Pair::build(&ctx, &verbs_ctx()?, &PairOpts::default())?;
+    let (a, b) = (&pair.a, &pair.b);
+    let dm = ctx.alloc_dm(8192, 0)?;
+    // The MR covers 4096 bytes from 1024 on: its address 0 is the allocation's byte 1024.
+    let dmr = a.pd.reg_dm_mr(&dm, 1024, 4096, ACCESS_ALL)?;
+    check_eq!(dmr.addr(), 0);
+    let src = pattern(0x11, 300);
+    dm.copy_to(1024 + 100, &src)?;
+    // SEND from device memory.
+    b.post_recv(1, 0, 512)?;
+    a.send_ok(b, SendWr::new(2, WrOpcode::Send, &[dmr.sge(100, 300)]))?;
+    check_bytes("a SEND from device memory", &b.buf, 0, &src)?;
+    // RDMA WRITE from b into device memory, zero-based.
+    let w = pattern(0x22, 200);
+    b.buf.write(1000, &w);
+    b.post_ok(SendWr::new(3, WrOpcode::RdmaWrite, &[b.sge(1000, 200)]).remote(500, dmr.rkey()))?;
+    check_eq!(read_dm(&dm, 1024 + 500, 200)?, w);
+    // RDMA READ from device memory.
+    b.post_ok(SendWr::new(4, WrOpcode::RdmaRead, &[b.sge(2000, 300)]).remote(100, dmr.rkey()))?;
+    check_bytes("an RDMA READ of device memory", &b.buf, 2000, &src)?;
+    // Atomics on device memory.
+    dm.copy_to(1024 + 8, &7u64.to_le_bytes())?;
+    let fa_sge = [b.sge(3000, 8)];
+    let mut fa = SendWr::new(5, WrOpcode::AtomicFetchAndAdd, &fa_sge).remote(8, dmr.rkey());
+    fa.compare_add = 5;
+    b.post_ok(fa)?;
+    check_bytes("the original value", &b.buf, 3000, &7u64.to_le_bytes())?;
+    check_eq!(read_dm(&dm, 1024 + 8, 8)?, 12u64.to_le_bytes().to_vec());
+    let cs_sge = [b.sge(3008, 8)];
+    let mut cs = SendWr::new(6, WrOpcode::AtomicCmpAndSwp, &cs_sge).remote(8, dmr.rkey());
+    cs.compare_add = 12;
+    cs.swap = 99;
+    b.post_ok(cs)?;
+    check_eq!(read_dm(&dm, 1024 + 8, 8)?, 99u64.to_le_bytes().to_vec());
+    // A SEND into a receive buffer in device memory.
+    let sge = [dmr.sge(2048, 512)];
+    a.qp.post_recv(&[RecvWr {
+        wr_id: 7,
+        sg_list: &sge,
+    }])
+    .map_err(|e| Failure::Fail(format!("post_recv: {e}")))?;
+    let m = pattern(0x33, 400);
+    b.buf.write(0, &m);
+    b.post_ok(SendWr::new(8, WrOpcode::Send, &[b.sge(0, 400)]))?;
+    let wc = a.wait_wc(WcStatus::SUCCESS, Some(WcOpcode::RECV))?;
+    check_eq!((wc.wr_id, wc.byte_len), (7, 400));
+    check_eq!(read_dm(&dm, 1024 + 2048, 400)?, m);
+    // Past the MR's end (inside the allocation): refused remotely and locally.
+    b.post(SendWr::new(9, WrOpcode::RdmaWrite, &[b.sge(0, 16)]).remote(4090, dmr.rkey()))?;
+    b.wait_wc(WcStatus::REM_ACCESS_ERR, None)?;
+    check_eq!(read_dm(&dm, 1024 + 4090, 6)?, vec![0; 6]);
+    // Nothing of it went through page requests.
+    check_eq!(dmr.stats()?.page_faults, 0);
+    Ok(())
+}
+
+/// Between processes: a context's freed pages stay its own (its stale mapping keeps seeing
+/// its own bytes, never another context's), another context's allocation comes zeroed, and a
+/// freed allocation can no longer be mapped or registered. (Handles and `mmap()` offsets are
+/// the file's own: another file's numbers name only that file's objects.)
+fn test_verbs_dm_isolation() -> TestResult {
+    let (a, max) = dm_ctx()?;
+    let dev = a.device();
+    let mut arg = uapi::AllocDm {
+        length: 4096,
+        ..Default::default()
+    };
+    dev.alloc_dm(&mut arg)?;
+    let stale = dev.mmap(arg.mmap_offset, 4096)?;
+    // SAFETY: the page of the mapping, which lives until `stale` drops.
+    let first = |m: &pfnic_sys::Mapping| unsafe { m.as_ptr().read_volatile() };
+    // SAFETY: as above.
+    unsafe { stale.as_ptr().write_volatile(0xaa) };
+    dev.free_dm(arg.dm)?;
+    expect_errno(
+        "mapping a freed allocation",
+        dev.mmap(arg.mmap_offset, 4096).map(drop),
+        libc::EINVAL,
+    )?;
+    let (b, _) = dm_ctx()?;
+    let bdm = b.alloc_dm(max, 0)?;
+    check!(
+        read_dm(&bdm, 0, max as usize)?.iter().all(|&x| x == 0),
+        "another process's device memory is not zeroed"
+    );
+    bdm.copy_to(0, &vec![0xbb; max as usize])?;
+    check_eq!(first(&stale), 0xaa);
+    let pd = a.alloc_pd()?;
+    let mut reg = uapi::RegDmMr {
+        pd: pd.handle(),
+        dm: arg.dm,
+        access: ACCESS_LOCAL_WRITE,
+        length: 64,
+        ..Default::default()
+    };
+    expect_errno(
+        "an MR over a freed allocation",
+        dev.reg_dm_mr(&mut reg),
+        libc::EINVAL,
+    )?;
+    // The freed page comes back to the same context, zeroed: the stale mapping sees the new
+    // allocation, the context's own memory.
+    let again = a.alloc_dm(4096, 0)?;
+    check_eq!(first(&stale), 0);
+    again.copy_to(0, &[0xcc])?;
+    check_eq!(first(&stale), 0xcc);
+    Ok(())
+}
+
+/// Bad arguments, each with its errno.
+fn test_verbs_dm_bad_args() -> TestResult {
+    let (ctx, max) = dm_ctx()?;
+    expect_errno("length 0", ctx.alloc_dm(0, 0).map(drop), libc::EINVAL)?;
+    expect_errno(
+        "beyond max_dm_size",
+        ctx.alloc_dm(max + 1, 0).map(drop),
+        libc::EINVAL,
+    )?;
+    expect_errno(
+        "an alignment of 2^64",
+        ctx.alloc_dm(64, 64).map(drop),
+        libc::EINVAL,
+    )?;
+    let held = ctx.alloc_dm(max, 0)?;
+    expect_errno(
+        "beyond the context's share",
+        ctx.alloc_dm(4096, 0).map(drop),
+        libc::EDQUOT,
+    )?;
+    drop(held);
+    let dm = ctx.alloc_dm(8192, 0)?;
+    let pd = ctx.alloc_pd()?;
+    for (what, off, len, access) in [
+        ("length 0", 0, 0, ACCESS_LOCAL_WRITE),
+        ("past the allocation", 4096, 4097, ACCESS_LOCAL_WRITE),
+        ("an offset that wraps", u64::MAX, 2, ACCESS_LOCAL_WRITE),
+        ("ON_DEMAND", 0, 64, ACCESS_LOCAL_WRITE | ACCESS_ON_DEMAND),
+        (
+            "remote write without local write",
+            0,
+            64,
+            pfnic_verbs::ACCESS_REMOTE_WRITE,
+        ),
+    ] {
+        expect_errno(
+            what,
+            pd.reg_dm_mr(&dm, off, len, access).map(drop),
+            libc::EINVAL,
+        )?;
+    }
+    let mr = pd.reg_dm_mr(&dm, 0, 8192, ACCESS_ALL)?;
+    // The driver refuses to free memory an MR uses, and its PD.
+    let handle = {
+        let mut arg = uapi::AllocDm {
+            length: 4096,
+            ..Default::default()
+        };
+        ctx.device().alloc_dm(&mut arg)?;
+        arg
+    };
+    let mut reg = uapi::RegDmMr {
+        pd: pd.handle(),
+        dm: handle.dm,
+        access: ACCESS_LOCAL_WRITE,
+        length: 64,
+        ..Default::default()
+    };
+    ctx.device().reg_dm_mr(&mut reg)?;
+    expect_errno(
+        "freeing memory an MR uses",
+        ctx.device().free_dm(handle.dm),
+        libc::EBUSY,
+    )?;
+    ctx.device().dereg_mr(reg.mr)?;
+    ctx.device().free_dm(handle.dm)?;
+    expect_errno(
+        "freeing it twice",
+        ctx.device().free_dm(handle.dm),
+        libc::EINVAL,
+    )?;
+    expect_errno(
+        "mapping more than the allocation",
+        ctx.device().mmap(handle.mmap_offset, 8192).map(drop),
+        libc::EINVAL,
+    )?;
+    drop(mr);
+    // A context's QP cannot use another context's device memory key.
+    let (other, _) = dm_ctx()?;
+    let odm = other.alloc_dm(4096, 0)?;
+    let opd = other.alloc_pd()?;
+    let omr = opd.reg_dm_mr(&odm, 0, 4096, ACCESS_ALL)?;
+    let s = Side::basic(&ctx, PAGE, MrKind::Plain)?;
+    let d = Side::basic(&verbs_ctx()?, PAGE, MrKind::Plain)?;
+    let qp = s.pd.create_qp(&QpInitAttr::new(&s.cq, &s.cq, 4, 1))?;
+    qp.connect(d.qp.qp_num(), &ConnectAttr::default())?;
+    d.qp.connect(qp.qp_num(), &ConnectAttr::default())?;
+    qp.post_send(&[
+        SendWr::new(1, WrOpcode::RdmaWrite, &[omr.sge(0, 8)]).remote(d.buf.addr(), d.mr.rkey())
+    ])?;
+    s.wait_wc(WcStatus::LOC_PROT_ERR, None)?;
+    Ok(())
+}
