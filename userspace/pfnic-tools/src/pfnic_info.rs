@@ -170,6 +170,17 @@ fn show(dev: &Device, selftest: bool) -> Result<(), String> {
                 ""
             }
         );
+        println!(
+            "  more verbs:    {} SRQs x {} WRs; completion timestamps {}; device memory {} KiB per context",
+            v.max_srq,
+            v.max_srq_wr,
+            if v.completion_timestamp_mask != 0 {
+                "yes"
+            } else {
+                "no"
+            },
+            v.max_dm_size / 1024
+        );
         show_port(&p);
     }
     match Config::read(&bdf) {
