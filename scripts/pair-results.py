@@ -48,7 +48,7 @@ def parse(path):
 def numbers(test, lines):
     out = {}
     text = "\n".join(lines)
-    if "rc_pingpong" in test:
+    if "pingpong" in test:
         m = re.search(r"([0-9]+) bytes in " + NUM + r" seconds = " + NUM + r" Mbit/sec", text)
         if m:
             out.update(bytes=num(m.group(1)), seconds=num(m.group(2)), Mbit_s=num(m.group(3)))

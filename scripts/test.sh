@@ -277,8 +277,9 @@ pair_suite() {
 # otherwise); there pfnic-perf speaks perftest's exchange. pfnic-rxe and
 # rxe-pfnic are the interop: Debian's unmodified tools on rxe against pfnic's,
 # each side as server; in debian_*, Debian's ibv_rc_pingpong on both sides
-# (on pfnic through pfnic's libibverbs.so.1).
-pair_tests=device,rc_pingpong,rc_pingpong_events,rc_pingpong_odp,debian_rc_pingpong,debian_rc_pingpong_odp
+# (on pfnic through pfnic's libibverbs.so.1); in debian_srq_pingpong, Debian's
+# ibv_srq_pingpong on both sides (SRQs on the wire).
+pair_tests=device,rc_pingpong,rc_pingpong_events,rc_pingpong_odp,debian_rc_pingpong,debian_rc_pingpong_odp,debian_srq_pingpong
 perf_tests=write_bw,read_bw,send_bw,write_lat,read_lat,send_lat
 for pair in ${PFNIC_PAIRS:-rxe-rxe pfnic-pfnic pfnic-rxe rxe-pfnic}; do
 	[[ -z $filter || pair_${pair/-/_} == *"$filter"* ]] || continue
