@@ -123,6 +123,10 @@ impl VerbsFile {
         let cq = o.cqs.remove(&arg.num);
         o.remove_ring(ring);
         drop(verbs.eq.set_route(arg.num, None));
+        // The queued events go without the object lock: purging waits for readers, which may
+        // fault on `mmap_lock`, which `mmap()` holds while it takes the object lock. The CQN
+        // is still taken, so no new CQ's events are purged with them.
+        drop(o);
         if let Some(channel) = cq.and_then(|cq| cq.channel) {
             channel.purge_cq(arg.num);
         }

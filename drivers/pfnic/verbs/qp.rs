@@ -494,6 +494,8 @@ impl VerbsFile {
             srq.qps -= 1;
         }
         drop(verbs.eq.set_qp_owner(arg.num, None));
+        // Without the object lock, the QPN still taken: see `destroy_cq`.
+        drop(o);
         arg.events_reported = self.forget_events(ObjectKind::Qp, arg.num);
         verbs.ids.lock().qpns.free(arg.num);
         Ok(())

@@ -178,6 +178,8 @@ impl VerbsFile {
             pd.srqs -= 1;
         }
         drop(verbs.eq.set_srq_owner(arg.num, None));
+        // Without the object lock, the SRQN still taken: see `destroy_cq`.
+        drop(o);
         arg.events_reported = self.forget_events(ObjectKind::Srq, arg.num);
         verbs.ids.lock().srqns.free(arg.num);
         Ok(())

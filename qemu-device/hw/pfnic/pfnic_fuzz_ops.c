@@ -36,6 +36,8 @@
 
 #include "qemu/osdep.h"
 #include "qemu/bswap.h"
+#include <sys/socket.h>
+#include <sys/un.h>
 #include "hw/i386/intel_iommu_internal.h"
 #include "pfnic_regs.h"
 #include "pfnic_qtest.h"
@@ -120,6 +122,29 @@
  */
 #define QPS             4
 
+/*
+ * The wire (pfnic-wire): the port is 10.0.0.1 with PFNIC_FUZZ_WIRE_MAC;
+ * the harness is its peer 10.0.0.2, and QPs 4 and 5 (q 2 and 3, context
+ * 1) are wire QPs connected to its QPs 0x100 and 0x101.
+ */
+#define WIRE_IP         0x0a000001
+#define PEER_IP         0x0a000002
+#define STRANGER_IP     0x0a000063
+#define WIRE_Q          2               /* q of the first wire QP */
+#define WIRE_QPS        2
+#define PEER_QPN(w)     (0x100 + (w))
+#define WIRE_SQ_PSN     0x10000
+#define WIRE_RQ_PSN     0xfffff0        /* wraps soon: 24-bit arithmetic */
+#define WIRE_MTU_ENUM   3
+#define WIRE_MTU        1024
+#define WIRE_TIMEOUT    8               /* 4.096 us << 8: about 1 ms */
+#define WIRE_JUMBO      9216
+#define WIRE_BUF        (WIRE_JUMBO + 64)
+#define WIRE_REQ_KEEP   64              /* bytes kept of a request sent */
+#define ETH_IP_UDP      42              /* Ethernet, IPv4 and UDP headers */
+#define DM_SENTINEL     (SIDES * DM_MR_LEN) /* device memory past the MRs */
+#define SENTINEL_BYTE   0xa5
+
 static int qp_side(int q)
 {
     return q == 1;
@@ -156,7 +181,16 @@ struct PfnicFuzz {
     bool prq_moved;             /* the input moved the queue's head */
     bool trace;                 /* PFNIC_FUZZ_TRACE: print each operation */
     bool well_formed;           /* only OP_WELL_FORMED operations */
+    /* pfnic-wire */
+    PfnicFuzzWire *wire;
+    uint8_t last_req[WIRE_QPS][WIRE_REQ_KEEP]; /* BTH on, of the last */
+    size_t last_req_len[WIRE_QPS];  /* request sent to PEER_QPN(w) */
+    uint32_t peer_msn[WIRE_QPS];
+    bool arp_answered;          /* the port answered the peer's ARP */
 };
+
+static void wire_setup(PfnicFuzz *f);
+static void wire_check(PfnicFuzz *f, bool full);
 
 static G_NORETURN G_GNUC_PRINTF(2, 3)
 void pfz_fail(PfnicFuzz *f, const char *fmt, ...)
@@ -445,6 +479,17 @@ static void qp_modify(PfnicFuzz *f, uint32_t qpn, uint32_t state,
         7,
     };
 
+    if (f->wire && qpn >= WIRE_Q + 2 && qpn < WIRE_Q + 2 + WIRE_QPS) {
+        /* A wire QP: its peer is the harness (docs/wire.md's a7..a14) */
+        a[3] = PEER_QPN(qpn - WIRE_Q - 2);
+        a[7] = PEER_IP;
+        a[8] = WIRE_SQ_PSN;
+        a[9] = WIRE_RQ_PSN;
+        a[10] = WIRE_MTU_ENUM;
+        a[11] = WIRE_TIMEOUT;
+        a[12] = 4;
+        a[14] = 4;
+    }
     setup_ok(f, cmd(f, PFNIC_CMD_QP_MODIFY, a, PFNIC_CMD_ARGS), "QP_MODIFY");
 }
 
@@ -522,6 +567,9 @@ static void setup_device(PfnicFuzz *f, unsigned ts)
         for (int q = 0; q < QPS; q++) {
             qp_modify(f, q + 2, state, (q ^ 1) + 2);
         }
+    }
+    if (f->wire) {
+        wire_setup(f);
     }
 }
 
@@ -776,6 +824,9 @@ static void check_all(PfnicFuzz *f)
     check_rings(f);
     check_contexts(f);
     check_prq(f);
+    if (f->wire) {
+        wire_check(f, false);
+    }
 }
 
 /* --- page requests ------------------------------------------------------ */

@@ -95,12 +95,39 @@ static inline int pfnic_qt_ext_caps(QTestState *qts, int bus, uint16_t *ids,
 typedef struct PfnicFuzz PfnicFuzz;
 
 /*
+ * The wire of the "pfnic-wire" target and of /pfnic/wire/random: the
+ * device's port is a QEMU dgram netdev whose other end is a unix datagram
+ * socket the harness holds, so that the frames it sends reach the port
+ * through QEMU's net layer, as a peer's would, and it reads what the port
+ * sends.
+ */
+#define PFNIC_FUZZ_WIRE_MAC     "52:54:00:00:00:0a"
+
+typedef struct PfnicFuzzWire {
+    int fd;                     /* the harness's end, non-blocking */
+    char *dir, *ours, *qemus;   /* socket paths */
+} PfnicFuzzWire;
+
+/*
+ * Open the harness's end of the wire; returns the command line of the
+ * machine (PFNIC_FUZZ_ARGS with the netdev), to g_free().
+ */
+char *pfnic_fuzz_wire_open(PfnicFuzzWire *w);
+void pfnic_fuzz_wire_close(PfnicFuzzWire *w);
+
+/*
  * @flush runs the main loop's pending work after each operation: the
  * fuzzer executes QEMU in-process, where bottom halves run only when asked;
  * under the qtest (a separate QEMU process) it is NULL.
  */
 PfnicFuzz *pfnic_fuzz_new(QTestState *qts, void (*flush)(QTestState *qts));
 void pfnic_fuzz_free(PfnicFuzz *f);
+/*
+ * Run on the wire machine: pfnic_fuzz_setup() also gives the port its
+ * address, makes QPs 4 and 5 wire QPs whose peer is the harness, and the
+ * operations include frames from the wire (docs/fuzzing.md, pfnic-wire).
+ */
+void pfnic_fuzz_set_wire(PfnicFuzz *f, PfnicFuzzWire *w);
 /* Program the IOMMU and the device on a machine fresh from reset. */
 void pfnic_fuzz_setup(PfnicFuzz *f);
 /* Run @len bytes of operations, checking the invariants after each one. */
