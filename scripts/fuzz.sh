@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzz the pfnic device model with libFuzzer and AddressSanitizer, in QEMU's
-# fuzz framework, with one of two targets (docs/fuzzing.md):
+# fuzz framework, with one of three targets (docs/fuzzing.md):
 #   pfnic-iommu  (default) pfnic behind an intel-iommu with SVA: the input is a
 #                sequence of operations (work requests and descriptors on
 #                mapped, read-only and absent pages, map/unmap with IOTLB and
@@ -8,22 +8,28 @@
 #                bogus, raw BAR0/BAR2 writes, commands, resets, clock steps),
 #                run by the interpreter the qtest shares, which checks the
 #                device's and the IOMMU's invariants after each one;
+#   pfnic-wire   the same machine with the device's port on a netdev the
+#                interpreter holds the other end of: beside pfnic-iommu's
+#                operations, frames from the link (raw, or shaped RoCEv2
+#                frames to its wire QPs) and answers to the device's own
+#                requests; also checks the frames it sends, sentinel pages
+#                around its memory, and that the port still answers;
 #   generic      QEMU's generic-fuzz on the device on the root bus, no IOMMU:
 #                random MMIO to its registers and doorbell pages, and random
 #                data for every DMA read it makes.
 # A crash, an ASan report, a violated invariant or a hang fails the run;
 # libFuzzer writes the input that caused it (crash-*, leak-*, timeout-*) to
 # the run's log directory, where `scripts/fuzz.sh --replay FILE` (with the
-# same --target) runs it again; PFNIC_FUZZ_TRACE=1 prints pfnic-iommu's
-# operations as they run.
+# same --target) runs it again; PFNIC_FUZZ_TRACE=1 prints the
+# operations of pfnic-iommu and pfnic-wire as they run.
 #
 # The fuzzer is a second QEMU build (clang, --enable-fuzzing) beside the
 # ordinary one, in $PFNIC_CACHE/build/qemu-fuzz; the corpus is kept in
 # $PFNIC_CACHE/fuzz-corpus/pfnic-iommu (generic: .../pfnic) between runs.
 #
-# usage: scripts/fuzz.sh [--target pfnic-iommu|generic] [--seconds N]
+# usage: scripts/fuzz.sh [--target pfnic-iommu|pfnic-wire|generic] [--seconds N]
 #                        [--replay FILE]
-#   --target T     pfnic-iommu (default) or generic
+#   --target T     pfnic-iommu (default), pfnic-wire or generic
 #   --seconds N    how long to fuzz (default 60)
 #   --replay FILE  run one saved input instead of fuzzing
 source "$(dirname "$0")/lib.sh"
@@ -40,8 +46,8 @@ while (($#)); do
 done
 
 case $target in
-pfnic-iommu | generic) ;;
-*) die "--target must be pfnic-iommu or generic" ;;
+pfnic-iommu | pfnic-wire | generic) ;;
+*) die "--target must be pfnic-iommu, pfnic-wire or generic" ;;
 esac
 
 "$PFNIC_ROOT/scripts/setup-host.sh"
@@ -77,16 +83,18 @@ if [[ $target == generic ]]; then
 	export QEMU_FUZZ_OBJECTS="pfnic*"
 	export QEMU_AVOID_DOUBLE_FETCH=1
 else
-	corpus=$PFNIC_CACHE/fuzz-corpus/pfnic-iommu
-	fuzz_target=pfnic-iommu
-	# The target builds its own machine (q35, intel-iommu, root port, pfnic);
-	# QEMU_FUZZ_ARGS only adds the firmware paths.
+	corpus=$PFNIC_CACHE/fuzz-corpus/$target
+	fuzz_target=$target
+	# The target builds its own machine (q35, intel-iommu, root port, pfnic;
+	# pfnic-wire: and its netdev); QEMU_FUZZ_ARGS only adds the firmware paths.
 	export QEMU_FUZZ_ARGS="${QEMU_FIRMWARE_ARGS[*]}"
-	# Inputs are operation sequences: longer ones than libFuzzer starts with.
+	# Inputs are operation sequences: longer ones than libFuzzer starts with
+	# (pfnic-wire's frames take more bytes).
 	fuzz_opts=(-max_len=1024)
+	[[ $target == pfnic-wire ]] && fuzz_opts=(-max_len=2048)
 fi
 mkdir -p "$run_dir" "$corpus"
-if [[ $target == pfnic-iommu && -z $(ls -A "$corpus") ]]; then
+if [[ $target != generic && -z $(ls -A "$corpus") ]]; then
 	# Random bytes are valid operation sequences: a start for the corpus.
 	for i in $(seq 16); do head -c 256 /dev/urandom >"$corpus/seed-$i"; done
 fi

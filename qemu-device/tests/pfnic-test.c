@@ -5627,13 +5627,13 @@ static void test_iommu_known_good(void)
  * PFNIC_FUZZ_INPUTS sets how many (default 200); PFNIC_FUZZ_INPUT=FILE
  * runs that input instead, under the ordinary build.
  */
-static void test_iommu_random(void)
+static void fuzz_random(PfnicFuzz *f, int inputs, size_t max_len)
 {
     unsigned int seed = g_random_int();
-    int inputs = 200;
     GRand *rand;
-    PfnicFuzz *f;
-    uint8_t buf[512];
+    uint8_t buf[2048];
+
+    g_assert_cmpint(max_len, <=, sizeof(buf));
 
     if (getenv("PFNIC_FUZZ_SEED")) {
         g_assert_cmpint(qemu_strtoui(getenv("PFNIC_FUZZ_SEED"), NULL, 0,
@@ -5644,7 +5644,6 @@ static void test_iommu_random(void)
                                     &inputs), ==, 0);
     }
     rand = g_rand_new_with_seed(seed);
-    f = iommu_start();
     if (getenv("PFNIC_FUZZ_INPUT")) {
         /* One saved input (a fuzzer's crash-*), then a reset after it. */
         gchar *data;
@@ -5660,7 +5659,7 @@ static void test_iommu_random(void)
 
     g_test_message("PFNIC_FUZZ_SEED=%u (%d inputs)", seed, inputs);
     for (int i = 0; i < inputs; i++) {
-        size_t len = g_rand_int_range(rand, 1, sizeof(buf) + 1);
+        size_t len = g_rand_int_range(rand, 1, max_len + 1);
 
         for (size_t j = 0; j < len; j++) {
             buf[j] = g_rand_int(rand);
@@ -5673,8 +5672,49 @@ static void test_iommu_random(void)
         iommu_input(f, buf, len);
     }
     g_rand_free(rand);
+}
+
+static void test_iommu_random(void)
+{
+    PfnicFuzz *f = iommu_start();
+
+    fuzz_random(f, 200, 512);
     pfnic_fuzz_free(f);
     qtest_end();
+}
+
+/*
+ * The wire target's machine (pfnic-wire): the interpreter's, with the
+ * port on a dgram netdev whose other end the interpreter holds.
+ */
+static PfnicFuzz *wire_fuzz_start(PfnicFuzzWire *w)
+{
+    char *args = pfnic_fuzz_wire_open(w);
+    PfnicFuzz *f;
+
+    qtest_start(args);
+    g_free(args);
+    use_nic(0);
+    f = pfnic_fuzz_new(global_qtest, NULL);
+    pfnic_fuzz_set_wire(f, w);
+    pfnic_fuzz_setup(f);
+    return f;
+}
+
+/*
+ * Random inputs of the wire interpreter (frames from the link, answers to
+ * the device's requests, and the IOMMU target's operations), with the
+ * same PFNIC_FUZZ_* variables as /pfnic/iommu/random; 120 by default.
+ */
+static void test_wire_random(void)
+{
+    PfnicFuzzWire w;
+    PfnicFuzz *f = wire_fuzz_start(&w);
+
+    fuzz_random(f, 200, 2048);
+    pfnic_fuzz_free(f);
+    qtest_end();
+    pfnic_fuzz_wire_close(&w);
 }
 
 /* Append @n bytes of @v, little endian, to @in at *@len. */
@@ -5862,6 +5902,7 @@ int main(int argc, char **argv)
     qtest_add_func("/pfnic/wire/frames", test_wire_frames);
     qtest_add_func("/pfnic/iommu/known-good", test_iommu_known_good);
     qtest_add_func("/pfnic/iommu/random", test_iommu_random);
+    qtest_add_func("/pfnic/wire/random", test_wire_random);
     qtest_add_func("/pfnic/iommu/pasid-disabled", test_iommu_pasid_disabled);
     qtest_add_func("/pfnic/iommu/piotlb-am", test_iommu_piotlb_am);
     qtest_add_func("/pfnic/iommu/srq", test_iommu_srq);

@@ -1499,8 +1499,804 @@ static void op_iommu_reg(PfnicFuzz *f)
     }
 }
 
+/* --- the wire (pfnic-wire) ----------------------------------------------- */
+
+static const uint8_t wire_mac[6] = { 0x52, 0x54, 0x00, 0x00, 0x00, 0x0a };
+static const uint8_t peer_mac[6] = { 0x52, 0x54, 0x00, 0x00, 0x00, 0x0b };
+static const uint8_t bcast_mac[6] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+
+/* BTH opcodes (RC) and what each carries, as docs/wire.md has them */
+enum {
+    W_SEND_FIRST, W_SEND_MIDDLE, W_SEND_LAST, W_SEND_LAST_IMM, W_SEND_ONLY,
+    W_SEND_ONLY_IMM, W_WRITE_FIRST, W_WRITE_MIDDLE, W_WRITE_LAST,
+    W_WRITE_LAST_IMM, W_WRITE_ONLY, W_WRITE_ONLY_IMM, W_READ_REQUEST,
+    W_READ_RESP_FIRST, W_READ_RESP_MIDDLE, W_READ_RESP_LAST,
+    W_READ_RESP_ONLY, W_ACK, W_ATOMIC_ACK, W_CMP_SWAP, W_FETCH_ADD, W_OP_NR
+};
+
+#define WH_RETH         (1u << 0)       /* 16 bytes */
+#define WH_IMM          (1u << 1)       /* 4 */
+#define WH_AETH         (1u << 2)       /* 4 */
+#define WH_ATOMIC       (1u << 3)       /* 28 */
+#define WH_ATOMICACK    (1u << 4)       /* 8 */
+#define WH_PAYLOAD      (1u << 5)
+
+static const uint8_t wire_hdrs[W_OP_NR] = {
+    [W_SEND_FIRST] = WH_PAYLOAD, [W_SEND_MIDDLE] = WH_PAYLOAD,
+    [W_SEND_LAST] = WH_PAYLOAD, [W_SEND_LAST_IMM] = WH_PAYLOAD | WH_IMM,
+    [W_SEND_ONLY] = WH_PAYLOAD, [W_SEND_ONLY_IMM] = WH_PAYLOAD | WH_IMM,
+    [W_WRITE_FIRST] = WH_PAYLOAD | WH_RETH, [W_WRITE_MIDDLE] = WH_PAYLOAD,
+    [W_WRITE_LAST] = WH_PAYLOAD, [W_WRITE_LAST_IMM] = WH_PAYLOAD | WH_IMM,
+    [W_WRITE_ONLY] = WH_PAYLOAD | WH_RETH,
+    [W_WRITE_ONLY_IMM] = WH_PAYLOAD | WH_RETH | WH_IMM,
+    [W_READ_REQUEST] = WH_RETH,
+    [W_READ_RESP_FIRST] = WH_PAYLOAD | WH_AETH,
+    [W_READ_RESP_MIDDLE] = WH_PAYLOAD,
+    [W_READ_RESP_LAST] = WH_PAYLOAD | WH_AETH,
+    [W_READ_RESP_ONLY] = WH_PAYLOAD | WH_AETH,
+    [W_ACK] = WH_AETH, [W_ATOMIC_ACK] = WH_AETH | WH_ATOMICACK,
+    [W_CMP_SWAP] = WH_ATOMIC, [W_FETCH_ADD] = WH_ATOMIC,
+};
+
+static bool wire_is_response(uint8_t op)
+{
+    return op >= W_READ_RESP_FIRST && op <= W_ATOMIC_ACK;
+}
+
+/* The extended headers of @op, in bytes (what follows the BTH) */
+static size_t wire_ext_len(uint8_t op)
+{
+    uint8_t h = op < W_OP_NR ? wire_hdrs[op] : 0;
+
+    return (h & WH_RETH ? 16 : 0) + (h & WH_IMM ? 4 : 0) +
+           (h & WH_AETH ? 4 : 0) + (h & WH_ATOMIC ? 28 : 0) +
+           (h & WH_ATOMICACK ? 8 : 0);
+}
+
+/* CRC-32 (IEEE, reflected), as zlib's crc32() computes it */
+static uint32_t wire_crc32(uint32_t crc, const uint8_t *p, size_t n)
+{
+    static uint32_t table[256];
+
+    if (!table[1]) {
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t c = i;
+
+            for (int k = 0; k < 8; k++) {
+                c = c & 1 ? 0xedb88320 ^ (c >> 1) : c >> 1;
+            }
+            table[i] = c;
+        }
+    }
+    crc = ~crc;
+    while (n--) {
+        crc = table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+    }
+    return ~crc;
+}
+
+/* The ICRC of a RoCEv2 frame of @len bytes (ICRC included; docs/wire.md) */
+static uint32_t wire_icrc(const uint8_t *fr, size_t len)
+{
+    static const uint8_t ones[8] = {
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff
+    };
+    uint8_t h[20 + 8 + 12];
+    uint32_t crc = wire_crc32(0, ones, sizeof(ones));
+
+    memcpy(h, fr + 14, sizeof(h));
+    h[1] = h[8] = h[10] = h[11] = 0xff;         /* TOS, TTL, checksum */
+    h[26] = h[27] = 0xff;                       /* UDP checksum */
+    h[32] = 0xff;                               /* BTH FECN, BECN */
+    crc = wire_crc32(crc, h, sizeof(h));
+    return wire_crc32(crc, fr + 14 + sizeof(h), len - 14 - sizeof(h) - 4);
+}
+
+static uint16_t wire_ip_csum(const uint8_t *p, size_t n)
+{
+    uint32_t sum = 0;
+
+    for (size_t i = 0; i < n; i += 2) {
+        sum += lduw_be_p(p + i);
+    }
+    while (sum >> 16) {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    return ~sum;
+}
+
+static uint32_t wire_counter(PfnicFuzz *f, int c)
+{
+    return reg_read(f, PFNIC_REG_PORT_COUNTERS + 4 * c);
+}
+
+static void wire_seen(PfnicFuzz *f, const uint8_t *fr, size_t n);
+
+/* Read what the port sent; with @seen, check it and answer ARP. */
+static void wire_recv(PfnicFuzz *f, bool seen)
+{
+    uint8_t fr[WIRE_BUF];
+    ssize_t n;
+
+    while ((n = recv(f->wire->fd, fr, sizeof(fr), MSG_DONTWAIT)) > 0) {
+        if (seen) {
+            wire_seen(f, fr, n);
+        }
+    }
+}
+
+/*
+ * Give the port a frame through its netdev, as a peer's would come, and
+ * wait until it has taken it: the port counts every frame the netdev
+ * delivers (RX_FRAMES) in its receive bottom half, or when it drops it.
+ */
+static void wire_send(PfnicFuzz *f, const uint8_t *fr, size_t len)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    uint32_t before = wire_counter(f, PFNIC_PORT_RX_FRAMES);
+    ssize_t n = -1;
+
+    g_assert(len > 0);  /* QEMU's dgram netdev takes 0 bytes for EOF */
+    g_strlcpy(sa.sun_path, f->wire->qemus, sizeof(sa.sun_path));
+    for (int i = 0; i < 1000 && n < 0; i++) {
+        n = sendto(f->wire->fd, fr, len, 0, (struct sockaddr *)&sa,
+                   sizeof(sa));
+        if (n < 0) {
+            PFZ_CHECK(f, errno == EAGAIN || errno == EWOULDBLOCK,
+                      "wire: sendto: %s", strerror(errno));
+            /* QEMU's socket is full, maybe as it waits for room in ours. */
+            wire_recv(f, false);
+            flush(f);
+            if (!f->flush) {
+                g_usleep(1000);
+            }
+        }
+    }
+    PFZ_CHECK(f, n == len, "wire: sent %zd of %zu bytes", n, len);
+    for (int i = 0; i < 20000; i++) {
+        flush(f);
+        if (wire_counter(f, PFNIC_PORT_RX_FRAMES) != before) {
+            return;
+        }
+        if (!f->flush && i >= 100) {
+            g_usleep(100);
+        }
+    }
+    pfz_fail(f, "wire: a frame of %zu bytes never reached the port", len);
+}
+
+static void wire_arp(PfnicFuzz *f, uint16_t op, const uint8_t *dmac,
+                     uint32_t sip, uint32_t tip)
+{
+    uint8_t fr[ETH_IP_UDP] = { 0 };
+
+    memcpy(fr, dmac, 6);
+    memcpy(fr + 6, peer_mac, 6);
+    stw_be_p(fr + 12, 0x0806);
+    stw_be_p(fr + 14, 1);
+    stw_be_p(fr + 16, 0x0800);
+    fr[18] = 6;
+    fr[19] = 4;
+    stw_be_p(fr + 20, op);
+    memcpy(fr + 22, peer_mac, 6);
+    stl_be_p(fr + 28, sip);
+    if (op == 2) {
+        memcpy(fr + 32, dmac, 6);
+    }
+    stl_be_p(fr + 38, tip);
+    wire_send(f, fr, sizeof(fr));
+}
+
+/*
+ * A frame the port sent: its MAC, and for IPv4 RoCEv2 as docs/wire.md has
+ * it (header checksum, lengths, UDP port, BTH, ICRC); to the harness's
+ * QPs unless the input misprogrammed the device. The last request of each
+ * wire QP is kept for the answer operation. An ARP request for the peer
+ * is answered (the harness is the peer).
+ */
+static void wire_seen(PfnicFuzz *f, const uint8_t *fr, size_t n)
+{
+    const uint8_t *ip = fr + 14, *bth = fr + ETH_IP_UDP;
+    uint32_t qpn;
+
+    PFZ_CHECK(f, n >= 14 && !memcmp(fr + 6, wire_mac, 6),
+              "wire: a frame of %zu bytes not from the port's MAC", n);
+    if (lduw_be_p(fr + 12) == 0x0806) {
+        PFZ_CHECK(f, n >= ETH_IP_UDP && lduw_be_p(fr + 14) == 1 &&
+                     lduw_be_p(fr + 16) == 0x0800 &&
+                     (lduw_be_p(fr + 20) == 1 || lduw_be_p(fr + 20) == 2) &&
+                     (f->disturbed || ldl_be_p(fr + 28) == WIRE_IP),
+                  "wire: the port sent a bad ARP frame");
+        if (lduw_be_p(fr + 20) == 1 && ldl_be_p(fr + 38) == PEER_IP) {
+            wire_arp(f, 2, fr + 6, PEER_IP, ldl_be_p(fr + 28));
+        } else if (lduw_be_p(fr + 20) == 2 && ldl_be_p(fr + 38) == PEER_IP) {
+            f->arp_answered = true;
+        }
+        return;
+    }
+    PFZ_CHECK(f, lduw_be_p(fr + 12) == 0x0800 && n >= ETH_IP_UDP + 12 + 4 &&
+                 n <= 14 + 20 + 8 + 12 + 28 + 4096 + 4 + 4,
+              "wire: the port sent ethertype %x, %zu bytes",
+              n >= 14 ? lduw_be_p(fr + 12) : 0, n);
+    PFZ_CHECK(f, ip[0] == 0x45 && lduw_be_p(ip + 2) == n - 14 &&
+                 ip[9] == 17 && wire_ip_csum(ip, 20) == 0 &&
+                 lduw_be_p(ip + 22) == 4791 && lduw_be_p(ip + 24) == n - 34 &&
+                 (n - ETH_IP_UDP) % 4 == 0,
+              "wire: the port sent a bad IPv4/UDP header (%zu bytes)", n);
+    PFZ_CHECK(f, ldl_le_p(fr + n - 4) == wire_icrc(fr, n),
+              "wire: the port sent a bad ICRC");
+    PFZ_CHECK(f, bth[0] < W_OP_NR && !(bth[1] & 0x0f) &&
+                 lduw_be_p(bth + 2) == 0xffff,
+              "wire: the port sent BTH %02x %02x %04x", bth[0], bth[1],
+              lduw_be_p(bth + 2));
+    qpn = ldl_be_p(bth + 4) & 0xffffff;
+    PFZ_CHECK(f, f->disturbed || (ldl_be_p(ip + 16) == PEER_IP &&
+                                  ldl_be_p(ip + 12) == WIRE_IP &&
+                                  qpn - PEER_QPN(0) < WIRE_QPS),
+              "wire: the port sent to %08x QP %x", ldl_be_p(ip + 16), qpn);
+    if (!wire_is_response(bth[0]) && qpn - PEER_QPN(0) < WIRE_QPS) {
+        int w = qpn - PEER_QPN(0);
+
+        f->last_req_len[w] = n - ETH_IP_UDP - 4;
+        memcpy(f->last_req[w], bth, MIN(WIRE_REQ_KEEP, n - ETH_IP_UDP - 4));
+    }
+}
+
+/* Run QEMU's pending work and take in what the port sent. */
+static void wire_drain(PfnicFuzz *f)
+{
+    flush(f);
+    wire_recv(f, true);
+}
+
+/*
+ * Build a RoCEv2 frame from the peer to the port's QP @qpn: BTH with
+ * opcode @op, byte 1 @b1 (SE, M, pad count, TVer), AckReq and @psn; the
+ * extended headers @ext; @plen bytes of payload (a pattern from @seed)
+ * and @pad bytes of pad; checksum and ICRC right. Returns its length.
+ */
+static size_t wire_frame(uint8_t *fr, uint32_t qpn, uint8_t op, uint8_t b1,
+                         bool ackreq, uint32_t psn, const uint8_t *ext,
+                         size_t ext_len, size_t plen, size_t pad,
+                         uint8_t seed)
+{
+    uint8_t *ip = fr + 14, *udp = ip + 20, *bth = udp + 8;
+    size_t len = ETH_IP_UDP + 12 + ext_len + plen + pad + 4;
+
+    memcpy(fr, wire_mac, 6);
+    memcpy(fr + 6, peer_mac, 6);
+    stw_be_p(fr + 12, 0x0800);
+    memset(ip, 0, 20);
+    ip[0] = 0x45;
+    stw_be_p(ip + 2, len - 14);
+    stw_be_p(ip + 6, 0x4000);
+    ip[8] = 64;
+    ip[9] = 17;
+    stl_be_p(ip + 12, PEER_IP);
+    stl_be_p(ip + 16, WIRE_IP);
+    stw_be_p(ip + 10, wire_ip_csum(ip, 20));
+    stw_be_p(udp, 0xc000 | (qpn & 0x3fff));
+    stw_be_p(udp + 2, 4791);
+    stw_be_p(udp + 4, len - 34);
+    stw_be_p(udp + 6, 0);
+    bth[0] = op;
+    bth[1] = b1;
+    stw_be_p(bth + 2, 0xffff);
+    stl_be_p(bth + 4, qpn & 0xffffff);
+    stl_be_p(bth + 8, (ackreq ? 0x80000000u : 0) | (psn & 0xffffff));
+    memcpy(bth + 12, ext, ext_len);
+    for (size_t i = 0; i < plen + pad; i++) {
+        bth[12 + ext_len + i] = i < plen ? seed + i : 0;
+    }
+    stl_le_p(fr + len - 4, wire_icrc(fr, len));
+    return len;
+}
+
+/* Fix the header checksum and the ICRC after changing a frame. */
+static void wire_reseal(uint8_t *fr, size_t len)
+{
+    stw_be_p(fr + 24, 0);
+    stw_be_p(fr + 24, wire_ip_csum(fr + 14, 20));
+    stl_le_p(fr + len - 4, wire_icrc(fr, len));
+}
+
+static uint32_t wire_qp_query(PfnicFuzz *f, int w, int arg)
+{
+    uint32_t a[PFNIC_CMD_ARGS] = { WIRE_Q + w + 2 };
+
+    if (cmd(f, PFNIC_CMD_QP_QUERY, a, 1) != PFNIC_CMD_OK) {
+        return 0;
+    }
+    return a[arg];
+}
+
+/* The PSN the harness's frame to wire QP @w starts from, for @op */
+static uint32_t wire_base_psn(PfnicFuzz *f, int w, uint8_t op)
+{
+    if (wire_is_response(op)) {
+        /* What the port's requester sent last, or is about to send */
+        if (f->last_req_len[w]) {
+            return ldl_be_p(f->last_req[w] + 8) & 0xffffff;
+        }
+        return wire_qp_query(f, w, 9) - 1;
+    }
+    return wire_qp_query(f, w, 10);      /* the responder's expected PSN */
+}
+
+/* RETH or AtomicETH's address and key: the MR's, DM's, another's, any */
+static void wire_va_key(PfnicFuzz *f, uint8_t sel, uint64_t *va,
+                        uint32_t *key)
+{
+    uint64_t addr = pick_addr(f);
+
+    switch (sel & 3) {
+    case 0:
+        *key = f->key[0];
+        break;
+    case 1:
+        *key = f->dm_key[0];
+        break;
+    case 2:
+        *key = f->key[1];       /* context 2's: refused to QPs 4 and 5 */
+        break;
+    default:
+        *key = U32(f);
+        break;
+    }
+    *va = dm_addr(f, *key, addr);
+}
+
+/*
+ * A frame shaped to get deep into the RoCEv2 path: to one of the wire
+ * QPs (or any QPN), an opcode of the RC set (or any byte), a PSN at the
+ * one expected, near it or anywhere, the headers the opcode carries
+ * (keys and addresses good or bad), a payload up to the path MTU or
+ * past it, and the ICRC right unless the input breaks the frame.
+ */
+static size_t wire_shape(PfnicFuzz *f, uint8_t sel, uint8_t *fr)
+{
+    uint8_t opsel = U8(f), psel = U8(f), hsel = U8(f);
+    uint8_t bad = (sel & 0x70) == 0x70 ? U8(f) : 0;
+    int w = (sel >> 3) & 1;
+    uint32_t qpn = (sel & 0xc0) == 0xc0 ? U32(f) & 0xffffff : WIRE_Q + w + 2;
+    uint8_t op = opsel < 0xf0 ? opsel % W_OP_NR : U8(f);
+    uint8_t h = op < W_OP_NR ? wire_hdrs[op] : 0;
+    uint8_t ext[64] = { 0 }, *e = ext;
+    uint32_t psn = wire_base_psn(f, w, op), plen = 0, pad;
+    uint64_t va;
+    uint32_t key;
+    size_t len;
+
+    switch (psel & 3) {
+    case 1:
+        psn += (int8_t)U8(f);
+        break;
+    case 2:
+        psn -= 1 + (psel >> 6);         /* a duplicate */
+        break;
+    case 3:
+        psn = U32(f);
+        break;
+    }
+    if (h & WH_PAYLOAD) {
+        switch (hsel & 3) {
+        case 0:
+            plen = WIRE_MTU;            /* FIRST and MIDDLE must be full */
+            break;
+        case 1:
+            plen = U16(f) % (WIRE_MTU + 1);
+            break;
+        case 2:
+            plen = U8(f) % 16;
+            break;
+        default:
+            plen = U16(f) % (WIRE_JUMBO - 128);
+            break;
+        }
+    }
+    if (h & WH_RETH) {
+        uint32_t dmalen;
+
+        wire_va_key(f, hsel >> 2, &va, &key);
+        if (hsel & 0x10) {
+            dmalen = U32(f);
+        } else if (op == W_READ_REQUEST) {
+            dmalen = U16(f) % (4 * WIRE_MTU + 1);
+        } else {
+            dmalen = plen * (op == W_WRITE_FIRST ? 1 + U8(f) % 4 : 1);
+        }
+        stq_be_p(e, va);
+        stl_be_p(e + 8, key);
+        stl_be_p(e + 12, dmalen);
+        e += 16;
+    }
+    if (h & WH_ATOMIC) {
+        wire_va_key(f, hsel >> 2, &va, &key);
+        stq_be_p(e, hsel & 0x10 ? va : va & ~7ULL);
+        stl_be_p(e + 8, key);
+        stq_be_p(e + 12, U8(f));        /* swap or add */
+        stq_be_p(e + 20, U8(f));        /* compare */
+        e += 28;
+    }
+    if (h & WH_AETH) {
+        uint8_t asel = U8(f);
+        static const uint8_t syn[8] = {
+            0x1f, 0x1f, 0x00, 0x20, 0x60, 0x61, 0x62, 0x63,
+        };
+
+        e[0] = asel & 0x80 ? asel : syn[asel % 8] | (asel % 8 == 3 ?
+                                                     (asel >> 3) & 0x1f : 0);
+        stl_be_p(e, (uint32_t)e[0] << 24 | (f->peer_msn[w]++ & 0xffffff));
+        e += 4;
+    }
+    if (h & WH_ATOMICACK) {
+        stq_be_p(e, U8(f));
+        e += 8;
+    }
+    if (h & WH_IMM) {
+        stl_be_p(e, 0x1234abcd);
+        e += 4;
+    }
+    pad = (4 - plen % 4) % 4;
+    len = wire_frame(fr, qpn, op,
+                     (psel & 8 ? 0x80 : 0) |
+                     (bad & 0x08 ? (psel >> 4) & 3 : pad) << 4,
+                     psel & 4, psn, ext, e - ext, plen, pad, hsel);
+    if (bad) {
+        if (bad & 0x20) {           /* TVer, P_Key */
+            fr[ETH_IP_UDP + 1] |= bad & 0x0f;
+            stw_be_p(fr + ETH_IP_UDP + 2, U16(f));
+        }
+        if (bad & 0x04) {           /* from a stranger */
+            stl_be_p(fr + 14 + 12, STRANGER_IP);
+        }
+        if (bad & 0x80) {           /* the UDP length or port, any */
+            stw_be_p(fr + 34 + (bad & 0x10 ? 2 : 4), U16(f));
+        }
+        wire_reseal(fr, len);
+        if (bad & 0x01) {           /* the ICRC */
+            fr[len - 1 - (bad >> 6)] ^= 1 << ((bad >> 3) & 7);
+        }
+        if (bad & 0x02) {           /* the IPv4 header checksum */
+            fr[24] ^= 0x40;
+        }
+        if (bad & 0x40) {
+            memcpy(fr, bcast_mac, 6);
+        }
+        if (bad & 0x10) {           /* truncated */
+            len -= MIN(len - 1, 1 + (size_t)(bad & 0x0f) * 4);
+        }
+    }
+    return len;
+}
+
+/*
+ * One frame from the wire: raw (any bytes from the input, any length up
+ * to a jumbo frame, addressed to the port's MAC or not), or shaped.
+ */
+static void op_frame(PfnicFuzz *f)
+{
+    static uint8_t fr[WIRE_BUF];
+    uint8_t sel = U8(f);
+    size_t len;
+
+    if ((sel & 7) == 0) {
+        /* Up to 255 bytes from the input, repeated to the length */
+        size_t n = U8(f);
+
+        len = U16(f) % WIRE_JUMBO + 1;
+        memset(fr, 0, len);
+        n = MIN(n, f->len - f->pos);
+        for (size_t i = 0; i < len && n; i++) {
+            fr[i] = f->data[f->pos + i % n];
+        }
+        f->pos += n;
+        if (sel & 0x08) {
+            memcpy(fr, wire_mac, MIN(len, 6));
+        }
+        if ((sel & 0x10) && len >= 14) {
+            stw_be_p(fr + 12, sel & 0x20 ? 0x0806 : 0x0800);
+        }
+        if (f->trace) {
+            fprintf(stderr, "pfnic-fuzz: raw frame, %zu bytes\n", len);
+        }
+    } else {
+        len = wire_shape(f, sel, fr);
+        if (f->trace) {
+            fprintf(stderr, "pfnic-fuzz: frame op %02x QP %x PSN %x, %zu "
+                    "bytes\n", fr[ETH_IP_UDP],
+                    ldl_be_p(fr + ETH_IP_UDP + 4) & 0xffffff,
+                    ldl_be_p(fr + ETH_IP_UDP + 8) & 0xffffff, len);
+        }
+    }
+    wire_send(f, fr, len);
+    wire_drain(f);
+}
+
+/*
+ * The peer answers the last request wire QP @w sent: what the request
+ * asks (ACK with its PSN, READ RESPONSE packets with the length asked,
+ * ATOMIC ACKNOWLEDGE), an RNR NAK, a sequence NAK, an error NAK, an ACK
+ * of a PSN near it, or the request itself sent back to the QP.
+ */
+static void op_answer(PfnicFuzz *f)
+{
+    static uint8_t fr[WIRE_BUF];
+    uint8_t sel = U8(f), arg = U8(f);
+    int w = sel & 1;
+    const uint8_t *req = f->last_req[w];
+    uint32_t qpn = WIRE_Q + w + 2, psn;
+    uint8_t aeth[12] = { 0 };
+    uint8_t op, syn = 0x1f;
+
+    wire_drain(f);
+    if (!f->last_req_len[w]) {
+        return;
+    }
+    op = req[0];
+    psn = ldl_be_p(req + 8) & 0xffffff;
+    if (f->trace) {
+        fprintf(stderr, "pfnic-fuzz: answer %d to QP %u op %02x PSN %x\n",
+                (sel >> 1) % 8, qpn, op, psn);
+    }
+    switch ((sel >> 1) % 8) {
+    case 0:
+    case 1:
+        if (op == W_READ_REQUEST) {
+            uint32_t dmalen = ldl_be_p(req + 12 + 12);
+            uint32_t n = MAX(DIV_ROUND_UP(dmalen, WIRE_MTU), 1);
+
+            for (uint32_t k = 0; k < MIN(n, 16); k++) {
+                uint32_t plen = MIN(WIRE_MTU, dmalen - k * WIRE_MTU);
+                uint8_t rop = n == 1 ? W_READ_RESP_ONLY :
+                              k == 0 ? W_READ_RESP_FIRST :
+                              k == n - 1 ? W_READ_RESP_LAST :
+                              W_READ_RESP_MIDDLE;
+                bool has_aeth = rop != W_READ_RESP_MIDDLE;
+
+                stl_be_p(aeth, 0x1f000000 | (f->peer_msn[w] & 0xffffff));
+                wire_send(f, fr, wire_frame(fr, qpn, rop,
+                                            ((4 - plen % 4) % 4) << 4, false,
+                                            psn + k, aeth, has_aeth ? 4 : 0,
+                                            plen, (4 - plen % 4) % 4, arg));
+            }
+            f->peer_msn[w]++;
+            wire_drain(f);
+            return;
+        }
+        if (op == W_CMP_SWAP || op == W_FETCH_ADD) {
+            stl_be_p(aeth, 0x1f000000 | (++f->peer_msn[w] & 0xffffff));
+            stq_be_p(aeth + 4, arg);
+            wire_send(f, fr, wire_frame(fr, qpn, W_ATOMIC_ACK, 0, false, psn,
+                                        aeth, 12, 0, 0, 0));
+            wire_drain(f);
+            return;
+        }
+        f->peer_msn[w]++;
+        break;
+    case 2:
+        syn = 0x20 | (arg & 0x1f);      /* RNR NAK */
+        break;
+    case 3:
+        syn = 0x60;                     /* sequence NAK */
+        psn -= arg % 4;
+        break;
+    case 4:
+        syn = 0x61 + arg % 3;           /* invalid, access, operational */
+        break;
+    case 5:
+        psn += (int8_t)arg;
+        break;
+    case 6: {
+        /* The request back to the QP that sent it, as from its peer */
+        size_t ext = wire_ext_len(op);
+        size_t plen = f->last_req_len[w] - 12 - MIN(f->last_req_len[w] - 12,
+                                                    ext);
+        size_t pad = (req[1] >> 4) & 3;
+
+        plen -= MIN(plen, pad);
+        wire_send(f, fr, wire_frame(fr, qpn, op, req[1], req[8] & 0x80, psn,
+                                    req + 12, MIN(ext, WIRE_REQ_KEEP - 12),
+                                    plen, pad, arg));
+        wire_drain(f);
+        return;
+    }
+    default:
+        psn--;                          /* only what came before */
+        break;
+    }
+    stl_be_p(aeth, (uint32_t)syn << 24 | (f->peer_msn[w] & 0xffffff));
+    wire_send(f, fr, wire_frame(fr, qpn, W_ACK, 0, false, psn, aeth, 4, 0, 0,
+                                0));
+    wire_drain(f);
+}
+
+/* The sentinel ranges: guest pages around the harness's data pages */
+static const uint64_t wire_sentinels[] = {
+    POOL - 4096, POOL + POOL_PAGES * 4096ULL,
+    LARGE_PAGE - 4096, LARGE_PAGE + 0x200000,
+};
+
+static void wire_sentinels_fill(PfnicFuzz *f)
+{
+    uint8_t pat[4096];
+
+    memset(pat, SENTINEL_BYTE, sizeof(pat));
+    for (int i = 0; i < ARRAY_SIZE(wire_sentinels); i++) {
+        qtest_memwrite(f->qts, wire_sentinels[i], pat, sizeof(pat));
+    }
+    qtest_memwrite(f->qts, BAR1 + DM_SENTINEL, pat, sizeof(pat));
+}
+
+/*
+ * The port has its address and the peer's MAC (from the peer's ARP
+ * request, which it answers), QPs 4 and 5 are wire QPs, and each has
+ * receive WQEs for the SENDs that come.
+ */
+static void wire_setup(PfnicFuzz *f)
+{
+    wire_recv(f, false);        /* what a previous input left */
+    memset(f->last_req_len, 0, sizeof(f->last_req_len));
+    memset(f->peer_msn, 0, sizeof(f->peer_msn));
+    wire_sentinels_fill(f);
+    reg_write(f, PFNIC_REG_PORT_IPV4, WIRE_IP);
+    f->arp_answered = false;
+    wire_arp(f, 1, bcast_mac, PEER_IP, WIRE_IP);
+    wire_drain(f);
+    PFZ_CHECK(f, f->arp_answered, "setup: the port did not answer ARP");
+    for (int w = 0; w < WIRE_QPS; w++) {
+        for (int i = 0; i < 4; i++) {
+            PfnicWqe r = {
+                .num_sge = 1,
+                .wr_id = cpu_to_le64(WR_MAGIC | f->wr_seq++),
+                .sge[0] = {
+                    .addr = cpu_to_le64(va_of(8 + 4 * w + i)),
+                    .length = cpu_to_le32(4096),
+                    .lkey = cpu_to_le32(f->key[0]),
+                },
+            };
+
+            qp_post(f, WIRE_Q + w, true, &r);
+        }
+    }
+}
+
+/*
+ * After each operation: the port still has its wire and link, everything
+ * it sent was well-formed (wire_seen), and, unless the input
+ * misprogrammed the device, it kept its address and wrote no byte of the
+ * sentinel pages (the edges next to the data pages; all of them with
+ * @full).
+ */
+static void wire_check(PfnicFuzz *f, bool full)
+{
+    uint8_t buf[4096], pat[4096];
+    uint32_t st = reg_read(f, PFNIC_REG_PORT_STATUS);
+
+    wire_drain(f);
+    PFZ_CHECK(f, st == (PFNIC_PORT_STATUS_WIRE | PFNIC_PORT_STATUS_LINK_UP),
+              "PORT_STATUS %x", st);
+    if (f->disturbed) {
+        return;
+    }
+    PFZ_CHECK(f, reg_read(f, PFNIC_REG_PORT_IPV4) == WIRE_IP,
+              "PORT_IPV4 %x", reg_read(f, PFNIC_REG_PORT_IPV4));
+    memset(pat, SENTINEL_BYTE, sizeof(pat));
+    for (int i = 0; i < ARRAY_SIZE(wire_sentinels) + 1; i++) {
+        uint64_t at = i < ARRAY_SIZE(wire_sentinels) ? wire_sentinels[i]
+                                                     : BAR1 + DM_SENTINEL;
+        size_t n = full ? 4096 : 64;
+
+        /* The page before a buffer ends at it, the one after starts there */
+        if (!full && !(i & 1)) {
+            at += 4096 - n;
+        }
+        qtest_memread(f->qts, at, buf, n);
+        PFZ_CHECK(f, !memcmp(buf, pat, n), "sentinel at 0x%" PRIx64
+                  " written", at);
+    }
+}
+
+/*
+ * The end of an input: the wire QPs' send queues drain (the harness as
+ * the peer answers ARP but nothing else, so the work requests time out
+ * or complete); then the port still answers an ARP request.
+ */
+static void wire_settle(PfnicFuzz *f)
+{
+    int rounds = f->disturbed || f->bogus_response ? 4 : 100;
+
+    for (int round = 0; round < rounds; round++) {
+        bool busy = false;
+
+        wire_drain(f);
+        for (int w = 0; w < WIRE_QPS; w++) {
+            busy |= wire_qp_query(f, w, 1) !=
+                    (f->sq_tail[WIRE_Q + w] & 0xffff);
+        }
+        if (!busy) {
+            break;
+        }
+        prq_answer(f, true, 0);
+        clock_step(f, 100 * SCALE_MS);
+    }
+    wire_drain(f);
+}
+
+static void wire_alive(PfnicFuzz *f)
+{
+    if (f->trace) {
+        fprintf(stderr, "pfnic-fuzz: port counters");
+        for (int c = 0; c < PFNIC_PORT_CNT_NR; c++) {
+            fprintf(stderr, " %u", wire_counter(f, c));
+        }
+        fprintf(stderr, "\n");
+    }
+    if (reg_read(f, PFNIC_REG_PORT_IPV4) != WIRE_IP) {
+        return;
+    }
+    f->arp_answered = false;
+    wire_arp(f, 1, bcast_mac, PEER_IP, WIRE_IP);
+    wire_drain(f);
+    PFZ_CHECK(f, f->arp_answered, "the port no longer answers ARP");
+    wire_check(f, true);
+}
+
+char *pfnic_fuzz_wire_open(PfnicFuzzWire *w)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    int size = 4 << 20;
+
+    w->dir = g_dir_make_tmp("pfnic-wire-fuzz-XXXXXX", NULL);
+    g_assert(w->dir);
+    w->ours = g_strdup_printf("%s/h", w->dir);
+    w->qemus = g_strdup_printf("%s/q", w->dir);
+    w->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+    g_assert(w->fd >= 0);
+    g_strlcpy(sa.sun_path, w->ours, sizeof(sa.sun_path));
+    g_assert(bind(w->fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+    setsockopt(w->fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
+    return g_strdup_printf(PFNIC_FUZZ_ARGS ",netdev=wire0,mac="
+                           PFNIC_FUZZ_WIRE_MAC " -netdev dgram,id=wire0,"
+                           "local.type=unix,local.path=%s,remote.type=unix,"
+                           "remote.path=%s", w->qemus, w->ours);
+}
+
+void pfnic_fuzz_wire_close(PfnicFuzzWire *w)
+{
+    close(w->fd);
+    unlink(w->ours);
+    unlink(w->qemus);
+    rmdir(w->dir);
+    g_free(w->ours);
+    g_free(w->qemus);
+    g_free(w->dir);
+}
+
+void pfnic_fuzz_set_wire(PfnicFuzz *f, PfnicFuzzWire *w)
+{
+    f->wire = w;
+}
+
 static void run_op(PfnicFuzz *f, uint8_t op)
 {
+    if (f->wire && op >= 0x60) {
+        /*
+         * pfnic-wire: most operations are the wire's (a frame from a
+         * stranger or the peer is no misprogramming: any input has them).
+         */
+        if (f->trace) {
+            fprintf(stderr, "pfnic-fuzz: op %d: %s at byte %zu\n", f->op,
+                    op % 4 == 3 ? "answer" : "frame", f->pos - 1);
+        }
+        if (op % 4 == 3) {
+            op_answer(f);
+        } else {
+            op_frame(f);
+        }
+        flush(f);
+        return;
+    }
     op %= f->well_formed ? OP_WELL_FORMED : OP_COUNT;
     if (f->trace) {
         fprintf(stderr, "pfnic-fuzz: op %d: %d at byte %zu\n", f->op, op,
@@ -1618,7 +2414,13 @@ static void quiesce(PfnicFuzz *f)
         }
         idle = (waiting || prq_pending(f)) ? 0 : idle + 1;
     }
+    if (f->wire) {
+        wire_settle(f);
+    }
     check_all(f);
+    if (f->wire) {
+        wire_alive(f);
+    }
     if (f->disturbed || f->bogus_response) {
         return;
     }
