@@ -141,6 +141,7 @@
 #define WIRE_JUMBO      9216
 #define WIRE_BUF        (WIRE_JUMBO + 64)
 #define WIRE_REQ_KEEP   64              /* bytes kept of a request sent */
+#define WIRE_MAPPED     16              /* VA pages 16..19 of side 0 */
 #define ETH_IP_UDP      42              /* Ethernet, IPv4 and UDP headers */
 #define DM_SENTINEL     (SIDES * DM_MR_LEN) /* device memory past the MRs */
 #define SENTINEL_BYTE   0xa5
@@ -2014,7 +2015,39 @@ static void op_frame(PfnicFuzz *f)
 }
 
 /*
- * The peer answers the last request wire QP @w sent: what the request
+ * A work request on wire QP @w the peer can answer: any opcode (@arg),
+ * from or to the pages the setup mapped, up to three packets long.
+ */
+static void wire_post(PfnicFuzz *f, int w, uint8_t arg)
+{
+    uint32_t len = (arg >> 3) * 97 % (3 * WIRE_MTU);
+    PfnicWqe r = {
+        .opcode = arg % 7,
+        .flags = PFNIC_SEND_SIGNALED,
+        .num_sge = 1,
+        .imm_data = 0x12345678,
+        .wr_id = cpu_to_le64(WR_MAGIC | f->wr_seq++),
+        .remote_addr = cpu_to_le64(0x7000),
+        .rkey = cpu_to_le32(0x77),
+        .compare_add = cpu_to_le64(1),
+        .swap = cpu_to_le64(2),
+        .sge[0] = {
+            .addr = cpu_to_le64(va_of(WIRE_MAPPED)),
+            .length = cpu_to_le32(len),
+            .lkey = cpu_to_le32(f->key[0]),
+        },
+    };
+
+    if (r.opcode >= PFNIC_WR_ATOMIC_CMP_AND_SWP) {
+        r.sge[0].length = cpu_to_le32(8);
+    }
+    qp_post(f, WIRE_Q + w, false, &r);
+    wire_drain(f);
+}
+
+/*
+ * The peer answers the last request wire QP @w sent (with none, it posts
+ * one first): what the request
  * asks (ACK with its PSN, READ RESPONSE packets with the length asked,
  * ATOMIC ACKNOWLEDGE), an RNR NAK, a sequence NAK, an error NAK, an ACK
  * of a PSN near it, or the request itself sent back to the QP.
@@ -2030,6 +2063,9 @@ static void op_answer(PfnicFuzz *f)
     uint8_t op, syn = 0x1f;
 
     wire_drain(f);
+    if (!f->last_req_len[w]) {
+        wire_post(f, w, arg);
+    }
     if (!f->last_req_len[w]) {
         return;
     }
@@ -2144,6 +2180,12 @@ static void wire_setup(PfnicFuzz *f)
     wire_arp(f, 1, bcast_mac, PEER_IP, WIRE_IP);
     wire_drain(f);
     PFZ_CHECK(f, f->arp_answered, "setup: the port did not answer ARP");
+    /* Pages the requests of wire_post() read and write, present */
+    for (int i = 0; i < 4; i++) {
+        map_page(f, 0, WIRE_MAPPED + i, pool_page(100 + i),
+                 VTD_FL_P | VTD_FL_RW | VTD_FL_US);
+        invalidate_page(f, 0, va_of(WIRE_MAPPED + i), true);
+    }
     for (int w = 0; w < WIRE_QPS; w++) {
         for (int i = 0; i < 4; i++) {
             PfnicWqe r = {
