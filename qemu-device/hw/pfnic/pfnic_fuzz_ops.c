@@ -1858,6 +1858,7 @@ static size_t wire_shape(PfnicFuzz *f, uint8_t sel, uint8_t *fr)
 {
     uint8_t opsel = U8(f), psel = U8(f), hsel = U8(f);
     uint8_t bad = (sel & 0x70) == 0x70 ? U8(f) : 0;
+    unsigned brk = 0;
     int w = (sel >> 3) & 1;
     uint32_t qpn = (sel & 0xc0) == 0xc0 ? U32(f) & 0xffffff : WIRE_Q + w + 2;
     uint8_t op = opsel < 0xf0 ? opsel % W_OP_NR : U8(f);
@@ -1868,6 +1869,13 @@ static size_t wire_shape(PfnicFuzz *f, uint8_t sel, uint8_t *fr)
     uint32_t key;
     size_t len;
 
+    if ((sel & 0x70) == 0x70) {
+        /* One breakage (bits 2:0 of @bad), or two (bit 7: also 6:4) */
+        brk = 1u << (bad & 7);
+        if (bad & 0x80) {
+            brk |= 1u << ((bad >> 4) & 7);
+        }
+    }
     switch (psel & 3) {
     case 1:
         psn += (int8_t)U8(f);
@@ -1941,31 +1949,33 @@ static size_t wire_shape(PfnicFuzz *f, uint8_t sel, uint8_t *fr)
     pad = (4 - plen % 4) % 4;
     len = wire_frame(fr, qpn, op,
                      (psel & 8 ? 0x80 : 0) |
-                     (bad & 0x08 ? (psel >> 4) & 3 : pad) << 4,
+                     (brk & 0x08 ? (psel >> 4) & 3 : pad) << 4,
                      psel & 4, psn, ext, e - ext, plen, pad, hsel);
-    if (bad) {
-        if (bad & 0x20) {           /* TVer, P_Key */
-            fr[ETH_IP_UDP + 1] |= bad & 0x0f;
-            stw_be_p(fr + ETH_IP_UDP + 2, U16(f));
+    if (brk) {
+        uint8_t arg = U8(f);
+
+        if (brk & 0x10) {           /* TVer, P_Key */
+            fr[ETH_IP_UDP + 1] |= arg & 0x0f;
+            stw_be_p(fr + ETH_IP_UDP + 2, arg & 0x10 ? U16(f) : 0x7fff);
         }
-        if (bad & 0x04) {           /* from a stranger */
+        if (brk & 0x04) {           /* from a stranger */
             stl_be_p(fr + 14 + 12, STRANGER_IP);
         }
-        if (bad & 0x80) {           /* the UDP length or port, any */
-            stw_be_p(fr + 34 + (bad & 0x10 ? 2 : 4), U16(f));
+        if (brk & 0x20) {           /* the UDP length or port, any */
+            stw_be_p(fr + 34 + (arg & 1 ? 2 : 4), U16(f));
         }
         wire_reseal(fr, len);
-        if (bad & 0x01) {           /* the ICRC */
-            fr[len - 1 - (bad >> 6)] ^= 1 << ((bad >> 3) & 7);
+        if (brk & 0x01) {           /* the ICRC */
+            fr[len - 1 - (arg >> 6)] ^= 1 << ((arg >> 3) & 7);
         }
-        if (bad & 0x02) {           /* the IPv4 header checksum */
+        if (brk & 0x02) {           /* the IPv4 header checksum */
             fr[24] ^= 0x40;
         }
-        if (bad & 0x40) {
+        if (brk & 0x40) {
             memcpy(fr, bcast_mac, 6);
         }
-        if (bad & 0x10) {           /* truncated */
-            len -= MIN(len - 1, 1 + (size_t)(bad & 0x0f) * 4);
+        if (brk & 0x80) {           /* truncated */
+            len -= MIN(len - 1, 1 + (size_t)(arg & 0x0f) * 4);
         }
     }
     return len;
