@@ -90,8 +90,11 @@ else
 	export QEMU_FUZZ_ARGS="${QEMU_FIRMWARE_ARGS[*]}"
 	# Inputs are operation sequences: longer ones than libFuzzer starts with
 	# (pfnic-wire's frames take more bytes).
-	fuzz_opts=(-max_len=1024)
-	[[ $target == pfnic-wire ]] && fuzz_opts=(-max_len=2048)
+	if [[ $target == pfnic-wire ]]; then
+		fuzz_opts=(-max_len=2048)
+	else
+		fuzz_opts=(-max_len=1024)
+	fi
 fi
 mkdir -p "$run_dir" "$corpus"
 if [[ $target != generic && -z $(ls -A "$corpus") ]]; then
