@@ -1,7 +1,7 @@
 //! RC queue pairs: work requests written straight into the mapped queues.
 
 use std::io;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 
 use pfnic_sys::uapi;
@@ -9,7 +9,7 @@ use pfnic_sys::Mapping;
 
 use crate::cq::CqInner;
 use crate::queue::{
-    map_queue, put_sges, record_word, write_wqe, RecvQueue, Wqe, WQE_MAX_SGE, WQE_SIZE,
+    map_queue, put_sges, record_word, write_wqe, Poster, Wqe, WQE_MAX_SGE, WQE_SIZE,
 };
 use crate::srq::{Srq, SrqInner};
 use crate::types::{PostError, QpState, RecvWr, SendWr, SEND_FLAGS_SUPPORTED};
@@ -360,28 +360,19 @@ impl Qp {
         wrs: impl IntoIterator<Item = Option<SendWr<'b>>>,
     ) -> Result<(), PostError> {
         let mut sq = self.sq.lock().unwrap_or_else(|e| e.into_inner());
-        let start = sq.tail;
-        let mut result = Ok(());
-        let mut head = self.record(0).load(Ordering::Acquire);
-        for (i, wr) in wrs.into_iter().enumerate() {
-            let Some(wr) = wr.filter(|wr| {
-                wr.sg_list.len() <= self.cap.max_send_sge as usize
-                    && wr.send_flags & !SEND_FLAGS_SUPPORTED == 0
-            }) else {
-                result = Err(PostError::new(i, libc::EINVAL));
-                break;
-            };
-            if sq.tail.wrapping_sub(head) & 0xffff >= self.sq_entries {
-                head = self.record(0).load(Ordering::Acquire);
-                if sq.tail.wrapping_sub(head) & 0xffff >= self.sq_entries {
-                    result = Err(PostError::new(i, libc::ENOMEM));
-                    break;
-                }
-            }
-            self.write_wqe(0, sq.tail & (self.sq_entries - 1), &send_wqe(&wr));
-            sq.tail = sq.tail.wrapping_add(1);
+        let valid = |wr: &SendWr<'_>| {
+            wr.sg_list.len() <= self.cap.max_send_sge as usize
+                && wr.send_flags & !SEND_FLAGS_SUPPORTED == 0
+        };
+        let (result, posted) = Poster {
+            tail: &mut sq.tail,
+            entries: self.sq_entries,
+            head: self.record(0),
         }
-        if sq.tail != start {
+        .post(wrs, valid, send_wqe, |slot, wqe| {
+            self.write_wqe(0, slot, wqe)
+        });
+        if posted {
             self.ctx.ring(DB_SQ, self.qpn << 16 | (sq.tail & 0xffff));
         }
         result
@@ -402,13 +393,14 @@ impl Qp {
             return Err(PostError::new(0, libc::EINVAL));
         }
         let mut rq = self.rq.lock().unwrap_or_else(|e| e.into_inner());
-        let (result, posted) = RecvQueue {
+        let (result, posted) = Poster {
             tail: &mut rq.tail,
             entries: self.rq_entries,
-            max_sge: self.cap.max_recv_sge,
             head: self.record(4),
         }
-        .post(wrs, |slot, wqe| self.write_wqe(self.rq_offset, slot, wqe));
+        .post_recv(wrs, self.cap.max_recv_sge, |slot, wqe| {
+            self.write_wqe(self.rq_offset, slot, wqe)
+        });
         if posted {
             self.ctx.ring(DB_RQ, self.qpn << 16 | (rq.tail & 0xffff));
         }

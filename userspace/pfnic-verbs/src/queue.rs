@@ -1,5 +1,5 @@
 //! What QPs and SRQs share: the queue memory mapped from the driver (WQE slots and a record
-//! the device writes) and the posting of receive work requests into it.
+//! the device writes) and the posting of work requests into it.
 
 use std::io;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -70,33 +70,33 @@ pub(crate) unsafe fn write_wqe(map: &Mapping, offset: usize, wqe: &Wqe) {
     }
 }
 
-/// A receive queue (a QP's or an SRQ's) as its poster sees it.
-pub(crate) struct RecvQueue<'q> {
+/// A work queue (a QP's send or receive queue, or an SRQ) as its poster sees it.
+pub(crate) struct Poster<'q> {
     /// Work requests posted, free-running (the doorbell carries its low 16 bits).
     pub(crate) tail: &'q mut u32,
     /// Slots (a power of two).
     pub(crate) entries: u32,
-    /// SGEs a work request may have.
-    pub(crate) max_sge: u32,
     /// The device's free-running 16-bit head.
     pub(crate) head: &'q AtomicU32,
 }
 
-impl RecvQueue<'_> {
-    /// Writes `wrs` into the queue in order with `write(slot, wqe)`, and returns whether it
-    /// posted any (the caller rings the doorbell once). Fails at the first work request with
-    /// too many SGEs, or a `None` (`EINVAL`), or that finds the queue full (`ENOMEM`); those
-    /// before it are posted.
-    pub(crate) fn post<'b>(
+impl Poster<'_> {
+    /// Writes `wrs` into the queue in order, each as `wqe` makes it, with `write(slot, wqe)`,
+    /// and returns whether it posted any (the caller rings the doorbell once). Fails at the
+    /// first work request `valid` refuses, or a `None` (`EINVAL`), or that finds the queue full
+    /// (`ENOMEM`); those before it are posted.
+    pub(crate) fn post<W>(
         &mut self,
-        wrs: impl IntoIterator<Item = Option<RecvWr<'b>>>,
+        wrs: impl IntoIterator<Item = Option<W>>,
+        valid: impl Fn(&W) -> bool,
+        wqe: impl Fn(&W) -> Wqe,
         mut write: impl FnMut(u32, &Wqe),
     ) -> (Result<(), PostError>, bool) {
         let start = *self.tail;
         let mut result = Ok(());
         let mut head = self.head.load(Ordering::Acquire);
         for (i, wr) in wrs.into_iter().enumerate() {
-            let Some(wr) = wr.filter(|wr| wr.sg_list.len() <= self.max_sge as usize) else {
+            let Some(wr) = wr.filter(&valid) else {
                 result = Err(PostError::new(i, libc::EINVAL));
                 break;
             };
@@ -107,10 +107,21 @@ impl RecvQueue<'_> {
                     break;
                 }
             }
-            write(*self.tail & (self.entries - 1), &recv_wqe(&wr));
+            write(*self.tail & (self.entries - 1), &wqe(&wr));
             *self.tail = self.tail.wrapping_add(1);
         }
         (result, *self.tail != start)
+    }
+
+    /// [`Poster::post`] of receive work requests of at most `max_sge` SGEs.
+    pub(crate) fn post_recv<'b>(
+        &mut self,
+        wrs: impl IntoIterator<Item = Option<RecvWr<'b>>>,
+        max_sge: u32,
+        write: impl FnMut(u32, &Wqe),
+    ) -> (Result<(), PostError>, bool) {
+        let valid = |wr: &RecvWr<'_>| wr.sg_list.len() <= max_sge as usize;
+        self.post(wrs, valid, recv_wqe, write)
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use pfnic_sys::uapi;
 use pfnic_sys::Mapping;
 
-use crate::queue::{map_queue, record_word, write_wqe, RecvQueue, WQE_MAX_SGE, WQE_SIZE};
+use crate::queue::{map_queue, record_word, write_wqe, Poster, WQE_MAX_SGE, WQE_SIZE};
 use crate::types::{PostError, RecvWr};
 use crate::{errno, Ctx, Pd, PdInner, DB_SRQ};
 
@@ -157,13 +157,12 @@ impl Srq {
         // SAFETY: the record is 16 bytes at a 4-byte aligned offset inside the mapping
         // (checked at creation), alive as long as `self`.
         let head = unsafe { record_word(&s.queue, s.record_offset) };
-        let (result, posted) = RecvQueue {
+        let (result, posted) = Poster {
             tail: &mut tail,
             entries: s.max_wr,
-            max_sge: s.max_sge,
             head,
         }
-        .post(wrs, |slot, wqe| {
+        .post_recv(wrs, s.max_sge, |slot, wqe| {
             // SAFETY: `slot` is below the queue's entries, so the WQE lies inside the mapping
             // (checked at creation); the device reads it only after the doorbell below.
             unsafe { write_wqe(&s.queue, slot as usize * WQE_SIZE, wqe) }
