@@ -1209,18 +1209,27 @@ static uint32_t pfnic_cmd_srq_create(PfnicState *s)
     return PFNIC_CMD_OK;
 }
 
+/* The valid SRQ a0 names in *@srq: OK, BAD_INDEX or BAD_STATE. */
+static uint32_t pfnic_cmd_srq_arg(PfnicState *s, PfnicSrq **srq)
+{
+    uint32_t srqn = s->cmd_arg[0];
+
+    if (srqn >= PFNIC_MAX_SRQS) {
+        return PFNIC_CMD_BAD_INDEX;
+    }
+    *srq = &s->srqs[srqn];
+    return (*srq)->valid ? PFNIC_CMD_OK : PFNIC_CMD_BAD_STATE;
+}
+
 /* SRQ_MODIFY: arm SRQ a0 with limit a1 (1..entries), or disarm it (0). */
 static uint32_t pfnic_cmd_srq_modify(PfnicState *s)
 {
     uint32_t srqn = s->cmd_arg[0], limit = s->cmd_arg[1];
     PfnicSrq *srq;
+    uint32_t st = pfnic_cmd_srq_arg(s, &srq);
 
-    if (srqn >= PFNIC_MAX_SRQS) {
-        return PFNIC_CMD_BAD_INDEX;
-    }
-    srq = &s->srqs[srqn];
-    if (!srq->valid) {
-        return PFNIC_CMD_BAD_STATE;
+    if (st != PFNIC_CMD_OK) {
+        return st;
     }
     if (limit > srq->entries) {
         return PFNIC_CMD_BAD_ARG;
@@ -1232,15 +1241,11 @@ static uint32_t pfnic_cmd_srq_modify(PfnicState *s)
 
 static uint32_t pfnic_cmd_srq_query(PfnicState *s)
 {
-    uint32_t srqn = s->cmd_arg[0];
     PfnicSrq *srq;
+    uint32_t st = pfnic_cmd_srq_arg(s, &srq);
 
-    if (srqn >= PFNIC_MAX_SRQS) {
-        return PFNIC_CMD_BAD_INDEX;
-    }
-    srq = &s->srqs[srqn];
-    if (!srq->valid) {
-        return PFNIC_CMD_BAD_STATE;
+    if (st != PFNIC_CMD_OK) {
+        return st;
     }
     s->cmd_arg[0] = srq->limit;
     s->cmd_arg[1] = srq->head;
@@ -1253,18 +1258,17 @@ static uint32_t pfnic_cmd_srq_query(PfnicState *s)
 static uint32_t pfnic_cmd_srq_destroy(PfnicState *s)
 {
     uint32_t srqn = s->cmd_arg[0];
+    PfnicSrq *srq;
+    uint32_t st = pfnic_cmd_srq_arg(s, &srq);
 
-    if (srqn >= PFNIC_MAX_SRQS) {
-        return PFNIC_CMD_BAD_INDEX;
+    if (st != PFNIC_CMD_OK) {
+        return st;
     }
-    if (!s->srqs[srqn].valid) {
-        return PFNIC_CMD_BAD_STATE;
-    }
-    if (s->srqs[srqn].users) {
+    if (srq->users) {
         /* QP_DESTROY first, as libibverbs requires */
         return PFNIC_CMD_BUSY;
     }
-    s->srqs[srqn] = (PfnicSrq) { };
+    *srq = (PfnicSrq) { };
     trace_pfnic_srq_destroy(srqn);
     return PFNIC_CMD_OK;
 }
