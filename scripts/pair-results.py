@@ -2,6 +2,7 @@
 """Collect the numbers of a two-guest suite into JSON.
 
 usage: scripts/pair-results.py PAIR GUEST1.ktap GUEST2.ktap OUT.json
+                                [GUEST1.pcap GUEST2.pcap]
 
 Reads the tools' output that rootfs/pair-test copies into each guest's KTAP
 as comments ("# TEST: line") and writes, per test and per side (guest 1 is
@@ -10,9 +11,18 @@ the server, guest 2 the client), what ibv_rc_pingpong and perftest
 perftest table read the same way), each test's KTAP result, and the
 counters test's values. Prints a one-line summary per test.
 
-Exits 1 when both sides reported rxe counters and one side received fewer
-RoCE packets than the other sent (a frame lost on the wire).
+With the two guests' wire recordings (run-pair.sh --pcap: each guest's
+netdev, both ways), checks that the wire lost nothing: every RoCE frame
+(UDP port 4791) one guest's netdev sent reached the other's, and nothing
+reached a guest that its peer did not send. Exits 1 when one did not.
+
+rxe's own counters (sent_pkts against the peer's rcvd_pkts) are reported but
+are not a measure of the wire: rxe counts a packet as received only after
+its header check, which drops the late responses that reach a queue pair
+already torn down (they follow retransmissions under a slow TCG host).
 """
+import collections
+import struct
 import json
 import re
 import sys
@@ -77,8 +87,76 @@ def numbers(test, lines):
     return out
 
 
+ROCE_PORT = 4791
+
+
+def roce_frames(path):
+    """{source MAC: Counter of frames} of the RoCE frames in a pcap file.
+
+    A frame is its recorded bytes and its length on the wire (a recording
+    with a snap length keeps only the headers, the same on both sides).
+    """
+    out = collections.defaultdict(collections.Counter)
+    with open(path, "rb") as f:
+        head = f.read(24)
+        if len(head) < 24:
+            raise ValueError(f"{path}: not a pcap file")
+        magic = struct.unpack("<I", head[:4])[0]
+        order = {0xa1b2c3d4: "<", 0xd4c3b2a1: ">"}.get(magic)
+        if order is None:
+            raise ValueError(f"{path}: not a pcap file (magic {magic:#x})")
+        while True:
+            rec = f.read(16)
+            if len(rec) < 16:
+                break
+            _, _, caplen, wirelen = struct.unpack(order + "IIII", rec)
+            data = f.read(caplen)
+            if len(data) < caplen:
+                break
+            if is_roce(data):
+                out[data[6:12]][(wirelen, data)] += 1
+    return out
+
+
+def is_roce(frame):
+    """An untagged Ethernet frame carrying UDP to port 4791 (IPv4 or IPv6)."""
+    if len(frame) < 14:
+        return False
+    ethertype = struct.unpack(">H", frame[12:14])[0]
+    ip = frame[14:]
+    if ethertype == 0x0800 and len(ip) >= 20 and ip[9] == 17:
+        udp = ip[(ip[0] & 0xf) * 4:]
+    elif ethertype == 0x86dd and len(ip) >= 40 and ip[6] == 17:
+        udp = ip[40:]
+    else:
+        return False
+    return len(udp) >= 4 and struct.unpack(">H", udp[2:4])[0] == ROCE_PORT
+
+
+def wire_loss(pcap1, pcap2):
+    """Problems found comparing the two recordings, and per-direction counts."""
+    f1, f2 = roce_frames(pcap1), roce_frames(pcap2)
+    macs = {"guest 1": bytes.fromhex("525400000201"), "guest 2": bytes.fromhex("525400000202")}
+    bad, counts = [], {}
+    for (src, sent), (dst, arrived) in (((("guest 1", f1), ("guest 2", f2))),
+                                         (("guest 2", f2), ("guest 1", f1))):
+        mac = macs[src]
+        out, got = sent.get(mac, collections.Counter()), arrived.get(mac, collections.Counter())
+        lost, extra = out - got, got - out
+        name = f"{src} -> {dst}"
+        counts[name] = {"sent": sum(out.values()), "arrived": sum(got.values()),
+                        "lost": sum(lost.values()), "unsent": sum(extra.values())}
+        if lost:
+            bad.append(f"{name}: {sum(lost.values())} of {sum(out.values())} RoCE frames "
+                       f"sent never arrived")
+        if extra:
+            bad.append(f"{name}: {sum(extra.values())} RoCE frames arrived that were never sent")
+    return bad, counts
+
+
 def main():
     pair, k1, k2, dest = sys.argv[1:5]
+    pcaps = sys.argv[5:7]
     sides = {"server": parse(k1), "client": parse(k2)}
     doc = {"pair": pair, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
            "guest1": "server", "guest2": "client", "tests": {}}
@@ -88,10 +166,8 @@ def main():
             entry[side] = dict(result=t.get("result", "missing"), **numbers(test, t["lines"]))
     bad = []
     cnt = doc["tests"].get("counters", {})
-    s, c = cnt.get("server", {}), cnt.get("client", {})
-    for a, b, name in ((s, c, "guest 1 -> guest 2"), (c, s, "guest 2 -> guest 1")):
-        if "sent_pkts" in a and "rcvd_pkts" in b and a["sent_pkts"] != b["rcvd_pkts"]:
-            bad.append(f"{name}: {a['sent_pkts']} RoCE packets sent, {b['rcvd_pkts']} received")
+    if len(pcaps) == 2:
+        bad, doc["wire_frames"] = wire_loss(*pcaps)
     doc["wire_loss"] = bad
     with open(dest, "w") as f:
         json.dump(doc, f, indent=2, sort_keys=True)
@@ -110,6 +186,8 @@ def main():
             print(f"# {pair} counters, {side}: {v['sent_pkts']} packets sent, {v['rcvd_pkts']} received, "
                   f"{v.get('duplicate_request', 0)} duplicate requests, "
                   f"{v.get('completer_retry_err', 0)} retransmissions")
+    for name, n in doc.get("wire_frames", {}).items():
+        print(f"# {pair} wire, {name}: {n['sent']} RoCE frames sent, {n['arrived']} arrived")
     for b in bad:
         print(f"{pair}: {b}", file=sys.stderr)
     return 1 if bad else 0

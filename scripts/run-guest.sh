@@ -6,7 +6,8 @@
 #            [--overlay DIR] [--filter NAME] [--timeout SECONDS]
 #            [--log FILE] [--results FILE] [--kind pfnic|rxe] [--node N]
 #            [--wire LOCAL,REMOTE] [--side LOCAL,REMOTE] [--debian]
-#            [--console-socket PATH] [--pcap FILE] [-- EXTRA-QEMU-ARGS...]
+#            [--console-socket PATH] [--pcap FILE] [--pcap-snaplen BYTES]
+#            [-- EXTRA-QEMU-ARGS...]
 #
 #   --mode shell   (default) interactive shell on the serial console;
 #                  leave with 'poweroff' or Ctrl-A X
@@ -39,7 +40,9 @@
 #   --console-socket PATH  shell mode: the serial console (with QEMU's
 #                  monitor, Ctrl-A X) on a unix socket server at PATH instead
 #                  of stdio; connect with 'socat -,raw,echo=0 unix-connect:PATH'
-#   --pcap FILE    record the wire's frames (QEMU filter-dump)
+#   --pcap FILE    record the wire's frames (QEMU filter-dump), both ways
+#   --pcap-snaplen BYTES  record only each frame's first BYTES (headers;
+#                  default: whole frames)
 #
 # Environment: PFNIC_SOAK (1: the guest suite's nightly iteration counts),
 # PFNIC_MEM_MODE (sva, odp or pinned: the memory mode of the guest's verbs
@@ -52,7 +55,7 @@
 source "$(dirname "$0")/lib.sh"
 
 mode=shell cmd= overlay= filter= timeout_s= logfile= results=
-kind=pfnic node= wire= side= debian=0 console_sock= pcap=
+kind=pfnic node= wire= side= debian=0 console_sock= pcap= snaplen=
 extra_qemu=()
 while (($#)); do
 	case $1 in
@@ -70,6 +73,7 @@ while (($#)); do
 	--debian) debian=1; shift ;;
 	--console-socket) console_sock=$2; shift 2 ;;
 	--pcap) pcap=$2; shift 2 ;;
+	--pcap-snaplen) snaplen=$2; shift 2 ;;
 	--) shift; extra_qemu=("$@"); break ;;
 	-h | --help) sed -n '2,/^source/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown argument '$1' (see --help)" ;;
@@ -188,7 +192,8 @@ dgram_netdev() {
 	qemu+=(-device "virtio-net-pci,netdev=side,mac=52:54:00:00:01:0$node,romfile=")
 wire_mac=52:54:00:00:02:0$node
 [[ -n $wire ]] && dgram_netdev wire "$wire"
-[[ -n $wire && -n $pcap ]] && qemu+=(-object "filter-dump,id=wiredump,netdev=wire,file=$pcap")
+[[ -n $wire && -n $pcap ]] &&
+	qemu+=(-object "filter-dump,id=wiredump,netdev=wire,file=$pcap${snaplen:+,maxlen=$snaplen}")
 case $kind in
 pfnic)
 	qemu+=(

@@ -11,7 +11,7 @@
 #
 # usage: scripts/run-pair.sh [--pair KIND1-KIND2] [--cmd1 'CMD' --cmd2 'CMD']
 #            [--results] [--log-dir DIR] [--label NAME] [--timeout SECONDS]
-#            [--grace SECONDS] [--pcap] [--overlay DIR]
+#            [--grace SECONDS] [--pcap] [--pcap-snaplen BYTES] [--overlay DIR]
 #
 #   --pair P       pfnic-pfnic, pfnic-rxe, rxe-pfnic or rxe-rxe (default);
 #                  KIND1 is guest 1
@@ -29,7 +29,9 @@
 #                  (default: $PFNIC_LOG_DIR/pair-<time>)
 #   --label NAME   file name prefix in --log-dir (default: the pair)
 #   --timeout S    time limit of each guest (cmd mode; default 900)
-#   --pcap         record the wire in DIR/LABEL-wire-guestN.pcap
+#   --pcap         record the wire in DIR/LABEL-wire-guestN.pcap (each
+#                  guest's netdev: what it sent and what reached it)
+#   --pcap-snaplen BYTES  record only each frame's first BYTES
 #   --overlay DIR  add DIR's files to both guests' / (as run-guest.sh)
 #
 # pfnic guests need a pfnic device with a netdev= property (device ABI
@@ -38,7 +40,7 @@
 # guests; PFNIC_DEVICE_PROPS goes to every pfnic (e.g. ',x-wire-loss=10000').
 source "$(dirname "$0")/lib.sh"
 
-pair=rxe-rxe cmd1= cmd2= log_dir= label= limit=900 grace=300 pcap=0 overlay= results=0
+pair=rxe-rxe cmd1= cmd2= log_dir= label= limit=900 grace=300 pcap=0 snaplen= overlay= results=0
 while (($#)); do
 	case $1 in
 	--pair) pair=$2; shift 2 ;;
@@ -49,6 +51,7 @@ while (($#)); do
 	--timeout) limit=$2; shift 2 ;;
 	--grace) grace=$2; shift 2 ;;
 	--pcap) pcap=1; shift ;;
+	--pcap-snaplen) snaplen=$2; shift 2 ;;
 	--results) results=1; shift ;;
 	--overlay) overlay=$2; shift 2 ;;
 	-h | --help) sed -n '2,/^source/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -98,6 +101,7 @@ guest_args() {
 		--wire "$sock/wire$n,$sock/wire$peer" --side "$sock/side$n,$sock/side$peer")
 	[[ -n $overlay ]] && args+=(--overlay "$overlay")
 	((pcap)) && args+=(--pcap "$log_dir/$label-wire-guest$n.pcap")
+	[[ -n $snaplen ]] && args+=(--pcap-snaplen "$snaplen")
 	return 0
 }
 
