@@ -951,9 +951,10 @@ static void test_verbs_limits(void)
     map_bars();
     g_assert_cmphex(reg_read(PFNIC_REG_VERSION), ==, PFNIC_VERSION_VALUE);
     g_assert_cmphex(reg_read(PFNIC_REG_FW_VERSION), ==, PFNIC_FW_VERSION_VALUE);
-    /* ABI 1.13, model 1.13.0, and its CAPS bit 10 DM; 1.12's bit 9 */
-    g_assert_cmphex(reg_read(PFNIC_REG_VERSION), ==, 0x0001000d);
-    g_assert_cmphex(reg_read(PFNIC_REG_FW_VERSION), ==, 0x010d0000);
+    /* ABI 1.14 (PORT_CHANGE events), model 1.14.0; 1.13's CAPS bit 10 DM */
+    g_assert_cmphex(reg_read(PFNIC_REG_VERSION), ==, 0x0001000e);
+    g_assert_cmphex(reg_read(PFNIC_REG_FW_VERSION), ==, 0x010e0000);
+    g_assert_cmpint(PFNIC_EV_PORT_CHANGE, ==, 8);
     g_assert_cmphex(PFNIC_CAPS_DM, ==, 1u << 10);
     g_assert_true(reg_read(PFNIC_REG_CAPS) & PFNIC_CAPS_DM);
     g_assert_cmphex(PFNIC_REG_DM_SIZE, ==, 0x290);
@@ -5017,6 +5018,83 @@ static void test_wire_loss(void)
     qtest_end();
 }
 
+/* QMP set_link on netdev @name */
+static void set_link(const char *name, bool up)
+{
+    qtest_qmp_assert_success(global_qtest,
+                             "{'execute': 'set_link', 'arguments': "
+                             "{'name': %s, 'up': %i}}", name, up);
+}
+
+static void expect_port_change(uint32_t status)
+{
+    TestEqe ev = test_eq_next(&eq);
+
+    g_assert_cmpint(ev.type, ==, PFNIC_EV_PORT_CHANGE);
+    g_assert_cmpint(ev.object, ==, 1);
+    g_assert_cmphex(ev.flags, ==, status);
+    g_assert_cmphex(ev.data, ==, 0);
+}
+
+/*
+ * ABI 1.14: the link of A's netdev goes down and up (QMP set_link): A
+ * raises PORT_CHANGE with PORT_STATUS as it became, each change its own
+ * event, and B, whose link did not change, raises none. A SEND posted while
+ * the link is down does not reach B, and completes once the link is back.
+ */
+static void test_wire_port_events(void)
+{
+    uint32_t key_a, key_b;
+    const uint32_t up = PFNIC_PORT_STATUS_WIRE | PFNIC_PORT_STATUS_LINK_UP;
+    TestEq eq_b;
+    PfnicCqe c;
+
+    wire_start("", "", "");
+    wire_setup(10, &key_a, &key_b);
+    use_nic(1);
+    test_eq_setup(&eq_b, EQ_ADDR + 0x1000, 4);
+    use_nic(0);
+    test_eq_setup(&eq, EQ_ADDR, 16);
+
+    set_link("w0", false);
+    g_assert_cmphex(reg_read(PFNIC_REG_PORT_STATUS), ==,
+                    PFNIC_PORT_STATUS_WIRE);
+    expect_port_change(PFNIC_PORT_STATUS_WIRE);
+    use_nic(1);
+    g_assert_cmphex(reg_read(PFNIC_REG_PORT_STATUS), ==, up);
+
+    post_recv0(3, 0, 0x300, key_b);
+    use_nic(0);
+    post_send0(2, 0, 0x200, key_a);
+    clock_step(50 * 1000 * 1000);
+    g_assert_cmpint(read_cqe(1, 0).owner, ==, 0);
+    use_nic(1);
+    g_assert_cmpint(port_counter(PFNIC_PORT_RX_ROCE), ==, 0);
+    use_nic(0);
+
+    /* Down twice is one change; down then up are two. */
+    set_link("w0", false);
+    set_link("w0", true);
+    set_link("w0", false);
+    set_link("w0", true);
+    g_assert_cmphex(reg_read(PFNIC_REG_PORT_STATUS), ==, up);
+    expect_port_change(PFNIC_PORT_STATUS_WIRE);
+    expect_port_change(up);
+    expect_port_change(PFNIC_PORT_STATUS_WIRE);
+    expect_port_change(up);
+    test_eq_none(&eq);
+
+    c = wait_cqe_ms(1, 0, 1000);
+    g_assert_cmphex(c.wr_id, ==, 0x200);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+    use_nic(1);
+    c = wait_cqe_ms(4, 0, 100);
+    g_assert_cmphex(c.wr_id, ==, 0x300);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+    test_eq_none(&eq_b);
+    qtest_end();
+}
+
 /*
  * A wire QP with an SRQ (ABI 1.11): B's QP 3 (PD 9) takes its receive
  * WQEs from SRQ 1 (PD 7, like B's MR): the responder takes them as the
@@ -5897,6 +5975,7 @@ int main(int argc, char **argv)
     qtest_add_func("/pfnic/wire/driver-faults", test_wire_driver_faults);
     qtest_add_func("/pfnic/wire/peer", test_wire_peer);
     qtest_add_func("/pfnic/wire/loss", test_wire_loss);
+    qtest_add_func("/pfnic/wire/port-events", test_wire_port_events);
     qtest_add_func("/pfnic/wire/srq", test_wire_srq);
     qtest_add_func("/pfnic/wire/timestamps", test_wire_timestamps);
     qtest_add_func("/pfnic/wire/dm", test_wire_dm);

@@ -597,6 +597,8 @@ void pfnic_cmd_execute(PfnicState *s, uint32_t op);
 void pfnic_eq_write_reg(PfnicState *s, hwaddr addr, uint32_t val);
 uint32_t pfnic_eq_read_reg(PfnicState *s, hwaddr addr);
 bool pfnic_event(PfnicState *s, uint8_t type, uint32_t object);
+bool pfnic_event_flags(PfnicState *s, uint8_t type, uint8_t flags,
+                       uint32_t object);
 PfnicMr *pfnic_mr_lookup(PfnicState *s, uint32_t key, uint32_t ctx,
                          uint32_t pd, uint64_t addr, uint64_t len,
                          uint32_t access);

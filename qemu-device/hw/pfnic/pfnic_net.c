@@ -400,11 +400,28 @@ static ssize_t pfnic_net_receive(NetClientState *nc, const uint8_t *buf,
     return size;
 }
 
+/*
+ * The link went up or down (QMP set_link on the NIC or its netdev): the
+ * driver hears of it from a PORT_CHANGE event that carries PORT_STATUS as
+ * it is now, so that two changes in a row are two events with their own
+ * states. Frames sent while the link is down are lost, as on a cable
+ * pulled out; RC's retransmission recovers them once it is back.
+ */
+static void pfnic_net_link_status_changed(NetClientState *nc)
+{
+    PfnicState *s = qemu_get_nic_opaque(nc);
+    uint32_t st = pfnic_port_status(s);
+
+    trace_pfnic_port_change(st);
+    pfnic_event_flags(s, PFNIC_EV_PORT_CHANGE, st, 1);
+}
+
 static NetClientInfo pfnic_net_info = {
     .type = NET_CLIENT_DRIVER_NIC,
     .size = sizeof(NICState),
     .can_receive = pfnic_net_can_receive,
     .receive = pfnic_net_receive,
+    .link_status_changed = pfnic_net_link_status_changed,
 };
 
 /* --- lifecycle ---------------------------------------------------------- */

@@ -1,5 +1,5 @@
 /*
- * pfnic register layout (device ABI 1.13)
+ * pfnic register layout (device ABI 1.14)
  *
  * Mirrors docs/registers.md, docs/verbs.md and docs/wire.md, which are the
  * definition;
@@ -141,9 +141,9 @@ typedef enum PfnicCounter {
 /* Register values and fields */
 #define PFNIC_ID_VALUE              0x434e4650 /* "PFNC" in memory order */
 #define PFNIC_ABI_MAJOR             1
-#define PFNIC_ABI_MINOR             13
+#define PFNIC_ABI_MINOR             14
 #define PFNIC_VERSION_VALUE         ((PFNIC_ABI_MAJOR << 16) | PFNIC_ABI_MINOR)
-#define PFNIC_FW_VERSION_VALUE      0x010d0000 /* model 1.13.0 */
+#define PFNIC_FW_VERSION_VALUE      0x010e0000 /* model 1.14.0 */
 
 #define PFNIC_CAPS_ATS              (1u << 0)
 #define PFNIC_CAPS_PASID            (1u << 1)
@@ -314,7 +314,9 @@ typedef enum PfnicMrCounter {
 #define PFNIC_EV_PAGE_FAULT         5       /* ABI 1.9 */
 #define PFNIC_EV_SRQ_LIMIT          6       /* ABI 1.11 */
 #define PFNIC_EV_LAST_WQE_REACHED   7       /* ABI 1.11 */
-#define PFNIC_EQE_FLAGS             1       /* PAGE_FAULT: bit 0 write */
+#define PFNIC_EV_PORT_CHANGE        8       /* ABI 1.14 */
+#define PFNIC_EQE_FLAGS             1       /* PAGE_FAULT: bit 0 write; */
+                                            /* PORT_CHANGE: PORT_STATUS */
 #define PFNIC_EQE_FAULT_WRITE       (1u << 0)
 #define PFNIC_EQE_DATA              8       /* PAGE_FAULT: first, count */
 

@@ -763,14 +763,16 @@ static int pfnic_eq_put(PfnicState *s, uint8_t *e)
 }
 
 /*
- * Queue one event; one that finds the queue full is dropped and counted.
- * Returns whether it was queued.
+ * Queue one event with its type-specific flags byte; one that finds the
+ * queue full is dropped and counted. Returns whether it was queued.
  */
-bool pfnic_event(PfnicState *s, uint8_t type, uint32_t object)
+bool pfnic_event_flags(PfnicState *s, uint8_t type, uint8_t flags,
+                       uint32_t object)
 {
     uint8_t e[PFNIC_EQE_SIZE] = { type };
     int ret;
 
+    e[PFNIC_EQE_FLAGS] = flags;
     stl_le_p(&e[4], object);
     ret = pfnic_eq_put(s, e);
     if (ret == -ENOSPC) {
@@ -778,6 +780,11 @@ bool pfnic_event(PfnicState *s, uint8_t type, uint32_t object)
         trace_pfnic_event_overflow(type, object, s->eq_overflow);
     }
     return ret == 0;
+}
+
+bool pfnic_event(PfnicState *s, uint8_t type, uint32_t object)
+{
+    return pfnic_event_flags(s, type, 0, object);
 }
 
 void pfnic_eq_write_reg(PfnicState *s, hwaddr addr, uint32_t val)
