@@ -173,14 +173,26 @@ if [[ -z $filter || test_wire == *"$filter"* || $filter == test_wire* ]]; then
 	# The wire (docs/wire.md): a second pfnic on a second root port, the two
 	# ports joined by a pair of unix datagram sockets, so RoCEv2 runs between
 	# them inside one guest. PROPS go to both pfnics.
+	# The host controls the first port's link (netdev w0) through QEMU's
+	# monitor: test_wire_port_events asks for it to go down and up
+	# (scripts/link-control.py; the kernel command line tells the test so).
 	wire_guest() {
-		local label=$1 props=$2 filter=$3 link
+		local label=$1 props=$2 filter=$3 link ctl rc=0
 		link=$(mktemp -d /tmp/pfnic-wire.XXXXXX) # short: unix socket paths
+		python3 "$PFNIC_ROOT/scripts/link-control.py" "$link/qmp" "$run_dir/$label.ktap" \
+			>"$run_dir/$label-link-control.log" 2>&1 &
+		ctl=$!
 		PFNIC_QEMU_ARGS="-netdev dgram,id=w0,local.type=unix,local.path=$link/a,remote.type=unix,remote.path=$link/b
 			-netdev dgram,id=w1,local.type=unix,local.path=$link/b,remote.type=unix,remote.path=$link/a
 			-device pcie-root-port,id=rp1,chassis=2,slot=1
-			-device pfnic,bus=rp1,netdev=w1,mac=52:54:00:00:00:02$props" \
-			guest_suite "$label" ",netdev=w0,mac=52:54:00:00:00:01$props" "$filter"
+			-device pfnic,bus=rp1,netdev=w1,mac=52:54:00:00:00:02$props
+			-qmp unix:$link/qmp,server=on,wait=off" \
+			guest_suite "$label" ",netdev=w0,mac=52:54:00:00:00:01$props" "$filter" pfnic_link_control=w0
+		# It ends with QEMU's monitor; a QEMU that never started leaves it waiting.
+		kill "$ctl" 2>/dev/null || true
+		wait "$ctl" || rc=$?
+		expect "$label-link-control" "scripts/link-control.py failed (status $rc): $(tail -2 "$run_dir/$label-link-control.log" | tr '\n' ' ')" \
+			test "$rc" -eq 0 -o "$rc" -eq 143
 		rm -rf "$link"
 	}
 	log "booting a guest with two pfnics joined by a wire (the wire tests)"

@@ -18,7 +18,7 @@
 use zerocopy_derive::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// Version of this interface, reported by [`PFNIC_IOCTL_QUERY_DEVICE`]. Bumped for every change.
-pub const PFNIC_UAPI_VERSION: u32 = 18;
+pub const PFNIC_UAPI_VERSION: u32 = 19;
 
 /// The ioctl "type" byte of every pfnic ioctl.
 pub const PFNIC_IOCTL_MAGIC: u32 = 0xf5;
@@ -945,6 +945,13 @@ pub const PFNIC_EVENT_CQ_ERR: u32 = 0;
 /// `IBV_EVENT_QP_FATAL`: a QP entered ERR for an error no completion reports (a bad
 /// doorbell, an unreadable queue).
 pub const PFNIC_EVENT_QP_FATAL: u32 = 1;
+/// `IBV_EVENT_PORT_ACTIVE` (uAPI 19): the port's link came up. Every open file gets it.
+pub const PFNIC_EVENT_PORT_ACTIVE: u32 = 9;
+/// `IBV_EVENT_PORT_ERR` (uAPI 19): the port's link went down. Every open file gets it.
+pub const PFNIC_EVENT_PORT_ERR: u32 = 10;
+/// `IBV_EVENT_GID_CHANGE` (uAPI 19): the port's GID table changed (its IPv4 address was set or
+/// cleared, [`PFNIC_IOCTL_SET_PORT_IPV4`]). Every open file gets it.
+pub const PFNIC_EVENT_GID_CHANGE: u32 = 18;
 /// `IBV_EVENT_SRQ_LIMIT_REACHED`: an armed SRQ fell below its limit (and is disarmed).
 pub const PFNIC_EVENT_SRQ_LIMIT_REACHED: u32 = 15;
 /// `IBV_EVENT_QP_LAST_WQE_REACHED`: a QP with an SRQ entered ERR; it takes no more receives.
@@ -958,11 +965,11 @@ pub const PFNIC_EVENT_QP_LAST_WQE_REACHED: u32 = 16;
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct AsyncEvent {
     /// The object's [`CreateCq::cq_context`], [`CreateQp::qp_context`] or
-    /// [`CreateSrq::srq_context`].
+    /// [`CreateSrq::srq_context`]; for a port event, the port's number (1).
     pub element: u64,
     /// `PFNIC_EVENT_*` (libibverbs' `enum ibv_event_type`).
     pub event_type: u32,
-    /// The CQN, QPN or SRQN.
+    /// The CQN, QPN or SRQN; for a port event, the port's number (1).
     pub object: u32,
 }
 

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The asynchronous events of one open file (`ibv_get_async_event`): QP fatal errors, CQ
-//! errors, SRQ limits and last-WQE events of the file's own objects, read from a file of their
-//! own ([`uapi::PFNIC_IOCTL_GET_ASYNC_FD`]).
+//! errors, SRQ limits and last-WQE events of the file's own objects, and the port's events
+//! (link up and down, GID table changes), read from a file of their own
+//! ([`uapi::PFNIC_IOCTL_GET_ASYNC_FD`]).
 //!
 //! The event queue's interrupt handler routes each device event to the file that owns its
-//! object ([`super::eq`]) and pushes a [`uapi::AsyncEvent`] here. libibverbs frees a QP, CQ or
+//! object, and a port's to every file ([`super::eq`]), and pushes a [`uapi::AsyncEvent`] here. libibverbs frees a QP, CQ or
 //! SRQ only after the process acknowledged every event of it that it read, so the file counts,
 //! per object, the events `read()` returned; destroying the object drops its queued events and
 //! returns that count ([`AsyncEvents::forget`]), atomically with respect to readers.
@@ -39,6 +40,8 @@ pub(crate) enum ObjectKind {
     Cq,
     Qp,
     Srq,
+    /// The port: nothing is destroyed, so its events are not counted.
+    Port,
 }
 
 impl ObjectKind {
@@ -47,6 +50,9 @@ impl ObjectKind {
         match event_type {
             uapi::PFNIC_EVENT_CQ_ERR => Self::Cq,
             uapi::PFNIC_EVENT_SRQ_LIMIT_REACHED => Self::Srq,
+            uapi::PFNIC_EVENT_PORT_ACTIVE
+            | uapi::PFNIC_EVENT_PORT_ERR
+            | uapi::PFNIC_EVENT_GID_CHANGE => Self::Port,
             _ => Self::Qp,
         }
     }
@@ -67,6 +73,7 @@ impl ObjectCounts {
             ObjectKind::Qp => (0, self.qps),
             ObjectKind::Cq => (self.qps, self.cqs),
             ObjectKind::Srq => (self.qps + self.cqs, self.srqs),
+            ObjectKind::Port => return None,
         };
         (num < len).then(|| (base + num) as usize)
     }

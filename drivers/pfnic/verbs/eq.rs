@@ -3,7 +3,8 @@
 //! The device's event queue (docs/verbs.md, "Event queue"): driver memory the device writes
 //! 16-byte entries into, signalled on one MSI-X vector. The handler consumes entries by their
 //! owner parity, routes `COMPLETION` events to the channel of the CQ, the asynchronous events
-//! (`QP_FATAL`, `CQ_ERROR`, `SRQ_LIMIT`, `LAST_WQE_REACHED`) to the file that owns their object,
+//! (`QP_FATAL`, `CQ_ERROR`, `SRQ_LIMIT`, `LAST_WQE_REACHED`) to the file that owns their object
+//! and `PORT_CHANGE` to every open file (as `IBV_EVENT_PORT_ACTIVE` or `IBV_EVENT_PORT_ERR`),
 //! queues `PAGE_FAULT` events for the interrupt's thread (which may sleep to serve them,
 //! [`super::odp`]) and advances `EQ_HEAD`.
 
@@ -39,6 +40,12 @@ const EVENT_ACCESS_ERROR: u8 = 4;
 const EVENT_PAGE_FAULT: u8 = 5;
 const EVENT_SRQ_LIMIT: u8 = 6;
 const EVENT_LAST_WQE_REACHED: u8 = 7;
+const EVENT_PORT_CHANGE: u8 = 8;
+
+/// `PORT_CHANGE` flags (byte 1): `PORT_STATUS` after the change; its link-up bit.
+const PORT_LINK_UP: u8 = 1 << 1;
+/// The device's one port, as events name it.
+pub(crate) const PORT_NUM: u32 = 1;
 
 /// `PAGE_FAULT` flag (byte 1): the work writes the pages.
 const FAULT_WRITE: u8 = 1 << 0;
@@ -53,7 +60,7 @@ const FAULT_QUEUE_ENTRIES: usize = 256;
 #[derive(Clone, Copy, Default, ZFromBytes, ZIntoBytes, Immutable)]
 pub(crate) struct Eqe {
     kind: u8,
-    /// Type-specific flags (`PAGE_FAULT`: [`FAULT_WRITE`]).
+    /// Type-specific flags (`PAGE_FAULT`: [`FAULT_WRITE`]; `PORT_CHANGE`: `PORT_STATUS`).
     flags: u8,
     reserved: u8,
     owner: u8,
@@ -183,6 +190,8 @@ pub(crate) struct EqCounters {
     pub(crate) srq_limits: Atomic<u64>,
     /// `LAST_WQE_REACHED` events.
     pub(crate) last_wqe: Atomic<u64>,
+    /// `PORT_CHANGE` events.
+    pub(crate) port_changes: Atomic<u64>,
     /// Asynchronous events for an object no file owns (destroyed in the meantime), or dropped
     /// because the owner's queue was full.
     pub(crate) async_dropped: Atomic<u64>,
@@ -207,6 +216,10 @@ pub(crate) struct EventQueue {
     /// Slot `srqn` says which file gets the SRQ's asynchronous events.
     #[pin]
     srq_owners: SpinLockIrq<KVec<Option<OwnerRoute>>>,
+    /// Slot `ctx`: the asynchronous events of the file of context `ctx`, which get the port's
+    /// events.
+    #[pin]
+    port_listeners: SpinLockIrq<KVec<Option<Arc<AsyncEvents>>>>,
     /// Page faults for the interrupt thread. Taken inside `consumed`.
     #[pin]
     faults: SpinLockIrq<FaultQueue>,
@@ -229,6 +242,7 @@ impl EventQueue {
         let routes = empty_table(limits.max_cqs)?;
         let qp_owners = empty_table(limits.max_qps)?;
         let srq_owners = empty_table(limits.max_srqs)?;
+        let port_listeners = empty_table(num_contexts)?;
         Ok(try_pin_init!(Self {
             mem,
             base,
@@ -236,6 +250,7 @@ impl EventQueue {
             routes <- new_spinlock_irq!(routes),
             qp_owners <- new_spinlock_irq!(qp_owners),
             srq_owners <- new_spinlock_irq!(srq_owners),
+            port_listeners <- new_spinlock_irq!(port_listeners),
             faults <- new_spinlock_irq!(FaultQueue::new()?),
             alerts,
             counters: EqCounters {
@@ -248,6 +263,7 @@ impl EventQueue {
                 fault_queue_full: Atomic::new(0),
                 srq_limits: Atomic::new(0),
                 last_wqe: Atomic::new(0),
+                port_changes: Atomic::new(0),
                 async_dropped: Atomic::new(0),
             },
         }? Error))
@@ -279,6 +295,27 @@ impl EventQueue {
     /// Routes the asynchronous events of SRQ `srqn` (see [`EventQueue::set_qp_owner`]).
     pub(crate) fn set_srq_owner(&self, srqn: u32, route: Option<OwnerRoute>) -> Option<OwnerRoute> {
         replace_slot(&mut self.srq_owners.lock(), srqn, route)
+    }
+
+    /// Makes `events` (`None`: nobody) get the port's events as context `ctx`'s file; returns
+    /// what was there, for the caller to drop.
+    pub(crate) fn set_port_listener(
+        &self,
+        ctx: u32,
+        events: Option<Arc<AsyncEvents>>,
+    ) -> Option<Arc<AsyncEvents>> {
+        replace_slot(&mut self.port_listeners.lock(), ctx, events)
+    }
+
+    /// Queues the port event `event_type` for every open file; counts each file whose queue
+    /// was full as a drop.
+    pub(crate) fn port_event(&self, event_type: u32) {
+        let listeners = self.port_listeners.lock();
+        for events in listeners.iter().flatten() {
+            if !events.push(u64::from(PORT_NUM), event_type, PORT_NUM) {
+                self.counters.async_dropped.add(1, Relaxed);
+            }
+        }
     }
 
     /// Queues an asynchronous event for the owner `owners[object]`; counts it as dropped when
@@ -395,6 +432,14 @@ impl EventQueue {
                 self.counters.srq_limits.add(1, Relaxed);
                 let kind = uapi::PFNIC_EVENT_SRQ_LIMIT_REACHED;
                 self.deliver(&self.srq_owners, kind, entry.object);
+            }
+            EVENT_PORT_CHANGE => {
+                self.counters.port_changes.add(1, Relaxed);
+                self.port_event(if entry.flags & PORT_LINK_UP != 0 {
+                    uapi::PFNIC_EVENT_PORT_ACTIVE
+                } else {
+                    uapi::PFNIC_EVENT_PORT_ERR
+                });
             }
             EVENT_CQ_ERROR => {
                 self.counters.cq_errors.add(1, Relaxed);

@@ -304,13 +304,18 @@ impl VerbsFile {
             },
             mem_mode_fixed: false,
         };
-        Ok(Self {
+        let file = Self {
             nic: nic.clone(),
             ctx,
             sva,
             objects: Arc::pin_init(new_mutex!(objects), GFP_KERNEL)?,
             async_events,
-        })
+        };
+        // From here on, dropping the file takes this back.
+        if let (Ok(v), Some(events)) = (nic.verbs(), &file.async_events) {
+            drop(v.eq.set_port_listener(ctx, Some(events.clone())));
+        }
+        Ok(file)
     }
 
     /// The file's asynchronous events (`EOPNOTSUPP` on a device without verbs).
@@ -524,6 +529,9 @@ impl VerbsFile {
 
 impl Drop for VerbsFile {
     fn drop(&mut self) {
+        if let Ok(v) = self.nic.verbs() {
+            drop(v.eq.set_port_listener(self.ctx, None));
+        }
         self.destroy_all();
         // Nothing will come any more: a reader of a duplicated event file gets `EIO`.
         if let Some(events) = &self.async_events {

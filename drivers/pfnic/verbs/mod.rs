@@ -303,6 +303,7 @@ impl Nic {
         writeln!(f, "cq_error_events {}", c.cq_errors.load(Relaxed))?;
         writeln!(f, "srq_limit_events {}", c.srq_limits.load(Relaxed))?;
         writeln!(f, "last_wqe_events {}", c.last_wqe.load(Relaxed))?;
+        writeln!(f, "port_change_events {}", c.port_changes.load(Relaxed))?;
         writeln!(f, "async_events_dropped {}", c.async_dropped.load(Relaxed))?;
         writeln!(f, "completion_events_dropped {}", c.dropped.load(Relaxed))?;
         writeln!(f, "page_fault_events {}", c.page_faults.load(Relaxed))?;

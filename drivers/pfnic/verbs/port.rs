@@ -218,7 +218,17 @@ impl Nic {
         if arg.reserved != 0 || (arg.ipv4 != 0 && !ipv4_is_unicast(arg.ipv4)) {
             return Err(EINVAL);
         }
-        self.with_bar(|bar| bar.write_reg(regs::PORT_IPV4::zeroed().with_addr(arg.ipv4)))
+        // Every open file hears of a real change only (GID 1 appears, goes or moves).
+        let verbs = self.verbs()?;
+        let changed = self.with_bar(|bar| {
+            let old = bar.read(regs::PORT_IPV4).addr().get();
+            bar.write_reg(regs::PORT_IPV4::zeroed().with_addr(arg.ipv4));
+            old != arg.ipv4
+        })?;
+        if changed {
+            verbs.eq.port_event(uapi::PFNIC_EVENT_GID_CHANGE);
+        }
+        Ok(())
     }
 
     /// Resolves a QP's address vector to the destination IPv4 address `QP_MODIFY` takes (a7):

@@ -13,7 +13,7 @@
 #include <linux/types.h>
 #include <linux/ioctl.h>
 
-#define PFNIC_UAPI_VERSION 18
+#define PFNIC_UAPI_VERSION 19
 #define PFNIC_IOCTL_MAGIC 0xf5
 
 #define PFNIC_CAP_ATS (1ULL << 0)
@@ -266,8 +266,11 @@ struct pfnic_async_fd {
 
 #define PFNIC_EVENT_CQ_ERR 0
 #define PFNIC_EVENT_QP_FATAL 1
+#define PFNIC_EVENT_PORT_ACTIVE 9
+#define PFNIC_EVENT_PORT_ERR 10
 #define PFNIC_EVENT_SRQ_LIMIT_REACHED 15
 #define PFNIC_EVENT_QP_LAST_WQE_REACHED 16
+#define PFNIC_EVENT_GID_CHANGE 18
 
 struct pfnic_async_event {
 	__u64 element;
@@ -339,7 +342,7 @@ struct pfnic_reg_dm_mr {
 #define PFNIC_IOCTL_FREE_DM _IOW(PFNIC_IOCTL_MAGIC, 0x1c, struct pfnic_dm_handle)
 #define PFNIC_IOCTL_REG_DM_MR _IOWR(PFNIC_IOCTL_MAGIC, 0x1d, struct pfnic_reg_dm_mr)
 
-/* The sizes of drivers/pfnic/uapi.rs (core::mem::size_of), uAPI 18. */
+/* The sizes of drivers/pfnic/uapi.rs (core::mem::size_of), uAPI 19. */
 _Static_assert(sizeof(struct pfnic_query_device) == 88, "QueryDevice");
 _Static_assert(sizeof(struct pfnic_selftest) == 32, "Selftest");
 _Static_assert(sizeof(struct pfnic_query_context) == 80, "QueryContext");

@@ -2,8 +2,10 @@
 //! driver's event file of its device file (`context->async_fd`), which becomes readable when
 //! an event is queued: a QP that entered the error state for an error no completion reports
 //! (`IBV_EVENT_QP_FATAL`), a CQ that overflowed (`IBV_EVENT_CQ_ERR`), an SRQ below its limit
-//! (`IBV_EVENT_SRQ_LIMIT_REACHED`) and a QP with an SRQ that entered the error state
-//! (`IBV_EVENT_QP_LAST_WQE_REACHED`).
+//! (`IBV_EVENT_SRQ_LIMIT_REACHED`), a QP with an SRQ that entered the error state
+//! (`IBV_EVENT_QP_LAST_WQE_REACHED`), and, for every context of the device, the port's link
+//! coming up or going down (`IBV_EVENT_PORT_ACTIVE`, `IBV_EVENT_PORT_ERR`) and its GID table
+//! changing (`IBV_EVENT_GID_CHANGE`), whose `element.port_num` is 1.
 //!
 //! An event names its object by the handle the library gave the driver at creation: the
 //! address of the object's wrapper, whose first field is the `ibv_qp`, `ibv_cq` or `ibv_srq`

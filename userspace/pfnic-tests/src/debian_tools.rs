@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::tcp_listening;
 use crate::ktap::{Failure, Test, TestResult};
-use crate::verbs_common::{requires_odp, verbs_ctx, ODP_RECV, ODP_SEND};
+use crate::verbs_common::{requires_odp, verbs_ctx, PortAddress, ODP_RECV, ODP_SEND};
 use pfnic_sys::uapi;
 
 const IBV_DEVICES: &str = "/usr/bin/ibv_devices";
@@ -166,27 +166,101 @@ fn test_debian_ibv_asyncwatch() -> TestResult {
     asyncwatch(ASYNCWATCH)
 }
 
-/// `ibv_asyncwatch` (`tool`) opens the device and waits for its events.
+/// A running `ibv_asyncwatch` and what it printed so far (read by a thread of its own: the
+/// tool prints line by line, and runs until it is killed).
+pub(crate) struct AsyncWatch {
+    child: Child,
+    out: std::sync::Arc<std::sync::Mutex<String>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl AsyncWatch {
+    /// Runs `tool -d name`, and waits until it has opened its context.
+    pub(crate) fn start(tool: &str, name: &str) -> Result<Self, Failure> {
+        needs(tool)?;
+        let mut child = Command::new(tool)
+            .args(["-d", name])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| Failure::Fail(format!("cannot run {tool}: {e}")))?;
+        let mut stdout = child.stdout.take().expect("piped");
+        let out = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = out.clone();
+        let reader = std::thread::spawn(move || {
+            let mut buf = [0u8; 512];
+            while let Ok(n @ 1..) = std::io::Read::read(&mut stdout, &mut buf) {
+                let text = String::from_utf8_lossy(&buf[..n]);
+                sink.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push_str(&text);
+            }
+        });
+        let w = Self {
+            child,
+            out,
+            reader: Some(reader),
+        };
+        w.wait_for(&format!("{name}: async event FD"), Duration::from_secs(30))?;
+        Ok(w)
+    }
+
+    /// Waits until the tool has printed `what` (`Fail` after `limit`, or if it exited).
+    pub(crate) fn wait_for(&self, what: &str, limit: Duration) -> TestResult {
+        let start = Instant::now();
+        loop {
+            let text = self.out.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            if text.contains(what) {
+                return Ok(());
+            }
+            if start.elapsed() > limit || self.reader.as_ref().is_none_or(|r| r.is_finished()) {
+                fail!("ibv_asyncwatch did not print {what:?} within {limit:?}: {text:?}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Stops the tool; what it printed.
+    pub(crate) fn finish(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        let text = self.out.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        text
+    }
+}
+
+impl Drop for AsyncWatch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `ibv_asyncwatch` (`tool`) opens the device and prints its events: a GID table change (the
+/// port's address set for a moment, then put back) shows as `IBV_EVENT_GID_CHANGE` for port 1.
 fn asyncwatch(tool: &str) -> TestResult {
     needs(tool)?;
     let name = device_name()?;
-    let mut child = Command::new(tool)
-        .args(["-d", &name])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| Failure::Fail(format!("cannot run {tool}: {e}")))?;
-    std::thread::sleep(Duration::from_secs(2));
-    let running = child.try_wait()?.is_none();
-    let _ = child.kill();
-    let out = child.wait_with_output()?;
-    let t = text(&out);
-    check!(running, "ibv_asyncwatch exited: {}: {t}", out.status);
-    check!(
-        t.contains(&format!("{name}: async event FD")),
-        "ibv_asyncwatch: {t:?}"
+    let w = AsyncWatch::start(tool, &name)?;
+    let ctx = verbs_ctx()?;
+    let addr = std::net::Ipv4Addr::new(10, 99, 0, 3);
+    let other = std::net::Ipv4Addr::new(10, 99, 0, 4);
+    let first = if ctx.port_attr()?.ipv4() == Some(addr) {
+        other
+    } else {
+        addr
+    };
+    drop(PortAddress::set(&ctx, Some(first))?);
+    let seen = w.wait_for(
+        "event_type IBV_EVENT_GID_CHANGE (18), port 1",
+        Duration::from_secs(30),
     );
-    println!("# {}", t.trim());
+    let t = w.finish();
+    seen?;
+    println!("# {}", t.trim().replace('\n', "\n# "));
     Ok(())
 }
 

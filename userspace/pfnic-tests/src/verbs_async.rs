@@ -1,7 +1,8 @@
 //! Asynchronous events (rdma-core's `ibv_get_async_event`): a QP's fatal error and a CQ's
 //! overflow reach the context that owns them, and only it, naming the object by the handle
 //! given at creation; destroying an object reports the events of it that were read and drops
-//! those that were not.
+//! those that were not. The port's events (a GID table change here; the link's in
+//! `test_wire_port_events`) reach every context of the device.
 
 use crate::common::expect_errno;
 use crate::ktap::{Failure, Test, TestResult};
@@ -27,6 +28,10 @@ pub const TESTS: &[&Test] = &[
     &Test {
         name: "test_verbs_async_file",
         run: test_verbs_async_file,
+    },
+    &Test {
+        name: "test_verbs_async_gid_change",
+        run: test_verbs_async_gid_change,
     },
 ];
 
@@ -59,7 +64,7 @@ fn ring_bad_send_tail(ctx: &Context, qp: &Qp) -> TestResult {
 }
 
 /// The next event within `ms`, which must come.
-fn next_event(events: &AsyncEvents, what: &str) -> Result<AsyncEvent, Failure> {
+pub(crate) fn next_event(events: &AsyncEvents, what: &str) -> Result<AsyncEvent, Failure> {
     match events.get_event_timeout(EVENT_MS)? {
         Some(ev) => Ok(ev),
         None => fail!("no asynchronous event within {EVENT_MS} ms after {what}"),
@@ -67,7 +72,7 @@ fn next_event(events: &AsyncEvents, what: &str) -> Result<AsyncEvent, Failure> {
 }
 
 /// No event within [`QUIET_MS`].
-fn no_event(events: &AsyncEvents, after: &str) -> TestResult {
+pub(crate) fn no_event(events: &AsyncEvents, after: &str) -> TestResult {
     if let Some(ev) = events.get_event_timeout(QUIET_MS)? {
         fail!("unexpected asynchronous event after {after}: {ev:?}");
     }
@@ -191,5 +196,56 @@ fn test_verbs_async_file() -> TestResult {
     // Another context has its own.
     let other = verbs_ctx()?;
     drop(other.async_events()?);
+    Ok(())
+}
+
+/// The next event of `events` is the port event `kind` for port 1, and nothing follows it.
+pub(crate) fn port_event(events: &AsyncEvents, kind: u32, after: &str) -> TestResult {
+    let ev = next_event(events, after)?;
+    check!(
+        ev.event_type == kind && ev.element == 1 && ev.object == 1,
+        "after {after}: {ev:?}, expected event type {kind} for port 1"
+    );
+    no_event(events, after)
+}
+
+/// Setting the port's IPv4 address changes GID 1: each of two contexts of the device (two
+/// files) gets one `IBV_EVENT_GID_CHANGE` for port 1, and only one; setting the address the
+/// port already has changes nothing and raises nothing; clearing it raises one more.
+fn test_verbs_async_gid_change() -> TestResult {
+    let a = verbs_ctx()?;
+    let b = verbs_ctx()?;
+    let (ea, eb) = (a.async_events()?, b.async_events()?);
+    let ours = [
+        std::net::Ipv4Addr::new(10, 99, 0, 1),
+        std::net::Ipv4Addr::new(10, 99, 0, 2),
+    ];
+    let first = if a.port_attr()?.ipv4() == Some(ours[0]) {
+        ours[1]
+    } else {
+        ours[0]
+    };
+    let set = PortAddress::set(&a, Some(first))?;
+    port_event(&ea, event_type::GID_CHANGE, "setting the port's address")?;
+    port_event(
+        &eb,
+        event_type::GID_CHANGE,
+        "another file set the port's address",
+    )?;
+    check_eq!(b.query_gid(1, 1)?, pfnic_verbs::gid_from_ipv4(first));
+    b.set_port_ipv4(Some(first))?;
+    no_event(&ea, "setting the address the port has")?;
+    no_event(&eb, "setting the address the port has")?;
+    a.set_port_ipv4(None)?;
+    port_event(&ea, event_type::GID_CHANGE, "clearing the port's address")?;
+    port_event(&eb, event_type::GID_CHANGE, "clearing the port's address")?;
+    check_eq!(a.port_attr()?.ipv4(), None);
+    // Putting the address back is a change too, when there was one.
+    let had = set.before();
+    drop(set);
+    if had.is_some() {
+        port_event(&ea, event_type::GID_CHANGE, "restoring the port's address")?;
+    }
+    check_eq!(a.port_attr()?.ipv4(), had);
     Ok(())
 }

@@ -505,3 +505,36 @@ pub fn raw_rc_qp(pd: u32, send_cq: u32, recv_cq: u32, max_wr: u32) -> uapi::Crea
         ..Default::default()
     }
 }
+
+/// The port address of a context's device, set for a test and put back as it was when this
+/// drops (GID 1 follows it; other tests expect the device as they found it).
+pub struct PortAddress<'a> {
+    ctx: &'a Context,
+    before: Option<std::net::Ipv4Addr>,
+}
+
+impl<'a> PortAddress<'a> {
+    /// Sets the port's IPv4 address of `ctx`'s device to `addr`; skips without
+    /// `CAP_NET_ADMIN` (`EPERM`), which setting an address needs.
+    pub fn set(ctx: &'a Context, addr: Option<std::net::Ipv4Addr>) -> Result<Self, Failure> {
+        let before = ctx.port_attr()?.ipv4();
+        match ctx.set_port_ipv4(addr) {
+            Ok(()) => Ok(Self { ctx, before }),
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => Err(Failure::Skip(
+                "setting the port's address needs CAP_NET_ADMIN".into(),
+            )),
+            Err(e) => Err(Failure::Fail(format!("set_port_ipv4({addr:?}): {e}"))),
+        }
+    }
+
+    /// The address the port had.
+    pub fn before(&self) -> Option<std::net::Ipv4Addr> {
+        self.before
+    }
+}
+
+impl Drop for PortAddress<'_> {
+    fn drop(&mut self) {
+        let _ = self.ctx.set_port_ipv4(self.before);
+    }
+}

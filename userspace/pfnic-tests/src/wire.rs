@@ -6,11 +6,13 @@
 
 use std::net::Ipv4Addr;
 
+use std::time::Duration;
+
 use crate::ktap::{Failure, Test, TestResult};
 use crate::verbs_common::*;
 use pfnic_verbs::{
-    gid_from_ipv4, ConnectAttr, Context, GlobalRoute, QpState, SendWr, WcOpcode, WcStatus,
-    WrOpcode, WC_WITH_IMM,
+    event_type, gid_from_ipv4, ConnectAttr, Context, GlobalRoute, QpState, SendWr, WcOpcode,
+    WcStatus, WrOpcode, WC_WITH_IMM,
 };
 
 pub const TESTS: &[&Test] = &[
@@ -41,6 +43,10 @@ pub const TESTS: &[&Test] = &[
     &Test {
         name: "test_wire_one_peer",
         run: test_wire_one_peer,
+    },
+    &Test {
+        name: "test_wire_port_events",
+        run: test_wire_port_events,
     },
 ];
 
@@ -476,5 +482,121 @@ fn test_wire_one_peer() -> TestResult {
         .qp
         .connect(p.b.qp.qp_num(), &attr)
         .map_err(|e| fail("connect after the holder's reset", e))?;
+    Ok(())
+}
+
+/// The netdev whose link the host pulls out and plugs back in on request
+/// (`pfnic_link_control=NETDEV` on the kernel command line: scripts/link-control.py follows the
+/// results for "# pfnic-host: set_link NETDEV up|down" and runs QMP's `set_link`).
+fn link_control() -> Option<String> {
+    let cmdline = std::fs::read_to_string("/proc/cmdline").ok()?;
+    cmdline
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("pfnic_link_control="))
+        .map(str::to_string)
+}
+
+/// `IBV_PORT_DOWN`, `IBV_PORT_ACTIVE`.
+const PORT_DOWN: u32 = 1;
+const PORT_ACTIVE: u32 = 4;
+
+/// How long the host may take to change the link (it follows the results file).
+const LINK_EVENT_MS: i32 = 60_000;
+
+/// Asks the host to take the link of `netdev` up or down.
+fn request_link(netdev: &str, up: bool) {
+    let state = if up { "up" } else { "down" };
+    println!("# pfnic-host: set_link {netdev} {state}");
+}
+
+/// The next event of `events` (waiting for the host) is `kind` for port 1.
+fn link_event(events: &pfnic_verbs::AsyncEvents, kind: u32, what: &str) -> TestResult {
+    match events.get_event_timeout(LINK_EVENT_MS)? {
+        Some(ev) if ev.event_type == kind && ev.element == 1 && ev.object == 1 => Ok(()),
+        Some(ev) => fail!("after {what}: {ev:?}, expected event type {kind} for port 1"),
+        None => fail!("no event within {LINK_EVENT_MS} ms after {what}"),
+    }
+}
+
+/// The cable of the first port is pulled out and plugged back in (the host's QMP `set_link`
+/// on its netdev): every context of that device (two files, and Debian's `ibv_asyncwatch`
+/// through pfnic's `libibverbs.so.1`) gets `IBV_EVENT_PORT_ERR`, then `IBV_EVENT_PORT_ACTIVE`,
+/// for port 1; `ibv_query_port` follows (`PORT_DOWN`, then `PORT_ACTIVE`); the other device,
+/// whose link never changed, gets nothing; and the wire carries RC traffic again afterwards.
+fn test_wire_port_events() -> TestResult {
+    let Some(netdev) = link_control() else {
+        skip!("the host controls no link here (the wire guest of make test passes pfnic_link_control=NETDEV)");
+    };
+    let ctx = wire_contexts()?;
+    let paths = pfnic_sys::devices()?;
+    let second = verbs_ctx_at(&paths[0])?;
+    let (ea, ea2, eb) = (
+        ctx[0].async_events()?,
+        second.async_events()?,
+        ctx[1].async_events()?,
+    );
+    let name = paths[0]
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let watch = match crate::debian_tools::AsyncWatch::start("/usr/bin/ibv_asyncwatch", &name) {
+        Ok(w) => Some(w),
+        Err(Failure::Skip(why)) => {
+            println!("# without ibv_asyncwatch: {why}");
+            None
+        }
+        Err(e) => return Err(e),
+    };
+
+    request_link(&netdev, false);
+    link_event(&ea, event_type::PORT_ERR, "the link went down")?;
+    link_event(
+        &ea2,
+        event_type::PORT_ERR,
+        "the link went down (second file)",
+    )?;
+    let p = ctx[0].port_attr()?;
+    check!(!p.link_up(), "the port is up after its link went down");
+    check_eq!(ctx[0].query_port(1)?.state, PORT_DOWN);
+
+    request_link(&netdev, true);
+    link_event(&ea, event_type::PORT_ACTIVE, "the link came up")?;
+    link_event(
+        &ea2,
+        event_type::PORT_ACTIVE,
+        "the link came up (second file)",
+    )?;
+    check!(
+        ctx[0].port_attr()?.link_up(),
+        "the port is down after its link came up"
+    );
+    check_eq!(ctx[0].query_port(1)?.state, PORT_ACTIVE);
+    if let Some(ev) = eb.get_event_timeout(300)? {
+        fail!("the other device's context got {ev:?}; its link never changed");
+    }
+    if let Some(w) = watch {
+        let seen = w
+            .wait_for(
+                "event_type IBV_EVENT_PORT_ERR (10), port 1",
+                Duration::from_secs(30),
+            )
+            .and_then(|()| {
+                w.wait_for(
+                    "event_type IBV_EVENT_PORT_ACTIVE (9), port 1",
+                    Duration::from_secs(30),
+                )
+            });
+        let t = w.finish();
+        seen?;
+        println!("# ibv_asyncwatch: {}", t.trim().replace('\n', " | "));
+    }
+
+    // The link carries RC messages again.
+    let p = wire_pair(&ctx, &PairOpts::default(), 3)?;
+    p.write_ok(
+        0x5a,
+        4096,
+        "a write across the wire after the link came back",
+    )?;
     Ok(())
 }

@@ -83,8 +83,9 @@ pub(crate) const DB_SRQ: usize = 0x014;
 /// `enum ibv_event_type` values of [`AsyncEvent::event_type`].
 pub mod event_type {
     pub use pfnic_sys::uapi::{
-        PFNIC_EVENT_CQ_ERR as CQ_ERR, PFNIC_EVENT_QP_FATAL as QP_FATAL,
-        PFNIC_EVENT_QP_LAST_WQE_REACHED as QP_LAST_WQE_REACHED,
+        PFNIC_EVENT_CQ_ERR as CQ_ERR, PFNIC_EVENT_GID_CHANGE as GID_CHANGE,
+        PFNIC_EVENT_PORT_ACTIVE as PORT_ACTIVE, PFNIC_EVENT_PORT_ERR as PORT_ERR,
+        PFNIC_EVENT_QP_FATAL as QP_FATAL, PFNIC_EVENT_QP_LAST_WQE_REACHED as QP_LAST_WQE_REACHED,
         PFNIC_EVENT_SRQ_LIMIT_REACHED as SRQ_LIMIT_REACHED,
     };
 }
