@@ -945,6 +945,9 @@ pub const PFNIC_EVENT_CQ_ERR: u32 = 0;
 /// `IBV_EVENT_QP_FATAL`: a QP entered ERR for an error no completion reports (a bad
 /// doorbell, an unreadable queue).
 pub const PFNIC_EVENT_QP_FATAL: u32 = 1;
+/// `IBV_EVENT_DEVICE_FATAL` (uAPI 19): the device is gone (unbound); it is the last event
+/// of every open file, whose event file then returns `EIO`. `element` and `object` are 0.
+pub const PFNIC_EVENT_DEVICE_FATAL: u32 = 8;
 /// `IBV_EVENT_PORT_ACTIVE` (uAPI 19): the port's link came up. Every open file gets it.
 pub const PFNIC_EVENT_PORT_ACTIVE: u32 = 9;
 /// `IBV_EVENT_PORT_ERR` (uAPI 19): the port's link went down. Every open file gets it.

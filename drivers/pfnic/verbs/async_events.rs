@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The asynchronous events of one open file (`ibv_get_async_event`): QP fatal errors, CQ
-//! errors, SRQ limits and last-WQE events of the file's own objects, and the port's events
-//! (link up and down, GID table changes), read from a file of their own
+//! errors, SRQ limits and last-WQE events of the file's own objects, the port's events (link
+//! up and down, GID table changes) and the device's end (unbind), read from a file of their own
 //! ([`uapi::PFNIC_IOCTL_GET_ASYNC_FD`]).
 //!
 //! The event queue's interrupt handler routes each device event to the file that owns its
@@ -40,8 +40,8 @@ pub(crate) enum ObjectKind {
     Cq,
     Qp,
     Srq,
-    /// The port: nothing is destroyed, so its events are not counted.
-    Port,
+    /// The device or its port: nothing is destroyed, so their events are not counted.
+    Device,
 }
 
 impl ObjectKind {
@@ -52,7 +52,8 @@ impl ObjectKind {
             uapi::PFNIC_EVENT_SRQ_LIMIT_REACHED => Self::Srq,
             uapi::PFNIC_EVENT_PORT_ACTIVE
             | uapi::PFNIC_EVENT_PORT_ERR
-            | uapi::PFNIC_EVENT_GID_CHANGE => Self::Port,
+            | uapi::PFNIC_EVENT_GID_CHANGE
+            | uapi::PFNIC_EVENT_DEVICE_FATAL => Self::Device,
             _ => Self::Qp,
         }
     }
@@ -73,7 +74,7 @@ impl ObjectCounts {
             ObjectKind::Qp => (0, self.qps),
             ObjectKind::Cq => (self.qps, self.cqs),
             ObjectKind::Srq => (self.qps + self.cqs, self.srqs),
-            ObjectKind::Port => return None,
+            ObjectKind::Device => return None,
         };
         (num < len).then(|| (base + num) as usize)
     }
@@ -140,6 +141,13 @@ impl AsyncEvents {
     /// Closes the queue: its readers get what is queued, then `EIO`.
     pub(crate) fn close(&self) {
         self.fifo.close();
+    }
+
+    /// The device is gone: queues `IBV_EVENT_DEVICE_FATAL` as the last event (unless the queue
+    /// is full), then closes the queue.
+    pub(crate) fn device_gone(&self) {
+        self.push(0, uapi::PFNIC_EVENT_DEVICE_FATAL, 0);
+        self.close();
     }
 }
 

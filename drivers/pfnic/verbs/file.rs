@@ -221,8 +221,8 @@ impl Objects {
     }
 
     /// The device is being unbound (and was reset, so it uses no ring): frees every ring's
-    /// memory, and closes the completion channels and the asynchronous events, whose readers
-    /// stop waiting for events that cannot come.
+    /// memory, and closes the completion channels and the asynchronous events (after
+    /// `IBV_EVENT_DEVICE_FATAL`), whose readers stop waiting for events that cannot come.
     ///
     /// # Safety
     ///
@@ -238,7 +238,7 @@ impl Objects {
             channel.events.close();
         }
         if let Some(events) = &self.async_events {
-            events.close();
+            events.device_gone();
         }
     }
 }

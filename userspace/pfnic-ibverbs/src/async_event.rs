@@ -5,7 +5,8 @@
 //! (`IBV_EVENT_SRQ_LIMIT_REACHED`), a QP with an SRQ that entered the error state
 //! (`IBV_EVENT_QP_LAST_WQE_REACHED`), and, for every context of the device, the port's link
 //! coming up or going down (`IBV_EVENT_PORT_ACTIVE`, `IBV_EVENT_PORT_ERR`) and its GID table
-//! changing (`IBV_EVENT_GID_CHANGE`), whose `element.port_num` is 1.
+//! changing (`IBV_EVENT_GID_CHANGE`), whose `element.port_num` is 1, and the device's end
+//! (`IBV_EVENT_DEVICE_FATAL`, the last event before `EIO`: it was unbound).
 //!
 //! An event names its object by the handle the library gave the driver at creation: the
 //! address of the object's wrapper, whose first field is the `ibv_qp`, `ibv_cq` or `ibv_srq`

@@ -3,6 +3,7 @@
 use crate::common::{bind, cookie, join_within, nic, pipe, sh, spawn_event_reader, unbind, Child};
 use crate::ktap::{Failure, Test, TestResult};
 use pfnic_sys::{pci, uapi, Device};
+use pfnic_verbs::event_type;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -27,6 +28,10 @@ pub const TESTS: &[&Test] = &[
     &Test {
         name: "test_unbind_frees_ring_memory",
         run: test_unbind_frees_ring_memory,
+    },
+    &Test {
+        name: "test_unbind_device_fatal",
+        run: test_unbind_device_fatal,
     },
     &Test {
         name: "test_wire_unbind_frees_device_memory",
@@ -252,6 +257,64 @@ fn test_unbind_frees_ring_memory() -> TestResult {
     r?;
     drop(cqs);
     drop(ch);
+    drop(ctx);
+    check_working()
+}
+
+/// An unbind ends every open file's asynchronous events with `IBV_EVENT_DEVICE_FATAL`, as
+/// rdma-core's providers report a device that went away: a reader blocked in `read()` wakes
+/// with it, the next read is `EIO`, and Debian's `ibv_asyncwatch` (its own file, through
+/// pfnic's `libibverbs.so.1`) prints it and ends.
+fn test_unbind_device_fatal() -> TestResult {
+    need_module()?;
+    let n = nic()?;
+    let bdf = n.bdf.clone();
+    drop(n);
+    let ctx = pfnic_verbs::Context::open(0)?;
+    let events = ctx.async_events()?;
+    let reader = spawn_event_reader(events.fd())?;
+    let name = ctx
+        .device()
+        .path()
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let watch = match crate::debian_tools::AsyncWatch::start("/usr/bin/ibv_asyncwatch", &name) {
+        Ok(w) => Some(w),
+        Err(Failure::Skip(why)) => {
+            println!("# without ibv_asyncwatch: {why}");
+            None
+        }
+        Err(e) => return Err(e),
+    };
+    unbind(&bdf)?;
+    let r = (|| -> TestResult {
+        let (n, e, ev) = join_within(
+            reader,
+            Duration::from_secs(5),
+            "a reader of the asynchronous events did not wake at the unbind",
+        )?;
+        check!(n == 16, "read {n} bytes ({e:?}), expected one event");
+        let kind = u32::from_ne_bytes([ev[8], ev[9], ev[10], ev[11]]);
+        check_eq!(kind, event_type::DEVICE_FATAL);
+        match events.get_event_timeout(1000) {
+            Err(e) if e.raw_os_error() == Some(libc::EIO) => {}
+            other => fail!("after IBV_EVENT_DEVICE_FATAL: {other:?}, expected EIO"),
+        }
+        if let Some(w) = watch {
+            let seen = w.wait_for(
+                "event_type IBV_EVENT_DEVICE_FATAL (8)",
+                Duration::from_secs(30),
+            );
+            let t = w.finish();
+            seen?;
+            println!("# ibv_asyncwatch: {}", t.trim().replace('\n', " | "));
+        }
+        Ok(())
+    })();
+    bind(&bdf)?;
+    r?;
+    drop(events);
     drop(ctx);
     check_working()
 }
