@@ -29,7 +29,8 @@ DEBIAN_PACKAGES=(
 # What the guest gets (paths as Debian installs them), and rxe's provider.
 DEBIAN_TOOLS=(
 	usr/bin/ibv_devices usr/bin/ibv_devinfo usr/bin/ibv_rc_pingpong
-	usr/bin/ibv_srq_pingpong usr/bin/ibv_ud_pingpong usr/bin/ibv_asyncwatch
+	usr/bin/ibv_srq_pingpong usr/bin/ibv_ud_pingpong usr/bin/ibv_uc_pingpong
+	usr/bin/ibv_xsrq_pingpong usr/bin/ibv_asyncwatch
 	usr/bin/ib_write_bw usr/bin/ib_read_bw usr/bin/ib_send_bw usr/bin/ib_atomic_bw
 	usr/bin/ib_write_lat usr/bin/ib_read_lat usr/bin/ib_send_lat usr/bin/ib_atomic_lat
 	bin/ip usr/bin/rdma

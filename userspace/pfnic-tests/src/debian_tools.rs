@@ -47,6 +47,10 @@ pub const TESTS: &[&Test] = &[
         run: test_debian_ibv_asyncwatch,
     },
     &Test {
+        name: "test_debian_unsupported_pingpongs",
+        run: test_debian_unsupported_pingpongs,
+    },
+    &Test {
         name: "test_debian_rc_pingpong",
         run: test_debian_rc_pingpong,
     },
@@ -164,6 +168,53 @@ fn devices(tool: &str) -> TestResult {
 /// reports none: it must still be waiting, not have failed, two seconds later).
 fn test_debian_ibv_asyncwatch() -> TestResult {
     asyncwatch(ASYNCWATCH)
+}
+
+/// Debian's ping-pongs of the transports pfnic does not have (UD, UC, XRC) stop at once with
+/// their own message and exit status 1, because the library refuses the QP (or the XRC
+/// domain) with `EOPNOTSUPP`: no crash, no hang, nothing created half-way.
+fn test_debian_unsupported_pingpongs() -> TestResult {
+    let name = device_name()?;
+    let eopnotsupp = libc::EOPNOTSUPP.to_string();
+    for (tool, says) in [
+        ("/usr/bin/ibv_ud_pingpong", "Couldn't create QP".to_string()),
+        ("/usr/bin/ibv_uc_pingpong", "Couldn't create QP".to_string()),
+        (
+            "/usr/bin/ibv_xsrq_pingpong",
+            format!("Couldn't Open the XRC Domain {eopnotsupp}"),
+        ),
+    ] {
+        needs(tool)?;
+        let mut child = Command::new(tool)
+            .args(["-d", &name, "-p", "18599"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| Failure::Fail(format!("cannot run {tool}: {e}")))?;
+        let start = Instant::now();
+        while child.try_wait()?.is_none() {
+            if start.elapsed() > Duration::from_secs(30) {
+                let _ = child.kill();
+                let out = child.wait_with_output()?;
+                fail!(
+                    "{tool} still runs after 30 s (a server waiting for a client?): {}",
+                    text(&out)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let out = child.wait_with_output()?;
+        let t = text(&out);
+        check!(
+            out.status.code() == Some(1) && t.contains(&says),
+            "{tool}: {}, expected exit status 1 and {says:?}: {t}",
+            out.status
+        );
+        println!("# {tool}: exit status 1: {}", t.trim().replace('\n', " | "));
+    }
+    // The failed programs left the device as it was.
+    drop(verbs_ctx()?);
+    Ok(())
 }
 
 /// A running `ibv_asyncwatch` and what it printed so far (read by a thread of its own: the
