@@ -18,6 +18,8 @@ FILTER ?=
 # make bench knob: BENCH_ARGS='pfnic-perf --compare options', or '--perftest [options]'
 # (see scripts/bench.sh)
 BENCH_ARGS ?=
+# make profile knob: PROFILE_ARGS='pfnic-perf --compare options' (the workload)
+PROFILE_ARGS ?=
 # make fuzz knobs: FUZZ_SECONDS=how long to fuzz the device (default 60);
 # FUZZ_TARGET=pfnic-iommu (default: the device behind an IOMMU with SVA, ATS,
 # page requests and QPs) or generic (QEMU's generic-fuzz, no IOMMU); see
@@ -25,7 +27,7 @@ BENCH_ARGS ?=
 FUZZ_SECONDS ?= 60
 FUZZ_TARGET ?= pfnic-iommu
 
-.PHONY: all setup sources kernel qemu module userspace perftest rdma-examples rootfs run run2 test test-debug fuzz bench check clean help
+.PHONY: all setup sources kernel qemu module userspace perftest rdma-examples rootfs run run2 test test-debug fuzz bench profile check clean help
 
 all:
 	$(SCRIPTS)/build-all.sh
@@ -81,6 +83,11 @@ fuzz:
 
 bench: all
 	$(SCRIPTS)/bench.sh --no-build $(BENCH_ARGS)
+
+# Where a cold page's time goes: perf on the guest's QEMU during cold transfers
+# (scripts/profile-cold.sh; PROFILE_ARGS= are pfnic-perf --compare options).
+profile: all
+	$(SCRIPTS)/profile-cold.sh --no-build $(PROFILE_ARGS)
 
 check: all
 	$(SCRIPTS)/check.sh
