@@ -22,6 +22,7 @@ its header check, which drops the late responses that reach a queue pair
 already torn down (they follow retransmissions under a slow TCG host).
 """
 import collections
+import os
 import struct
 import json
 import re
@@ -167,7 +168,11 @@ def main():
     bad = []
     cnt = doc["tests"].get("counters", {})
     if len(pcaps) == 2:
-        bad, doc["wire_frames"] = wire_loss(*pcaps)
+        missing = [p for p in pcaps if not os.path.exists(p)]
+        if missing:
+            bad = [f"no recording of the wire: {p}" for p in missing]
+        else:
+            bad, doc["wire_frames"] = wire_loss(*pcaps)
     doc["wire_loss"] = bad
     with open(dest, "w") as f:
         json.dump(doc, f, indent=2, sort_keys=True)

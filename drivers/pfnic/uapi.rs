@@ -968,11 +968,13 @@ pub const PFNIC_EVENT_QP_LAST_WQE_REACHED: u32 = 16;
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct AsyncEvent {
     /// The object's [`CreateCq::cq_context`], [`CreateQp::qp_context`] or
-    /// [`CreateSrq::srq_context`]; for a port event, the port's number (1).
+    /// [`CreateSrq::srq_context`]; for a port event, the port's number (1); 0 for
+    /// [`PFNIC_EVENT_DEVICE_FATAL`].
     pub element: u64,
     /// `PFNIC_EVENT_*` (libibverbs' `enum ibv_event_type`).
     pub event_type: u32,
-    /// The CQN, QPN or SRQN; for a port event, the port's number (1).
+    /// The CQN, QPN or SRQN; for a port event, the port's number (1); 0 for
+    /// [`PFNIC_EVENT_DEVICE_FATAL`].
     pub object: u32,
 }
 

@@ -6,10 +6,11 @@
 //! ([`uapi::PFNIC_IOCTL_GET_ASYNC_FD`]).
 //!
 //! The event queue's interrupt handler routes each device event to the file that owns its
-//! object, and a port's to every file ([`super::eq`]), and pushes a [`uapi::AsyncEvent`] here. libibverbs frees a QP, CQ or
-//! SRQ only after the process acknowledged every event of it that it read, so the file counts,
-//! per object, the events `read()` returned; destroying the object drops its queued events and
-//! returns that count ([`AsyncEvents::forget`]), atomically with respect to readers.
+//! object, and a port's to every file ([`super::eq`]), and pushes a [`uapi::AsyncEvent`] here.
+//! libibverbs frees a QP, CQ or SRQ only after the process acknowledged every event of it that
+//! it read, so the file counts, per object, the events `read()` returned; destroying the object
+//! drops its queued events and returns that count ([`AsyncEvents::forget`]), atomically with
+//! respect to readers.
 
 use super::events::EventFifo;
 use crate::uapi;
