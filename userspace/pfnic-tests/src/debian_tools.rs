@@ -705,12 +705,13 @@ fn test_debian_perftest_bw() -> TestResult {
     perftest("atomic_bw", &[], "8")
 }
 
-/// perftest's latency tests (2-byte messages, perftest's default), and WRITE and SEND with
-/// 64-byte inline payloads (`-I`).
+/// perftest's latency tests (2-byte messages, perftest's default; fetch-and-add's 8 bytes),
+/// and WRITE and SEND with 64-byte inline payloads (`-I`).
 fn test_debian_perftest_lat() -> TestResult {
     for t in ["write_lat", "send_lat", "read_lat"] {
         perftest(t, &[], "2")?;
     }
+    perftest("atomic_lat", &[], "8")?;
     for t in ["write_lat", "send_lat"] {
         perftest(t, &["-s", "64", "-I", "64"], "64")?;
     }
