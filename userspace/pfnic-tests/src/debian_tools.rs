@@ -256,6 +256,19 @@ impl AsyncWatch {
         Ok(w)
     }
 
+    /// Debian's `ibv_asyncwatch` on device `name`, or `None` (said in a KTAP comment) in a
+    /// guest without the Debian layer.
+    pub(crate) fn debian(name: &str) -> Result<Option<Self>, Failure> {
+        match Self::start(ASYNCWATCH, name) {
+            Ok(w) => Ok(Some(w)),
+            Err(Failure::Skip(why)) => {
+                println!("# without ibv_asyncwatch: {why}");
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Waits until the tool has printed `what` (`Fail` after `limit`, or if it exited).
     pub(crate) fn wait_for(&self, what: &str, limit: Duration) -> TestResult {
         let start = Instant::now();

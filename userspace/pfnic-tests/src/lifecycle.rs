@@ -279,14 +279,7 @@ fn test_unbind_device_fatal() -> TestResult {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let watch = match crate::debian_tools::AsyncWatch::start("/usr/bin/ibv_asyncwatch", &name) {
-        Ok(w) => Some(w),
-        Err(Failure::Skip(why)) => {
-            println!("# without ibv_asyncwatch: {why}");
-            None
-        }
-        Err(e) => return Err(e),
-    };
+    let watch = crate::debian_tools::AsyncWatch::debian(&name)?;
     unbind(&bdf)?;
     let r = (|| -> TestResult {
         let (n, e, ev) = join_within(
