@@ -284,8 +284,20 @@ impl AsyncWatch {
         }
     }
 
+    /// Waits until the tool has printed each of `lines` (30 s each), stops it, and shows
+    /// what it printed in a KTAP comment.
+    pub(crate) fn expect(self, lines: &[&str]) -> TestResult {
+        let seen = lines
+            .iter()
+            .try_for_each(|l| self.wait_for(l, Duration::from_secs(30)));
+        let t = self.finish();
+        seen?;
+        println!("# ibv_asyncwatch: {}", t.trim().replace('\n', " | "));
+        Ok(())
+    }
+
     /// Stops the tool; what it printed.
-    pub(crate) fn finish(mut self) -> String {
+    fn finish(mut self) -> String {
         let _ = self.child.kill();
         let _ = self.child.wait();
         if let Some(r) = self.reader.take() {
@@ -318,14 +330,7 @@ fn asyncwatch(tool: &str) -> TestResult {
         addr
     };
     drop(PortAddress::set(&ctx, Some(first))?);
-    let seen = w.wait_for(
-        "event_type IBV_EVENT_GID_CHANGE (18), port 1",
-        Duration::from_secs(30),
-    );
-    let t = w.finish();
-    seen?;
-    println!("# {}", t.trim().replace('\n', "\n# "));
-    Ok(())
+    w.expect(&["event_type IBV_EVENT_GID_CHANGE (18), port 1"])
 }
 
 /// `ibv_devinfo`'s "key: value" lines, keys trimmed, values trimmed (every occurrence).
