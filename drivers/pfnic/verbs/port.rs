@@ -207,7 +207,7 @@ impl Nic {
 
     /// `PFNIC_IOCTL_SET_PORT_IPV4`: sets (or, with 0, clears) the port's IPv4 address.
     pub(crate) fn set_port_ipv4(&self, arg: &uapi::PortIpv4) -> Result {
-        self.verbs()?;
+        let verbs = self.verbs()?;
         self.with_bar(|_| ())?;
         if !self.has_port_registers() {
             return Err(EOPNOTSUPP);
@@ -219,7 +219,6 @@ impl Nic {
             return Err(EINVAL);
         }
         // Every open file hears of a real change only (GID 1 appears, goes or moves).
-        let verbs = self.verbs()?;
         let changed = self.with_bar(|bar| {
             let old = bar.read(regs::PORT_IPV4).addr().get();
             bar.write_reg(regs::PORT_IPV4::zeroed().with_addr(arg.ipv4));

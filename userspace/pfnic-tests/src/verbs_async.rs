@@ -216,16 +216,7 @@ fn test_verbs_async_gid_change() -> TestResult {
     let a = verbs_ctx()?;
     let b = verbs_ctx()?;
     let (ea, eb) = (a.async_events()?, b.async_events()?);
-    let ours = [
-        std::net::Ipv4Addr::new(10, 99, 0, 1),
-        std::net::Ipv4Addr::new(10, 99, 0, 2),
-    ];
-    let first = if a.port_attr()?.ipv4() == Some(ours[0]) {
-        ours[1]
-    } else {
-        ours[0]
-    };
-    let set = PortAddress::set(&a, Some(first))?;
+    let (set, first) = PortAddress::change(&a)?;
     port_event(&ea, event_type::GID_CHANGE, "setting the port's address")?;
     port_event(
         &eb,

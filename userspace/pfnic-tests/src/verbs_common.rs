@@ -527,6 +527,22 @@ impl<'a> PortAddress<'a> {
         }
     }
 
+    /// Sets the port's address to one of the tests' own (`10.99.0.1` or `.2`) that it does
+    /// not have now: a change of GID 1 whatever the port had. Returns the address too.
+    pub fn change(ctx: &'a Context) -> Result<(Self, std::net::Ipv4Addr), Failure> {
+        let ours = [
+            std::net::Ipv4Addr::new(10, 99, 0, 1),
+            std::net::Ipv4Addr::new(10, 99, 0, 2),
+        ];
+        let now = ctx.port_attr()?.ipv4();
+        let new = if now == Some(ours[0]) {
+            ours[1]
+        } else {
+            ours[0]
+        };
+        Ok((Self::set(ctx, Some(new))?, new))
+    }
+
     /// The address the port had.
     pub fn before(&self) -> Option<std::net::Ipv4Addr> {
         self.before
