@@ -5925,6 +5925,28 @@ static void test_iommu_piotlb_am(void)
     }
 }
 
+/*
+ * intel-iommu keeps the present PASID entries translations read (patch
+ * 0006): a PASID-cache invalidation must drop them, so that a changed
+ * entry is read again. Without that invalidation the cached entry may be
+ * used, as on hardware, which this test only prints.
+ */
+static void test_iommu_pasid_cache(void)
+{
+    PfnicFuzz *f = iommu_start();
+
+    g_assert_true(pfnic_fuzz_pasid_switch_seen(f, true));
+    pfnic_fuzz_free(f);
+    qtest_end();
+
+    f = iommu_start();
+    g_test_message("without a PASID-cache invalidation the new entry is %s",
+                   pfnic_fuzz_pasid_switch_seen(f, false) ? "seen" :
+                   "not seen (the cached one is used)");
+    pfnic_fuzz_free(f);
+    qtest_end();
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -5985,6 +6007,7 @@ int main(int argc, char **argv)
     qtest_add_func("/pfnic/wire/random", test_wire_random);
     qtest_add_func("/pfnic/iommu/pasid-disabled", test_iommu_pasid_disabled);
     qtest_add_func("/pfnic/iommu/piotlb-am", test_iommu_piotlb_am);
+    qtest_add_func("/pfnic/iommu/pasid-cache", test_iommu_pasid_cache);
     qtest_add_func("/pfnic/iommu/srq", test_iommu_srq);
     return g_test_run();
 }

@@ -100,6 +100,13 @@ typedef struct PfnicGroup {
 
 /* Group indices: PRGI is 9 bits */
 #define PFNIC_GROUPS                512
+/*
+ * Pages in one page request group, at most: the range one ATS request
+ * probes. A work request's side gets one group per this many pages, and
+ * a QP asks for its two sides a window of this size at a time.
+ */
+#define PFNIC_GROUP_PAGES           64
+#define PFNIC_QP_WINDOW             (PFNIC_GROUP_PAGES * PFNIC_PAGE_SIZE)
 /* Groups one waiter may have out at once */
 #define PFNIC_WAIT_GROUPS           16
 /* A context may have at most 1/PFNIC_PRI_SHARE of the PRI allocation out. */

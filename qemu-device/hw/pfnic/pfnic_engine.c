@@ -38,11 +38,6 @@
  * without mapping the page gets the descriptor failed after this many.
  */
 #define PFNIC_MAX_REFAULTS      8
-/*
- * Pages in one page request group, at most: the range one ATS request
- * probes. A work request's side gets one group per this many pages.
- */
-#define PFNIC_GROUP_PAGES       64
 /* Back-off when the IOMMU's page request queue is full. */
 #define PFNIC_PRQ_RETRY_NS      (100 * SCALE_US)
 

@@ -2563,20 +2563,49 @@ static uint8_t next_cqe(PfnicFuzz *f, PfnicCqe *c)
     pfz_fail(f, "no CQE");
 }
 
-bool pfnic_fuzz_remap_seen(PfnicFuzz *f, unsigned am)
+/*
+ * Fill @src (64 bytes) from @seed, put it in PASID 5's page 0 and WRITE it
+ * through PASID 9's page 1 (pool page 4), which caches the translation and
+ * PASID 9's entry; whether that WRITE succeeded with the bytes in place.
+ */
+static bool first_write(PfnicFuzz *f, uint8_t *src, uint8_t seed)
 {
-    uint8_t src[64], got[64];
+    uint8_t got[64];
     PfnicCqe c;
 
-    for (int i = 0; i < sizeof(src); i++) {
-        src[i] = 0xa0 + i;
+    for (int i = 0; i < sizeof(got); i++) {
+        src[i] = seed + i;
     }
     map_page(f, 0, 0, pool_page(3), VTD_FL_P | VTD_FL_US);
-    qtest_memwrite(f->qts, pool_page(3), src, sizeof(src));
-    /* A first write through PASID 9's page 1 caches its translation. */
+    qtest_memwrite(f->qts, pool_page(3), src, sizeof(got));
     map_page(f, 1, 1, pool_page(4), VTD_FL_P | VTD_FL_RW | VTD_FL_US);
-    post_write(f, va_of(0), va_of(1), sizeof(src));
+    post_write(f, va_of(0), va_of(1), sizeof(got));
     if (next_cqe(f, &c) != PFNIC_WC_SUCCESS) {
+        return false;
+    }
+    qtest_memread(f->qts, pool_page(4), got, sizeof(got));
+    return !memcmp(src, got, sizeof(got));
+}
+
+/* The same WRITE again; whether it succeeded with the bytes at @pa. */
+static bool second_write(PfnicFuzz *f, const uint8_t *src, uint64_t pa)
+{
+    uint8_t got[64];
+    PfnicCqe c;
+
+    post_write(f, va_of(0), va_of(1), sizeof(got));
+    if (next_cqe(f, &c) != PFNIC_WC_SUCCESS) {
+        return false;
+    }
+    qtest_memread(f->qts, pa, got, sizeof(got));
+    return !memcmp(src, got, sizeof(got));
+}
+
+bool pfnic_fuzz_remap_seen(PfnicFuzz *f, unsigned am)
+{
+    uint8_t src[64];
+
+    if (!first_write(f, src, 0xa0)) {
         return false;
     }
     /* Remapped elsewhere, then invalidated as Linux does: IOTLB, device. */
@@ -2586,12 +2615,35 @@ bool pfnic_fuzz_remap_seen(PfnicFuzz *f, unsigned am)
     }
     iq_submit(f, VTD_INV_DESC_DEV_PIOTLB | ((uint64_t)NIC_SID << 16) |
                  ((uint64_t)pasids[1] << 32), va_of(1));
-    post_write(f, va_of(0), va_of(1), sizeof(src));
-    if (next_cqe(f, &c) != PFNIC_WC_SUCCESS) {
+    return second_write(f, src, pool_page(5));
+}
+
+bool pfnic_fuzz_pasid_switch_seen(PfnicFuzz *f, bool invalidate)
+{
+    uint8_t src[64];
+
+    if (!first_write(f, src, 0x50)) {
         return false;
     }
-    qtest_memread(f->qts, pool_page(5), got, sizeof(got));
-    return !memcmp(src, got, sizeof(src));
+    /*
+     * PASID 9 now takes side 0's page tables, whose page 1 is another
+     * page; then what Linux sends after changing a present PASID entry:
+     * PASID cache, IOTLB and device-TLB of the PASID.
+     */
+    map_page(f, 0, 1, pool_page(6), VTD_FL_P | VTD_FL_RW | VTD_FL_US);
+    mem_zero(f, pool_page(6), 4096);
+    pasid_entry(f, pasids[1], VTD_PASID_ENTRY_P | VTD_SM_PASID_ENTRY_FLT, 3,
+                fl_table(0, 4));
+    if (invalidate) {
+        iq_submit(f, VTD_INV_DESC_PC |
+                     (uint64_t)VTD_INV_DESC_PASIDC_G_PASID_SI << 4 |
+                     (3ULL << 16) | ((uint64_t)pasids[1] << 32), 0);
+    }
+    iq_submit(f, VTD_INV_DESC_PIOTLB | VTD_INV_DESC_PIOTLB_ALL_IN_PASID |
+                 (3ULL << 16) | ((uint64_t)pasids[1] << 32), 0);
+    iq_submit(f, VTD_INV_DESC_DEV_PIOTLB | ((uint64_t)NIC_SID << 16) |
+                 ((uint64_t)pasids[1] << 32), va_of(1));
+    return second_write(f, src, pool_page(6));
 }
 
 void pfnic_fuzz_known_good(PfnicFuzz *f)

@@ -855,20 +855,48 @@ static bool pfnic_qp_xlate(PfnicState *s, PfnicQp *qp, PfnicContext *ctx,
     return false;
 }
 
+/* One side of a WQE's remaining bytes: what its pages are asked for by. */
+typedef struct PfnicQpSide {
+    PfnicContext *ctx;
+    PfnicMr *mr;
+    uint64_t va;
+    uint64_t len;
+    bool write;
+} PfnicQpSide;
+
 /*
- * While the QP waits for one side of its WQE, ask for what the other side
- * still needs too, so that both are made present at once.
+ * The QP waits for the first window of side @a, which missed a page; ask
+ * for the rest of both sides too, so that both are made present at once:
+ * window by window in the order the copy needs them (b's first, a's
+ * second, b's second...), so that the OS, which serves the groups in the
+ * order it reads them, hands back both halves of a window together and
+ * the copy goes on while it works on the next.
  */
-static void pfnic_qp_ahead(PfnicState *s, PfnicQp *qp, PfnicContext *ctx,
-                           PfnicMr *mr, uint64_t va, uint64_t len, bool write)
+static void pfnic_qp_ahead(PfnicState *s, PfnicQp *qp, const PfnicQpSide *a,
+                           const PfnicQpSide *b)
 {
     uint32_t before = qp->pw.requests;
 
-    if (qp->pw.waiting) {
-        pfnic_page_ahead(s, &qp->pw, ctx, mr, va, len, write, false);
-        if (qp->pw.requests != before) {
-            qp->page_requests++;
+    if (!qp->pw.waiting) {
+        return;
+    }
+    for (uint64_t off = 0; off < MAX(a->len, b->len) &&
+         qp->pw.out < PFNIC_WAIT_GROUPS; off += PFNIC_QP_WINDOW) {
+        if (off < b->len) {
+            pfnic_page_ahead(s, &qp->pw, b->ctx, b->mr, b->va + off,
+                             MIN(PFNIC_QP_WINDOW, b->len - off), b->write,
+                             false);
         }
+        if (off + PFNIC_QP_WINDOW < a->len) {
+            pfnic_page_ahead(s, &qp->pw, a->ctx, a->mr,
+                             a->va + off + PFNIC_QP_WINDOW,
+                             MIN(PFNIC_QP_WINDOW,
+                                 a->len - off - PFNIC_QP_WINDOW),
+                             a->write, false);
+        }
+    }
+    if (qp->pw.requests != before) {
+        qp->page_requests++;
     }
 }
 
@@ -955,6 +983,7 @@ static PfnicQpStep pfnic_qp_step(PfnicState *s, PfnicQp *qp)
     uint8_t buf[PFNIC_PAGE_SIZE];
     uint64_t lva, lrem, rva, rrem, lo, ro, chunk;
     hwaddr lpa, rpa;
+    PfnicQpSide local, remote;
     AddressSpace *las, *ras;
     PfnicMr *lmr, *rmr;
     PfnicQp *dest;
@@ -1032,14 +1061,16 @@ static PfnicQpStep pfnic_qp_step(PfnicState *s, PfnicQp *qp)
     chunk = MIN(chunk, PFNIC_PAGE_SIZE - (lva & ~PFNIC_PAGE_MASK));
     chunk = MIN(chunk, PFNIC_PAGE_SIZE - (rva & ~PFNIC_PAGE_MASK));
 
-    if (!pfnic_qp_xlate(s, qp, ctx, false, lmr, lva, lrem, lwrite, &lpa,
-                        &las)) {
-        pfnic_qp_ahead(s, qp, dctx, rmr, rva, rrem, !lwrite);
+    local = (PfnicQpSide) { ctx, lmr, lva, lrem, lwrite };
+    remote = (PfnicQpSide) { dctx, rmr, rva, rrem, !lwrite };
+    if (!pfnic_qp_xlate(s, qp, ctx, false, lmr, lva,
+                        MIN(lrem, PFNIC_QP_WINDOW), lwrite, &lpa, &las)) {
+        pfnic_qp_ahead(s, qp, &local, &remote);
         return qp->pw.fault ? PFNIC_QP_MORE : PFNIC_QP_WAIT;
     }
-    if (!pfnic_qp_xlate(s, qp, dctx, true, rmr, rva, rrem, !lwrite, &rpa,
-                        &ras)) {
-        pfnic_qp_ahead(s, qp, ctx, lmr, lva, lrem, lwrite);
+    if (!pfnic_qp_xlate(s, qp, dctx, true, rmr, rva,
+                        MIN(rrem, PFNIC_QP_WINDOW), !lwrite, &rpa, &ras)) {
+        pfnic_qp_ahead(s, qp, &remote, &local);
         return qp->pw.fault ? PFNIC_QP_MORE : PFNIC_QP_WAIT;
     }
     if (lwrite) {

@@ -152,5 +152,12 @@ bool pfnic_fuzz_piotlb(PfnicFuzz *f, int side, uint64_t addr, unsigned am);
  * PASID 9's page 1 caches the old translation.
  */
 bool pfnic_fuzz_remap_seen(PfnicFuzz *f, unsigned am);
+/*
+ * Whether a device write through PASID 9 follows its PASID entry to new
+ * page tables after the entry changed and the PASID cache (if
+ * @invalidate), the PASID's IOTLB and its device-TLB were invalidated: the
+ * first write caches the old entry.
+ */
+bool pfnic_fuzz_pasid_switch_seen(PfnicFuzz *f, bool invalidate);
 
 #endif /* HW_PFNIC_QTEST_H */
