@@ -5947,6 +5947,20 @@ static void test_iommu_pasid_cache(void)
     qtest_end();
 }
 
+/*
+ * intel-iommu keeps the page tables first-stage walks reached (patch
+ * 0007): an IOTLB invalidation must drop them, so that a changed page
+ * directory entry is walked again.
+ */
+static void test_iommu_pde_cache(void)
+{
+    PfnicFuzz *f = iommu_start();
+
+    g_assert_true(pfnic_fuzz_pde_switch_seen(f));
+    pfnic_fuzz_free(f);
+    qtest_end();
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -6008,6 +6022,7 @@ int main(int argc, char **argv)
     qtest_add_func("/pfnic/iommu/pasid-disabled", test_iommu_pasid_disabled);
     qtest_add_func("/pfnic/iommu/piotlb-am", test_iommu_piotlb_am);
     qtest_add_func("/pfnic/iommu/pasid-cache", test_iommu_pasid_cache);
+    qtest_add_func("/pfnic/iommu/pde-cache", test_iommu_pde_cache);
     qtest_add_func("/pfnic/iommu/srq", test_iommu_srq);
     return g_test_run();
 }

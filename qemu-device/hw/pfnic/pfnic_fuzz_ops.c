@@ -2646,6 +2646,31 @@ bool pfnic_fuzz_pasid_switch_seen(PfnicFuzz *f, bool invalidate)
     return second_write(f, src, pool_page(6));
 }
 
+bool pfnic_fuzz_pde_switch_seen(PfnicFuzz *f)
+{
+    uint8_t src[64];
+
+    if (!first_write(f, src, 0x30)) {
+        return false;
+    }
+    /*
+     * PASID 9's 2 MiB now goes through side 0's page table, whose page 1
+     * is another page; then what Linux sends after it changes a page
+     * directory entry: the range's PASID IOTLB (which covers the
+     * paging-structure caches) and device-TLB.
+     */
+    map_page(f, 0, 1, pool_page(7), VTD_FL_P | VTD_FL_RW | VTD_FL_US);
+    mem_zero(f, pool_page(7), 4096);
+    mem_write64(f, fl_table(1, 2) + PD_INDEX * 8,
+                fl_table(0, 1) | VTD_FL_P | VTD_FL_RW | VTD_FL_US);
+    if (!pfnic_fuzz_piotlb(f, 1, va_of(1), 0)) {
+        return false;
+    }
+    iq_submit(f, VTD_INV_DESC_DEV_PIOTLB | ((uint64_t)NIC_SID << 16) |
+                 ((uint64_t)pasids[1] << 32), va_of(1));
+    return second_write(f, src, pool_page(7));
+}
+
 void pfnic_fuzz_known_good(PfnicFuzz *f)
 {
     uint8_t src[256], got[256];

@@ -159,5 +159,11 @@ bool pfnic_fuzz_remap_seen(PfnicFuzz *f, unsigned am);
  * first write caches the old entry.
  */
 bool pfnic_fuzz_pasid_switch_seen(PfnicFuzz *f, bool invalidate);
+/*
+ * Whether a device write through PASID 9 follows a changed page directory
+ * entry (another page table for the 2 MiB of its page 1) after the
+ * PASID's IOTLB invalidation of the page: the first write caches the walk.
+ */
+bool pfnic_fuzz_pde_switch_seen(PfnicFuzz *f);
 
 #endif /* HW_PFNIC_QTEST_H */
