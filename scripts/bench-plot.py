@@ -9,7 +9,8 @@ the median message time, bars from the 90th to the 10th percentile time)
 over message size for every operation, and the device's added cost per
 faulted page ((cold - warm) / faults) next to the guest CPU's first touch of
 the same pages (the store and load costs weighted by the pages the device
-faulted for writing and for reading), per operation and size. With the
+faulted for writing and for reading), per operation, size and way of waiting
+for the completion (the bandwidth panel shows the first). With the
 memory modes (--modes), two more: each mode's warm and cold bandwidth over
 message size, and the time to register each size in each mode. Exits 1 on
 unreadable input.
@@ -52,8 +53,15 @@ def size_axis(e, sizes, x, y, w, h, label):
     return sx
 
 
+def first_wait(doc):
+    """The wait mode the bandwidth panel shows: the run's first (older runs had one)."""
+    waits = doc.get("waits") or []
+    return waits[0] if waits else None
+
+
 def bandwidth_panel(e, doc, x, y, w, h):
-    rows = doc["rows"]
+    wait = first_wait(doc)
+    rows = [r for r in doc["rows"] if r.get("wait") == wait]
     sizes = sorted({r["size"] for r in rows})
     ops = [op for op in COLORS if any(r["op"] == op for r in rows)]
 
@@ -65,7 +73,8 @@ def bandwidth_panel(e, doc, x, y, w, h):
     lo, hi = log_axis(vals)
     p = Panel(e, x, y, w, h, lo, hi, "MiB/s (size / message time)")
     e.append(f'<text x="{x + w / 2}" y="{y - 10}" text-anchor="middle" font-size="13">'
-             'Bandwidth of one message in flight: warm (solid) and cold (dashed)</text>')
+             'Bandwidth of one message in flight: warm (solid) and cold (dashed)'
+             + (f', completions: {wait}' if wait else '') + '</text>')
     sx = size_axis(e, sizes, x, y, w, h, "message size")
     for k, op in enumerate(ops):
         c = COLORS[op]
@@ -140,6 +149,9 @@ def cost_panel(e, doc, x, y, w, h):
         e.append(f'<text x="{cx:.1f}" y="{base + 14}" text-anchor="middle" font-size="10">{r["op"]}</text>')
         e.append(f'<text x="{cx:.1f}" y="{base + 26}" text-anchor="middle" font-size="10">'
                  f'{size_name(r["size"])}</text>')
+        if r.get("wait"):
+            e.append(f'<text x="{cx:.1f}" y="{base + 38}" text-anchor="middle" '
+                     f'font-size="10">{r["wait"]}</text>')
 
 
 MODE_COLORS = {"pinned": "#ff7f0e", "odp": "#2ca02c", "sva": "#9467bd"}

@@ -3,9 +3,10 @@
 # comparable with each other; nothing here fails on time (only on a verbs failure or a guest
 # that does not finish).
 #
-# By default: 'pfnic-perf --compare --odp --modes', warm and cold side by side in one
-# process, with the device's cost per faulted page against the guest CPU's own first touch
-# (two tables on the console), then the memory modes side by side (pinned, odp and sva: warm,
+# By default: 'pfnic-perf --compare --odp --waits=poll,events --modes', warm and cold side by
+# side in one process, with the device's cost per faulted page against the guest CPU's own
+# first touch (two tables on the console), each row twice: completions polled (one CPU
+# spins) and waited for on a completion channel (none does), then the memory modes side by side (pinned, odp and sva: warm,
 # cold, registration; two more tables). Its JSON comes out through the guest's second serial port; the run leaves
 # console.log, bench.json and the plot bench.svg (scripts/bench-plot.py) in
 # $PFNIC_LOG_DIR/bench-<time>/ and prints the plot's path.
@@ -53,7 +54,7 @@ mkdir -p "$run_dir"
 # What else the host was doing: the numbers depend on it.
 echo "start: $(date -u '+%F %T UTC'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)" \
 	>"$run_dir/host.txt"
-args=(--compare --odp --modes "${args[@]}")
+args=(--compare --odp --waits=poll,events --modes "${args[@]}")
 log "benchmark in the guest (TCG): pfnic-perf ${args[*]}; up to ${limit}s; logs in $run_dir"
 rc=0
 "$PFNIC_ROOT/scripts/run-guest.sh" --timeout "$limit" --log "$run_dir/console.log" \

@@ -133,6 +133,14 @@ typedef struct PfnicMrFault {
 
 #define PFNIC_MR_FAULTS             (2 * PFNIC_MAX_QPS)
 
+/* Pages a page request group made present: [start, end), for @write or not */
+typedef struct PfnicRefill {
+    uint64_t start, end;
+    bool write;
+} PfnicRefill;
+
+#define PFNIC_REFILLS               4
+
 /* The device side of one process: see docs/registers.md, "Hardware contexts" */
 typedef struct PfnicContext {
     PfnicState *s;
@@ -162,11 +170,13 @@ typedef struct PfnicContext {
     uint64_t done;              /* bytes completed */
     PfnicPageWait pw;
     /*
-     * Pages a page request group just made present, in this address space:
-     * the next miss there translates them all with one ATS request.
+     * Pages the last page request groups made present, in this address
+     * space: the next miss in one translates the rest of it with one ATS
+     * request. Several, since groups come back together (both sides of a
+     * work request's window).
      */
-    uint64_t refill_start, refill_end;
-    bool refill_write;
+    PfnicRefill refill[PFNIC_REFILLS];
+    uint32_t refill_next;
     int32_t prefetch_mr;        /* PREFETCH: the MR of the key */
     uint32_t groups_out;        /* groups for this context's PASID */
     uint32_t pages_out;

@@ -174,22 +174,26 @@ PfnicXlate pfnic_translate(PfnicContext *ctx, uint64_t va, bool write,
         return PFNIC_XLATE_OK;
     }
 
-    if (va >= ctx->refill_start && va < ctx->refill_end &&
-        (ctx->refill_write || !write)) {
-        /* Right after a group's response: its pages in one ATS request. */
+    for (int i = 0; i < PFNIC_REFILLS; i++) {
+        PfnicRefill *r = &ctx->refill[i];
         uint64_t va0 = va & PFNIC_PAGE_MASK;
-        uint32_t span = MIN((ctx->refill_end - va0) / PFNIC_PAGE_SIZE,
-                            PFNIC_GROUP_PAGES);
         bool missing[PFNIC_GROUP_PAGES];
+        uint32_t span;
 
+        if (va < r->start || va >= r->end || (write && !r->write)) {
+            continue;
+        }
+        /* Right after a group's response: its pages in one ATS request. */
+        span = MIN((r->end - va0) / PFNIC_PAGE_SIZE, PFNIC_GROUP_PAGES);
         pfnic_probe_range(ctx, va0, span, write, missing);
-        ctx->refill_start = va0 + span * PFNIC_PAGE_SIZE;
+        r->start = va0 + span * PFNIC_PAGE_SIZE;
         if (!missing[0] && e->valid && e->pasid == ctx->pasid &&
             e->vpage == vpage && (e->perm & need) == need) {
             *pa = e->paddr + (va & ~PFNIC_PAGE_MASK);
             *as = e->as;
             return PFNIC_XLATE_OK;
         }
+        break;
     }
     pfnic_count(ctx, PFNIC_CNT_ATC_MISSES);
     n = pci_ats_request_translation(PCI_DEVICE(s), ctx->pasid, false, false,
@@ -375,9 +379,11 @@ static void pfnic_pri_response(IOMMUPRINotifier *n, IOMMUPRIResponse *r)
         PfnicContext *gc = &s->contexts[g->ctx];
 
         if (gc->enabled && gc->pasid == g->pasid) {
-            gc->refill_start = g->start;
-            gc->refill_end = g->end;
-            gc->refill_write = g->write;
+            gc->refill[gc->refill_next++ % PFNIC_REFILLS] = (PfnicRefill) {
+                .start = g->start,
+                .end = g->end,
+                .write = g->write,
+            };
         }
         pfnic_count_n(ctx, PFNIC_CNT_PRI_SUCCESS, g->pages);
         if (mr) {
@@ -1212,7 +1218,7 @@ bool pfnic_ctx_start(PfnicContext *ctx)
     pfnic_page_wait_reset(ctx->s, &ctx->pw);
     memset(&ctx->stats, 0, sizeof(ctx->stats));
     ctx->remote_access_errors = 0;
-    ctx->refill_start = ctx->refill_end = 0;
+    memset(ctx->refill, 0, sizeof(ctx->refill));
     ctx->access_alert_armed = true;
     if (!ctx->no_pasid) {
         pfnic_ctx_follow(ctx);

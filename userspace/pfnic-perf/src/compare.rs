@@ -29,7 +29,7 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
-use crate::{err, poll_cq, Bench, Buffers, Options, Verb, PAGE_SIZE, STUCK};
+use crate::{err, poll_cq, Bench, Buffers, Options, Verb, Wait, PAGE_SIZE, STUCK};
 use pfnic_verbs::{Cq, MrStats, Wc, WcStatus};
 
 /// The fewest pages each repetition times for each kind of CPU first touch.
@@ -136,6 +136,7 @@ impl Counts {
 struct RowResult {
     verb: Verb,
     size: usize,
+    wait: Wait,
     warm: Vec<f64>,
     cold: Vec<f64>,
     drop: Vec<f64>,
@@ -199,11 +200,11 @@ fn cpu_touch(bufs: &Buffers, write: &mut Vec<f64>, read: &mut Vec<f64>) -> io::R
 }
 
 impl Bench {
-    /// Waits for one completion on `cq`: by polling, or with `--events` by sleeping on the
+    /// Waits for one completion on `cq`: by polling, or (`Wait::Events`) by sleeping on the
     /// completion channel between polls (armed before the last poll, so none is missed).
     fn wait_one(&self, cq: &Cq, what: &str) -> io::Result<()> {
         let mut wc = [Wc::default(); 1];
-        let Some(channel) = &self.events else {
+        let (Wait::Events, Some(channel)) = (self.wait, &self.events) else {
             return poll_cq(cq, &mut wc, what).map(|_| ());
         };
         let start = Instant::now();
@@ -249,6 +250,7 @@ impl Bench {
         let mut r = RowResult {
             verb,
             size,
+            wait: self.wait,
             warm: Vec::with_capacity(o.iters * o.reps),
             cold: Vec::with_capacity(o.iters * o.reps),
             drop: Vec::with_capacity(o.iters * o.reps),
@@ -358,6 +360,7 @@ fn row_json(r: &RowResult, d: &Derived) -> Value {
     json!({
         "op": verb_name(r.verb),
         "size": r.size,
+        "wait": r.wait.name(),
         "warm": d.warm.json(),
         "cold": d.cold.json(),
         "drop": d.drop.json(),
@@ -414,8 +417,8 @@ fn table(
     rows: &[(RowResult, Derived)],
     cells: impl Fn(&Derived) -> Vec<String>,
 ) {
-    let line = |op: &str, size: &str, rest: Vec<String>| {
-        let mut l = format!("{op:<6} {size:>7}");
+    let line = |op: &str, size: &str, wait: &str, rest: Vec<String>| {
+        let mut l = format!("{op:<6} {size:>7}  {wait:<6}");
         for ((_, w), c) in columns.iter().zip(rest) {
             l.push_str(&format!("  {c:>w$}"));
         }
@@ -424,28 +427,29 @@ fn table(
     line(
         "op",
         "size",
+        "wait",
         columns.iter().map(|(t, _)| t.to_string()).collect(),
     );
     for (r, d) in rows {
-        line(verb_name(r.verb), &size_name(r.size), cells(d));
+        line(
+            verb_name(r.verb),
+            &size_name(r.size),
+            r.wait.name(),
+            cells(d),
+        );
     }
 }
 
 fn print_tables(o: &Options, rows: &[(RowResult, Derived)], clock: f64) {
     println!(
         "pfnic-perf --compare: pfnic{}, RC loopback (two QPs of one process), {}, one message \
-         in flight, completions {}",
+         in flight; wait: poll spins on the CQ, events sleeps on a completion channel",
         o.device,
         if o.odp {
             "on-demand MRs"
         } else {
             "ordinary MRs"
         },
-        if o.events {
-            "by completion events"
-        } else {
-            "polled"
-        }
     );
     println!(
         "  {} repetitions x {} iterations per row; warm and cold interleaved on the same \
@@ -514,17 +518,24 @@ fn print_tables(o: &Options, rows: &[(RowResult, Derived)], clock: f64) {
 
 /// Runs `--compare`: every operation at every size, prints the tables and writes the JSON.
 pub(crate) fn run(o: &Options) -> io::Result<()> {
-    let bench = Bench::new(o)?;
+    let mut bench = Bench::new(o)?;
     let clock = clock_overhead();
     let start = Instant::now();
     let mut rows = Vec::new();
     for &verb in &o.verbs {
         for &size in &o.sizes {
-            let r = bench
-                .compare_row(verb, size, o)
-                .map_err(|e| err(format!("{} {size} bytes: {e}", verb_name(verb))))?;
-            let d = derive(&r, clock);
-            rows.push((r, d));
+            for &wait in &o.waits {
+                bench.wait = wait;
+                let r = bench.compare_row(verb, size, o).map_err(|e| {
+                    err(format!(
+                        "{} {size} bytes, {}: {e}",
+                        verb_name(verb),
+                        wait.name()
+                    ))
+                })?;
+                let d = derive(&r, clock);
+                rows.push((r, d));
+            }
         }
     }
     print_tables(o, &rows, clock);
@@ -539,7 +550,7 @@ pub(crate) fn run(o: &Options) -> io::Result<()> {
             "format": 1,
             "device": format!("pfnic{}", o.device),
             "odp": o.odp,
-            "events": o.events,
+            "waits": o.waits.iter().map(|w| w.name()).collect::<Vec<_>>(),
             "iters": o.iters,
             "reps": o.reps,
             "page_size": PAGE_SIZE,
@@ -574,6 +585,7 @@ mod tests {
         RowResult {
             verb: Verb::Write,
             size: 2 * PAGE_SIZE,
+            wait: Wait::Poll,
             warm: vec![10.0; 4],
             cold: vec![50.0; 4],
             drop: vec![1.0; 4],

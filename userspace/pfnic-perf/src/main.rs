@@ -89,6 +89,9 @@ usage: pfnic-perf [options] [TEST...]                 loopback: two QPs of this 
       --json=FILE       also write the results as JSON to FILE (e.g. /dev/ttyS1)
       --events          wait for completions on a completion channel (armed CQ, completion
                         event) instead of polling: no CPU spins while the device works
+      --waits=LIST      each row once per wait mode of LIST, side by side: poll, events or
+                        poll,events (--events is --waits=events; default poll); the memory
+                        modes wait the first way
       --modes           then the memory modes side by side (docs/uapi.md): the same OPs and
                         sizes in each mode this device and platform can run (pinned, odp
                         and sva, the last two with on-demand MRs), warm and cold (odp, sva:
@@ -169,7 +172,8 @@ struct Options {
     /// `--compare`: repetitions per row, and where the JSON goes.
     reps: usize,
     json: Option<String>,
-    events: bool,
+    /// `--compare`: how a message's completion is waited for; each row runs once per mode.
+    waits: Vec<Wait>,
     /// `--compare --modes`: also the memory modes side by side ([`modes`]).
     modes: bool,
 }
@@ -179,6 +183,42 @@ enum Mode {
     Loopback(Options),
     Compare(Options),
     Peer(peer::PeerOptions),
+}
+
+/// How `--compare` waits for a message's completion.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Wait {
+    /// Spinning on the CQ: one CPU is busy while the device and the fault handlers work.
+    Poll,
+    /// Sleeping on a completion channel (the CQ armed): no CPU spins, and a message that
+    /// completes while the process sleeps pays the interrupt and the wake-up.
+    Events,
+}
+
+impl Wait {
+    fn name(self) -> &'static str {
+        match self {
+            Wait::Poll => "poll",
+            Wait::Events => "events",
+        }
+    }
+
+    /// `--waits`: a comma-separated list of poll and events, each once.
+    fn list(v: &str) -> Result<Vec<Self>, String> {
+        let mut waits = Vec::new();
+        for w in v.split(',') {
+            let w = match w {
+                "poll" => Wait::Poll,
+                "events" => Wait::Events,
+                _ => return Err(format!("--waits: '{w}' is neither poll nor events")),
+            };
+            if waits.contains(&w) {
+                return Err(format!("--waits: {} given twice", w.name()));
+            }
+            waits.push(w);
+        }
+        Ok(waits)
+    }
 }
 
 /// perftest's TCP port.
@@ -197,7 +237,7 @@ fn parse_args() -> Result<Mode, String> {
     let mut verbs = Vec::new();
     let mut reps = 10;
     let mut json = None;
-    let mut events = false;
+    let mut waits = Vec::new();
     let mut modes = false;
     let mut device = 0;
     let mut args = std::env::args().skip(1);
@@ -225,7 +265,8 @@ fn parse_args() -> Result<Mode, String> {
             "--cold" => cold = true,
             "--compare" => compare = true,
             "--reps" => reps = number(&opt, value())?,
-            "--events" => events = true,
+            "--events" => waits = vec![Wait::Events],
+            "--waits" => waits = Wait::list(&value().ok_or("--waits needs a value")?)?,
             "--modes" => modes = true,
             "--json" => json = Some(value().ok_or("--json needs a value")?),
             "-h" | "--help" => {
@@ -262,10 +303,15 @@ fn parse_args() -> Result<Mode, String> {
     if compare && (port.is_some() || host.is_some() || cold) {
         return Err("--compare is a loopback run of its own (no peer, no --cold)".into());
     }
-    if !compare && (json.is_some() || events || modes || !verbs.is_empty()) {
+    if !compare && (json.is_some() || !waits.is_empty() || modes || !verbs.is_empty()) {
         return Err(
-            "--json, --events, --modes and the OPs write, read and send are for --compare".into(),
+            "--json, --events, --waits, --modes and the OPs write, read and send are for \
+             --compare"
+                .into(),
         );
+    }
+    if waits.is_empty() {
+        waits.push(Wait::Poll);
     }
     if port.is_some() || host.is_some() {
         let [test] = tests[..] else {
@@ -322,7 +368,7 @@ fn parse_args() -> Result<Mode, String> {
             device,
             reps,
             json,
-            events,
+            waits,
             modes,
         }));
     }
@@ -341,7 +387,7 @@ fn parse_args() -> Result<Mode, String> {
         verbs,
         reps,
         json,
-        events,
+        waits,
         modes,
     }))
 }
@@ -366,8 +412,10 @@ struct Bench {
     depth: u32,
     odp: bool,
     cold: bool,
-    /// `--events`: completions are waited for on this channel instead of by spinning.
+    /// The CQs' completion channel, when some wait mode sleeps on it.
     events: Option<CompChannel>,
+    /// How messages wait for their completions now (the first of `--waits` unless changed).
+    wait: Wait,
 }
 
 /// One size's buffers: A's (local) and B's (remote), registered, each of `slots` messages
@@ -431,7 +479,7 @@ impl Bench {
         let attr = ctx.query_device_ex()?;
         let depth = o.tx_depth.min(attr.verbs.max_qp_wr);
         let pd = ctx.alloc_pd()?;
-        let events = if o.events {
+        let events = if o.waits.contains(&Wait::Events) {
             Some(ctx.create_comp_channel()?)
         } else {
             None
@@ -457,6 +505,7 @@ impl Bench {
             odp: o.odp,
             cold: o.cold,
             events,
+            wait: o.waits.first().copied().unwrap_or(Wait::Poll),
         })
     }
 
@@ -868,5 +917,22 @@ fn main() -> ExitCode {
             eprintln!("pfnic-perf: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Wait;
+
+    #[test]
+    fn waits_are_a_list_of_distinct_modes() {
+        assert_eq!(Wait::list("poll"), Ok(vec![Wait::Poll]));
+        assert_eq!(
+            Wait::list("events,poll"),
+            Ok(vec![Wait::Events, Wait::Poll])
+        );
+        assert!(Wait::list("poll,poll").unwrap_err().contains("twice"));
+        assert!(Wait::list("spin").unwrap_err().contains("'spin'"));
+        assert!(Wait::list("").is_err());
     }
 }

@@ -20,6 +20,7 @@ mod matrix;
 mod matrix_fail_nth;
 mod matrix_uffd;
 mod mem_modes;
+mod perf_tool;
 mod security;
 mod verbs_async;
 mod verbs_common;
@@ -51,6 +52,7 @@ fn main() {
         verbs_async::TESTS,
         verbs_odp::TESTS,
         mem_modes::TESTS,
+        perf_tool::TESTS,
         fault_path::TESTS,
         wire::TESTS,
         security::TESTS,
