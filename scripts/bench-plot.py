@@ -21,6 +21,7 @@ import sys
 from svgplot import Panel, document, esc, log_axis, num
 
 COLORS = {"write": "#1f77b4", "read": "#d62728", "send": "#2ca02c"}
+WAIT_SHORT = {"poll": "poll", "events": "evt"}
 MIB = float(1 << 20)
 
 
@@ -124,6 +125,7 @@ def cost_panel(e, doc, x, y, w, h):
              'faults; label: device / CPU</text>')
     e.append(f'<text x="{x + 8}" y="{y + 28}" font-size="10">grey: CPU, its store and load '
              'first touches weighted by the device\'s write and read faults</text>')
+    waits = any(r.get("wait") for r in rows)
     n = max(1, len(rows))
     group = w / n
     bar = min(24, group * 0.35)
@@ -146,12 +148,22 @@ def cost_panel(e, doc, x, y, w, h):
             top = max(r["device_us_per_fault"], r["cpu"]["weighted_us_per_page"])
             e.append(f'<text x="{cx:.1f}" y="{p.ty(top) - 4:.1f}" text-anchor="middle" '
                      f'font-size="10">{ratio:.3g}x</text>')
-        e.append(f'<text x="{cx:.1f}" y="{base + 14}" text-anchor="middle" font-size="10">{r["op"]}</text>')
-        e.append(f'<text x="{cx:.1f}" y="{base + 26}" text-anchor="middle" font-size="10">'
-                 f'{size_name(r["size"])}</text>')
-        if r.get("wait"):
-            e.append(f'<text x="{cx:.1f}" y="{base + 38}" text-anchor="middle" '
-                     f'font-size="10">{r["wait"]}</text>')
+        if waits:
+            # Narrow groups: the colour says the operation (legend), two short lines the rest.
+            labels = (size_name(r["size"]).replace(" KiB", "K").replace(" MiB", "M"),
+                      WAIT_SHORT.get(r.get("wait"), r.get("wait") or ""))
+        else:
+            labels = (r["op"], size_name(r["size"]))
+        for k, label in enumerate(labels):
+            e.append(f'<text x="{cx:.1f}" y="{base + 14 + 12 * k}" text-anchor="middle" '
+                     f'font-size="10">{label}</text>')
+    if waits:
+        for k, op in enumerate(op for op in COLORS if any(r["op"] == op for r in rows)):
+            lx = x + w - 190 + k * 62
+            e.append(f'<rect x="{lx}" y="{y + 36}" width="10" height="10" fill="{COLORS[op]}"/>')
+            e.append(f'<text x="{lx + 14}" y="{y + 45}" font-size="10">{op}</text>')
+        e.append(f'<text x="{x + w}" y="{base + 40}" text-anchor="end" font-size="10">'
+                 'completions: poll = polled, evt = by events</text>')
 
 
 MODE_COLORS = {"pinned": "#ff7f0e", "odp": "#2ca02c", "sva": "#9467bd"}
