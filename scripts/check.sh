@@ -36,10 +36,10 @@ step "clippy (userspace)"
 step "QEMU checkpatch (device sources and patches)"
 # Checked where they sit in QEMU's tree (hw/net/pfnic, tests/qtest), since
 # checkpatch's rules depend on the path (tests may use g_assert_cmp*, ...).
-# The tree links them from this checkout, as scripts/patch-tree.sh does (a
-# tree last built from another checkout links that one's).
-ln -sfn "$PFNIC_ROOT/qemu-device/hw/pfnic" "$QEMU_PRISTINE/hw/net/pfnic"
-ln -sfn "$PFNIC_ROOT/qemu-device/tests/pfnic-test.c" "$QEMU_PRISTINE/tests/qtest/pfnic-test.c"
+# The tree links them from this checkout, as the builds do (a tree last
+# built from another checkout links that one's).
+source "$PFNIC_ROOT/scripts/patch-tree.sh"
+qemu_link_device
 for f in hw/net/pfnic/*.[ch] tests/qtest/pfnic-test.c; do
 	(cd "$QEMU_PRISTINE" && for g in $f; do
 		[[ -e $g ]] || { echo "$g: no such file in $QEMU_PRISTINE"; exit 1; }

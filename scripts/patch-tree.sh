@@ -36,8 +36,21 @@ apply_series() {
 # and its qtest linked in from qemu-device/ (edits rebuild incrementally).
 qemu_tree() {
 	apply_series "$QEMU_PRISTINE" "$PFNIC_ROOT/qemu-device/patches" qemu
-	ln -sfn "$PFNIC_ROOT/qemu-device/hw/pfnic" "$QEMU_PRISTINE/hw/net/pfnic"
-	ln -sfn "$PFNIC_ROOT/qemu-device/tests/pfnic-test.c" "$QEMU_PRISTINE/tests/qtest/pfnic-test.c"
+	qemu_link_device
+}
+
+# qemu_link_device: link the device and its qtest into the QEMU tree from this
+# checkout. When the tree linked another checkout, this one's files are touched:
+# ninja compares times, and they may be older than the objects built from the
+# other's.
+qemu_link_device() {
+	local dev=$PFNIC_ROOT/qemu-device/hw/pfnic test=$PFNIC_ROOT/qemu-device/tests/pfnic-test.c
+	if [[ $(readlink "$QEMU_PRISTINE/hw/net/pfnic") != "$dev" ||
+		$(readlink "$QEMU_PRISTINE/tests/qtest/pfnic-test.c") != "$test" ]]; then
+		touch "$dev"/* "$test"
+	fi
+	ln -sfn "$dev" "$QEMU_PRISTINE/hw/net/pfnic"
+	ln -sfn "$test" "$QEMU_PRISTINE/tests/qtest/pfnic-test.c"
 }
 
 # qemu_configure DIR ARG...: configure that tree into the build directory DIR
