@@ -2,10 +2,9 @@
 //! read back, so that a benchmark that stops measuring what it says fails here rather than in
 //! a night's numbers.
 
-use std::process::Command;
-
 use serde_json::Value;
 
+use crate::common::sh;
 use crate::ktap::{Failure, Test, TestResult};
 use crate::verbs_common::{requires_odp, verbs_ctx, ODP_READ, ODP_WRITE};
 
@@ -31,8 +30,10 @@ fn number(row: &Value, path: &[&str]) -> Result<f64, Failure> {
 /// in the warm ones, a device cost and a CPU reference that exist.
 fn test_perf_compare_waits() -> TestResult {
     requires_odp(&verbs_ctx()?, ODP_WRITE | ODP_READ, false)?;
-    let out = Command::new(PERF)
-        .args([
+    let json = format!("--json={JSON}");
+    let (ok, out) = sh(
+        PERF,
+        &[
             "--compare",
             "--odp",
             "--waits=poll,events",
@@ -42,19 +43,12 @@ fn test_perf_compare_waits() -> TestResult {
             "3",
             "--reps",
             "2",
-            &format!("--json={JSON}"),
+            &json,
             "write",
             "read",
-        ])
-        .output()
-        .map_err(|e| Failure::Fail(format!("cannot run {PERF}: {e}")))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    check!(
-        out.status.success(),
-        "{PERF} exited with {}: {stdout}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+        ],
+    )?;
+    check!(ok, "{PERF} failed: {out}");
     let text = std::fs::read_to_string(JSON)?;
     let _ = std::fs::remove_file(JSON);
     let doc: Value = serde_json::from_str(&text)?;
@@ -113,10 +107,9 @@ fn test_perf_compare_waits() -> TestResult {
         );
         // The table on the console has the row too.
         check!(
-            stdout
-                .lines()
+            out.lines()
                 .any(|l| l.starts_with(op) && l.contains("64 KiB") && l.contains(wait)),
-            "{what}: no such row in the table:\n{stdout}"
+            "{what}: no such row in the table:\n{out}"
         );
         println!("# {what}: device/CPU {ratio:.2}x");
     }
