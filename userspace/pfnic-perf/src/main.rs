@@ -29,6 +29,7 @@
 //! The numbers are what they are: nothing here fails on time. The tool fails (exit status 1)
 //! only when the verbs fail, or a completion does not arrive within a minute.
 
+mod cli;
 mod compare;
 mod exchange;
 mod modes;
@@ -55,55 +56,23 @@ const COLD_SLOTS_BYTES: usize = 64 << 20;
 /// How long a completion may take before the run is declared broken (not slow: broken).
 const STUCK: Duration = Duration::from_secs(60);
 
-const USAGE: &str = "\
-usage: pfnic-perf [options] [TEST...]                 loopback: two QPs of this process
-       pfnic-perf --compare [options] [OP...]        loopback, warm against cold
-       pfnic-perf [options] -p PORT TEST             the server of a run with a peer
-       pfnic-perf [options] [-p PORT] TEST HOST      its client
-  TEST is write_bw, write_lat, read_bw, read_lat, send_bw or send_lat (loopback default: all
-  six; with a peer, exactly one). The peer may be pfnic-perf or perftest's ib_TEST (perftest's
-  exchange, version 6.06 as Debian 12 ships it), e.g. `ib_write_bw -d rxe0 -x 1 HOST`.
-  -s, --size=BYTES      message size (loopback default: 4096 and 1048576; with a peer:
-                        65536 for bandwidth and 2 for latency, as perftest's)
-  -a, --all             every power of two from 2 bytes to 8 MiB (loopback)
-  -n, --iters=N         iterations per size (loopback default 100; with a peer 1000)
-  -t, --tx-depth=N      work requests in flight in bandwidth tests (loopback default 32;
-                        with a peer 128)
-  -r, --rx-depth=N      receives posted at once in SEND tests with a peer (default 512)
-  -p, --port=PORT       the TCP port of the exchange with a peer (default 18515)
-  -x, --gid-index=N     the source GID with a peer (default 1: the port's IPv4 address)
-      --odp             on-demand MRs (IBV_ACCESS_ON_DEMAND)
-      --cold            madvise(MADV_DONTNEED) the buffers before every iteration (loopback)
-  -d, --ib-dev=N        use /dev/pfnicN (default 0)
-  -h, --help            this text
- --compare: in one process, for each OP (write, read, send; default all three; a TEST name
-  counts as its OP) and size (default 4096, 65536 and 1048576), interleaved warm and cold
-  (both buffers dropped before every iteration, the drop timed apart) messages, one in
-  flight, timed from the post to the completion: median and p10..p90 of each, cold/warm,
-  faults and page request groups per cold iteration (MR counters), the device's cost per
-  faulted page ((cold - warm) / faults) against the guest CPU's own first touch of a dropped
-  page (a store or a load per page, timed in the same run), and cold / (warm + the CPU's
-  touch of the same pages). Also takes -s, -a, -n (iterations per repetition, default 20),
-  --odp and -d.
-      --reps=N          repetitions per row, each warm then cold (default 10)
-      --json=FILE       also write the results as JSON to FILE (e.g. /dev/ttyS1)
-      --events          wait for completions on a completion channel (armed CQ, completion
-                        event) instead of polling: no CPU spins while the device works
-      --waits=LIST      each row once per wait mode of LIST, side by side: poll, events or
-                        poll,events (--events is --waits=events; default poll); the memory
-                        modes wait the first way
-      --modes           then the memory modes side by side (docs/uapi.md): the same OPs and
-                        sizes in each mode this device and platform can run (pinned, odp
-                        and sva, the last two with on-demand MRs), warm and cold (odp, sva:
-                        both buffers dropped; pinned: dropped and registered again, the
-                        registration timed in), and the time to register 4 KiB .. 1 GiB in
-                        each mode";
-
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Verb {
     Write,
     Read,
     Send,
+}
+
+impl Verb {
+    /// `--compare`'s name of an operation.
+    fn of_name(name: &str) -> Option<Self> {
+        match name {
+            "write" => Some(Verb::Write),
+            "read" => Some(Verb::Read),
+            "send" => Some(Verb::Send),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -186,7 +155,7 @@ enum Mode {
 }
 
 /// How `--compare` waits for a message's completion.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
 enum Wait {
     /// Spinning on the CQ: one CPU is busy while the device and the fault handlers work.
     Poll,
@@ -202,194 +171,6 @@ impl Wait {
             Wait::Events => "events",
         }
     }
-
-    /// `--waits`: a comma-separated list of poll and events, each once.
-    fn list(v: &str) -> Result<Vec<Self>, String> {
-        let mut waits = Vec::new();
-        for w in v.split(',') {
-            let w = match w {
-                "poll" => Wait::Poll,
-                "events" => Wait::Events,
-                _ => return Err(format!("--waits: '{w}' is neither poll nor events")),
-            };
-            if waits.contains(&w) {
-                return Err(format!("--waits: {} given twice", w.name()));
-            }
-            waits.push(w);
-        }
-        Ok(waits)
-    }
-}
-
-/// perftest's TCP port.
-const DEFAULT_PORT: u16 = 18515;
-
-fn parse_args() -> Result<Mode, String> {
-    let mut tests = Vec::new();
-    let mut size = None;
-    let mut iters = None;
-    let mut tx_depth = None;
-    let mut rx_depth = 512;
-    let mut port = None;
-    let mut host = None;
-    let mut gid_index = 1;
-    let (mut all, mut odp, mut cold, mut compare) = (false, false, false, false);
-    let mut verbs = Vec::new();
-    let mut reps = 10;
-    let mut json = None;
-    let mut waits = Vec::new();
-    let mut modes = false;
-    let mut device = 0;
-    let mut args = std::env::args().skip(1);
-    fn number<T: std::str::FromStr>(opt: &str, v: Option<String>) -> Result<T, String> {
-        let v = v.ok_or_else(|| format!("{opt} needs a value"))?;
-        v.parse()
-            .map_err(|_| format!("{opt}: '{v}' is not a valid number"))
-    }
-    while let Some(a) = args.next() {
-        let (opt, inline) = match a.split_once('=') {
-            Some((o, v)) if o.starts_with("--") => (o.to_string(), Some(v.to_string())),
-            _ => (a.clone(), None),
-        };
-        let mut value = || inline.clone().or_else(|| args.next());
-        match opt.as_str() {
-            "-s" | "--size" => size = Some(number::<usize>(&opt, value())?),
-            "-a" | "--all" => all = true,
-            "-n" | "--iters" => iters = Some(number::<usize>(&opt, value())?),
-            "-t" | "--tx-depth" => tx_depth = Some(number::<u32>(&opt, value())?),
-            "-r" | "--rx-depth" => rx_depth = number(&opt, value())?,
-            "-p" | "--port" => port = Some(number::<u16>(&opt, value())?),
-            "-x" | "--gid-index" => gid_index = number(&opt, value())?,
-            "-d" | "--ib-dev" => device = number(&opt, value())?,
-            "--odp" => odp = true,
-            "--cold" => cold = true,
-            "--compare" => compare = true,
-            "--reps" => reps = number(&opt, value())?,
-            "--events" => waits = vec![Wait::Events],
-            "--waits" => waits = Wait::list(&value().ok_or("--waits needs a value")?)?,
-            "--modes" => modes = true,
-            "--json" => json = Some(value().ok_or("--json needs a value")?),
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            t if !t.starts_with('-') => match Test::ALL.iter().find(|x| x.name() == t) {
-                Some(&x) => tests.push(x),
-                None if ["write", "read", "send"].contains(&t) => verbs.push(match t {
-                    "write" => Verb::Write,
-                    "read" => Verb::Read,
-                    _ => Verb::Send,
-                }),
-                None if host.is_none() => host = Some(t.to_string()),
-                None => {
-                    return Err(format!(
-                        "unknown test '{t}' (the peer's address is {})",
-                        host.unwrap_or_default()
-                    ))
-                }
-            },
-            _ => return Err(format!("unknown option '{a}'")),
-        }
-    }
-    if size == Some(0) || iters == Some(0) || tx_depth == Some(0) || rx_depth == 0 {
-        return Err("--size, --iters, --tx-depth and --rx-depth must be at least 1".into());
-    }
-    if all && size.is_some() {
-        return Err("--all and --size exclude each other".into());
-    }
-    if reps == 0 {
-        return Err("--reps must be at least 1".into());
-    }
-    if compare && (port.is_some() || host.is_some() || cold) {
-        return Err("--compare is a loopback run of its own (no peer, no --cold)".into());
-    }
-    if !compare && (json.is_some() || !waits.is_empty() || modes || !verbs.is_empty()) {
-        return Err(
-            "--json, --events, --waits, --modes and the OPs write, read and send are for \
-             --compare"
-                .into(),
-        );
-    }
-    if waits.is_empty() {
-        waits.push(Wait::Poll);
-    }
-    if port.is_some() || host.is_some() {
-        let [test] = tests[..] else {
-            return Err(format!(
-                "a run with a peer is of exactly one TEST ({} given)",
-                tests.len()
-            ));
-        };
-        if all || cold {
-            return Err("--all and --cold are for loopback runs".into());
-        }
-        return Ok(Mode::Peer(peer::PeerOptions {
-            test,
-            host,
-            port: port.unwrap_or(DEFAULT_PORT),
-            size: size.unwrap_or(match test.kind {
-                Kind::Bw => 65536,
-                Kind::Lat => 2,
-            }),
-            iters: iters.unwrap_or(1000),
-            tx_depth: tx_depth.unwrap_or(128),
-            rx_depth,
-            gid_index,
-            odp,
-            device,
-        }));
-    }
-    let sizes = if all {
-        (1..=23).map(|s| 1usize << s).collect()
-    } else if let Some(s) = size {
-        vec![s]
-    } else if compare {
-        vec![4096, 64 << 10, 1 << 20]
-    } else {
-        vec![4096, 1 << 20]
-    };
-    if compare {
-        for t in &tests {
-            if !verbs.contains(&t.verb) {
-                verbs.push(t.verb);
-            }
-        }
-        if verbs.is_empty() {
-            verbs = vec![Verb::Write, Verb::Read, Verb::Send];
-        }
-        return Ok(Mode::Compare(Options {
-            tests,
-            verbs,
-            sizes,
-            iters: iters.unwrap_or(20),
-            tx_depth: tx_depth.unwrap_or(32),
-            odp,
-            cold: false,
-            device,
-            reps,
-            json,
-            waits,
-            modes,
-        }));
-    }
-    Ok(Mode::Loopback(Options {
-        tests: if tests.is_empty() {
-            Test::ALL.to_vec()
-        } else {
-            tests
-        },
-        sizes,
-        iters: iters.unwrap_or(100),
-        tx_depth: tx_depth.unwrap_or(32),
-        odp,
-        cold,
-        device,
-        verbs,
-        reps,
-        json,
-        waits,
-        modes,
-    }))
 }
 
 /// What a test gives to its row.
@@ -899,13 +680,7 @@ fn run(o: &Options) -> io::Result<()> {
 }
 
 fn main() -> ExitCode {
-    let mode = match parse_args() {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("pfnic-perf: {e}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+    let mode = cli::Cli::parse_mode();
     let r = match &mode {
         Mode::Loopback(o) => run(o),
         Mode::Compare(o) => compare::run(o),
@@ -917,22 +692,5 @@ fn main() -> ExitCode {
             eprintln!("pfnic-perf: {e}");
             ExitCode::FAILURE
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Wait;
-
-    #[test]
-    fn waits_are_a_list_of_distinct_modes() {
-        assert_eq!(Wait::list("poll"), Ok(vec![Wait::Poll]));
-        assert_eq!(
-            Wait::list("events,poll"),
-            Ok(vec![Wait::Events, Wait::Poll])
-        );
-        assert!(Wait::list("poll,poll").unwrap_err().contains("twice"));
-        assert!(Wait::list("spin").unwrap_err().contains("'spin'"));
-        assert!(Wait::list("").is_err());
     }
 }

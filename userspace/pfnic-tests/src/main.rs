@@ -34,6 +34,20 @@ mod verbs_qp;
 mod verbs_srq;
 mod wire;
 
+/// The command line.
+#[derive(clap::Parser)]
+#[command(
+    name = "pfnic-test",
+    about = "The pfnic guest test suite: KTAP on standard output, exit status 1 if a test failed"
+)]
+struct Args {
+    /// Print the tests' names, run nothing
+    #[arg(long)]
+    list: bool,
+    /// Run only the tests whose name contains FILTER, or one of its `|`-separated parts
+    filter: Option<String>,
+}
+
 fn main() {
     // Read-only tests first; the lifecycle tests unload and reload the driver.
     let all: Vec<&ktap::Test> = [
@@ -65,12 +79,12 @@ fn main() {
         lifecycle::TESTS,
     ]
     .concat();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|a| a == "--list") {
+    let args = <Args as clap::Parser>::parse();
+    if args.list {
         all.iter().for_each(|t| println!("{}", t.name));
         return;
     }
-    let filter = args.first().map(String::as_str).unwrap_or("");
+    let filter = args.filter.as_deref().unwrap_or("");
     let selected: Vec<&ktap::Test> = all
         .into_iter()
         .filter(|t| filter.split('|').any(|f| t.name.contains(f)))

@@ -11,16 +11,10 @@ use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: pfnic-info [--no-selftest] [--device /dev/pfnicN]
-       pfnic-info [--device /dev/pfnicN] --set-ipv4 A.B.C.D|none
-
-Shows every pfnic (or the one --device names): identity, capabilities, port 1
-(link layer, MAC, IPv4 address, GIDs, counters), and runs the interrupt
-self-test on every vector unless --no-selftest.
-
---set-ipv4 sets the port's IPv4 address (its GID 1, the address RoCEv2 peers
-reach it at) on /dev/pfnic0, or on the --device one; 'none' or 0.0.0.0 clears
-it. Needs CAP_NET_ADMIN.";
+const ABOUT: &str = "\
+Shows every pfnic (or the one --device names): identity, capabilities, port 1 (link layer, MAC,
+IPv4 address, GIDs, counters), and runs the interrupt self-test on every vector unless
+--no-selftest.";
 
 /// A GID as rdma-core prints it: eight groups of four hex digits.
 fn gid_str(gid: &[u8; 16]) -> String {
@@ -220,46 +214,33 @@ fn show(dev: &Device, selftest: bool) -> Result<(), String> {
 }
 
 /// What the command line asks.
+#[derive(clap::Parser)]
+#[command(name = "pfnic-info", about = ABOUT)]
 struct Args {
+    /// Do not run the interrupt self-test
+    #[arg(long = "no-selftest", action = clap::ArgAction::SetFalse)]
     selftest: bool,
+    /// Only this device (e.g. /dev/pfnic1)
+    #[arg(short, long, value_name = "/dev/pfnicN")]
     device: Option<PathBuf>,
-    /// `--set-ipv4`: the address (`None`: clear it).
-    set_ipv4: Option<Option<Ipv4Addr>>,
+    /// Set the port's IPv4 address (its GID 1, the address RoCEv2 peers reach it at) on
+    /// /dev/pfnic0, or on the --device one; 'none' or 0.0.0.0 clears it. Needs CAP_NET_ADMIN
+    #[arg(long, value_name = "A.B.C.D|none", value_parser = ipv4_or_none)]
+    set_ipv4: Option<PortAddress>,
 }
 
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args {
-        selftest: true,
-        device: None,
-        set_ipv4: None,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--no-selftest" => args.selftest = false,
-            "-d" | "--device" => {
-                args.device = Some(it.next().ok_or("--device needs a path")?.into());
-            }
-            "--set-ipv4" => {
-                let v = it.next().ok_or("--set-ipv4 needs an address")?;
-                let addr = if v == "none" {
-                    None
-                } else {
-                    let addr: Ipv4Addr = v
-                        .parse()
-                        .map_err(|_| format!("--set-ipv4: '{v}' is not an IPv4 address"))?;
-                    (!addr.is_unspecified()).then_some(addr)
-                };
-                args.set_ipv4 = Some(addr);
-            }
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            other => return Err(format!("unknown argument '{other}'")),
-        }
+/// `--set-ipv4`'s value: an address, or `None` to clear it.
+#[derive(Clone, Copy)]
+struct PortAddress(Option<Ipv4Addr>);
+
+fn ipv4_or_none(v: &str) -> Result<PortAddress, String> {
+    if v == "none" {
+        return Ok(PortAddress(None));
     }
-    Ok(args)
+    let addr: Ipv4Addr = v
+        .parse()
+        .map_err(|_| format!("'{v}' is not an IPv4 address"))?;
+    Ok(PortAddress((!addr.is_unspecified()).then_some(addr)))
 }
 
 /// `--set-ipv4`: sets the address of one device and says so.
@@ -289,14 +270,8 @@ fn set_ipv4(path: &PathBuf, addr: Option<Ipv4Addr>) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("pfnic-info: {e}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    if let Some(addr) = args.set_ipv4 {
+    let args = <Args as clap::Parser>::parse();
+    if let Some(PortAddress(addr)) = args.set_ipv4 {
         let path = args.device.unwrap_or_else(|| PathBuf::from("/dev/pfnic0"));
         return match set_ipv4(&path, addr) {
             Ok(()) => ExitCode::SUCCESS,
