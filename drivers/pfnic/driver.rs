@@ -171,7 +171,7 @@ impl pci::Driver for PfnicDriver {
                     bar.into_devres()?,
                     doorbells,
                     rings,
-                    pdev.as_ref().into(),
+                    pdev.as_ref(),
                     info,
                     verbs,
                 )?,
@@ -228,9 +228,9 @@ impl pci::Driver for PfnicDriver {
         })
     }
 
-    fn unbind<'bound>(_pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
+    fn unbind<'bound>(pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
         // No file operation uses the device as bound from now on (SVA binds, DMA allocations).
-        this.nic.mark_unbound();
+        this.nic.mark_unbound(pdev.as_ref());
         // Quiesce the hardware while its interrupt handlers are still registered: the reset
         // stops every context, after which their PASIDs can be unbound.
         if this.nic.reset_device().is_err() {

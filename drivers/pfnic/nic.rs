@@ -22,7 +22,7 @@ pub(crate) use interrupts::{IrqOutcome, VectorStats};
 
 use crate::{doorbells::DoorbellPages, regs, ring::Rings, uapi, verbs::Verbs};
 use kernel::{
-    device::{self, Bound},
+    device::{self, BindScope, Bound},
     dma::Coherent,
     io::{poll::read_poll_timeout, Io},
     new_condvar, new_mutex, new_spinlock_irq, pci,
@@ -97,11 +97,10 @@ pub(crate) struct Nic {
     /// CTX_SELECT-then-access register sequences.
     #[pin]
     contexts: Mutex<ContextTable>,
-    /// Set first thing at unbind. Held while the driver uses the device as bound outside a
-    /// driver callback ([`Nic::with_bound`]: DMA allocations and SVA binds from file
-    /// operations), so unbinding waits for those to finish.
-    #[pin]
-    unbound: Mutex<bool>,
+    /// Where the driver uses the device as bound outside a driver callback
+    /// ([`Nic::with_bound`]: DMA allocations and SVA binds from file operations). Closed first
+    /// thing at unbind, which waits for the sections inside it to finish.
+    bound: BindScope,
     /// Set at unbind: files may map nothing any more. Held across a mapping, so that none is
     /// made after the revocation that would miss it.
     #[pin]
@@ -128,7 +127,7 @@ impl Nic {
         bar: pci::DevresBar<{ regs::BAR0_SIZE }>,
         doorbells: pci::DevresBar,
         rings: Rings,
-        dev: ARef<device::Device>,
+        dev: &device::Device<Bound>,
         info: NicInfo,
         verbs: Option<Pin<KBox<Verbs>>>,
     ) -> Result<impl PinInit<Self, Error>> {
@@ -145,11 +144,14 @@ impl Nic {
             slots,
             revoked: false,
         };
+        let bound = BindScope::new(dev)?;
+        let dev: ARef<device::Device> = dev.into();
         Ok(try_pin_init!(Self {
             bar,
             doorbells,
             rings,
             dev,
+            bound,
             info,
             vectors,
             selftest_lock <- new_mutex!(()),
@@ -157,7 +159,6 @@ impl Nic {
             ring_progress <- new_spinlock_irq!(0),
             ring_wait <- new_condvar!("pfnic ring"),
             contexts <- new_mutex!(contexts),
-            unbound <- new_mutex!(false),
             mappings_revoked <- new_mutex!(false),
             sva_announced: AtomicFlag::new(false),
             no_pasid_announced: AtomicFlag::new(false),
@@ -184,21 +185,13 @@ impl Nic {
         &self,
         f: impl FnOnce(&device::Device<Bound>) -> Result<R>,
     ) -> Result<R> {
-        let unbound = self.unbound.lock();
-        if *unbound {
-            return Err(ENODEV);
-        }
-        // SAFETY: `PfnicDriver::unbind()` sets `unbound` under this lock, and the driver core
-        // releases the device only after `unbind()` returned. So while we hold the lock and
-        // `unbound` is false, the device is bound.
-        let dev = unsafe { self.dev.as_bound() };
-        f(dev)
+        self.bound.with(f).unwrap_or(Err(ENODEV))
     }
 
-    /// Marks the device unbound for [`Nic::with_bound`], once every running `with_bound` is
-    /// done. Called first thing at unbind.
-    pub(crate) fn mark_unbound(&self) {
-        *self.unbound.lock() = true;
+    /// Ends [`Nic::with_bound`], once every running `with_bound` is done. Called first thing at
+    /// unbind.
+    pub(crate) fn mark_unbound(&self, dev: &device::Device<Bound>) {
+        self.bound.close(dev);
     }
 
     /// Allocates `bytes` of zeroed coherent DMA memory for the device (rings mapped into a

@@ -12,8 +12,9 @@
 //!
 //! Outer first; a lock is only taken while holding the ones above it in its own column:
 //!
-//! 0. `Nic::unbound` (`Nic::with_bound`), then the address space's `mmap_lock` (an SVA
-//!    bind) or `Nic::contexts` (starting the context); it is taken holding no other lock;
+//! 0. a section of `Nic::bound` (`Nic::with_bound`, SRCU: unbinding waits for it), then the
+//!    address space's `mmap_lock` (an SVA bind) or `Nic::contexts` (starting the context); it
+//!    is entered holding no lock;
 //! 1. the address space's `mmap_lock` (held by the kernel around `mmap()`), then
 //!    `Nic::mappings_revoked`, then a file's `VerbsFile::objects`, then a ring's own lock
 //!    (`SharedCoherent`, mapping it or, at unbind, freeing it);
