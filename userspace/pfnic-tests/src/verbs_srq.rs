@@ -385,7 +385,9 @@ fn test_verbs_srq_bad_args() -> TestResult {
     let dev = ctx.device();
     let cq = ctx.create_cq(4, None, 0)?;
     let mut qp = raw_rc_qp(pd.handle(), cq.cqn(), cq.cqn(), 4);
-    qp.srq = srq.srq_num();
+    // Without the flag the field is reserved: any SRQ number but 0 is refused (0 is a valid
+    // SRQ number too, the first one handed out, which is why the flag exists).
+    qp.srq = srq.srq_num().max(1);
     expect_errno(
         "an SRQ without the SRQ flag",
         dev.create_qp(&mut qp),
