@@ -2,10 +2,17 @@
 //!
 //! The structures and ioctl numbers are the driver's own `uapi.rs`, compiled here unchanged.
 
+use std::ffi::c_void;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, RawFd};
 use std::path::{Path, PathBuf};
+
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
+use rustix::io::Errno;
+use rustix::ioctl::{Ioctl, IoctlOutput, Opcode};
+use rustix::mm::{mmap, munmap, MapFlags, ProtFlags};
 
 #[path = "../../../drivers/pfnic/uapi.rs"]
 pub mod uapi;
@@ -329,25 +336,20 @@ impl Device {
     /// ([`uapi::PFNIC_MMAP_DOORBELL`]) or a queue the driver allocated.
     pub fn mmap(&self, offset: u64, len: usize) -> io::Result<Mapping> {
         if len == 0 {
-            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+            return Err(Errno::INVAL.into());
         }
-        let off = libc::off_t::try_from(offset)
-            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
         // SAFETY: a new shared mapping of our own file; the kernel picks the address, so it
         // overlaps nothing.
         let ptr = unsafe {
-            libc::mmap(
+            mmap(
                 core::ptr::null_mut(),
                 len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                self.file.as_raw_fd(),
-                off,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                &self.file,
+                offset,
             )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        }?;
         Ok(Mapping {
             ptr: ptr.cast(),
             len,
@@ -359,14 +361,38 @@ impl Device {
     /// # Safety
     ///
     /// `arg` must be whatever `cmd` expects, or the kernel may write through it.
-    pub unsafe fn ioctl(&self, cmd: u32, arg: *mut libc::c_void) -> io::Result<libc::c_int> {
+    pub unsafe fn ioctl(&self, cmd: u32, arg: *mut c_void) -> io::Result<IoctlOutput> {
         // SAFETY: forwarded to the caller.
-        let ret = unsafe { libc::ioctl(self.file.as_raw_fd(), cmd as libc::c_ulong, arg) };
-        if ret < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(ret)
-        }
+        Ok(unsafe { rustix::ioctl::ioctl(&self.file, RawIoctl { cmd, arg }) }?)
+    }
+}
+
+/// An ioctl whose number is known at run time, with its argument as the raw pointer the
+/// number implies (or any other, for the tests that pass bad ones), giving back the return
+/// value.
+struct RawIoctl {
+    cmd: Opcode,
+    arg: *mut c_void,
+}
+
+// SAFETY: `as_ptr` is the caller's pointer, which `Device::ioctl`'s contract makes what `cmd`
+// expects; the kernel may write through it (`IS_MUTATING`), and the output is the return value
+// alone.
+unsafe impl Ioctl for RawIoctl {
+    type Output = IoctlOutput;
+
+    const IS_MUTATING: bool = true;
+
+    fn opcode(&self) -> Opcode {
+        self.cmd
+    }
+
+    fn as_ptr(&mut self) -> *mut c_void {
+        self.arg
+    }
+
+    unsafe fn output_from_ptr(out: IoctlOutput, _: *mut c_void) -> rustix::io::Result<IoctlOutput> {
+        Ok(out)
     }
 }
 
@@ -403,74 +429,58 @@ impl<E: Event> EventFile<E> {
         let mut ev = E::default();
         let size = core::mem::size_of::<E>();
         loop {
-            // SAFETY: `ev` is `size` writable bytes of a type every bit pattern is valid for.
-            let n = unsafe { libc::read(self.file.as_raw_fd(), (&raw mut ev).cast(), size) };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                match e.raw_os_error() {
-                    Some(libc::EINTR) => continue,
-                    Some(libc::EAGAIN) => return Ok(None),
-                    _ => return Err(e),
+            match rustix::io::read(&self.file, ev.as_mut_bytes()) {
+                Err(Errno::INTR) => continue,
+                Err(Errno::AGAIN) => return Ok(None),
+                Err(e) => return Err(e.into()),
+                Ok(n) if n != size => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("read {n} bytes of an event, expected {size}"),
+                    ))
                 }
+                Ok(_) => return Ok(Some(ev)),
             }
-            if n as usize != size {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("read {n} bytes of an event, expected {size}"),
-                ));
-            }
-            return Ok(Some(ev));
         }
     }
 
     /// Sets or clears `O_NONBLOCK` on the file (shared by every handle of it): whether it was
     /// set before.
     pub fn set_nonblocking(&self, on: bool) -> io::Result<bool> {
-        let fd = self.file.as_raw_fd();
-        // SAFETY: F_GETFL on our own descriptor.
-        let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-        if fl < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let was = fl & libc::O_NONBLOCK != 0;
-        let fl = if on {
-            fl | libc::O_NONBLOCK
-        } else {
-            fl & !libc::O_NONBLOCK
-        };
-        // SAFETY: F_SETFL on our own descriptor.
-        if unsafe { libc::fcntl(fd, libc::F_SETFL, fl) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let mut fl = fcntl_getfl(&self.file)?;
+        let was = fl.contains(OFlags::NONBLOCK);
+        fl.set(OFlags::NONBLOCK, on);
+        fcntl_setfl(&self.file, fl)?;
         Ok(was)
     }
 
     /// Waits up to `timeout_ms` (negative: forever) for an event to be readable:
     /// whether one is.
     pub fn poll_event(&self, timeout_ms: i32) -> io::Result<bool> {
-        let mut pfd = libc::pollfd {
-            fd: self.file.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
+        let timeout = (timeout_ms >= 0).then(|| Timespec {
+            tv_sec: i64::from(timeout_ms / 1000),
+            tv_nsec: i64::from(timeout_ms % 1000) * 1_000_000,
+        });
+        let mut fds = [PollFd::new(&self.file, PollFlags::IN)];
         loop {
-            // SAFETY: one valid pollfd.
-            let n = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.raw_os_error() == Some(libc::EINTR) {
-                    continue;
+            match poll(&mut fds, timeout.as_ref()) {
+                Err(Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+                Ok(n) => {
+                    let revents = fds[0].revents();
+                    if revents.intersects(PollFlags::ERR | PollFlags::HUP | PollFlags::NVAL) {
+                        return Err(io::Error::other(format!("poll: revents {revents:?}")));
+                    }
+                    return Ok(n > 0 && revents.contains(PollFlags::IN));
                 }
-                return Err(e);
             }
-            if pfd.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
-                return Err(io::Error::other(format!(
-                    "poll: revents {:#x}",
-                    pfd.revents
-                )));
-            }
-            return Ok(n > 0 && pfd.revents & libc::POLLIN != 0);
         }
+    }
+}
+
+impl<E> AsFd for EventFile<E> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
     }
 }
 
@@ -522,7 +532,8 @@ impl Mapping {
 impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: unmaps exactly what `Device::mmap` mapped; nothing refers to it any more.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+        // Unmapping a mapping of ours cannot fail.
+        let _ = unsafe { munmap(self.ptr.cast(), self.len) };
     }
 }
 
