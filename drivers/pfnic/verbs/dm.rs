@@ -11,14 +11,8 @@
 use super::{cmd, file::Mr, file::VerbsFile, mr::check_local_write, Limits};
 use crate::uapi;
 use kernel::{
-    bitmap::BitmapVec,
-    device::Bound,
-    io::{Io, PhysAddr},
-    mm::virt::VmaNew,
-    pci,
-    prelude::*,
-    rbtree::RBTreeNodeReservation,
-    types::ScopeGuard,
+    bitmap::BitmapVec, device::Bound, io::Io, mm::virt::VmaNew, pci, prelude::*,
+    rbtree::RBTreeNodeReservation, types::ScopeGuard,
 };
 
 /// The BAR that holds device memory.
@@ -34,14 +28,9 @@ const DM_ACCESS: u32 = uapi::PFNIC_ACCESS_LOCAL_WRITE
     | uapi::PFNIC_ACCESS_REMOTE_ATOMIC;
 
 /// BAR1 of a device with device memory.
-///
-/// # Invariants
-///
-/// `[start, start + len)` is BAR1 of a pfnic: memory the device keeps for work requests,
-/// holding no registers, which a process may read and write without reaching anything else.
 pub(crate) struct DeviceMemory {
-    start: PhysAddr,
-    len: u64,
+    /// The device memory, which processes map.
+    mem: pci::UserIoRange,
     /// The driver's mapping, to zero pages before a file gets them.
     bar: pci::DevresBar,
 }
@@ -54,19 +43,22 @@ impl DeviceMemory {
         if size == 0 || !(size as usize).is_multiple_of(DM_PAGE) || len < u64::from(size) {
             return Err(EIO);
         }
-        let bar = pdev.iomap_region(BAR, c"pfnic/dm")?.into_devres()?;
-        // INVARIANT: `pdev` is a pfnic with `CAPS.DM` (docs/registers.md): BAR1 is its device
-        // memory.
+        let bar = pdev.iomap_region(BAR, c"pfnic/dm")?;
+        // SAFETY: `pdev` is a pfnic with `CAPS.DM` (docs/registers.md): the first `size` bytes
+        // of BAR1 are its device memory, which the device uses for work requests and which
+        // holds no registers, so a process that maps pages of it reaches nothing else. The
+        // driver removes every file's mappings at unbind (`Nic::revoke_contexts`), before the
+        // BAR is released.
+        let mem = unsafe { bar.user_io(0, u64::from(size)) }.map_err(|_| EIO)?;
         Ok(Self {
-            start: pdev.resource_start(BAR)?,
-            len: u64::from(size),
-            bar,
+            mem,
+            bar: bar.into_devres()?,
         })
     }
 
     /// Pages of device memory.
     pub(crate) fn pages(&self) -> u32 {
-        (self.len / DM_PAGE as u64) as u32
+        (self.mem.len() / DM_PAGE as u64) as u32
     }
 
     /// Zeroes pages `first..first + pages` (before a file gets them).
@@ -82,18 +74,14 @@ impl DeviceMemory {
             .ok_or(ENODEV)?
     }
 
-    /// Maps pages `first..first + pages` into `vma`, uncached; the vma may map fewer. The
-    /// caller keeps the BAR assigned while the mapping exists (it removes the file's mappings
-    /// at unbind).
+    /// Maps pages `first..first + pages` into `vma`, uncached; the vma may map fewer. `EINVAL`
+    /// past the device memory.
     fn map(&self, first: u32, pages: u32, vma: &VmaNew) -> Result {
-        let offset = u64::from(first) * DM_PAGE as u64;
-        let len = u64::from(pages) * DM_PAGE as u64;
-        if offset + len > self.len {
-            return Err(EINVAL);
-        }
-        // SAFETY: the range lies inside BAR1 (checked above), device memory with no registers
-        // (type invariant), and these pages belong to the file that maps them.
-        unsafe { vma.iomap_uncached(self.start + offset as PhysAddr, len as usize) }
+        self.mem.map(
+            vma,
+            u64::from(first) * DM_PAGE as u64,
+            pages as usize * DM_PAGE,
+        )
     }
 }
 
@@ -160,7 +148,7 @@ impl VerbsFile {
             return Err(EINVAL);
         }
         // Page-aligned always; a larger alignment counts in pages.
-        if arg.log_align_req >= u64::BITS || 1u64 << arg.log_align_req > dmem.len {
+        if arg.log_align_req >= u64::BITS || 1u64 << arg.log_align_req > dmem.mem.len() {
             return Err(EINVAL);
         }
         let align = ((1u64 << arg.log_align_req) / DM_PAGE as u64).max(1) as usize;
