@@ -13,7 +13,9 @@
 # usage: scripts/test.sh [--no-build] [--filter NAME]
 #   --filter NAME   run only the guest tests whose name contains NAME
 # Environment: PFNIC_TEST_TIMEOUT (guest time limit, s; default 900),
-# PFNIC_PAIR_TIMEOUT (each two-guest suite, s; default 300), PFNIC_PAIRS
+# PFNIC_PAIR_TIMEOUT (each two-guest suite, s; default 300; 900 with
+# PFNIC_FLAVOR=debug, where each command of a pairing also gets 240 s instead
+# of 60: rxe under KASAN needs more than 60 s for one ibv_rc_pingpong), PFNIC_PAIRS
 # (the two-guest pairings to run; default "rxe-rxe pfnic-pfnic pfnic-rxe
 # rxe-pfnic")
 source "$(dirname "$0")/lib.sh"
@@ -231,13 +233,17 @@ fi
 # client, and judge both sides' KTAP and kernel logs. The numbers the tools
 # print go to pair-PAIR.json.
 pair_suite() {
-	local pair=$1 tests=$2 label=pair-$1 rc=0 limit=${PFNIC_PAIR_TIMEOUT:-300} n bad try
+	local pair=$1 tests=$2 label=pair-$1 rc=0 n bad try limit=300 env=
+	if [[ ${PFNIC_FLAVOR:-} == debug ]]; then
+		limit=900 env="PAIR_TEST_LIMIT=240 "
+	fi
+	limit=${PFNIC_PAIR_TIMEOUT:-$limit}
 	for try in 1 2; do
 		rc=0
 		"$PFNIC_ROOT/scripts/run-pair.sh" --pair "$pair" --label "$label" --log-dir "$run_dir" \
 			--results --timeout "$limit" --pcap --pcap-snaplen 96 \
-			--cmd1 "pfnic-pair-test server 192.168.100.2 $tests" \
-			--cmd2 "pfnic-pair-test client 192.168.100.1 $tests" >"$run_dir/$label-console.log" 2>&1 || rc=$?
+			--cmd1 "${env}pfnic-pair-test server 192.168.100.2 $tests" \
+			--cmd2 "${env}pfnic-pair-test client 192.168.100.1 $tests" >"$run_dir/$label-console.log" 2>&1 || rc=$?
 		# Seen about once in 20 boots under TCG: a guest that prints nothing
 		# at all (not one kernel line) until its time limit. That is QEMU or
 		# the host, not the suite; boot the pairing once more, keeping the
