@@ -141,15 +141,13 @@ impl Cli {
         } else {
             self.waits
         };
-        if let Some(w) = waits
-            .iter()
-            .enumerate()
-            .find(|(i, w)| waits[..*i].contains(w))
-        {
-            return Err((
-                ErrorKind::ArgumentConflict,
-                format!("--waits: {} given twice", w.1.name()),
-            ));
+        for (i, w) in waits.iter().enumerate() {
+            if waits[..i].contains(w) {
+                return Err((
+                    ErrorKind::ArgumentConflict,
+                    format!("--waits: {} given twice", w.name()),
+                ));
+            }
         }
         if waits.is_empty() {
             waits.push(Wait::Poll);
@@ -235,7 +233,7 @@ impl Cli {
             }
         }
         if o.verbs.is_empty() {
-            o.verbs = vec![Verb::Write, Verb::Read, Verb::Send];
+            o.verbs = Verb::ALL.to_vec();
         }
         Ok(Mode::Compare(o))
     }

@@ -64,14 +64,13 @@ enum Verb {
 }
 
 impl Verb {
-    /// `--compare`'s name of an operation.
+    const ALL: [Verb; 3] = [Verb::Write, Verb::Read, Verb::Send];
+
+    /// The operation `--compare` names `name` ([`compare::verb_name`]).
     fn of_name(name: &str) -> Option<Self> {
-        match name {
-            "write" => Some(Verb::Write),
-            "read" => Some(Verb::Read),
-            "send" => Some(Verb::Send),
-            _ => None,
-        }
+        Self::ALL
+            .into_iter()
+            .find(|&v| compare::verb_name(v) == name)
     }
 }
 
