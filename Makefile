@@ -20,6 +20,8 @@ FILTER ?=
 BENCH_ARGS ?=
 # make profile knob: PROFILE_ARGS='pfnic-perf --compare options' (the workload)
 PROFILE_ARGS ?=
+# make trace knob: TRACE_ARGS='pfnic-perf --compare options' (the workload)
+TRACE_ARGS ?=
 # make fuzz knobs: FUZZ_SECONDS=how long to fuzz the device (default 60);
 # FUZZ_TARGET=pfnic-iommu (default: the device behind an IOMMU with SVA, ATS,
 # page requests and QPs) or generic (QEMU's generic-fuzz, no IOMMU); see
@@ -27,7 +29,7 @@ PROFILE_ARGS ?=
 FUZZ_SECONDS ?= 60
 FUZZ_TARGET ?= pfnic-iommu
 
-.PHONY: all setup sources kernel qemu module userspace perftest rdma-examples rootfs run run2 test test-debug fuzz bench profile check clean help
+.PHONY: all setup sources kernel qemu module userspace perftest rdma-examples rootfs run run2 test test-debug fuzz bench profile trace check clean help
 
 all:
 	$(SCRIPTS)/build-all.sh
@@ -88,6 +90,12 @@ bench: all
 # (scripts/profile-cold.sh; PROFILE_ARGS= are pfnic-perf --compare options).
 profile: all
 	$(SCRIPTS)/profile-cold.sh --no-build $(PROFILE_ARGS)
+
+# The guest's side of the same: the trace flavour of the guest kernel, its
+# scheduler, workqueue and interrupt events per cold message
+# (scripts/trace-cold.sh; it builds the flavour; TRACE_ARGS= as PROFILE_ARGS=).
+trace:
+	$(SCRIPTS)/trace-cold.sh $(TRACE_ARGS)
 
 check: all
 	$(SCRIPTS)/check.sh

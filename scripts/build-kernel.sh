@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build the guest kernel: apply kernel/patches/ to the Linux source (a git
 # tree in the cache, reset to pristine whenever the series changes), merge
-# kernel/pfnic.config (and kernel/debug.config with PFNIC_FLAVOR=debug) onto
-# tinyconfig, and build bzImage out of tree.
+# kernel/pfnic.config (and kernel/debug.config or kernel/trace.config with
+# PFNIC_FLAVOR=debug or trace) onto tinyconfig, and build bzImage out of tree.
 # Incremental: make only rebuilds what changed.
 # usage: scripts/build-kernel.sh
 source "$(dirname "$0")/lib.sh"

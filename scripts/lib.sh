@@ -29,16 +29,17 @@ APT_DIR=$PFNIC_CACHE/apt
 
 # PFNIC_FLAVOR=debug builds and boots the debug kernel (kernel/debug.config on
 # top of kernel/pfnic.config) with its own module and initramfs, beside the
-# ordinary ones: make test-debug.
+# ordinary ones: make test-debug. PFNIC_FLAVOR=trace does the same with
+# kernel/trace.config (tracepoints in tracefs): make trace.
 PFNIC_FLAVOR=${PFNIC_FLAVOR:-}
 case $PFNIC_FLAVOR in
 '') FLAVOR_SUFFIX= ;;
-debug) FLAVOR_SUFFIX=-debug ;;
-*) printf '[pfnic] error: PFNIC_FLAVOR=%s: only "debug" exists\n' "$PFNIC_FLAVOR" >&2; exit 1 ;;
+debug | trace) FLAVOR_SUFFIX=-$PFNIC_FLAVOR ;;
+*) printf '[pfnic] error: PFNIC_FLAVOR=%s: only "debug" and "trace" exist\n' "$PFNIC_FLAVOR" >&2; exit 1 ;;
 esac
 KERNEL_FRAGMENTS=("$PFNIC_ROOT/kernel/pfnic.config")
-if [[ $PFNIC_FLAVOR == debug ]]; then
-	KERNEL_FRAGMENTS+=("$PFNIC_ROOT/kernel/debug.config")
+if [[ -n $PFNIC_FLAVOR ]]; then
+	KERNEL_FRAGMENTS+=("$PFNIC_ROOT/kernel/$PFNIC_FLAVOR.config")
 fi
 
 KERNEL_SRC=$SRC_DIR/linux-$KERNEL_SERIES
