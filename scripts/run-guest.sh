@@ -152,6 +152,13 @@ fi
 # Built-in KUnit suites (the kernel crate's doctests) run at boot in test mode.
 [[ $mode == test ]] && append+=" kunit.enable=1 kunit.autorun=1"
 [[ $kind != pfnic ]] && append+=" pfnic_guest.kind=$kind"
+# An rxe guest (the baseline: Debian's rxe and tools, no pfnic code) keeps
+# x86's default lazy preemption: under the full preemption pfnic's guests
+# use (kernel/pfnic.config), rxe's requester under TCG exceeded its
+# transport retries in perftest's write_bw in 5 of 9 tries (2026-11-26),
+# against none of 2 with lazy preemption and about one in ten before.
+# PFNIC_APPEND (after this) can still override it.
+[[ $kind == rxe ]] && append+=" preempt=lazy"
 [[ -n $node ]] && append+=" pfnic_guest.node=$node"
 append+=" ${PFNIC_APPEND:-}"
 

@@ -54,7 +54,7 @@ log "booting the trace guest: pfnic-perf --compare ${args[*]}"
 tr -d '\r' <"$out/trace.b64" | base64 -d | gzip -dc >"$out/trace.txt" ||
 	die "the trace did not come out whole; see $out/console.log"
 rm -f "$out/trace.b64"
-grep -q ' overrun: [1-9]' "$out/console.log" && log "warning: the trace buffer overran; the oldest events are lost"
+grep -q 'overrun: [1-9]' "$out/console.log" && log "warning: the trace buffer overran; the oldest events are lost"
 python3 "$PFNIC_ROOT/scripts/trace-report.py" "$out/trace.txt" >"$out/report.txt"
 grep -E '^(op|write|read|send) ' "$out/console.log" | tr -d '\r'
 cat "$out/report.txt"
