@@ -31,10 +31,7 @@ while (($#)); do
 	*) args+=("$1"); shift ;;
 	esac
 done
-for a in "${args[@]}"; do
-	# The command line goes through the guest's sh: keep it to plain words.
-	[[ $a =~ ^[A-Za-z0-9_=.,-]+$ ]] || die "unsupported character in pfnic-perf option '$a'"
-done
+guest_words "${args[@]}"
 
 if ((build)); then
 	"$PFNIC_ROOT/scripts/build-all.sh"

@@ -73,6 +73,14 @@ export LIBCLANG_PATH=${LIBCLANG_PATH:-/usr/lib/llvm$LLVM_SUFFIX/lib}
 
 log() { printf '[pfnic] %s\n' "$*" >&2; }
 die() { printf '[pfnic] error: %s\n' "$*" >&2; exit 1; }
+# guest_words WORD...: dies unless every WORD is safe to pass through the
+# guest's sh unquoted (the pfnic-perf options of bench, profile and trace).
+guest_words() {
+	local w
+	for w; do
+		[[ $w =~ ^[A-Za-z0-9_=.,-]+$ ]] || die "unsupported character in pfnic-perf option '$w'"
+	done
+}
 
 # need CMD HINT: fail with a fix-it message when a command is missing.
 need() {

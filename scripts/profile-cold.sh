@@ -32,9 +32,7 @@ while (($#)); do
 	esac
 done
 ((${#args[@]})) || args=(-s 1048576 -n 300 --reps 10 write)
-for a in "${args[@]}"; do
-	[[ $a =~ ^[A-Za-z0-9_=.,-]+$ ]] || die "unsupported character in pfnic-perf option '$a'"
-done
+guest_words "${args[@]}"
 need perf "Install the host's perf (Debian: apt-get install linux-perf)."
 ((build)) && "$PFNIC_ROOT/scripts/build-all.sh"
 

@@ -152,15 +152,6 @@ fi
 # Built-in KUnit suites (the kernel crate's doctests) run at boot in test mode.
 [[ $mode == test ]] && append+=" kunit.enable=1 kunit.autorun=1"
 [[ $kind != pfnic ]] && append+=" pfnic_guest.kind=$kind"
-# Guests boot with x86's default lazy preemption; PFNIC_APPEND=preempt=full
-# (after this, so it wins) gives pfnic's page fault work the CPU of a
-# busy-polling process (docs/benchmarks.md: polled cold rows 1.2x-1.3x
-# instead of 1.4x-1.5x). Not the default yet: under it Debian's rxe
-# exceeded its transport retries in perftest's write_bw in 5 of 9 tries,
-# and a loopback send reaching a peer QP not yet in RTR fails at once with
-# RETRY_EXC_ERR instead of retrying as RC does (seen once under it, in
-# rdma-core's examples; a device race to fix first).
-append+=" preempt=lazy"
 [[ -n $node ]] && append+=" pfnic_guest.node=$node"
 append+=" ${PFNIC_APPEND:-}"
 

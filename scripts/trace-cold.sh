@@ -27,10 +27,7 @@ while (($#)); do
 	esac
 done
 ((${#args[@]})) || args=(-s 1048576 -n 30 --reps 1 --waits=poll write)
-for a in "${args[@]}"; do
-	# The command line goes through the guest's sh: keep it to plain words.
-	[[ $a =~ ^[A-Za-z0-9_=.,-]+$ ]] || die "unsupported character in pfnic-perf option '$a'"
-done
+guest_words "${args[@]}"
 ((build)) && "$PFNIC_ROOT/scripts/build-all.sh"
 
 out=$LOG_DIR/trace-$(date +%Y%m%d-%H%M%S)
