@@ -774,16 +774,35 @@ static uint32_t qp_create_srq(uint32_t qpn, uint32_t ctx, uint32_t pd,
                           srqn);
 }
 
-static uint32_t qp_modify(uint32_t qpn, uint32_t state, uint32_t access,
-                          uint32_t dest, uint32_t rnr_timer,
-                          uint32_t rnr_retry)
+/*
+ * The local ACK timeout the tests' loopback QPs have (IB encoding: 65.5 us)
+ * and how long a sender to an unready peer waits before RETRY_EXC_ERR with
+ * retry_cnt 7: the first try and 7 retries, a timeout each.
+ */
+#define TEST_ACK_TIMEOUT        4
+#define TEST_ACK_NS             (4096 << TEST_ACK_TIMEOUT)
+#define TEST_UNANSWERED_NS      (8 * TEST_ACK_NS)
+
+static uint32_t qp_modify_full(uint32_t qpn, uint32_t state, uint32_t access,
+                               uint32_t dest, uint32_t rnr_timer,
+                               uint32_t rnr_retry, uint32_t retry_cnt,
+                               uint32_t timeout)
 {
     uint32_t a[PFNIC_CMD_ARGS] = {
-        qpn, state, access, dest, rnr_timer, rnr_retry, 7,
+        qpn, state, access, dest, rnr_timer, rnr_retry, retry_cnt,
+        [11] = timeout,
     };
 
     /* All arguments: a7.. (the wire's) must not be stale values. */
     return cmd(PFNIC_CMD_QP_MODIFY, a, PFNIC_CMD_ARGS);
+}
+
+static uint32_t qp_modify(uint32_t qpn, uint32_t state, uint32_t access,
+                          uint32_t dest, uint32_t rnr_timer,
+                          uint32_t rnr_retry)
+{
+    return qp_modify_full(qpn, state, access, dest, rnr_timer, rnr_retry, 7,
+                          TEST_ACK_TIMEOUT);
 }
 
 /* RESET -> INIT -> RTR -> RTS, connected to @dest. */
@@ -951,9 +970,12 @@ static void test_verbs_limits(void)
     map_bars();
     g_assert_cmphex(reg_read(PFNIC_REG_VERSION), ==, PFNIC_VERSION_VALUE);
     g_assert_cmphex(reg_read(PFNIC_REG_FW_VERSION), ==, PFNIC_FW_VERSION_VALUE);
-    /* ABI 1.14 (PORT_CHANGE events), model 1.14.0; 1.13's CAPS bit 10 DM */
-    g_assert_cmphex(reg_read(PFNIC_REG_VERSION), ==, 0x0001000e);
-    g_assert_cmphex(reg_read(PFNIC_REG_FW_VERSION), ==, 0x010e0000);
+    /*
+     * ABI 1.15 (loopback senders retry an unready peer), model 1.15.0;
+     * 1.14's PORT_CHANGE events, 1.13's CAPS bit 10 DM
+     */
+    g_assert_cmphex(reg_read(PFNIC_REG_VERSION), ==, 0x0001000f);
+    g_assert_cmphex(reg_read(PFNIC_REG_FW_VERSION), ==, 0x010f0000);
     g_assert_cmpint(PFNIC_EV_PORT_CHANGE, ==, 8);
     g_assert_cmphex(PFNIC_CAPS_DM, ==, 1u << 10);
     g_assert_true(reg_read(PFNIC_REG_CAPS) & PFNIC_CAPS_DM);
@@ -1638,6 +1660,102 @@ static void test_verbs_peer(void)
 }
 
 /*
+ * ABI 1.15: a loopback sender whose destination does not answer (not yet
+ * RTR) asks again after each local ACK timeout, retry_cnt times. A peer
+ * that becomes ready inside that window gets the work request at once;
+ * one that never does fails the sender RETRY_EXC_ERR after retry_cnt + 1
+ * timeouts and no sooner, however often something wakes the sender early;
+ * timeout 0 waits for ever.
+ */
+static void test_verbs_unready_peer(void)
+{
+    uint32_t acc = PFNIC_ACCESS_REMOTE_WRITE;
+    uint32_t key, a[PFNIC_CMD_ARGS];
+    uint64_t word;
+
+    start("");
+    map_bars();
+    key = verbs_setup(7);
+    /* QP 3 back to INIT: the other side of a connection being set up */
+    g_assert_cmpint(qp_modify(3, PFNIC_QPS_RESET, 0, 0, 0, 0), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(qp_modify(3, PFNIC_QPS_INIT, acc, 2, 1, 7), ==,
+                    PFNIC_CMD_OK);
+
+    /* The peer reaches RTR late in the window: the SEND is delivered. */
+    post_recv0(3, 0, 0x300, key);
+    post_send0(2, 0, 0x200, key);
+    clock_step(TEST_UNANSWERED_NS - TEST_ACK_NS / 2);
+    g_assert_cmpint(read_cqe(1, 0).owner, ==, 0);
+    g_assert_cmpint(qp_modify(3, PFNIC_QPS_RTR, acc, 2, 1, 7), ==,
+                    PFNIC_CMD_OK);
+    clock_step(1000);           /* its transition asked again: no timeout */
+    expect_cqe(1, 0, 0x200, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(expect_cqe(2, 0, 0x300, PFNIC_WC_SUCCESS).src_qp, ==, 2);
+    g_assert_cmpint(qp_query(3, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[8], ==, 0);           /* nothing refused */
+
+    /*
+     * Never ready: RETRY_EXC_ERR after 8 timeouts, not sooner, though the
+     * destination's QP_MODIFY (INIT to INIT) wakes the sender every quarter
+     * of a timeout for the first four; the target's memory is untouched.
+     */
+    g_assert_cmpint(qp_modify(3, PFNIC_QPS_RESET, 0, 0, 0, 0), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(qp_modify(3, PFNIC_QPS_INIT, acc, 2, 1, 7), ==,
+                    PFNIC_CMD_OK);
+    word = 0x1122334455667788ull;
+    memwrite(0x10000000, &word, 8);
+    word = 0;
+    memwrite(0x20000000, &word, 8);
+    post_write(2, 1, 0x201, key, key, 0x20000000, 8);
+    for (int i = 0; i < 15; i++) {
+        clock_step(TEST_ACK_NS / 4);
+        g_assert_cmpint(qp_modify(3, PFNIC_QPS_INIT, acc, 2, 1, 7), ==,
+                        PFNIC_CMD_OK);
+    }
+    clock_step(TEST_UNANSWERED_NS - 15 * (TEST_ACK_NS / 4) - TEST_ACK_NS / 2);
+    g_assert_cmpint(read_cqe(1, 1).owner, ==, 0);
+    clock_step(TEST_ACK_NS);
+    expect_cqe(1, 1, 0x201, PFNIC_WC_RETRY_EXC_ERR);
+    memread(0x20000000, &word, 8);
+    g_assert_cmphex(word, ==, 0);
+    g_assert_cmpint(qp_state(3), ==, PFNIC_QPS_INIT);
+
+    /* retry_cnt 0: one timeout, no retry */
+    g_assert_cmpint(qp_modify(2, PFNIC_QPS_RESET, 0, 0, 0, 0), ==,
+                    PFNIC_CMD_OK);
+    for (uint32_t st = PFNIC_QPS_INIT; st <= PFNIC_QPS_RTS; st++) {
+        g_assert_cmpint(qp_modify_full(2, st, acc, 3, 1, 7, 0,
+                                       TEST_ACK_TIMEOUT), ==, PFNIC_CMD_OK);
+    }
+    post_write(2, 2, 0x202, key, key, 0x20000000, 8);
+    clock_step(TEST_ACK_NS / 2);
+    g_assert_cmpint(read_cqe(1, 2).owner, ==, 0);
+    clock_step(TEST_ACK_NS);
+    expect_cqe(1, 2, 0x202, PFNIC_WC_RETRY_EXC_ERR);
+
+    /* Timeout 0 waits for ever, until the peer is ready. */
+    g_assert_cmpint(qp_modify(2, PFNIC_QPS_RESET, 0, 0, 0, 0), ==,
+                    PFNIC_CMD_OK);
+    for (uint32_t st = PFNIC_QPS_INIT; st <= PFNIC_QPS_RTS; st++) {
+        g_assert_cmpint(qp_modify_full(2, st, acc, 3, 1, 7, 7, 0), ==,
+                        PFNIC_CMD_OK);
+    }
+    post_recv0(3, 1, 0x301, key);
+    post_send0(2, 3, 0x203, key);
+    clock_step(10000000000ll);     /* 10 s */
+    g_assert_cmpint(read_cqe(1, 3).owner, ==, 0);
+    g_assert_cmpint(qp_state(2), ==, PFNIC_QPS_RTS);
+    g_assert_cmpint(qp_modify(3, PFNIC_QPS_RTR, acc, 2, 1, 7), ==,
+                    PFNIC_CMD_OK);
+    clock_step(1000);
+    expect_cqe(1, 3, 0x203, PFNIC_WC_SUCCESS);
+    expect_cqe(2, 1, 0x301, PFNIC_WC_SUCCESS);
+    qtest_end();
+}
+
+/*
  * Refused remote accesses count against the destination's context, and
  * against the MR when the key names one; the first queues one
  * ACCESS_ERROR event, and the next one only after CTX_QUERY read the count.
@@ -1771,12 +1889,17 @@ static void test_verbs_zero_length(void)
     g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
     g_assert_cmphex(read_cqe(2, 3).wr_id, ==, 0x303);
 
-    /* The destination destroyed while the sender waits: RETRY_EXC_ERR */
+    /*
+     * The destination destroyed while the sender waits: nothing answers it
+     * any more, and after its retries it completes RETRY_EXC_ERR.
+     */
     post_wqe(SQ_ADDR + 2 * 0x10000, 4, PFNIC_WR_SEND, 0, 0x204, 0, 0, 0, key);
     verbs_db(1, PFNIC_DB_SQ, 2 << 16 | 5);
     clock_step(1000000);
     g_assert_cmpint(cmd1(PFNIC_CMD_QP_DESTROY, 3), ==, PFNIC_CMD_OK);
-    clock_step(1000);
+    clock_step(TEST_UNANSWERED_NS - TEST_ACK_NS / 2);
+    g_assert_cmpint(read_cqe(1, 3).owner, ==, 0);
+    clock_step(TEST_ACK_NS);
     c = read_cqe(1, 3);
     g_assert_cmpint(c.owner, ==, 1);
     g_assert_cmphex(c.wr_id, ==, 0x204);
@@ -5981,6 +6104,7 @@ int main(int argc, char **argv)
     qtest_add_func("/pfnic/verbs/send-fault", test_verbs_send_fault);
     qtest_add_func("/pfnic/verbs/errors", test_verbs_errors);
     qtest_add_func("/pfnic/verbs/peer", test_verbs_peer);
+    qtest_add_func("/pfnic/verbs/unready-peer", test_verbs_unready_peer);
     qtest_add_func("/pfnic/verbs/access-errors", test_verbs_access_errors);
     qtest_add_func("/pfnic/verbs/zero-length", test_verbs_zero_length);
     qtest_add_func("/pfnic/verbs/cq-overflow", test_verbs_cq_overflow);

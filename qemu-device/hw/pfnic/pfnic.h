@@ -419,8 +419,11 @@ typedef struct PfnicQp {
     uint32_t rwqe_requests;     /* page requests on the receive buffers */
     uint32_t rnr_left;
     uint32_t rnr_backoff;       /* RNR waits in a row with rnr_retry 7 */
-    bool rnr_waiting;
+    bool rnr_waiting;           /* parked until rnr_deadline or a wake-up */
     int64_t rnr_deadline;
+    /* The destination not our ready peer: timeouts left, the next one's end */
+    uint32_t retry_left;
+    int64_t ack_deadline;       /* 0: none running; INT64_MAX: timeout 0 */
     bool atomic_done;
     uint64_t atomic_orig;
     PfnicPageWait pw;
@@ -708,6 +711,7 @@ void pfnic_qp_complete_wqe(PfnicState *s, PfnicQp *qp, const PfnicWqe *w,
 bool pfnic_sge_at(const PfnicWqeSge *sge, int n, uint64_t off, int *i,
                   uint64_t *o);
 int64_t pfnic_rnr_timer_ns(uint32_t timer);
+int64_t pfnic_ack_timeout_ns(uint32_t timeout);
 uint8_t pfnic_wc_opcode(uint8_t op);
 uint8_t pfnic_wqe_check(PfnicState *s, PfnicQp *qp, const PfnicWqe *w,
                         uint64_t *len);

@@ -138,6 +138,7 @@
 #define WIRE_MTU_ENUM   3
 #define WIRE_MTU        1024
 #define WIRE_TIMEOUT    8               /* 4.096 us << 8: about 1 ms */
+#define LOOP_TIMEOUT    4               /* 65 us: an unready peer fails soon */
 #define WIRE_JUMBO      9216
 #define WIRE_BUF        (WIRE_JUMBO + 64)
 #define WIRE_REQ_KEEP   64              /* bytes kept of a request sent */
@@ -478,6 +479,7 @@ static void qp_modify(PfnicFuzz *f, uint32_t qpn, uint32_t state,
         1,      /* min RNR timer: 0.01 ms */
         3,      /* RNR retries: a missing receive fails soon */
         7,
+        [11] = LOOP_TIMEOUT,
     };
 
     if (f->wire && qpn >= WIRE_Q + 2 && qpn < WIRE_Q + 2 + WIRE_QPS) {
@@ -1273,7 +1275,7 @@ static void srq_attach(PfnicFuzz *f, uint32_t srqn)
         uint32_t m[PFNIC_CMD_ARGS] = {
             q + 2, state, PFNIC_ACCESS_REMOTE_WRITE |
             PFNIC_ACCESS_REMOTE_READ | PFNIC_ACCESS_REMOTE_ATOMIC, q + 1, 1,
-            3, 7,
+            3, 7, [11] = LOOP_TIMEOUT,
         };
 
         cmd(f, PFNIC_CMD_QP_MODIFY, m, PFNIC_CMD_ARGS);
@@ -1282,7 +1284,7 @@ static void srq_attach(PfnicFuzz *f, uint32_t srqn)
         uint32_t m[PFNIC_CMD_ARGS] = {
             q + 1, PFNIC_QPS_RTS, PFNIC_ACCESS_REMOTE_WRITE |
             PFNIC_ACCESS_REMOTE_READ | PFNIC_ACCESS_REMOTE_ATOMIC,
-            i ? q + 2 : UINT32_MAX, 1, 3, 7,
+            i ? q + 2 : UINT32_MAX, 1, 3, 7, [11] = LOOP_TIMEOUT,
         };
 
         cmd(f, PFNIC_CMD_QP_MODIFY, m, PFNIC_CMD_ARGS);

@@ -63,6 +63,12 @@ int64_t pfnic_rnr_timer_ns(uint32_t timer)
     return (int64_t)pfnic_rnr_10us[timer & 31] * 10 * SCALE_US;
 }
 
+/* The local ACK timeout @timeout (IB: 4.096 us * 2^timeout) in ns; 0: none */
+int64_t pfnic_ack_timeout_ns(uint32_t timeout)
+{
+    return timeout ? 4096ll << MIN(timeout, 31) : 0;
+}
+
 typedef enum {
     PFNIC_QP_MORE,          /* a chunk was processed */
     PFNIC_QP_WAIT,          /* waiting: page, RNR or another sender */
@@ -372,7 +378,8 @@ void pfnic_qp_set_state(PfnicState *s, PfnicQp *qp, uint32_t state)
     }
     trace_pfnic_qp_state(qp->qpn, qp->state, state, false);
     qp->state = state;
-    qemu_bh_schedule(s->engine_bh);
+    /* Senders waiting for us to become ready (or connected) ask again. */
+    pfnic_qp_wake_senders(s, qp->qpn);
 }
 
 /* Stop executing the QPs of a context that stops; fail its peers' waits. */
@@ -705,6 +712,48 @@ static PfnicQpStep pfnic_qp_rnr(PfnicState *s, PfnicQp *qp, PfnicQp *dest)
 }
 
 /*
+ * The destination is not (or no longer) our ready peer. On a wire nothing
+ * would answer: the requester asks again after each local ACK timeout,
+ * retry_cnt times, then completes RETRY_EXC_ERR (timeout 0: it waits for
+ * ever). So here, so that a peer still on its way to RTR (the other side
+ * of a connection setup) is waited for, not failed. Its transition asks
+ * again at once (pfnic_qp_set_state); an early wake-up costs no retry.
+ */
+static PfnicQpStep pfnic_qp_unanswered(PfnicState *s, PfnicQp *qp)
+{
+    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+    int64_t t = pfnic_ack_timeout_ns(qp->timeout);
+
+    if (!qp->ack_deadline) {
+        qp->ack_deadline = t ? now + t : INT64_MAX;
+        trace_pfnic_qp_unanswered(qp->qpn, qp->dest, qp->retry_left, t);
+    }
+    /* Every timeout that ended since is a retry (the engine may run late). */
+    while (qp->ack_deadline <= now) {
+        if (!qp->retry_left) {
+            trace_pfnic_qp_unanswered(qp->qpn, qp->dest, 0, 0);
+            return pfnic_qp_fail(s, qp, PFNIC_WC_RETRY_EXC_ERR);
+        }
+        qp->retry_left--;
+        qp->ack_deadline = t ? qp->ack_deadline + t : INT64_MAX;
+        trace_pfnic_qp_unanswered(qp->qpn, qp->dest, qp->retry_left, t);
+    }
+    qp->rnr_waiting = true;
+    qp->rnr_deadline = qp->ack_deadline;
+    if (t) {
+        timer_mod_anticipate_ns(s->rnr_timer, qp->ack_deadline);
+    }
+    return PFNIC_QP_WAIT;
+}
+
+/* Our peer answered: the retries count timeouts in a row. */
+static void pfnic_qp_answered(PfnicQp *qp)
+{
+    qp->ack_deadline = 0;
+    qp->retry_left = qp->retry_cnt;
+}
+
+/*
  * The checks of a send WQE that need nothing but the WQE and our own keys:
  * format and local keys. Returns the completion status (SUCCESS: go on)
  * and the message length.
@@ -755,15 +804,19 @@ static PfnicQpStep pfnic_qp_start(PfnicState *s, PfnicQp *qp)
     qp->dest_gen = qp->peer_gen;
     dest = pfnic_qp_get(s, qp->dest);
     if (dest && dest->gen == qp->dest_gen && pfnic_qp_ready(s, dest) &&
-        !pfnic_qp_is_peer(dest, qp)) {
-        /* On a wire the responder drops it: the requester times out. */
+        !pfnic_qp_is_peer(dest, qp) && !qp->ack_deadline) {
+        /*
+         * On a wire the responder drops it: the requester times out.
+         * Counted once for the work request, not again at each retry.
+         */
         dest->refused++;
         trace_pfnic_qp_refused(dest->qpn, qp->qpn, dest->dest_qpn);
     }
     dest = pfnic_qp_dest(s, qp);
     if (!dest) {
-        return pfnic_qp_fail(s, qp, PFNIC_WC_RETRY_EXC_ERR);
+        return pfnic_qp_unanswered(s, qp);
     }
+    pfnic_qp_answered(qp);
     if (pfnic_op_rdma(op) || pfnic_op_atomic(op)) {
         if ((qp->len || pfnic_op_atomic(op)) &&
             !pfnic_mr_remote(s, w->rkey, dest, w->remote_addr,
@@ -1002,8 +1055,9 @@ static PfnicQpStep pfnic_qp_step(PfnicState *s, PfnicQp *qp)
     }
     dest = pfnic_qp_dest(s, qp);
     if (!dest) {
-        return pfnic_qp_fail(s, qp, PFNIC_WC_RETRY_EXC_ERR);
+        return pfnic_qp_unanswered(s, qp);
     }
+    pfnic_qp_answered(qp);
     dctx = &s->contexts[dest->ctx];
     if (pfnic_op_atomic(op)) {
         return pfnic_qp_atomic_step(s, qp, dest);
@@ -1110,6 +1164,7 @@ static bool pfnic_qp_load(PfnicState *s, PfnicQp *qp)
     qp->rnr_left = qp->rnr_retry;
     qp->rnr_backoff = 0;
     qp->rnr_waiting = false;
+    pfnic_qp_answered(qp);
     pfnic_page_wait_next(s, &qp->pw);
     trace_pfnic_qp_wqe_start(qp->qpn, qp->sq_head, qp->wqe.opcode,
                              qp->wqe.flags, qp->wqe.num_sge, qp->dest_qpn);

@@ -1,5 +1,5 @@
 /*
- * pfnic register layout (device ABI 1.14)
+ * pfnic register layout (device ABI 1.15)
  *
  * Mirrors docs/registers.md, docs/verbs.md and docs/wire.md, which are the
  * definition;
@@ -141,9 +141,9 @@ typedef enum PfnicCounter {
 /* Register values and fields */
 #define PFNIC_ID_VALUE              0x434e4650 /* "PFNC" in memory order */
 #define PFNIC_ABI_MAJOR             1
-#define PFNIC_ABI_MINOR             14
+#define PFNIC_ABI_MINOR             15
 #define PFNIC_VERSION_VALUE         ((PFNIC_ABI_MAJOR << 16) | PFNIC_ABI_MINOR)
-#define PFNIC_FW_VERSION_VALUE      0x010e0000 /* model 1.14.0 */
+#define PFNIC_FW_VERSION_VALUE      0x010f0000 /* model 1.15.0 */
 
 #define PFNIC_CAPS_ATS              (1u << 0)
 #define PFNIC_CAPS_PASID            (1u << 1)

@@ -150,12 +150,6 @@ static int64_t pfnic_now(void)
     return qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
 }
 
-/* Local ACK timeout: 4.096 us * 2^timeout; 0 means wait forever. */
-static int64_t pfnic_roce_timeout_ns(PfnicQp *qp)
-{
-    return qp->timeout ? 4096ll << MIN(qp->timeout, 31) : 0;
-}
-
 static void pfnic_roce_arm(PfnicState *s, int64_t when)
 {
     timer_mod_anticipate_ns(s->wire_timer, when);
@@ -450,7 +444,7 @@ static void pfnic_req_retire(PfnicState *s, PfnicQp *qp, uint8_t status)
 /* (Re)start the local ACK timer while anything is unacknowledged. */
 static void pfnic_req_rearm(PfnicState *s, PfnicQp *qp)
 {
-    int64_t t = pfnic_roce_timeout_ns(qp);
+    int64_t t = pfnic_ack_timeout_ns(qp->timeout);
 
     if (!qp->req.fl_count || !t) {
         qp->req.deadline = 0;
