@@ -13,7 +13,9 @@
 # usage: scripts/test.sh [--no-build] [--filter NAME]
 #   --filter NAME   run only the guest tests whose name contains NAME
 # Environment: PFNIC_TEST_TIMEOUT (guest time limit, s; default 900),
-# PFNIC_PAIR_TIMEOUT (each two-guest suite, s; default 300; 900 with
+# PFNIC_TEST_LANES (1: the single-guest suites one after another; default
+# 2: in two lanes at once, since a guest mostly waits: the host is 65-90%
+# idle while one runs), PFNIC_PAIR_TIMEOUT (each two-guest suite, s; default 300; 900 with
 # PFNIC_FLAVOR=debug, where each command of a pairing also gets 240 s instead
 # of 60: rxe under KASAN needs more than 60 s for one ibv_rc_pingpong), PFNIC_PAIRS
 # (the two-guest pairings to run; default "rxe-rxe pfnic-pfnic pfnic-rxe
@@ -84,33 +86,80 @@ expect() {
 	fi
 }
 
+# lane FUNCTION...: run the FUNCTIONs (parts of the suite that count with
+# count_tap and expect) one after another in the background; lanes_wait adds
+# their tallies to the totals. With PFNIC_TEST_LANES=1 they run here, now.
+lane_pids=() lane_n=0
+lane() {
+	if ((${PFNIC_TEST_LANES:-2} <= 1)); then
+		local f
+		for f; do "$f"; done
+		return
+	fi
+	lane_n=$((lane_n + 1))
+	local tally=$run_dir/.lane-$lane_n
+	(
+		passed=0 failed=0 skipped=0 failures=()
+		for f; do "$f"; done
+		{
+			echo "$passed $failed $skipped"
+			printf '%s\n' "${failures[@]}"
+		} >"$tally"
+	) &
+	lane_pids+=($!)
+}
+lanes_wait() {
+	local pid tally p f s line i
+	for pid in "${lane_pids[@]}"; do
+		wait "$pid" || true
+	done
+	for ((i = 1; i <= lane_n; i++)); do
+		tally=$run_dir/.lane-$i
+		if [[ ! -s $tally ]]; then
+			failed=$((failed + 1))
+			failures+=("lane $i: ended without its tally")
+			continue
+		fi
+		read -r p f s <"$tally"
+		passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+		while IFS= read -r line; do
+			[[ -n $line ]] && failures+=("$line")
+		done < <(tail -n +2 "$tally")
+		rm -f "$tally"
+	done
+	lane_pids=() lane_n=0
+}
+
 # --- device qtests ------------------------------------------------------------
-log "running the qtests: ${QTESTS[*]}"
-# libqtest derives the target from the binary's name and takes no extra
-# arguments: a wrapper of the same name adds the firmware search path.
-wrapper=$run_dir/bin/qemu-system-x86_64
-mkdir -p "${wrapper%/*}"
-printf '#!/bin/sh\nexec %q %s "$@"\n' "$QEMU_BIN" "${QEMU_FIRMWARE_ARGS[*]}" >"$wrapper"
-chmod +x "$wrapper"
-for qtest in "${QTESTS[@]}"; do
-	rc=0
-	QTEST_QEMU_BINARY=$wrapper timeout -k 10 300 "$QEMU_BUILD/tests/qtest/$qtest" --tap -k \
-		>"$run_dir/$qtest.tap" 2>"$run_dir/$qtest.stderr" || rc=$?
-	count_tap "$run_dir/$qtest.tap" "$qtest"
-	expect "$qtest-exit" "$qtest exited with status $rc (see $run_dir/$qtest.stderr)" test "$rc" -eq 0
-done
+qtests() {
+	local wrapper=$run_dir/bin/qemu-system-x86_64 qtest rc
+	log "running the qtests: ${QTESTS[*]}"
+	# libqtest derives the target from the binary's name and takes no extra
+	# arguments: a wrapper of the same name adds the firmware search path.
+	mkdir -p "${wrapper%/*}"
+	printf '#!/bin/sh\nexec %q %s "$@"\n' "$QEMU_BIN" "${QEMU_FIRMWARE_ARGS[*]}" >"$wrapper"
+	chmod +x "$wrapper"
+	for qtest in "${QTESTS[@]}"; do
+		rc=0
+		QTEST_QEMU_BINARY=$wrapper timeout -k 10 300 "$QEMU_BUILD/tests/qtest/$qtest" --tap -k \
+			>"$run_dir/$qtest.tap" 2>"$run_dir/$qtest.stderr" || rc=$?
+		count_tap "$run_dir/$qtest.tap" "$qtest"
+		expect "$qtest-exit" "$qtest exited with status $rc (see $run_dir/$qtest.stderr)" test "$rc" -eq 0
+	done
+}
 
 # --- host unit tests ------------------------------------------------------------
 # Userspace code that needs no device: pfnic-perf's perftest exchange, both sides
 # over a real TCP connection and against perftest's message formats; the uAPI's
 # layouts against the syzkaller descriptions' C mirror (pfnic-sys).
-if [[ -z $filter || host_unit == *"$filter"* ]]; then
+host_unit() {
+	local rc=0
+	[[ -z $filter || host_unit == *"$filter"* ]] || return 0
 	log "running the host unit tests (cargo test -p pfnic-perf -p pfnic-sys)"
-	rc=0
 	(cd "$PFNIC_ROOT/userspace" && CARGO_TARGET_DIR=$BUILD_DIR/userspace cargo test --release \
 		--locked -q -p pfnic-perf -p pfnic-sys) >"$run_dir/host-unit.log" 2>&1 || rc=$?
 	expect host-unit-tests "cargo test -p pfnic-perf -p pfnic-sys failed (see $run_dir/host-unit.log)" test "$rc" -eq 0
-fi
+}
 
 # --- guest suites -------------------------------------------------------------
 # guest_suite LABEL DEVICE-PROPS FILTER [APPEND]: boot a guest whose pfnic has
@@ -146,12 +195,13 @@ guest_suite() {
 	fi
 }
 
-# FILTER=pair... names only two-guest suites: no single guest for them.
-if [[ $filter != pair* ]]; then
+main_guest() {
+	# FILTER=pair... names only two-guest suites: no single guest for them.
+	[[ $filter != pair* ]] || return 0
 	log "booting the guest and running the guest suite (TCG; a few minutes)"
 	# Two NUMA nodes: the fault matrix moves pages between them (move_pages).
 	KUNIT=1 PFNIC_NUMA_NODES=2 guest_suite guest "" "$filter"
-fi
+}
 # Without PRI there is no SVA: contexts have no PASID, and run in the `odp`
 # memory mode (the driver fills the device's translation tables on demand).
 # The verbs suite, the fault matrix and the C programs run there in that mode,
@@ -168,10 +218,13 @@ nopri_guest() {
 	# Two NUMA nodes, as the main guest: the fault matrix's move_pages case.
 	PFNIC_NUMA_NODES=2 PFNIC_MEM_MODE=$mode guest_suite "$label" ",pri=off" "${filter:-$tests}"
 }
-nopri_guest guest-nopri "" "test_open_without_sva|test_verbs|test_mode_|test_c_|test_debian_|test_matrix"
-nopri_guest guest-pinned pinned "test_verbs|test_mode_pinned|test_c_|test_debian_"
+nopri_guests() {
+	nopri_guest guest-nopri "" "test_open_without_sva|test_verbs|test_mode_|test_c_|test_debian_|test_matrix"
+	nopri_guest guest-pinned pinned "test_verbs|test_mode_pinned|test_c_|test_debian_"
+}
 
-if [[ -z $filter || test_wire == *"$filter"* || $filter == test_wire* ]]; then
+wire_guests() {
+	[[ -z $filter || test_wire == *"$filter"* || $filter == test_wire* ]] || return 0
 	# The wire (docs/wire.md): a second pfnic on a second root port, the two
 	# ports joined by a pair of unix datagram sockets, so RoCEv2 runs between
 	# them inside one guest. PROPS go to both pfnics.
@@ -206,9 +259,10 @@ if [[ -z $filter || test_wire == *"$filter"* || $filter == test_wire* ]]; then
 		wire_guest "guest-wire-loss$((loss / 10000))" ",x-wire-loss=$loss,x-wire-reorder=50000" \
 			"test_wire_rc_ops|test_wire_large|test_wire_cold"
 	done
-fi
+}
 
-if [[ -z $filter || test_inject == *"$filter"* || $filter == test_inject* ]]; then
+inject_guests() {
+	[[ -z $filter || test_inject == *"$filter"* || $filter == test_inject* ]] || return 0
 	# Fault injection: the tests skip in the other guests and run here.
 	log "booting a guest whose pfnic takes every 2nd page request as refused by a full queue"
 	guest_suite guest-prq-full ",x-inject-prq-full=2" test_inject pfnic_inject=prq-full
@@ -216,16 +270,24 @@ if [[ -z $filter || test_inject == *"$filter"* || $filter == test_inject* ]]; th
 	guest_suite guest-pri-failure ",x-inject-pri-failure=3" test_inject pfnic_inject=pri-failure
 	log "booting a guest whose pfnic leaves every 2nd stopped context active"
 	guest_suite guest-ctx-stuck ",x-inject-ctx-stuck=2" test_inject pfnic_inject=ctx-stuck
-fi
+}
 
-if [[ -z $filter || test_fault_path == *"$filter"* || $filter == test_fault_path* ]]; then
+pri_small_guest() {
+	[[ -z $filter || test_fault_path == *"$filter"* || $filter == test_fault_path* ]] || return 0
 	# The fault path on a PRI allocation of 16 (a context's quarter: 4 pages): the
 	# page requests of faulting transfers wait their turn, and none is lost.
 	log "booting a guest whose pfnic has a PRI allocation of 16 page requests"
 	guest_suite guest-pri-small ",pri-requests=16" \
 		"test_fault_path_small|test_fault_path_failed|test_verbs_odp_rc|test_verbs_odp_prefetch" \
 		pfnic_pri_requests=16
-fi
+}
+
+# The single-guest suites in two lanes (PFNIC_TEST_LANES), about 4 minutes
+# each; the two-guest suites after them, alone: rxe's transport is the part
+# of the run most sensitive to a loaded host.
+lane qtests host_unit main_guest
+lane nopri_guests wire_guests inject_guests pri_small_guest
+lanes_wait
 
 # --- two-guest suites ---------------------------------------------------------------
 # pair_suite PAIR TESTS: boot two guests joined by a wire (scripts/run-pair.sh),
