@@ -300,7 +300,7 @@ pair_suite() {
 		limit=900 env="PAIR_TEST_LIMIT=240 "
 	fi
 	limit=${PFNIC_PAIR_TIMEOUT:-$limit}
-	for try in 1 2; do
+	for try in 1 2 3; do
 		rc=0
 		"$PFNIC_ROOT/scripts/run-pair.sh" --pair "$pair" --label "$label" --log-dir "$run_dir" \
 			--results --timeout "$limit" --pcap --pcap-snaplen 96 \
@@ -310,20 +310,22 @@ pair_suite() {
 		# at all (not one kernel line) until its time limit. That is QEMU or
 		# the host, not the suite; boot the pairing once more, keeping the
 		# first try's console.
-		((try == 1 && rc != 77)) || break
-		# rxe-rxe runs no pfnic code at all (Debian's rxe and tools on both
-		# sides; it is the baseline the others are compared with), and rxe
-		# under a loaded TCG host sometimes fails a run on its own (seen:
-		# ib_send_bw's receiver completing LOC_QP_OP_ERR): run it once more.
-		if [[ $pair == rxe-rxe && $rc == 0 ]] &&
+		((rc != 77)) || break
+		# rxe-rxe runs no pfnic code at all (Linux's rxe and Debian's tools on
+		# both sides; it is the baseline the others are compared with), and
+		# rxe under TCG sometimes fails a run on its own (seen: ib_send_bw's
+		# receiver completing LOC_QP_OP_ERR; ib_write_bw's requester
+		# REM_INV_REQ_ERR or RETRY_EXC_ERR, in about 1 of 7 runs since
+		# 2026-11-26): up to three tries, each kept.
+		if [[ $pair == rxe-rxe && $rc == 0 ]] && ((try < 3)) &&
 			grep -qs '^not ok' "$run_dir/$label-guest1.ktap" "$run_dir/$label-guest2.ktap"; then
 			log "$pair: rxe failed a test on its own ($(grep -hs '^not ok' "$run_dir/$label-guest1.ktap" "$run_dir/$label-guest2.ktap" | head -2 | tr '\n' ' ')); running the baseline again"
 			for f in console.log guest1.ktap guest2.ktap guest1-serial.log guest2-serial.log; do
-				mv "$run_dir/$label-$f" "$run_dir/$label-try1-$f" 2>/dev/null || true
+				mv "$run_dir/$label-$f" "$run_dir/$label-try$try-$f" 2>/dev/null || true
 			done
 			continue
 		fi
-		((rc != 0)) || break
+		((try == 1 && rc != 0)) || break
 		[[ ! -s $run_dir/$label-guest1-serial.log || ! -s $run_dir/$label-guest2-serial.log ]] || break
 		log "$pair: a guest printed nothing within ${limit}s; booting the pairing again"
 		mv "$run_dir/$label-console.log" "$run_dir/$label-console-try1.log"

@@ -98,11 +98,14 @@ fn test_perf_compare_waits() -> TestResult {
             number(row, &["warm_faults_per_iter"])? == 0.0,
             "{what}: warm iterations faulted"
         );
+        // The device's cost is (cold - warm) / faults over 3 iterations x 2 repetitions: a
+        // noisy warm median (an events row's wake-up on a loaded host) can exceed the cold
+        // one, so its sign is not checked (a timed assertion), only that the ratio is it.
         let device = number(row, &["device_us_per_fault"])?;
         let cpu = number(row, &["cpu", "weighted_us_per_page"])?;
         let ratio = number(row, &["device_over_cpu"])?;
         check!(
-            device > 0.0 && cpu > 0.0 && (ratio - device / cpu).abs() <= 1e-9 * ratio,
+            device.is_finite() && cpu > 0.0 && (ratio - device / cpu).abs() <= 1e-9 * ratio.abs(),
             "{what}: device {device} us, CPU {cpu} us, device/CPU {ratio}"
         );
         // The table on the console has the row too.
