@@ -315,8 +315,9 @@ pair_suite() {
 		# both sides; it is the baseline the others are compared with), and
 		# rxe under TCG sometimes fails a run on its own (seen: ib_send_bw's
 		# receiver completing LOC_QP_OP_ERR; ib_write_bw's requester
-		# REM_INV_REQ_ERR or RETRY_EXC_ERR, in about 1 of 7 runs since
-		# 2026-11-26): up to three tries, each kept.
+		# REM_INV_REQ_ERR or RETRY_EXC_ERR, in about a quarter of the runs of
+		# 2026-11-26 before rootfs/pair-test's RXE_TIMEOUT): up to three
+		# tries, each kept.
 		if [[ $pair == rxe-rxe && $rc == 0 ]] && ((try < 3)) &&
 			grep -qs '^not ok' "$run_dir/$label-guest1.ktap" "$run_dir/$label-guest2.ktap"; then
 			log "$pair: rxe failed a test on its own ($(grep -hs '^not ok' "$run_dir/$label-guest1.ktap" "$run_dir/$label-guest2.ktap" | head -2 | tr '\n' ' ')); running the baseline again"
