@@ -42,7 +42,7 @@ if ! stamp_fresh "$KERNEL_BUILD/.pfnic-config.stamp" "${KERNEL_FRAGMENTS[@]}" "$
 	touch "$KERNEL_BUILD/.pfnic-config.stamp"
 fi
 
-log "building the kernel (make -j$PFNIC_JOBS; about 10 minutes cold)"
+log "building the kernel (make -j$PFNIC_JOBS; 8-22 minutes cold)"
 # The kernel crate's doctests have mangled names longer than kallsyms keeps;
 # kallsyms skips them with a two-line notice per symbol, which is noise here.
 kmake -s -j"$PFNIC_JOBS" bzImage modules \

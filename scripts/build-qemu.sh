@@ -20,7 +20,7 @@ qemu_configure "$QEMU_BUILD" \
 	--enable-tcg --enable-kvm --enable-slirp --disable-docs --disable-werror \
 	--disable-install-blobs --disable-download --disable-rust
 
-log "building QEMU (ninja -j$PFNIC_JOBS; about 6 minutes cold)"
+log "building QEMU (ninja -j$PFNIC_JOBS; 3-8 minutes cold)"
 ninja -C "$QEMU_BUILD" -j"$PFNIC_JOBS" qemu-system-x86_64 $(printf "tests/qtest/%s " "${QTESTS[@]}") >"$QEMU_BUILD/ninja.log" 2>&1 ||
 	{ grep -B2 -A12 -m3 "error\|FAILED" "$QEMU_BUILD/ninja.log" >&2; die "QEMU build failed; see $QEMU_BUILD/ninja.log"; }
 log "QEMU ready: $QEMU_BIN"
