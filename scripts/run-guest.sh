@@ -4,7 +4,8 @@
 #
 # usage: scripts/run-guest.sh [--mode shell|test|cmd] [--cmd 'COMMAND']
 #            [--overlay DIR] [--filter NAME] [--timeout SECONDS]
-#            [--log FILE] [--results FILE] [--kind pfnic|rxe] [--node N]
+#            [--log FILE] [--results FILE] [--stall-report FILE]
+#            [--kind pfnic|rxe] [--node N]
 #            [--wire LOCAL,REMOTE] [--side LOCAL,REMOTE] [--debian]
 #            [--console-socket PATH] [--pcap FILE] [--pcap-snaplen BYTES]
 #            [-- EXTRA-QEMU-ARGS...]
@@ -19,6 +20,17 @@
 #   --filter NAME  test mode: only tests whose name contains NAME
 #   --results FILE cmd mode: a second serial port (the guest's /dev/ttyS1)
 #                  written to FILE
+#   --timeout S    stop the guest after S seconds (exit status 124)
+#   --stall-report FILE  where the stall watchdog says why it stopped the
+#                  guest (test and cmd modes; default: only on stderr)
+#
+# In test and cmd modes a watchdog (scripts/guest-watch.py) stops a guest
+# that stalls: one whose kernel reports an RCU stall, a lockup or a hung
+# task, or that prints nothing on any serial port (its console, its results,
+# the heartbeat its init writes every 5 s to /dev/ttyS2) for
+# PFNIC_SILENCE_LIMIT seconds (default 60; 180 with PFNIC_FLAVOR=debug).
+# It exits with status 125 and the console's last lines on stderr; the
+# report adds each vCPU's registers and local APIC, from QEMU's monitor.
 #
 # A guest of a pair (scripts/run-pair.sh starts two of these):
 #   --kind pfnic|rxe  pfnic (default): q35 + intel-iommu + pfnic, the driver
@@ -54,7 +66,7 @@
 # PFNIC_QEMU_ARGS (extra QEMU arguments), PFNIC_APPEND (extra kernel args).
 source "$(dirname "$0")/lib.sh"
 
-mode=shell cmd= overlay= filter= timeout_s= logfile= results=
+mode=shell cmd= overlay= filter= timeout_s= logfile= results= stall_report=
 kind=pfnic node= wire= side= debian=0 console_sock= pcap= snaplen=
 extra_qemu=()
 while (($#)); do
@@ -66,6 +78,7 @@ while (($#)); do
 	--timeout) timeout_s=$2; shift 2 ;;
 	--log) logfile=$2; shift 2 ;;
 	--results) results=$2; shift 2 ;;
+	--stall-report) stall_report=$2; shift 2 ;;
 	--kind) kind=$2; shift 2 ;;
 	--node) node=$2; shift 2 ;;
 	--wire) wire=$2; shift 2 ;;
@@ -103,8 +116,18 @@ bzimage=$KERNEL_BUILD/arch/x86/boot/bzImage
 [[ -e $INITRAMFS ]] || die "no initramfs at $INITRAMFS; run 'make rootfs'"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/pfnic-run.XXXXXX")
-cleanup() { rm -rf "$work"; }
+# QEMU and its watchdog when they run in the background (watched, below):
+# they ignore the user's Ctrl-C there (a script's background jobs do), so
+# whatever ends this script ends them.
+qpid= wpid=
+cleanup() {
+	[[ -z $qpid ]] || kill -TERM "$qpid" 2>/dev/null || true
+	[[ -z $wpid ]] || kill -TERM "$wpid" 2>/dev/null || true
+	rm -rf "$work"
+}
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # The initrd is the base archive plus one with the command and the overlay:
 # the kernel unpacks concatenated archives in order.
@@ -160,7 +183,7 @@ qemu=(
 	-smp "${PFNIC_SMP:-2}" -m "${PFNIC_MEM:-2G}"
 	-nodefaults -display none -no-reboot
 	"${QEMU_FIRMWARE_ARGS[@]}"
-	-kernel "$bzimage" -initrd "$initrd" -append "$append"
+	-kernel "$bzimage" -initrd "$initrd"
 )
 # NUMA nodes: the CPUs and the memory split evenly, node i's memory a RAM
 # backend of its own.
@@ -210,16 +233,53 @@ esac
 # shellcheck disable=SC2206 # word splitting of the user's extra args is intended
 qemu+=(${PFNIC_QEMU_ARGS:-} "${extra_qemu[@]}")
 
-run_limited() {
-	if [[ -n $timeout_s ]]; then
-		timeout --foreground -k 10 "$timeout_s" "$@"
-	else
-		"$@"
-	fi
+# The watchdog's silence limit (see the top of this file).
+silence=${PFNIC_SILENCE_LIMIT:-$([[ ${PFNIC_FLAVOR:-} == debug ]] && echo 180 || echo 60)}
+[[ $silence =~ ^[0-9]+$ ]] || die "PFNIC_SILENCE_LIMIT='$silence': expected seconds"
+
+# watched LOG... -- QEMU-ARGS...: run QEMU under the stall watchdog and the
+# time limit. Returns QEMU's exit status, 124 when the time limit stopped
+# it, 125 when the watchdog did (its report on stderr and in --stall-report).
+watched() {
+	local logs=() rc=0 wrc=0 report=${stall_report:-$work/stall}
+	while [[ $1 != -- ]]; do logs+=("$1"); shift; done
+	shift
+	rm -f "$report"
+	"$@" -monitor "unix:$work/monitor,server=on,wait=off" </dev/null &
+	qpid=$!
+	python3 "$PFNIC_ROOT/scripts/guest-watch.py" ${timeout_s:+--limit "$timeout_s"} --monitor "$work/monitor" \
+		"$qpid" "$report" "$silence" "${logs[@]}" &
+	wpid=$!
+	wait "$qpid" || rc=$?
+	wait "$wpid" || wrc=$?
+	qpid= wpid=
+	case $wrc in
+	0) return "$rc" ;;
+	2)
+		log "the guest stalled: $(sed "/^QEMU's view/,\$d" "$report")"
+		[[ -z $stall_report ]] || log "(QEMU's view of its vCPUs and local APICs: $stall_report)"
+		return 125
+		;;
+	3) return 124 ;;
+	*) die "the stall watchdog failed (status $wrc)" ;;
+	esac
 }
+# The guest's init writes a heartbeat to its third serial port (the
+# watchdog's proof of life while a test prints nothing): ttyS2, after the
+# console and the results port (a null one when there are no results).
+heartbeat=(-serial "file:$work/heartbeat")
+[[ $mode == shell ]] || append+=" pfnic_guest.heartbeat=ttyS2"
+qemu+=(-append "$append")
 
 case $mode in
 shell)
+	run_limited() {
+		if [[ -n $timeout_s ]]; then
+			timeout --foreground -k 10 "$timeout_s" "$@"
+		else
+			"$@"
+		fi
+	}
 	if [[ -n $console_sock ]]; then
 		rm -f "$console_sock"
 		run_limited "${qemu[@]}" -chardev "socket,id=con,path=$console_sock,server=on,wait=off,mux=on${logfile:+,logfile=$logfile}" \
@@ -232,11 +292,12 @@ shell)
 cmd)
 	logfile=${logfile:-$work/serial.log}
 	rc=0
-	second=()
+	second=(-serial null)
 	[[ -n $results ]] && second=(-serial "file:$results")
-	run_limited "${qemu[@]}" -chardev "stdio,id=con,signal=off,logfile=$logfile" \
-		-serial chardev:con "${second[@]}" </dev/null || rc=$?
+	watched "$logfile" ${results:+"$results"} "$work/heartbeat" -- "${qemu[@]}" \
+		-chardev "stdio,id=con,signal=off,logfile=$logfile" -serial chardev:con "${second[@]}" "${heartbeat[@]}" || rc=$?
 	((rc != 124)) || die "the guest did not finish within ${timeout_s}s"
+	((rc != 125)) || die "the guest stalled and was stopped"
 	((rc == 0)) || die "QEMU failed (exit $rc)"
 	status=$(sed -n 's/^pfnic-guest: exit status \([0-9]*\).*/\1/p' "$logfile" | tail -1)
 	[[ -n $status ]] || die "the guest did not report the command's exit status"
@@ -244,7 +305,8 @@ cmd)
 	;;
 test)
 	rc=0
-	run_limited "${qemu[@]}" -serial "file:$logfile" -serial "file:$results" </dev/null || rc=$?
+	watched "$logfile" "$results" "$work/heartbeat" -- "${qemu[@]}" \
+		-serial "file:$logfile" -serial "file:$results" "${heartbeat[@]}" || rc=$?
 	exit "$rc"
 	;;
 esac

@@ -132,6 +132,7 @@ start_guest() {
 	local n=$1 cmd=$2 extra=()
 	guest_args "$n"
 	((results)) && extra=(--results "$log_dir/$label-guest$n.ktap")
+	extra+=(--stall-report "$log_dir/$label-guest$n-stall.txt")
 	# timeout's own process group: the whole guest stops with it.
 	(
 		"$PFNIC_ROOT/scripts/run-guest.sh" "${args[@]}" "${extra[@]}" --timeout "$limit" \

@@ -23,7 +23,7 @@
 source "$(dirname "$0")/lib.sh"
 
 # What a guest kernel log must not contain (see above).
-KERNEL_LOG_BAD='WARNING:|BUG:|Oops|Call Trace|general protection fault|Kernel panic|unreferenced object|VT-d detected Invalidation|UBSAN:'
+KERNEL_LOG_BAD='WARNING:|BUG:|Oops|Call Trace|general protection fault|Kernel panic|unreferenced object|VT-d detected Invalidation|UBSAN:|rcu: INFO:|detected stalls|blocked for more than'
 
 build=1 filter=
 while (($#)); do
@@ -40,6 +40,7 @@ if ((build)); then
 fi
 
 run_dir=$LOG_DIR/$(date +%Y%m%d-%H%M%S)
+tests_start=$SECONDS
 mkdir -p "$run_dir"
 passed=0 failed=0 skipped=0
 failures=()
@@ -132,7 +133,7 @@ lanes_wait() {
 
 # --- device qtests ------------------------------------------------------------
 qtests() {
-	local wrapper=$run_dir/bin/qemu-system-x86_64 qtest rc
+	local wrapper=$run_dir/bin/qemu-system-x86_64 qtest rc t0
 	log "running the qtests: ${QTESTS[*]}"
 	# libqtest derives the target from the binary's name and takes no extra
 	# arguments: a wrapper of the same name adds the firmware search path.
@@ -140,9 +141,10 @@ qtests() {
 	printf '#!/bin/sh\nexec %q %s "$@"\n' "$QEMU_BIN" "${QEMU_FIRMWARE_ARGS[*]}" >"$wrapper"
 	chmod +x "$wrapper"
 	for qtest in "${QTESTS[@]}"; do
-		rc=0
+		rc=0 t0=$SECONDS
 		QTEST_QEMU_BINARY=$wrapper timeout -k 10 300 "$QEMU_BUILD/tests/qtest/$qtest" --tap -k \
 			>"$run_dir/$qtest.tap" 2>"$run_dir/$qtest.stderr" || rc=$?
+		log "$qtest: $((SECONDS - t0)) s"
 		count_tap "$run_dir/$qtest.tap" "$qtest"
 		expect "$qtest-exit" "$qtest exited with status $rc (see $run_dir/$qtest.stderr)" test "$rc" -eq 0
 	done
@@ -167,14 +169,20 @@ host_unit() {
 # matching FILTER, and judge the results and the guest kernel's log. With
 # KUNIT=1 also judge the boot's KUnit suites.
 guest_suite() {
-	local label=$1 props=$2 filter=$3 append=${4:-} serial ktap rc=0 limit=${PFNIC_TEST_TIMEOUT:-900}
+	local label=$1 props=$2 filter=$3 append=${4:-} serial ktap rc=0 limit=${PFNIC_TEST_TIMEOUT:-900} t0=$SECONDS
 	serial=$run_dir/$label-serial.log ktap=$run_dir/$label.ktap
 	: >"$serial"
 	: >"$ktap"
 	PFNIC_DEVICE_PROPS=$props PFNIC_APPEND=$append "$PFNIC_ROOT/scripts/run-guest.sh" --mode test --debian --timeout "$limit" \
-		--log "$serial" --results "$ktap" ${filter:+--filter "$filter"} || rc=$?
+		--log "$serial" --results "$ktap" --stall-report "$run_dir/$label-stall.txt" \
+		${filter:+--filter "$filter"} || rc=$?
+	log "$label: $((SECONDS - t0)) s"
 	if ((rc == 124)); then
 		expect "$label-timeout" "the guest did not finish within ${limit}s" false
+	elif ((rc == 125)); then
+		# The watchdog stopped it (scripts/guest-watch.py): its reason and
+		# the console's tail go in the verdict.
+		expect "$label-stall" "$(head -1 "$run_dir/$label-stall.txt")" false
 	else
 		expect "$label-exit" "QEMU exited with status $rc" test "$rc" -eq 0
 	fi
@@ -295,7 +303,7 @@ lanes_wait
 # client, and judge both sides' KTAP and kernel logs. The numbers the tools
 # print go to pair-PAIR.json.
 pair_suite() {
-	local pair=$1 tests=$2 label=pair-$1 rc=0 n bad try limit=300 env=
+	local pair=$1 tests=$2 label=pair-$1 rc=0 n bad try limit=300 env= t0=$SECONDS
 	if [[ ${PFNIC_FLAVOR:-} == debug ]]; then
 		limit=900 env="PAIR_TEST_LIMIT=240 "
 	fi
@@ -317,20 +325,16 @@ pair_suite() {
 			# the runs of 2026-11-26 before rootfs/pair-test's RXE_TIMEOUT): up
 			# to three tries.
 			log "$pair: rxe failed a test on its own ($(grep -hs '^not ok' "$run_dir/$label-guest1.ktap" "$run_dir/$label-guest2.ktap" | head -2 | tr '\n' ' ')); running the baseline again"
-		elif ((try == 1 && rc != 0)) &&
-			[[ ! -s $run_dir/$label-guest1-serial.log || ! -s $run_dir/$label-guest2-serial.log ]]; then
-			# Seen about once in 20 boots under TCG: a guest that prints
-			# nothing at all (not one kernel line) until its time limit. That
-			# is QEMU or the host, not the suite: boot the pairing once more.
-			log "$pair: a guest printed nothing within ${limit}s; booting the pairing again"
 		else
 			break
 		fi
 		# Keep this try's logs beside the next one's.
-		for f in console.log guest1.ktap guest2.ktap guest1-serial.log guest2-serial.log; do
+		for f in console.log guest1.ktap guest2.ktap guest1-serial.log guest2-serial.log \
+			guest1-stall.txt guest2-stall.txt; do
 			mv "$run_dir/$label-$f" "$run_dir/$label-try$try-$f" 2>/dev/null || true
 		done
 	done
+	log "$label: $((SECONDS - t0)) s"
 	if ((rc == 77)); then
 		log "skip $pair: $(grep -h 'skip:' "$run_dir/$label-console.log" | sed 's/.*skip: //')"
 		skipped=$((skipped + 1))
@@ -338,6 +342,10 @@ pair_suite() {
 	fi
 	expect "$label-exit" "the guests' commands or QEMU failed (status $rc; see $label-console.log)" test "$rc" -eq 0
 	for n in 1 2; do
+		# Stopped by the stall watchdog or the time limit (its reason; the
+		# console's tail is in the verdict).
+		[[ ! -s $run_dir/$label-guest$n-stall.txt ]] ||
+			expect "$label-guest$n-stall" "$(head -1 "$run_dir/$label-guest$n-stall.txt")" false
 		count_tap "$run_dir/$label-guest$n.ktap" "$label-guest$n"
 		expect "$label-guest$n-finished" "guest $n did not run to the end" \
 			grep -q "pfnic-guest: exit status" "$run_dir/$label-guest$n-serial.log"
@@ -385,10 +393,16 @@ fi
 echo
 grep -h '^#' "$run_dir"/guest*.ktap | grep -v '^# Subtest' || true
 cat "$run_dir"/pair-*-summary.txt "$run_dir/pairs.txt" 2>/dev/null || true
+for f in "$run_dir"/*-stall.txt; do
+	[[ -e $f ]] || continue
+	echo "--- ${f##*/} (QEMU's view of the vCPUs, when the guest stalled: in the file)"
+	sed "/^QEMU's view/,\$d" "$f"
+done
 for f in "${failures[@]}"; do
 	echo "FAIL $f"
 done
 echo "logs: $run_dir"
+echo "the tests took $((SECONDS - tests_start)) s"
 summary="$passed passed, $failed failed"
 if ((skipped)); then summary+=", $skipped skipped"; fi
 echo "$summary"
