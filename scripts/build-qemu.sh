@@ -14,11 +14,14 @@ need meson "Run scripts/setup-host.sh (it installs meson $MESON_VERSION)."
 source "$PFNIC_ROOT/scripts/patch-tree.sh"
 qemu_tree
 
-# Only what the guest needs: one target, TCG (+ KVM where it works), slirp.
+# Only what the guests need: one target, TCG (+ KVM where it works), slirp,
+# and of the devices only the ones they use (qemu-device/configs/devices/
+# x86_64-softmmu/pfnic.mak).
 qemu_configure "$QEMU_BUILD" \
 	--target-list=x86_64-softmmu --without-default-features \
 	--enable-tcg --enable-kvm --enable-slirp --disable-docs --disable-werror \
-	--disable-install-blobs --disable-download --disable-rust
+	--disable-install-blobs --disable-download --disable-rust \
+	--without-default-devices --with-devices-x86_64=pfnic
 
 log "building QEMU (ninja -j$PFNIC_JOBS; 3-8 minutes cold)"
 ninja -C "$QEMU_BUILD" -j"$PFNIC_JOBS" qemu-system-x86_64 $(printf "tests/qtest/%s " "${QTESTS[@]}") >"$QEMU_BUILD/ninja.log" 2>&1 ||

@@ -39,8 +39,9 @@ qemu_tree() {
 	qemu_link_device
 }
 
-# qemu_link_device: link the device and its qtest into the QEMU tree from this
-# checkout. When the tree linked another checkout, this one's files are touched:
+# qemu_link_device: link the device, its qtest and the device set of
+# pfnic's QEMU build (configs/devices/x86_64-softmmu/pfnic.mak) into the QEMU
+# tree from this checkout. When the tree linked another checkout, this one's files are touched:
 # ninja compares times, and they may be older than the objects built from the
 # other's.
 qemu_link_device() {
@@ -51,6 +52,8 @@ qemu_link_device() {
 	fi
 	ln -sfn "$dev" "$QEMU_PRISTINE/hw/net/pfnic"
 	ln -sfn "$test" "$QEMU_PRISTINE/tests/qtest/pfnic-test.c"
+	ln -sfn "$PFNIC_ROOT/qemu-device/configs/devices/x86_64-softmmu/pfnic.mak" \
+		"$QEMU_PRISTINE/configs/devices/x86_64-softmmu/pfnic.mak"
 }
 
 # qemu_configure DIR ARG...: configure that tree into the build directory DIR
