@@ -2,8 +2,17 @@
 # Install what the host needs to build and boot pfnic: Debian packages,
 # meson (pip, in a venv in the cache) and bindgen-cli (cargo, in the cache).
 # Idempotent: each step checks before it installs.
-# usage: scripts/setup-host.sh
+# usage: scripts/setup-host.sh [packages|tools]
+#   packages   only the Debian packages (what fetching the sources needs)
+#   tools      only meson and bindgen-cli (scripts/build-all.sh builds them
+#              while the sources download)
 source "$(dirname "$0")/lib.sh"
+
+part=${1:-all}
+case $part in
+all | packages | tools) ;;
+*) die "usage: scripts/setup-host.sh [packages|tools]" ;;
+esac
 
 HOST_PACKAGES=(
 	# kernel + Rust
@@ -17,7 +26,8 @@ HOST_PACKAGES=(
 	busybox-static xz-utils ca-certificates socat
 )
 
-apt_install "${HOST_PACKAGES[@]}"
+[[ $part == tools ]] || apt_install "${HOST_PACKAGES[@]}"
+[[ $part != packages ]] || exit 0
 
 need rustc "Install Rust with rustup (the kernel needs rustc >= 1.78)."
 need cargo "Install Rust with rustup."
