@@ -13,9 +13,10 @@
 # usage: scripts/test.sh [--no-build] [--filter NAME]
 #   --filter NAME   run only the guest tests whose name contains NAME
 # Environment: PFNIC_TEST_TIMEOUT (guest time limit, s; default 900),
-# PFNIC_TEST_LANES (1: the single-guest suites one after another; default
-# 2: in two lanes at once, since a guest mostly waits: the host is 65-90%
-# idle while one runs), PFNIC_PAIR_TIMEOUT (each two-guest suite, s; default 300; 900 with
+# PFNIC_TEST_LANES (1: every suite one after another; 2: the single-guest
+# suites in two lanes at once, since a guest mostly waits (the host is
+# 65-90% idle while one runs), the two-guest suites after them; default 3:
+# the two-guest suites in a third lane beside the other two), PFNIC_PAIR_TIMEOUT (each two-guest suite, s; default 300; 900 with
 # PFNIC_FLAVOR=debug, where each command of a pairing also gets 240 s instead
 # of 60: rxe under KASAN needs more than 60 s for one ibv_rc_pingpong), PFNIC_PAIRS
 # (the two-guest pairings to run; default "rxe-rxe pfnic-pfnic pfnic-rxe
@@ -92,7 +93,7 @@ expect() {
 # their tallies to the totals. With PFNIC_TEST_LANES=1 they run here, now.
 lane_pids=() lane_n=0
 lane() {
-	if ((${PFNIC_TEST_LANES:-2} <= 1)); then
+	if ((${PFNIC_TEST_LANES:-3} <= 1)); then
 		local f
 		for f; do "$f"; done
 		return
@@ -291,11 +292,15 @@ pri_small_guest() {
 }
 
 # The single-guest suites in two lanes (PFNIC_TEST_LANES), about 4 minutes
-# each; the two-guest suites after them, alone: rxe's transport is the part
-# of the run most sensitive to a loaded host.
+# each; the two-guest suites (about 2) in a third lane beside them, the
+# host being 30-50% idle with two lanes (measured 2026-11-27; three lanes
+# took the tests from 365-389 s to 270-280 s in three runs, with no rxe
+# baseline rerun), or with PFNIC_TEST_LANES=2 after them, alone.
 lane qtests host_unit main_guest
 lane nopri_guests wire_guests inject_guests pri_small_guest
-lanes_wait
+if ((${PFNIC_TEST_LANES:-3} < 3)); then
+	lanes_wait
+fi
 
 # --- two-guest suites ---------------------------------------------------------------
 # pair_suite PAIR TESTS: boot two guests joined by a wire (scripts/run-pair.sh),
@@ -375,12 +380,21 @@ pair_suite() {
 # ibv_srq_pingpong on both sides (SRQs on the wire).
 pair_tests=device,rc_pingpong,rc_pingpong_events,rc_pingpong_odp,debian_rc_pingpong,debian_rc_pingpong_odp,debian_srq_pingpong
 perf_tests=write_bw,read_bw,send_bw,write_lat,read_lat,send_lat
-for pair in ${PFNIC_PAIRS:-rxe-rxe pfnic-pfnic pfnic-rxe rxe-pfnic}; do
-	[[ -z $filter || pair_${pair/-/_} == *"$filter"* ]] || continue
-	tests=$pair_tests,$perf_tests,counters
-	log "booting two guests joined by a wire, $pair (guest 1 the servers, guest 2 the clients): $tests"
-	pair_suite "$pair" "$tests"
-done
+# pair_suites: every pairing, one after another.
+pair_suites() {
+	for pair in ${PFNIC_PAIRS:-rxe-rxe pfnic-pfnic pfnic-rxe rxe-pfnic}; do
+		[[ -z $filter || pair_${pair/-/_} == *"$filter"* ]] || continue
+		tests=$pair_tests,$perf_tests,counters
+		log "booting two guests joined by a wire, $pair (guest 1 the servers, guest 2 the clients): $tests"
+		pair_suite "$pair" "$tests"
+	done
+}
+if ((${PFNIC_TEST_LANES:-3} >= 3)); then
+	lane pair_suites
+	lanes_wait
+else
+	pair_suites
+fi
 
 # The pairings side by side: each one's speed against rxe-rxe's in this run
 # (pairs.json, pairs.svg).
