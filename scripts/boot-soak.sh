@@ -43,13 +43,9 @@ mkdir -p "$out"
 boot() {
 	local i=$1 rc=0 verdict=clean wire= props= qemu_args=
 	if [[ -n $loss ]]; then
-		# As scripts/test.sh's wire_guest (short socket paths: sun_path).
 		wire=$(mktemp -d /tmp/pfnic-soak.XXXXXX)
 		props=",x-wire-loss=$loss,x-wire-reorder=50000"
-		qemu_args="-netdev dgram,id=w0,local.type=unix,local.path=$wire/a,remote.type=unix,remote.path=$wire/b
-			-netdev dgram,id=w1,local.type=unix,local.path=$wire/b,remote.type=unix,remote.path=$wire/a
-			-device pcie-root-port,id=rp1,chassis=2,slot=1
-			-device pfnic,bus=rp1,netdev=w1,mac=52:54:00:00:00:02$props"
+		qemu_args=$(wire_guest_qemu_args "$wire" "$props")
 		props=",netdev=w0,mac=52:54:00:00:00:01$props"
 	fi
 	PFNIC_DEVICE_PROPS=$props PFNIC_QEMU_ARGS=$qemu_args "$PFNIC_ROOT/scripts/run-guest.sh" \

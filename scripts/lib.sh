@@ -188,3 +188,15 @@ take_lock() {
 		flock "$PFNIC_LOCK_FD"
 	fi
 }
+
+# wire_guest_qemu_args DIR PROPS: the QEMU arguments of make test's wire
+# guest beyond its first pfnic: two dgram netdevs joined through unix
+# sockets in DIR (short: sun_path) and a second pfnic with PROPS on a second
+# root port. The first pfnic gets ",netdev=w0,mac=52:54:00:00:00:01PROPS".
+wire_guest_qemu_args() {
+	local dir=$1 props=$2
+	echo "-netdev dgram,id=w0,local.type=unix,local.path=$dir/a,remote.type=unix,remote.path=$dir/b
+		-netdev dgram,id=w1,local.type=unix,local.path=$dir/b,remote.type=unix,remote.path=$dir/a
+		-device pcie-root-port,id=rp1,chassis=2,slot=1
+		-device pfnic,bus=rp1,netdev=w1,mac=52:54:00:00:00:02$props"
+}

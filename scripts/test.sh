@@ -246,10 +246,7 @@ wire_guests() {
 		python3 "$PFNIC_ROOT/scripts/link-control.py" "$link/qmp" "$run_dir/$label.ktap" \
 			>"$run_dir/$label-link-control.log" 2>&1 &
 		ctl=$!
-		PFNIC_QEMU_ARGS="-netdev dgram,id=w0,local.type=unix,local.path=$link/a,remote.type=unix,remote.path=$link/b
-			-netdev dgram,id=w1,local.type=unix,local.path=$link/b,remote.type=unix,remote.path=$link/a
-			-device pcie-root-port,id=rp1,chassis=2,slot=1
-			-device pfnic,bus=rp1,netdev=w1,mac=52:54:00:00:00:02$props
+		PFNIC_QEMU_ARGS="$(wire_guest_qemu_args "$link" "$props")
 			-qmp unix:$link/qmp,server=on,wait=off" \
 			guest_suite "$label" ",netdev=w0,mac=52:54:00:00:00:01$props" "$filter" pfnic_link_control=w0
 		# It ends with QEMU's monitor; a QEMU that never started leaves it waiting.
