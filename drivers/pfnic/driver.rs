@@ -5,6 +5,7 @@
 use crate::{
     chardev::{self, NicIndex, PfnicFile},
     doorbells::DoorbellPages,
+    ib_device,
     irq::{self, VectorRegistration},
     nic::{self, Nic, NicInfo},
     pci_caps::ExtCaps,
@@ -31,11 +32,13 @@ kernel::pci_device_table!(
     [(pci::DeviceId::from_id(PFNIC_VENDOR, PFNIC_DEVICE), ())]
 );
 
-/// Driver data of one bound pfnic. Fields drop in order: the character device goes first so
-/// nothing new can start, then the interrupt handlers, then the driver's reference to the
-/// [`Nic`] (open files may hold more).
+/// Driver data of one bound pfnic. Fields drop in order: the RDMA core's device and the
+/// character device go first so nothing new can start, then the interrupt handlers, then the
+/// driver's reference to the [`Nic`] (open files may hold more).
 #[pin_data]
 pub(crate) struct PfnicData<'bound> {
+    /// `pfnicN` in the RDMA core; `None` without verbs.
+    ib: Option<ib_device::Registration<'bound>>,
     #[pin]
     misc: MiscDeviceRegistration<PfnicFile>,
     /// `/sys/kernel/debug/pfnicN/stats`. The file keeps its directory.
@@ -217,7 +220,18 @@ impl pci::Driver for PfnicDriver {
                 GFP_KERNEL,
             )?;
 
+            let ib = if nic.verbs().is_ok() {
+                ib_device::register(pdev.as_ref(), &nic)
+                    .inspect_err(|e| {
+                        dev_warn!(pdev, "not registered with the RDMA core: {:?}\n", e)
+                    })
+                    .ok()
+            } else {
+                None
+            };
+
             Ok(try_pin_init!(PfnicData {
+                ib,
                 misc <- chardev::register(&index, nic.clone()),
                 _stats: stats,
                 irqs,

@@ -43,6 +43,7 @@ mod chardev;
 mod context;
 mod doorbells;
 mod driver;
+mod ib_device;
 mod irq;
 mod nic;
 mod pci_caps;

@@ -38,6 +38,10 @@ pub const TESTS: &[&Test] = &[
         run: test_wire_unbind_frees_device_memory,
     },
     &Test {
+        name: "test_unbind_rdma_core_device",
+        run: test_unbind_rdma_core_device,
+    },
+    &Test {
         name: "test_unbind_bind_cycles",
         run: test_unbind_bind_cycles,
     },
@@ -414,6 +418,33 @@ fn test_unbind_bind_cycles() -> TestResult {
     let n = nic()?;
     let st = n.dev.query_stats()?;
     check_eq!(st.contexts_active, 1);
+    check_working()
+}
+
+/// Unbinding a pfnic takes its RDMA device out of the core (sysfs and the `rdma` tool's
+/// netlink); binding it again brings the device back under the same name.
+fn test_unbind_rdma_core_device() -> TestResult {
+    need_module()?;
+    let bdf = nic()?.bdf.clone();
+    let name = crate::rdma_core::ib_name()?;
+    let dir = crate::rdma_core::ib_sysfs(&name);
+    check!(
+        dir.exists(),
+        "{} does not exist before unbinding",
+        dir.display()
+    );
+    unbind(&bdf)?;
+    let gone = !dir.exists();
+    let listed = std::process::Command::new("/usr/bin/rdma")
+        .args(["dev", "show", &name])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    bind(&bdf)?;
+    check!(gone, "{} survived the unbind", dir.display());
+    check!(!listed, "`rdma dev show {name}` found it after the unbind");
+    check!(dir.exists(), "{} did not come back", dir.display());
+    check_eq!(crate::rdma_core::ib_name()?, name);
     check_working()
 }
 

@@ -21,6 +21,7 @@ mod matrix_fail_nth;
 mod matrix_uffd;
 mod mem_modes;
 mod perf_tool;
+mod rdma_core;
 mod security;
 mod verbs_async;
 mod verbs_common;
@@ -58,6 +59,7 @@ fn main() {
         dma::TESTS,
         verbs_device::TESTS,
         verbs_port::TESTS,
+        rdma_core::TESTS,
         verbs_mr::TESTS,
         verbs_qp::TESTS,
         verbs_cq::TESTS,

@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The NIC in the RDMA core: `pfnicN`, as the `rdma` tool, `/sys/class/infiniband/` and the
+//! core's clients see it.
+//!
+//! The answers are the ones `/dev/pfnicN`'s queries give ([`Nic::query_verbs`],
+//! [`Nic::query_port`]), so both views of the device agree. A port with a wire is a RoCE v2
+//! port; without one it is the InfiniBand-style port alone on its subnet that the private
+//! interface presents (a LID, GID 0 made of the node GUID).
+
+use crate::{
+    nic::Nic,
+    uapi,
+    verbs::{MAX_QP_RD_ATOM, PORT_LID},
+};
+use kernel::{
+    device::{Bound, Device},
+    prelude::*,
+    rdma::{
+        self,
+        attr::{DeviceAttr, Mtu, PhysState, PortAttr, PortImmutable, PortProtocol, PortState},
+    },
+    str::CString,
+    sync::Arc,
+};
+
+/// pfnic's only port.
+const PORT: u32 = 1;
+/// `IBV_MTU_*` values of the private interface are the core's `IB_MTU_*`.
+const MTUS: [Mtu; 5] = [
+    Mtu::Mtu256,
+    Mtu::Mtu512,
+    Mtu::Mtu1024,
+    Mtu::Mtu2048,
+    Mtu::Mtu4096,
+];
+/// `IB_DEVICE_*` capabilities pfnic has: a port that reports its changes, and RC QPs that
+/// recover from a missing receive by RNR NAK (`IB_DEVICE_PORT_ACTIVE_EVENT`,
+/// `IB_DEVICE_RC_RNR_NAK_GEN`).
+const DEVICE_CAP_FLAGS: u64 = (1 << 15) | (1 << 12);
+
+/// The RDMA core's operations on a pfnic.
+pub(crate) struct PfnicIbDevice;
+
+/// The registration of a pfnic with the RDMA core.
+pub(crate) type Registration<'a> = rdma::Registration<'a, PfnicIbDevice>;
+
+/// Registers `nic` as `pfnicN` (its index) with one port.
+pub(crate) fn register<'a>(parent: &'a Device<Bound>, nic: &Arc<Nic>) -> Result<Registration<'a>> {
+    let name = CString::try_from_fmt(fmt!("pfnic{}", nic.info.index))?;
+    let options = rdma::DeviceOptions {
+        name: &name,
+        ports: 1,
+        node_guid: nic.node_guid(),
+        node_desc: c"pfnic",
+        num_comp_vectors: nic.info.num_vectors.saturating_sub(1).max(1),
+    };
+    rdma::Registration::new(
+        parent,
+        kernel::module::this_module::<crate::LocalModule>(),
+        &options,
+        Ok::<_, Error>(nic.clone()),
+    )
+}
+
+fn mtu(ibv: u32) -> Mtu {
+    MTUS[(ibv.clamp(1, MTUS.len() as u32) - 1) as usize]
+}
+
+fn check_port(port: u32) -> Result {
+    if port == PORT {
+        Ok(())
+    } else {
+        Err(EINVAL)
+    }
+}
+
+#[vtable]
+impl rdma::Operations for PfnicIbDevice {
+    type RegistrationData<'a> = Arc<Nic>;
+
+    fn query_device(_dev: &rdma::Device<Self>, nic: &Arc<Nic>) -> Result<DeviceAttr> {
+        let v = nic.query_verbs()?;
+        let i = &nic.info;
+        Ok(DeviceAttr {
+            fw_ver: u64::from(i.fw_version),
+            sys_image_guid: v.node_guid,
+            max_mr_size: v.max_mr_size,
+            page_size_cap: v.page_size_cap,
+            vendor_id: u32::from(i.vendor_id),
+            vendor_part_id: u32::from(i.device_id),
+            hw_ver: u32::from(i.revision),
+            device_cap_flags: DEVICE_CAP_FLAGS,
+            max_qp: v.max_qp,
+            max_qp_wr: v.max_qp_wr,
+            max_send_sge: v.max_sge,
+            max_recv_sge: v.max_sge,
+            max_sge_rd: v.max_sge,
+            max_cq: v.max_cq,
+            max_cqe: v.max_cqe,
+            max_mr: v.max_mr,
+            max_pd: v.max_pd,
+            max_qp_rd_atom: v.max_qp_rd_atom,
+            max_qp_init_rd_atom: v.max_qp_rd_atom,
+            max_res_rd_atom: v
+                .max_qp_rd_atom
+                .saturating_mul(v.max_qp)
+                .max(MAX_QP_RD_ATOM),
+            max_srq: v.max_srq,
+            max_srq_wr: v.max_srq_wr,
+            max_srq_sge: v.max_srq_sge,
+            max_pkeys: 1,
+            timestamp_mask: v.completion_timestamp_mask,
+            hca_core_clock: v.hca_core_clock,
+            max_dm_size: u64::from(v.max_dm_size),
+            ..DeviceAttr::default()
+        })
+    }
+
+    fn query_port(_dev: &rdma::Device<Self>, nic: &Arc<Nic>, port: u32) -> Result<PortAttr> {
+        check_port(port)?;
+        let p = nic.query_port()?;
+        let roce = p.link_layer == uapi::PFNIC_LINK_LAYER_ETHERNET;
+        let up = p.port_flags & uapi::PFNIC_PORT_LINK_UP != 0 || !roce;
+        Ok(PortAttr {
+            state: if up {
+                PortState::Active
+            } else {
+                PortState::Down
+            },
+            phys_state: if up {
+                PhysState::LinkUp
+            } else {
+                PhysState::Disabled
+            },
+            max_mtu: mtu(p.max_mtu),
+            active_mtu: mtu(p.active_mtu),
+            gid_tbl_len: p.gid_tbl_len,
+            ip_gids: roce,
+            max_msg_sz: p.max_msg_sz,
+            pkey_tbl_len: 1,
+            lid: if roce { 0 } else { u32::from(PORT_LID) },
+            sm_lid: if roce { 0 } else { u32::from(PORT_LID) },
+            active_width: p.active_width,
+            active_speed: u16::from(p.active_speed),
+            ..PortAttr::default()
+        })
+    }
+
+    fn port_immutable(
+        _dev: &rdma::Device<Self>,
+        nic: &Arc<Nic>,
+        port: u32,
+    ) -> Result<PortImmutable> {
+        check_port(port)?;
+        let p = nic.query_port()?;
+        Ok(PortImmutable {
+            protocol: if p.link_layer == uapi::PFNIC_LINK_LAYER_ETHERNET {
+                PortProtocol::RoceV2
+            } else {
+                PortProtocol::InfiniBand
+            },
+            pkey_tbl_len: 1,
+            gid_tbl_len: p.gid_tbl_len,
+            max_mad_size: rdma::attr::MGMT_MAD_SIZE,
+        })
+    }
+
+    fn query_pkey(
+        _dev: &rdma::Device<Self>,
+        _nic: &Arc<Nic>,
+        port: u32,
+        index: u16,
+    ) -> Result<u16> {
+        check_port(port)?;
+        match index {
+            0 => Ok(rdma::attr::DEFAULT_PKEY_FULL),
+            _ => Err(EINVAL),
+        }
+    }
+
+    fn query_gid(
+        _dev: &rdma::Device<Self>,
+        nic: &Arc<Nic>,
+        port: u32,
+        index: u32,
+    ) -> Result<rdma::Gid> {
+        check_port(port)?;
+        let state = nic.port_state()?;
+        let gids = nic.gids(&state);
+        let index = usize::try_from(index).map_err(|_| EINVAL)?;
+        if index >= state.gid_tbl_len() as usize {
+            return Err(EINVAL);
+        }
+        gids.get(index).copied().ok_or(EINVAL)
+    }
+
+    fn fw_version(
+        _dev: &rdma::Device<Self>,
+        nic: &Arc<Nic>,
+        out: &mut dyn core::fmt::Write,
+    ) -> core::fmt::Result {
+        let v = nic.info.fw_version;
+        write!(out, "{}.{}.{}", v >> 24, (v >> 16) & 0xff, v & 0xffff)
+    }
+}

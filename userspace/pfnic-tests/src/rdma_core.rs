@@ -1,0 +1,209 @@
+//! The NIC in Linux's RDMA core (ib_core): every bound pfnic is an RDMA device `pfnicN`, as
+//! `/sys/class/infiniband/` and Debian's `rdma` tool (iproute2, the guest's Debian layer) show
+//! it, and what the core says of it agrees with the device's own queries (`/dev/pfnicN`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::common::nic;
+use crate::ktap::{Failure, Test, TestResult};
+use crate::verbs_common::verbs_ctx;
+use pfnic_verbs::{LINK_LAYER_ETHERNET, LINK_LAYER_INFINIBAND};
+
+const RDMA: &str = "/usr/bin/rdma";
+
+pub const TESTS: &[&Test] = &[
+    &Test {
+        name: "test_rdma_core_device",
+        run: test_rdma_core_device,
+    },
+    &Test {
+        name: "test_rdma_core_port",
+        run: test_rdma_core_port,
+    },
+    &Test {
+        name: "test_rdma_core_rdma_tool",
+        run: test_rdma_core_rdma_tool,
+    },
+    &Test {
+        name: "test_wire_rdma_core_roce_port",
+        run: test_wire_rdma_core_roce_port,
+    },
+];
+
+/// The RDMA core's name for the first pfnic: its character device's, `pfnicN`.
+pub fn ib_name() -> Result<String, Failure> {
+    let path = pfnic_sys::devices()?
+        .into_iter()
+        .next()
+        .ok_or_else(|| Failure::Fail("no /dev/pfnicN".into()))?;
+    Ok(path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| Failure::Fail(format!("{path:?} has no name")))?
+        .to_string())
+}
+
+/// `/sys/class/infiniband/NAME`.
+pub fn ib_sysfs(name: &str) -> PathBuf {
+    Path::new("/sys/class/infiniband").join(name)
+}
+
+/// A sysfs attribute, without its newline.
+fn attr(path: &Path) -> Result<String, Failure> {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim_end().to_string())
+        .map_err(|e| Failure::Fail(format!("read {}: {e}", path.display())))
+}
+
+/// A GUID as sysfs writes it: four groups of four hex digits.
+fn guid_text(guid: u64) -> String {
+    let b = guid.to_be_bytes();
+    format!(
+        "{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}",
+        b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]
+    )
+}
+
+/// A GID as sysfs writes it: eight groups of four hex digits.
+fn gid_text(gid: &[u8; 16]) -> String {
+    gid.chunks(2)
+        .map(|c| format!("{:02x}{:02x}", c[0], c[1]))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// Runs Debian's `rdma` tool; its standard output.
+fn rdma(args: &[&str]) -> Result<String, Failure> {
+    if !Path::new(RDMA).exists() {
+        skip!("no {RDMA} (the guest has no Debian layer)");
+    }
+    let out = Command::new(RDMA).args(args).output()?;
+    if !out.status.success() {
+        return Err(Failure::Fail(format!(
+            "rdma {}: {}: {}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim_end()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `/sys/class/infiniband/pfnicN`: the device is there, a child of the pfnic's PCI function,
+/// with the node GUID, firmware version and node type the device's own queries give.
+fn test_rdma_core_device() -> TestResult {
+    let n = nic()?;
+    let name = ib_name()?;
+    let dir = ib_sysfs(&name);
+    check!(dir.exists(), "{} does not exist", dir.display());
+    let parent = std::fs::read_link(dir.join("device"))?;
+    check_eq!(
+        parent.file_name().and_then(|f| f.to_str()),
+        Some(n.bdf.as_str())
+    );
+    let ctx = verbs_ctx()?;
+    let q = ctx.query_device_ex()?;
+    check_eq!(attr(&dir.join("node_guid"))?, guid_text(q.verbs.node_guid));
+    check_eq!(
+        attr(&dir.join("sys_image_guid"))?,
+        guid_text(q.verbs.node_guid)
+    );
+    let fw = q.device.fw_version;
+    check_eq!(
+        attr(&dir.join("fw_ver"))?,
+        format!("{}.{}.{}", fw >> 24, (fw >> 16) & 0xff, fw & 0xffff)
+    );
+    check_eq!(attr(&dir.join("node_type"))?, "1: CA");
+    check_eq!(attr(&dir.join("node_desc"))?, "pfnic");
+    // One port, numbered 1.
+    let ports: Vec<String> = std::fs::read_dir(dir.join("ports"))?
+        .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect::<Result<_, _>>()?;
+    check_eq!(ports, vec!["1".to_string()]);
+    Ok(())
+}
+
+/// Port 1 in sysfs agrees with `PFNIC_IOCTL_QUERY_PORT`: link layer, state, LID, the P_Key,
+/// and (on an InfiniBand-style port, whose GIDs the driver reports) every GID.
+fn test_rdma_core_port() -> TestResult {
+    let name = ib_name()?;
+    let port = ib_sysfs(&name).join("ports/1");
+    let ctx = verbs_ctx()?;
+    let q = ctx.port_attr()?.0;
+    let link_layer = attr(&port.join("link_layer"))?;
+    match q.link_layer {
+        LINK_LAYER_INFINIBAND => check_eq!(link_layer, "InfiniBand"),
+        LINK_LAYER_ETHERNET => check_eq!(link_layer, "Ethernet"),
+        other => return Err(Failure::Fail(format!("link layer {other}"))),
+    }
+    let (state, phys) = match q.state {
+        4 => ("4: ACTIVE", "5: LinkUp"),
+        1 => ("1: DOWN", "3: Disabled"),
+        other => return Err(Failure::Fail(format!("port state {other}"))),
+    };
+    check_eq!(attr(&port.join("state"))?, state);
+    check_eq!(attr(&port.join("phys_state"))?, phys);
+    check_eq!(attr(&port.join("pkeys/0"))?, "0xffff");
+    if q.link_layer == LINK_LAYER_INFINIBAND {
+        check_eq!(attr(&port.join("lid"))?, format!("0x{:x}", q.lid));
+        for i in 0..q.gid_tbl_len {
+            check_eq!(
+                attr(&port.join(format!("gids/{i}")))?,
+                gid_text(&ctx.query_gid(1, i)?)
+            );
+        }
+        // The table ends where the device's does.
+        check!(
+            std::fs::read_to_string(port.join(format!("gids/{}", q.gid_tbl_len))).is_err(),
+            "GID {} beyond the table is readable",
+            q.gid_tbl_len
+        );
+    } else {
+        check_eq!(attr(&port.join("lid"))?, "0x0");
+    }
+    Ok(())
+}
+
+/// Debian's `rdma` tool lists the device and its port, with the port's state, through the
+/// RDMA core's netlink.
+fn test_rdma_core_rdma_tool() -> TestResult {
+    let name = ib_name()?;
+    let devs = rdma(&["dev", "show"])?;
+    let line = devs
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some(&format!("{name}:")))
+        .ok_or_else(|| Failure::Fail(format!("`rdma dev show` lists no {name}:\n{devs}")))?;
+    let q = verbs_ctx()?.query_device_ex()?;
+    check!(
+        line.contains(&format!("node_guid {}", guid_text(q.verbs.node_guid))),
+        "{line}"
+    );
+    let links = rdma(&["link", "show", &format!("{name}/1")])?;
+    let state = if verbs_ctx()?.port_attr()?.0.state == 4 {
+        "state ACTIVE physical_state LINK_UP"
+    } else {
+        "state DOWN physical_state DISABLED"
+    };
+    check!(
+        links.starts_with(&format!("link {name}/1 ")) && links.contains(state),
+        "`rdma link show {name}/1`: {links}"
+    );
+    println!("# {}", links.trim_end());
+    Ok(())
+}
+
+/// With a wire, port 1 is a RoCE v2 port in the core: an Ethernet link layer, active while
+/// the link is up. (Its GIDs come from a netdev, which the port does not have yet.)
+fn test_wire_rdma_core_roce_port() -> TestResult {
+    let p = verbs_ctx()?.port_attr()?;
+    if !p.has_wire() {
+        skip!("the device has no wire");
+    }
+    let port = ib_sysfs(&ib_name()?).join("ports/1");
+    check_eq!(attr(&port.join("link_layer"))?, "Ethernet");
+    check!(p.link_up(), "the wire guest's link is down");
+    check_eq!(attr(&port.join("state"))?, "4: ACTIVE");
+    test_rdma_core_port()?;
+    test_rdma_core_rdma_tool()
+}
