@@ -18,11 +18,16 @@ use kernel::{
     prelude::*,
     rdma::{
         self,
-        attr::{DeviceAttr, Mtu, PhysState, PortAttr, PortImmutable, PortProtocol, PortState},
+        attr::{
+            device_caps, AtomicCap, DeviceAttr, Mtu, PhysState, PortAttr, PortImmutable,
+            PortProtocol, PortState,
+        },
+        udata::UData,
     },
     str::CString,
     sync::Arc,
 };
+use zerocopy::IntoBytes;
 
 /// pfnic's only port.
 const PORT: u32 = 1;
@@ -34,10 +39,10 @@ const MTUS: [Mtu; 5] = [
     Mtu::Mtu2048,
     Mtu::Mtu4096,
 ];
-/// `IB_DEVICE_*` capabilities pfnic has: a port that reports its changes, and RC QPs that
-/// recover from a missing receive by RNR NAK (`IB_DEVICE_PORT_ACTIVE_EVENT`,
-/// `IB_DEVICE_RC_RNR_NAK_GEN`).
-const DEVICE_CAP_FLAGS: u64 = (1 << 15) | (1 << 12);
+/// The device capabilities pfnic has: a port that reports its changes, a system image GUID
+/// (the node GUID), and RC QPs that answer a missing receive with an RNR NAK.
+const DEVICE_CAP_FLAGS: u64 =
+    device_caps::PORT_ACTIVE_EVENT | device_caps::SYS_IMAGE_GUID | device_caps::RC_RNR_NAK_GEN;
 
 /// The RDMA core's operations on a pfnic.
 pub(crate) struct PfnicIbDevice;
@@ -78,12 +83,34 @@ fn check_port(port: u32) -> Result {
 #[vtable]
 impl rdma::Operations for PfnicIbDevice {
     type RegistrationData<'a> = Arc<Nic>;
+    /// A user context holds no driver state yet: verbs objects still go through `/dev/pfnicN`.
+    type UContext = ();
+    const UVERBS_ABI_VERSION: u32 = uapi::PFNIC_IB_ABI_VERSION;
+
+    /// Tells the provider which device and interface it talks to.
+    fn alloc_ucontext(_dev: &rdma::Device<Self>, nic: &Arc<Nic>, udata: &mut UData<'_>) -> Result {
+        // The provider sends nothing (yet); refuse fields this driver does not know.
+        udata.read(&mut [])?;
+        let i = &nic.info;
+        let resp = uapi::IbAllocUcontextResp {
+            uapi_version: uapi::PFNIC_UAPI_VERSION,
+            device_abi: i.device_abi,
+            caps: i.caps,
+            index: i.index,
+            reserved: 0,
+        };
+        udata.write(resp.as_bytes())
+    }
 
     fn query_device(_dev: &rdma::Device<Self>, nic: &Arc<Nic>) -> Result<DeviceAttr> {
         let v = nic.query_verbs()?;
         let i = &nic.info;
+        let fw = i.fw_version;
         Ok(DeviceAttr {
-            fw_ver: u64::from(i.fw_version),
+            // As providers decode it: major 47:32, minor 31:16, patch 15:0.
+            fw_ver: (u64::from(fw >> 24) << 32)
+                | (u64::from((fw >> 16) & 0xff) << 16)
+                | u64::from(fw & 0xffff),
             sys_image_guid: v.node_guid,
             max_mr_size: v.max_mr_size,
             page_size_cap: v.page_size_cap,
@@ -91,6 +118,12 @@ impl rdma::Operations for PfnicIbDevice {
             vendor_part_id: u32::from(i.device_id),
             hw_ver: u32::from(i.revision),
             device_cap_flags: DEVICE_CAP_FLAGS,
+            // `IBV_ATOMIC_HCA` in the private interface's answer.
+            atomic_cap: if v.atomic_cap == 1 {
+                AtomicCap::Hca
+            } else {
+                AtomicCap::None
+            },
             max_qp: v.max_qp,
             max_qp_wr: v.max_qp_wr,
             max_send_sge: v.max_sge,

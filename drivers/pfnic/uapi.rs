@@ -1187,3 +1187,29 @@ pub const PFNIC_IOCTL_FREE_DM: u32 = ioc(IOC_WRITE, 0x1c, core::mem::size_of::<D
 /// `ibv_reg_dm_mr`: `_IOWR(0xf5, 0x1d, struct pfnic_reg_dm_mr)`.
 pub const PFNIC_IOCTL_REG_DM_MR: u32 =
     ioc(IOC_READ | IOC_WRITE, 0x1d, core::mem::size_of::<RegDmMr>());
+
+// --- The RDMA core's device `pfnicN`: the driver data of its verbs -------------------------
+//
+// Through `/dev/infiniband/uverbsN` the rdma-core provider (`libpfnic-rdmav34.so`) exchanges
+// these with the driver after the core's own arguments (`struct ib_udata`). Their C
+// declarations, for the provider, are `userspace/include/rdma/pfnic-abi.h`.
+
+/// The version of the ABI between the driver's RDMA device and its provider, shown as the
+/// uverbs device's `abi_version` in sysfs; the provider refuses any other.
+pub const PFNIC_IB_ABI_VERSION: u32 = 1;
+
+/// The driver's part of the answer to `ibv_open_device()` (the core's `GET_CONTEXT`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct IbAllocUcontextResp {
+    /// [`PFNIC_UAPI_VERSION`] of the running driver.
+    pub uapi_version: u32,
+    /// Device ABI (register map) version: major in bits 31:16, minor in 15:0.
+    pub device_abi: u32,
+    /// `PFNIC_CAP_*` bits.
+    pub caps: u64,
+    /// Index `N` of the device's `/dev/pfnicN`.
+    pub index: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
