@@ -29,7 +29,7 @@ TRACE_ARGS ?=
 FUZZ_SECONDS ?= 60
 FUZZ_TARGET ?= pfnic-iommu
 
-.PHONY: all setup sources kernel qemu module userspace perftest rdma-examples rootfs run run2 test test-debug fuzz bench profile trace check clean help
+.PHONY: all setup sources kernel qemu module userspace perftest rdma-examples provider rootfs run run2 test test-debug fuzz bench profile trace check clean help
 
 all:
 	$(SCRIPTS)/build-all.sh
@@ -58,7 +58,10 @@ perftest: sources userspace
 rdma-examples: sources userspace
 	$(SCRIPTS)/build-rdma-examples.sh
 
-rootfs: module userspace perftest rdma-examples
+provider: sources userspace
+	$(SCRIPTS)/build-provider.sh
+
+rootfs: module userspace perftest rdma-examples provider
 	$(SCRIPTS)/build-rootfs.sh
 	$(SCRIPTS)/build-debian-layer.sh
 

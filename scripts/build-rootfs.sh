@@ -54,11 +54,23 @@ so=$bins/libibverbs.so.1
 [[ -e $so ]] || die "no $so; run scripts/build-userspace.sh"
 [[ -e $PERFTEST_BUILD/bin/.built ]] || die "no perftest in $PERFTEST_BUILD/bin; run scripts/build-perftest.sh"
 [[ -e $RDMA_EXAMPLES_BUILD/.built ]] || die "no rdma-core examples in $RDMA_EXAMPLES_BUILD; run scripts/build-rdma-examples.sh"
+provider=$BUILD_DIR/rdma-provider
+[[ -e $provider/.built ]] || die "no provider in $provider; run scripts/build-provider.sh"
+debian_so=$(cd "$BUILD_DIR/rdma-core/usr/lib/x86_64-linux-gnu" && echo libibverbs.so.1.*.*)
+[[ -e $BUILD_DIR/rdma-core/usr/lib/x86_64-linux-gnu/$debian_so ]] || die "no Debian libibverbs in $BUILD_DIR/rdma-core"
 {
-	for d in usr usr/bin usr/lib usr/lib/x86_64-linux-gnu usr/libexec usr/libexec/rdma-core-examples; do
+	for d in usr usr/bin usr/lib usr/lib/x86_64-linux-gnu usr/libexec usr/libexec/rdma-core-examples \
+		usr/lib/x86_64-linux-gnu/libibverbs etc etc/libibverbs.d usr/lib/pfnic usr/lib/pfnic/debian-libibverbs; do
 		echo "dir /$d 0755 0 0"
 	done
 	echo "file /usr/lib/x86_64-linux-gnu/libibverbs.so.1 $so 0755 0 0"
+	# pfnic's rdma-core provider, for Debian's own libibverbs.so.1 (the Debian
+	# layer's, which the line above hides at its usual name): programs run with
+	# LD_LIBRARY_PATH=/usr/lib/pfnic/debian-libibverbs load it, and through the
+	# provider reach pfnic's RDMA device in the RDMA core.
+	echo "file /usr/lib/x86_64-linux-gnu/libibverbs/libpfnic-rdmav34.so $provider/libpfnic-rdmav34.so 0644 0 0"
+	echo "file /etc/libibverbs.d/pfnic.driver $provider/pfnic.driver 0644 0 0"
+	echo "slink /usr/lib/pfnic/debian-libibverbs/libibverbs.so.1 /usr/lib/x86_64-linux-gnu/$debian_so 0777 0 0"
 	for t in "$PERFTEST_BUILD"/bin/ib_*; do
 		echo "file /usr/bin/${t##*/} $t 0755 0 0"
 	done

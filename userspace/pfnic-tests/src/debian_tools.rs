@@ -39,6 +39,10 @@ pub const TESTS: &[&Test] = &[
         run: test_debian_ibv_devices,
     },
     &Test {
+        name: "test_debian_libibverbs_provider",
+        run: test_debian_libibverbs_provider,
+    },
+    &Test {
         name: "test_debian_ibv_devinfo",
         run: test_debian_ibv_devinfo,
     },
@@ -328,6 +332,146 @@ fn fields(out: &str) -> HashMap<String, Vec<String>> {
     m
 }
 
+/// Where a pfnic guest keeps Debian's own `libibverbs.so.1` (rdma-core 44, unmodified), which
+/// pfnic's library hides at the usual name (`scripts/build-rootfs.sh`).
+const DEBIAN_LIBIBVERBS: &str = "/usr/lib/pfnic/debian-libibverbs";
+/// pfnic's rdma-core provider, where Debian's library looks for providers.
+const PROVIDER: &str = "/usr/lib/x86_64-linux-gnu/libibverbs/libpfnic-rdmav34.so";
+
+/// Runs `tool` on Debian's own libibverbs.so.1.
+fn run_debian_lib(tool: &str, args: &[&str], debug: bool) -> Result<Output, Failure> {
+    let mut cmd = Command::new(tool);
+    cmd.args(args).env("LD_LIBRARY_PATH", DEBIAN_LIBIBVERBS);
+    if debug {
+        cmd.env("LD_DEBUG", "files");
+    }
+    cmd.output()
+        .map_err(|e| Failure::Fail(format!("cannot run {tool}: {e}")))
+}
+
+/// Debian's unmodified libibverbs.so.1 finds the device through the RDMA core and pfnic's
+/// rdma-core provider (`libpfnic-rdmav34.so`, matched by the PCI IDs): `ibv_devices` lists it
+/// with its node GUID, and `ibv_devinfo -v` (a context opened through the core, checking the
+/// driver's ABI, and the core's device and port queries) describes it as the device's own
+/// queries do.
+fn test_debian_libibverbs_provider() -> TestResult {
+    needs(IBV_DEVINFO)?;
+    for f in [DEBIAN_LIBIBVERBS, PROVIDER] {
+        check!(Path::new(f).exists(), "no {f} in the guest");
+    }
+    let name = device_name()?;
+    let ctx = verbs_ctx()?;
+    let attr = ctx.query_device_ex()?;
+    let port = ctx.query_port(1)?;
+
+    // The loader's trace shows which libraries the program really used.
+    let out = run_debian_lib(IBV_DEVICES, &[], true)?;
+    check!(out.status.success(), "ibv_devices: {}", text(&out));
+    let trace = String::from_utf8_lossy(&out.stderr);
+    let loaded = |file: &str| {
+        trace
+            .lines()
+            .any(|l| l.contains("file=") && l.contains(file))
+    };
+    check!(
+        loaded(&format!("{DEBIAN_LIBIBVERBS}/libibverbs.so.1")),
+        "Debian's libibverbs.so.1 was not the one loaded"
+    );
+    check!(loaded(PROVIDER), "the provider was not loaded");
+    let guid = format!("{:016x}", attr.verbs.node_guid);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    check!(
+        stdout.lines().any(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w == [name.as_str(), guid.as_str()]
+        }),
+        "ibv_devices does not list {name} {guid}: {stdout}"
+    );
+
+    let out = run_debian_lib(IBV_DEVINFO, &["-v", "-d", &name], false)?;
+    check!(
+        out.status.success() && out.stderr.is_empty(),
+        "ibv_devinfo -v: {}",
+        text(&out)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let f = fields(&stdout);
+    let one = |k: &str| first_field(&f, k, &stdout);
+    let fw = attr.device.fw_version;
+    check_eq!(one("hca_id")?, name.as_str());
+    check_eq!(
+        one("fw_ver")?,
+        format!("{}.{}.{}", fw >> 24, (fw >> 16) & 0xff, fw & 0xffff)
+    );
+    let g = attr.verbs.node_guid.to_be_bytes();
+    let guid = format!(
+        "{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}",
+        g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]
+    );
+    check_eq!(one("node_guid")?, guid.as_str());
+    check_eq!(one("sys_image_guid")?, guid.as_str());
+    check_eq!(one("vendor_id")?, format!("{:#x}", attr.device.vendor_id));
+    check_eq!(one("vendor_part_id")?, attr.device.device_id.to_string());
+    check_eq!(one("phys_port_cnt")?, "1");
+    let v = &attr.verbs;
+    for (k, want) in [
+        ("max_qp", v.max_qp),
+        ("max_qp_wr", v.max_qp_wr),
+        ("max_sge", v.max_sge),
+        ("max_cq", v.max_cq),
+        ("max_cqe", v.max_cqe),
+        ("max_mr", v.max_mr),
+        ("max_pd", v.max_pd),
+        ("max_qp_rd_atom", v.max_qp_rd_atom),
+        ("max_srq", v.max_srq),
+        ("max_srq_wr", v.max_srq_wr),
+        ("max_srq_sge", v.max_srq_sge),
+    ] {
+        check_eq!((k, one(k)?), (k, want.to_string().as_str()));
+    }
+    let atomic = if v.atomic_cap == 1 {
+        "ATOMIC_HCA (1)"
+    } else {
+        "ATOMIC_NONE (0)"
+    };
+    check_eq!(one("atomic_cap")?, atomic);
+    let state = match port.state {
+        4 => "PORT_ACTIVE (4)",
+        1 => "PORT_DOWN (1)",
+        s => return Err(Failure::Fail(format!("port state {s}"))),
+    };
+    check_eq!(one("state")?, state);
+    let link = link_layer_name(port.link_layer);
+    check_eq!(one("link_layer")?, link);
+    check_eq!(one("port_lid")?, port.lid.to_string());
+    println!(
+        "# Debian's libibverbs: {name} through libpfnic-rdmav34.so, fw {}",
+        one("fw_ver")?
+    );
+    Ok(())
+}
+
+/// A port's link layer as `ibv_devinfo` names it.
+fn link_layer_name(link_layer: u32) -> &'static str {
+    if link_layer == pfnic_verbs::LINK_LAYER_ETHERNET {
+        "Ethernet"
+    } else {
+        "InfiniBand"
+    }
+}
+
+/// The first value of field `k` of `ibv_devinfo -v`'s output `out` (parsed as `f`).
+fn first_field<'a>(
+    f: &'a HashMap<String, Vec<String>>,
+    k: &str,
+    out: &str,
+) -> Result<&'a str, Failure> {
+    f.get(k)
+        .and_then(|v| v.first())
+        .map(String::as_str)
+        .ok_or_else(|| Failure::Fail(format!("no '{k}:' in ibv_devinfo -v: {out}")))
+}
+
 fn test_debian_ibv_devinfo() -> TestResult {
     needs(IBV_DEVINFO)?;
     let name = device_name()?;
@@ -338,12 +482,7 @@ fn test_debian_ibv_devinfo() -> TestResult {
     check!(out.status.success(), "ibv_devinfo -v: {}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let f = fields(&stdout);
-    let one = |k: &str| -> Result<&str, Failure> {
-        f.get(k)
-            .and_then(|v| v.first())
-            .map(String::as_str)
-            .ok_or_else(|| Failure::Fail(format!("no '{k}:' in ibv_devinfo -v: {stdout}")))
-    };
+    let one = |k: &str| first_field(&f, k, &stdout);
     check_eq!(one("hca_id")?, name.as_str());
     check_eq!(one("vendor_id")?, format!("{:#x}", attr.device.vendor_id));
     check_eq!(one("max_qp")?, attr.verbs.max_qp.to_string());
@@ -352,11 +491,7 @@ fn test_debian_ibv_devinfo() -> TestResult {
     check_eq!(one("max_mr")?, attr.verbs.max_mr.to_string());
     check_eq!(one("phys_port_cnt")?, "1");
     check_eq!(one("state")?, format!("PORT_ACTIVE ({})", port.state));
-    let link = if port.link_layer == pfnic_verbs::LINK_LAYER_ETHERNET {
-        "Ethernet"
-    } else {
-        "InfiniBand"
-    };
+    let link = link_layer_name(port.link_layer);
     check_eq!(one("link_layer")?, link);
     check_eq!(one("port_lid")?, port.lid.to_string());
     // The ODP capabilities are the context's memory mode's: listed exactly when it has them.
