@@ -3,6 +3,7 @@
 use core::cell::UnsafeCell;
 use core::ffi::c_int;
 use core::sync::atomic::AtomicBool;
+use std::io::Write as _;
 
 use pfnic_verbs::{qp_attr, PostError, Qp, QpAttr, QpInitAttr, QpState, RecvWr, SendWr, WrOpcode};
 
@@ -187,7 +188,11 @@ pub unsafe extern "C" fn ibv_create_qp(
             Ok(r) => Some(r),
             Err(e) => {
                 if let Err((_, e)) = qp.destroy() {
-                    eprintln!("libibverbs: a QP whose inline slots failed stays: {e}");
+                    // A library does not end its caller's process because stderr is closed.
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "libibverbs: a QP whose inline slots failed stays: {e}"
+                    );
                 }
                 return fail(errno_of(&e));
             }
