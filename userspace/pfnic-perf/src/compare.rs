@@ -24,6 +24,7 @@
 //! CPU reference it is compared with: the CPU's load and store first-touch costs, weighted by
 //! the pages the device faulted for reading (the source MR) and for writing (the target MR).
 
+use pfnic_cli::outln;
 use std::io;
 use std::time::Instant;
 
@@ -422,7 +423,7 @@ fn table(
         for ((_, w), c) in columns.iter().zip(rest) {
             l.push_str(&format!("  {c:>w$}"));
         }
-        println!("{l}");
+        outln!("{l}");
     };
     line(
         "op",
@@ -441,7 +442,7 @@ fn table(
 }
 
 fn print_tables(o: &Options, rows: &[(RowResult, Derived)], clock: f64) {
-    println!(
+    outln!(
         "pfnic-perf --compare: pfnic{}, RC loopback (two QPs of one process), {}, one message \
          in flight; wait: poll spins on the CQ, events sleeps on a completion channel",
         o.device,
@@ -451,16 +452,17 @@ fn print_tables(o: &Options, rows: &[(RowResult, Derived)], clock: f64) {
             "ordinary MRs"
         },
     );
-    println!(
+    outln!(
         "  {} repetitions x {} iterations per row; warm and cold interleaved on the same \
          buffers and QPs; times in us: median [p10..p90]",
-        o.reps, o.iters
+        o.reps,
+        o.iters
     );
-    println!(
+    outln!(
         "  cold: madvise(MADV_DONTNEED) of both buffers before every iteration, timed apart \
          ('drop'), not in the message time"
     );
-    println!();
+    outln!();
     table(
         &[
             ("warm", 26),
@@ -482,8 +484,8 @@ fn print_tables(o: &Options, rows: &[(RowResult, Derived)], clock: f64) {
             ]
         },
     );
-    println!();
-    println!(
+    outln!();
+    outln!(
         "Cost per faulted page (us): device = (cold - warm) / faults; CPU = the guest CPU's \
          first touch of a dropped page in this process (store / load one byte, median, clock \
          cost {} us removed), weighted by the pages the device faulted for writing (target) \
@@ -512,7 +514,7 @@ fn print_tables(o: &Options, rows: &[(RowResult, Derived)], clock: f64) {
         },
     );
     if rows.iter().any(|(_, d)| d.warm_faults > 0.0) {
-        println!("note: some warm iterations took page faults (warm_faults_per_iter in the JSON)");
+        outln!("note: some warm iterations took page faults (warm_faults_per_iter in the JSON)");
     }
 }
 

@@ -35,6 +35,7 @@ mod exchange;
 mod modes;
 mod peer;
 
+use pfnic_cli::{errln, outln};
 use std::io;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -591,14 +592,14 @@ fn drive_bw(
 }
 
 fn print_header(t: Test, o: &Options, depth: u32) {
-    println!("{RESULT_LINE}");
-    println!("                    {}", t.title());
-    println!(" Device          : pfnic{}", o.device);
-    println!(" Connection type : RC, loopback (two QPs of one process)");
+    outln!("{RESULT_LINE}");
+    outln!("                    {}", t.title());
+    outln!(" Device          : pfnic{}", o.device);
+    outln!(" Connection type : RC, loopback (two QPs of one process)");
     if t.kind == Kind::Bw {
-        println!(" TX depth        : {depth}");
+        outln!(" TX depth        : {depth}");
     }
-    println!(
+    outln!(
         " Memory          : {}",
         if o.odp {
             "on-demand MRs (IBV_ACCESS_ON_DEMAND)"
@@ -606,7 +607,7 @@ fn print_header(t: Test, o: &Options, depth: u32) {
             "MRs made present at registration, not pinned"
         }
     );
-    println!(
+    outln!(
         " Pages           : {}",
         if o.cold {
             "cold: madvise(MADV_DONTNEED) before every iteration"
@@ -614,17 +615,17 @@ fn print_header(t: Test, o: &Options, depth: u32) {
             "warm: touched before the run"
         }
     );
-    println!("{RESULT_LINE}");
+    outln!("{RESULT_LINE}");
     print_columns(t.kind);
 }
 
 /// perftest's column titles, and pfnic-perf's last column: page requests per iteration.
 fn print_columns(kind: Kind) {
     match kind {
-        Kind::Bw => println!(
+        Kind::Bw => outln!(
             " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]   faults/iter"
         ),
-        Kind::Lat => println!(
+        Kind::Lat => outln!(
             " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]   faults/iter"
         ),
     }
@@ -636,7 +637,7 @@ fn print_row(size: usize, iters: usize, row: &Row, faults: f64) {
             peak_mib_s,
             avg_mib_s,
             msg_rate_mpps,
-        } => println!(
+        } => outln!(
             " {size:<7}    {iters:<10}       {peak_mib_s:<7.2}            {avg_mib_s:<7.2}\t\t     {msg_rate_mpps:<7.6}        {faults:<7.2}"
         ),
         Row::Lat(samples) => {
@@ -645,7 +646,7 @@ fn print_row(size: usize, iters: usize, row: &Row, faults: f64) {
             let n = s.len();
             let avg = s.iter().sum::<f64>() / n as f64;
             let var = s.iter().map(|x| (x - avg) * (x - avg)).sum::<f64>() / n as f64;
-            println!(
+            outln!(
                 " {size:<7} {iters:<10}    {:<7.2}        {:<7.2}      {:<7.2}  \t       {avg:<7.2}     \t{:<7.2}\t\t{:<7.2} \t\t{:<7.2}                 {faults:<7.2}",
                 s[0],
                 s[n - 1],
@@ -673,7 +674,7 @@ fn run(o: &Options) -> io::Result<()> {
             let faults = (bufs.faults()? - before) as f64 / o.iters as f64;
             print_row(size, o.iters, &row, faults);
         }
-        println!("{RESULT_LINE}");
+        outln!("{RESULT_LINE}");
     }
     Ok(())
 }
@@ -688,7 +689,7 @@ fn main() -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("pfnic-perf: {e}");
+            errln!("pfnic-perf: {e}");
             ExitCode::FAILURE
         }
     }

@@ -19,6 +19,7 @@
 //! prefetch, never pinned) and in the `pinned` mode (pinned, mapped, written into the
 //! device's translation table).
 
+use pfnic_cli::outln;
 use std::io;
 use std::sync::Arc;
 use std::time::Instant;
@@ -68,7 +69,7 @@ fn open_in(o: &Options, mode: MemMode) -> io::Result<Option<Context>> {
     match ctx.set_mem_mode(mode) {
         Ok(()) => Ok(Some(ctx)),
         Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
-            println!("note: the {} mode is not available here: {e}", mode.name());
+            outln!("note: the {} mode is not available here: {e}", mode.name());
             Ok(None)
         }
         Err(e) => Err(err(format!("set_mem_mode({}): {e}", mode.name()))),
@@ -152,14 +153,15 @@ fn mib_s(size: usize, us: f64) -> f64 {
 }
 
 fn print_modes(o: &Options, rows: &[ModeRow]) {
-    println!();
-    println!(
+    outln!();
+    outln!(
         "Memory modes, one process, a context each: pinned (ibv_reg_mr pins), odp (on-demand \
          MRs the driver fills, nothing pinned) and sva (on-demand MRs through the IOMMU, nothing \
          pinned); {} repetitions x {} iterations; message time in us, median [p10..p90]; \
          mode/pinned: warm bandwidth as a share of pinned's; cold: odp and sva drop both \
          buffers, pinned drops and registers them again (the registration counted in)",
-        o.reps, o.iters
+        o.reps,
+        o.iters
     );
     let modes = MemMode::ALL;
     let mut head = format!("{:<6} {:>8}", "op", "size");
@@ -172,7 +174,7 @@ fn print_modes(o: &Options, rows: &[ModeRow]) {
     for m in modes {
         head += &format!("  {:>26}", format!("{} cold", m.name()));
     }
-    println!("{head}");
+    outln!("{head}");
     for verb in &o.verbs {
         for &size in &o.sizes {
             let find = |m: MemMode| {
@@ -203,14 +205,14 @@ fn print_modes(o: &Options, rows: &[ModeRow]) {
             for m in modes {
                 line += &format!("  {:>26}", cell(m, true));
             }
-            println!("{line}");
+            outln!("{line}");
         }
     }
 }
 
 fn print_reg(rows: &[RegRow]) {
-    println!();
-    println!(
+    outln!();
+    outln!(
         "Registration (ibv_reg_mr of present pages, us, median of {REG_REPS}): odp = an \
          on-demand MR the driver fills later, sva-odp = an on-demand MR in the sva mode, sva = \
          an ordinary MR made present by prefetch, pinned = pinned, mapped and written into the \
@@ -221,7 +223,7 @@ fn print_reg(rows: &[RegRow]) {
         head += &format!("  {name:>12}");
     }
     head += &format!("  {:>14}  {:>18}", "odp/pinned", "sva-odp/pinned");
-    println!("{head}");
+    outln!("{head}");
     let median = |v: &Option<Vec<f64>>| v.as_ref().map(|v| Summary::of(v).median);
     for r in rows {
         let mut line = format!("{:>8}", size_name(r.size));
@@ -233,7 +235,7 @@ fn print_reg(rows: &[RegRow]) {
             _ => "-".into(),
         };
         line += &format!("  {:>14}  {:>18}", share(0), share(1));
-        println!("{line}");
+        outln!("{line}");
     }
 }
 
@@ -285,7 +287,7 @@ pub(crate) fn run(o: &Options) -> io::Result<Value> {
         }
         print_reg(&reg);
     } else {
-        println!("note: registration is compared only where the pinned mode runs");
+        outln!("note: registration is compared only where the pinned mode runs");
     }
     Ok(json!({
         "rows": rows.iter().map(mode_json).collect::<Vec<_>>(),

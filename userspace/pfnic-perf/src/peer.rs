@@ -21,6 +21,7 @@
 //! source (and a READ's destination), the second the one the peer targets (and where
 //! receives land).
 
+use pfnic_cli::outln;
 use std::io;
 use std::sync::Arc;
 use std::time::Instant;
@@ -183,13 +184,13 @@ fn print_dest(which: &str, d: &Dest, verb: Verb) {
     if verb != Verb::Send {
         line += &format!(" RKey {:#010x} VAddr {:#018x}", d.rkey, d.vaddr);
     }
-    println!("{line}");
+    outln!("{line}");
     let gid: Vec<String> = d.gid.iter().map(|b| format!("{b:02}")).collect();
-    println!(" GID: {}", gid.join(":"));
+    outln!(" GID: {}", gid.join(":"));
 }
 
 fn print_table_header(kind: Kind) {
-    println!("{RESULT_LINE}");
+    outln!("{RESULT_LINE}");
     crate::print_columns(kind);
 }
 
@@ -199,9 +200,9 @@ pub fn run(o: &PeerOptions) -> io::Result<()> {
     let server = o.host.is_none();
     let (side, local_mtu) = open(o)?;
     if server {
-        println!("\n************************************");
-        println!("* Waiting for client to connect... *");
-        println!("************************************");
+        outln!("\n************************************");
+        outln!("* Waiting for client to connect... *");
+        outln!("************************************");
     }
     let mut comm = match &o.host {
         Some(h) => Comm::connect(h, o.port)?,
@@ -211,25 +212,25 @@ pub fn run(o: &PeerOptions) -> io::Result<()> {
     comm.sys_data()?;
     let mtu = comm.mtu(local_mtu)?;
 
-    println!("{RESULT_LINE}");
-    println!("                    {}", t.title());
-    println!(" Device          : pfnic{}", o.device);
-    println!(
+    outln!("{RESULT_LINE}");
+    outln!("                    {}", t.title());
+    outln!(" Device          : pfnic{}", o.device);
+    outln!(
         " Connection type : RC, {} of a perftest exchange (version {}, peer {peer_version})",
         if server { "server" } else { "client" },
         exchange::VERSION
     );
     match t.kind {
-        Kind::Bw => println!(" TX depth        : {}", side.depth),
-        Kind::Lat => println!(" TX depth        : 1"),
+        Kind::Bw => outln!(" TX depth        : {}", side.depth),
+        Kind::Lat => outln!(" TX depth        : 1"),
     }
     if t.verb == Verb::Send {
-        println!(" RX depth        : {}", side.rx);
+        outln!(" RX depth        : {}", side.rx);
     }
-    println!(" Mtu             : {}[B]", 128u32 << mtu);
-    println!(" Link type       : Ethernet");
-    println!(" GID index       : {}", o.gid_index);
-    println!(
+    outln!(" Mtu             : {}[B]", 128u32 << mtu);
+    outln!(" Link type       : Ethernet");
+    outln!(" GID index       : {}", o.gid_index);
+    outln!(
         " Memory          : {}",
         if o.odp {
             "on-demand MR (IBV_ACCESS_ON_DEMAND)"
@@ -237,7 +238,7 @@ pub fn run(o: &PeerOptions) -> io::Result<()> {
             "MR made present at registration, not pinned"
         }
     );
-    println!("{RESULT_LINE}");
+    outln!("{RESULT_LINE}");
 
     let my = side.my;
     let rem = comm.hand_shake(&my)?;
@@ -283,7 +284,7 @@ pub fn run(o: &PeerOptions) -> io::Result<()> {
             print_table_header(Kind::Bw);
             let row = client_bw(&side, t.verb, &rem, iters)?;
             print_row(o.size, iters, &row, faults(&side)?);
-            println!("{RESULT_LINE}");
+            outln!("{RESULT_LINE}");
             comm.hand_shake(&my)?;
             let Row::Bw {
                 peak_mib_s,
@@ -314,7 +315,7 @@ pub fn run(o: &PeerOptions) -> io::Result<()> {
             };
             print_row(r.size as usize, r.iters as usize, &row, faults(&side)?);
             comm.close(&my)?;
-            println!("{RESULT_LINE}");
+            outln!("{RESULT_LINE}");
             Ok(())
         }
         (Kind::Bw, Verb::Send, _) => {
@@ -331,7 +332,7 @@ pub fn run(o: &PeerOptions) -> io::Result<()> {
                 client_bw(&side, Verb::Send, &rem, iters)?
             };
             print_row(o.size, iters, &row, faults(&side)?);
-            println!("{RESULT_LINE}");
+            outln!("{RESULT_LINE}");
             comm.close(&my)
         }
         (Kind::Lat, Verb::Write, _) => {
@@ -339,7 +340,7 @@ pub fn run(o: &PeerOptions) -> io::Result<()> {
             print_table_header(Kind::Lat);
             let row = write_lat(&side, &rem, iters, server)?;
             print_row(o.size, iters, &row, faults(&side)?);
-            println!("{RESULT_LINE}");
+            outln!("{RESULT_LINE}");
             // perftest's write_lat ends without a closing exchange.
             Ok(())
         }
@@ -347,7 +348,7 @@ pub fn run(o: &PeerOptions) -> io::Result<()> {
             comm.hand_shake(&my)?;
             // Passive: nothing to measure on this side.
             comm.close(&my)?;
-            println!("{RESULT_LINE}");
+            outln!("{RESULT_LINE}");
             Ok(())
         }
         (Kind::Lat, Verb::Read, false) => {
@@ -356,7 +357,7 @@ pub fn run(o: &PeerOptions) -> io::Result<()> {
             let row = read_lat(&side, &rem, iters)?;
             print_row(o.size, iters, &row, faults(&side)?);
             comm.close(&my)?;
-            println!("{RESULT_LINE}");
+            outln!("{RESULT_LINE}");
             Ok(())
         }
         (Kind::Lat, Verb::Send, _) => {
@@ -367,7 +368,7 @@ pub fn run(o: &PeerOptions) -> io::Result<()> {
             comm.hand_shake(&my)?;
             let row = send_lat(&side, &rem, iters, server)?;
             print_row(o.size, iters, &row, faults(&side)?);
-            println!("{RESULT_LINE}");
+            outln!("{RESULT_LINE}");
             comm.close(&my)
         }
     }

@@ -5,6 +5,7 @@
 //! a global route to the port's own GIDs (`-g`), and between a `--server` and a client that
 //! exchange their addresses over TCP as rdma-core's `ibv_rc_pingpong` does.
 
+use pfnic_cli::outln;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -155,7 +156,7 @@ fn run_ok_bin(bin: &str, args: &[&str], expect: &str) -> Result<Report, Failure>
     if !line.contains(expect) {
         return Err(Failure::Fail(format!("{line:?} does not say {expect:?}")));
     }
-    println!("# {line}");
+    outln!("# {line}");
     Ok(Report {
         page_requests: count_before(&line, " page requests")?,
         events: count_before(&line, " completion events")?,
@@ -391,7 +392,7 @@ fn test_c_pingpong_rdma_core_abi() -> TestResult {
         "2 processes, ODP MRs, cold",
     ) {
         Err(Failure::Skip(why)) => {
-            println!("# ODP run skipped: {why}");
+            outln!("# ODP run skipped: {why}");
             return Ok(());
         }
         r => r?,

@@ -11,6 +11,7 @@
 //! feature, the option must fail the way rdma-core's programs report a missing capability: a
 //! message and exit status 1, not a crash.
 
+use pfnic_cli::outln;
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -160,7 +161,7 @@ fn devices(tool: &str) -> TestResult {
         .lines()
         .find(|l| l.split_whitespace().next() == Some(name.as_str()))
         .ok_or_else(|| Failure::Fail(format!("{name} not listed: {stdout:?}")))?;
-    println!("# {}", line.trim());
+    outln!("# {}", line.trim());
     check_eq!(
         line.split_whitespace().nth(1),
         Some(format!("{guid:016x}").as_str())
@@ -203,7 +204,7 @@ fn test_debian_unsupported_pingpongs() -> TestResult {
             "{tool}: {}, expected exit status 1 and {says:?}: {t}",
             out.status
         );
-        println!("# {tool}: exit status 1: {}", t.trim().replace('\n', " | "));
+        outln!("# {tool}: exit status 1: {}", t.trim().replace('\n', " | "));
     }
     // The failed programs left the device as it was.
     drop(verbs_ctx()?);
@@ -255,7 +256,7 @@ impl AsyncWatch {
         match Self::start(ASYNCWATCH, name) {
             Ok(w) => Ok(Some(w)),
             Err(Failure::Skip(why)) => {
-                println!("# without ibv_asyncwatch: {why}");
+                outln!("# without ibv_asyncwatch: {why}");
                 Ok(None)
             }
             Err(e) => Err(e),
@@ -285,7 +286,7 @@ impl AsyncWatch {
             .try_for_each(|l| self.wait_for(l, Duration::from_secs(30)));
         let t = self.finish();
         seen?;
-        println!("# ibv_asyncwatch: {}", t.trim().replace('\n', " | "));
+        outln!("# ibv_asyncwatch: {}", t.trim().replace('\n', " | "));
         Ok(())
     }
 
@@ -526,7 +527,7 @@ fn test_debian_ibv_devinfo() -> TestResult {
         );
     }
     let gids = gids.len();
-    println!(
+    outln!(
         "# {name}: {} GIDs, ODP {odp}, implicit {implicit}, link {link}",
         gids
     );
@@ -643,7 +644,7 @@ fn pingpong(tool: &str, args: &[&str], iters: u32) -> Result<(), Failure> {
         "client: {}",
         c.iters
     );
-    println!("# {tool} {}: {}", args.join(" "), c.iters.trim());
+    outln!("# {tool} {}: {}", args.join(" "), c.iters.trim());
     Ok(())
 }
 
@@ -682,7 +683,7 @@ fn fails_with(tool: &str, args: &[&str], message: &str) -> Result<(), Failure> {
     let t = text(&out);
     check_eq!(out.status.code(), Some(1));
     check!(t.contains(message), "{tool} {}: {t:?}", all.join(" "));
-    println!("# {tool} {}: {}", args.join(" "), t.trim());
+    outln!("# {tool} {}: {}", args.join(" "), t.trim());
     Ok(())
 }
 
@@ -771,7 +772,7 @@ fn timestamps_pingpong(tool: &str, args: &[&str], iters: u32) -> TestResult {
             max > 0,
             "{what}: at most {max} clock cycles between receives"
         );
-        println!(
+        outln!(
             "# {tool} -t {}: {what}: at most {max} ns between receives",
             args.join(" ")
         );
@@ -805,7 +806,7 @@ fn perftest(test: &str, args: &[&str], size: &str) -> Result<(), Failure> {
         let (s, c) = server_client(&tool, &all)?;
         let (st, ct) = (text(&s), text(&c));
         if (st + &ct).contains("Correlation coefficient") && attempt < 3 {
-            println!("# ib_{test}: perftest's clock calibration failed, run {attempt} repeated");
+            outln!("# ib_{test}: perftest's clock calibration failed, run {attempt} repeated");
             continue;
         }
         check!(
@@ -826,7 +827,7 @@ fn perftest(test: &str, args: &[&str], size: &str) -> Result<(), Failure> {
             .map_err(|_| Failure::Fail(format!("ib_{test}: result row {row:?}")))?;
         let positive = first > 0.0;
         check!(positive, "ib_{test}: result row {row:?}");
-        println!("# ib_{test} {}: {}", args.join(" "), row.join(" "));
+        outln!("# ib_{test} {}: {}", args.join(" "), row.join(" "));
         return Ok(());
     }
     unreachable!("the last attempt returns")

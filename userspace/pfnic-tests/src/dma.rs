@@ -5,6 +5,7 @@ use crate::common::{
     Child,
 };
 use crate::ktap::{Failure, Test, TestResult};
+use pfnic_cli::outln;
 use pfnic_sys::{uapi, Device, Submit};
 
 pub const TESTS: &[&Test] = &[
@@ -192,7 +193,7 @@ fn test_fill_untouched_memory() -> TestResult {
             want[i % 8]
         );
     }
-    println!(
+    outln!(
         "# fill of 16 untouched pages: {} page requests, {} us",
         r.page_requests,
         r.latency_ns / 1000
@@ -236,7 +237,7 @@ fn test_copy_compare_beyond_atc() -> TestResult {
         after.translation.atc_hits - before.translation.atc_hits,
         after.translation.atc_misses - before.translation.atc_misses,
     );
-    println!(
+    outln!(
         "# copy+compare of 1 MiB: ATC hits {hits}, misses {misses} (hit ratio {:.2}), {} page requests",
         f64::from(hits) / f64::from((hits + misses).max(1)),
         r.page_requests + c.page_requests
@@ -411,7 +412,7 @@ fn test_fault_latency_histogram() -> TestResult {
         }
         1 << hist.len()
     };
-    println!(
+    outln!(
         "# page request round trip over {total} faults: median < {} us, p99 < {} us",
         bound(0.5),
         bound(0.99)
@@ -474,7 +475,7 @@ fn test_overcommit_sparse() -> TestResult {
         check_eq!(r.status, uapi::PFNIC_STATUS_SUCCESS);
         check_eq!(m.bytes()[off + 8..off + 16], pattern.to_le_bytes());
     }
-    println!(
+    outln!(
         "# overcommit: {} MiB mapping over {} MiB of RAM+swap, {} pages used by the device",
         len >> 20,
         limit >> 20,

@@ -5,6 +5,7 @@
 
 use crate::ktap::{Failure, Test, TestResult};
 use crate::verbs_common::*;
+use pfnic_cli::outln;
 use pfnic_sys::uapi::TranslationStats;
 use pfnic_verbs::{Context, SendWr, WcStatus, WrOpcode, ACCESS_ON_DEMAND};
 
@@ -58,7 +59,7 @@ fn test_fault_path_groups_in_flight() -> TestResult {
     )?;
     check_bytes("the cold 1 MiB WRITE", &p.b.buf, 0, &data)?;
     let t = translation(&p.b.ctx)?;
-    println!(
+    outln!(
         "# {} page requests in {} groups, at most {} out at once",
         t.page_requests - before.page_requests,
         t.page_request_groups - before.page_request_groups,
@@ -103,7 +104,7 @@ fn test_fault_path_lookahead() -> TestResult {
         t.lookahead_wasted - before.lookahead_wasted,
     );
     let own: Vec<u32> = wcs.iter().map(|wc| wc.vendor_err).collect();
-    println!("# page requests of each WRITE's own: {own:?}; look-ahead {ahead} pages, {used} used, {wasted} wasted");
+    outln!("# page requests of each WRITE's own: {own:?}; look-ahead {ahead} pages, {used} used, {wasted} wasted");
     check_eq!(own[0], 16);
     check!(
         own[1..].iter().all(|&n| n == 0),
@@ -185,7 +186,7 @@ fn test_fault_path_lookahead_failure_fails_nothing() -> TestResult {
         t.lookahead_pages - before.lookahead_pages,
         t.lookahead_wasted - before.lookahead_wasted,
     );
-    println!("# look-ahead {ahead} pages, {wasted} wasted");
+    outln!("# look-ahead {ahead} pages, {wasted} wasted");
     check!(
         ahead >= 16 && wasted == ahead,
         "look-ahead {ahead} pages, {wasted} wasted: want the bad WRITE's 16, all wasted"
@@ -297,7 +298,7 @@ fn test_fault_path_small_pri_allocation() -> TestResult {
         check_eq!(t.pri_failed, 0);
     }
     let dev = pairs[0].a.ctx.device().query_stats()?;
-    println!(
+    outln!(
         "# {held} page requests held back; groups by pages (log2): {:?}",
         dev.group_pages_log2
     );

@@ -6,6 +6,7 @@
 use crate::common::sva_nic;
 use crate::ktap::{Failure, Test, TestResult};
 use crate::verbs_common::*;
+use pfnic_cli::outln;
 use pfnic_sys::uapi;
 use pfnic_verbs::{SendWr, WcStatus, WrOpcode};
 
@@ -119,7 +120,7 @@ fn test_inject_pri_failure() -> TestResult {
         check_bytes(&format!("write {i}, before"), &p.b.buf, 0, &[0; PAGE])?;
         check_bytes(&format!("write {i}, after"), &p.b.buf, 2 * PAGE, &[0; PAGE])?;
     }
-    println!("# {ok} writes, {failed} failed on an injected page response failure");
+    outln!("# {ok} writes, {failed} failed on an injected page response failure");
     check!(
         ok > 0 && failed > 0,
         "{ok} writes succeeded and {failed} failed: expected both"

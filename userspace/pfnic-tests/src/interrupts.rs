@@ -2,6 +2,7 @@
 
 use crate::common::{cookie, nic};
 use crate::ktap::{Test, TestResult};
+use pfnic_cli::outln;
 use pfnic_sys::pci;
 use std::sync::Arc;
 
@@ -63,7 +64,7 @@ fn test_selftest_every_vector() -> TestResult {
         lat.push(r.latency_ns);
     }
     lat.sort();
-    println!(
+    outln!(
         "# interrupt round trip over {} vectors: median {} us",
         lat.len(),
         lat[lat.len() / 2] / 1000

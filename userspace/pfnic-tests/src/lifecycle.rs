@@ -2,6 +2,7 @@
 
 use crate::common::{bind, cookie, join_within, nic, pipe, sh, spawn_event_reader, unbind, Child};
 use crate::ktap::{Failure, Test, TestResult};
+use pfnic_cli::outln;
 use pfnic_sys::{pci, uapi, Device};
 use pfnic_verbs::event_type;
 use std::io::{Read, Write};
@@ -241,7 +242,7 @@ fn test_unbind_frees_ring_memory() -> TestResult {
     let after = free_kib()?;
     let r = (|| -> TestResult {
         let freed = after.saturating_sub(before);
-        println!(
+        outln!(
             "# {} CQs, {ring_kib} KiB of rings; free memory {before} -> {after} KiB",
             cqs.len()
         );
@@ -330,7 +331,7 @@ fn test_wire_unbind_frees_device_memory() -> TestResult {
     let at_close = free_kib()?;
     bind(&bdf)?;
     let freed = at_unbind.saturating_sub(before);
-    println!(
+    outln!(
         "# free memory {before} KiB, {at_unbind} KiB after the unbind, {at_close} KiB after \
          the close"
     );

@@ -35,6 +35,8 @@ mod verbs_qp;
 mod verbs_srq;
 mod wire;
 
+use pfnic_cli::{errln, outln};
+
 /// The command line.
 #[derive(clap::Parser)]
 #[command(
@@ -83,7 +85,7 @@ fn main() {
     .concat();
     let args = <Args as clap::Parser>::parse();
     if args.list {
-        all.iter().for_each(|t| println!("{}", t.name));
+        all.iter().for_each(|t| outln!("{}", t.name));
         return;
     }
     let filter = args.filter.as_deref().unwrap_or("");
@@ -92,7 +94,7 @@ fn main() {
         .filter(|t| filter.split('|').any(|f| t.name.contains(f)))
         .collect();
     if selected.is_empty() {
-        eprintln!("pfnic-test: no test matches {filter:?}");
+        errln!("pfnic-test: no test matches {filter:?}");
         std::process::exit(2);
     }
     // The memory mode verbs contexts get (the driver's default, or PFNIC_MEM_MODE's).

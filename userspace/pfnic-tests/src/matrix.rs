@@ -5,6 +5,7 @@
 //! clean remote access error, never touch a byte outside its range (sentinels of 1 to 8 bytes
 //! on each side), and move the right bytes once the race stops.
 
+use pfnic_cli::outln;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -229,7 +230,7 @@ fn test_matrix_dontneed_race() -> TestResult {
         std::thread::sleep(Duration::from_micros(200));
     });
     let (ok, failed, rounds) = race_writes(&p, Some(racer), |_| {}, false)?;
-    println!("# {ok} writes, {failed} failed, {rounds} MADV_DONTNEED rounds");
+    outln!("# {ok} writes, {failed} failed, {rounds} MADV_DONTNEED rounds");
     check!(rounds > 0, "the racer never ran");
     Ok(())
 }
@@ -254,7 +255,7 @@ fn test_matrix_munmap_race() -> TestResult {
         },
         true,
     )?;
-    println!(
+    outln!(
         "# {ok} writes, {failed} failed on a hole, {} munmap/mmap",
         remaps.load(Ordering::Relaxed)
     );
@@ -338,7 +339,7 @@ fn test_matrix_madv_free_race() -> TestResult {
         std::thread::sleep(Duration::from_micros(200));
     });
     let (ok, failed, rounds) = race_writes(&p, Some(racer), |_| {}, false)?;
-    println!("# {ok} writes, {failed} failed, {rounds} MADV_FREE + MADV_PAGEOUT rounds");
+    outln!("# {ok} writes, {failed} failed, {rounds} MADV_FREE + MADV_PAGEOUT rounds");
     check!(rounds > 0, "the racer never ran");
     Ok(())
 }
@@ -363,7 +364,7 @@ fn test_matrix_mprotect_race() -> TestResult {
         std::thread::sleep(Duration::from_micros(300));
     });
     let (ok, failed, rounds) = race_writes(&p, Some(racer), |_| {}, true)?;
-    println!("# {ok} writes, {failed} failed on a read-only page, {rounds} mprotect rounds");
+    outln!("# {ok} writes, {failed} failed on a read-only page, {rounds} mprotect rounds");
     check!(rounds > 0, "the racer never ran");
     Ok(())
 }
@@ -393,7 +394,7 @@ fn test_matrix_migration() -> TestResult {
     })();
     let rounds = racer.finish();
     r?;
-    println!("# {} reads, {rounds} compaction rounds", ITERS / 2);
+    outln!("# {} reads, {rounds} compaction rounds", ITERS / 2);
     check!(rounds > 0, "compaction never ran");
     Ok(())
 }
@@ -488,7 +489,7 @@ fn test_matrix_move_pages() -> TestResult {
     r?;
     let moved = moved.load(Ordering::Relaxed);
     let now = move_pages(&p.b.buf, None)?;
-    println!(
+    outln!(
         "# {ITERS} transfers, {rounds} move_pages rounds, {moved} pages moved; now on nodes {:?}",
         now.iter().fold([0usize; 2], |mut c, &n| {
             if (0..2).contains(&n) {
@@ -704,7 +705,7 @@ fn test_matrix_thp() -> TestResult {
         )?;
         check_bytes(&format!("round {round}"), &p.b.buf, base + 8, &want)?;
     }
-    println!("# AnonHugePages {huge_kb} kB");
+    outln!("# AnonHugePages {huge_kb} kB");
     Ok(())
 }
 
@@ -800,7 +801,7 @@ fn test_matrix_ksm() -> TestResult {
     // Stop scanning (merged pages stay merged): what follows is the device's doing alone.
     ksm_set("run", 0)?;
     let sharing = ksm_get("pages_sharing")?;
-    println!(
+    outln!(
         "# KSM merged all {K} page pairs in {} ms (pages_sharing {sharing}, full_scans {})",
         t0.elapsed().as_millis(),
         ksm_get("full_scans")?
@@ -829,7 +830,7 @@ fn test_matrix_ksm() -> TestResult {
     check_bytes("twin after the write", &twin, 0, &orig)?;
     let after = shared()?;
     let still = after.iter().filter(|&&s| s).count();
-    println!("# after the device's write: {still} of {K} page pairs still merged");
+    outln!("# after the device's write: {still} of {K} page pairs still merged");
     check!(
         after
             .iter()
@@ -876,7 +877,7 @@ fn test_matrix_kill_mid_rdma() -> TestResult {
         child.kill();
         check_eq!(child.wait()?, 128 + libc::SIGKILL);
     }
-    println!("# {kills} children killed mid-RDMA");
+    outln!("# {kills} children killed mid-RDMA");
     // Every killed child's contexts were freed.
     let deadline = Instant::now() + Duration::from_secs(30);
     while n.dev.query_stats()?.contexts_active != before {

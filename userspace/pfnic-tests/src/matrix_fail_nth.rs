@@ -8,6 +8,7 @@
 //! tables come back to where they started. The calls go straight to the ioctls: nothing
 //! between arming and the call may allocate (the test's own heap included).
 
+use pfnic_cli::outln;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -99,7 +100,7 @@ fn each_failure<T>(
         let left = f.disarm()?;
         if left != 0 {
             let v = r.map_err(|e| fail(&format!("{what} with nothing injected"), e))?;
-            println!(
+            outln!(
                 "# {what}: {} allocations; {} failed with ENOMEM, {} survived",
                 n - 1,
                 out.failed,
@@ -345,9 +346,10 @@ fn test_matrix_fail_nth() -> TestResult {
     // The process still does RDMA, with every allocation allowed again.
     Pair::odp(ODP_WRITE, 16 * PAGE)?.write_ok(0x3b, 16 * PAGE, "after the injected failures")?;
     tables_are(base)?;
-    println!(
+    outln!(
         "# {} injected failures returned ENOMEM, {} were survived; tables back to {base:?}",
-        totals.failed, totals.absorbed
+        totals.failed,
+        totals.absorbed
     );
     // An allocation failure is not reported as a platform without SVA.
     check_eq!(bind_msgs()?, bind_msgs_before);

@@ -13,6 +13,7 @@
 //! end to end, with a handler thread that answers every event it gets, and a CPU access that
 //! shows the handler works.
 
+use pfnic_cli::outln;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -399,7 +400,7 @@ fn test_matrix_uffd_missing() -> TestResult {
     }
     let present = present_pages(addr as u64, ilen)?;
     let device_events = handler.events().len();
-    println!(
+    outln!(
         "# missing pages: 4 RDMA WRITEs and 1 RDMA READ: REM_ACCESS_ERR, an ordinary MR \
          and two flushed prefetches: EFAULT; {present} of {} pages present after them; {device_events} userfaultfd events",
         ilen / PAGE
@@ -410,7 +411,7 @@ fn test_matrix_uffd_missing() -> TestResult {
     // The handler works: a CPU read of the first page reaches it, and it fills the page.
     let got = cpu_touch(&p.b.buf, PAGE + 5, None)?;
     let events = handler.events();
-    println!("# a CPU read of one page: events {events:x?}");
+    outln!("# a CPU read of one page: events {events:x?}");
     check_eq!(events.len(), 1);
     check_eq!(events[0].1 & !(PAGE as u64 - 1), addr as u64);
     check_eq!(events[0].0 & UFFD_PAGEFAULT_FLAG_WRITE, 0);
@@ -480,7 +481,7 @@ fn test_matrix_uffd_missing() -> TestResult {
     )?;
 
     let events = handler.finish()?;
-    println!(
+    outln!(
         "# local source missing: LOC_PROT_ERR; {} userfaultfd events in all (the CPU read's)",
         events.len()
     );
@@ -549,7 +550,7 @@ fn test_matrix_uffd_wp() -> TestResult {
     check_sentinels("read of protected pages", &p.a.buf, off, len)?;
     let device_events = handler.events().len();
     let still = wp_pages()?;
-    println!(
+    outln!(
         "# protected pages: 4 RDMA WRITEs REM_ACCESS_ERR, their bytes unchanged, RDMA READ ok; \
          {still} of {} pages still protected; {device_events} userfaultfd events",
         ilen / PAGE
@@ -560,7 +561,7 @@ fn test_matrix_uffd_wp() -> TestResult {
     // The handler works: a CPU write of the first page reaches it, and it lifts the protection.
     check_eq!(cpu_touch(&p.b.buf, PAGE + 3, Some(0x5a))?, 0x5a);
     let events = handler.events();
-    println!("# a CPU write of one page: events {events:x?}");
+    outln!("# a CPU write of one page: events {events:x?}");
     check_eq!(events.len(), 1);
     check_eq!(events[0].1 & !(PAGE as u64 - 1), addr as u64);
     check_eq!(
@@ -581,6 +582,6 @@ fn test_matrix_uffd_wp() -> TestResult {
     write(0x60, 0, WcStatus::SUCCESS)?;
     let events = handler.finish()?;
     check_eq!(events.len(), 1);
-    println!("# protection lifted: write ok; protected again: REM_ACCESS_ERR; lifted: ok");
+    outln!("# protection lifted: write ok; protected again: REM_ACCESS_ERR; lifted: ok");
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! mode's registration: pins accounted in `VmPin` against `RLIMIT_MEMLOCK`, released at
 //! deregistration and at process death, and RDMA through the device's translation tables.
 
+use pfnic_cli::{errln, outln};
 use std::sync::Arc;
 
 use crate::common::{in_child, Child};
@@ -430,7 +431,7 @@ fn child_exit(test: &str, r: Result<(), String>) -> i32 {
     match r {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("# {test} child: {e}");
+            errln!("# {test} child: {e}");
             1
         }
     }
@@ -630,7 +631,7 @@ fn test_mode_overcommit() -> TestResult {
             check_eq!(s.pages_mapped, 3);
         }
     }
-    println!("# on-demand modes: {}", ran.join(", "));
+    outln!("# on-demand modes: {}", ran.join(", "));
     if caps & uapi::PFNIC_CAP_TABLES == 0 {
         return Ok(());
     }
@@ -916,6 +917,6 @@ fn test_mode_on_demand_mremap() -> TestResult {
     if ran.is_empty() {
         skip!("no on-demand memory mode here");
     }
-    println!("# modes: {}", ran.join(", "));
+    outln!("# modes: {}", ran.join(", "));
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! read back, so that a benchmark that stops measuring what it says fails here rather than in
 //! a night's numbers.
 
+use pfnic_cli::outln;
 use serde_json::Value;
 
 use crate::common::sh;
@@ -114,7 +115,7 @@ fn test_perf_compare_waits() -> TestResult {
                 .any(|l| l.starts_with(op) && l.contains("64 KiB") && l.contains(wait)),
             "{what}: no such row in the table:\n{out}"
         );
-        println!("# {what}: device/CPU {ratio:.2}x");
+        outln!("# {what}: device/CPU {ratio:.2}x");
     }
     Ok(())
 }

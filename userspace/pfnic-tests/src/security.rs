@@ -9,6 +9,7 @@
 use crate::common::{dmesg, expect_errno, join_within, spawn_event_reader};
 use crate::ktap::{Failure, Test, TestResult};
 use crate::verbs_common::*;
+use pfnic_cli::outln;
 use pfnic_sys::uapi;
 use pfnic_verbs::{
     CompChannel, ConnectAttr, QpState, SendWr, WcStatus, WrOpcode, ACCESS_LOCAL_WRITE,
@@ -504,7 +505,7 @@ fn test_sec_page_request_share() -> TestResult {
         }
         t = hog.device().query_context()?.translation;
         if t.prq_held > 0 {
-            println!("# burst {burst} reached the context's share");
+            outln!("# burst {burst} reached the context's share");
             break;
         }
     }
@@ -517,9 +518,12 @@ fn test_sec_page_request_share() -> TestResult {
         t.page_request_groups_max > 1,
         "{PAIRS} QPs faulting at once, never more than one page request group out: {t:?}"
     );
-    println!(
+    outln!(
         "# {} page requests held back, {} sent in {} groups, at most {} groups out at once",
-        t.prq_held, t.page_requests, t.page_request_groups, t.page_request_groups_max
+        t.prq_held,
+        t.page_requests,
+        t.page_request_groups,
+        t.page_request_groups_max
     );
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! Verbs device, port and PD: query_device(_ex) with its ODP caps, port and GID, PD lifetime.
 
+use pfnic_cli::outln;
 use std::sync::Arc;
 
 use crate::common::{expect_errno, in_child};
@@ -105,7 +106,7 @@ fn test_verbs_query_device() -> TestResult {
     } else {
         check_eq!((v.completion_timestamp_mask, v.hca_core_clock), (0, 0));
     }
-    println!(
+    outln!(
         "# verbs: guid {:016x}, {} QPs x {} WRs, {} CQs x {} CQEs, {} MRs, {} PDs, {} SGEs, {} SRQs, ODP {:#x}/rc {:#x}",
         v.node_guid, v.max_qp, v.max_qp_wr, v.max_cq, v.max_cqe, v.max_mr, v.max_pd, v.max_sge,
         v.max_srq, v.odp_general_caps, v.odp_rc_caps

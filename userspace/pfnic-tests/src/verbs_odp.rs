@@ -2,6 +2,7 @@
 //! with `madvise(MADV_DONTNEED)` on both sides before every iteration, mixed ODP and plain
 //! SGEs, the implicit MR, and each prefetch variant.
 
+use pfnic_cli::outln;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -254,7 +255,7 @@ fn test_verbs_odp_groups_per_work_request() -> TestResult {
                 if exact { "" } else { "1 to " }
             );
         }
-        println!(
+        outln!(
             "# {what}: source {} pages in {} groups, target {} pages in {} groups (completion: {} requests)",
             s1.page_faults - s0.page_faults,
             s1.page_fault_groups - s0.page_fault_groups,

@@ -1,6 +1,7 @@
 //! Port 1 and addressing (docs/wire.md, device ABI 1.5): the port without a wire, its IPv4
 //! address knob and GID table, and QP address vectors (global routes) resolved against it.
 
+use pfnic_cli::outln;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::common::expect_errno;
@@ -70,7 +71,7 @@ impl RestoreIpv4 {
 impl Drop for RestoreIpv4 {
     fn drop(&mut self) {
         if let Err(e) = self.ctx.set_port_ipv4(self.addr) {
-            println!("# could not restore the port's IPv4 address: {e}");
+            outln!("# could not restore the port's IPv4 address: {e}");
         }
     }
 }
@@ -115,7 +116,7 @@ fn test_verbs_port_no_wire() -> TestResult {
         libc::EINVAL,
     )?;
     check_eq!(q.reserved, [0u64; 2]);
-    println!(
+    outln!(
         "# port: link layer {}, {} GIDs, MAC {:02x?}, IPv4 {:?}",
         q.link_layer,
         q.gid_tbl_len,

@@ -2,6 +2,7 @@
 //! completions that put only the failing QP in ERR, and two processes (rdma-core's test_qp.py
 //! and test_rdmacm-like traffic).
 
+use pfnic_cli::{errln, outln};
 use std::io::{Read, Write};
 
 use crate::common::{expect_errno, meminfo_kb, pipe, Child};
@@ -194,7 +195,7 @@ fn test_verbs_slot_free_at_completion() -> TestResult {
             ))
         })?;
     }
-    println!(
+    outln!(
         "# {WRITES} writes through {sq} send slots ({bursts} bursts of completions refilled at once), {RECVS} receives through {rq} receive slots: every slot reusable as soon as its completion was polled"
     );
     Ok(())
@@ -862,7 +863,7 @@ fn two_processes_child(mut rx: std::fs::File, mut tx: std::fs::File) -> i32 {
     match r {
         Ok(()) => 0,
         Err(Failure::Fail(m)) | Err(Failure::Skip(m)) => {
-            eprintln!("two_processes child: {m}");
+            errln!("two_processes child: {m}");
             1
         }
     }

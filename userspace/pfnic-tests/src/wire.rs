@@ -4,6 +4,7 @@
 //! one process out of another's connection. Skips unless the guest has two pfnics with a
 //! wire (the "wire" guest of `make test`).
 
+use pfnic_cli::outln;
 use std::net::Ipv4Addr;
 
 use crate::ktap::{Failure, Test, TestResult};
@@ -134,7 +135,7 @@ fn test_wire_slot_free_at_completion() -> TestResult {
     )?;
     for (op, total) in [(WrOpcode::RdmaRead, 3000), (WrOpcode::RdmaWrite, 3000)] {
         let (sq, bursts) = crate::verbs_qp::send_slots_reused_at_once(&p, op, total)?;
-        println!("# {total} {op:?}s through {sq} send slots, {bursts} batches of completions refilled at once");
+        outln!("# {total} {op:?}s through {sq} send slots, {bursts} batches of completions refilled at once");
     }
     Ok(())
 }
@@ -267,7 +268,7 @@ fn report_ports(what: &str, ctx: &[Context; 2]) -> Result<(), Failure> {
             .filter(|(_, v)| *v != 0)
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
-        println!("# {what}, port {}: {}", i + 1, line.join(", "));
+        outln!("# {what}, port {}: {}", i + 1, line.join(", "));
     }
     Ok(())
 }
@@ -320,7 +321,7 @@ fn test_wire_large() -> TestResult {
             "frames were lost but none sent again: {s:?}"
         );
     }
-    println!(
+    outln!(
         "# 8 MiB WRITE + READ + 1 MiB SEND: {} packets sent again by the requester",
         s.retransmits
     );
@@ -384,7 +385,7 @@ fn test_wire_cold_rnr() -> TestResult {
         p.b.mr.stats()?.page_faults
     };
     check!(faults > 0, "no page fault at the receiver: {sb:?}");
-    println!(
+    outln!(
         "# cold, RNR policy: {faults} page faults and {} RNR NAKs at the receiver, 4 rounds of a {} KiB WRITE and SEND",
         sb.rnr_naks_sent,
         len / 1024
@@ -444,7 +445,7 @@ fn test_wire_cold_backup() -> TestResult {
     check_eq!(placed_now, parked);
     let sb = p.b.qp.query()?.stats;
     check_eq!(sb.rnr_naks_sent, 0);
-    println!(
+    outln!(
         "# cold, backup policy: {} payloads parked and placed, {} page requests, no RNR NAK",
         parked - parked0,
         sb.page_requests
@@ -504,7 +505,7 @@ const LINK_EVENT_MS: i32 = 60_000;
 /// Asks the host to take the link of `netdev` up or down.
 fn request_link(netdev: &str, up: bool) {
     let state = if up { "up" } else { "down" };
-    println!("# pfnic-host: set_link {netdev} {state}");
+    outln!("# pfnic-host: set_link {netdev} {state}");
 }
 
 /// The next event of `events` (waiting for the host) is `kind` for port 1.

@@ -5,6 +5,7 @@
 //! usage: pfnic-info [--no-selftest] [--device /dev/pfnicN]
 //!        pfnic-info [--device /dev/pfnicN] --set-ipv4 A.B.C.D|none
 
+use pfnic_cli::{errln, outln};
 use pfnic_sys::pci::{self, Config};
 use pfnic_sys::{uapi, Device, QueryPort};
 use std::net::Ipv4Addr;
@@ -28,9 +29,9 @@ fn gid_str(gid: &[u8; 16]) -> String {
 fn show_port(p: &QueryPort) {
     let state = if p.state == 4 { "ACTIVE" } else { "DOWN" };
     if p.port_flags & uapi::PFNIC_PORT_WIRE == 0 {
-        println!("  port 1:        {state}, LID {}, loopback", p.lid);
+        outln!("  port 1:        {state}, LID {}, loopback", p.lid);
     } else {
-        println!(
+        outln!(
             "  port 1:        {state}, Ethernet (RoCEv2), link {}, MTU {}",
             if p.port_flags & uapi::PFNIC_PORT_LINK_UP != 0 {
                 "up"
@@ -44,7 +45,7 @@ fn show_port(p: &QueryPort) {
         return;
     }
     let m = p.mac;
-    println!(
+    outln!(
         "  addresses:     MAC {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}, IPv4 {}",
         m[0],
         m[1],
@@ -59,7 +60,7 @@ fn show_port(p: &QueryPort) {
         }
     );
     for (i, gid) in p.gids.iter().enumerate().take(p.gid_tbl_len as usize) {
-        println!("  GID {i}:         {}", gid_str(gid));
+        outln!("  GID {i}:         {}", gid_str(gid));
     }
     let counters: Vec<String> = uapi::PFNIC_PORT_COUNTER_NAMES
         .iter()
@@ -68,7 +69,7 @@ fn show_port(p: &QueryPort) {
         .collect();
     for (i, line) in counters.chunks(4).enumerate() {
         let head = if i == 0 { "port counters:" } else { "" };
-        println!("  {head:<14} {}", line.join(", "));
+        outln!("  {head:<14} {}", line.join(", "));
     }
 }
 
@@ -90,12 +91,16 @@ fn show(dev: &Device, selftest: bool) -> Result<(), String> {
         (q.pci_rid >> 3) & 0x1f,
         q.pci_rid & 7
     );
-    println!("{}: pfnic at {bdf}", dev.path().display());
-    println!(
+    outln!("{}: pfnic at {bdf}", dev.path().display());
+    outln!(
         "  ids:           {:04x}:{:04x} (subsystem {:04x}:{:04x}) rev {}",
-        q.vendor_id, q.device_id, q.subsystem_vendor_id, q.subsystem_id, q.revision
+        q.vendor_id,
+        q.device_id,
+        q.subsystem_vendor_id,
+        q.subsystem_id,
+        q.revision
     );
-    println!(
+    outln!(
         "  versions:      device ABI {}.{}, firmware {}.{}.{}, uAPI {}",
         q.device_abi >> 16,
         q.device_abi & 0xffff,
@@ -104,11 +109,12 @@ fn show(dev: &Device, selftest: bool) -> Result<(), String> {
         q.fw_version & 0xffff,
         q.uapi_version
     );
-    println!(
+    outln!(
         "  resources:     {} MSI-X vectors, {} contexts",
-        q.num_vectors, q.num_contexts
+        q.num_vectors,
+        q.num_contexts
     );
-    println!(
+    outln!(
         "  driver caps:   ATS {}, PASID {} ({} bits), PRI {} ({} requests)",
         yes(q.caps & uapi::PFNIC_CAP_ATS != 0),
         yes(q.caps & uapi::PFNIC_CAP_PASID != 0),
@@ -134,7 +140,7 @@ fn show(dev: &Device, selftest: bool) -> Result<(), String> {
             uapi::PFNIC_MEM_MODE_ODP => "odp",
             _ => "?",
         };
-        println!(
+        outln!(
             "  memory modes:  {} (default {default}; PFNIC_MEM_MODE chooses)",
             modes.join(", ")
         );
@@ -146,7 +152,7 @@ fn show(dev: &Device, selftest: bool) -> Result<(), String> {
         let p = dev
             .query_port()
             .map_err(|e| format!("{}: query port: {e}", dev.path().display()))?;
-        println!(
+        outln!(
             "  verbs:         RC, {} QPs x {} WRs, {} CQs, {} MRs, {} SGEs; ODP{}{}",
             v.max_qp,
             v.max_qp_wr,
@@ -164,7 +170,7 @@ fn show(dev: &Device, selftest: bool) -> Result<(), String> {
                 ""
             }
         );
-        println!(
+        outln!(
             "  more verbs:    {} SRQs x {} WRs; completion timestamps {}; device memory {} KiB per context",
             v.max_srq,
             v.max_srq_wr,
@@ -189,9 +195,9 @@ fn show(dev: &Device, selftest: bool) -> Result<(), String> {
                     other => format!("{other:#x}@{off:#x}"),
                 })
                 .collect();
-            println!("  config space:  {}", names.join(" "));
+            outln!("  config space:  {}", names.join(" "));
         }
-        Err(e) => println!("  config space:  unreadable ({e})"),
+        Err(e) => outln!("  config space:  unreadable ({e})"),
     }
     if selftest {
         let mut lat = Vec::new();
@@ -205,9 +211,10 @@ fn show(dev: &Device, selftest: bool) -> Result<(), String> {
             }
             lat.push(r.latency_ns / 1000);
         }
-        println!(
+        outln!(
             "  interrupts:    self-test passed on all {} vectors, round trip (us): {:?}",
-            q.num_vectors, lat
+            q.num_vectors,
+            lat
         );
     }
     Ok(())
@@ -259,12 +266,12 @@ fn set_ipv4(path: &PathBuf, addr: Option<Ipv4Addr>) -> Result<(), String> {
         .query_port()
         .map_err(|e| format!("{}: query port: {e}", path.display()))?;
     match addr {
-        Some(a) => println!(
+        Some(a) => outln!(
             "{}: IPv4 address {a}, GID 1 {}",
             path.display(),
             gid_str(&p.gids[1])
         ),
-        None => println!("{}: IPv4 address cleared", path.display()),
+        None => outln!("{}: IPv4 address cleared", path.display()),
     }
     Ok(())
 }
@@ -276,7 +283,7 @@ fn main() -> ExitCode {
         return match set_ipv4(&path, addr) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("pfnic-info: {e}");
+                errln!("pfnic-info: {e}");
                 ExitCode::FAILURE
             }
         };
@@ -289,11 +296,11 @@ fn main() -> ExitCode {
     let paths = match paths {
         Ok(p) if !p.is_empty() => p,
         Ok(_) => {
-            eprintln!("pfnic-info: no /dev/pfnicN (is the pfnic module loaded?)");
+            errln!("pfnic-info: no /dev/pfnicN (is the pfnic module loaded?)");
             return ExitCode::FAILURE;
         }
         Err(e) => {
-            eprintln!("pfnic-info: /dev: {e}");
+            errln!("pfnic-info: /dev: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -303,7 +310,7 @@ fn main() -> ExitCode {
             .map_err(|e| format!("{}: {e}", p.display()))
             .and_then(|d| show(&d, selftest));
         if let Err(e) = r {
-            eprintln!("pfnic-info: {e}");
+            errln!("pfnic-info: {e}");
             ok = false;
         }
     }
