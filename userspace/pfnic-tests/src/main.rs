@@ -23,6 +23,7 @@ mod mem_modes;
 mod perf_tool;
 mod rdma_core;
 mod security;
+mod tools;
 mod verbs_async;
 mod verbs_common;
 mod verbs_cq;
@@ -80,6 +81,7 @@ fn main() {
         inject::TESTS,
         c_programs::TESTS,
         debian_tools::TESTS,
+        tools::TESTS,
         lifecycle::TESTS,
     ]
     .concat();
