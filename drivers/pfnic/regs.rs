@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! BAR0 register definitions, mirroring `docs/registers.md` (device ABI 1.4), the verbs
+//! BAR0 register definitions, mirroring `docs/registers.md`, the verbs
 //! registers of `docs/verbs.md` (limits, admin command mailbox, event queue) and the port
 //! registers of `docs/wire.md` (ABI 1.5), plus the offsets of the user doorbells in each
 //! context's BAR2 page.

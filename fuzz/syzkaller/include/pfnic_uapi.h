@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR MIT */
 /*
- * The pfnic uAPI (drivers/pfnic/uapi.rs, uAPI version 18) as a C header, written
+ * The pfnic uAPI (drivers/pfnic/uapi.rs, uAPI version 19) as a C header, written
  * by hand from uapi.rs for syz-extract only: the kernel tree has no C header for
  * pfnic, and uapi.rs stays the one definition. syz-extract compiles this file to
  * generate ../sys/linux/dev_pfnic.txt.const; the _Static_asserts below hold the
