@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Static checks: rustfmt and clippy for the module and userspace, QEMU's
 # checkpatch for the device code and its patches, the kernel's checkpatch
-# for the kernel patch series. Fails on any finding.
+# for the kernel patch series, and the versions the docs and comments
+# state against the code's. Fails on any finding.
 # usage: scripts/check.sh
 source "$(dirname "$0")/lib.sh"
 
@@ -60,6 +61,9 @@ for p in "$PFNIC_ROOT"/kernel/patches/*.patch; do
 	perl "$KERNEL_SRC/scripts/checkpatch.pl" --no-tree -q --ignore FILE_PATH_CHANGES,UNKNOWN_COMMIT_ID - <"$p" ||
 		bad "checkpatch: ${p#"$PFNIC_ROOT"/}"
 done
+
+step "device ABI and uAPI versions in docs and comments"
+python3 "$PFNIC_ROOT/scripts/check-versions.py" "$PFNIC_ROOT" || bad "a stale version (above)"
 
 ((fail == 0)) || die "static checks failed"
 log "static checks passed"
