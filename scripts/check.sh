@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Static checks: rustfmt and clippy for the module and userspace, QEMU's
 # checkpatch for the device code and its patches, the kernel's checkpatch
-# for the kernel patch series, and the versions the docs and comments
-# state against the code's. Fails on any finding.
+# for the kernel patch series, the versions the docs and comments state
+# against the code's, and the relative links of the README and docs/.
+# Fails on any finding.
 # usage: scripts/check.sh
 source "$(dirname "$0")/lib.sh"
 
@@ -64,6 +65,9 @@ done
 
 step "device ABI and uAPI versions in docs and comments"
 python3 "$PFNIC_ROOT/scripts/check-versions.py" "$PFNIC_ROOT" || bad "a stale version (above)"
+
+step "relative links of the README and docs/"
+python3 "$PFNIC_ROOT/scripts/check-links.py" "$PFNIC_ROOT" || bad "a link that leads nowhere (above)"
 
 ((fail == 0)) || die "static checks failed"
 log "static checks passed"
