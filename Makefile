@@ -4,7 +4,7 @@
 
 SCRIPTS := $(CURDIR)/scripts
 
-# make run knobs (see README.md): CMD='command in the guest', OVERLAY=dir
+# make run knobs (see docs/knobs.md): CMD='command in the guest', OVERLAY=dir
 CMD ?=
 OVERLAY ?=
 # make run2 knobs: PAIR=rxe-rxe|pfnic-rxe|rxe-pfnic|pfnic-pfnic, CMD1/CMD2
@@ -68,7 +68,7 @@ rootfs: module userspace perftest rdma-examples provider
 run: all
 	$(SCRIPTS)/run-guest.sh $(if $(CMD),--cmd '$(CMD)') $(if $(OVERLAY),--overlay '$(OVERLAY)')
 
-# Two guests joined by a wire (see README.md, "Two guests").
+# Two guests joined by a wire (see docs/running.md, "Two guests on a wire").
 run2: all
 	$(SCRIPTS)/run-pair.sh --pair '$(PAIR)' $(if $(CMD1),--cmd1 '$(CMD1)') $(if $(CMD2),--cmd2 '$(CMD2)') \
 		$(if $(OVERLAY),--overlay '$(OVERLAY)') $(if $(PCAP),--pcap)
@@ -107,4 +107,4 @@ clean:
 	$(SCRIPTS)/clean.sh
 
 help:
-	@sed -n '/^## Make targets/,/^## What/{/^## What/d;p}' README.md
+	@cat docs/make-targets.md
