@@ -24,7 +24,8 @@ PROFILE_ARGS ?=
 TRACE_ARGS ?=
 # make fuzz knobs: FUZZ_SECONDS=how long to fuzz the device (default 60);
 # FUZZ_TARGET=pfnic-iommu (default: the device behind an IOMMU with SVA, ATS,
-# page requests and QPs) or generic (QEMU's generic-fuzz, no IOMMU); see
+# page requests and QPs), pfnic-wire (the same with the device's port on a
+# netdev the fuzzer feeds) or generic (QEMU's generic-fuzz, no IOMMU); see
 # docs/fuzzing.md
 FUZZ_SECONDS ?= 60
 FUZZ_TARGET ?= pfnic-iommu
