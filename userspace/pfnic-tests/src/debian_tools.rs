@@ -445,7 +445,7 @@ fn test_debian_libibverbs_provider() -> TestResult {
     let link = link_layer_name(port.link_layer);
     check_eq!(one("link_layer")?, link);
     check_eq!(one("port_lid")?, port.lid.to_string());
-    println!(
+    outln!(
         "# Debian's libibverbs: {name} through libpfnic-rdmav34.so, fw {}",
         one("fw_ver")?
     );

@@ -8,6 +8,7 @@ use std::process::Command;
 use crate::common::nic;
 use crate::ktap::{Failure, Test, TestResult};
 use crate::verbs_common::verbs_ctx;
+use pfnic_cli::outln;
 use pfnic_verbs::{LINK_LAYER_ETHERNET, LINK_LAYER_INFINIBAND};
 
 const RDMA: &str = "/usr/bin/rdma";
@@ -189,7 +190,7 @@ fn test_rdma_core_rdma_tool() -> TestResult {
         links.starts_with(&format!("link {name}/1 ")) && links.contains(state),
         "`rdma link show {name}/1`: {links}"
     );
-    println!("# {}", links.trim_end());
+    outln!("# {}", links.trim_end());
     Ok(())
 }
 
