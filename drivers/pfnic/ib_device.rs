@@ -44,6 +44,32 @@ const MTUS: [Mtu; 5] = [
 const DEVICE_CAP_FLAGS: u64 =
     device_caps::PORT_ACTIVE_EVENT | device_caps::SYS_IMAGE_GUID | device_caps::RC_RNR_NAK_GEN;
 
+/// The translation counters `rdma statistic` shows after the port's own (`PORT_COUNTERS`):
+/// the device's ATS and page request activity, as `/dev/pfnicN`'s statistics count it.
+const TRANSLATION_COUNTERS: [&str; 6] = [
+    "page_requests",
+    "page_requests_ok",
+    "page_requests_failed",
+    "atc_hits",
+    "atc_misses",
+    "atc_invalidations",
+];
+
+/// Every counter of port 1, in order: the port's registers', then the translation ones.
+const COUNTERS: [&str; uapi::PFNIC_PORT_COUNTERS + TRANSLATION_COUNTERS.len()] = {
+    let mut all = [""; uapi::PFNIC_PORT_COUNTERS + TRANSLATION_COUNTERS.len()];
+    let mut i = 0;
+    while i < all.len() {
+        all[i] = if i < uapi::PFNIC_PORT_COUNTERS {
+            uapi::PFNIC_PORT_COUNTER_NAMES[i]
+        } else {
+            TRANSLATION_COUNTERS[i - uapi::PFNIC_PORT_COUNTERS]
+        };
+        i += 1;
+    }
+    all
+};
+
 /// The RDMA core's operations on a pfnic.
 pub(crate) struct PfnicIbDevice;
 
@@ -59,6 +85,7 @@ pub(crate) fn register<'a>(parent: &'a Device<Bound>, nic: &Arc<Nic>) -> Result<
         node_guid: nic.node_guid(),
         node_desc: c"pfnic",
         num_comp_vectors: nic.info.num_vectors.saturating_sub(1).max(1),
+        port_counters: &COUNTERS,
     };
     rdma::Registration::new(
         parent,
@@ -197,6 +224,34 @@ impl rdma::Operations for PfnicIbDevice {
             gid_tbl_len: p.gid_tbl_len,
             max_mad_size: rdma::attr::MGMT_MAD_SIZE,
         })
+    }
+
+    /// The port's counters (zero on a device without the port registers) and the device's
+    /// translation counters.
+    fn port_counters(
+        _dev: &rdma::Device<Self>,
+        nic: &Arc<Nic>,
+        port: u32,
+        values: &mut [u64],
+    ) -> Result {
+        check_port(port)?;
+        let counters = nic.port_state()?.counters;
+        let t = nic.stats()?.translation;
+        let translation = [
+            t.page_requests,
+            t.pri_success,
+            t.pri_failed,
+            t.atc_hits,
+            t.atc_misses,
+            t.invalidations,
+        ];
+        for (v, c) in values
+            .iter_mut()
+            .zip(Iterator::chain(counters.iter(), translation.iter()))
+        {
+            *v = u64::from(*c);
+        }
+        Ok(())
     }
 
     fn query_pkey(

@@ -9,6 +9,7 @@ use crate::common::nic;
 use crate::ktap::{Failure, Test, TestResult};
 use crate::verbs_common::verbs_ctx;
 use pfnic_cli::outln;
+use pfnic_sys::uapi;
 use pfnic_verbs::{LINK_LAYER_ETHERNET, LINK_LAYER_INFINIBAND};
 
 const RDMA: &str = "/usr/bin/rdma";
@@ -25,6 +26,10 @@ pub const TESTS: &[&Test] = &[
     &Test {
         name: "test_rdma_core_rdma_tool",
         run: test_rdma_core_rdma_tool,
+    },
+    &Test {
+        name: "test_rdma_core_statistic",
+        run: test_rdma_core_statistic,
     },
     &Test {
         name: "test_wire_rdma_core_roce_port",
@@ -207,4 +212,92 @@ fn test_wire_rdma_core_roce_port() -> TestResult {
     check_eq!(attr(&port.join("state"))?, "4: ACTIVE");
     test_rdma_core_port()?;
     test_rdma_core_rdma_tool()
+}
+
+/// The translation counters after the port's, as the driver names them.
+const TRANSLATION_COUNTERS: [&str; 6] = [
+    "page_requests",
+    "page_requests_ok",
+    "page_requests_failed",
+    "atc_hits",
+    "atc_misses",
+    "atc_invalidations",
+];
+
+/// Every counter of the port, named, from the device's own queries.
+fn private_counters() -> Result<Vec<(String, u64)>, Failure> {
+    let port = verbs_ctx()?.port_attr()?.0;
+    let t = nic()?.dev.query_stats()?.translation;
+    let mut all: Vec<(String, u64)> = uapi::PFNIC_PORT_COUNTER_NAMES
+        .iter()
+        .zip(port.counters)
+        .map(|(n, c)| (n.to_string(), u64::from(c)))
+        .collect();
+    let translation = [
+        t.page_requests,
+        t.pri_success,
+        t.pri_failed,
+        t.atc_hits,
+        t.atc_misses,
+        t.invalidations,
+    ];
+    all.extend(
+        TRANSLATION_COUNTERS
+            .iter()
+            .zip(translation)
+            .map(|(n, c)| (n.to_string(), u64::from(c))),
+    );
+    Ok(all)
+}
+
+/// `rdma statistic show link pfnicN/1` (the core's netlink) and sysfs' `hw_counters` show the
+/// port's counters and the device's translation counters, each between what the device's own
+/// queries said just before and just after.
+fn test_rdma_core_statistic() -> TestResult {
+    let name = ib_name()?;
+    let before = private_counters()?;
+    // The core keeps values it read for 10 ms: let any earlier reading expire.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let out = rdma(&["statistic", "show", "link", &format!("{name}/1")])?;
+    let dir = ib_sysfs(&name).join("ports/1/hw_counters");
+    let mut sysfs = Vec::new();
+    for (n, _) in &before {
+        sysfs.push(attr(&dir.join(n))?);
+    }
+    let after = private_counters()?;
+    let words: Vec<&str> = out.split_whitespace().collect();
+    check!(
+        words.len() >= 2 && words[0] == "link" && words[1] == format!("{name}/1"),
+        "`rdma statistic show link {name}/1`: {out}"
+    );
+    let shown: Vec<(&str, &str)> = words[2..]
+        .chunks(2)
+        .filter(|c| c.len() == 2)
+        .map(|c| (c[0], c[1]))
+        .collect();
+    check_eq!(
+        shown.iter().map(|(n, _)| n.to_string()).collect::<Vec<_>>(),
+        before.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>()
+    );
+    for (i, ((n, lo), (_, hi))) in before.iter().zip(&after).enumerate() {
+        for (what, text) in [("rdma statistic", shown[i].1), ("sysfs", sysfs[i].as_str())] {
+            let v: u64 = text
+                .parse()
+                .map_err(|_| Failure::Fail(format!("{what}: {n} is {text:?}")))?;
+            check!(
+                *lo <= v && v <= *hi,
+                "{what}: {n} = {v}, the device said {lo} then {hi}"
+            );
+        }
+    }
+    outln!(
+        "# {}",
+        shown
+            .iter()
+            .filter(|(_, v)| *v != "0")
+            .map(|(n, v)| format!("{n} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    Ok(())
 }
