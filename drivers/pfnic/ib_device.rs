@@ -44,26 +44,15 @@ const MTUS: [Mtu; 5] = [
 const DEVICE_CAP_FLAGS: u64 =
     device_caps::PORT_ACTIVE_EVENT | device_caps::SYS_IMAGE_GUID | device_caps::RC_RNR_NAK_GEN;
 
-/// The translation counters `rdma statistic` shows after the port's own (`PORT_COUNTERS`):
-/// the device's ATS and page request activity, as `/dev/pfnicN`'s statistics count it.
-const TRANSLATION_COUNTERS: [&str; 6] = [
-    "page_requests",
-    "page_requests_ok",
-    "page_requests_failed",
-    "atc_hits",
-    "atc_misses",
-    "atc_invalidations",
-];
-
 /// Every counter of port 1, in order: the port's registers', then the translation ones.
-const COUNTERS: [&str; uapi::PFNIC_PORT_COUNTERS + TRANSLATION_COUNTERS.len()] = {
-    let mut all = [""; uapi::PFNIC_PORT_COUNTERS + TRANSLATION_COUNTERS.len()];
+const COUNTERS: [&str; uapi::PFNIC_PORT_COUNTERS + uapi::PFNIC_TRANSLATION_COUNTER_NAMES.len()] = {
+    let mut all = [""; uapi::PFNIC_PORT_COUNTERS + uapi::PFNIC_TRANSLATION_COUNTER_NAMES.len()];
     let mut i = 0;
     while i < all.len() {
         all[i] = if i < uapi::PFNIC_PORT_COUNTERS {
             uapi::PFNIC_PORT_COUNTER_NAMES[i]
         } else {
-            TRANSLATION_COUNTERS[i - uapi::PFNIC_PORT_COUNTERS]
+            uapi::PFNIC_TRANSLATION_COUNTER_NAMES[i - uapi::PFNIC_PORT_COUNTERS]
         };
         i += 1;
     }

@@ -398,6 +398,18 @@ pub const PFNIC_PORT_TIMEOUTS: usize = 13;
 pub const PFNIC_PORT_ARP_REQUESTS: usize = 14;
 /// Frames dropped or delayed by the device's loss and reordering properties.
 pub const PFNIC_PORT_INJECTED: usize = 15;
+/// The names the RDMA core's device shows (`rdma statistic`) for the translation counters of
+/// [`TranslationStats`] after the port's own: `page_requests`, `pri_success`, `pri_failed`,
+/// `atc_hits`, `atc_misses`, `invalidations`, in that order.
+pub const PFNIC_TRANSLATION_COUNTER_NAMES: [&str; 6] = [
+    "page_requests",
+    "page_requests_ok",
+    "page_requests_failed",
+    "atc_hits",
+    "atc_misses",
+    "atc_invalidations",
+];
+
 /// The names of the port counters, in index order (docs/wire.md).
 pub const PFNIC_PORT_COUNTER_NAMES: [&str; PFNIC_PORT_COUNTERS] = [
     "tx_frames",

@@ -214,16 +214,6 @@ fn test_wire_rdma_core_roce_port() -> TestResult {
     test_rdma_core_rdma_tool()
 }
 
-/// The translation counters after the port's, as the driver names them.
-const TRANSLATION_COUNTERS: [&str; 6] = [
-    "page_requests",
-    "page_requests_ok",
-    "page_requests_failed",
-    "atc_hits",
-    "atc_misses",
-    "atc_invalidations",
-];
-
 /// Every counter of the port, named, from the device's own queries.
 fn private_counters() -> Result<Vec<(String, u64)>, Failure> {
     let port = verbs_ctx()?.port_attr()?.0;
@@ -242,7 +232,7 @@ fn private_counters() -> Result<Vec<(String, u64)>, Failure> {
         t.invalidations,
     ];
     all.extend(
-        TRANSLATION_COUNTERS
+        uapi::PFNIC_TRANSLATION_COUNTER_NAMES
             .iter()
             .zip(translation)
             .map(|(n, c)| (n.to_string(), u64::from(c))),
