@@ -36,13 +36,14 @@ step "clippy (userspace)"
 	cargo clippy --release --locked -q --all-targets -- -D warnings) || bad "clippy in userspace/"
 
 step "QEMU checkpatch (device sources and patches)"
-# Checked where they sit in QEMU's tree (hw/net/pfnic, tests/qtest), since
-# checkpatch's rules depend on the path (tests may use g_assert_cmp*, ...).
-# The tree links them from this checkout, as the builds do (a tree last
-# built from another checkout links that one's).
+# Checked where they sit in QEMU's tree (hw/net/pfnic; tests/qtest and its
+# libqos/ and fuzz/), since checkpatch's rules depend on the path (tests may
+# use g_assert_cmp*, ...). The tree links them from this checkout, as the
+# builds do (a tree last built from another checkout links that one's).
 source "$PFNIC_ROOT/scripts/patch-tree.sh"
 qemu_link_device
-for f in hw/net/pfnic/*.[ch] tests/qtest/pfnic-test.c; do
+mapfile -t qemu_tests < <(cd "$PFNIC_ROOT/qemu-device/tests" && find . -name '*.[ch]' | sed 's|^\./|tests/qtest/|' | sort)
+for f in hw/net/pfnic/*.[ch] "${qemu_tests[@]}"; do
 	(cd "$QEMU_PRISTINE" && for g in $f; do
 		[[ -e $g ]] || { echo "$g: no such file in $QEMU_PRISTINE"; exit 1; }
 		perl scripts/checkpatch.pl -q -f "$g" || exit 1

@@ -33,25 +33,32 @@ apply_series() {
 }
 
 # qemu_tree: the QEMU source with qemu-device/patches applied, and the device
-# and its qtest linked in from qemu-device/ (edits rebuild incrementally).
+# and its tests linked in from qemu-device/ (edits rebuild incrementally).
 qemu_tree() {
 	apply_series "$QEMU_PRISTINE" "$PFNIC_ROOT/qemu-device/patches" qemu
 	qemu_link_device
 }
 
-# qemu_link_device: link the device, its qtest and the device set of
-# pfnic's QEMU build (configs/devices/x86_64-softmmu/pfnic.mak) into the QEMU
-# tree from this checkout. When the tree linked another checkout, this one's files are touched:
-# ninja compares times, and they may be older than the objects built from the
-# other's.
+# qemu_link_device: link the device (qemu-device/hw/pfnic as hw/net/pfnic),
+# its tests (every file under qemu-device/tests at the same place under
+# tests/qtest: the qtests, libqos/pfnic.[ch], fuzz/pfnic_fuzz*) and the
+# device set of pfnic's QEMU build (configs/devices/x86_64-softmmu/pfnic.mak)
+# into the QEMU tree from this checkout; links to test files a checkout no
+# longer has are removed. When the tree linked another checkout, this one's
+# files are touched: ninja compares times, and they may be older than the
+# objects built from the other's.
 qemu_link_device() {
-	local dev=$PFNIC_ROOT/qemu-device/hw/pfnic test=$PFNIC_ROOT/qemu-device/tests/pfnic-test.c
-	if [[ $(readlink "$QEMU_PRISTINE/hw/net/pfnic") != "$dev" ||
-		$(readlink "$QEMU_PRISTINE/tests/qtest/pfnic-test.c") != "$test" ]]; then
-		touch "$dev"/* "$test"
+	local dev=$PFNIC_ROOT/qemu-device/hw/pfnic tests=$PFNIC_ROOT/qemu-device/tests f rel
+	if [[ $(readlink "$QEMU_PRISTINE/hw/net/pfnic") != "$dev" ]]; then
+		touch "$dev"/*
+		find "$tests" -type f -exec touch {} +
 	fi
 	ln -sfn "$dev" "$QEMU_PRISTINE/hw/net/pfnic"
-	ln -sfn "$test" "$QEMU_PRISTINE/tests/qtest/pfnic-test.c"
+	find "$QEMU_PRISTINE/tests/qtest" -maxdepth 2 -type l -lname '*/qemu-device/tests/*' -delete
+	while IFS= read -r f; do
+		rel=${f#"$tests"/}
+		ln -sfn "$f" "$QEMU_PRISTINE/tests/qtest/$rel"
+	done < <(find "$tests" -type f)
 	ln -sfn "$PFNIC_ROOT/qemu-device/configs/devices/x86_64-softmmu/pfnic.mak" \
 		"$QEMU_PRISTINE/configs/devices/x86_64-softmmu/pfnic.mak"
 }

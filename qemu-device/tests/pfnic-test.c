@@ -25,7 +25,7 @@
 #include <sys/un.h>
 #include "hw/pci/pci_regs.h"
 #include "../../hw/net/pfnic/pfnic_regs.h"
-#include "../../hw/net/pfnic/pfnic_qtest.h"
+#include "fuzz/pfnic_fuzz.h"
 
 #define RP_DEVFN        0x10            /* pcie-root-port at 02.0 */
 #define RP1_DEVFN       0x18            /* pcie-root-port at 03.0 */

@@ -18,7 +18,7 @@
 #include "qemu/osdep.h"
 #include "qemu/module.h"
 #include "tests/qtest/fuzz/fuzz.h"
-#include "pfnic_qtest.h"
+#include "pfnic_fuzz.h"
 
 static PfnicFuzz *pfnic_fuzz;
 static PfnicFuzzWire pfnic_fuzz_wire;

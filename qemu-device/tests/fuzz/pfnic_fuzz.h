@@ -1,11 +1,11 @@
 /*
- * pfnic test harness: what the qtest (tests/qtest/pfnic-test.c) and the
- * libFuzzer target (pfnic_fuzz.c) share. Nothing here is part of the
- * device: this directory is simply the one both reach in QEMU's tree.
+ * pfnic's op interpreter (pfnic_fuzz_ops.c), which the libFuzzer targets
+ * "pfnic-iommu" and "pfnic-wire" (pfnic_fuzz.c) and the qtest run.
  *
  * The PCI helpers reach a pfnic behind a pcie-root-port on q35 through
- * ECAM (libqos only reaches the first 256 bytes of config space through
- * 0xcf8). The op interpreter (pfnic_fuzz_ops.c) boots nothing itself: it
+ * ECAM, which they enable themselves: the fuzzer runs the interpreter on
+ * a machine of its own, without libqos's graph. The interpreter boots
+ * nothing itself: it
  * programs an intel-iommu in scalable mode with first-level tables for two
  * PASIDs, binds two contexts of the device to them, and then runs a byte
  * string as a sequence of operations (docs/fuzzing.md), checking the
@@ -16,8 +16,8 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 
-#ifndef HW_PFNIC_QTEST_H
-#define HW_PFNIC_QTEST_H
+#ifndef PFNIC_FUZZ_H
+#define PFNIC_FUZZ_H
 
 #include "tests/qtest/libqtest.h"
 #include "hw/pci/pci_regs.h"
@@ -166,4 +166,4 @@ bool pfnic_fuzz_pasid_switch_seen(PfnicFuzz *f, bool invalidate);
  */
 bool pfnic_fuzz_pde_switch_seen(PfnicFuzz *f);
 
-#endif /* HW_PFNIC_QTEST_H */
+#endif /* PFNIC_FUZZ_H */

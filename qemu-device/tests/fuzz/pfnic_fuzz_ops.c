@@ -39,8 +39,8 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include "hw/i386/intel_iommu_internal.h"
-#include "pfnic_regs.h"
-#include "pfnic_qtest.h"
+#include "hw/net/pfnic/pfnic_regs.h"
+#include "pfnic_fuzz.h"
 
 /* Topology: pfnic at 01:00.0 behind the root port at 00:02.0 */
 #define NIC_BUS         1
