@@ -1,0 +1,1325 @@
+/*
+ * QTest for pfnic: DMA: the descriptor engine, ATS and page requests
+ * (faults, prefetch), translation tables and driver-served faults.
+ *
+ * Copyright (c) 2026 The pfnic authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include "qemu/osdep.h"
+#include "pfnic-test.h"
+
+/*
+ * Without an IOMMU nothing can be translated or faulted in: a descriptor
+ * completes with PAGE_FAULT, written back to the ring, and signals the
+ * context's vector. A ring the device cannot read stops the context, which
+ * can be started again; a doorbell past the ring, or moving the tail back,
+ * is refused, and offset 0 of the process's doorbell page no longer rings.
+ */
+static void test_engine(void)
+{
+    uint32_t pba, status = 0;
+
+    start(",contexts=4");
+    map_bars();
+    pba = msix_enable_masked();
+    enable_sva_caps();
+
+    /* A FILL of one page: no translation possible. */
+    PfnicDesc d = {
+        .opcode = PFNIC_OP_FILL, .dst = cpu_to_le64(0x10000000),
+        .len = cpu_to_le64(4096), .pattern = cpu_to_le64(0x55),
+    };
+    memwrite(RING_ADDR, &d, sizeof(d));
+    start_ctx(1, RING_ADDR);
+    doorbell(1, 1);
+    for (int i = 0; i < 1000 && !(status & PFNIC_DESC_DONE); i++) {
+        clock_step(1000);
+        memread(RING_ADDR + offsetof(PfnicDesc, status), &status, 4);
+        status = le32_to_cpu(status);
+    }
+    g_assert_cmphex(status, ==, PFNIC_DESC_DONE | PFNIC_ST_PAGE_FAULT);
+    ctx_select(1);
+    g_assert_cmpint(reg_read(PFNIC_REG_CTX_HEAD), ==, 1);
+    g_assert_cmphex(readl(BAR4_ADDR + pba), ==, 1u << 2);
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+
+    /* A doorbell more than a ring ahead is refused. */
+    doorbell(1, 100);
+    clock_step(1000000);
+    g_assert_cmpint(reg_read(PFNIC_REG_CTX_HEAD), ==, 1);
+    assert_refused();
+
+    /*
+     * The ring's tail is the driver's: the process's page (BAR2) does not
+     * move it (ABI 1.3 had it at offset 0).
+     */
+    memwrite(RING_ADDR, &d, sizeof(d));
+    start_ctx(1, RING_ADDR);
+    writel(BAR2_ADDR + 1 * PFNIC_DOORBELL_PAGE_SIZE, 1);
+    clock_step(1000000);
+    ctx_select(1);
+    g_assert_cmpint(reg_read(PFNIC_REG_CTX_HEAD), ==, 0);
+    /* A tail behind the head is refused: posted work stays posted. */
+    doorbell(1, 0xffff);
+    clock_step(1000000);
+    ctx_select(1);
+    g_assert_cmpint(reg_read(PFNIC_REG_CTX_HEAD), ==, 0);
+    assert_refused();
+    /* So is a context out of range. */
+    reg_write(PFNIC_REG_RING_DB, 4 << 16 | 1);
+    assert_refused();
+
+    /* An unreadable ring stops the context; it can be started again. */
+    for (int round = 0; round < 3; round++) {
+        start_ctx(2, 0xfffff0000000ULL);
+        doorbell(2, 1);
+        clock_step(1000000);
+        g_assert_false(ctx_active(2));
+        g_assert_true(reg_read(PFNIC_REG_STATUS) & PFNIC_STATUS_ERROR);
+        reg_write(PFNIC_REG_CONTROL, PFNIC_CONTROL_RESET);
+    }
+    qtest_end();
+}
+
+/*
+ * A SEND without an IOMMU: its gather buffer cannot be translated nor
+ * faulted in, so it completes LOC_PROT_ERR, the QP enters ERR and later
+ * WQEs are flushed. The receiver is untouched. The armed send CQ queues
+ * a COMPLETION event, signalled as an MSI-X pending bit.
+ */
+static void test_verbs_send_fault(void)
+{
+    uint32_t pba, key, object, a[PFNIC_CMD_ARGS], rec[2];
+    uint8_t type, owner;
+    PfnicCqe c;
+
+    start(",contexts=4");
+    map_bars();
+    pba = msix_enable_masked();
+    eq_setup(4);
+    key = verbs_setup(7);
+
+    /* QP 3 posts a receive; QP 2 sends one page to it. */
+    post_wqe(RQ_ADDR + 3 * 0x10000, 0, 0, 0, 0x3333, 1, 0x10002000, 4096,
+             key);
+    verbs_db(1, PFNIC_DB_RQ, 3 << 16 | 1);
+    verbs_db(1, PFNIC_DB_CQ_ARM, 1 << 16);
+    post_wqe(SQ_ADDR + 2 * 0x10000, 0, PFNIC_WR_SEND, PFNIC_SEND_SIGNALED,
+             0xabcdef01234ULL, 1, 0x10000000, 4096, key);
+    verbs_db(1, PFNIC_DB_SQ, 2 << 16 | 1);
+
+    c = wait_cqe(1, 0, 1);
+    g_assert_cmphex(c.wr_id, ==, 0xabcdef01234ULL);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_LOC_PROT_ERR);
+    g_assert_cmpint(c.opcode, ==, PFNIC_WC_SEND);
+    g_assert_cmpint(c.qp_num, ==, 2);
+    g_assert_cmpint(c.byte_len, ==, 0);
+    g_assert_cmpint(qp_state(2), ==, PFNIC_QPS_ERR);
+    memread(QP_REC + 2 * 0x100, rec, sizeof(rec));
+    g_assert_cmpint(le32_to_cpu(rec[0]), ==, 1);
+
+    /* The armed CQ: one COMPLETION event on EQ_VECTOR */
+    read_eqe(0, &type, &owner, &object);
+    g_assert_cmpint(type, ==, PFNIC_EV_COMPLETION);
+    g_assert_cmpint(owner, ==, 1);
+    g_assert_cmpint(object, ==, 1);
+    g_assert_cmphex(readl(BAR4_ADDR + pba), ==, 1u << EQ_VEC);
+
+    /* The receiver is untouched: RTS, its receive WQE still posted. */
+    g_assert_cmpint(qp_query(3, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[0], ==, PFNIC_QPS_RTS);
+    g_assert_cmpint(a[2], ==, 0);
+    g_assert_cmpint(read_cqe(2, 0).owner, ==, 0);
+
+    /* A WQE posted in ERR is flushed; the CQ was not re-armed. */
+    post_wqe(SQ_ADDR + 2 * 0x10000, 1, PFNIC_WR_RDMA_WRITE, 0, 0x77, 1,
+             0x10000000, 8, key);
+    verbs_db(1, PFNIC_DB_SQ, 2 << 16 | 2);
+    c = wait_cqe(1, 1, 1);
+    g_assert_cmphex(c.wr_id, ==, 0x77);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_WR_FLUSH_ERR);
+    g_assert_cmpint(c.qp_num, ==, 2);
+    g_assert_cmpint(qp_query(2, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[1], ==, 2);
+    g_assert_cmpint(a[5], ==, 2);
+    read_eqe(1, &type, &owner, &object);
+    g_assert_cmpint(owner, ==, 0);
+
+    /*
+     * Consumed events: the head moves. Arming with CQEs pending raises
+     * nothing for them (ABI 1.12); the next CQE, an error one, fires the
+     * solicited-only arm.
+     */
+    reg_write(PFNIC_REG_EQ_HEAD, 1);
+    g_assert_cmpint(reg_read(PFNIC_REG_EQ_HEAD), ==, 1);
+    verbs_db(1, PFNIC_DB_CQ_ARM, 1 << 16 | PFNIC_CQ_ARM_SOLICITED);
+    read_eqe(1, &type, &owner, &object);
+    g_assert_cmpint(owner, ==, 0);
+    post_wqe(SQ_ADDR + 2 * 0x10000, 2, PFNIC_WR_RDMA_WRITE, 0, 0x78, 1,
+             0x10000000, 8, key);
+    verbs_db(1, PFNIC_DB_SQ, 2 << 16 | 3);
+    c = wait_cqe(1, 2, 1);
+    g_assert_cmphex(c.wr_id, ==, 0x78);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_WR_FLUSH_ERR);
+    read_eqe(1, &type, &owner, &object);
+    g_assert_cmpint(type, ==, PFNIC_EV_COMPLETION);
+    g_assert_cmpint(owner, ==, 1);
+    g_assert_cmpint(object, ==, 1);
+
+    /* QP 3 to ERR: its receive WQE is flushed to CQ 2. */
+    g_assert_cmpint(qp_modify(3, PFNIC_QPS_ERR, 0, 2, 0, 0), ==,
+                    PFNIC_CMD_OK);
+    c = wait_cqe(2, 0, 1);
+    g_assert_cmphex(c.wr_id, ==, 0x3333);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_WR_FLUSH_ERR);
+    g_assert_cmpint(c.opcode, ==, PFNIC_WC_RECV);
+    g_assert_cmpint(c.qp_num, ==, 3);
+    /* No QP_FATAL for either: only bad doorbells and DMA errors are. */
+    read_eqe(2, &type, &owner, &object);
+    g_assert_cmpint(owner, ==, 0);
+    qtest_end();
+}
+
+/* PREFETCH descriptors: key checks, NO_FAULT skips, faults fail. */
+static void test_verbs_prefetch(void)
+{
+    uint32_t key, key2, key3, a[PFNIC_CMD_ARGS];
+    PfnicDesc d = {
+        .opcode = PFNIC_OP_PREFETCH, .dst = cpu_to_le64(0x10000000),
+        .len = cpu_to_le64(3 * 4096),
+    };
+
+    start(",contexts=4");
+    map_bars();
+    key = verbs_setup(7);
+    g_assert_cmpint(mr_set(2, 1, 7, 0, 0x10000000, 0x1000, &key2), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(mr_set(3, 2, 7, PFNIC_ACCESS_LOCAL_WRITE, 0x10000000,
+                           0x10000, &key3), ==, PFNIC_CMD_OK);
+
+    /* Bad key, range past the MR, write to a read-only MR, other context */
+    d.src = cpu_to_le64(key ^ 1);
+    g_assert_cmphex(run_desc(0, &d), ==, PFNIC_DESC_DONE |
+                    PFNIC_ST_PROTECTION);
+    d.src = cpu_to_le64(key2);
+    g_assert_cmphex(run_desc(1, &d), ==, PFNIC_DESC_DONE |
+                    PFNIC_ST_PROTECTION);
+    d.flags = PFNIC_PREFETCH_WRITE;
+    d.len = cpu_to_le64(4096);
+    g_assert_cmphex(run_desc(2, &d), ==, PFNIC_DESC_DONE |
+                    PFNIC_ST_PROTECTION);
+    d.src = cpu_to_le64(key3);
+    g_assert_cmphex(run_desc(3, &d), ==, PFNIC_DESC_DONE |
+                    PFNIC_ST_PROTECTION);
+    /* A key with bits set above 31 (NO_FAULT would otherwise succeed) */
+    d.src = cpu_to_le64(key2 | 1ULL << 32);
+    d.flags = PFNIC_PREFETCH_NO_FAULT;
+    g_assert_cmphex(run_desc(4, &d), ==, PFNIC_DESC_DONE |
+                    PFNIC_ST_PROTECTION);
+    /* A read prefetch in the read-only MR is fine (NO_FAULT: skipped). */
+    d.src = cpu_to_le64(key2);
+    d.flags = PFNIC_PREFETCH_NO_FAULT;
+    g_assert_cmphex(run_desc(5, &d), ==, PFNIC_DESC_DONE | PFNIC_ST_SUCCESS);
+    /* Reserved flags: a bad descriptor */
+    d.flags = 4;
+    d.src = cpu_to_le64(key);
+    g_assert_cmphex(run_desc(6, &d), ==, PFNIC_DESC_DONE |
+                    PFNIC_ST_BAD_DESCRIPTOR);
+
+    /* NO_FAULT: nothing present, nothing requested, success */
+    d.flags = PFNIC_PREFETCH_WRITE | PFNIC_PREFETCH_NO_FAULT;
+    d.len = cpu_to_le64(3 * 4096);
+    g_assert_cmphex(run_desc(7, &d), ==, PFNIC_DESC_DONE | PFNIC_ST_SUCCESS);
+    /* Faulting without an IOMMU fails. */
+    d.flags = 0;
+    g_assert_cmphex(run_desc(8, &d), ==, PFNIC_DESC_DONE |
+                    PFNIC_ST_PAGE_FAULT);
+    a[0] = 1;
+    g_assert_cmpint(cmd(PFNIC_CMD_MR_QUERY, a, 1), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[0], ==, 0);   /* no page request could be sent */
+    g_assert_cmpint(a[8], ==, 0);   /* nothing was made present */
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    qtest_end();
+}
+
+/* MR_SET, MTT_WRITE and MTT_INVALIDATE: every status */
+static void test_verbs_table_commands(void)
+{
+    uint64_t e[3] = {
+        cpu_to_le64(DATA_PAGE(1) | MTT_RW),
+        cpu_to_le64(DATA_PAGE(2) | PFNIC_MTT_VALID | PFNIC_MTT_READ),
+        cpu_to_le64(DATA_PAGE(3)),
+    };
+    uint32_t key, a[PFNIC_CMD_ARGS];
+
+    start(",contexts=4,ats=off,pasid=off,pri=off");
+    map_bars();
+    start_ctx_no_pasid(1, RING_ADDR);
+
+    /* MR_SET: a8 bits other than TABLE, TABLE on the implicit MR */
+    g_assert_cmpint(mr_set_flags(1, 1, 7, 0, 0x10000000, 0x1000, 2, NULL),
+                    ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mr_set_flags(1, 1, 7, 0, 0, UINT64_MAX,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_BAD_ARG);
+    /* Without TABLE in a context without a PASID; with, wherever */
+    g_assert_cmpint(mr_set(1, 1, 7, 0, 0x10000000, 0x1000, NULL), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mr_set(1, 1, 7, 0, 0, UINT64_MAX, NULL), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mr_set(1, 2, 7, 0, 0x10000000, 0x1000, &key), ==,
+                    PFNIC_CMD_OK);
+    /* [0x10000ff8, 0x10002008): three pages, three entries */
+    g_assert_cmpint(mr_set_flags(2, 1, 7, ALL_ACCESS, 0x10000ff8, 0x1010,
+                                 PFNIC_MR_FLAG_TABLE, &key), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmphex(key, !=, 0);
+    g_assert_cmpint(mr_set_flags(2, 1, 7, 0, 0x10000000, 0x1000,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(mr_set_flags(3, 2, 7, 0, UINT64_MAX - 0xfff, 0x1000,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_BAD_ARG);
+
+    /* MTT_WRITE: index, state (no MR, no table), count, range, address */
+    memwrite(MTT_SRC, e, sizeof(e));
+    g_assert_cmpint(mtt_write(4096, 0, 1, MTT_SRC), ==, PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(mtt_write(5, 0, 1, MTT_SRC), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(mtt_write(1, 0, 1, MTT_SRC), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(mtt_write(2, 0, 0, MTT_SRC), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_write(2, 0, 513, MTT_SRC), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_write(2, 3, 1, MTT_SRC), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_write(2, 2, 2, MTT_SRC), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_write(2, UINT32_MAX, 2, MTT_SRC), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_write(2, 1, UINT32_MAX, MTT_SRC), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_write(2, 0, 1, MTT_SRC + 4), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_write(2, 0, 2, UINT64_MAX - 7), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_write(2, 0, 1, 0xfffff0000000ULL), ==,
+                    PFNIC_CMD_BAD_ARG);
+    /* Reserved bits 11:3, in any entry */
+    for (int bit = 3; bit < 12; bit++) {
+        uint64_t bad = cpu_to_le64(DATA_PAGE(4) | MTT_RW | 1ull << bit);
+
+        memwrite(MTT_SRC + 16, &bad, sizeof(bad));
+        g_assert_cmpint(mtt_write(2, 0, 3, MTT_SRC), ==, PFNIC_CMD_BAD_ARG);
+    }
+    g_assert_cmpint(mtt_write(2, 2, 1, MTT_SRC), ==, PFNIC_CMD_OK);
+    memwrite(MTT_SRC, e, sizeof(e));
+    g_assert_cmpint(mtt_write(2, 0, 3, MTT_SRC), ==, PFNIC_CMD_OK);
+
+    /* MTT_INVALIDATE: the same checks, any count up to the table's end */
+    g_assert_cmpint(mtt_invalidate(4096, 0, 1), ==, PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(mtt_invalidate(5, 0, 1), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(mtt_invalidate(1, 0, 1), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(mtt_invalidate(2, 0, 0), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_invalidate(2, 0, 4), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_invalidate(2, 3, 1), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_invalidate(2, 1, UINT32_MAX), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_invalidate(2, 1, 2), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(mtt_invalidate(2, 0, 3), ==, PFNIC_CMD_OK);
+    /* A table of more than 512 entries is invalidated whole at once. */
+    g_assert_cmpint(mr_set_flags(3, 1, 7, 0, 0x40000000, 0x400000,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(mtt_write(3, 1023, 1, MTT_SRC), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(mtt_invalidate(3, 0, 1024), ==, PFNIC_CMD_OK);
+
+    /* A table MR counts nothing of page requests. */
+    memset(a, 0xff, sizeof(a));
+    a[0] = 2;
+    g_assert_cmpint(cmd(PFNIC_CMD_MR_QUERY, a, 1), ==, PFNIC_CMD_OK);
+    for (int i = 0; i < 14; i++) {
+        g_assert_cmphex(a[i], ==, 0);
+    }
+    /* MR_CLEAR takes the table: the index is no table MR any more. */
+    g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 2), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(mtt_write(2, 0, 1, MTT_SRC), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(mtt_invalidate(2, 0, 1), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    qtest_end();
+}
+
+/*
+ * table-entries bounds every table together: NO_SPACE beyond it, and the
+ * entries come back at MR_CLEAR and at a reset.
+ */
+static void test_verbs_table_space(void)
+{
+    start(",contexts=4,table-entries=16");
+    map_bars();
+
+    /* 0x1800 bytes from 0x10000800: two pages. Then 14: full. */
+    g_assert_cmpint(mr_set_flags(1, 1, 7, 0, 0x10000800, 0x1800,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(mr_set_flags(2, 1, 7, 0, 0x20000000, 14 * 4096 + 1,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_NO_SPACE);
+    g_assert_cmpint(mr_set_flags(2, 1, 7, 0, 0x20000000, 14 * 4096,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(mr_set_flags(3, 1, 7, 0, 0x30000000, 1,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_NO_SPACE);
+    /* A huge range is NO_SPACE too, not an allocation. */
+    g_assert_cmpint(mr_set_flags(3, 1, 7, 0, 0x1000, UINT64_MAX - 0x1000,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_NO_SPACE);
+    /* MRs without a table take no entries. */
+    g_assert_cmpint(mr_set(3, 1, 7, 0, 0x30000000, 1 << 30, NULL), ==,
+                    PFNIC_CMD_OK);
+    /* MR_CLEAR gives them back: set, clear, set again. */
+    for (int i = 0; i < 3; i++) {
+        g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 1), ==, PFNIC_CMD_OK);
+        g_assert_cmpint(mr_set_flags(4, 1, 7, 0, 0x40000000, 2 * 4096,
+                                     PFNIC_MR_FLAG_TABLE, NULL), ==,
+                        PFNIC_CMD_OK);
+        g_assert_cmpint(mr_set_flags(1, 1, 7, 0, 0x10000000, 1,
+                                     PFNIC_MR_FLAG_TABLE, NULL), ==,
+                        PFNIC_CMD_NO_SPACE);
+        g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 4), ==, PFNIC_CMD_OK);
+        g_assert_cmpint(mr_set_flags(1, 1, 7, 0, 0x10000800, 0x1800,
+                                     PFNIC_MR_FLAG_TABLE, NULL), ==,
+                        PFNIC_CMD_OK);
+    }
+    /* A reset gives back all of them. */
+    reg_write(PFNIC_REG_CONTROL, PFNIC_CONTROL_RESET);
+    g_assert_cmpint(mr_set_flags(1, 1, 7, 0, 0x10000000, 16 * 4096,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(mr_set_flags(2, 1, 7, 0, 0x10000000, 1,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_NO_SPACE);
+    qtest_end();
+}
+
+/*
+ * Loopback through tables: RDMA WRITE and READ, SEND/RECV and atomics
+ * across pages that are scattered in guest memory, from offsets that are
+ * not page aligned.
+ */
+static void test_verbs_tables(void)
+{
+    static uint8_t src[0x3000], got[0x3000];
+    uint32_t lkey, rkey;
+    uint64_t v;
+    PfnicCqe c;
+
+    start(",contexts=4,ats=off,pasid=off,pri=off");
+    map_bars();
+    tables_setup(&lkey, &rkey);
+
+    /* RDMA WRITE: 0x2800 bytes, 4 local pages to 3 remote ones */
+    pattern(src, 0x2800, 1);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x100, src, 0x2800, true);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x21, TL_VA + 0x100, 0x2800, lkey,
+               TR_VA + 0x300, rkey, 0);
+    c = table_cqe(1, 0x21, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.byte_len, ==, 0x2800);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x300, got, 0x2800, false);
+    g_assert_cmpmem(got, 0x2800, src, 0x2800);
+    /* Nothing around it: the bytes before, after, and the fourth page */
+    table_rw(tr_pages, TR_VA, TR_VA, got, 0x300, false);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x2b00, got + 0x300, 0x1500, false);
+    memset(src, 0, 0x1800);
+    g_assert_cmpmem(got, 0x1800, src, 0x1800);
+
+    /* RDMA READ: 0x1000 remote bytes across two pages into one local */
+    pattern(src, 0x1000, 2);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x2800, src, 0x1000, true);
+    table_post(1, 2, PFNIC_WR_RDMA_READ, 0x22, TL_VA + 0x2800, 0x1000, lkey,
+               TR_VA + 0x2800, rkey, 0);
+    table_cqe(1, 0x22, PFNIC_WC_SUCCESS);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x2800, got, 0x1000, false);
+    g_assert_cmpmem(got, 0x1000, src, 0x1000);
+
+    /* SEND from an odd offset into a receive buffer across two pages */
+    pattern(src, 0x600, 3);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x123, src, 0x600, true);
+    table_recv(2, 3, 0x31, TR_VA + 0xd00, 0x800, rkey);
+    table_post(1, 2, PFNIC_WR_SEND, 0x23, TL_VA + 0x123, 0x600, lkey, 0, 0,
+               0);
+    table_cqe(1, 0x23, PFNIC_WC_SUCCESS);
+    c = table_cqe(2, 0x31, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.byte_len, ==, 0x600);
+    g_assert_cmpint(c.src_qp, ==, 2);
+    table_rw(tr_pages, TR_VA, TR_VA + 0xd00, got, 0x600, false);
+    g_assert_cmpmem(got, 0x600, src, 0x600);
+
+    /* Atomics: the remote 8 bytes change, the original lands locally. */
+    v = cpu_to_le64(100);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x3ff8, &v, 8, true);
+    table_post(1, 2, PFNIC_WR_ATOMIC_FETCH_AND_ADD, 0x24, TL_VA + 0x37f8, 8,
+               lkey, TR_VA + 0x3ff8, rkey, 5);
+    g_assert_cmpint(table_cqe(1, 0x24, PFNIC_WC_SUCCESS).opcode, ==,
+                    PFNIC_WC_FETCH_ADD);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x3ff8, &v, 8, false);
+    g_assert_cmpint(le64_to_cpu(v), ==, 105);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x37f8, &v, 8, false);
+    g_assert_cmpint(le64_to_cpu(v), ==, 100);
+    {
+        PfnicWqe w = {
+            .opcode = PFNIC_WR_ATOMIC_CMP_AND_SWP,
+            .flags = PFNIC_SEND_SIGNALED, .num_sge = 1,
+            .wr_id = cpu_to_le64(0x25),
+            .remote_addr = cpu_to_le64(TR_VA + 0x3ff8),
+            .rkey = cpu_to_le32(rkey), .compare_add = cpu_to_le64(105),
+            .swap = cpu_to_le64(7),
+            .sge[0] = {
+                .addr = cpu_to_le64(TL_VA + 0x37f8), .length = cpu_to_le32(8),
+                .lkey = cpu_to_le32(lkey),
+            },
+        };
+        uint16_t slot = sq_next[2]++;
+
+        memwrite(SQ_ADDR + 2 * 0x10000 + (slot % 16) * PFNIC_WQE_SIZE, &w,
+                 sizeof(w));
+        verbs_db(1, PFNIC_DB_SQ, 2 << 16 | (slot + 1));
+    }
+    table_cqe(1, 0x25, PFNIC_WC_SUCCESS);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x3ff8, &v, 8, false);
+    g_assert_cmpint(le64_to_cpu(v), ==, 7);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x37f8, &v, 8, false);
+    g_assert_cmpint(le64_to_cpu(v), ==, 105);
+
+    assert_no_ats_pri();
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    qtest_end();
+}
+
+/*
+ * What a table refuses fails as an unmapped page: an invalid entry
+ * (never written, or invalidated), an entry without the access, locally
+ * LOC_PROT_ERR and remotely REM_ACCESS_ERR; no page request is sent, and
+ * the remote QP is untouched. An MTT_WRITE refused for a bad entry
+ * changes nothing.
+ */
+static void test_verbs_table_faults(void)
+{
+    static uint8_t src[0x2000], got[0x2000];
+    uint64_t bad[2] = {
+        cpu_to_le64(DATA_PAGE(30) | MTT_RW),
+        cpu_to_le64(DATA_PAGE(31) | MTT_RW | 0x10),
+    };
+    uint32_t lkey, rkey, key, a[PFNIC_CMD_ARGS];
+
+    start(",contexts=4,ats=off,pasid=off,pri=off");
+    map_bars();
+    tables_setup(&lkey, &rkey);
+    /* src[i] at VA 0x10000000 + i: MR 1's pages 0 and 1 */
+    pattern(src, sizeof(src), 4);
+    table_rw(tl_pages, TL_VA, TL_VA & ~0xfffULL, src, sizeof(src), true);
+
+    /* An invalidated local page: LOC_PROT_ERR, and QP 3 is untouched */
+    g_assert_cmpint(mtt_invalidate(1, 1, 1), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x41, TL_VA + 0x700, 0x200, lkey,
+               TR_VA, rkey, 0);
+    table_cqe(1, 0x41, PFNIC_WC_LOC_PROT_ERR);
+    g_assert_cmpint(qp_state(2), ==, PFNIC_QPS_ERR);
+    g_assert_cmpint(qp_state(3), ==, PFNIC_QPS_RTS);
+    /* Its first half (page 0) moved before the refusal. */
+    table_rw(tr_pages, TR_VA, TR_VA, got, 0x100, false);
+    g_assert_cmpmem(got, 0x100, src + 0xf00, 0x100);
+    /* Mapped again, the same WQE goes through. */
+    g_assert_cmpint(mtt_map(1, 1, &tl_pages[1], 1, MTT_RW), ==,
+                    PFNIC_CMD_OK);
+    qp_reconnect(2, 3);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x42, TL_VA + 0x700, 0x200, lkey,
+               TR_VA, rkey, 0);
+    table_cqe(1, 0x42, PFNIC_WC_SUCCESS);
+    table_rw(tr_pages, TR_VA, TR_VA, got, 0x200, false);
+    g_assert_cmpmem(got, 0x200, src + 0xf00, 0x200);
+
+    /* An invalidated remote page: REM_ACCESS_ERR */
+    g_assert_cmpint(mtt_invalidate(2, 2, 2), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x43, TL_VA, 0x100, lkey,
+               TR_VA + 0x2000, rkey, 0);
+    table_cqe(1, 0x43, PFNIC_WC_REM_ACCESS_ERR);
+    g_assert_cmpint(qp_state(3), ==, PFNIC_QPS_RTS);
+    qp_reconnect(2, 3);
+    table_post(1, 2, PFNIC_WR_RDMA_READ, 0x44, TL_VA, 0x100, lkey,
+               TR_VA + 0x3000, rkey, 0);
+    table_cqe(1, 0x44, PFNIC_WC_REM_ACCESS_ERR);
+    /* Not a refused key: no access error counted */
+    g_assert_cmpint(ctx_access_errors(2), ==, 0);
+    qp_reconnect(2, 3);
+    /* Into a receive buffer whose page is invalid: REM_ACCESS_ERR too */
+    table_recv(2, 3, 0x51, TR_VA + 0x2000, 0x100, rkey);
+    table_post(1, 2, PFNIC_WR_SEND, 0x45, TL_VA, 0x100, lkey, 0, 0, 0);
+    table_cqe(1, 0x45, PFNIC_WC_REM_ACCESS_ERR);
+    g_assert_cmpint(mtt_map(2, 2, &tr_pages[2], 2, MTT_RW), ==,
+                    PFNIC_CMD_OK);
+    qp_reconnect(2, 3);
+
+    /* Read-only remote page: READ from it works, WRITE to it does not. */
+    g_assert_cmpint(mtt_map(2, 0, &tr_pages[0], 1,
+                            PFNIC_MTT_VALID | PFNIC_MTT_READ), ==,
+                    PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_READ, 0x46, TL_VA + 0x1000, 0x200, lkey,
+               TR_VA, rkey, 0);
+    table_cqe(1, 0x46, PFNIC_WC_SUCCESS);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x1000, got, 0x200, false);
+    g_assert_cmpmem(got, 0x200, src + 0xf00, 0x200);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x47, TL_VA, 8, lkey, TR_VA, rkey,
+               0);
+    table_cqe(1, 0x47, PFNIC_WC_REM_ACCESS_ERR);
+    qp_reconnect(2, 3);
+    /* An atomic both reads and writes: a read-only page refuses it. */
+    table_post(1, 2, PFNIC_WR_ATOMIC_FETCH_AND_ADD, 0x48, TL_VA, 8, lkey,
+               TR_VA, rkey, 1);
+    table_cqe(1, 0x48, PFNIC_WC_REM_ACCESS_ERR);
+    qp_reconnect(2, 3);
+    /* ... and so does a write-only one. */
+    g_assert_cmpint(mtt_map(2, 0, &tr_pages[0], 1,
+                            PFNIC_MTT_VALID | PFNIC_MTT_WRITE), ==,
+                    PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_ATOMIC_FETCH_AND_ADD, 0x49, TL_VA, 8, lkey,
+               TR_VA, rkey, 1);
+    table_cqe(1, 0x49, PFNIC_WC_REM_ACCESS_ERR);
+    qp_reconnect(2, 3);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x4a, TL_VA, 8, lkey, TR_VA, rkey,
+               0);
+    table_cqe(1, 0x4a, PFNIC_WC_SUCCESS);
+    /* A read-only local page takes no READ response: LOC_PROT_ERR */
+    g_assert_cmpint(mtt_map(1, 3, &tl_pages[3], 1,
+                            PFNIC_MTT_VALID | PFNIC_MTT_READ), ==,
+                    PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_READ, 0x4b, TL_VA + 0x2800, 8, lkey,
+               TR_VA + 0x1000, rkey, 0);
+    table_cqe(1, 0x4b, PFNIC_WC_LOC_PROT_ERR);
+    qp_reconnect(2, 3);
+
+    /*
+     * MTT_WRITE of a good entry and a bad one: BAD_ARG, and the good one
+     * is not written (MR 1's page 0 still is where it was).
+     */
+    memwrite(MTT_SRC, bad, sizeof(bad));
+    g_assert_cmpint(mtt_write(1, 0, 2, MTT_SRC), ==, PFNIC_CMD_BAD_ARG);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x4c, TL_VA, 0x100, lkey,
+               TR_VA + 0x1000, rkey, 0);
+    table_cqe(1, 0x4c, PFNIC_WC_SUCCESS);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x1000, got, 0x100, false);
+    g_assert_cmpmem(got, 0x100, src + 0x800, 0x100);
+
+    /* A DMA the platform refuses (no RAM there) fails the same way. */
+    bad[0] = cpu_to_le64(0xfffff0000000ULL | MTT_RW);
+    memwrite(MTT_SRC, bad, 8);
+    g_assert_cmpint(mtt_write(2, 1, 1, MTT_SRC), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x4d, TL_VA, 0x100, lkey,
+               TR_VA + 0x1000, rkey, 0);
+    table_cqe(1, 0x4d, PFNIC_WC_REM_ACCESS_ERR);
+    qp_reconnect(2, 3);
+
+    /*
+     * An MR without a table is refused while context 2 runs without a
+     * PASID; set while it is stopped, it reaches nothing once it runs.
+     */
+    g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 2), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(mr_set(2, 2, 7, ALL_ACCESS, TR_VA, TR_LEN, &key), ==,
+                    PFNIC_CMD_BAD_ARG);
+    ctx_select(2);
+    reg_write(PFNIC_REG_CTX_CTRL, 0);
+    g_assert_cmpint(mr_set(2, 2, 7, ALL_ACCESS, TR_VA, TR_LEN, &key), ==,
+                    PFNIC_CMD_OK);
+    start_ctx_no_pasid(2, RING_ADDR + 0x1000);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x4e, TL_VA, 0x100, lkey, TR_VA,
+               key, 0);
+    table_cqe(1, 0x4e, PFNIC_WC_REM_ACCESS_ERR);
+
+    /* No page request went anywhere, and no MR counted one. */
+    for (int i = 0; i < PFNIC_CNT_NR; i++) {
+        g_assert_cmpint(reg_read(PFNIC_REG_COUNTERS + 4 * i), ==, 0);
+    }
+    a[0] = 1;
+    g_assert_cmpint(cmd(PFNIC_CMD_MR_QUERY, a, 1), ==, PFNIC_CMD_OK);
+    for (int i = 0; i < 14; i++) {
+        g_assert_cmphex(a[i], ==, 0);
+    }
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    qtest_end();
+}
+
+/*
+ * A context with a PASID may use table MRs too: they move data without
+ * any IOMMU, and a PREFETCH of one succeeds at once.
+ */
+static void test_verbs_table_pasid(void)
+{
+    static uint8_t src[0x1000], got[0x1000];
+    PfnicDesc d = {
+        .opcode = PFNIC_OP_PREFETCH, .flags = PFNIC_PREFETCH_WRITE,
+        .dst = cpu_to_le64(TL_VA), .len = cpu_to_le64(TL_LEN),
+    };
+    uint32_t lkey, rkey;
+
+    start(",contexts=4");
+    map_bars();
+    table_counts_reset();
+    enable_sva_caps();
+    start_ctx(1, RING_ADDR);
+    start_ctx_no_pasid(2, RING_ADDR + 0x1000);
+    lkey = table_mr(1, 1, TL_VA, TL_LEN, tl_pages, 4);
+    rkey = table_mr(2, 2, TR_VA, TR_LEN, tr_pages, 4);
+    g_assert_cmpint(cq_create(1, 1, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cq_create(2, 2, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create(2, 1, 7, 1, 1, 4, 0), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create(3, 2, 7, 2, 2, 4, 0), ==, PFNIC_CMD_OK);
+    qp_connect(2, 3, 7);
+    qp_connect(3, 2, 7);
+
+    d.src = cpu_to_le64(lkey);
+    g_assert_cmphex(run_desc(0, &d), ==, PFNIC_DESC_DONE | PFNIC_ST_SUCCESS);
+    memread(RING_ADDR + offsetof(PfnicDesc, result), &d.result, 8);
+    g_assert_cmpint(le64_to_cpu(d.result), ==, TL_LEN);
+    /* A bad key is still PROTECTION. */
+    d.src = cpu_to_le64(lkey ^ 1);
+    g_assert_cmphex(run_desc(1, &d), ==, PFNIC_DESC_DONE |
+                    PFNIC_ST_PROTECTION);
+
+    pattern(src, sizeof(src), 5);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x10, src, sizeof(src), true);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x61, TL_VA + 0x10, sizeof(src),
+               lkey, TR_VA + 0x20, rkey, 0);
+    table_cqe(1, 0x61, PFNIC_WC_SUCCESS);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x20, got, sizeof(got), false);
+    g_assert_cmpmem(got, sizeof(got), src, sizeof(src));
+    /* Nothing asked of ATS: the table MR never enters the ATC. */
+    g_assert_cmpint(reg_read(PFNIC_REG_COUNTERS + 4 * PFNIC_CNT_ATC_MISSES),
+                    ==, 0);
+    g_assert_cmpint(reg_read(PFNIC_REG_COUNTERS + 4 * PFNIC_CNT_ATC_HITS),
+                    ==, 0);
+    qtest_end();
+}
+
+static void expect_fault(uint32_t mr, uint64_t first, uint32_t count,
+                         bool write)
+{
+    expect_fault_on(&eq, mr, first, count, write);
+}
+
+/*
+ * As tables_setup(), but MRs 1 (context 1, TL_VA) and 2 (context 2,
+ * [@raddr, @raddr + @rlen)) are FAULT MRs whose entries are all invalid,
+ * and the event queue has 16 entries. With @more, QP 4 (context 1, CQ 3)
+ * and QP 5 (context 2, CQ 4) are connected too.
+ */
+static void faults_setup_at(uint32_t *lkey, uint32_t *rkey, bool more,
+                            uint64_t raddr, uint64_t rlen)
+{
+    uint8_t zero[4096] = { };
+
+    table_counts_reset();
+    for (int i = 0; i < 32; i++) {
+        memwrite(DATA_PAGE(i), zero, sizeof(zero));
+    }
+    start_ctx_no_pasid(1, RING_ADDR);
+    start_ctx_no_pasid(2, RING_ADDR + 0x1000);
+    *lkey = fault_mr(1, 1, TL_VA, TL_LEN);
+    *rkey = fault_mr(2, 2, raddr, rlen);
+    g_assert_cmpint(cq_create(1, 1, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cq_create(2, 2, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create(2, 1, 7, 1, 1, 4, 0), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create(3, 2, 7, 2, 2, 4, 0), ==, PFNIC_CMD_OK);
+    qp_connect(2, 3, 7);
+    qp_connect(3, 2, 7);
+    if (more) {
+        g_assert_cmpint(cq_create(3, 1, 4), ==, PFNIC_CMD_OK);
+        g_assert_cmpint(cq_create(4, 2, 4), ==, PFNIC_CMD_OK);
+        g_assert_cmpint(qp_create(4, 1, 7, 3, 3, 4, 0), ==, PFNIC_CMD_OK);
+        g_assert_cmpint(qp_create(5, 2, 7, 4, 4, 4, 0), ==, PFNIC_CMD_OK);
+        qp_connect(4, 5, 7);
+        qp_connect(5, 4, 7);
+    }
+    test_eq_setup(&eq, EQ_ADDR, 16);
+}
+
+/* faults_setup_at() with MR 2 over TR_VA */
+static void faults_setup(uint32_t *lkey, uint32_t *rkey, bool more)
+{
+    faults_setup_at(lkey, rkey, more, TR_VA, TR_LEN);
+}
+
+/*
+ * MR_SET FAULT and FAULT_RESUME: every status. A PREFETCH of a FAULT MR
+ * succeeds at once and raises no event.
+ */
+static void test_verbs_fault_commands(void)
+{
+    PfnicDesc d = {
+        .opcode = PFNIC_OP_PREFETCH, .flags = PFNIC_PREFETCH_WRITE,
+        .dst = cpu_to_le64(0x10000ff8), .len = cpu_to_le64(0x1010),
+    };
+    uint32_t key;
+
+    start(",contexts=4");
+    map_bars();
+    enable_sva_caps();
+    start_ctx(1, RING_ADDR);
+    test_eq_setup(&eq, EQ_ADDR, 16);
+
+    /* FAULT needs TABLE; bits above FAULT are reserved. */
+    g_assert_cmpint(mr_set_flags(1, 1, 7, 0, 0x10000000, 0x1000,
+                                 PFNIC_MR_FLAG_FAULT, NULL), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mr_set_flags(1, 1, 7, 0, 0x10000000, 0x1000,
+                                 FAULT_TABLE | 4, NULL), ==,
+                    PFNIC_CMD_BAD_ARG);
+    /* The implicit MR has a table only with FAULT (ABI 1.10). */
+    g_assert_cmpint(mr_set_flags(1, 1, 7, 0, 0, UINT64_MAX,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_BAD_ARG);
+    /* [0x10000ff8, 0x10002008): three entries */
+    g_assert_cmpint(mr_set_flags(2, 1, 7, ALL_ACCESS, 0x10000ff8, 0x1010,
+                                 FAULT_TABLE, &key), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(mr_set_flags(3, 1, 7, ALL_ACCESS, 0x20000000, 0x1000,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(mr_set(4, 1, 7, ALL_ACCESS, 0x30000000, 0x1000, NULL),
+                    ==, PFNIC_CMD_OK);
+
+    /* Index, then state (a FAULT MR), then range and status */
+    g_assert_cmpint(fault_resume(4096, 0, 1, 0), ==, PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(fault_resume(UINT32_MAX, 0, 1, 0), ==,
+                    PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(fault_resume(5, 0, 1, 0), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(fault_resume(3, 0, 1, 0), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(fault_resume(4, 0, 1, 0), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(fault_resume(3, 9, 0, 7), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(fault_resume(2, 0, 0, 0), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(fault_resume(2, 3, 1, 0), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(fault_resume(2, 2, 2, 0), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(fault_resume(2, UINT32_MAX, 2, 0), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(fault_resume(2, 1, UINT32_MAX, 0), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(fault_resume(2, 0, 1, 2), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(fault_resume(2, 0, 1, UINT32_MAX), ==,
+                    PFNIC_CMD_BAD_ARG);
+    /* Entries nothing waits for: fine, and nothing happens. */
+    g_assert_cmpint(fault_resume(2, 0, 3, 0), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(fault_resume(2, 2, 1, 1), ==, PFNIC_CMD_OK);
+
+    /* PREFETCH: nothing to make present, no event */
+    d.src = cpu_to_le64(key);
+    g_assert_cmphex(run_desc(0, &d), ==, PFNIC_DESC_DONE | PFNIC_ST_SUCCESS);
+    memread(RING_ADDR + offsetof(PfnicDesc, result), &d.result, 8);
+    g_assert_cmpint(le64_to_cpu(d.result), ==, 0x1010);
+    test_eq_none(&eq);
+    assert_mr_faults(2, 0, 0, 0);
+
+    /* MR_CLEAR: the index is no FAULT MR any more. */
+    g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 2), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(fault_resume(2, 0, 1, 0), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmphex(reg_read(PFNIC_REG_EQ_OVERFLOW), ==, 0);
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    qtest_end();
+}
+
+/*
+ * The implicit MR with a table (ABI 1.10): MR_SET takes it with FAULT, its
+ * entries are the pages of the whole address space (64-bit indexes: a
+ * PAGE_FAULT event carries bits 47:32 of the first at 63:48, MTT_WRITE
+ * takes them in a5, MTT_INVALIDATE in a3, FAULT_RESUME in a4), and only
+ * the valid entries written count against table-entries, until
+ * invalidated or cleared.
+ */
+static void test_verbs_implicit_table(void)
+{
+    static uint8_t src[0x2800], got[0x2800];
+    const uint64_t hi_va = 0x7f1234567000ULL;     /* entry 0x7f1234567 */
+    const uint64_t first = hi_va / 4096;
+    const uint64_t pages[3] = { DATA_PAGE(12), DATA_PAGE(20), DATA_PAGE(15) };
+    uint32_t lkey, rkey;
+
+    /* MR 1: 4 of the 8 entries; MR 2: the implicit one */
+    start(",contexts=4,ats=off,pasid=off,pri=off,table-entries=8");
+    map_bars();
+    faults_setup_at(&lkey, &rkey, false, 0, UINT64_MAX);
+
+    /* RDMA WRITE into three pages far up: the source first, then them */
+    pattern(src, sizeof(src), 4);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x100, src, sizeof(src), true);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x41, TL_VA + 0x100, sizeof(src),
+               lkey, hi_va + 0x300, rkey, 0);
+    expect_fault(1, 0, 4, false);
+    fault_serve(1, 0, tl_pages, 4);
+    expect_fault(2, first, 3, true);
+    assert_no_cqe(1);
+    /* Without the high word the entries are others: the work still waits. */
+    g_assert_cmpint(mtt_map(2, (uint32_t)first, pages, 3, MTT_RW), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(fault_resume(2, (uint32_t)first, 3, 0), ==,
+                    PFNIC_CMD_OK);
+    assert_no_cqe(1);
+    /* One entry left: two more do not fit, and change nothing. */
+    g_assert_cmpint(mtt_map(2, first + 3, pages, 2, MTT_RW), ==,
+                    PFNIC_CMD_NO_SPACE);
+    /* The 3 entries at the low index go: a long range, by the entries */
+    g_assert_cmpint(mtt_invalidate(2, (uint32_t)first, UINT32_MAX), ==,
+                    PFNIC_CMD_OK);
+    fault_serve(2, first, pages, 3);
+    table_cqe(1, 0x41, PFNIC_WC_SUCCESS);
+    table_rw(pages, hi_va, hi_va + 0x300, got, sizeof(got), false);
+    g_assert_cmpmem(got, sizeof(got), src, sizeof(src));
+    assert_mr_faults(2, 3, 3, 1);
+
+    /* MTT_INVALIDATE with the high word in a3: the READ faults again. */
+    g_assert_cmpint(mtt_invalidate(2, first, 1), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_READ, 0x42, TL_VA, 0x100, lkey,
+               hi_va + 0x300, rkey, 0);
+    expect_fault(2, first, 1, false);
+    /* Past the address space: BAD_ARG */
+    g_assert_cmpint(fault_resume(2, 0xfffffffffffffULL, 2, 0), ==,
+                    PFNIC_CMD_BAD_ARG);
+    fault_serve(2, first, pages, 1);
+    table_cqe(1, 0x42, PFNIC_WC_SUCCESS);
+    table_rw(tl_pages, TL_VA, TL_VA, got, 0x100, false);
+    g_assert_cmpmem(got, 0x100, src, 0x100);
+
+    /* MR_CLEAR gives the entries back: a 4-entry table fits again. */
+    g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 2), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(mr_set_flags(2, 2, 7, 0, 0x30000000, 4 * 4096,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_OK);
+    test_eq_none(&eq);
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    qtest_end();
+}
+
+/*
+ * FAULT MRs whose entries are all invalid: every RDMA op waits for the
+ * driver, one side at a time, with one PAGE_FAULT event per side (the
+ * entries it still needs, and whether it writes them); once the driver
+ * writes the entries and resumes, the data moves.
+ */
+static void test_verbs_driver_faults(void)
+{
+    static uint8_t src[0x3000], got[0x3000];
+    uint32_t lkey, rkey;
+    uint64_t v;
+    PfnicCqe c;
+
+    start(",contexts=4,ats=off,pasid=off,pri=off");
+    map_bars();
+    faults_setup(&lkey, &rkey, false);
+
+    /* RDMA WRITE of 0x2800 bytes: the local source's 4 pages first */
+    pattern(src, 0x2800, 1);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x100, src, 0x2800, true);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x21, TL_VA + 0x100, 0x2800, lkey,
+               TR_VA + 0x300, rkey, 0);
+    expect_fault(1, 0, 4, false);
+    test_eq_none(&eq);
+    assert_no_cqe(1);
+    /* ... then the remote target's 3 pages, to write */
+    fault_serve(1, 0, tl_pages, 4);
+    expect_fault(2, 0, 3, true);
+    assert_no_cqe(1);
+    fault_serve(2, 0, tr_pages, 3);
+    c = table_cqe(1, 0x21, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.byte_len, ==, 0x2800);
+    g_assert_cmpint(c.vendor_err, ==, 0);   /* no page request */
+    table_rw(tr_pages, TR_VA, TR_VA + 0x300, got, 0x2800, false);
+    g_assert_cmpmem(got, 0x2800, src, 0x2800);
+    g_assert_cmpint(qp_state(3), ==, PFNIC_QPS_RTS);
+
+    /* RDMA READ: the local target (to write), then the remote source */
+    g_assert_cmpint(mtt_invalidate(1, 0, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(mtt_invalidate(2, 0, 4), ==, PFNIC_CMD_OK);
+    pattern(src, 0x1000, 2);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x2800, src, 0x1000, true);
+    table_post(1, 2, PFNIC_WR_RDMA_READ, 0x22, TL_VA + 0x2800, 0x1000, lkey,
+               TR_VA + 0x2800, rkey, 0);
+    expect_fault(1, 3, 1, true);
+    fault_serve(1, 3, &tl_pages[3], 1);
+    expect_fault(2, 2, 2, false);
+    fault_serve(2, 2, &tr_pages[2], 2);
+    table_cqe(1, 0x22, PFNIC_WC_SUCCESS);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x2800, got, 0x1000, false);
+    g_assert_cmpmem(got, 0x1000, src, 0x1000);
+
+    /* SEND: the local source, then the receive buffer (two pages) */
+    pattern(src, 0x600, 3);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x123, src, 0x600, true);
+    table_recv(2, 3, 0x31, TR_VA + 0xd00, 0x800, rkey);
+    table_post(1, 2, PFNIC_WR_SEND, 0x23, TL_VA + 0x123, 0x600, lkey, 0, 0,
+               0);
+    expect_fault(1, 0, 1, false);
+    fault_serve(1, 0, tl_pages, 1);
+    expect_fault(2, 0, 2, true);
+    assert_no_cqe(2);
+    fault_serve(2, 0, tr_pages, 2);
+    table_cqe(1, 0x23, PFNIC_WC_SUCCESS);
+    c = table_cqe(2, 0x31, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.byte_len, ==, 0x600);
+    table_rw(tr_pages, TR_VA, TR_VA + 0xd00, got, 0x600, false);
+    g_assert_cmpmem(got, 0x600, src, 0x600);
+
+    /* An atomic's target readable only: its event asks for writing. */
+    v = cpu_to_le64(100);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x3ff8, &v, 8, true);
+    g_assert_cmpint(mtt_map(2, 3, &tr_pages[3], 1,
+                            PFNIC_MTT_VALID | PFNIC_MTT_READ), ==,
+                    PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_ATOMIC_FETCH_AND_ADD, 0x24, TL_VA + 0x37f8, 8,
+               lkey, TR_VA + 0x3ff8, rkey, 5);
+    expect_fault(2, 3, 1, true);
+    fault_serve(2, 3, &tr_pages[3], 1);
+    table_cqe(1, 0x24, PFNIC_WC_SUCCESS);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x3ff8, &v, 8, false);
+    g_assert_cmpint(le64_to_cpu(v), ==, 105);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x37f8, &v, 8, false);
+    g_assert_cmpint(le64_to_cpu(v), ==, 100);
+
+    /* Look-ahead at the next WQE raises no event: only the head's does. */
+    g_assert_cmpint(mtt_invalidate(1, 0, 4), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x25, TL_VA, 0x100, lkey, TR_VA,
+               rkey, 0);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x26, TL_VA + 0x2800, 0x100, lkey,
+               TR_VA, rkey, 0);
+    expect_fault(1, 0, 1, false);
+    test_eq_none(&eq);
+    fault_serve(1, 0, tl_pages, 1);
+    table_cqe(1, 0x25, PFNIC_WC_SUCCESS);
+    expect_fault(1, 3, 1, false);
+    fault_serve(1, 3, &tl_pages[3], 1);
+    table_cqe(1, 0x26, PFNIC_WC_SUCCESS);
+
+    /* Entries in events, entries resumed, events */
+    assert_mr_faults(1, 8, 8, 5);
+    assert_mr_faults(2, 8, 8, 4);
+    test_eq_none(&eq);
+    g_assert_cmphex(reg_read(PFNIC_REG_EQ_OVERFLOW), ==, 0);
+    assert_no_ats_pri();
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    qtest_end();
+}
+
+/*
+ * FAULT_RESUME status 1 fails the waiting work as an unmapped page
+ * (LOC_PROT_ERR, REM_ACCESS_ERR), and other QPs go on meanwhile.
+ * MR_CLEAR, a QP reset or destroy and a context stop leave nothing
+ * waiting and no report behind: the next miss raises an event of its own.
+ */
+static void test_verbs_driver_fault_errors(void)
+{
+    uint32_t lkey, rkey, key3, key4, a[PFNIC_CMD_ARGS];
+    TestEqe ev;
+
+    start(",contexts=4,ats=off,pasid=off,pri=off");
+    map_bars();
+    faults_setup(&lkey, &rkey, true);
+    fault_serve(2, 0, tr_pages, 4);
+    /* MRs 3 and 4: plain tables for QP 4 to QP 5, which must go on */
+    key3 = table_mr(3, 1, 0x30000000, 0x1000, &tl_pages[0], 1);
+    key4 = table_mr(4, 2, 0x40000000, 0x1000, &tr_pages[3], 1);
+
+    /* Status 1 for a local page: LOC_PROT_ERR; QPs 3, 4, 5 untouched */
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x41, TL_VA, 0x100, lkey, TR_VA,
+               rkey, 0);
+    expect_fault(1, 0, 1, false);
+    table_post(1, 4, PFNIC_WR_RDMA_WRITE, 0x81, 0x30000000, 0x100, key3,
+               0x40000000, key4, 0);
+    table_cqe(3, 0x81, PFNIC_WC_SUCCESS);
+    assert_no_cqe(1);
+    g_assert_cmpint(fault_resume(1, 0, 1, PFNIC_FAULT_RESUME_FAIL), ==,
+                    PFNIC_CMD_OK);
+    table_cqe(1, 0x41, PFNIC_WC_LOC_PROT_ERR);
+    g_assert_cmpint(qp_state(2), ==, PFNIC_QPS_ERR);
+    g_assert_cmpint(qp_state(3), ==, PFNIC_QPS_RTS);
+    g_assert_cmpint(qp_state(4), ==, PFNIC_QPS_RTS);
+    table_post(1, 4, PFNIC_WR_RDMA_WRITE, 0x82, 0x30000000, 0x100, key3,
+               0x40000000, key4, 0);
+    table_cqe(3, 0x82, PFNIC_WC_SUCCESS);
+    assert_mr_faults(1, 1, 0, 1);
+
+    /* Status 1 for a remote page: REM_ACCESS_ERR, no refused key */
+    qp_reconnect(2, 3);
+    fault_serve(1, 0, tl_pages, 4);
+    g_assert_cmpint(mtt_invalidate(2, 1, 1), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x42, TL_VA, 0x100, lkey,
+               TR_VA + 0x1000, rkey, 0);
+    expect_fault(2, 1, 1, true);
+    g_assert_cmpint(fault_resume(2, 0, 4, PFNIC_FAULT_RESUME_FAIL), ==,
+                    PFNIC_CMD_OK);
+    table_cqe(1, 0x42, PFNIC_WC_REM_ACCESS_ERR);
+    g_assert_cmpint(qp_state(3), ==, PFNIC_QPS_RTS);
+    g_assert_cmpint(ctx_access_errors(2), ==, 0);
+
+    /*
+     * MR_CLEAR of the local MR while QP 2 waits: its key check fails
+     * (LOC_PROT_ERR). A new FAULT MR at index 1 is not confused with the
+     * old one: its miss raises an event of its own, and resumes it.
+     */
+    qp_reconnect(2, 3);
+    g_assert_cmpint(mtt_invalidate(1, 0, 1), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x43, TL_VA, 0x100, lkey, TR_VA,
+               rkey, 0);
+    expect_fault(1, 0, 1, false);
+    g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 1), ==, PFNIC_CMD_OK);
+    table_cqe(1, 0x43, PFNIC_WC_LOC_PROT_ERR);
+    g_assert_cmpint(fault_resume(1, 0, 1, 0), ==, PFNIC_CMD_BAD_STATE);
+    lkey = fault_mr(1, 1, TL_VA, TL_LEN);
+    assert_mr_faults(1, 0, 0, 0);
+    qp_reconnect(2, 3);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x44, TL_VA, 0x100, lkey, TR_VA,
+               rkey, 0);
+    expect_fault(1, 0, 1, false);
+    assert_no_cqe(1);
+    fault_serve(1, 0, tl_pages, 4);
+    table_cqe(1, 0x44, PFNIC_WC_SUCCESS);
+    assert_mr_faults(1, 1, 1, 1);
+
+    /*
+     * MR_CLEAR of the remote MR while QP 2 waits for it: its remote key
+     * check fails (REM_ACCESS_ERR, a refused key, whose first queues an
+     * ACCESS_ERROR event).
+     */
+    g_assert_cmpint(mtt_invalidate(2, 2, 1), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x45, TL_VA, 0x100, lkey,
+               TR_VA + 0x2000, rkey, 0);
+    expect_fault(2, 2, 1, true);
+    g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 2), ==, PFNIC_CMD_OK);
+    table_cqe(1, 0x45, PFNIC_WC_REM_ACCESS_ERR);
+    ev = test_eq_next(&eq);
+    g_assert_cmpint(ev.type, ==, PFNIC_EV_ACCESS_ERROR);
+    g_assert_cmpint(ev.object, ==, 2);
+    g_assert_cmpint(ctx_access_errors(2), ==, 1);
+    rkey = fault_mr(2, 2, TR_VA, TR_LEN);
+    fault_serve(2, 0, tr_pages, 4);
+
+    /*
+     * A QP reset while it waits: no completion; the report goes with its
+     * only waiter, so the driver's late answer is a no-op, and the WQE
+     * posted again raises a new event.
+     */
+    qp_reconnect(2, 3);
+    g_assert_cmpint(mtt_invalidate(1, 1, 1), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x46, TL_VA + 0x800, 0x1000, lkey,
+               TR_VA, rkey, 0);
+    expect_fault(1, 1, 1, false);
+    g_assert_cmpint(qp_modify(2, PFNIC_QPS_RESET, 0, 0, 0, 0), ==,
+                    PFNIC_CMD_OK);
+    assert_no_cqe(1);
+    g_assert_cmpint(fault_resume(1, 1, 1, 0), ==, PFNIC_CMD_OK);
+    qp_connect(2, 3, 7);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x47, TL_VA + 0x800, 0x1000, lkey,
+               TR_VA, rkey, 0);
+    expect_fault(1, 1, 1, false);
+    fault_serve(1, 1, &tl_pages[1], 1);
+    table_cqe(1, 0x47, PFNIC_WC_SUCCESS);
+
+    /* The same for a QP destroyed while it waits */
+    g_assert_cmpint(mtt_invalidate(1, 2, 1), ==, PFNIC_CMD_OK);
+    table_post(1, 4, PFNIC_WR_RDMA_WRITE, 0x83, TL_VA + 0x1800, 0x100, lkey,
+               0x40000000, key4, 0);
+    expect_fault(1, 2, 1, false);
+    a[0] = 4;
+    g_assert_cmpint(cmd(PFNIC_CMD_QP_DESTROY, a, 1), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(fault_resume(1, 2, 1, PFNIC_FAULT_RESUME_FAIL), ==,
+                    PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x48, TL_VA + 0x1800, 0x100, lkey,
+               TR_VA, rkey, 0);
+    expect_fault(1, 2, 1, false);
+    fault_serve(1, 2, &tl_pages[2], 1);
+    table_cqe(1, 0x48, PFNIC_WC_SUCCESS);
+
+    /*
+     * A stop of the remote context while QP 2 waits for its table: QP 2
+     * finds its destination gone (RETRY_EXC_ERR), the report goes, and
+     * once the context runs again the miss is reported anew.
+     */
+    g_assert_cmpint(mtt_invalidate(2, 3, 1), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x49, TL_VA, 0x100, lkey,
+               TR_VA + 0x3000, rkey, 0);
+    expect_fault(2, 3, 1, true);
+    ctx_select(2);
+    reg_write(PFNIC_REG_CTX_CTRL, 0);
+    table_cqe(1, 0x49, PFNIC_WC_RETRY_EXC_ERR);
+    g_assert_cmpint(fault_resume(2, 3, 1, 0), ==, PFNIC_CMD_OK);
+    start_ctx_no_pasid(2, RING_ADDR + 0x1000);
+    qp_reconnect(3, 2);
+    qp_reconnect(2, 3);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x4a, TL_VA, 0x100, lkey,
+               TR_VA + 0x3000, rkey, 0);
+    expect_fault(2, 3, 1, true);
+    fault_serve(2, 3, &tr_pages[3], 1);
+    table_cqe(1, 0x4a, PFNIC_WC_SUCCESS);
+
+    test_eq_none(&eq);
+    g_assert_cmphex(reg_read(PFNIC_REG_EQ_OVERFLOW), ==, 0);
+
+    /* A reset while QP 2 waits forgets it all: the miss is new after it. */
+    g_assert_cmpint(mtt_invalidate(1, 0, 1), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x4b, TL_VA, 0x100, lkey, TR_VA,
+               rkey, 0);
+    expect_fault(1, 0, 1, false);
+    reg_write(PFNIC_REG_CONTROL, PFNIC_CONTROL_RESET);
+    faults_setup(&lkey, &rkey, false);
+    fault_serve(2, 0, tr_pages, 4);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x4c, TL_VA, 0x100, lkey, TR_VA,
+               rkey, 0);
+    expect_fault(1, 0, 1, false);
+    fault_serve(1, 0, tl_pages, 1);
+    table_cqe(1, 0x4c, PFNIC_WC_SUCCESS);
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    qtest_end();
+}
+
+/*
+ * One event per fault episode: work that needs entries already reported
+ * waits for that report (a write's report serves a read, not the other
+ * way round). FAULT_RESUME wakes exactly the work waiting for an entry in
+ * its range. An event that finds the event queue full is held, not
+ * dropped: it is queued once the driver consumes an entry, and forgotten
+ * if its work goes first.
+ */
+static void test_verbs_driver_fault_dedupe(void)
+{
+    static uint8_t src[0x4000], got[0x3000];
+    uint32_t lkey, rkey;
+
+    start(",contexts=4,ats=off,pasid=off,pri=off");
+    map_bars();
+    faults_setup(&lkey, &rkey, true);
+    fault_serve(2, 0, tr_pages, 4);
+    pattern(src, sizeof(src), 7);
+    table_rw(tl_pages, TL_VA, TL_VA & ~0xfffULL, src, sizeof(src), true);
+
+    /* QP 2 needs entries 0..3 of MR 1, QP 4 entries 1..2: one event */
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x51, TL_VA + 0x100, 0x2800, lkey,
+               TR_VA, rkey, 0);
+    expect_fault(1, 0, 4, false);
+    table_post(1, 4, PFNIC_WR_RDMA_WRITE, 0x91, TL_VA + 0x1000, 0x1000,
+               lkey, TR_VA + 0x3000, rkey, 0);
+    test_eq_none(&eq);
+    assert_no_cqe(1);
+    assert_no_cqe(3);
+    /* Entry 3: neither waits for it (QP 2 for 0, QP 4 for 1) */
+    g_assert_cmpint(mtt_map(1, 0, tl_pages, 4, MTT_RW), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(fault_resume(1, 3, 1, 0), ==, PFNIC_CMD_OK);
+    assert_no_cqe(1);
+    assert_no_cqe(3);
+    /* Entry 0 wakes QP 2 only, though entry 1 is valid now too. */
+    g_assert_cmpint(fault_resume(1, 0, 1, 0), ==, PFNIC_CMD_OK);
+    table_cqe(1, 0x51, PFNIC_WC_SUCCESS);
+    table_rw(tr_pages, TR_VA, TR_VA, got, 0x2800, false);
+    g_assert_cmpmem(got, 0x2800, src + 0x900, 0x2800);
+    assert_no_cqe(3);
+    g_assert_cmpint(fault_resume(1, 1, 1, 0), ==, PFNIC_CMD_OK);
+    table_cqe(3, 0x91, PFNIC_WC_SUCCESS);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x3000, got, 0x1000, false);
+    g_assert_cmpmem(got, 0x1000, src + 0x1800, 0x1000);
+    test_eq_none(&eq);
+    /* One event of 4 entries; 3 of them answered while work waited */
+    assert_mr_faults(1, 4, 3, 1);
+
+    /* A write's report serves a read of the same entry ... */
+    g_assert_cmpint(mtt_invalidate(2, 2, 2), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x52, TL_VA, 0x100, lkey,
+               TR_VA + 0x2000, rkey, 0);
+    expect_fault(2, 2, 1, true);
+    table_post(1, 4, PFNIC_WR_RDMA_READ, 0x92, TL_VA, 0x100, lkey,
+               TR_VA + 0x2100, rkey, 0);
+    test_eq_none(&eq);
+    /* ... but a read's (QP 3's source) does not serve a write (QP 5's). */
+    table_post(2, 3, PFNIC_WR_RDMA_WRITE, 0x61, TR_VA + 0x3000, 0x100, rkey,
+               TL_VA + 0x1800, lkey, 0);
+    expect_fault(2, 3, 1, false);
+    table_post(2, 5, PFNIC_WR_RDMA_READ, 0xa1, TR_VA + 0x3100, 0x100, rkey,
+               TL_VA, lkey, 0);
+    expect_fault(2, 3, 1, true);
+    test_eq_none(&eq);
+    fault_serve(2, 2, &tr_pages[2], 2);
+    table_cqe(1, 0x52, PFNIC_WC_SUCCESS);
+    table_cqe(3, 0x92, PFNIC_WC_SUCCESS);
+    table_cqe(2, 0x61, PFNIC_WC_SUCCESS);
+    table_cqe(4, 0xa1, PFNIC_WC_SUCCESS);
+    assert_mr_faults(2, 3, 3, 3);
+
+    /*
+     * An event queue of 2: A (QP 2) and B (QP 4) fill it, C (QP 3's
+     * remote side) and D (QP 5) are held, not dropped. D's QP is reset:
+     * D is forgotten. The driver consumes A: C is queued. Then nothing.
+     */
+    test_eq_setup(&eq, EQ_ADDR, 2);
+    g_assert_cmpint(mtt_invalidate(1, 0, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(mtt_invalidate(2, 1, 1), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x53, TL_VA, 0x100, lkey, TR_VA,
+               rkey, 0);
+    clock_step(10000);
+    table_post(1, 4, PFNIC_WR_RDMA_WRITE, 0x93, TL_VA + 0x1800, 0x100, lkey,
+               TR_VA, rkey, 0);
+    clock_step(10000);
+    table_post(2, 3, PFNIC_WR_RDMA_WRITE, 0x62, TR_VA, 0x100, rkey,
+               TL_VA + 0x2800, lkey, 0);
+    clock_step(10000);
+    table_post(2, 5, PFNIC_WR_RDMA_WRITE, 0xa2, TR_VA + 0x1000, 0x100, rkey,
+               TL_VA, lkey, 0);
+    clock_step(1000000);
+    for (uint32_t slot = 0; slot < 2; slot++) {
+        uint8_t type, owner;
+        uint32_t object;
+
+        read_eqe(slot, &type, &owner, &object);
+        g_assert_cmpint(type, ==, PFNIC_EV_PAGE_FAULT);
+        g_assert_cmpint(owner, ==, 1);
+        g_assert_cmpint(object, ==, 1);
+    }
+    g_assert_cmphex(reg_read(PFNIC_REG_EQ_OVERFLOW), ==, 0);
+    g_assert_cmpint(qp_modify(5, PFNIC_QPS_RESET, 0, 0, 0, 0), ==,
+                    PFNIC_CMD_OK);
+    qp_connect(5, 4, 7);        /* QP 4's destination, again */
+    expect_fault(1, 0, 1, false);
+    expect_fault(1, 2, 1, false);
+    expect_fault(1, 3, 1, true);
+    test_eq_none(&eq);
+    g_assert_cmphex(reg_read(PFNIC_REG_EQ_OVERFLOW), ==, 0);
+    fault_serve(1, 0, tl_pages, 4);
+    table_cqe(1, 0x53, PFNIC_WC_SUCCESS);
+    table_cqe(3, 0x93, PFNIC_WC_SUCCESS);
+    table_cqe(2, 0x62, PFNIC_WC_SUCCESS);
+    assert_no_cqe(4);
+
+    /* No event queue at all: held until there is one */
+    reg_write(PFNIC_REG_EQ_SIZE, 0);
+    g_assert_cmpint(mtt_invalidate(1, 1, 1), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x54, TL_VA + 0x800, 0x100, lkey,
+               TR_VA, rkey, 0);
+    assert_no_cqe(1);
+    test_eq_setup(&eq, EQ_ADDR, 4);
+    expect_fault(1, 1, 1, false);
+    fault_serve(1, 1, &tl_pages[1], 1);
+    table_cqe(1, 0x54, PFNIC_WC_SUCCESS);
+    g_assert_cmphex(reg_read(PFNIC_REG_EQ_OVERFLOW), ==, 0);
+    /* 4 + 3 + 1 entries in 5 events; 3 + 3 + 1 answered while awaited */
+    assert_mr_faults(1, 8, 7, 5);
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    qtest_end();
+}
+
+static void register_pfnic_dma_tests(void)
+{
+    qtest_add_func("/pfnic/engine", test_engine);
+    qtest_add_func("/pfnic/verbs/send-fault", test_verbs_send_fault);
+    qtest_add_func("/pfnic/verbs/prefetch", test_verbs_prefetch);
+    qtest_add_func("/pfnic/verbs/table-commands", test_verbs_table_commands);
+    qtest_add_func("/pfnic/verbs/table-space", test_verbs_table_space);
+    qtest_add_func("/pfnic/verbs/tables", test_verbs_tables);
+    qtest_add_func("/pfnic/verbs/table-faults", test_verbs_table_faults);
+    qtest_add_func("/pfnic/verbs/table-pasid", test_verbs_table_pasid);
+    qtest_add_func("/pfnic/verbs/fault-commands", test_verbs_fault_commands);
+    qtest_add_func("/pfnic/verbs/driver-faults", test_verbs_driver_faults);
+    qtest_add_func("/pfnic/verbs/driver-fault-errors",
+                   test_verbs_driver_fault_errors);
+    qtest_add_func("/pfnic/verbs/driver-fault-dedupe",
+                   test_verbs_driver_fault_dedupe);
+    qtest_add_func("/pfnic/verbs/implicit-table", test_verbs_implicit_table);
+}
+
+libqos_init(register_pfnic_dma_tests);

@@ -1,0 +1,1252 @@
+/*
+ * QTest for pfnic: the wire (docs/wire.md): two pfnics on a QEMU hub,
+ * RoCEv2 between them, and frames from a stranger on the hub.
+ *
+ * Copyright (c) 2026 The pfnic authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include "qemu/osdep.h"
+#include "pfnic-test.h"
+
+/* --- the wire (docs/wire.md) ------------------------------------------- */
+#define IP_A            0x0a000001      /* 10.0.0.1 */
+
+#define IP_B            0x0a000002      /* 10.0.0.2 */
+
+#define WIRE_SQ_PSN_A   0xfffff0        /* A's PSNs wrap around 2^24 */
+
+#define WIRE_SQ_PSN_B   0x000100
+
+static uint32_t wire_modify(uint32_t qpn, uint32_t state, uint32_t dest,
+                            uint32_t dest_ip, uint32_t sq_psn, uint32_t rq_psn,
+                            uint32_t timeout, uint32_t retry,
+                            uint32_t rnr_retry)
+{
+    uint32_t a[PFNIC_CMD_ARGS] = {
+        qpn, state, PFNIC_ACCESS_REMOTE_WRITE | PFNIC_ACCESS_REMOTE_READ |
+        PFNIC_ACCESS_REMOTE_ATOMIC, dest, 1, rnr_retry, retry, dest_ip,
+        sq_psn, rq_psn, 3 /* IBV_MTU_1024 */, timeout, 4, 64, 4,
+    };
+
+    return cmd(PFNIC_CMD_QP_MODIFY, a, PFNIC_CMD_ARGS);
+}
+
+/*
+ * On the current NIC: CQs @cq and @cq + 1 of context 1, and its QP @qpn
+ * (PD 7), connected to QP @dest at @dest_ip.
+ */
+static void wire_qp_flags(uint32_t cq, uint32_t qpn, uint32_t dest,
+                          uint32_t dest_ip, uint32_t sq_psn, uint32_t rq_psn,
+                          uint32_t timeout, uint32_t scq_flags,
+                          uint32_t rcq_flags)
+{
+    g_assert_cmpint(cq_create_flags(cq, 1, 4, scq_flags), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cq_create_flags(cq + 1, 1, 4, rcq_flags), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create(qpn, 1, 7, cq, cq + 1, 4, 0), ==, PFNIC_CMD_OK);
+    for (uint32_t st = PFNIC_QPS_INIT; st <= PFNIC_QPS_RTS; st++) {
+        g_assert_cmpint(wire_modify(qpn, st, dest, dest_ip, sq_psn, rq_psn,
+                                    timeout, 2, 7), ==, PFNIC_CMD_OK);
+    }
+}
+
+static void wire_qp(uint32_t cq, uint32_t qpn, uint32_t dest,
+                    uint32_t dest_ip, uint32_t sq_psn, uint32_t rq_psn,
+                    uint32_t timeout)
+{
+    wire_qp_flags(cq, qpn, dest, dest_ip, sq_psn, rq_psn, timeout, 0, 0);
+}
+
+/*
+ * On the current NIC: context 1, MR 1 (PD 7), and wire_qp()'s CQs and QP.
+ * Returns the MR's key.
+ */
+static uint32_t wire_side(uint32_t cq, uint32_t qpn, uint32_t dest,
+                          uint32_t ip, uint32_t dest_ip, uint32_t sq_psn,
+                          uint32_t rq_psn, uint32_t timeout)
+{
+    uint32_t key;
+
+    reg_write(PFNIC_REG_PORT_IPV4, ip);
+    key = ctx_and_mr_setup();
+    wire_qp(cq, qpn, dest, dest_ip, sq_psn, rq_psn, timeout);
+    return key;
+}
+
+/* A's QP 2 (CQs 1, 2) and B's QP 3 (CQs 3, 4), connected over the wire. */
+static void wire_setup(uint32_t timeout, uint32_t *key_a, uint32_t *key_b)
+{
+    use_nic(1);
+    *key_b = wire_side(3, 3, 2, IP_B, IP_A, WIRE_SQ_PSN_B, WIRE_SQ_PSN_A,
+                       timeout);
+    use_nic(0);
+    *key_a = wire_side(1, 2, 3, IP_A, IP_B, WIRE_SQ_PSN_A, WIRE_SQ_PSN_B,
+                       timeout);
+}
+
+static uint32_t port_counter(int c)
+{
+    return reg_read(PFNIC_REG_PORT_COUNTERS + 4 * c);
+}
+
+/* Wait up to @ms of virtual time for the CQE in @slot. */
+static PfnicCqe wait_cqe_ms(uint32_t cqn, uint32_t slot, uint32_t ms)
+{
+    PfnicCqe c = read_cqe(cqn, slot);
+
+    for (uint32_t i = 0; i < ms * 10 && c.owner != 1; i++) {
+        clock_step(100000);
+        c = read_cqe(cqn, slot);
+    }
+    g_assert_cmpint(c.owner, ==, 1);
+    return c;
+}
+
+static void assert_no_bad_frames(void)
+{
+    for (int n = 0; n < 2; n++) {
+        use_nic(n);
+        g_assert_cmpint(port_counter(PFNIC_PORT_RX_MALFORMED), ==, 0);
+        g_assert_cmpint(port_counter(PFNIC_PORT_RX_BAD_ICRC), ==, 0);
+        g_assert_cmpint(port_counter(PFNIC_PORT_RX_NO_QP), ==, 0);
+        g_assert_cmpint(port_counter(PFNIC_PORT_RX_NOT_PEER), ==, 0);
+    }
+    use_nic(0);
+}
+
+/*
+ * The port: its registers, ARP, and RC messages between two devices
+ * (without an IOMMU nothing can be translated, so the messages that
+ * carry data are zero-length; the guest suite moves data).
+ */
+static void test_wire_basic(void)
+{
+    uint32_t key_a, key_b, a[PFNIC_CMD_ARGS];
+    PfnicCqe c;
+
+    wire_start("", "", "");
+    g_assert_true(reg_read(PFNIC_REG_CAPS) & PFNIC_CAPS_WIRE);
+    g_assert_cmphex(reg_read(PFNIC_REG_PORT_STATUS), ==,
+                    PFNIC_PORT_STATUS_WIRE | PFNIC_PORT_STATUS_LINK_UP);
+    g_assert_cmphex(reg_read(PFNIC_REG_PORT_MAC_LO), ==, 0x00005452);
+    g_assert_cmphex(reg_read(PFNIC_REG_PORT_MAC_HI), ==, 0x0a00);
+    g_assert_cmphex(reg_read(PFNIC_REG_PORT_IPV4), ==, 0);
+    wire_setup(10, &key_a, &key_b);
+    g_assert_cmphex(reg_read(PFNIC_REG_PORT_IPV4), ==, IP_A);
+
+    /* SEND: A resolves B's MAC first; B's receive names A's QP. */
+    use_nic(1);
+    post_recv0(3, 0, 0x300, key_b);
+    use_nic(0);
+    post_send0(2, 0, 0x200, key_a);
+    c = wait_cqe_ms(1, 0, 100);
+    g_assert_cmphex(c.wr_id, ==, 0x200);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.opcode, ==, PFNIC_WC_SEND);
+    g_assert_cmpint(port_counter(PFNIC_PORT_ARP_REQUESTS), ==, 1);
+    g_assert_cmpint(port_counter(PFNIC_PORT_RX_ROCE), ==, 1); /* the ACK */
+    use_nic(1);
+    c = wait_cqe_ms(4, 0, 10);
+    g_assert_cmphex(c.wr_id, ==, 0x300);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.opcode, ==, PFNIC_WC_RECV);
+    g_assert_cmpint(c.byte_len, ==, 0);
+    g_assert_cmpint(c.qp_num, ==, 3);
+    g_assert_cmpint(c.src_qp, ==, 2);
+    /* B answered A's ARP and learnt A's MAC: it asked nothing. */
+    g_assert_cmpint(port_counter(PFNIC_PORT_ARP_REQUESTS), ==, 0);
+    g_assert_cmpint(qp_query(3, a), ==, PFNIC_CMD_OK);
+    g_assert_cmphex(a[10], ==, (WIRE_SQ_PSN_A + 1) & 0xffffff);
+
+    /* WRITE with immediate, READ and a SEND that wait for nothing */
+    post_recv0(3, 1, 0x301, key_b);
+    use_nic(0);
+    post_wqe(SQ_ADDR + 2 * 0x10000, 1, PFNIC_WR_RDMA_WRITE_WITH_IMM,
+             PFNIC_SEND_SIGNALED | PFNIC_SEND_SOLICITED, 0x201, 0, 0, 0,
+             key_b);
+    post_wqe(SQ_ADDR + 2 * 0x10000, 2, PFNIC_WR_RDMA_READ,
+             PFNIC_SEND_SIGNALED, 0x202, 0, 0, 0, key_b);
+    verbs_db(1, PFNIC_DB_SQ, 2 << 16 | 3);
+    c = wait_cqe_ms(1, 2, 100);
+    g_assert_cmphex(c.wr_id, ==, 0x202);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.opcode, ==, PFNIC_WC_RDMA_READ);
+    g_assert_cmpint(read_cqe(1, 1).status, ==, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(read_cqe(1, 1).opcode, ==, PFNIC_WC_RDMA_WRITE);
+    g_assert_cmpint(qp_query(2, a), ==, PFNIC_CMD_OK);
+    /* three PSNs used, past the 24-bit wrap */
+    g_assert_cmphex(a[9], ==, (WIRE_SQ_PSN_A + 3) & 0xffffff);
+    g_assert_cmpint(a[11], ==, 0);              /* nothing retransmitted */
+    use_nic(1);
+    c = wait_cqe_ms(4, 1, 10);
+    g_assert_cmphex(c.wr_id, ==, 0x301);
+    g_assert_cmpint(c.opcode, ==, PFNIC_WC_RECV_RDMA_WITH_IMM);
+    g_assert_cmpint(c.wc_flags, ==, PFNIC_WC_WITH_IMM);
+    g_assert_cmphex(c.imm_data, ==, 0x78563412);
+
+    /* No receive WQE at B: RNR NAKs until one is posted (rnr_retry 7). */
+    use_nic(0);
+    post_send0(2, 3, 0x203, key_a);
+    clock_step(5 * 1000 * 1000);
+    g_assert_cmpint(read_cqe(1, 3).owner, ==, 0);
+    g_assert_cmpint(qp_query(2, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[13], >, 0);               /* RNR NAKs received */
+    use_nic(1);
+    g_assert_cmpint(qp_query(3, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[12], >, 0);               /* RNR NAKs sent */
+    g_assert_cmpint(port_counter(PFNIC_PORT_TX_RNR_NAKS), ==, a[12]);
+    post_recv0(3, 2, 0x302, key_b);
+    use_nic(0);
+    c = wait_cqe_ms(1, 3, 100);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+    use_nic(1);
+    g_assert_cmphex(wait_cqe_ms(4, 2, 10).wr_id, ==, 0x302);
+
+    /* Data: A cannot translate its buffer here, so the WQE fails locally. */
+    use_nic(0);
+    post_write(2, 4, 0x204, key_a, key_b, 0x20000000, 8);
+    c = wait_cqe_ms(1, 4, 10);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_LOC_PROT_ERR);
+    g_assert_cmpint(qp_state(2), ==, PFNIC_QPS_ERR);
+    assert_no_bad_frames();
+    qtest_end();
+}
+
+/*
+ * Data on the wire, through tables (ABI 1.8): A's QP 2 and B's QP 3 in
+ * contexts without a PASID, each with a table MR over scattered guest
+ * pages (both devices reach the same guest memory). A WRITE of 9 packets,
+ * a READ, a SEND, and a WRITE to an invalid entry (REM_ACCESS_ERR).
+ */
+static void test_wire_tables(void)
+{
+    static const uint64_t pa[3] = {
+        DATA_PAGE(30), DATA_PAGE(33), DATA_PAGE(31),
+    };
+    static const uint64_t pb[3] = {
+        DATA_PAGE(40), DATA_PAGE(38), DATA_PAGE(44),
+    };
+    static uint8_t src[0x2400], got[0x2400];
+    uint32_t key_a, key_b;
+    PfnicCqe c;
+
+    wire_start("", ",ats=off,pasid=off,pri=off", ",ats=off,pasid=off,pri=off");
+    table_counts_reset();
+    memset(src, 0, sizeof(src));
+    for (int i = 30; i < 45; i++) {
+        memwrite(DATA_PAGE(i), src, 4096);
+    }
+    use_nic(1);
+    reg_write(PFNIC_REG_PORT_IPV4, IP_B);
+    start_ctx_no_pasid(1, RING_ADDR);
+    key_b = table_mr(1, 1, TR_VA, 0x3000, pb, 3);
+    wire_qp(3, 3, 2, IP_A, WIRE_SQ_PSN_B, WIRE_SQ_PSN_A, 10);
+    use_nic(0);
+    reg_write(PFNIC_REG_PORT_IPV4, IP_A);
+    start_ctx_no_pasid(1, RING_ADDR);
+    key_a = table_mr(1, 1, 0x10000000, 0x3000, pa, 3);
+    wire_qp(1, 2, 3, IP_B, WIRE_SQ_PSN_A, WIRE_SQ_PSN_B, 10);
+
+    /* WRITE: 0x2400 bytes, MTU 1024, from and to odd offsets */
+    pattern(src, sizeof(src), 6);
+    table_rw(pa, 0x10000000, 0x10000200, src, sizeof(src), true);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x71, 0x10000200, sizeof(src),
+               key_a, TR_VA + 0x400, key_b, 0);
+    c = wait_cqe_ms(1, 0, 100);
+    g_assert_cmphex(c.wr_id, ==, 0x71);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+    table_rw(pb, TR_VA, TR_VA + 0x400, got, sizeof(got), false);
+    g_assert_cmpmem(got, sizeof(got), src, sizeof(src));
+
+    /* READ it back elsewhere: B's pages 0..1 into A's page 2 */
+    table_post(1, 2, PFNIC_WR_RDMA_READ, 0x72, 0x10002000, 0x1000, key_a,
+               TR_VA + 0x400, key_b, 0);
+    c = wait_cqe_ms(1, 1, 100);
+    g_assert_cmphex(c.wr_id, ==, 0x72);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+    table_rw(pa, 0x10000000, 0x10002000, got, 0x1000, false);
+    g_assert_cmpmem(got, 0x1000, src, 0x1000);
+
+    /* SEND into B's receive buffer, across its pages 1 and 2 */
+    use_nic(1);
+    table_recv(1, 3, 0x301, TR_VA + 0x1e00, 0x600, key_b);
+    use_nic(0);
+    table_post(1, 2, PFNIC_WR_SEND, 0x73, 0x10000300, 0x500, key_a, 0, 0, 0);
+    g_assert_cmpint(wait_cqe_ms(1, 2, 100).status, ==, PFNIC_WC_SUCCESS);
+    use_nic(1);
+    c = wait_cqe_ms(4, 0, 10);
+    g_assert_cmphex(c.wr_id, ==, 0x301);
+    g_assert_cmpint(c.byte_len, ==, 0x500);
+    table_rw(pb, TR_VA, TR_VA + 0x1e00, got, 0x500, false);
+    g_assert_cmpmem(got, 0x500, src + 0x100, 0x500);
+
+    /* B's page 2 invalidated: A's WRITE there is NAKed, REM_ACCESS_ERR. */
+    g_assert_cmpint(mtt_invalidate(1, 2, 1), ==, PFNIC_CMD_OK);
+    use_nic(0);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x74, 0x10000000, 0x100, key_a,
+               TR_VA + 0x2000, key_b, 0);
+    c = wait_cqe_ms(1, 3, 100);
+    g_assert_cmphex(c.wr_id, ==, 0x74);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_REM_ACCESS_ERR);
+    for (int i = 0; i < PFNIC_CNT_NR; i++) {
+        g_assert_cmpint(reg_read(PFNIC_REG_COUNTERS + 4 * i), ==, 0);
+    }
+    assert_no_bad_frames();
+    qtest_end();
+}
+
+/* QP_MODIFY RTS -> RTS of a wire QP with the receive-fault policy @backup */
+static void wire_policy(uint32_t qpn, uint32_t dest, uint32_t dest_ip,
+                        uint32_t sq_psn, uint32_t rq_psn, bool backup)
+{
+    uint32_t a[PFNIC_CMD_ARGS] = {
+        qpn, PFNIC_QPS_RTS, PFNIC_ACCESS_REMOTE_WRITE |
+        PFNIC_ACCESS_REMOTE_READ | PFNIC_ACCESS_REMOTE_ATOMIC, dest, 1, 7, 2,
+        dest_ip, sq_psn, rq_psn, 3 /* IBV_MTU_1024 */, 10, 4, 64, 4,
+        backup ? PFNIC_QP_WIRE_BACKUP : 0,
+    };
+
+    g_assert_cmpint(cmd(PFNIC_CMD_QP_MODIFY, a, PFNIC_CMD_ARGS), ==,
+                    PFNIC_CMD_OK);
+}
+
+/*
+ * Driver-managed faults on the wire (ABI 1.9): A's QP 2 and B's QP 3 in
+ * contexts without a PASID, each with a FAULT MR. A WRITE into B's
+ * invalid entries is answered with RNR NAKs (one event at B) until B's
+ * driver resumes, then lands; a READ of them waits at B; a SEND from A's
+ * invalid entries waits at A; with the BACKUP policy a SEND is parked and
+ * acknowledged, and placed once B resumes; an atomic asks for writing;
+ * status 1 fails a WRITE with REM_ACCESS_ERR.
+ */
+static void test_wire_driver_faults(void)
+{
+    static const uint64_t pa[3] = {
+        DATA_PAGE(30), DATA_PAGE(33), DATA_PAGE(31),
+    };
+    static const uint64_t pb[3] = {
+        DATA_PAGE(40), DATA_PAGE(38), DATA_PAGE(44),
+    };
+    static uint8_t src[0x2400], got[0x2400];
+    uint32_t key_a, key_b, a[PFNIC_CMD_ARGS];
+    TestEq eqa, eqb;
+    PfnicCqe c;
+    uint64_t v;
+
+    wire_start("", ",ats=off,pasid=off,pri=off", ",ats=off,pasid=off,pri=off");
+    table_counts_reset();
+    memset(src, 0, sizeof(src));
+    for (int i = 30; i < 45; i++) {
+        memwrite(DATA_PAGE(i), src, 4096);
+    }
+    use_nic(1);
+    reg_write(PFNIC_REG_PORT_IPV4, IP_B);
+    start_ctx_no_pasid(1, RING_ADDR);
+    key_b = fault_mr(1, 1, TR_VA, 0x3000);
+    wire_qp(3, 3, 2, IP_A, WIRE_SQ_PSN_B, WIRE_SQ_PSN_A, 10);
+    test_eq_setup(&eqb, EQ_ADDR + 0x1000, 16);
+    use_nic(0);
+    reg_write(PFNIC_REG_PORT_IPV4, IP_A);
+    start_ctx_no_pasid(1, RING_ADDR);
+    key_a = fault_mr(1, 1, 0x10000000, 0x3000);
+    g_assert_cmpint(mtt_map(1, 0, pa, 3, MTT_RW), ==, PFNIC_CMD_OK);
+    wire_qp(1, 2, 3, IP_B, WIRE_SQ_PSN_A, WIRE_SQ_PSN_B, 10);
+    test_eq_setup(&eqa, EQ_ADDR, 16);
+
+    /* WRITE: 0x2400 bytes into B's three invalid entries */
+    pattern(src, sizeof(src), 8);
+    table_rw(pa, 0x10000000, 0x10000200, src, sizeof(src), true);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x71, 0x10000200, sizeof(src),
+               key_a, TR_VA + 0x400, key_b, 0);
+    use_nic(1);
+    expect_fault_on(&eqb, 1, 0, 3, true);
+    /* A comes back after each RNR NAK: no second event */
+    test_eq_none(&eqb);
+    g_assert_cmpint(qp_query(3, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[12], >, 0);
+    use_nic(0);
+    assert_no_cqe(1);
+    use_nic(1);
+    fault_serve(1, 0, pb, 3);
+    use_nic(0);
+    table_cqe(1, 0x71, PFNIC_WC_SUCCESS);
+    table_rw(pb, TR_VA, TR_VA + 0x400, got, sizeof(got), false);
+    g_assert_cmpmem(got, sizeof(got), src, sizeof(src));
+
+    /* READ of B's invalid entries 0..1: B's responder waits for them. */
+    use_nic(1);
+    g_assert_cmpint(mtt_invalidate(1, 0, 3), ==, PFNIC_CMD_OK);
+    use_nic(0);
+    table_post(1, 2, PFNIC_WR_RDMA_READ, 0x72, 0x10002000, 0x1000, key_a,
+               TR_VA + 0x400, key_b, 0);
+    use_nic(1);
+    expect_fault_on(&eqb, 1, 0, 2, false);
+    fault_serve(1, 0, pb, 3);
+    use_nic(0);
+    table_cqe(1, 0x72, PFNIC_WC_SUCCESS);
+    table_rw(pa, 0x10000000, 0x10002000, got, 0x1000, false);
+    g_assert_cmpmem(got, 0x1000, src, 0x1000);
+
+    /* SEND from A's invalid entry: A's requester waits for its driver. */
+    g_assert_cmpint(mtt_invalidate(1, 0, 3), ==, PFNIC_CMD_OK);
+    use_nic(1);
+    table_recv(1, 3, 0x301, TR_VA + 0x1e00, 0x600, key_b);
+    use_nic(0);
+    table_post(1, 2, PFNIC_WR_SEND, 0x73, 0x10000300, 0x500, key_a, 0, 0, 0);
+    expect_fault_on(&eqa, 1, 0, 1, false);
+    assert_no_cqe(1);
+    fault_serve(1, 0, pa, 3);
+    table_cqe(1, 0x73, PFNIC_WC_SUCCESS);
+    use_nic(1);
+    c = table_cqe(4, 0x301, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.byte_len, ==, 0x500);
+    table_rw(pb, TR_VA, TR_VA + 0x1e00, got, 0x500, false);
+    g_assert_cmpmem(got, 0x500, src + 0x100, 0x500);
+
+    /*
+     * BACKUP policy: a SEND into B's invalid entries 1..2 is parked and
+     * acknowledged; its receive completes once B's driver resumes.
+     */
+    a[0] = 0x900000;
+    a[1] = 0;
+    a[2] = 4 * PFNIC_BACKUP_SLOT;
+    g_assert_cmpint(cmd(PFNIC_CMD_BACKUP_SET, a, 3), ==, PFNIC_CMD_OK);
+    wire_policy(3, 2, IP_A, WIRE_SQ_PSN_B, WIRE_SQ_PSN_A, true);
+    g_assert_cmpint(mtt_invalidate(1, 1, 2), ==, PFNIC_CMD_OK);
+    table_recv(1, 3, 0x302, TR_VA + 0x1e00, 0x600, key_b);
+    use_nic(0);
+    table_post(1, 2, PFNIC_WR_SEND, 0x74, 0x10000200, 0x600, key_a, 0, 0, 0);
+    table_cqe(1, 0x74, PFNIC_WC_SUCCESS);
+    use_nic(1);
+    expect_fault_on(&eqb, 1, 1, 2, true);
+    assert_no_cqe(4);
+    g_assert_cmpint(port_counter(PFNIC_PORT_BACKUP_PACKETS), ==, 2);
+    fault_serve(1, 1, &pb[1], 2);
+    c = table_cqe(4, 0x302, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.byte_len, ==, 0x600);
+    table_rw(pb, TR_VA, TR_VA + 0x1e00, got, 0x600, false);
+    g_assert_cmpmem(got, 0x600, src, 0x600);
+    g_assert_cmpint(port_counter(PFNIC_PORT_BACKUP_PLACED), ==, 2);
+    wire_policy(3, 2, IP_A, WIRE_SQ_PSN_B, WIRE_SQ_PSN_A, false);
+
+    /* An atomic on B's read-only entry: its event asks for writing. */
+    v = cpu_to_le64(40);
+    table_rw(pb, TR_VA, TR_VA + 8, &v, 8, true);
+    g_assert_cmpint(mtt_map(1, 0, pb, 1, PFNIC_MTT_VALID | PFNIC_MTT_READ),
+                    ==, PFNIC_CMD_OK);
+    use_nic(0);
+    table_post(1, 2, PFNIC_WR_ATOMIC_FETCH_AND_ADD, 0x76, 0x10000010, 8,
+               key_a, TR_VA + 8, key_b, 2);
+    use_nic(1);
+    expect_fault_on(&eqb, 1, 0, 1, true);
+    fault_serve(1, 0, pb, 1);
+    use_nic(0);
+    table_cqe(1, 0x76, PFNIC_WC_SUCCESS);
+    table_rw(pb, TR_VA, TR_VA + 8, &v, 8, false);
+    g_assert_cmpint(le64_to_cpu(v), ==, 42);
+    table_rw(pa, 0x10000000, 0x10000010, &v, 8, false);
+    g_assert_cmpint(le64_to_cpu(v), ==, 40);
+    use_nic(1);
+
+    /* Status 1: A's next try is NAKed, REM_ACCESS_ERR; B goes on. */
+    g_assert_cmpint(mtt_invalidate(1, 2, 1), ==, PFNIC_CMD_OK);
+    use_nic(0);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x75, 0x10000000, 0x100, key_a,
+               TR_VA + 0x2000, key_b, 0);
+    use_nic(1);
+    expect_fault_on(&eqb, 1, 2, 1, true);
+    g_assert_cmpint(fault_resume(1, 2, 1, PFNIC_FAULT_RESUME_FAIL), ==,
+                    PFNIC_CMD_OK);
+    use_nic(0);
+    table_cqe(1, 0x75, PFNIC_WC_REM_ACCESS_ERR);
+    assert_mr_faults(1, 1, 1, 1);
+    use_nic(1);
+    g_assert_cmpint(qp_state(3), ==, PFNIC_QPS_RTS);
+    assert_mr_faults(1, 9, 8, 5);
+    test_eq_none(&eqb);
+    for (int n = 0; n < 2; n++) {
+        use_nic(n);
+        g_assert_cmphex(reg_read(PFNIC_REG_EQ_OVERFLOW), ==, 0);
+        for (int i = 0; i < PFNIC_CNT_NR; i++) {
+            g_assert_cmpint(reg_read(PFNIC_REG_COUNTERS + 4 * i), ==, 0);
+        }
+    }
+    assert_no_bad_frames();
+    qtest_end();
+}
+
+/*
+ * A responder accepts packets from its peer's address only: B's QP 3 now
+ * names another address, so A's SEND is refused there and A's retries run
+ * out (RETRY_EXC_ERR). B's receive WQE is untouched.
+ */
+static void test_wire_peer(void)
+{
+    uint32_t key_a, key_b, a[PFNIC_CMD_ARGS];
+    PfnicCqe c;
+
+    wire_start("", "", "");
+    wire_setup(10, &key_a, &key_b);             /* 4 ms, 2 retries */
+    use_nic(1);
+    g_assert_cmpint(wire_modify(3, PFNIC_QPS_RTS, 2, 0x0a000063,
+                                WIRE_SQ_PSN_B, WIRE_SQ_PSN_A, 10, 2, 7), ==,
+                    PFNIC_CMD_OK);
+    post_recv0(3, 0, 0x300, key_b);
+    use_nic(0);
+    post_send0(2, 0, 0x200, key_a);
+    c = wait_cqe_ms(1, 0, 100);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_RETRY_EXC_ERR);
+    g_assert_cmpint(port_counter(PFNIC_PORT_TIMEOUTS), ==, 3);
+    g_assert_cmpint(qp_query(2, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[0], ==, PFNIC_QPS_ERR);
+    g_assert_cmpint(a[11], ==, 2);              /* sent again twice */
+    use_nic(1);
+    g_assert_cmpint(port_counter(PFNIC_PORT_RX_NOT_PEER), ==, 3);
+    g_assert_cmpint(qp_query(3, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[0], ==, PFNIC_QPS_RTS);
+    g_assert_cmpint(a[2], ==, 0);               /* receive WQE still there */
+    g_assert_cmpint(a[8], ==, 3);               /* refused */
+    g_assert_cmpint(read_cqe(4, 0).owner, ==, 0);
+
+    /*
+     * A's QP 2 is connected over the wire to QP 3 of B. A local QP that
+     * happens to be number 3 on A (here when QP 2 is connected) cannot
+     * reach QP 2 through the loopback path.
+     */
+    use_nic(0);
+    g_assert_cmpint(qp_create(3, 1, 7, 1, 2, 4, 0), ==, PFNIC_CMD_OK);
+    qp_connect(3, 2, 0);
+    for (uint32_t st = PFNIC_QPS_RESET; st <= PFNIC_QPS_RTS; st++) {
+        g_assert_cmpint(wire_modify(2, st, 3, IP_B, WIRE_SQ_PSN_A,
+                                    WIRE_SQ_PSN_B, 10, 2, 7), ==,
+                        PFNIC_CMD_OK);
+    }
+    /* Nor can a QP here connect to B's QP 3 while QP 2 is its peer. */
+    g_assert_cmpint(qp_create(4, 1, 7, 1, 2, 4, 0), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(wire_modify(4, PFNIC_QPS_INIT, 3, IP_B, 0, 0, 10, 2, 7),
+                    ==, PFNIC_CMD_BUSY);
+    g_assert_cmpint(wire_modify(4, PFNIC_QPS_INIT, 4, IP_B, 0, 0, 10, 2, 7),
+                    ==, PFNIC_CMD_OK);
+    g_assert_cmpint(wire_modify(4, PFNIC_QPS_RTR, 3, IP_B, 0, 0, 10, 2, 7),
+                    ==, PFNIC_CMD_BUSY);
+    g_assert_cmpint(qp_state(4), ==, PFNIC_QPS_INIT);
+    post_recv0(2, 0, 0x210, key_a);
+    post_send0(3, 0, 0x310, key_a);
+    c = wait_cqe_ms(1, 1, 100);
+    g_assert_cmphex(c.wr_id, ==, 0x310);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_RETRY_EXC_ERR);
+    g_assert_cmpint(qp_query(2, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[0], ==, PFNIC_QPS_RTS);
+    g_assert_cmpint(a[2], ==, 0);
+    g_assert_cmpint(read_cqe(2, 0).owner, ==, 0);
+    qtest_end();
+}
+
+/*
+ * Frames lost on the way (x-wire-loss: 20% each way) are sent again, and
+ * every message still completes, in order, exactly once at B.
+ */
+static void test_wire_loss(void)
+{
+    uint32_t key_a, key_b, a[PFNIC_CMD_ARGS];
+    const int n = 12;
+
+    wire_start("", ",x-wire-loss=200000,x-wire-reorder=200000",
+               ",x-wire-loss=200000");
+    wire_setup(10, &key_a, &key_b);
+    /* Loss can hit every retry: allow as many as there are (7). */
+    use_nic(0);
+    g_assert_cmpint(wire_modify(2, PFNIC_QPS_RTS, 3, IP_B, WIRE_SQ_PSN_A,
+                                WIRE_SQ_PSN_B, 10, 7, 7), ==, PFNIC_CMD_OK);
+    use_nic(1);
+    for (int i = 0; i < n; i++) {
+        post_wqe(RQ_ADDR + 3 * 0x10000, i, 0, 0, 0x300 + i, 0, 0, 0, key_b);
+    }
+    verbs_db(1, PFNIC_DB_RQ, 3 << 16 | n);
+    use_nic(0);
+    for (int i = 0; i < n; i++) {
+        post_wqe(SQ_ADDR + 2 * 0x10000, i, PFNIC_WR_SEND, PFNIC_SEND_SIGNALED,
+                 0x200 + i, 0, 0, 0, key_a);
+    }
+    verbs_db(1, PFNIC_DB_SQ, 2 << 16 | n);
+    for (int i = 0; i < n; i++) {
+        PfnicCqe c = wait_cqe_ms(1, i, 1000);
+
+        g_assert_cmphex(c.wr_id, ==, 0x200 + i);
+        g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+    }
+    g_assert_cmpint(port_counter(PFNIC_PORT_INJECTED), >, 0);
+    g_assert_cmpint(port_counter(PFNIC_PORT_RETRANSMITS), >, 0);
+    g_assert_cmpint(qp_query(2, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[0], ==, PFNIC_QPS_RTS);
+    use_nic(1);
+    for (int i = 0; i < n; i++) {
+        PfnicCqe c = wait_cqe_ms(4, i, 100);
+
+        g_assert_cmphex(c.wr_id, ==, 0x300 + i);
+        g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+    }
+    /* Exactly n receives: duplicates were acknowledged, not received. */
+    g_assert_cmpint(qp_query(3, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[2], ==, n);
+    g_assert_cmpint(read_cqe(4, n).owner, ==, 0);
+    qtest_end();
+}
+
+/* QMP set_link on netdev @name */
+static void set_link(const char *name, bool up)
+{
+    qtest_qmp_assert_success(global_qtest,
+                             "{'execute': 'set_link', 'arguments': "
+                             "{'name': %s, 'up': %i}}", name, up);
+}
+
+static void expect_port_change(uint32_t status)
+{
+    TestEqe ev = test_eq_next(&eq);
+
+    g_assert_cmpint(ev.type, ==, PFNIC_EV_PORT_CHANGE);
+    g_assert_cmpint(ev.object, ==, 1);
+    g_assert_cmphex(ev.flags, ==, status);
+    g_assert_cmphex(ev.data, ==, 0);
+}
+
+/*
+ * ABI 1.14: the link of A's netdev goes down and up (QMP set_link): A
+ * raises PORT_CHANGE with PORT_STATUS as it became, each change its own
+ * event, and B, whose link did not change, raises none. A SEND posted while
+ * the link is down does not reach B, and completes once the link is back.
+ */
+static void test_wire_port_events(void)
+{
+    uint32_t key_a, key_b;
+    const uint32_t up = PFNIC_PORT_STATUS_WIRE | PFNIC_PORT_STATUS_LINK_UP;
+    TestEq eq_b;
+    PfnicCqe c;
+
+    wire_start("", "", "");
+    wire_setup(10, &key_a, &key_b);
+    use_nic(1);
+    test_eq_setup(&eq_b, EQ_ADDR + 0x1000, 4);
+    use_nic(0);
+    test_eq_setup(&eq, EQ_ADDR, 16);
+
+    set_link("w0", false);
+    g_assert_cmphex(reg_read(PFNIC_REG_PORT_STATUS), ==,
+                    PFNIC_PORT_STATUS_WIRE);
+    expect_port_change(PFNIC_PORT_STATUS_WIRE);
+    use_nic(1);
+    g_assert_cmphex(reg_read(PFNIC_REG_PORT_STATUS), ==, up);
+
+    post_recv0(3, 0, 0x300, key_b);
+    use_nic(0);
+    post_send0(2, 0, 0x200, key_a);
+    clock_step(50 * 1000 * 1000);
+    g_assert_cmpint(read_cqe(1, 0).owner, ==, 0);
+    use_nic(1);
+    g_assert_cmpint(port_counter(PFNIC_PORT_RX_ROCE), ==, 0);
+    use_nic(0);
+
+    /* Down twice is one change; down then up are two. */
+    set_link("w0", false);
+    set_link("w0", true);
+    set_link("w0", false);
+    set_link("w0", true);
+    g_assert_cmphex(reg_read(PFNIC_REG_PORT_STATUS), ==, up);
+    expect_port_change(PFNIC_PORT_STATUS_WIRE);
+    expect_port_change(up);
+    expect_port_change(PFNIC_PORT_STATUS_WIRE);
+    expect_port_change(up);
+    test_eq_none(&eq);
+
+    c = wait_cqe_ms(1, 0, 1000);
+    g_assert_cmphex(c.wr_id, ==, 0x200);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+    use_nic(1);
+    c = wait_cqe_ms(4, 0, 100);
+    g_assert_cmphex(c.wr_id, ==, 0x300);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+    test_eq_none(&eq_b);
+    qtest_end();
+}
+
+/*
+ * A wire QP with an SRQ (ABI 1.11): B's QP 3 (PD 9) takes its receive
+ * WQEs from SRQ 1 (PD 7, like B's MR): the responder takes them as the
+ * loopback sender does. The SRQ's head moves, the QP's receive head stays
+ * 0; WRITE with immediate consumes one; an empty SRQ is answered with RNR
+ * NAKs until SRQ_DB posts one.
+ */
+static void test_wire_srq(void)
+{
+    static const uint64_t pa[3] = {
+        DATA_PAGE(30), DATA_PAGE(33), DATA_PAGE(31),
+    };
+    static const uint64_t pb[3] = {
+        DATA_PAGE(40), DATA_PAGE(38), DATA_PAGE(44),
+    };
+    static uint8_t src[0x500], got[0x500];
+    uint32_t key_a, key_b, a[PFNIC_CMD_ARGS];
+    PfnicCqe c;
+
+    wire_start("", ",ats=off,pasid=off,pri=off", ",ats=off,pasid=off,pri=off");
+    table_counts_reset();
+    memset(src, 0, sizeof(src));
+    for (int i = 30; i < 45; i++) {
+        memwrite(DATA_PAGE(i), src, 4096);
+    }
+    use_nic(1);
+    reg_write(PFNIC_REG_PORT_IPV4, IP_B);
+    start_ctx_no_pasid(1, RING_ADDR);
+    key_b = table_mr(1, 1, TR_VA, 0x3000, pb, 3);
+    g_assert_cmpint(srq_create(1, 1, 7, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cq_create(3, 1, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cq_create(4, 1, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create_srq(3, 1, 9, 3, 4, 1), ==, PFNIC_CMD_OK);
+    for (uint32_t st = PFNIC_QPS_INIT; st <= PFNIC_QPS_RTS; st++) {
+        g_assert_cmpint(wire_modify(3, st, 2, IP_A, WIRE_SQ_PSN_B,
+                                    WIRE_SQ_PSN_A, 10, 2, 7), ==,
+                        PFNIC_CMD_OK);
+    }
+    use_nic(0);
+    reg_write(PFNIC_REG_PORT_IPV4, IP_A);
+    start_ctx_no_pasid(1, RING_ADDR);
+    key_a = table_mr(1, 1, 0x10000000, 0x3000, pa, 3);
+    wire_qp(1, 2, 3, IP_B, WIRE_SQ_PSN_A, WIRE_SQ_PSN_B, 10);
+
+    /* SEND into B's first SRQ WQE, across its pages 1 and 2 */
+    use_nic(1);
+    srq_post(1, 1, 0x301, TR_VA + 0x1e00, 0x600, key_b);
+    srq_post(1, 1, 0x302, TR_VA, 0x100, key_b);
+    use_nic(0);
+    pattern(src, sizeof(src), 9);
+    table_rw(pa, 0x10000000, 0x10000300, src, sizeof(src), true);
+    table_post(1, 2, PFNIC_WR_SEND, 0x73, 0x10000300, 0x500, key_a, 0, 0, 0);
+    g_assert_cmpint(wait_cqe_ms(1, 0, 100).status, ==, PFNIC_WC_SUCCESS);
+    use_nic(1);
+    c = wait_cqe_ms(4, 0, 10);
+    g_assert_cmphex(c.wr_id, ==, 0x301);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.byte_len, ==, 0x500);
+    g_assert_cmpint(c.qp_num, ==, 3);
+    g_assert_cmpint(c.src_qp, ==, 2);
+    table_rw(pb, TR_VA, TR_VA + 0x1e00, got, 0x500, false);
+    g_assert_cmpmem(got, 0x500, src, 0x500);
+
+    /* WRITE with immediate (no data) takes the second */
+    use_nic(0);
+    table_post_imm(1, 2, 0x74, 0, 0, key_a, 0, 0);
+    g_assert_cmpint(wait_cqe_ms(1, 1, 100).status, ==, PFNIC_WC_SUCCESS);
+    use_nic(1);
+    c = wait_cqe_ms(4, 1, 10);
+    g_assert_cmphex(c.wr_id, ==, 0x302);
+    g_assert_cmpint(c.opcode, ==, PFNIC_WC_RECV_RDMA_WITH_IMM);
+    g_assert_cmphex(c.imm_data, ==, 0x78563412);
+    srq_query(1, a);
+    g_assert_cmpint(a[1], ==, 2);
+    g_assert_cmpint(srq_rec_head(1), ==, 2);
+    g_assert_cmpint(qp_query(3, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[2], ==, 0);
+
+    /* The SRQ is empty: RNR NAKs, until B posts on it */
+    use_nic(0);
+    table_post(1, 2, PFNIC_WR_SEND, 0x75, 0x10000300, 0x10, key_a, 0, 0, 0);
+    clock_step(5 * 1000 * 1000);
+    g_assert_cmpint(read_cqe(1, 2).owner, ==, 0);
+    g_assert_cmpint(qp_query(2, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[13], >, 0);               /* RNR NAKs received */
+    use_nic(1);
+    g_assert_cmpint(qp_query(3, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[12], >, 0);               /* RNR NAKs sent */
+    srq_post(1, 1, 0x303, TR_VA + 0x800, 0x100, key_b);
+    use_nic(0);
+    g_assert_cmpint(wait_cqe_ms(1, 2, 100).status, ==, PFNIC_WC_SUCCESS);
+    use_nic(1);
+    c = wait_cqe_ms(4, 2, 10);
+    g_assert_cmphex(c.wr_id, ==, 0x303);
+    g_assert_cmpint(c.byte_len, ==, 0x10);
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    assert_no_bad_frames();
+    qtest_end();
+}
+
+/* Post a signaled one-SGE WQE in slot @slot of QP @qpn (context 1), rung. */
+static void dm_post(uint32_t qpn, uint32_t slot, uint8_t op, uint64_t wr_id,
+                    uint64_t laddr, uint32_t len, uint32_t lkey,
+                    uint64_t raddr, uint32_t rkey, uint64_t add)
+{
+    PfnicWqe w = {
+        .opcode = op, .flags = PFNIC_SEND_SIGNALED, .num_sge = 1,
+        .wr_id = cpu_to_le64(wr_id), .remote_addr = cpu_to_le64(raddr),
+        .rkey = cpu_to_le32(rkey), .compare_add = cpu_to_le64(add),
+        .sge[0] = {
+            .addr = cpu_to_le64(laddr), .length = cpu_to_le32(len),
+            .lkey = cpu_to_le32(lkey),
+        },
+    };
+
+    memwrite(SQ_ADDR + qpn * 0x10000 + slot * PFNIC_WQE_SIZE, &w, sizeof(w));
+    verbs_db(1, PFNIC_DB_SQ, qpn << 16 | (slot + 1));
+}
+
+/*
+ * Device memory on the wire (ABI 1.13): A's DM MR to B's, in contexts
+ * with a PASID and no IOMMU (only device memory needs no translation): a
+ * WRITE of five packets, a READ of three, a FETCH_AND_ADD, and a WRITE
+ * past B's MR (REM_ACCESS_ERR).
+ */
+static void test_wire_dm(void)
+{
+    static uint8_t src[0x1300], got[0x1300];
+    uint32_t key_a, key_b, dm_a, dm_b;
+    uint64_t v;
+    PfnicCqe c;
+
+    wire_start("", "", "");
+    wire_setup(10, &key_a, &key_b);
+    use_nic(1);
+    g_assert_cmpint(dm_mr(5, 1, 7, ALL_ACCESS, 0x1000, 0x4000, &dm_b), ==,
+                    PFNIC_CMD_OK);
+    use_nic(0);
+    g_assert_cmpint(dm_mr(5, 1, 7, ALL_ACCESS, 0x3000, 0x4000, &dm_a), ==,
+                    PFNIC_CMD_OK);
+
+    /* WRITE: A's MR 5 at 0x100 (byte 0x3100) to B's at 0x200 (0x1200) */
+    pattern(src, 0x1300, 31);
+    dm_write(0x3000 + 0x100, src, 0x1300);
+    dm_post(2, 0, PFNIC_WR_RDMA_WRITE, 0x81, 0x100, 0x1300, dm_a, 0x200,
+            dm_b, 0);
+    c = wait_cqe_ms(1, 0, 100);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.opcode, ==, PFNIC_WC_RDMA_WRITE);
+    use_nic(1);
+    dm_read(0x1000 + 0x200, got, 0x1300);
+    g_assert_cmpmem(got, 0x1300, src, 0x1300);
+
+    /* READ: B's MR 5 at 0x2000 into A's at 0x1800 */
+    pattern(src, 0x900, 32);
+    dm_write(0x1000 + 0x2000, src, 0x900);
+    use_nic(0);
+    dm_post(2, 1, PFNIC_WR_RDMA_READ, 0x82, 0x1800, 0x900, dm_a, 0x2000,
+            dm_b, 0);
+    c = wait_cqe_ms(1, 1, 100);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.opcode, ==, PFNIC_WC_RDMA_READ);
+    dm_read(0x3000 + 0x1800, got, 0x900);
+    g_assert_cmpmem(got, 0x900, src, 0x900);
+
+    /* FETCH_AND_ADD on B's last 8 bytes, the original to A's 0x8 */
+    use_nic(1);
+    v = cpu_to_le64(5);
+    dm_write(0x1000 + 0x3ff8, &v, 8);
+    use_nic(0);
+    dm_post(2, 2, PFNIC_WR_ATOMIC_FETCH_AND_ADD, 0x83, 0x8, 8, dm_a, 0x3ff8,
+            dm_b, 3);
+    c = wait_cqe_ms(1, 2, 100);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+    dm_read(0x3000 + 0x8, &v, 8);
+    g_assert_cmpint(le64_to_cpu(v), ==, 5);
+    use_nic(1);
+    dm_read(0x1000 + 0x3ff8, &v, 8);
+    g_assert_cmpint(le64_to_cpu(v), ==, 8);
+
+    /* Past B's MR: refused by B */
+    use_nic(0);
+    dm_post(2, 3, PFNIC_WR_RDMA_WRITE, 0x84, 0, 0x100, dm_a, 0x3f80, dm_b, 0);
+    c = wait_cqe_ms(1, 3, 100);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_REM_ACCESS_ERR);
+
+    assert_no_bad_frames();
+    for (int n = 0; n < 2; n++) {
+        use_nic(n);
+        assert_no_ats_pri();
+        assert_mr_no_pages(5);
+    }
+    use_nic(0);
+    qtest_end();
+}
+
+/* --- frames from a stranger on the wire -------------------------------- */
+
+/* CRC-32 (IEEE, reflected), bit by bit: a second implementation. */
+static uint32_t crc32_ieee(uint32_t crc, const uint8_t *p, size_t n)
+{
+    crc = ~crc;
+    while (n--) {
+        crc ^= *p++;
+        for (int k = 0; k < 8; k++) {
+            crc = crc >> 1 ^ (0xedb88320 & -(crc & 1));
+        }
+    }
+    return ~crc;
+}
+
+static uint16_t ip_csum(const uint8_t *p, size_t n)
+{
+    uint32_t sum = 0;
+
+    for (size_t i = 0; i < n; i += 2) {
+        sum += p[i] << 8 | p[i + 1];
+    }
+    while (sum >> 16) {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    return ~sum;
+}
+
+/* The ICRC of a RoCEv2 frame of @len bytes (ICRC included). */
+static uint32_t frame_icrc(const uint8_t *f, size_t len)
+{
+    static const uint8_t ones[8] = {
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff
+    };
+    uint8_t h[20 + 8 + 12];
+    uint32_t crc = crc32_ieee(0, ones, 8);
+
+    memcpy(h, f + 14, sizeof(h));
+    h[1] = h[8] = h[10] = h[11] = 0xff;
+    h[26] = h[27] = 0xff;
+    h[32] = 0xff;
+    crc = crc32_ieee(crc, h, sizeof(h));
+    return crc32_ieee(crc, f + 14 + sizeof(h), len - 14 - sizeof(h) - 4);
+}
+
+/* Fix the IPv4 checksum and the ICRC after changing a frame. */
+static void frame_seal(uint8_t *f, size_t len)
+{
+    stw_be_p(f + 24, 0);
+    stw_be_p(f + 24, ip_csum(f + 14, 20));
+    stl_le_p(f + len - 4, frame_icrc(f, len));
+}
+
+typedef struct Stranger {
+    int fd;
+    char *ours, *qemus;
+} Stranger;
+
+/* A third port on the hub, behind a unix datagram socket the test holds. */
+static char *stranger_open(Stranger *st)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    char *dir = g_dir_make_tmp("pfnic-wire-XXXXXX", NULL);
+
+    st->ours = g_strdup_printf("%s/test.sock", dir);
+    st->qemus = g_strdup_printf("%s/qemu.sock", dir);
+    g_free(dir);
+    st->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+    g_assert_cmpint(st->fd, >=, 0);
+    g_strlcpy(sa.sun_path, st->ours, sizeof(sa.sun_path));
+    g_assert_cmpint(bind(st->fd, (struct sockaddr *)&sa, sizeof(sa)), ==, 0);
+    return g_strdup_printf("-netdev dgram,id=inj,local.type=unix,"
+                           "local.path=%s,remote.type=unix,remote.path=%s "
+                           "-netdev hubport,id=w2,hubid=0,netdev=inj",
+                           st->qemus, st->ours);
+}
+
+static void stranger_send(Stranger *st, const uint8_t *f, size_t len)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    uint8_t drop[4096];
+
+    g_strlcpy(sa.sun_path, st->qemus, sizeof(sa.sun_path));
+    for (int i = 0; i < 1000; i++) {
+        ssize_t n = sendto(st->fd, f, len, 0, (struct sockaddr *)&sa,
+                           sizeof(sa));
+
+        if (n >= 0 || errno != EAGAIN) {
+            g_assert_cmpint(n, ==, len);
+            break;
+        }
+        /*
+         * QEMU's socket queue is full: its main loop may itself wait for
+         * room in ours (the hub stops while a port cannot take a frame).
+         */
+        while (recv(st->fd, drop, sizeof(drop), 0) > 0) {
+            /* what the devices sent meanwhile */
+        }
+        g_usleep(1000);
+    }
+    clock_step(100000);
+}
+
+/* The next frame on the hub with EtherType @type, or 0 if none came. */
+static ssize_t stranger_recv(Stranger *st, uint16_t type, uint8_t *f,
+                             size_t max)
+{
+    for (int i = 0; i < 100; i++) {
+        ssize_t n = recv(st->fd, f, max, 0);
+
+        if (n >= 14 && lduw_be_p(f + 12) == type) {
+            return n;
+        }
+        if (n < 0) {
+            clock_step(100000);
+        }
+    }
+    return 0;
+}
+
+static void stranger_close(Stranger *st)
+{
+    unlink(st->ours);
+    unlink(st->qemus);
+    close(st->fd);
+    g_free(st->ours);
+    g_free(st->qemus);
+}
+
+/*
+ * What a stranger on the wire can make the device do: ARP answers, and
+ * every broken, spoofed or replayed RoCE frame counted and dropped; the
+ * frames the device sends are RoCEv2 as docs/wire.md has them (checked
+ * with a second ICRC implementation).
+ */
+static void test_wire_frames(void)
+{
+    static const uint8_t mac_a[6] = { 0x52, 0x54, 0, 0, 0, 0x0a };
+    static const uint8_t mac_b[6] = { 0x52, 0x54, 0, 0, 0, 0x0b };
+    uint8_t f[4096], send[4096], g[4096];
+    uint32_t key_a, key_b, a[PFNIC_CMD_ARGS], timeouts;
+    Stranger st;
+    char *more = stranger_open(&st);
+    ssize_t n, len;
+    GRand *rnd = g_rand_new_with_seed(4791);
+
+    wire_start(more, "", "");
+    g_free(more);
+    wire_setup(10, &key_a, &key_b);
+
+    /* ARP: who has 10.0.0.1? A answers with its MAC. */
+    memset(f, 0, sizeof(f));
+    memset(f, 0xff, 6);
+    memcpy(f + 6, "\x52\x54\x00\x00\x00\x99", 6);
+    stw_be_p(f + 12, 0x0806);
+    stw_be_p(f + 14, 1);
+    stw_be_p(f + 16, 0x0800);
+    f[18] = 6;
+    f[19] = 4;
+    stw_be_p(f + 20, 1);
+    memcpy(f + 22, f + 6, 6);
+    stl_be_p(f + 28, 0x0a000063);
+    stl_be_p(f + 38, IP_A);
+    stranger_send(&st, f, 42);
+    n = stranger_recv(&st, 0x0806, g, sizeof(g));
+    while (n && lduw_be_p(g + 20) != 2) {
+        n = stranger_recv(&st, 0x0806, g, sizeof(g));
+    }
+    g_assert_cmpint(n, >=, 42);
+    g_assert_cmpmem(g + 22, 6, mac_a, 6);
+    g_assert_cmphex((uint32_t)ldl_be_p(g + 28), ==, IP_A);
+    g_assert_cmphex((uint32_t)ldl_be_p(g + 38), ==, 0x0a000063);
+
+    /* A SEND from A to B, as seen on the wire */
+    use_nic(1);
+    post_recv0(3, 0, 0x300, key_b);
+    use_nic(0);
+    post_send0(2, 0, 0x200, key_a);
+    g_assert_cmpint(wait_cqe_ms(1, 0, 100).status, ==, PFNIC_WC_SUCCESS);
+    do {
+        len = stranger_recv(&st, 0x0800, send, sizeof(send));
+        g_assert_cmpint(len, >, 0);
+    } while (send[14 + 28] != 0x04);            /* SEND ONLY */
+    g_assert_cmpint(len, ==, 14 + 20 + 8 + 12 + 4);
+    g_assert_cmpmem(send, 6, mac_b, 6);
+    g_assert_cmpmem(send + 6, 6, mac_a, 6);
+    g_assert_cmphex(send[14], ==, 0x45);
+    g_assert_cmphex(lduw_be_p(send + 14 + 6), ==, 0x4000);     /* DF */
+    g_assert_cmpint(send[14 + 8], ==, 64);                     /* TTL */
+    g_assert_cmpint(send[14 + 9], ==, 17);                     /* UDP */
+    g_assert_cmphex(ip_csum(send + 14, 20), ==, 0);
+    g_assert_cmphex((uint32_t)ldl_be_p(send + 14 + 12), ==, IP_A);
+    g_assert_cmphex((uint32_t)ldl_be_p(send + 14 + 16), ==, IP_B);
+    g_assert_cmphex(lduw_be_p(send + 34), ==, 0xc000 | 2);
+    g_assert_cmphex(lduw_be_p(send + 36), ==, 4791);
+    g_assert_cmphex(lduw_be_p(send + 40), ==, 0);              /* no csum */
+    g_assert_cmphex(lduw_be_p(send + 42 + 2), ==, 0xffff);     /* P_Key */
+    g_assert_cmphex((uint32_t)ldl_be_p(send + 42 + 4), ==, 3); /* dest QP */
+    g_assert_cmphex((uint32_t)ldl_be_p(send + 42 + 8), ==,
+                    0x80000000 | WIRE_SQ_PSN_A);               /* AckReq */
+    g_assert_cmphex((uint32_t)ldl_le_p(send + len - 4), ==,
+                    frame_icrc(send, len));
+
+    use_nic(1);
+    /* The same frame again: a duplicate, acknowledged, not received. */
+    stranger_send(&st, send, len);
+    g_assert_cmpint(port_counter(PFNIC_PORT_RX_DUPLICATE), ==, 1);
+    /* One bit of the payload area flipped: a bad ICRC. */
+    memcpy(f, send, len);
+    f[42 + 11] ^= 1;
+    stranger_send(&st, f, len);
+    g_assert_cmpint(port_counter(PFNIC_PORT_RX_BAD_ICRC), ==, 1);
+    /* From another address, sealed right: not the peer. */
+    memcpy(f, send, len);
+    stl_be_p(f + 14 + 12, 0x0a000063);
+    frame_seal(f, len);
+    stranger_send(&st, f, len);
+    g_assert_cmpint(port_counter(PFNIC_PORT_RX_NOT_PEER), ==, 1);
+    /* A QP that is not there */
+    memcpy(f, send, len);
+    stl_be_p(f + 42 + 4, 77);
+    frame_seal(f, len);
+    stranger_send(&st, f, len);
+    g_assert_cmpint(port_counter(PFNIC_PORT_RX_NO_QP), ==, 1);
+    /* A PSN far ahead, twice: one sequence NAK */
+    for (int i = 0; i < 2; i++) {
+        memcpy(f, send, len);
+        stl_be_p(f + 42 + 8, 0x80000000 | (WIRE_SQ_PSN_A + 1000 + i));
+        frame_seal(f, len);
+        stranger_send(&st, f, len);
+    }
+    g_assert_cmpint(port_counter(PFNIC_PORT_TX_SEQ_NAKS), ==, 1);
+    /* Truncated, and a payload larger than the path MTU (1024) */
+    stranger_send(&st, send, 40);
+    memcpy(f, send, 42 + 12);
+    memset(f + 42 + 12, 0x5a, 2000);
+    stw_be_p(f + 14 + 2, 20 + 8 + 12 + 2000 + 4);
+    stw_be_p(f + 38, 8 + 12 + 2000 + 4);
+    stl_be_p(f + 42 + 8, WIRE_SQ_PSN_A + 1);
+    frame_seal(f, 42 + 12 + 2000 + 4);
+    stranger_send(&st, f, 42 + 12 + 2000 + 4);
+    g_assert_cmpint(port_counter(PFNIC_PORT_RX_MALFORMED), ==, 2);
+    g_assert_cmpint(qp_query(3, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[0], ==, PFNIC_QPS_RTS);
+    g_assert_cmpint(a[2], ==, 1);               /* one receive, the real one */
+
+    /*
+     * Noise: random frames, half of them well-formed RoCEv2 to B's QP 3
+     * (a random BTH and body, sealed): counted and dropped, or answered,
+     * and the QPs work after.
+     */
+    for (int i = 0; i < 2000; i++) {
+        /* Not 0: QEMU's dgram netdev takes an empty datagram for EOF. */
+        size_t flen = g_rand_int_range(rnd, 1, 1200);
+
+        for (size_t k = 0; k < flen; k++) {
+            f[k] = g_rand_int(rnd);
+        }
+        if (i & 1 && flen >= 42 + 12 + 4 + 4) {
+            flen &= ~3ul;
+            memcpy(f, send, 42);
+            stw_be_p(f + 14 + 2, flen - 14);
+            stw_be_p(f + 38, flen - 34);
+            stl_be_p(f + 42 + 4, 3);
+            f[42 + 1] &= 0xf0;
+            stw_be_p(f + 42 + 2, 0xffff);
+            frame_seal(f, flen);
+        }
+        stranger_send(&st, f, flen);
+        while (recv(st.fd, g, sizeof(g), 0) > 0) {
+            /* drain what the devices answer */
+        }
+    }
+    g_assert_cmpint(port_counter(PFNIC_PORT_RX_FRAMES), >=, 2000);
+
+    use_nic(1);
+    post_recv0(3, 1, 0x301, key_b);
+    use_nic(0);
+    post_send0(2, 1, 0x201, key_a);
+    g_assert_cmpint(wait_cqe_ms(1, 1, 1000).status, ==, PFNIC_WC_SUCCESS);
+
+    /*
+     * From A's address but another MAC, to a QP that is not there: B must
+     * not take that MAC for A's, or its next SEND to A goes astray and
+     * times out.
+     */
+    memcpy(f, send, len);
+    memcpy(f + 6, "\x52\x54\x00\x00\x00\x99", 6);
+    stl_be_p(f + 42 + 4, 77);
+    frame_seal(f, len);
+    stranger_send(&st, f, len);
+    post_recv0(2, 0, 0x210, key_a);
+    use_nic(1);
+    timeouts = port_counter(PFNIC_PORT_TIMEOUTS);
+    post_send0(3, 0, 0x310, key_b);
+    g_assert_cmpint(wait_cqe_ms(3, 0, 1000).status, ==, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(port_counter(PFNIC_PORT_TIMEOUTS), ==, timeouts);
+    qtest_end();
+    stranger_close(&st);
+    g_rand_free(rnd);
+}
+
+/*
+ * Timestamps on the wire (ABI 1.12): A's send CQ 1 and B's receive CQ 4
+ * have TIMESTAMP, A's receive CQ 2 and B's send CQ 3 not. Each device
+ * stamps with its own clock; zero-length SENDs (nothing to translate).
+ */
+static void test_wire_timestamps(void)
+{
+    uint32_t key_a, key_b;
+    uint64_t last_a = 0, last_b = 0;
+
+    wire_start("", "", "");
+    use_nic(1);
+    reg_write(PFNIC_REG_PORT_IPV4, IP_B);
+    key_b = ctx_and_mr_setup();
+    wire_qp_flags(3, 3, 2, IP_A, WIRE_SQ_PSN_B, WIRE_SQ_PSN_A, 10, 0,
+                  PFNIC_CQ_FLAG_TIMESTAMP);
+    use_nic(0);
+    reg_write(PFNIC_REG_PORT_IPV4, IP_A);
+    key_a = ctx_and_mr_setup();
+    wire_qp_flags(1, 2, 3, IP_B, WIRE_SQ_PSN_A, WIRE_SQ_PSN_B, 10,
+                  PFNIC_CQ_FLAG_TIMESTAMP, 0);
+
+    for (uint32_t i = 0; i < 3; i++) {
+        uint64_t a0, a1, b0, b1, ts_a = 0, ts_b = 0;
+        PfnicCqe c;
+
+        use_nic(1);
+        post_recv0(3, i, 0x300 + i, key_b);
+        b0 = clock_read(1);
+        use_nic(0);
+        clock_step(2000);
+        a0 = clock_read(1);
+        post_send0(2, i, 0x200 + i, key_a);
+        wait_cqe_ms(1, i, 100);
+        c = ts_cqe(1, 4, i, &ts_a);
+        a1 = clock_read(1);
+        g_assert_cmphex(c.wr_id, ==, 0x200 + i);
+        g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+        g_assert_cmpint(c.opcode, ==, PFNIC_WC_SEND);
+        g_assert_cmpuint(ts_a, >=, a0);
+        g_assert_cmpuint(ts_a, <=, a1);
+        g_assert_cmpuint(ts_a, >=, last_a);
+        last_a = ts_a;
+        use_nic(1);
+        wait_cqe_ms(4, i, 10);
+        c = ts_cqe(4, 4, i, &ts_b);
+        b1 = clock_read(1);
+        g_assert_cmphex(c.wr_id, ==, 0x300 + i);
+        g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+        g_assert_cmpint(c.opcode, ==, PFNIC_WC_RECV);
+        g_assert_cmpint(c.src_qp, ==, 2);
+        g_assert_cmpuint(ts_b, >=, b0);
+        g_assert_cmpuint(ts_b, <=, b1);
+        g_assert_cmpuint(ts_b, >=, last_b);
+        last_b = ts_b;
+    }
+    /* A's 32-byte receive CQ and B's send CQ hold nothing. */
+    use_nic(0);
+    g_assert_cmpint(read_cqe(2, 0).owner, ==, 0);
+    use_nic(1);
+    g_assert_cmpint(read_cqe(3, 0).owner, ==, 0);
+    assert_no_bad_frames();
+    qtest_end();
+}
+
+static void register_pfnic_wire_tests(void)
+{
+    qtest_add_func("/pfnic/wire/basic", test_wire_basic);
+    qtest_add_func("/pfnic/wire/tables", test_wire_tables);
+    qtest_add_func("/pfnic/wire/driver-faults", test_wire_driver_faults);
+    qtest_add_func("/pfnic/wire/peer", test_wire_peer);
+    qtest_add_func("/pfnic/wire/loss", test_wire_loss);
+    qtest_add_func("/pfnic/wire/port-events", test_wire_port_events);
+    qtest_add_func("/pfnic/wire/srq", test_wire_srq);
+    qtest_add_func("/pfnic/wire/timestamps", test_wire_timestamps);
+    qtest_add_func("/pfnic/wire/dm", test_wire_dm);
+    qtest_add_func("/pfnic/wire/frames", test_wire_frames);
+}
+
+libqos_init(register_pfnic_wire_tests);
