@@ -210,16 +210,13 @@ static void test_selftest_msix(void *obj, void *data,
 
 static void register_pfnic_config_tests(void)
 {
-    qos_add_test("config-space", "pfnic", test_config_space, NULL);
-    qos_add_test("ext-caps/default", "pfnic", test_ext_caps_default, NULL);
-    qos_add_test("ext-caps/switchable", "pfnic", test_ext_caps_switchable,
-                 NULL);
-    qos_add_test("bad-properties", "pfnic", test_bad_properties, NULL);
-    qos_add_test("registers", "pfnic", test_registers,
-                 &(QOSGraphTestOptions) {
-                     .edge.extra_device_opts = "pri=off,vectors=16,contexts=8",
-                 });
-    qos_add_test("selftest-msix", "pfnic", test_selftest_msix, NULL);
+    pfnic_add_test("config-space", test_config_space, NULL, NULL);
+    pfnic_add_test("ext-caps/default", test_ext_caps_default, NULL, NULL);
+    pfnic_add_test("ext-caps/switchable", test_ext_caps_switchable, NULL, NULL);
+    pfnic_add_test("bad-properties", test_bad_properties, NULL, NULL);
+    pfnic_add_test("registers", test_registers,
+                   "pri=off,vectors=16,contexts=8", NULL);
+    pfnic_add_test("selftest-msix", test_selftest_msix, NULL, NULL);
 }
 
 libqos_init(register_pfnic_config_tests);

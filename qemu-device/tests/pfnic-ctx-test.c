@@ -10,9 +10,10 @@
 #include "qemu/osdep.h"
 #include "pfnic-test.h"
 
-static void test_contexts(void)
+static void test_contexts(void *obj, void *data,
+                          QGuestAllocator *alloc)
 {
-    start(",contexts=4");
+    pfnic_qos_start(obj);
     map_bars();
 
     /* PASID 0 is reserved for requests without PASID. */
@@ -72,7 +73,7 @@ static void test_contexts(void)
     g_assert_false(ctx_active(2));
     ctx_select(2);
     g_assert_cmphex(reg_read(PFNIC_REG_CTX_PASID), ==, 0);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /* Wait for descriptor @n (free-running) of a ring of 8 at @ring. */
@@ -94,7 +95,8 @@ static uint32_t wait_desc(uint64_t ring, uint32_t n)
  * all, read back as such, cannot change mode while enabled, complete
  * every descriptor BAD_DESCRIPTOR, and stop and reset as the others.
  */
-static void test_contexts_no_pasid(void)
+static void test_contexts_no_pasid(void *obj, void *data,
+                                   QGuestAllocator *alloc)
 {
     PfnicDesc d = {
         .opcode = PFNIC_OP_FILL, .dst = cpu_to_le64(0x10000000),
@@ -102,7 +104,7 @@ static void test_contexts_no_pasid(void)
     };
     uint32_t pba;
 
-    start(",contexts=4,ats=off,pasid=off,pri=off");
+    pfnic_qos_start(obj);
     map_bars();
     pba = msix_enable_masked();
     g_assert_true(reg_read(PFNIC_REG_CAPS) & PFNIC_CAPS_TABLES);
@@ -161,13 +163,14 @@ static void test_contexts_no_pasid(void)
     reg_write(PFNIC_REG_CONTROL, PFNIC_CONTROL_RESET);
     g_assert_false(ctx_active(2));
     g_assert_cmphex(reg_read(PFNIC_REG_CTX_STATUS), ==, 0);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 static void register_pfnic_ctx_tests(void)
 {
-    qtest_add_func("/pfnic/contexts", test_contexts);
-    qtest_add_func("/pfnic/contexts/no-pasid", test_contexts_no_pasid);
+    pfnic_add_test("contexts", test_contexts, "contexts=4", NULL);
+    pfnic_add_test("contexts/no-pasid", test_contexts_no_pasid,
+                   "contexts=4,ats=off,pasid=off,pri=off", NULL);
 }
 
 libqos_init(register_pfnic_ctx_tests);

@@ -29,11 +29,12 @@ static uint32_t bar_probe(uint16_t reg)
  * device reset zeroes it. Other sizes, and dm-size=0: no BAR1, DM_SIZE 0,
  * no CAPS.DM, and MR_SET with DM refused.
  */
-static void test_dm_bar(void)
+static void test_dm_bar(void *obj, void *data,
+                        QGuestAllocator *alloc)
 {
     static uint8_t buf[0x1000], got[0x1000], zero[0x1000];
 
-    start("");
+    pfnic_qos_start(obj);
     g_assert_cmphex(bar_probe(PCI_BASE_ADDRESS_1), ==,
                     (uint32_t)~(DM_SIZE_DEFAULT - 1) |
                     PCI_BASE_ADDRESS_MEM_PREFETCH);
@@ -67,23 +68,17 @@ static void test_dm_bar(void)
     map_bars();
     dm_read(0x1800, got, sizeof(got));
     g_assert_cmpmem(got, sizeof(got), zero, sizeof(zero));
-    qtest_end();
-
-    start(",dm-size=4096");
+    pfnic_qos_restart(",dm-size=4096");
     g_assert_cmphex(bar_probe(PCI_BASE_ADDRESS_1), ==,
                     0xfffff000 | PCI_BASE_ADDRESS_MEM_PREFETCH);
     map_bars();
     g_assert_cmpint(reg_read(PFNIC_REG_DM_SIZE), ==, 4096);
     writel(BAR1_ADDR + 4092, 0x55aa55aa);
     g_assert_cmphex(readl(BAR1_ADDR + 4092), ==, 0x55aa55aa);
-    qtest_end();
-
-    start(",dm-size=16777216");
+    pfnic_qos_restart(",dm-size=16777216");
     g_assert_cmphex(bar_probe(PCI_BASE_ADDRESS_1), ==,
                     0xff000000 | PCI_BASE_ADDRESS_MEM_PREFETCH);
-    qtest_end();
-
-    start(",dm-size=0");
+    pfnic_qos_restart(",dm-size=0");
     g_assert_cmphex(bar_probe(PCI_BASE_ADDRESS_1), ==, 0);
     map_bars();
     g_assert_cmpint(reg_read(PFNIC_REG_DM_SIZE), ==, 0);
@@ -91,7 +86,7 @@ static void test_dm_bar(void)
     g_assert_cmpint(dm_mr(1, 1, 7, 0, 0, 0x1000, NULL), ==,
                     PFNIC_CMD_BAD_ARG);
     g_assert_cmpint(cmd1(PFNIC_CMD_MR_QUERY, 1), ==, PFNIC_CMD_BAD_STATE);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /*
@@ -99,7 +94,8 @@ static void test_dm_bar(void)
  * never on demand, never the implicit MR's pattern; a context without a
  * PASID may have one; the table commands refuse it.
  */
-static void test_dm_mr_set(void)
+static void test_dm_mr_set(void *obj, void *data,
+                           QGuestAllocator *alloc)
 {
     static const struct {
         uint32_t access, flags;
@@ -126,7 +122,7 @@ static void test_dm_mr_set(void)
     };
     uint32_t key, key2;
 
-    start(",contexts=4");
+    pfnic_qos_start(obj);
     map_bars();
     for (int i = 0; i < ARRAY_SIZE(bad); i++) {
         g_test_message("bad MR_SET DM %d", i);
@@ -156,7 +152,7 @@ static void test_dm_mr_set(void)
     g_assert_cmpint(dm_mr(4, 2, 7, ALL_ACCESS, 0x1000, 0x1000, NULL), ==,
                     PFNIC_CMD_OK);
     g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 #define DM_L_START      0x2000          /* MR 5 (context 1): 3 pages */
@@ -196,14 +192,15 @@ static void dm_post_cas(uint64_t wr_id, uint64_t laddr, uint32_t lkey,
  * the key checks of [x, x + len) against [0, length), and the PD; no page
  * request, no translation, no page counted.
  */
-static void test_dm_loopback(void)
+static void test_dm_loopback(void *obj, void *data,
+                             QGuestAllocator *alloc)
 {
     static uint8_t src[0x2000], got[0x2000], zero[0x2000];
     uint32_t lkey, rkey, ldm, rdm, odm, lodm;
     uint64_t v;
     PfnicCqe c;
 
-    start(",contexts=4,ats=off,pasid=off,pri=off");
+    pfnic_qos_start(obj);
     map_bars();
     tables_setup(&lkey, &rkey);
     g_assert_cmpint(dm_mr(5, 1, 7, ALL_ACCESS, DM_L_START, DM_L_LEN, &ldm),
@@ -336,7 +333,7 @@ static void test_dm_loopback(void)
     assert_mr_no_pages(5);
     assert_mr_no_pages(6);
     g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /*
@@ -344,7 +341,8 @@ static void test_dm_loopback(void)
  * page can be made present): data moves without translation, a PREFETCH
  * succeeds at once (within the MR), nothing goes to ATS or PRI.
  */
-static void test_dm_pasid(void)
+static void test_dm_pasid(void *obj, void *data,
+                          QGuestAllocator *alloc)
 {
     static uint8_t src[0x1400], got[0x1400];
     uint32_t k1, k2;
@@ -353,7 +351,7 @@ static void test_dm_pasid(void)
         .dst = cpu_to_le64(0x800), .len = cpu_to_le64(0x1800),
     };
 
-    start(",contexts=4");
+    pfnic_qos_start(obj);
     map_bars();
     verbs_setup(7);
     table_counts_reset();
@@ -378,15 +376,16 @@ static void test_dm_pasid(void)
     assert_mr_no_pages(5);
     assert_mr_no_pages(6);
     g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 static void register_pfnic_dm_tests(void)
 {
-    qtest_add_func("/pfnic/dm/bar", test_dm_bar);
-    qtest_add_func("/pfnic/dm/mr-set", test_dm_mr_set);
-    qtest_add_func("/pfnic/dm/loopback", test_dm_loopback);
-    qtest_add_func("/pfnic/dm/pasid", test_dm_pasid);
+    pfnic_add_test("dm/bar", test_dm_bar, NULL, NULL);
+    pfnic_add_test("dm/mr-set", test_dm_mr_set, "contexts=4", NULL);
+    pfnic_add_test("dm/loopback", test_dm_loopback,
+                   "contexts=4,ats=off,pasid=off,pri=off", NULL);
+    pfnic_add_test("dm/pasid", test_dm_pasid, "contexts=4", NULL);
 }
 
 libqos_init(register_pfnic_dm_tests);

@@ -17,11 +17,12 @@
  * can be started again; a doorbell past the ring, or moving the tail back,
  * is refused, and offset 0 of the process's doorbell page no longer rings.
  */
-static void test_engine(void)
+static void test_engine(void *obj, void *data,
+                        QGuestAllocator *alloc)
 {
     uint32_t pba, status = 0;
 
-    start(",contexts=4");
+    pfnic_qos_start(obj);
     map_bars();
     pba = msix_enable_masked();
     enable_sva_caps();
@@ -80,7 +81,7 @@ static void test_engine(void)
         g_assert_true(reg_read(PFNIC_REG_STATUS) & PFNIC_STATUS_ERROR);
         reg_write(PFNIC_REG_CONTROL, PFNIC_CONTROL_RESET);
     }
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /*
@@ -89,13 +90,14 @@ static void test_engine(void)
  * WQEs are flushed. The receiver is untouched. The armed send CQ queues
  * a COMPLETION event, signalled as an MSI-X pending bit.
  */
-static void test_verbs_send_fault(void)
+static void test_verbs_send_fault(void *obj, void *data,
+                                  QGuestAllocator *alloc)
 {
     uint32_t pba, key, object, a[PFNIC_CMD_ARGS], rec[2];
     uint8_t type, owner;
     PfnicCqe c;
 
-    start(",contexts=4");
+    pfnic_qos_start(obj);
     map_bars();
     pba = msix_enable_masked();
     eq_setup(4);
@@ -179,11 +181,12 @@ static void test_verbs_send_fault(void)
     /* No QP_FATAL for either: only bad doorbells and DMA errors are. */
     read_eqe(2, &type, &owner, &object);
     g_assert_cmpint(owner, ==, 0);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /* PREFETCH descriptors: key checks, NO_FAULT skips, faults fail. */
-static void test_verbs_prefetch(void)
+static void test_verbs_prefetch(void *obj, void *data,
+                                QGuestAllocator *alloc)
 {
     uint32_t key, key2, key3, a[PFNIC_CMD_ARGS];
     PfnicDesc d = {
@@ -191,7 +194,7 @@ static void test_verbs_prefetch(void)
         .len = cpu_to_le64(3 * 4096),
     };
 
-    start(",contexts=4");
+    pfnic_qos_start(obj);
     map_bars();
     key = verbs_setup(7);
     g_assert_cmpint(mr_set(2, 1, 7, 0, 0x10000000, 0x1000, &key2), ==,
@@ -241,11 +244,12 @@ static void test_verbs_prefetch(void)
     g_assert_cmpint(a[0], ==, 0);   /* no page request could be sent */
     g_assert_cmpint(a[8], ==, 0);   /* nothing was made present */
     g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /* MR_SET, MTT_WRITE and MTT_INVALIDATE: every status */
-static void test_verbs_table_commands(void)
+static void test_verbs_table_commands(void *obj, void *data,
+                                      QGuestAllocator *alloc)
 {
     uint64_t e[3] = {
         cpu_to_le64(DATA_PAGE(1) | MTT_RW),
@@ -254,7 +258,7 @@ static void test_verbs_table_commands(void)
     };
     uint32_t key, a[PFNIC_CMD_ARGS];
 
-    start(",contexts=4,ats=off,pasid=off,pri=off");
+    pfnic_qos_start(obj);
     map_bars();
     start_ctx_no_pasid(1, RING_ADDR);
 
@@ -341,16 +345,17 @@ static void test_verbs_table_commands(void)
     g_assert_cmpint(mtt_write(2, 0, 1, MTT_SRC), ==, PFNIC_CMD_BAD_STATE);
     g_assert_cmpint(mtt_invalidate(2, 0, 1), ==, PFNIC_CMD_BAD_STATE);
     g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /*
  * table-entries bounds every table together: NO_SPACE beyond it, and the
  * entries come back at MR_CLEAR and at a reset.
  */
-static void test_verbs_table_space(void)
+static void test_verbs_table_space(void *obj, void *data,
+                                   QGuestAllocator *alloc)
 {
-    start(",contexts=4,table-entries=16");
+    pfnic_qos_start(obj);
     map_bars();
 
     /* 0x1800 bytes from 0x10000800: two pages. Then 14: full. */
@@ -395,7 +400,7 @@ static void test_verbs_table_space(void)
     g_assert_cmpint(mr_set_flags(2, 1, 7, 0, 0x10000000, 1,
                                  PFNIC_MR_FLAG_TABLE, NULL), ==,
                     PFNIC_CMD_NO_SPACE);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /*
@@ -403,14 +408,15 @@ static void test_verbs_table_space(void)
  * across pages that are scattered in guest memory, from offsets that are
  * not page aligned.
  */
-static void test_verbs_tables(void)
+static void test_verbs_tables(void *obj, void *data,
+                              QGuestAllocator *alloc)
 {
     static uint8_t src[0x3000], got[0x3000];
     uint32_t lkey, rkey;
     uint64_t v;
     PfnicCqe c;
 
-    start(",contexts=4,ats=off,pasid=off,pri=off");
+    pfnic_qos_start(obj);
     map_bars();
     tables_setup(&lkey, &rkey);
 
@@ -489,7 +495,7 @@ static void test_verbs_tables(void)
 
     assert_no_ats_pri();
     g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /*
@@ -499,7 +505,8 @@ static void test_verbs_tables(void)
  * the remote QP is untouched. An MTT_WRITE refused for a bad entry
  * changes nothing.
  */
-static void test_verbs_table_faults(void)
+static void test_verbs_table_faults(void *obj, void *data,
+                                    QGuestAllocator *alloc)
 {
     static uint8_t src[0x2000], got[0x2000];
     uint64_t bad[2] = {
@@ -508,7 +515,7 @@ static void test_verbs_table_faults(void)
     };
     uint32_t lkey, rkey, key, a[PFNIC_CMD_ARGS];
 
-    start(",contexts=4,ats=off,pasid=off,pri=off");
+    pfnic_qos_start(obj);
     map_bars();
     tables_setup(&lkey, &rkey);
     /* src[i] at VA 0x10000000 + i: MR 1's pages 0 and 1 */
@@ -641,14 +648,15 @@ static void test_verbs_table_faults(void)
         g_assert_cmphex(a[i], ==, 0);
     }
     g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /*
  * A context with a PASID may use table MRs too: they move data without
  * any IOMMU, and a PREFETCH of one succeeds at once.
  */
-static void test_verbs_table_pasid(void)
+static void test_verbs_table_pasid(void *obj, void *data,
+                                   QGuestAllocator *alloc)
 {
     static uint8_t src[0x1000], got[0x1000];
     PfnicDesc d = {
@@ -657,7 +665,7 @@ static void test_verbs_table_pasid(void)
     };
     uint32_t lkey, rkey;
 
-    start(",contexts=4");
+    pfnic_qos_start(obj);
     map_bars();
     table_counts_reset();
     enable_sva_caps();
@@ -693,7 +701,7 @@ static void test_verbs_table_pasid(void)
                     ==, 0);
     g_assert_cmpint(reg_read(PFNIC_REG_COUNTERS + 4 * PFNIC_CNT_ATC_HITS),
                     ==, 0);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 static void expect_fault(uint32_t mr, uint64_t first, uint32_t count,
@@ -748,7 +756,8 @@ static void faults_setup(uint32_t *lkey, uint32_t *rkey, bool more)
  * MR_SET FAULT and FAULT_RESUME: every status. A PREFETCH of a FAULT MR
  * succeeds at once and raises no event.
  */
-static void test_verbs_fault_commands(void)
+static void test_verbs_fault_commands(void *obj, void *data,
+                                      QGuestAllocator *alloc)
 {
     PfnicDesc d = {
         .opcode = PFNIC_OP_PREFETCH, .flags = PFNIC_PREFETCH_WRITE,
@@ -756,7 +765,7 @@ static void test_verbs_fault_commands(void)
     };
     uint32_t key;
 
-    start(",contexts=4");
+    pfnic_qos_start(obj);
     map_bars();
     enable_sva_caps();
     start_ctx(1, RING_ADDR);
@@ -817,7 +826,7 @@ static void test_verbs_fault_commands(void)
     g_assert_cmpint(fault_resume(2, 0, 1, 0), ==, PFNIC_CMD_BAD_STATE);
     g_assert_cmphex(reg_read(PFNIC_REG_EQ_OVERFLOW), ==, 0);
     g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /*
@@ -828,7 +837,8 @@ static void test_verbs_fault_commands(void)
  * the valid entries written count against table-entries, until
  * invalidated or cleared.
  */
-static void test_verbs_implicit_table(void)
+static void test_verbs_implicit_table(void *obj, void *data,
+                                      QGuestAllocator *alloc)
 {
     static uint8_t src[0x2800], got[0x2800];
     const uint64_t hi_va = 0x7f1234567000ULL;     /* entry 0x7f1234567 */
@@ -837,7 +847,7 @@ static void test_verbs_implicit_table(void)
     uint32_t lkey, rkey;
 
     /* MR 1: 4 of the 8 entries; MR 2: the implicit one */
-    start(",contexts=4,ats=off,pasid=off,pri=off,table-entries=8");
+    pfnic_qos_start(obj);
     map_bars();
     faults_setup_at(&lkey, &rkey, false, 0, UINT64_MAX);
 
@@ -888,7 +898,7 @@ static void test_verbs_implicit_table(void)
                     PFNIC_CMD_OK);
     test_eq_none(&eq);
     g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /*
@@ -897,14 +907,15 @@ static void test_verbs_implicit_table(void)
  * entries it still needs, and whether it writes them); once the driver
  * writes the entries and resumes, the data moves.
  */
-static void test_verbs_driver_faults(void)
+static void test_verbs_driver_faults(void *obj, void *data,
+                                     QGuestAllocator *alloc)
 {
     static uint8_t src[0x3000], got[0x3000];
     uint32_t lkey, rkey;
     uint64_t v;
     PfnicCqe c;
 
-    start(",contexts=4,ats=off,pasid=off,pri=off");
+    pfnic_qos_start(obj);
     map_bars();
     faults_setup(&lkey, &rkey, false);
 
@@ -997,7 +1008,7 @@ static void test_verbs_driver_faults(void)
     g_assert_cmphex(reg_read(PFNIC_REG_EQ_OVERFLOW), ==, 0);
     assert_no_ats_pri();
     g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /*
@@ -1006,12 +1017,13 @@ static void test_verbs_driver_faults(void)
  * MR_CLEAR, a QP reset or destroy and a context stop leave nothing
  * waiting and no report behind: the next miss raises an event of its own.
  */
-static void test_verbs_driver_fault_errors(void)
+static void test_verbs_driver_fault_errors(void *obj, void *data,
+                                           QGuestAllocator *alloc)
 {
     uint32_t lkey, rkey, key3, key4, a[PFNIC_CMD_ARGS];
     TestEqe ev;
 
-    start(",contexts=4,ats=off,pasid=off,pri=off");
+    pfnic_qos_start(obj);
     map_bars();
     faults_setup(&lkey, &rkey, true);
     fault_serve(2, 0, tr_pages, 4);
@@ -1168,7 +1180,7 @@ static void test_verbs_driver_fault_errors(void)
     fault_serve(1, 0, tl_pages, 1);
     table_cqe(1, 0x4c, PFNIC_WC_SUCCESS);
     g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /*
@@ -1179,12 +1191,13 @@ static void test_verbs_driver_fault_errors(void)
  * dropped: it is queued once the driver consumes an entry, and forgotten
  * if its work goes first.
  */
-static void test_verbs_driver_fault_dedupe(void)
+static void test_verbs_driver_fault_dedupe(void *obj, void *data,
+                                           QGuestAllocator *alloc)
 {
     static uint8_t src[0x4000], got[0x3000];
     uint32_t lkey, rkey;
 
-    start(",contexts=4,ats=off,pasid=off,pri=off");
+    pfnic_qos_start(obj);
     map_bars();
     faults_setup(&lkey, &rkey, true);
     fault_serve(2, 0, tr_pages, 4);
@@ -1300,26 +1313,36 @@ static void test_verbs_driver_fault_dedupe(void)
     /* 4 + 3 + 1 entries in 5 events; 3 + 3 + 1 answered while awaited */
     assert_mr_faults(1, 8, 7, 5);
     g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 static void register_pfnic_dma_tests(void)
 {
-    qtest_add_func("/pfnic/engine", test_engine);
-    qtest_add_func("/pfnic/verbs/send-fault", test_verbs_send_fault);
-    qtest_add_func("/pfnic/verbs/prefetch", test_verbs_prefetch);
-    qtest_add_func("/pfnic/verbs/table-commands", test_verbs_table_commands);
-    qtest_add_func("/pfnic/verbs/table-space", test_verbs_table_space);
-    qtest_add_func("/pfnic/verbs/tables", test_verbs_tables);
-    qtest_add_func("/pfnic/verbs/table-faults", test_verbs_table_faults);
-    qtest_add_func("/pfnic/verbs/table-pasid", test_verbs_table_pasid);
-    qtest_add_func("/pfnic/verbs/fault-commands", test_verbs_fault_commands);
-    qtest_add_func("/pfnic/verbs/driver-faults", test_verbs_driver_faults);
-    qtest_add_func("/pfnic/verbs/driver-fault-errors",
-                   test_verbs_driver_fault_errors);
-    qtest_add_func("/pfnic/verbs/driver-fault-dedupe",
-                   test_verbs_driver_fault_dedupe);
-    qtest_add_func("/pfnic/verbs/implicit-table", test_verbs_implicit_table);
+    pfnic_add_test("engine", test_engine, "contexts=4", NULL);
+    pfnic_add_test("verbs/send-fault", test_verbs_send_fault,
+                   "contexts=4", NULL);
+    pfnic_add_test("verbs/prefetch", test_verbs_prefetch, "contexts=4", NULL);
+    pfnic_add_test("verbs/table-commands", test_verbs_table_commands,
+                   "contexts=4,ats=off,pasid=off,pri=off", NULL);
+    pfnic_add_test("verbs/table-space", test_verbs_table_space,
+                   "contexts=4,table-entries=16", NULL);
+    pfnic_add_test("verbs/tables", test_verbs_tables,
+                   "contexts=4,ats=off,pasid=off,pri=off", NULL);
+    pfnic_add_test("verbs/table-faults", test_verbs_table_faults,
+                   "contexts=4,ats=off,pasid=off,pri=off", NULL);
+    pfnic_add_test("verbs/table-pasid", test_verbs_table_pasid,
+                   "contexts=4", NULL);
+    pfnic_add_test("verbs/fault-commands", test_verbs_fault_commands,
+                   "contexts=4", NULL);
+    pfnic_add_test("verbs/driver-faults", test_verbs_driver_faults,
+                   "contexts=4,ats=off,pasid=off,pri=off", NULL);
+    pfnic_add_test("verbs/driver-fault-errors", test_verbs_driver_fault_errors,
+                   "contexts=4,ats=off,pasid=off,pri=off", NULL);
+    pfnic_add_test("verbs/driver-fault-dedupe", test_verbs_driver_fault_dedupe,
+                   "contexts=4,ats=off,pasid=off,pri=off", NULL);
+    pfnic_add_test("verbs/implicit-table", test_verbs_implicit_table,
+                   "contexts=4,ats=off,pasid=off,pri=off,table-entries=8",
+                   NULL);
 }
 
 libqos_init(register_pfnic_dma_tests);

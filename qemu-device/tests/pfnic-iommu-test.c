@@ -18,11 +18,27 @@
  * the libFuzzer target runs (hw/net/pfnic/pfnic_fuzz_ops.c). Each input
  * runs on a machine fresh from a system reset, as in the fuzzer.
  */
+/*
+ * The interpreter's machine (PFNIC_FUZZ_ARGS): the graph's, with the
+ * intel-iommu it programs created before the PCI devices.
+ */
+static void *iommu_before(GString *cmd_line, void *arg)
+{
+    g_string_prepend(cmd_line, PFNIC_FUZZ_IOMMU " ");
+    return pfnic_qos_before(cmd_line, arg);
+}
+
+/*
+ * The interpreter on the test's machine, set up; after a qtest_end() on a
+ * new one.
+ */
 static PfnicFuzz *iommu_start(void)
 {
     PfnicFuzz *f;
 
-    qtest_start(PFNIC_FUZZ_ARGS);
+    if (!global_qtest) {
+        qtest_start(pfnic_qos_cmdline());
+    }
     setup_topology();   /* the interpreter's topology is the driver's */
     f = pfnic_fuzz_new(global_qtest, NULL);
     pfnic_fuzz_setup(f);
@@ -41,7 +57,8 @@ static void iommu_input(PfnicFuzz *f, const uint8_t *data, size_t len)
  * page that is not present is served through the page request queue, a
  * failed response fails the descriptor.
  */
-static void test_iommu_known_good(void)
+static void test_iommu_known_good(void *obj, void *data,
+                                  QGuestAllocator *alloc)
 {
     PfnicFuzz *f = iommu_start();
 
@@ -50,7 +67,7 @@ static void test_iommu_known_good(void)
     iommu_input(f, NULL, 0);
     pfnic_fuzz_known_good(f);
     pfnic_fuzz_free(f);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /*
@@ -105,26 +122,40 @@ static void fuzz_random(PfnicFuzz *f, unsigned int seed, int inputs,
     g_rand_free(rand);
 }
 
-static void test_iommu_random(void)
+static void test_iommu_random(void *obj, void *data,
+                              QGuestAllocator *alloc)
 {
     PfnicFuzz *f = iommu_start();
 
     fuzz_random(f, g_random_int(), 200, 512);
     pfnic_fuzz_free(f);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /*
  * The wire target's machine (pfnic-wire): the interpreter's, with the
  * port on a dgram netdev whose other end the interpreter holds.
  */
+/*
+ * The wire target's machine (pfnic-wire): the interpreter's, with the
+ * port on a dgram netdev whose other end the interpreter holds (the
+ * test's data).
+ */
+static void *wire_fuzz_before(GString *cmd_line, void *arg)
+{
+    PfnicFuzzWire *w = g_new0(PfnicFuzzWire, 1);
+    g_autofree char *args = pfnic_fuzz_wire_open(w);
+    g_autofree char *netdev = pfnic_fuzz_wire_netdev(w);
+
+    g_string_append_printf(cmd_line, " %s", netdev);
+    iommu_before(cmd_line, arg);
+    return w;
+}
+
 static PfnicFuzz *wire_fuzz_start(PfnicFuzzWire *w)
 {
-    char *args = pfnic_fuzz_wire_open(w);
     PfnicFuzz *f;
 
-    qtest_start(args);
-    g_free(args);
     setup_topology();
     f = pfnic_fuzz_new(global_qtest, NULL);
     pfnic_fuzz_set_wire(f, w);
@@ -138,15 +169,17 @@ static PfnicFuzz *wire_fuzz_start(PfnicFuzzWire *w)
  * same PFNIC_FUZZ_* variables as /pfnic/iommu/random; 200 inputs of up
  * to 2 KiB by default, seed 4791 (so that make test is repeatable).
  */
-static void test_wire_random(void)
+static void test_wire_random(void *obj, void *data,
+                             QGuestAllocator *alloc)
 {
-    PfnicFuzzWire w;
-    PfnicFuzz *f = wire_fuzz_start(&w);
+    PfnicFuzzWire *w = data;
+    PfnicFuzz *f = wire_fuzz_start(w);
 
     fuzz_random(f, 4791, 200, 2048);
     pfnic_fuzz_free(f);
-    qtest_end();
-    pfnic_fuzz_wire_close(&w);
+    pfnic_qos_end();
+    pfnic_fuzz_wire_close(w);
+    g_free(w);
 }
 
 /* Append @n bytes of @v, little endian, to @in at *@len. */
@@ -164,7 +197,8 @@ static void input_put(uint8_t *in, size_t *len, uint64_t v, int n)
  * buffers on both sides fault and are served through the page request
  * queue, and each SEND takes the SRQ's next WQE.
  */
-static void test_iommu_srq(void)
+static void test_iommu_srq(void *obj, void *data,
+                           QGuestAllocator *alloc)
 {
     uint32_t a[PFNIC_CMD_ARGS];
     uint8_t in[256];
@@ -212,7 +246,7 @@ static void test_iommu_srq(void)
     g_assert_cmpint(a[2], ==, 0);       /* no receive queue of its own */
     g_assert_cmpint(a[5], ==, 3);       /* three receives completed */
     pfnic_fuzz_free(f);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /* Write @val to the control register of the extended capability @id. */
@@ -241,7 +275,8 @@ static void ext_cap_ctrl(uint16_t id, uint16_t val)
  * cleared: the next system reset (or root table change) walked them and
  * aborted (an assertion in vtd_address_space_unmap). Patch 0004.
  */
-static void test_iommu_pasid_disabled(void)
+static void test_iommu_pasid_disabled(void *obj, void *data,
+                                      QGuestAllocator *alloc)
 {
     PfnicFuzz *f = iommu_start();
 
@@ -253,7 +288,7 @@ static void test_iommu_pasid_disabled(void)
     pfnic_fuzz_setup(f);
     pfnic_fuzz_known_good(f);
     pfnic_fuzz_free(f);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /*
@@ -265,7 +300,8 @@ static void test_iommu_pasid_disabled(void)
  * suite), so they must invalidate at least the range asked for: the whole
  * PASID (patch 0005). A remapped page's new translation must be seen.
  */
-static void test_iommu_piotlb_am(void)
+static void test_iommu_piotlb_am(void *obj, void *data,
+                                 QGuestAllocator *alloc)
 {
     const unsigned ams[] = { 0, 18, 21, 52 };
 
@@ -274,7 +310,7 @@ static void test_iommu_piotlb_am(void)
 
         g_assert_true(pfnic_fuzz_remap_seen(f, ams[i]));
         pfnic_fuzz_free(f);
-        qtest_end();
+        pfnic_qos_end();
     }
 }
 
@@ -284,7 +320,8 @@ static void test_iommu_piotlb_am(void)
  * entry is read again. Without that invalidation the cached entry may be
  * used, as on hardware, which this test only prints.
  */
-static void test_iommu_pasid_cache(void)
+static void test_iommu_pasid_cache(void *obj, void *data,
+                                   QGuestAllocator *alloc)
 {
     PfnicFuzz *f = iommu_start();
 
@@ -297,7 +334,7 @@ static void test_iommu_pasid_cache(void)
                    pfnic_fuzz_pasid_switch_seen(f, false) ? "seen" :
                    "not seen (the cached one is used)");
     pfnic_fuzz_free(f);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /*
@@ -305,25 +342,34 @@ static void test_iommu_pasid_cache(void)
  * 0007): an IOTLB invalidation must drop them, so that a changed page
  * directory entry is walked again.
  */
-static void test_iommu_pde_cache(void)
+static void test_iommu_pde_cache(void *obj, void *data,
+                                 QGuestAllocator *alloc)
 {
     PfnicFuzz *f = iommu_start();
 
     g_assert_true(pfnic_fuzz_pde_switch_seen(f));
     pfnic_fuzz_free(f);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 static void register_pfnic_iommu_tests(void)
 {
-    qtest_add_func("/pfnic/iommu/known-good", test_iommu_known_good);
-    qtest_add_func("/pfnic/iommu/random", test_iommu_random);
-    qtest_add_func("/pfnic/wire/random", test_wire_random);
-    qtest_add_func("/pfnic/iommu/pasid-disabled", test_iommu_pasid_disabled);
-    qtest_add_func("/pfnic/iommu/piotlb-am", test_iommu_piotlb_am);
-    qtest_add_func("/pfnic/iommu/pasid-cache", test_iommu_pasid_cache);
-    qtest_add_func("/pfnic/iommu/pde-cache", test_iommu_pde_cache);
-    qtest_add_func("/pfnic/iommu/srq", test_iommu_srq);
+    pfnic_add_test("iommu/known-good", test_iommu_known_good,
+                   "contexts=4", iommu_before);
+    pfnic_add_test("iommu/random", test_iommu_random,
+                   "contexts=4", iommu_before);
+    pfnic_add_test("wire/random", test_wire_random,
+                   "contexts=4,netdev=wire0,mac=" PFNIC_FUZZ_WIRE_MAC,
+                   wire_fuzz_before);
+    pfnic_add_test("iommu/pasid-disabled", test_iommu_pasid_disabled,
+                   "contexts=4", iommu_before);
+    pfnic_add_test("iommu/piotlb-am", test_iommu_piotlb_am,
+                   "contexts=4", iommu_before);
+    pfnic_add_test("iommu/pasid-cache", test_iommu_pasid_cache,
+                   "contexts=4", iommu_before);
+    pfnic_add_test("iommu/pde-cache", test_iommu_pde_cache,
+                   "contexts=4", iommu_before);
+    pfnic_add_test("iommu/srq", test_iommu_srq, "contexts=4", iommu_before);
 }
 
 libqos_init(register_pfnic_iommu_tests);

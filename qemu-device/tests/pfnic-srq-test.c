@@ -21,11 +21,12 @@ static uint32_t srq_modify(uint32_t srqn, uint32_t limit)
 }
 
 /* SRQ_CREATE, MODIFY, QUERY, DESTROY and QP_CREATE a13/a14: every status */
-static void test_verbs_srq_commands(void)
+static void test_verbs_srq_commands(void *obj, void *data,
+                                    QGuestAllocator *alloc)
 {
     uint32_t a[PFNIC_CMD_ARGS];
 
-    start(",contexts=4");
+    pfnic_qos_start(obj);
     map_bars();
 
     /* SRQ_CREATE: index, context, log2, addresses that wrap or fail */
@@ -117,7 +118,7 @@ static void test_verbs_srq_commands(void)
     g_assert_cmpint(a[3], ==, 0);
     g_assert_cmpint(cmd1(PFNIC_CMD_SRQ_DESTROY, 1), ==, PFNIC_CMD_OK);
     g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /*
@@ -184,13 +185,14 @@ static void srq_send(uint32_t qpn, uint64_t wr_id, uint64_t off, uint32_t len,
  * ERR flushes only the WQE the QP holds and queues LAST_WQE_REACHED;
  * RESET drops it; a receive key of another PD than the SRQ's fails.
  */
-static void test_verbs_srq(void)
+static void test_verbs_srq(void *obj, void *data,
+                           QGuestAllocator *alloc)
 {
     static uint8_t src[0x1000], got[0x1000];
     uint32_t lkey, rkey, qkey, a[PFNIC_CMD_ARGS], rec[2];
     PfnicCqe c;
 
-    start(",contexts=4,ats=off,pasid=off,pri=off");
+    pfnic_qos_start(obj);
     map_bars();
     srq_setup(&lkey, &rkey, &qkey);
 
@@ -375,7 +377,7 @@ static void test_verbs_srq(void)
     g_assert_cmpint(cmd1(PFNIC_CMD_QP_DESTROY, 5), ==, PFNIC_CMD_OK);
     g_assert_cmpint(cmd1(PFNIC_CMD_SRQ_DESTROY, 1), ==, PFNIC_CMD_OK);
     g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /*
@@ -384,11 +386,12 @@ static void test_verbs_srq(void)
  * SRQ are guest errors that change nothing (the QP stays in RTS); the SRQ
  * works on.
  */
-static void test_verbs_srq_doorbells(void)
+static void test_verbs_srq_doorbells(void *obj, void *data,
+                                     QGuestAllocator *alloc)
 {
     uint32_t lkey, rkey, qkey, a[PFNIC_CMD_ARGS];
 
-    start(",contexts=4,ats=off,pasid=off,pri=off");
+    pfnic_qos_start(obj);
     map_bars();
     for (int i = 0; i < 5; i++) {
         srq_setup(&lkey, &rkey, &qkey);
@@ -430,14 +433,17 @@ static void test_verbs_srq_doorbells(void)
         table_cqe(3, i == 1 ? 0x100 : 0x1ff, PFNIC_WC_SUCCESS);
         reg_write(PFNIC_REG_CONTROL, PFNIC_CONTROL_RESET);
     }
-    qtest_end();
+    pfnic_qos_end();
 }
 
 static void register_pfnic_srq_tests(void)
 {
-    qtest_add_func("/pfnic/verbs/srq-commands", test_verbs_srq_commands);
-    qtest_add_func("/pfnic/verbs/srq", test_verbs_srq);
-    qtest_add_func("/pfnic/verbs/srq-doorbells", test_verbs_srq_doorbells);
+    pfnic_add_test("verbs/srq-commands", test_verbs_srq_commands,
+                   "contexts=4", NULL);
+    pfnic_add_test("verbs/srq", test_verbs_srq,
+                   "contexts=4,ats=off,pasid=off,pri=off", NULL);
+    pfnic_add_test("verbs/srq-doorbells", test_verbs_srq_doorbells,
+                   "contexts=4,ats=off,pasid=off,pri=off", NULL);
 }
 
 libqos_init(register_pfnic_srq_tests);

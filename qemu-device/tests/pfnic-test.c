@@ -10,9 +10,14 @@
 #include "pfnic-test.h"
 
 QPfnic *pfnic_nic;
-/* What start() and wire_start() start: q35's bus, pfnic A on rp0, B on rp1 */
+/*
+ * pfnic A: the graph's, or the one setup_topology() reaches on a machine
+ * the test started; B: the wire tests' second, on rp1.
+ */
+static QPfnic *pfnic_nic_a;
 static QPCIBusPC pfnic_bus;
 static QPfnic pfnic_a, pfnic_b;
+static char *pfnic_cmdline;
 
 uint32_t nic_cfg_readl(uint16_t off)
 {
@@ -38,18 +43,54 @@ void setup_topology(void)
 {
     qpci_init_q35(&pfnic_bus, global_qtest, NULL);
     qpfnic_init(&pfnic_a, &pfnic_bus.bus, QPFNIC_RP0_DEVFN, 1);
-    pfnic_nic = &pfnic_a;
+    pfnic_nic = pfnic_nic_a = &pfnic_a;
 }
 
-void start(const char *extra)
+void *pfnic_qos_before(GString *cmd_line, void *arg)
 {
-    qtest_start(g_strdup_printf(PFNIC_ARGS "-device pfnic,bus=rp0%s", extra));
-    setup_topology();
+    g_free(pfnic_cmdline);
+    pfnic_cmdline = g_strdup(cmd_line->str);
+    return arg;
+}
+
+const char *pfnic_qos_cmdline(void)
+{
+    return pfnic_cmdline;
+}
+
+void pfnic_add_test(const char *name, QOSTestFunc fn, const char *device_opts,
+                    QOSBeforeTest before)
+{
+    QOSGraphTestOptions opts = {
+        .edge.extra_device_opts = device_opts,
+        .before = before ? before : pfnic_qos_before,
+    };
+
+    qos_add_test(name, "pfnic", fn, &opts);
+}
+
+void pfnic_add_wire_test(const char *name, QOSTestFunc fn, const char *a_opts,
+                         const char *b_opts, QOSBeforeTest before)
+{
+    g_autofree char *a = g_strconcat("netdev=w0,mac=52:54:00:00:00:0a",
+                                     a_opts ? "," : NULL, a_opts, NULL);
+    g_autofree char *b = g_strconcat("-netdev hubport,id=w0,hubid=0 "
+                                     "-netdev hubport,id=w1,hubid=0 "
+                                     "-device pfnic,bus=rp1,netdev=w1,"
+                                     "mac=52:54:00:00:00:0b",
+                                     b_opts ? "," : NULL, b_opts, NULL);
+    QOSGraphTestOptions opts = {
+        .edge.extra_device_opts = a,
+        .edge.after_cmd_line = b,
+        .before = before ? before : pfnic_qos_before,
+    };
+
+    qos_add_test(name, "pfnic", fn, &opts);
 }
 
 void pfnic_qos_start(void *obj)
 {
-    pfnic_nic = obj;
+    pfnic_nic = pfnic_nic_a = obj;
 }
 
 void pfnic_qos_end(void)
@@ -62,8 +103,7 @@ void pfnic_qos_end(void)
 void pfnic_qos_restart(const char *extra)
 {
     qtest_end();
-    qtest_start(g_strdup_printf("%s%s", qos_get_current_command_line(),
-                                extra));
+    qtest_start(g_strdup_printf("%s%s", pfnic_cmdline, extra));
     setup_topology();
 }
 
@@ -89,19 +129,13 @@ int ext_caps(uint16_t *ids, uint16_t *offs, int max)
 
 void use_nic(int n)
 {
-    pfnic_nic = n ? &pfnic_b : &pfnic_a;
+    pfnic_nic = n ? &pfnic_b : pfnic_nic_a;
 }
 
-void wire_start(const char *more, const char *a, const char *b)
+void wire_qos_start(void *obj)
 {
-    qtest_start(g_strdup_printf(
-        PFNIC_ARGS "-netdev hubport,id=w0,hubid=0 "
-        "-netdev hubport,id=w1,hubid=0 %s "
-        "-device pfnic,bus=rp0,netdev=w0,mac=52:54:00:00:00:0a%s "
-        "-device pfnic,bus=rp1,netdev=w1,mac=52:54:00:00:00:0b%s",
-        more, a, b));
-    setup_topology();
-    qpfnic_init_peer(&pfnic_b, &pfnic_a);
+    pfnic_qos_start(obj);
+    qpfnic_init_peer(&pfnic_b, obj);
     use_nic(1);
     map_bars();
     use_nic(0);

@@ -30,9 +30,9 @@
 #include "fuzz/pfnic_fuzz.h"
 
 /*
- * The pfnic the helpers address: the qos graph's, or the one start()
- * started; in the wire tests the one on rp0 (A) or on rp1 (B), switched
- * with use_nic().
+ * The pfnic the helpers address: the qos graph's object, or after a
+ * restart or a system reset the one setup_topology() reaches; in the wire
+ * tests the one on rp0 (A) or on rp1 (B), switched with use_nic().
  */
 extern QPfnic *pfnic_nic;
 #define BAR0_ADDR       (pfnic_nic->bar0.addr)
@@ -40,26 +40,48 @@ extern QPfnic *pfnic_nic;
 #define BAR2_ADDR       (pfnic_nic->bar2.addr)
 #define BAR1_ADDR       (pfnic_nic->bar1.addr)   /* device memory, ABI 1.13 */
 
-/* The q35 machine start() starts: pfnic on rp0 (and rp1, see wire_start()) */
-#define PFNIC_ARGS "-M q35 -nodefaults " QPFNIC_ROOT_PORTS " "
-
-void start(const char *extra);
+/*
+ * Register @fn as the qos test @name of the "pfnic" node, its pfnic with
+ * @device_opts (or none); @before edits the command line (and gives the
+ * test its data) and ends with pfnic_qos_before(), or is NULL.
+ */
+void pfnic_add_test(const char *name, QOSTestFunc fn, const char *device_opts,
+                    QOSBeforeTest before);
+/*
+ * The same for a wire test: pfnic A (the graph's, on rp0, with @a_opts)
+ * and B (on rp1, with @b_opts) joined by a QEMU hub.
+ */
+void pfnic_add_wire_test(const char *name, QOSTestFunc fn, const char *a_opts,
+                         const char *b_opts, QOSBeforeTest before);
 /*
  * Reach the pfnic on rp0 of the machine global_qtest runs (again after a
  * system reset: routes its root port), and make it the current one.
  */
 void setup_topology(void);
 /*
- * Two pfnics joined by a QEMU hub: A on rp0, B on rp1. @more adds netdevs
- * and hub ports; @a and @b add properties to A's and B's -device.
+ * The start of a wire test (pfnic_add_wire_test()): A is the graph's @obj,
+ * B the pfnic on rp1; both BARs mapped, A current.
  */
-void wire_start(const char *more, const char *a, const char *b);
+void wire_qos_start(void *obj);
 /* Make pfnic A (0) or B (1) the one the helpers address. */
 void use_nic(int n);
-/* A qos test's start and end: its pfnic is the graph's object @obj. */
+/*
+ * Every pfnic test's QOSGraphTestOptions.before, or what its own calls
+ * last: keeps the test's command line, which pfnic_qos_restart() and
+ * pfnic_qos_cmdline() give back.
+ */
+void *pfnic_qos_before(GString *cmd_line, void *arg);
+const char *pfnic_qos_cmdline(void);
+/*
+ * A qos test's start and end: its pfnic is the graph's object @obj; at
+ * the end QEMU quits, and the next test starts its own.
+ */
 void pfnic_qos_start(void *obj);
 void pfnic_qos_end(void);
-/* Within a qos test: start QEMU again, with @extra added to pfnic's -device */
+/*
+ * Within a qos test: quit QEMU and start it again with the test's command
+ * line and @extra added to pfnic's -device (the graph's line ends with it).
+ */
 void pfnic_qos_restart(const char *extra);
 
 uint32_t nic_cfg_readl(uint16_t off);

@@ -14,9 +14,10 @@
 
 #define TEST_UNANSWERED_NS      (8 * TEST_ACK_NS)
 
-static void test_verbs_limits(void)
+static void test_verbs_limits(void *obj, void *data,
+                              QGuestAllocator *alloc)
 {
-    start("");
+    pfnic_qos_start(obj);
     map_bars();
     g_assert_cmphex(reg_read(PFNIC_REG_VERSION), ==, PFNIC_VERSION_VALUE);
     g_assert_cmphex(reg_read(PFNIC_REG_FW_VERSION), ==, PFNIC_FW_VERSION_VALUE);
@@ -55,15 +56,16 @@ static void test_verbs_limits(void)
     /* An unknown command */
     g_assert_cmpint(cmd1(0x7f, 0), ==, PFNIC_CMD_BAD_OP);
     g_assert_cmpint(cmd1(0, 0), ==, PFNIC_CMD_BAD_OP);
-    qtest_end();
+    pfnic_qos_end();
 }
 
-static void test_verbs_mr(void)
+static void test_verbs_mr(void *obj, void *data,
+                          QGuestAllocator *alloc)
 {
     uint32_t key, key2, a[PFNIC_CMD_ARGS];
     bool renewed = false;
 
-    start("");
+    pfnic_qos_start(obj);
     map_bars();
 
     /* Keys: 32 random bits, never zero; the index is not in them. */
@@ -136,10 +138,11 @@ static void test_verbs_mr(void)
     reg_write(PFNIC_REG_CONTROL, PFNIC_CONTROL_RESET);
     g_assert_cmpint(cmd1(PFNIC_CMD_MR_QUERY, 4095), ==, PFNIC_CMD_BAD_STATE);
     g_assert_cmpint(reg_read(PFNIC_REG_CMD_STATUS), ==, PFNIC_CMD_BAD_STATE);
-    qtest_end();
+    pfnic_qos_end();
 }
 
-static void test_verbs_cq_qp(void)
+static void test_verbs_cq_qp(void *obj, void *data,
+                             QGuestAllocator *alloc)
 {
     uint32_t a[PFNIC_CMD_ARGS];
     static const struct {
@@ -166,7 +169,7 @@ static void test_verbs_cq_qp(void)
         { PFNIC_QPS_RESET, PFNIC_CMD_OK },          /* any -> RESET */
     };
 
-    start("");
+    pfnic_qos_start(obj);
     map_bars();
 
     /* CQs */
@@ -251,12 +254,13 @@ static void test_verbs_cq_qp(void)
     reg_write(PFNIC_REG_CONTROL, PFNIC_CONTROL_RESET);
     g_assert_cmpint(qp_query(2, a), ==, PFNIC_CMD_BAD_STATE);
     g_assert_cmpint(cmd1(PFNIC_CMD_CQ_DESTROY, 2), ==, PFNIC_CMD_BAD_STATE);
-    qtest_end();
+    pfnic_qos_end();
 }
 
-static void test_verbs_eq(void)
+static void test_verbs_eq(void *obj, void *data,
+                          QGuestAllocator *alloc)
 {
-    start("");
+    pfnic_qos_start(obj);
     map_bars();
     eq_setup(4);
     g_assert_cmphex(reg_read(PFNIC_REG_EQ_BASE_LO), ==, EQ_ADDR);
@@ -296,7 +300,7 @@ static void test_verbs_eq(void)
     g_assert_cmphex(reg_read(PFNIC_REG_EQ_BASE_LO), ==, EQ_ADDR);
     assert_refused();
     g_assert_cmpint(reg_read(PFNIC_REG_EQ_SIZE), ==, 0);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /*
@@ -304,12 +308,13 @@ static void test_verbs_eq(void)
  * tail past the queue puts the QP in ERR with a QP_FATAL event, signalled
  * on EQ_VECTOR.
  */
-static void test_verbs_doorbells(void)
+static void test_verbs_doorbells(void *obj, void *data,
+                                 QGuestAllocator *alloc)
 {
     uint32_t pba, object, a[PFNIC_CMD_ARGS];
     uint8_t type, owner;
 
-    start(",contexts=4");
+    pfnic_qos_start(obj);
     map_bars();
     pba = msix_enable_masked();
     eq_setup(4);
@@ -371,16 +376,17 @@ static void test_verbs_doorbells(void)
     read_eqe(0, &type, &owner, &object);
     g_assert_cmpint(type, ==, PFNIC_EV_QP_FATAL);
     g_assert_cmpint(object, ==, 2);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /* Each row: a WQE and the status it completes with. */
-static void test_verbs_errors(void)
+static void test_verbs_errors(void *obj, void *data,
+                              QGuestAllocator *alloc)
 {
     uint32_t key, a[PFNIC_CMD_ARGS];
     PfnicCqe c;
 
-    start(",contexts=4");
+    pfnic_qos_start(obj);
     map_bars();
     key = verbs_setup(0);
 
@@ -489,7 +495,7 @@ static void test_verbs_errors(void)
     g_assert_cmpint(c.status, ==, PFNIC_WC_REM_ACCESS_ERR);
     g_assert_cmphex(c.wr_id, ==, 8);
     g_assert_cmpint(qp_state(3), ==, PFNIC_QPS_RTS);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /* Wait for CQE @slot of CQ @cqn: its wr_id and status. */
@@ -509,11 +515,12 @@ static PfnicCqe expect_cqe(uint32_t cqn, uint32_t slot, uint64_t wr_id,
  * so is a QP created later at the peer's number. The peer itself is
  * accepted.
  */
-static void test_verbs_peer(void)
+static void test_verbs_peer(void *obj, void *data,
+                            QGuestAllocator *alloc)
 {
     uint32_t key, a[PFNIC_CMD_ARGS];
 
-    start(",contexts=4");
+    pfnic_qos_start(obj);
     map_bars();
     key = verbs_setup(7);
 
@@ -555,7 +562,7 @@ static void test_verbs_peer(void)
     post_send0(2, 1, 0x202, key);
     expect_cqe(1, 4, 0x202, PFNIC_WC_SUCCESS);
     expect_cqe(2, 1, 0x302, PFNIC_WC_SUCCESS);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /*
@@ -566,13 +573,14 @@ static void test_verbs_peer(void)
  * timeouts and no sooner, however often something wakes the sender early;
  * timeout 0 waits for ever.
  */
-static void test_verbs_unready_peer(void)
+static void test_verbs_unready_peer(void *obj, void *data,
+                                    QGuestAllocator *alloc)
 {
     uint32_t acc = PFNIC_ACCESS_REMOTE_WRITE;
     uint32_t key, a[PFNIC_CMD_ARGS];
     uint64_t word;
 
-    start("");
+    pfnic_qos_start(obj);
     map_bars();
     key = verbs_setup(7);
     /* QP 3 back to INIT: the other side of a connection being set up */
@@ -651,7 +659,7 @@ static void test_verbs_unready_peer(void)
     clock_step(1000);
     expect_cqe(1, 3, 0x203, PFNIC_WC_SUCCESS);
     expect_cqe(2, 1, 0x301, PFNIC_WC_SUCCESS);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /*
@@ -659,12 +667,13 @@ static void test_verbs_unready_peer(void)
  * against the MR when the key names one; the first queues one
  * ACCESS_ERROR event, and the next one only after CTX_QUERY read the count.
  */
-static void test_verbs_access_errors(void)
+static void test_verbs_access_errors(void *obj, void *data,
+                                     QGuestAllocator *alloc)
 {
     uint32_t key, object, a[PFNIC_CMD_ARGS];
     uint8_t type, owner;
 
-    start(",contexts=4");
+    pfnic_qos_start(obj);
     map_bars();
     eq_setup(8);
     key = verbs_setup(7);
@@ -699,7 +708,7 @@ static void test_verbs_access_errors(void)
     g_assert_cmpint(type, ==, PFNIC_EV_ACCESS_ERROR);
     g_assert_cmpint(ctx_access_errors(1), ==, 3);
     g_assert_cmpint(cmd1(PFNIC_CMD_CTX_QUERY, 4), ==, PFNIC_CMD_BAD_INDEX);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /*
@@ -709,13 +718,14 @@ static void test_verbs_access_errors(void)
  * the send head without a CQE, and a solicited-only arm fires on the
  * solicited message. A receive doorbell wakes a sender in an RNR wait.
  */
-static void test_verbs_zero_length(void)
+static void test_verbs_zero_length(void *obj, void *data,
+                                   QGuestAllocator *alloc)
 {
     uint32_t key, object, a[PFNIC_CMD_ARGS], rec[2];
     uint8_t type, owner;
     PfnicCqe c;
 
-    start(",contexts=4");
+    pfnic_qos_start(obj);
     map_bars();
     eq_setup(8);
     key = verbs_setup(7);
@@ -826,16 +836,17 @@ static void test_verbs_zero_length(void)
     g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
     verbs_db(1, PFNIC_DB_SQ, 2 << 16 | 6);
     assert_refused();
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /* A CQ of 2 entries that nobody consumes: the third CQE overflows it. */
-static void test_verbs_cq_overflow(void)
+static void test_verbs_cq_overflow(void *obj, void *data,
+                                   QGuestAllocator *alloc)
 {
     uint32_t key, object, pba;
     uint8_t type, owner;
 
-    start(",contexts=4");
+    pfnic_qos_start(obj);
     map_bars();
     pba = msix_enable_masked();
     eq_setup(4);
@@ -861,7 +872,7 @@ static void test_verbs_cq_overflow(void)
     g_assert_cmphex(readl(BAR4_ADDR + pba), ==, 1u << EQ_VEC);
     g_assert_cmpint(qp_state(4), ==, PFNIC_QPS_ERR);
     g_assert_cmpint(qp_state(2), ==, PFNIC_QPS_RTS);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /* --- completion timestamps (ABI 1.12) ---------------------------------- */
@@ -871,11 +882,12 @@ static void test_verbs_cq_overflow(void)
  * the pages agree, it follows the virtual clock, a reset does not restart
  * it, and it is read-only; the other offsets of a page read 0.
  */
-static void test_verbs_clock(void)
+static void test_verbs_clock(void *obj, void *data,
+                             QGuestAllocator *alloc)
 {
     uint64_t t0, t1, t2, t3, q;
 
-    start(",contexts=4");
+    pfnic_qos_start(obj);
     map_bars();
     g_assert_true(reg_read(PFNIC_REG_CAPS) & PFNIC_CAPS_TIMESTAMPS);
     clock_step(1000);
@@ -919,7 +931,7 @@ static void test_verbs_clock(void)
     }
     clock_step(1000);
     g_assert_cmpuint(clock_read(1), >=, t3 + 1000);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /*
@@ -929,7 +941,8 @@ static void test_verbs_clock(void)
  * was posted and after its CQE was seen, in order; QP 3's CQ beside it
  * keeps 32-byte CQEs. Through tables, so that data moves.
  */
-static void test_verbs_timestamps(void)
+static void test_verbs_timestamps(void *obj, void *data,
+                                  QGuestAllocator *alloc)
 {
     static uint8_t src[0x800], got[0x800];
     uint32_t a[PFNIC_CMD_ARGS], lkey, rkey, n1 = 0, n2 = 0;
@@ -937,7 +950,7 @@ static void test_verbs_timestamps(void)
     uint8_t fill[4 * PFNIC_CQE_TS_SIZE];
     PfnicCqe c;
 
-    start(",contexts=4,ats=off,pasid=off,pri=off");
+    pfnic_qos_start(obj);
     map_bars();
     table_counts_reset();
     memset(src, 0, sizeof(src));
@@ -1041,24 +1054,28 @@ static void test_verbs_timestamps(void)
     g_assert_cmpint(read_cqe(1, n1 % 4).owner, ==, ((n1 / 4) & 1));
     g_assert_cmpint(read_cqe(2, n2 % 4).owner, ==, ((n2 / 4) & 1));
     g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 static void register_pfnic_verbs_tests(void)
 {
-    qtest_add_func("/pfnic/verbs/limits", test_verbs_limits);
-    qtest_add_func("/pfnic/verbs/mr", test_verbs_mr);
-    qtest_add_func("/pfnic/verbs/cq-qp", test_verbs_cq_qp);
-    qtest_add_func("/pfnic/verbs/eq", test_verbs_eq);
-    qtest_add_func("/pfnic/verbs/doorbells", test_verbs_doorbells);
-    qtest_add_func("/pfnic/verbs/errors", test_verbs_errors);
-    qtest_add_func("/pfnic/verbs/peer", test_verbs_peer);
-    qtest_add_func("/pfnic/verbs/unready-peer", test_verbs_unready_peer);
-    qtest_add_func("/pfnic/verbs/access-errors", test_verbs_access_errors);
-    qtest_add_func("/pfnic/verbs/zero-length", test_verbs_zero_length);
-    qtest_add_func("/pfnic/verbs/cq-overflow", test_verbs_cq_overflow);
-    qtest_add_func("/pfnic/verbs/clock", test_verbs_clock);
-    qtest_add_func("/pfnic/verbs/timestamps", test_verbs_timestamps);
+    pfnic_add_test("verbs/limits", test_verbs_limits, NULL, NULL);
+    pfnic_add_test("verbs/mr", test_verbs_mr, NULL, NULL);
+    pfnic_add_test("verbs/cq-qp", test_verbs_cq_qp, NULL, NULL);
+    pfnic_add_test("verbs/eq", test_verbs_eq, NULL, NULL);
+    pfnic_add_test("verbs/doorbells", test_verbs_doorbells, "contexts=4", NULL);
+    pfnic_add_test("verbs/errors", test_verbs_errors, "contexts=4", NULL);
+    pfnic_add_test("verbs/peer", test_verbs_peer, "contexts=4", NULL);
+    pfnic_add_test("verbs/unready-peer", test_verbs_unready_peer, NULL, NULL);
+    pfnic_add_test("verbs/access-errors", test_verbs_access_errors,
+                   "contexts=4", NULL);
+    pfnic_add_test("verbs/zero-length", test_verbs_zero_length,
+                   "contexts=4", NULL);
+    pfnic_add_test("verbs/cq-overflow", test_verbs_cq_overflow,
+                   "contexts=4", NULL);
+    pfnic_add_test("verbs/clock", test_verbs_clock, "contexts=4", NULL);
+    pfnic_add_test("verbs/timestamps", test_verbs_timestamps,
+                   "contexts=4,ats=off,pasid=off,pri=off", NULL);
 }
 
 libqos_init(register_pfnic_verbs_tests);

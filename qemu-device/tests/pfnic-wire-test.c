@@ -121,12 +121,13 @@ static void assert_no_bad_frames(void)
  * (without an IOMMU nothing can be translated, so the messages that
  * carry data are zero-length; the guest suite moves data).
  */
-static void test_wire_basic(void)
+static void test_wire_basic(void *obj, void *data,
+                            QGuestAllocator *alloc)
 {
     uint32_t key_a, key_b, a[PFNIC_CMD_ARGS];
     PfnicCqe c;
 
-    wire_start("", "", "");
+    wire_qos_start(obj);
     g_assert_true(reg_read(PFNIC_REG_CAPS) & PFNIC_CAPS_WIRE);
     g_assert_cmphex(reg_read(PFNIC_REG_PORT_STATUS), ==,
                     PFNIC_PORT_STATUS_WIRE | PFNIC_PORT_STATUS_LINK_UP);
@@ -211,7 +212,7 @@ static void test_wire_basic(void)
     g_assert_cmpint(c.status, ==, PFNIC_WC_LOC_PROT_ERR);
     g_assert_cmpint(qp_state(2), ==, PFNIC_QPS_ERR);
     assert_no_bad_frames();
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /*
@@ -220,7 +221,8 @@ static void test_wire_basic(void)
  * pages (both devices reach the same guest memory). A WRITE of 9 packets,
  * a READ, a SEND, and a WRITE to an invalid entry (REM_ACCESS_ERR).
  */
-static void test_wire_tables(void)
+static void test_wire_tables(void *obj, void *data,
+                             QGuestAllocator *alloc)
 {
     static const uint64_t pa[3] = {
         DATA_PAGE(30), DATA_PAGE(33), DATA_PAGE(31),
@@ -232,7 +234,7 @@ static void test_wire_tables(void)
     uint32_t key_a, key_b;
     PfnicCqe c;
 
-    wire_start("", ",ats=off,pasid=off,pri=off", ",ats=off,pasid=off,pri=off");
+    wire_qos_start(obj);
     table_counts_reset();
     memset(src, 0, sizeof(src));
     for (int i = 30; i < 45; i++) {
@@ -294,7 +296,7 @@ static void test_wire_tables(void)
         g_assert_cmpint(reg_read(PFNIC_REG_COUNTERS + 4 * i), ==, 0);
     }
     assert_no_bad_frames();
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /* QP_MODIFY RTS -> RTS of a wire QP with the receive-fault policy @backup */
@@ -321,7 +323,8 @@ static void wire_policy(uint32_t qpn, uint32_t dest, uint32_t dest_ip,
  * acknowledged, and placed once B resumes; an atomic asks for writing;
  * status 1 fails a WRITE with REM_ACCESS_ERR.
  */
-static void test_wire_driver_faults(void)
+static void test_wire_driver_faults(void *obj, void *data,
+                                    QGuestAllocator *alloc)
 {
     static const uint64_t pa[3] = {
         DATA_PAGE(30), DATA_PAGE(33), DATA_PAGE(31),
@@ -335,7 +338,7 @@ static void test_wire_driver_faults(void)
     PfnicCqe c;
     uint64_t v;
 
-    wire_start("", ",ats=off,pasid=off,pri=off", ",ats=off,pasid=off,pri=off");
+    wire_qos_start(obj);
     table_counts_reset();
     memset(src, 0, sizeof(src));
     for (int i = 30; i < 45; i++) {
@@ -474,7 +477,7 @@ static void test_wire_driver_faults(void)
         }
     }
     assert_no_bad_frames();
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /*
@@ -482,12 +485,13 @@ static void test_wire_driver_faults(void)
  * names another address, so A's SEND is refused there and A's retries run
  * out (RETRY_EXC_ERR). B's receive WQE is untouched.
  */
-static void test_wire_peer(void)
+static void test_wire_peer(void *obj, void *data,
+                           QGuestAllocator *alloc)
 {
     uint32_t key_a, key_b, a[PFNIC_CMD_ARGS];
     PfnicCqe c;
 
-    wire_start("", "", "");
+    wire_qos_start(obj);
     wire_setup(10, &key_a, &key_b);             /* 4 ms, 2 retries */
     use_nic(1);
     g_assert_cmpint(wire_modify(3, PFNIC_QPS_RTS, 2, 0x0a000063,
@@ -541,20 +545,20 @@ static void test_wire_peer(void)
     g_assert_cmpint(a[0], ==, PFNIC_QPS_RTS);
     g_assert_cmpint(a[2], ==, 0);
     g_assert_cmpint(read_cqe(2, 0).owner, ==, 0);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /*
  * Frames lost on the way (x-wire-loss: 20% each way) are sent again, and
  * every message still completes, in order, exactly once at B.
  */
-static void test_wire_loss(void)
+static void test_wire_loss(void *obj, void *data,
+                           QGuestAllocator *alloc)
 {
     uint32_t key_a, key_b, a[PFNIC_CMD_ARGS];
     const int n = 12;
 
-    wire_start("", ",x-wire-loss=200000,x-wire-reorder=200000",
-               ",x-wire-loss=200000");
+    wire_qos_start(obj);
     wire_setup(10, &key_a, &key_b);
     /* Loss can hit every retry: allow as many as there are (7). */
     use_nic(0);
@@ -592,7 +596,7 @@ static void test_wire_loss(void)
     g_assert_cmpint(qp_query(3, a), ==, PFNIC_CMD_OK);
     g_assert_cmpint(a[2], ==, n);
     g_assert_cmpint(read_cqe(4, n).owner, ==, 0);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /* QMP set_link on netdev @name */
@@ -619,14 +623,15 @@ static void expect_port_change(uint32_t status)
  * event, and B, whose link did not change, raises none. A SEND posted while
  * the link is down does not reach B, and completes once the link is back.
  */
-static void test_wire_port_events(void)
+static void test_wire_port_events(void *obj, void *data,
+                                  QGuestAllocator *alloc)
 {
     uint32_t key_a, key_b;
     const uint32_t up = PFNIC_PORT_STATUS_WIRE | PFNIC_PORT_STATUS_LINK_UP;
     TestEq eq_b;
     PfnicCqe c;
 
-    wire_start("", "", "");
+    wire_qos_start(obj);
     wire_setup(10, &key_a, &key_b);
     use_nic(1);
     test_eq_setup(&eq_b, EQ_ADDR + 0x1000, 4);
@@ -669,7 +674,7 @@ static void test_wire_port_events(void)
     g_assert_cmphex(c.wr_id, ==, 0x300);
     g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
     test_eq_none(&eq_b);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /*
@@ -679,7 +684,8 @@ static void test_wire_port_events(void)
  * 0; WRITE with immediate consumes one; an empty SRQ is answered with RNR
  * NAKs until SRQ_DB posts one.
  */
-static void test_wire_srq(void)
+static void test_wire_srq(void *obj, void *data,
+                          QGuestAllocator *alloc)
 {
     static const uint64_t pa[3] = {
         DATA_PAGE(30), DATA_PAGE(33), DATA_PAGE(31),
@@ -691,7 +697,7 @@ static void test_wire_srq(void)
     uint32_t key_a, key_b, a[PFNIC_CMD_ARGS];
     PfnicCqe c;
 
-    wire_start("", ",ats=off,pasid=off,pri=off", ",ats=off,pasid=off,pri=off");
+    wire_qos_start(obj);
     table_counts_reset();
     memset(src, 0, sizeof(src));
     for (int i = 30; i < 45; i++) {
@@ -769,7 +775,7 @@ static void test_wire_srq(void)
     g_assert_cmpint(c.byte_len, ==, 0x10);
     g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
     assert_no_bad_frames();
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /* Post a signaled one-SGE WQE in slot @slot of QP @qpn (context 1), rung. */
@@ -797,14 +803,15 @@ static void dm_post(uint32_t qpn, uint32_t slot, uint8_t op, uint64_t wr_id,
  * WRITE of five packets, a READ of three, a FETCH_AND_ADD, and a WRITE
  * past B's MR (REM_ACCESS_ERR).
  */
-static void test_wire_dm(void)
+static void test_wire_dm(void *obj, void *data,
+                         QGuestAllocator *alloc)
 {
     static uint8_t src[0x1300], got[0x1300];
     uint32_t key_a, key_b, dm_a, dm_b;
     uint64_t v;
     PfnicCqe c;
 
-    wire_start("", "", "");
+    wire_qos_start(obj);
     wire_setup(10, &key_a, &key_b);
     use_nic(1);
     g_assert_cmpint(dm_mr(5, 1, 7, ALL_ACCESS, 0x1000, 0x4000, &dm_b), ==,
@@ -865,7 +872,7 @@ static void test_wire_dm(void)
         assert_mr_no_pages(5);
     }
     use_nic(0);
-    qtest_end();
+    pfnic_qos_end();
 }
 
 /* --- frames from a stranger on the wire -------------------------------- */
@@ -997,25 +1004,36 @@ static void stranger_close(Stranger *st)
     g_free(st->qemus);
 }
 
+/* The wire tests' machine, with a stranger on the hub (the test's data) */
+static void *wire_frames_before(GString *cmd_line, void *arg)
+{
+    Stranger *st = g_new0(Stranger, 1);
+    g_autofree char *more = stranger_open(st);
+
+    g_string_append_printf(cmd_line, " %s", more);
+    pfnic_qos_before(cmd_line, arg);
+    return st;
+}
+
 /*
  * What a stranger on the wire can make the device do: ARP answers, and
  * every broken, spoofed or replayed RoCE frame counted and dropped; the
  * frames the device sends are RoCEv2 as docs/wire.md has them (checked
  * with a second ICRC implementation).
  */
-static void test_wire_frames(void)
+static void test_wire_frames(void *obj, void *data,
+                             QGuestAllocator *alloc)
 {
     static const uint8_t mac_a[6] = { 0x52, 0x54, 0, 0, 0, 0x0a };
     static const uint8_t mac_b[6] = { 0x52, 0x54, 0, 0, 0, 0x0b };
     uint8_t f[4096], send[4096], g[4096];
     uint32_t key_a, key_b, a[PFNIC_CMD_ARGS], timeouts;
-    Stranger st;
-    char *more = stranger_open(&st);
+    Stranger st = *(Stranger *)data;
     ssize_t n, len;
     GRand *rnd = g_rand_new_with_seed(4791);
 
-    wire_start(more, "", "");
-    g_free(more);
+    g_free(data);
+    wire_qos_start(obj);
     wire_setup(10, &key_a, &key_b);
 
     /* ARP: who has 10.0.0.1? A answers with its MAC. */
@@ -1165,7 +1183,7 @@ static void test_wire_frames(void)
     post_send0(3, 0, 0x310, key_b);
     g_assert_cmpint(wait_cqe_ms(3, 0, 1000).status, ==, PFNIC_WC_SUCCESS);
     g_assert_cmpint(port_counter(PFNIC_PORT_TIMEOUTS), ==, timeouts);
-    qtest_end();
+    pfnic_qos_end();
     stranger_close(&st);
     g_rand_free(rnd);
 }
@@ -1175,12 +1193,13 @@ static void test_wire_frames(void)
  * have TIMESTAMP, A's receive CQ 2 and B's send CQ 3 not. Each device
  * stamps with its own clock; zero-length SENDs (nothing to translate).
  */
-static void test_wire_timestamps(void)
+static void test_wire_timestamps(void *obj, void *data,
+                                 QGuestAllocator *alloc)
 {
     uint32_t key_a, key_b;
     uint64_t last_a = 0, last_b = 0;
 
-    wire_start("", "", "");
+    wire_qos_start(obj);
     use_nic(1);
     reg_write(PFNIC_REG_PORT_IPV4, IP_B);
     key_b = ctx_and_mr_setup();
@@ -1232,21 +1251,36 @@ static void test_wire_timestamps(void)
     use_nic(1);
     g_assert_cmpint(read_cqe(3, 0).owner, ==, 0);
     assert_no_bad_frames();
-    qtest_end();
+    pfnic_qos_end();
 }
 
 static void register_pfnic_wire_tests(void)
 {
-    qtest_add_func("/pfnic/wire/basic", test_wire_basic);
-    qtest_add_func("/pfnic/wire/tables", test_wire_tables);
-    qtest_add_func("/pfnic/wire/driver-faults", test_wire_driver_faults);
-    qtest_add_func("/pfnic/wire/peer", test_wire_peer);
-    qtest_add_func("/pfnic/wire/loss", test_wire_loss);
-    qtest_add_func("/pfnic/wire/port-events", test_wire_port_events);
-    qtest_add_func("/pfnic/wire/srq", test_wire_srq);
-    qtest_add_func("/pfnic/wire/timestamps", test_wire_timestamps);
-    qtest_add_func("/pfnic/wire/dm", test_wire_dm);
-    qtest_add_func("/pfnic/wire/frames", test_wire_frames);
+    pfnic_add_wire_test("wire/basic", test_wire_basic, NULL, NULL, NULL);
+    pfnic_add_wire_test("wire/tables", test_wire_tables,
+                        "ats=off,pasid=off,pri=off",
+                        "ats=off,pasid=off,pri=off",
+                        NULL);
+    pfnic_add_wire_test("wire/driver-faults", test_wire_driver_faults,
+                        "ats=off,pasid=off,pri=off",
+                        "ats=off,pasid=off,pri=off",
+                        NULL);
+    pfnic_add_wire_test("wire/peer", test_wire_peer, NULL, NULL, NULL);
+    pfnic_add_wire_test("wire/loss", test_wire_loss,
+                        "x-wire-loss=200000,x-wire-reorder=200000",
+                        "x-wire-loss=200000",
+                        NULL);
+    pfnic_add_wire_test("wire/port-events", test_wire_port_events,
+                        NULL, NULL, NULL);
+    pfnic_add_wire_test("wire/srq", test_wire_srq,
+                        "ats=off,pasid=off,pri=off",
+                        "ats=off,pasid=off,pri=off",
+                        NULL);
+    pfnic_add_wire_test("wire/timestamps", test_wire_timestamps,
+                        NULL, NULL, NULL);
+    pfnic_add_wire_test("wire/dm", test_wire_dm, NULL, NULL, NULL);
+    pfnic_add_wire_test("wire/frames", test_wire_frames,
+                        NULL, NULL, wire_frames_before);
 }
 
 libqos_init(register_pfnic_wire_tests);

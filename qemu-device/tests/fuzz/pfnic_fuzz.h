@@ -85,10 +85,11 @@ static inline int pfnic_qt_ext_caps(QTestState *qts, int bus, uint16_t *ids,
 /* --- the op interpreter (pfnic_fuzz_ops.c, docs/fuzzing.md) ------------- */
 
 /* The machine the interpreter expects (plus firmware paths if needed). */
-#define PFNIC_FUZZ_ARGS \
-    "-M q35 -nodefaults " \
+#define PFNIC_FUZZ_IOMMU \
     "-device intel-iommu,intremap=off,x-scalable-mode=on,x-flts=on," \
-    "aw-bits=48,x-pasid-mode=on,device-iotlb=on,svm=on " \
+    "aw-bits=48,x-pasid-mode=on,device-iotlb=on,svm=on"
+#define PFNIC_FUZZ_ARGS \
+    "-M q35 -nodefaults " PFNIC_FUZZ_IOMMU " " \
     "-device pcie-root-port,id=rp0,chassis=1,addr=2.0 " \
     "-device pfnic,bus=rp0,contexts=4"
 
@@ -113,6 +114,11 @@ typedef struct PfnicFuzzWire {
  * machine (PFNIC_FUZZ_ARGS with the netdev), to g_free().
  */
 char *pfnic_fuzz_wire_open(PfnicFuzzWire *w);
+/*
+ * The netdev of an open wire, "wire0" (the device needs
+ * ",netdev=wire0,mac=" PFNIC_FUZZ_WIRE_MAC), to g_free().
+ */
+char *pfnic_fuzz_wire_netdev(PfnicFuzzWire *w);
 void pfnic_fuzz_wire_close(PfnicFuzzWire *w);
 
 /*

@@ -2315,10 +2315,18 @@ static void wire_alive(PfnicFuzz *f)
     wire_check(f, true);
 }
 
+char *pfnic_fuzz_wire_netdev(PfnicFuzzWire *w)
+{
+    return g_strdup_printf("-netdev dgram,id=wire0,local.type=unix,"
+                           "local.path=%s,remote.type=unix,remote.path=%s",
+                           w->qemus, w->ours);
+}
+
 char *pfnic_fuzz_wire_open(PfnicFuzzWire *w)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     int size = 4 << 20;
+    char *netdev, *args;
 
     w->dir = g_dir_make_tmp("pfnic-wire-fuzz-XXXXXX", NULL);
     g_assert(w->dir);
@@ -2329,10 +2337,11 @@ char *pfnic_fuzz_wire_open(PfnicFuzzWire *w)
     g_strlcpy(sa.sun_path, w->ours, sizeof(sa.sun_path));
     g_assert(bind(w->fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
     setsockopt(w->fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
-    return g_strdup_printf(PFNIC_FUZZ_ARGS ",netdev=wire0,mac="
-                           PFNIC_FUZZ_WIRE_MAC " -netdev dgram,id=wire0,"
-                           "local.type=unix,local.path=%s,remote.type=unix,"
-                           "remote.path=%s", w->qemus, w->ours);
+    netdev = pfnic_fuzz_wire_netdev(w);
+    args = g_strdup_printf(PFNIC_FUZZ_ARGS ",netdev=wire0,mac="
+                           PFNIC_FUZZ_WIRE_MAC " %s", netdev);
+    g_free(netdev);
+    return args;
 }
 
 void pfnic_fuzz_wire_close(PfnicFuzzWire *w)
