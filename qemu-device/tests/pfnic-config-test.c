@@ -15,7 +15,7 @@ static void test_config_space(void *obj, void *data,
 {
     uint16_t exp, msix;
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     g_assert_cmphex(nic_cfg_readw(PCI_VENDOR_ID), ==, PFNIC_PCI_VENDOR_ID);
     g_assert_cmphex(nic_cfg_readw(PCI_DEVICE_ID), ==, PFNIC_PCI_DEVICE_ID);
     g_assert_cmphex(nic_cfg_readw(PCI_SUBSYSTEM_VENDOR_ID), ==,
@@ -45,7 +45,7 @@ static void test_ext_caps_default(void *obj, void *data,
     uint16_t ids[8], offs[8];
     int n;
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     n = ext_caps(ids, offs, 8);
     g_assert_cmpint(n, ==, 3);
     g_assert_cmphex(ids[0], ==, PCI_EXT_CAP_ID_ATS);
@@ -115,7 +115,7 @@ static void assert_device_add_fails(const char *prop, QObject *value)
 static void test_bad_properties(void *obj, void *data,
                                 QGuestAllocator *alloc)
 {
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     assert_device_add_fails("ats", QOBJECT(qbool_from_bool(false)));
     assert_device_add_fails("vectors", QOBJECT(qnum_from_int(1)));
     assert_device_add_fails("contexts", QOBJECT(qnum_from_int(3)));
@@ -135,7 +135,7 @@ static void test_bad_properties(void *obj, void *data,
 static void test_registers(void *obj, void *data,
                            QGuestAllocator *alloc)
 {
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     g_assert_cmphex(reg_read(PFNIC_REG_ID), ==, PFNIC_ID_VALUE);
     g_assert_cmphex(reg_read(PFNIC_REG_VERSION), ==, PFNIC_VERSION_VALUE);
@@ -183,7 +183,7 @@ static void test_selftest_msix(void *obj, void *data,
 {
     uint32_t pba;
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     pba = msix_enable_masked();
     g_assert_cmphex(readl(BAR4_ADDR + pba), ==, 0);

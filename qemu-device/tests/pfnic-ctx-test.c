@@ -13,7 +13,7 @@
 static void test_contexts(void *obj, void *data,
                           QGuestAllocator *alloc)
 {
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
 
     /* PASID 0 is reserved for requests without PASID. */
@@ -104,7 +104,7 @@ static void test_contexts_no_pasid(void *obj, void *data,
     };
     uint32_t pba;
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     pba = msix_enable_masked();
     g_assert_true(reg_read(PFNIC_REG_CAPS) & PFNIC_CAPS_TABLES);

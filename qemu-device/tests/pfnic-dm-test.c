@@ -34,7 +34,7 @@ static void test_dm_bar(void *obj, void *data,
 {
     static uint8_t buf[0x1000], got[0x1000], zero[0x1000];
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     g_assert_cmphex(bar_probe(PCI_BASE_ADDRESS_1), ==,
                     (uint32_t)~(DM_SIZE_DEFAULT - 1) |
                     PCI_BASE_ADDRESS_MEM_PREFETCH);
@@ -122,7 +122,7 @@ static void test_dm_mr_set(void *obj, void *data,
     };
     uint32_t key, key2;
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     for (int i = 0; i < ARRAY_SIZE(bad); i++) {
         g_test_message("bad MR_SET DM %d", i);
@@ -200,7 +200,7 @@ static void test_dm_loopback(void *obj, void *data,
     uint64_t v;
     PfnicCqe c;
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     tables_setup(&lkey, &rkey);
     g_assert_cmpint(dm_mr(5, 1, 7, ALL_ACCESS, DM_L_START, DM_L_LEN, &ldm),
@@ -351,7 +351,7 @@ static void test_dm_pasid(void *obj, void *data,
         .dst = cpu_to_le64(0x800), .len = cpu_to_le64(0x1800),
     };
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     verbs_setup(7);
     table_counts_reset();

@@ -22,7 +22,7 @@ static void test_engine(void *obj, void *data,
 {
     uint32_t pba, status = 0;
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     pba = msix_enable_masked();
     enable_sva_caps();
@@ -97,7 +97,7 @@ static void test_verbs_send_fault(void *obj, void *data,
     uint8_t type, owner;
     PfnicCqe c;
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     pba = msix_enable_masked();
     eq_setup(4);
@@ -194,7 +194,7 @@ static void test_verbs_prefetch(void *obj, void *data,
         .len = cpu_to_le64(3 * 4096),
     };
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     key = verbs_setup(7);
     g_assert_cmpint(mr_set(2, 1, 7, 0, 0x10000000, 0x1000, &key2), ==,
@@ -258,7 +258,7 @@ static void test_verbs_table_commands(void *obj, void *data,
     };
     uint32_t key, a[PFNIC_CMD_ARGS];
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     start_ctx_no_pasid(1, RING_ADDR);
 
@@ -355,7 +355,7 @@ static void test_verbs_table_commands(void *obj, void *data,
 static void test_verbs_table_space(void *obj, void *data,
                                    QGuestAllocator *alloc)
 {
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
 
     /* 0x1800 bytes from 0x10000800: two pages. Then 14: full. */
@@ -416,7 +416,7 @@ static void test_verbs_tables(void *obj, void *data,
     uint64_t v;
     PfnicCqe c;
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     tables_setup(&lkey, &rkey);
 
@@ -515,7 +515,7 @@ static void test_verbs_table_faults(void *obj, void *data,
     };
     uint32_t lkey, rkey, key, a[PFNIC_CMD_ARGS];
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     tables_setup(&lkey, &rkey);
     /* src[i] at VA 0x10000000 + i: MR 1's pages 0 and 1 */
@@ -665,7 +665,7 @@ static void test_verbs_table_pasid(void *obj, void *data,
     };
     uint32_t lkey, rkey;
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     table_counts_reset();
     enable_sva_caps();
@@ -765,7 +765,7 @@ static void test_verbs_fault_commands(void *obj, void *data,
     };
     uint32_t key;
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     enable_sva_caps();
     start_ctx(1, RING_ADDR);
@@ -847,7 +847,7 @@ static void test_verbs_implicit_table(void *obj, void *data,
     uint32_t lkey, rkey;
 
     /* MR 1: 4 of the 8 entries; MR 2: the implicit one */
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     faults_setup_at(&lkey, &rkey, false, 0, UINT64_MAX);
 
@@ -915,7 +915,7 @@ static void test_verbs_driver_faults(void *obj, void *data,
     uint64_t v;
     PfnicCqe c;
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     faults_setup(&lkey, &rkey, false);
 
@@ -1023,7 +1023,7 @@ static void test_verbs_driver_fault_errors(void *obj, void *data,
     uint32_t lkey, rkey, key3, key4, a[PFNIC_CMD_ARGS];
     TestEqe ev;
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     faults_setup(&lkey, &rkey, true);
     fault_serve(2, 0, tr_pages, 4);
@@ -1197,7 +1197,7 @@ static void test_verbs_driver_fault_dedupe(void *obj, void *data,
     static uint8_t src[0x4000], got[0x3000];
     uint32_t lkey, rkey;
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     faults_setup(&lkey, &rkey, true);
     fault_serve(2, 0, tr_pages, 4);

@@ -11,7 +11,8 @@
 
 #define SRQ_VA          0x30000000ULL   /* MR 3 of srq_setup(): PD 9 */
 
-static const uint64_t sv_pages[2] = { DATA_PAGE(24), DATA_PAGE(25) };
+/* The pages of srq_setup()'s MR 3 */
+#define SV_PAGES        { DATA_PAGE(24), DATA_PAGE(25) }
 
 static uint32_t srq_modify(uint32_t srqn, uint32_t limit)
 {
@@ -26,7 +27,7 @@ static void test_verbs_srq_commands(void *obj, void *data,
 {
     uint32_t a[PFNIC_CMD_ARGS];
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
 
     /* SRQ_CREATE: index, context, log2, addresses that wrap or fail */
@@ -131,6 +132,7 @@ static void test_verbs_srq_commands(void *obj, void *data,
  */
 static void srq_setup(uint32_t *lkey, uint32_t *rkey, uint32_t *qkey)
 {
+    const uint64_t sv_pages[2] = SV_PAGES;
     uint8_t zero[4096] = { };
 
     table_counts_reset();
@@ -188,11 +190,12 @@ static void srq_send(uint32_t qpn, uint64_t wr_id, uint64_t off, uint32_t len,
 static void test_verbs_srq(void *obj, void *data,
                            QGuestAllocator *alloc)
 {
+    const uint64_t sv_pages[2] = SV_PAGES;
     static uint8_t src[0x1000], got[0x1000];
     uint32_t lkey, rkey, qkey, a[PFNIC_CMD_ARGS], rec[2];
     PfnicCqe c;
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     srq_setup(&lkey, &rkey, &qkey);
 
@@ -391,7 +394,7 @@ static void test_verbs_srq_doorbells(void *obj, void *data,
 {
     uint32_t lkey, rkey, qkey, a[PFNIC_CMD_ARGS];
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     for (int i = 0; i < 5; i++) {
         srq_setup(&lkey, &rkey, &qkey);

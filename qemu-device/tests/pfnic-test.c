@@ -18,6 +18,8 @@ static QPfnic *pfnic_nic_a;
 static QPCIBusPC pfnic_bus;
 static QPfnic pfnic_a, pfnic_b;
 static char *pfnic_cmdline;
+uint64_t pfnic_mem;
+uint64_t tl_pages[4], tr_pages[4];
 
 uint32_t nic_cfg_readl(uint16_t off)
 {
@@ -88,9 +90,18 @@ void pfnic_add_wire_test(const char *name, QOSTestFunc fn, const char *a_opts,
     qos_add_test(name, "pfnic", fn, &opts);
 }
 
-void pfnic_qos_start(void *obj)
+void pfnic_qos_start(void *obj, QGuestAllocator *alloc)
 {
+    uint64_t align = 16 * MiB;
+    static const int tl[4] = { 5, 2, 9, 7 }, tr[4] = { 12, 20, 15, 11 };
+
     pfnic_nic = pfnic_nic_a = obj;
+    pfnic_mem = QEMU_ALIGN_UP(guest_alloc(alloc, PFNIC_MEM_SIZE + align),
+                              align);
+    for (int i = 0; i < 4; i++) {
+        tl_pages[i] = DATA_PAGE(tl[i]);
+        tr_pages[i] = DATA_PAGE(tr[i]);
+    }
 }
 
 void pfnic_qos_end(void)
@@ -132,9 +143,9 @@ void use_nic(int n)
     pfnic_nic = n ? &pfnic_b : pfnic_nic_a;
 }
 
-void wire_qos_start(void *obj)
+void wire_qos_start(void *obj, QGuestAllocator *alloc)
 {
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     qpfnic_init_peer(&pfnic_b, obj);
     use_nic(1);
     map_bars();

@@ -16,6 +16,7 @@
 #include "qemu/bswap.h"
 #include "qemu/cutils.h"
 #include "qemu/module.h"
+#include "qemu/units.h"
 #include "libqtest-single.h"
 #include "qobject/qbool.h"
 #include "qobject/qdict.h"
@@ -62,7 +63,7 @@ void setup_topology(void);
  * The start of a wire test (pfnic_add_wire_test()): A is the graph's @obj,
  * B the pfnic on rp1; both BARs mapped, A current.
  */
-void wire_qos_start(void *obj);
+void wire_qos_start(void *obj, QGuestAllocator *alloc);
 /* Make pfnic A (0) or B (1) the one the helpers address. */
 void use_nic(int n);
 /*
@@ -73,10 +74,11 @@ void use_nic(int n);
 void *pfnic_qos_before(GString *cmd_line, void *arg);
 const char *pfnic_qos_cmdline(void);
 /*
- * A qos test's start and end: its pfnic is the graph's object @obj; at
- * the end QEMU quits, and the next test starts its own.
+ * A qos test's start and end: its pfnic is the graph's object @obj, its
+ * guest memory (pfnic_mem) from @alloc; at the end QEMU quits, and the
+ * next test starts its own.
  */
-void pfnic_qos_start(void *obj);
+void pfnic_qos_start(void *obj, QGuestAllocator *alloc);
 void pfnic_qos_end(void);
 /*
  * Within a qos test: quit QEMU and start it again with the test's command
@@ -98,7 +100,16 @@ void reg_write(uint32_t reg, uint32_t val);
 /* Fill ids[] with the extended capability IDs in list order. */
 int ext_caps(uint16_t *ids, uint16_t *offs, int max);
 
-#define RING_ADDR       0x300000ULL     /* a descriptor ring in guest RAM */
+/*
+ * Guest memory for the tests' rings, records, tables and data pages: a
+ * region each test takes from libqos's guest allocator (pfnic_qos_start()),
+ * 16 MiB aligned. The addresses below are offsets into it.
+ */
+extern uint64_t pfnic_mem;
+#define PFNIC_GPA(off)  (pfnic_mem + (off))
+#define PFNIC_MEM_SIZE  0x1100000ULL
+
+#define RING_ADDR       PFNIC_GPA(0x300000ULL)  /* a descriptor ring */
 
 uint16_t find_cap(uint8_t id);
 
@@ -136,17 +147,17 @@ void assert_no_ats_pri(void);
 /* --- verbs (docs/verbs.md) --------------------------------------------- */
 
 /* Guest memory for the verbs objects */
-#define CQ_RING         0x400000ULL     /* CQ n: CQ_RING + n * 0x10000 */
+#define CQ_RING         PFNIC_GPA(0x400000ULL)  /* CQ n: + n * 0x10000 */
 
-#define CQ_REC          0x480000ULL     /* CQ n: CQ_REC + n * 0x100 */
+#define CQ_REC          PFNIC_GPA(0x480000ULL)  /* CQ n: + n * 0x100 */
 
-#define SQ_ADDR         0x500000ULL     /* QP n: SQ_ADDR + n * 0x10000 */
+#define SQ_ADDR         PFNIC_GPA(0x500000ULL)  /* QP n: + n * 0x10000 */
 
-#define RQ_ADDR         0x600000ULL
+#define RQ_ADDR         PFNIC_GPA(0x600000ULL)
 
-#define QP_REC          0x700000ULL     /* QP n: QP_REC + n * 0x100 */
+#define QP_REC          PFNIC_GPA(0x700000ULL)  /* QP n: + n * 0x100 */
 
-#define EQ_ADDR         0x780000ULL
+#define EQ_ADDR         PFNIC_GPA(0x780000ULL)
 
 #define EQ_VEC          5
 
@@ -269,9 +280,9 @@ uint64_t ctx_access_errors(uint32_t ctx);
 uint32_t run_desc(uint32_t n, PfnicDesc *d);
 
 /* --- translation tables (ABI 1.8) ---------------------------------------- */
-#define MTT_SRC         0x800000ULL     /* entries MTT_WRITE reads */
+#define MTT_SRC         PFNIC_GPA(0x800000ULL)  /* entries MTT_WRITE reads */
 
-#define DATA_PAGE(n)    (0x1000000ULL + (n) * 0x1000ULL)
+#define DATA_PAGE(n)    PFNIC_GPA(0x1000000ULL + (n) * 0x1000ULL)
 
 #define ALL_ACCESS      (PFNIC_ACCESS_LOCAL_WRITE | \
                          PFNIC_ACCESS_REMOTE_WRITE | \
@@ -333,13 +344,11 @@ PfnicCqe table_cqe(uint32_t cqn, uint64_t wr_id, uint8_t status);
 
 #define TR_LEN          0x4000ULL
 
-static const uint64_t tl_pages[4] = {
-    DATA_PAGE(5), DATA_PAGE(2), DATA_PAGE(9), DATA_PAGE(7),
-};
-
-static const uint64_t tr_pages[4] = {
-    DATA_PAGE(12), DATA_PAGE(20), DATA_PAGE(15), DATA_PAGE(11),
-};
+/*
+ * The pages of MR 1 (DATA_PAGE 5, 2, 9, 7) and MR 2 (12, 20, 15, 11):
+ * pfnic_qos_start() fills them in, in the test's guest memory.
+ */
+extern uint64_t tl_pages[4], tr_pages[4];
 
 void tables_setup(uint32_t *lkey, uint32_t *rkey);
 
@@ -402,9 +411,9 @@ uint32_t fault_mr(uint32_t index, uint32_t ctx, uint64_t addr,
                   uint64_t len);
 
 /* --- shared receive queues (ABI 1.11) ------------------------------------ */
-#define SRQ_RING        0x880000ULL     /* SRQ n: SRQ_RING + n * 0x2000 */
+#define SRQ_RING        PFNIC_GPA(0x880000ULL)  /* SRQ n: + n * 0x2000 */
 
-#define SRQ_REC         0x8f0000ULL     /* SRQ n: SRQ_REC + n * 0x100 */
+#define SRQ_REC         PFNIC_GPA(0x8f0000ULL)  /* SRQ n: + n * 0x100 */
 
 /* The receive tail software has posted up to, per SRQ */
 extern uint16_t srq_next[PFNIC_MAX_SRQS];

@@ -17,7 +17,7 @@
 static void test_verbs_limits(void *obj, void *data,
                               QGuestAllocator *alloc)
 {
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     g_assert_cmphex(reg_read(PFNIC_REG_VERSION), ==, PFNIC_VERSION_VALUE);
     g_assert_cmphex(reg_read(PFNIC_REG_FW_VERSION), ==, PFNIC_FW_VERSION_VALUE);
@@ -65,7 +65,7 @@ static void test_verbs_mr(void *obj, void *data,
     uint32_t key, key2, a[PFNIC_CMD_ARGS];
     bool renewed = false;
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
 
     /* Keys: 32 random bits, never zero; the index is not in them. */
@@ -169,7 +169,7 @@ static void test_verbs_cq_qp(void *obj, void *data,
         { PFNIC_QPS_RESET, PFNIC_CMD_OK },          /* any -> RESET */
     };
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
 
     /* CQs */
@@ -260,7 +260,7 @@ static void test_verbs_cq_qp(void *obj, void *data,
 static void test_verbs_eq(void *obj, void *data,
                           QGuestAllocator *alloc)
 {
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     eq_setup(4);
     g_assert_cmphex(reg_read(PFNIC_REG_EQ_BASE_LO), ==, EQ_ADDR);
@@ -314,7 +314,7 @@ static void test_verbs_doorbells(void *obj, void *data,
     uint32_t pba, object, a[PFNIC_CMD_ARGS];
     uint8_t type, owner;
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     pba = msix_enable_masked();
     eq_setup(4);
@@ -386,7 +386,7 @@ static void test_verbs_errors(void *obj, void *data,
     uint32_t key, a[PFNIC_CMD_ARGS];
     PfnicCqe c;
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     key = verbs_setup(0);
 
@@ -520,7 +520,7 @@ static void test_verbs_peer(void *obj, void *data,
 {
     uint32_t key, a[PFNIC_CMD_ARGS];
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     key = verbs_setup(7);
 
@@ -580,7 +580,7 @@ static void test_verbs_unready_peer(void *obj, void *data,
     uint32_t key, a[PFNIC_CMD_ARGS];
     uint64_t word;
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     key = verbs_setup(7);
     /* QP 3 back to INIT: the other side of a connection being set up */
@@ -673,7 +673,7 @@ static void test_verbs_access_errors(void *obj, void *data,
     uint32_t key, object, a[PFNIC_CMD_ARGS];
     uint8_t type, owner;
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     eq_setup(8);
     key = verbs_setup(7);
@@ -725,7 +725,7 @@ static void test_verbs_zero_length(void *obj, void *data,
     uint8_t type, owner;
     PfnicCqe c;
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     eq_setup(8);
     key = verbs_setup(7);
@@ -846,7 +846,7 @@ static void test_verbs_cq_overflow(void *obj, void *data,
     uint32_t key, object, pba;
     uint8_t type, owner;
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     pba = msix_enable_masked();
     eq_setup(4);
@@ -887,7 +887,7 @@ static void test_verbs_clock(void *obj, void *data,
 {
     uint64_t t0, t1, t2, t3, q;
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     g_assert_true(reg_read(PFNIC_REG_CAPS) & PFNIC_CAPS_TIMESTAMPS);
     clock_step(1000);
@@ -950,7 +950,7 @@ static void test_verbs_timestamps(void *obj, void *data,
     uint8_t fill[4 * PFNIC_CQE_TS_SIZE];
     PfnicCqe c;
 
-    pfnic_qos_start(obj);
+    pfnic_qos_start(obj, alloc);
     map_bars();
     table_counts_reset();
     memset(src, 0, sizeof(src));

@@ -127,7 +127,7 @@ static void test_wire_basic(void *obj, void *data,
     uint32_t key_a, key_b, a[PFNIC_CMD_ARGS];
     PfnicCqe c;
 
-    wire_qos_start(obj);
+    wire_qos_start(obj, alloc);
     g_assert_true(reg_read(PFNIC_REG_CAPS) & PFNIC_CAPS_WIRE);
     g_assert_cmphex(reg_read(PFNIC_REG_PORT_STATUS), ==,
                     PFNIC_PORT_STATUS_WIRE | PFNIC_PORT_STATUS_LINK_UP);
@@ -224,17 +224,17 @@ static void test_wire_basic(void *obj, void *data,
 static void test_wire_tables(void *obj, void *data,
                              QGuestAllocator *alloc)
 {
-    static const uint64_t pa[3] = {
+    const uint64_t pa[3] = {
         DATA_PAGE(30), DATA_PAGE(33), DATA_PAGE(31),
     };
-    static const uint64_t pb[3] = {
+    const uint64_t pb[3] = {
         DATA_PAGE(40), DATA_PAGE(38), DATA_PAGE(44),
     };
     static uint8_t src[0x2400], got[0x2400];
     uint32_t key_a, key_b;
     PfnicCqe c;
 
-    wire_qos_start(obj);
+    wire_qos_start(obj, alloc);
     table_counts_reset();
     memset(src, 0, sizeof(src));
     for (int i = 30; i < 45; i++) {
@@ -326,10 +326,10 @@ static void wire_policy(uint32_t qpn, uint32_t dest, uint32_t dest_ip,
 static void test_wire_driver_faults(void *obj, void *data,
                                     QGuestAllocator *alloc)
 {
-    static const uint64_t pa[3] = {
+    const uint64_t pa[3] = {
         DATA_PAGE(30), DATA_PAGE(33), DATA_PAGE(31),
     };
-    static const uint64_t pb[3] = {
+    const uint64_t pb[3] = {
         DATA_PAGE(40), DATA_PAGE(38), DATA_PAGE(44),
     };
     static uint8_t src[0x2400], got[0x2400];
@@ -338,7 +338,7 @@ static void test_wire_driver_faults(void *obj, void *data,
     PfnicCqe c;
     uint64_t v;
 
-    wire_qos_start(obj);
+    wire_qos_start(obj, alloc);
     table_counts_reset();
     memset(src, 0, sizeof(src));
     for (int i = 30; i < 45; i++) {
@@ -412,8 +412,8 @@ static void test_wire_driver_faults(void *obj, void *data,
      * BACKUP policy: a SEND into B's invalid entries 1..2 is parked and
      * acknowledged; its receive completes once B's driver resumes.
      */
-    a[0] = 0x900000;
-    a[1] = 0;
+    a[0] = PFNIC_GPA(0x900000);
+    a[1] = PFNIC_GPA(0x900000) >> 32;
     a[2] = 4 * PFNIC_BACKUP_SLOT;
     g_assert_cmpint(cmd(PFNIC_CMD_BACKUP_SET, a, 3), ==, PFNIC_CMD_OK);
     wire_policy(3, 2, IP_A, WIRE_SQ_PSN_B, WIRE_SQ_PSN_A, true);
@@ -491,7 +491,7 @@ static void test_wire_peer(void *obj, void *data,
     uint32_t key_a, key_b, a[PFNIC_CMD_ARGS];
     PfnicCqe c;
 
-    wire_qos_start(obj);
+    wire_qos_start(obj, alloc);
     wire_setup(10, &key_a, &key_b);             /* 4 ms, 2 retries */
     use_nic(1);
     g_assert_cmpint(wire_modify(3, PFNIC_QPS_RTS, 2, 0x0a000063,
@@ -558,7 +558,7 @@ static void test_wire_loss(void *obj, void *data,
     uint32_t key_a, key_b, a[PFNIC_CMD_ARGS];
     const int n = 12;
 
-    wire_qos_start(obj);
+    wire_qos_start(obj, alloc);
     wire_setup(10, &key_a, &key_b);
     /* Loss can hit every retry: allow as many as there are (7). */
     use_nic(0);
@@ -631,7 +631,7 @@ static void test_wire_port_events(void *obj, void *data,
     TestEq eq_b;
     PfnicCqe c;
 
-    wire_qos_start(obj);
+    wire_qos_start(obj, alloc);
     wire_setup(10, &key_a, &key_b);
     use_nic(1);
     test_eq_setup(&eq_b, EQ_ADDR + 0x1000, 4);
@@ -687,17 +687,17 @@ static void test_wire_port_events(void *obj, void *data,
 static void test_wire_srq(void *obj, void *data,
                           QGuestAllocator *alloc)
 {
-    static const uint64_t pa[3] = {
+    const uint64_t pa[3] = {
         DATA_PAGE(30), DATA_PAGE(33), DATA_PAGE(31),
     };
-    static const uint64_t pb[3] = {
+    const uint64_t pb[3] = {
         DATA_PAGE(40), DATA_PAGE(38), DATA_PAGE(44),
     };
     static uint8_t src[0x500], got[0x500];
     uint32_t key_a, key_b, a[PFNIC_CMD_ARGS];
     PfnicCqe c;
 
-    wire_qos_start(obj);
+    wire_qos_start(obj, alloc);
     table_counts_reset();
     memset(src, 0, sizeof(src));
     for (int i = 30; i < 45; i++) {
@@ -811,7 +811,7 @@ static void test_wire_dm(void *obj, void *data,
     uint64_t v;
     PfnicCqe c;
 
-    wire_qos_start(obj);
+    wire_qos_start(obj, alloc);
     wire_setup(10, &key_a, &key_b);
     use_nic(1);
     g_assert_cmpint(dm_mr(5, 1, 7, ALL_ACCESS, 0x1000, 0x4000, &dm_b), ==,
@@ -1033,7 +1033,7 @@ static void test_wire_frames(void *obj, void *data,
     GRand *rnd = g_rand_new_with_seed(4791);
 
     g_free(data);
-    wire_qos_start(obj);
+    wire_qos_start(obj, alloc);
     wire_setup(10, &key_a, &key_b);
 
     /* ARP: who has 10.0.0.1? A answers with its MAC. */
@@ -1199,7 +1199,7 @@ static void test_wire_timestamps(void *obj, void *data,
     uint32_t key_a, key_b;
     uint64_t last_a = 0, last_b = 0;
 
-    wire_qos_start(obj);
+    wire_qos_start(obj, alloc);
     use_nic(1);
     reg_write(PFNIC_REG_PORT_IPV4, IP_B);
     key_b = ctx_and_mr_setup();
