@@ -216,6 +216,36 @@ static void test_wire_basic(void *obj, void *data,
 }
 
 /*
+ * The start of a wire test through tables: A's MR pages (DATA_PAGE 30, 33,
+ * 31) in @pa, B's (40, 38, 44) in @pb, all of 30..44 cleared, and the
+ * tables' queue tails and CQEs seen reset.
+ */
+static void wire_tables_start(void *obj, QGuestAllocator *alloc,
+                              uint64_t *pa, uint64_t *pb)
+{
+    static const uint8_t zero[4096];
+    static const int ia[3] = { 30, 33, 31 }, ib[3] = { 40, 38, 44 };
+
+    wire_qos_start(obj, alloc);
+    table_counts_reset();
+    for (int i = 0; i < 3; i++) {
+        pa[i] = DATA_PAGE(ia[i]);
+        pb[i] = DATA_PAGE(ib[i]);
+    }
+    for (int i = 30; i < 45; i++) {
+        memwrite(DATA_PAGE(i), zero, sizeof(zero));
+    }
+}
+
+/* Make pfnic @n current, give its port @ip, start its context 1 (no PASID) */
+static void wire_ctx_no_pasid(int n, uint32_t ip)
+{
+    use_nic(n);
+    reg_write(PFNIC_REG_PORT_IPV4, ip);
+    start_ctx_no_pasid(1, RING_ADDR);
+}
+
+/*
  * Data on the wire, through tables (ABI 1.8): A's QP 2 and B's QP 3 in
  * contexts without a PASID, each with a table MR over scattered guest
  * pages (both devices reach the same guest memory). A WRITE of 9 packets,
@@ -224,30 +254,16 @@ static void test_wire_basic(void *obj, void *data,
 static void test_wire_tables(void *obj, void *data,
                              QGuestAllocator *alloc)
 {
-    const uint64_t pa[3] = {
-        DATA_PAGE(30), DATA_PAGE(33), DATA_PAGE(31),
-    };
-    const uint64_t pb[3] = {
-        DATA_PAGE(40), DATA_PAGE(38), DATA_PAGE(44),
-    };
+    uint64_t pa[3], pb[3];
     static uint8_t src[0x2400], got[0x2400];
     uint32_t key_a, key_b;
     PfnicCqe c;
 
-    wire_qos_start(obj, alloc);
-    table_counts_reset();
-    memset(src, 0, sizeof(src));
-    for (int i = 30; i < 45; i++) {
-        memwrite(DATA_PAGE(i), src, 4096);
-    }
-    use_nic(1);
-    reg_write(PFNIC_REG_PORT_IPV4, IP_B);
-    start_ctx_no_pasid(1, RING_ADDR);
+    wire_tables_start(obj, alloc, pa, pb);
+    wire_ctx_no_pasid(1, IP_B);
     key_b = table_mr(1, 1, TR_VA, 0x3000, pb, 3);
     wire_qp(3, 3, 2, IP_A, WIRE_SQ_PSN_B, WIRE_SQ_PSN_A, 10);
-    use_nic(0);
-    reg_write(PFNIC_REG_PORT_IPV4, IP_A);
-    start_ctx_no_pasid(1, RING_ADDR);
+    wire_ctx_no_pasid(0, IP_A);
     key_a = table_mr(1, 1, 0x10000000, 0x3000, pa, 3);
     wire_qp(1, 2, 3, IP_B, WIRE_SQ_PSN_A, WIRE_SQ_PSN_B, 10);
 
@@ -326,33 +342,19 @@ static void wire_policy(uint32_t qpn, uint32_t dest, uint32_t dest_ip,
 static void test_wire_driver_faults(void *obj, void *data,
                                     QGuestAllocator *alloc)
 {
-    const uint64_t pa[3] = {
-        DATA_PAGE(30), DATA_PAGE(33), DATA_PAGE(31),
-    };
-    const uint64_t pb[3] = {
-        DATA_PAGE(40), DATA_PAGE(38), DATA_PAGE(44),
-    };
+    uint64_t pa[3], pb[3];
     static uint8_t src[0x2400], got[0x2400];
     uint32_t key_a, key_b, a[PFNIC_CMD_ARGS];
     TestEq eqa, eqb;
     PfnicCqe c;
     uint64_t v;
 
-    wire_qos_start(obj, alloc);
-    table_counts_reset();
-    memset(src, 0, sizeof(src));
-    for (int i = 30; i < 45; i++) {
-        memwrite(DATA_PAGE(i), src, 4096);
-    }
-    use_nic(1);
-    reg_write(PFNIC_REG_PORT_IPV4, IP_B);
-    start_ctx_no_pasid(1, RING_ADDR);
+    wire_tables_start(obj, alloc, pa, pb);
+    wire_ctx_no_pasid(1, IP_B);
     key_b = fault_mr(1, 1, TR_VA, 0x3000);
     wire_qp(3, 3, 2, IP_A, WIRE_SQ_PSN_B, WIRE_SQ_PSN_A, 10);
     test_eq_setup(&eqb, EQ_ADDR + 0x1000, 16);
-    use_nic(0);
-    reg_write(PFNIC_REG_PORT_IPV4, IP_A);
-    start_ctx_no_pasid(1, RING_ADDR);
+    wire_ctx_no_pasid(0, IP_A);
     key_a = fault_mr(1, 1, 0x10000000, 0x3000);
     g_assert_cmpint(mtt_map(1, 0, pa, 3, MTT_RW), ==, PFNIC_CMD_OK);
     wire_qp(1, 2, 3, IP_B, WIRE_SQ_PSN_A, WIRE_SQ_PSN_B, 10);
@@ -687,25 +689,13 @@ static void test_wire_port_events(void *obj, void *data,
 static void test_wire_srq(void *obj, void *data,
                           QGuestAllocator *alloc)
 {
-    const uint64_t pa[3] = {
-        DATA_PAGE(30), DATA_PAGE(33), DATA_PAGE(31),
-    };
-    const uint64_t pb[3] = {
-        DATA_PAGE(40), DATA_PAGE(38), DATA_PAGE(44),
-    };
+    uint64_t pa[3], pb[3];
     static uint8_t src[0x500], got[0x500];
     uint32_t key_a, key_b, a[PFNIC_CMD_ARGS];
     PfnicCqe c;
 
-    wire_qos_start(obj, alloc);
-    table_counts_reset();
-    memset(src, 0, sizeof(src));
-    for (int i = 30; i < 45; i++) {
-        memwrite(DATA_PAGE(i), src, 4096);
-    }
-    use_nic(1);
-    reg_write(PFNIC_REG_PORT_IPV4, IP_B);
-    start_ctx_no_pasid(1, RING_ADDR);
+    wire_tables_start(obj, alloc, pa, pb);
+    wire_ctx_no_pasid(1, IP_B);
     key_b = table_mr(1, 1, TR_VA, 0x3000, pb, 3);
     g_assert_cmpint(srq_create(1, 1, 7, 4), ==, PFNIC_CMD_OK);
     g_assert_cmpint(cq_create(3, 1, 4), ==, PFNIC_CMD_OK);
@@ -716,9 +706,7 @@ static void test_wire_srq(void *obj, void *data,
                                     WIRE_SQ_PSN_A, 10, 2, 7), ==,
                         PFNIC_CMD_OK);
     }
-    use_nic(0);
-    reg_write(PFNIC_REG_PORT_IPV4, IP_A);
-    start_ctx_no_pasid(1, RING_ADDR);
+    wire_ctx_no_pasid(0, IP_A);
     key_a = table_mr(1, 1, 0x10000000, 0x3000, pa, 3);
     wire_qp(1, 2, 3, IP_B, WIRE_SQ_PSN_A, WIRE_SQ_PSN_B, 10);
 
