@@ -2,10 +2,9 @@
  * pfnic's op interpreter (pfnic_fuzz_ops.c), which the libFuzzer targets
  * "pfnic-iommu" and "pfnic-wire" (pfnic_fuzz.c) and the qtest run.
  *
- * The PCI helpers reach a pfnic behind a pcie-root-port on q35 through
- * ECAM, which they enable themselves: the fuzzer runs the interpreter on
- * a machine of its own, without libqos's graph. The interpreter boots
- * nothing itself: it
+ * The interpreter reaches the pfnic behind a pcie-root-port on q35
+ * through libqos (its q35 bus and the pfnic driver, without the graph:
+ * the fuzzer builds the machine itself). It boots nothing itself: it
  * programs an intel-iommu in scalable mode with first-level tables for two
  * PASIDs, binds two contexts of the device to them, and then runs a byte
  * string as a sequence of operations (docs/fuzzing.md), checking the
@@ -21,66 +20,6 @@
 
 #include "tests/qtest/libqtest.h"
 #include "hw/pci/pci_regs.h"
-
-#define PFNIC_QT_ECAM_BASE      0xb0000000ULL
-#define PFNIC_QT_MCH_PCIEXBAR   0x60
-
-static inline void pfnic_qt_cf8_writel(QTestState *qts, int devfn,
-                                       uint8_t off, uint32_t val)
-{
-    qtest_outl(qts, 0xcf8, (1U << 31) | (devfn << 8) | off);
-    qtest_outl(qts, 0xcfc, val);
-}
-
-static inline uint64_t pfnic_qt_ecam(int bus, int devfn, uint16_t off)
-{
-    return PFNIC_QT_ECAM_BASE + ((uint64_t)bus << 20) +
-           ((uint64_t)devfn << 12) + off;
-}
-
-/* Enable the MCH's ECAM window (256 buses). */
-static inline void pfnic_qt_enable_ecam(QTestState *qts)
-{
-    pfnic_qt_cf8_writel(qts, 0, PFNIC_QT_MCH_PCIEXBAR + 4,
-                        PFNIC_QT_ECAM_BASE >> 32);
-    pfnic_qt_cf8_writel(qts, 0, PFNIC_QT_MCH_PCIEXBAR,
-                        (uint32_t)PFNIC_QT_ECAM_BASE | 1);
-}
-
-/* Route @bus and a 16 MiB memory window at @win through a root port. */
-static inline void pfnic_qt_setup_root_port(QTestState *qts, int devfn,
-                                            int bus, uint64_t win)
-{
-    pfnic_qt_cf8_writel(qts, devfn, PCI_PRIMARY_BUS, (bus << 16) | (bus << 8));
-    pfnic_qt_cf8_writel(qts, devfn, PCI_MEMORY_BASE,
-                        ((win + 0xffffff) >> 16 & 0xfff0) << 16 |
-                        (win >> 16 & 0xfff0));
-    pfnic_qt_cf8_writel(qts, devfn, PCI_COMMAND,
-                        PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER);
-}
-
-/*
- * Fill @ids and @offs with the extended capabilities of the function at
- * @bus:00.0 in list order; returns how many (at most @max).
- */
-static inline int pfnic_qt_ext_caps(QTestState *qts, int bus, uint16_t *ids,
-                                    uint16_t *offs, int max)
-{
-    uint16_t pos = PCI_CFG_SPACE_SIZE;
-    int n = 0;
-
-    while (pos && n < max) {
-        uint32_t hdr = qtest_readl(qts, pfnic_qt_ecam(bus, 0, pos));
-
-        if (hdr == 0 || hdr == 0xffffffff) {
-            break;
-        }
-        ids[n] = PCI_EXT_CAP_ID(hdr);
-        offs[n++] = pos;
-        pos = PCI_EXT_CAP_NEXT(hdr);
-    }
-    return n;
-}
 
 /* --- the op interpreter (pfnic_fuzz_ops.c, docs/fuzzing.md) ------------- */
 

@@ -40,15 +40,20 @@
 #include <sys/un.h>
 #include "hw/i386/intel_iommu_internal.h"
 #include "hw/net/pfnic/pfnic_regs.h"
+#include "tests/qtest/libqos/pci-pc.h"
+#include "tests/qtest/libqos/pfnic.h"
 #include "pfnic_fuzz.h"
 
-/* Topology: pfnic at 01:00.0 behind the root port at 00:02.0 */
+/*
+ * Topology: pfnic at 01:00.0 behind the root port at 00:02.0, reached
+ * through libqos's q35 bus and pfnic driver (libqos/pfnic.h), which put
+ * the root port's window, and BAR0, at 0xc0000000.
+ */
 #define NIC_BUS         1
 #define NIC_SID         (NIC_BUS << 8)
-#define RP_DEVFN        0x10
-#define BAR0            0xc0000000ULL
-#define BAR2            0xc0200000ULL
-#define BAR1            0xc0400000ULL   /* device memory (ABI 1.13) */
+#define BAR0            (0xc0000000ULL + QPFNIC_BAR0_OFF)
+#define BAR2            (0xc0000000ULL + QPFNIC_BAR2_OFF)
+#define BAR1            (0xc0000000ULL + QPFNIC_BAR1_OFF) /* device memory */
 #define DMAR            Q35_HOST_BRIDGE_IOMMU_ADDR
 
 /* Guest memory (cleared at setup: RAM survives a system reset) */
@@ -156,6 +161,8 @@ static const uint32_t pasids[SIDES] = { 5, 9 };
 
 struct PfnicFuzz {
     QTestState *qts;
+    QPCIBusPC bus;
+    QPfnic nic;
     void (*flush)(QTestState *qts);
     const uint8_t *data;
     size_t len, pos;
@@ -248,7 +255,7 @@ static uint32_t reg_read(PfnicFuzz *f, uint32_t reg)
 
 static void cfg_writew(PfnicFuzz *f, uint16_t off, uint16_t val)
 {
-    qtest_writew(f->qts, pfnic_qt_ecam(NIC_BUS, 0, off), val);
+    qpci_config_writew(&f->nic.dev, off, val);
 }
 
 static void mem_write64(PfnicFuzz *f, uint64_t addr, uint64_t val)
@@ -583,9 +590,8 @@ static void enable_caps(PfnicFuzz *f)
     cfg_writew(f, f->ats_off + PCI_ATS_CTRL, PCI_ATS_CTRL_ENABLE);
     cfg_writew(f, f->pasid_off + PCI_PASID_CTRL, PCI_PASID_CTRL_ENABLE);
     cfg_writew(f, f->pri_off + PCI_PRI_CTRL, 0);
-    qtest_writel(f->qts, pfnic_qt_ecam(NIC_BUS, 0,
-                                       f->pri_off + PCI_PRI_ALLOC_REQ),
-                 PRI_ALLOC);
+    qpci_config_writel(&f->nic.dev, f->pri_off + PCI_PRI_ALLOC_REQ,
+                       PRI_ALLOC);
     cfg_writew(f, f->pri_off + PCI_PRI_CTRL, PCI_PRI_CTRL_ENABLE);
 }
 
@@ -602,22 +608,16 @@ void pfnic_fuzz_setup(PfnicFuzz *f)
     f->wr_seq = 0;
     f->op = -1;
 
-    pfnic_qt_enable_ecam(qts);
-    pfnic_qt_setup_root_port(qts, RP_DEVFN, NIC_BUS, BAR0);
-    qtest_writel(qts, pfnic_qt_ecam(NIC_BUS, 0, PCI_BASE_ADDRESS_0), BAR0);
-    qtest_writel(qts, pfnic_qt_ecam(NIC_BUS, 0, PCI_BASE_ADDRESS_1), BAR1);
-    qtest_writel(qts, pfnic_qt_ecam(NIC_BUS, 0, PCI_BASE_ADDRESS_2), BAR2);
-    qtest_writel(qts, pfnic_qt_ecam(NIC_BUS, 0, PCI_BASE_ADDRESS_3), 0);
-    qtest_writel(qts, pfnic_qt_ecam(NIC_BUS, 0, PCI_BASE_ADDRESS_4),
-                 BAR0 + 0x100000);
-    qtest_writel(qts, pfnic_qt_ecam(NIC_BUS, 0, PCI_BASE_ADDRESS_5), 0);
-    cfg_writew(f, PCI_COMMAND, PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER);
+    qpci_init_q35(&f->bus, qts, NULL);
+    qpfnic_init(&f->nic, &f->bus.bus, QPFNIC_RP0_DEVFN, NIC_BUS);
+    g_assert(f->nic.bar0.addr == BAR0);
+    qpfnic_map_bars(&f->nic);
     PFZ_CHECK(f, reg_read(f, PFNIC_REG_ID) == 0x434e4650,
               "setup: no pfnic at BAR0");
 
     /* The IOMMU first: the device's capabilities are enabled under it. */
     setup_iommu(f);
-    n = pfnic_qt_ext_caps(qts, NIC_BUS, ids, offs, 8);
+    n = qpfnic_ext_caps(&f->nic, ids, offs, 8);
     f->ats_off = f->pasid_off = f->pri_off = 0;
     for (int i = 0; i < n; i++) {
         switch (ids[i]) {
@@ -1426,9 +1426,8 @@ static void op_pci_cfg(PfnicFuzz *f)
         break;
     case 3:     /* a new allocation: PRI off, then on again */
         cfg_writew(f, f->pri_off + PCI_PRI_CTRL, 0);
-        qtest_writel(f->qts, pfnic_qt_ecam(NIC_BUS, 0,
-                                           f->pri_off + PCI_PRI_ALLOC_REQ),
-                     val);
+        qpci_config_writel(&f->nic.dev, f->pri_off + PCI_PRI_ALLOC_REQ,
+                           val);
         cfg_writew(f, f->pri_off + PCI_PRI_CTRL, PCI_PRI_CTRL_ENABLE);
         break;
     default:    /* bus master on or off (BAR0 stays decoded) */
