@@ -956,3 +956,90 @@ void assert_mr_no_pages(uint32_t mr)
         }
     }
 }
+
+/* --- the wire (docs/wire.md) ------------------------------------------- */
+
+uint32_t wire_modify(uint32_t qpn, uint32_t state, uint32_t dest,
+                     uint32_t dest_ip, uint32_t sq_psn, uint32_t rq_psn,
+                     uint32_t timeout, uint32_t retry,
+                     uint32_t rnr_retry)
+{
+    uint32_t a[PFNIC_CMD_ARGS] = {
+        qpn, state, PFNIC_ACCESS_REMOTE_WRITE | PFNIC_ACCESS_REMOTE_READ |
+        PFNIC_ACCESS_REMOTE_ATOMIC, dest, 1, rnr_retry, retry, dest_ip,
+        sq_psn, rq_psn, 3 /* IBV_MTU_1024 */, timeout, 4, 64, 4,
+    };
+
+    return cmd(PFNIC_CMD_QP_MODIFY, a, PFNIC_CMD_ARGS);
+}
+
+/*
+ * On the current NIC: CQs @cq and @cq + 1 of context 1, and its QP @qpn
+ * (PD 7), connected to QP @dest at @dest_ip.
+ */
+void wire_qp_flags(uint32_t cq, uint32_t qpn, uint32_t dest,
+                   uint32_t dest_ip, uint32_t sq_psn, uint32_t rq_psn,
+                   uint32_t timeout, uint32_t scq_flags,
+                   uint32_t rcq_flags)
+{
+    g_assert_cmpint(cq_create_flags(cq, 1, 4, scq_flags), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cq_create_flags(cq + 1, 1, 4, rcq_flags), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create(qpn, 1, 7, cq, cq + 1, 4, 0), ==, PFNIC_CMD_OK);
+    for (uint32_t st = PFNIC_QPS_INIT; st <= PFNIC_QPS_RTS; st++) {
+        g_assert_cmpint(wire_modify(qpn, st, dest, dest_ip, sq_psn, rq_psn,
+                                    timeout, 2, 7), ==, PFNIC_CMD_OK);
+    }
+}
+
+void wire_qp(uint32_t cq, uint32_t qpn, uint32_t dest,
+             uint32_t dest_ip, uint32_t sq_psn, uint32_t rq_psn,
+             uint32_t timeout)
+{
+    wire_qp_flags(cq, qpn, dest, dest_ip, sq_psn, rq_psn, timeout, 0, 0);
+}
+
+/*
+ * On the current NIC: context 1, MR 1 (PD 7), and wire_qp()'s CQs and QP.
+ * Returns the MR's key.
+ */
+uint32_t wire_side(uint32_t cq, uint32_t qpn, uint32_t dest,
+                   uint32_t ip, uint32_t dest_ip, uint32_t sq_psn,
+                   uint32_t rq_psn, uint32_t timeout)
+{
+    uint32_t key;
+
+    reg_write(PFNIC_REG_PORT_IPV4, ip);
+    key = ctx_and_mr_setup();
+    wire_qp(cq, qpn, dest, dest_ip, sq_psn, rq_psn, timeout);
+    return key;
+}
+
+/* A's QP 2 (CQs 1, 2) and B's QP 3 (CQs 3, 4), connected over the wire. */
+void wire_setup(uint32_t timeout, uint32_t *key_a, uint32_t *key_b)
+{
+    use_nic(1);
+    *key_b = wire_side(3, 3, 2, IP_B, IP_A, WIRE_SQ_PSN_B, WIRE_SQ_PSN_A,
+                       timeout);
+    use_nic(0);
+    *key_a = wire_side(1, 2, 3, IP_A, IP_B, WIRE_SQ_PSN_A, WIRE_SQ_PSN_B,
+                       timeout);
+}
+
+uint32_t port_counter(int c)
+{
+    return reg_read(PFNIC_REG_PORT_COUNTERS + 4 * c);
+}
+
+/* Wait up to @ms of virtual time for the CQE in @slot. */
+PfnicCqe wait_cqe_ms(uint32_t cqn, uint32_t slot, uint32_t ms)
+{
+    PfnicCqe c = read_cqe(cqn, slot);
+
+    for (uint32_t i = 0; i < ms * 10 && c.owner != 1; i++) {
+        clock_step(100000);
+        c = read_cqe(cqn, slot);
+    }
+    g_assert_cmpint(c.owner, ==, 1);
+    return c;
+}

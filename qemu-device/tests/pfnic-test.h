@@ -460,4 +460,45 @@ void dm_read(uint64_t off, void *buf, size_t len);
 /* MR_QUERY @mr: every page_* counter is 0 (a10/a11 count refusals). */
 void assert_mr_no_pages(uint32_t mr);
 
+/* --- the wire (docs/wire.md) ------------------------------------------- */
+
+#define IP_A            0x0a000001      /* 10.0.0.1 */
+#define IP_B            0x0a000002      /* 10.0.0.2 */
+#define WIRE_SQ_PSN_A   0xfffff0        /* A's PSNs wrap around 2^24 */
+#define WIRE_SQ_PSN_B   0x000100
+
+uint32_t wire_modify(uint32_t qpn, uint32_t state, uint32_t dest,
+                     uint32_t dest_ip, uint32_t sq_psn, uint32_t rq_psn,
+                     uint32_t timeout, uint32_t retry,
+                     uint32_t rnr_retry);
+
+/*
+ * On the current NIC: CQs @cq and @cq + 1 of context 1, and its QP @qpn
+ * (PD 7), connected to QP @dest at @dest_ip.
+ */
+void wire_qp_flags(uint32_t cq, uint32_t qpn, uint32_t dest,
+                   uint32_t dest_ip, uint32_t sq_psn, uint32_t rq_psn,
+                   uint32_t timeout, uint32_t scq_flags,
+                   uint32_t rcq_flags);
+
+void wire_qp(uint32_t cq, uint32_t qpn, uint32_t dest,
+             uint32_t dest_ip, uint32_t sq_psn, uint32_t rq_psn,
+             uint32_t timeout);
+
+/*
+ * On the current NIC: context 1, MR 1 (PD 7), and wire_qp()'s CQs and QP.
+ * Returns the MR's key.
+ */
+uint32_t wire_side(uint32_t cq, uint32_t qpn, uint32_t dest,
+                   uint32_t ip, uint32_t dest_ip, uint32_t sq_psn,
+                   uint32_t rq_psn, uint32_t timeout);
+
+/* A's QP 2 (CQs 1, 2) and B's QP 3 (CQs 3, 4), connected over the wire. */
+void wire_setup(uint32_t timeout, uint32_t *key_a, uint32_t *key_b);
+
+uint32_t port_counter(int c);
+
+/* Wait up to @ms of virtual time for the CQE in @slot. */
+PfnicCqe wait_cqe_ms(uint32_t cqn, uint32_t slot, uint32_t ms);
+
 #endif /* PFNIC_TEST_H */

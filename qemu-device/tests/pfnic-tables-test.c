@@ -1,0 +1,485 @@
+/*
+ * QTest for pfnic: translation tables the driver fills (ABI 1.8): MR_SET
+ * with a table, MTT_WRITE and MTT_INVALIDATE, the table space, work
+ * through tables, invalid entries, tables beside PASIDs.
+ *
+ * Copyright (c) 2026 The pfnic authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include "qemu/osdep.h"
+#include "pfnic-test.h"
+
+/* MR_SET, MTT_WRITE and MTT_INVALIDATE: every status */
+static void test_verbs_table_commands(void *obj, void *data,
+                                      QGuestAllocator *alloc)
+{
+    uint64_t e[3] = {
+        cpu_to_le64(DATA_PAGE(1) | MTT_RW),
+        cpu_to_le64(DATA_PAGE(2) | PFNIC_MTT_VALID | PFNIC_MTT_READ),
+        cpu_to_le64(DATA_PAGE(3)),
+    };
+    uint32_t key, a[PFNIC_CMD_ARGS];
+
+    pfnic_qos_start(obj, alloc);
+    map_bars();
+    start_ctx_no_pasid(1, RING_ADDR);
+
+    /* MR_SET: a8 bits other than TABLE, TABLE on the implicit MR */
+    g_assert_cmpint(mr_set_flags(1, 1, 7, 0, 0x10000000, 0x1000, 2, NULL),
+                    ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mr_set_flags(1, 1, 7, 0, 0, UINT64_MAX,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_BAD_ARG);
+    /* Without TABLE in a context without a PASID; with, wherever */
+    g_assert_cmpint(mr_set(1, 1, 7, 0, 0x10000000, 0x1000, NULL), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mr_set(1, 1, 7, 0, 0, UINT64_MAX, NULL), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mr_set(1, 2, 7, 0, 0x10000000, 0x1000, &key), ==,
+                    PFNIC_CMD_OK);
+    /* [0x10000ff8, 0x10002008): three pages, three entries */
+    g_assert_cmpint(mr_set_flags(2, 1, 7, ALL_ACCESS, 0x10000ff8, 0x1010,
+                                 PFNIC_MR_FLAG_TABLE, &key), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmphex(key, !=, 0);
+    g_assert_cmpint(mr_set_flags(2, 1, 7, 0, 0x10000000, 0x1000,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(mr_set_flags(3, 2, 7, 0, UINT64_MAX - 0xfff, 0x1000,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_BAD_ARG);
+
+    /* MTT_WRITE: index, state (no MR, no table), count, range, address */
+    memwrite(MTT_SRC, e, sizeof(e));
+    g_assert_cmpint(mtt_write(4096, 0, 1, MTT_SRC), ==, PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(mtt_write(5, 0, 1, MTT_SRC), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(mtt_write(1, 0, 1, MTT_SRC), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(mtt_write(2, 0, 0, MTT_SRC), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_write(2, 0, 513, MTT_SRC), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_write(2, 3, 1, MTT_SRC), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_write(2, 2, 2, MTT_SRC), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_write(2, UINT32_MAX, 2, MTT_SRC), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_write(2, 1, UINT32_MAX, MTT_SRC), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_write(2, 0, 1, MTT_SRC + 4), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_write(2, 0, 2, UINT64_MAX - 7), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_write(2, 0, 1, 0xfffff0000000ULL), ==,
+                    PFNIC_CMD_BAD_ARG);
+    /* Reserved bits 11:3, in any entry */
+    for (int bit = 3; bit < 12; bit++) {
+        uint64_t bad = cpu_to_le64(DATA_PAGE(4) | MTT_RW | 1ull << bit);
+
+        memwrite(MTT_SRC + 16, &bad, sizeof(bad));
+        g_assert_cmpint(mtt_write(2, 0, 3, MTT_SRC), ==, PFNIC_CMD_BAD_ARG);
+    }
+    g_assert_cmpint(mtt_write(2, 2, 1, MTT_SRC), ==, PFNIC_CMD_OK);
+    memwrite(MTT_SRC, e, sizeof(e));
+    g_assert_cmpint(mtt_write(2, 0, 3, MTT_SRC), ==, PFNIC_CMD_OK);
+
+    /* MTT_INVALIDATE: the same checks, any count up to the table's end */
+    g_assert_cmpint(mtt_invalidate(4096, 0, 1), ==, PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(mtt_invalidate(5, 0, 1), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(mtt_invalidate(1, 0, 1), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(mtt_invalidate(2, 0, 0), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_invalidate(2, 0, 4), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_invalidate(2, 3, 1), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_invalidate(2, 1, UINT32_MAX), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mtt_invalidate(2, 1, 2), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(mtt_invalidate(2, 0, 3), ==, PFNIC_CMD_OK);
+    /* A table of more than 512 entries is invalidated whole at once. */
+    g_assert_cmpint(mr_set_flags(3, 1, 7, 0, 0x40000000, 0x400000,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(mtt_write(3, 1023, 1, MTT_SRC), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(mtt_invalidate(3, 0, 1024), ==, PFNIC_CMD_OK);
+
+    /* A table MR counts nothing of page requests. */
+    memset(a, 0xff, sizeof(a));
+    a[0] = 2;
+    g_assert_cmpint(cmd(PFNIC_CMD_MR_QUERY, a, 1), ==, PFNIC_CMD_OK);
+    for (int i = 0; i < 14; i++) {
+        g_assert_cmphex(a[i], ==, 0);
+    }
+    /* MR_CLEAR takes the table: the index is no table MR any more. */
+    g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 2), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(mtt_write(2, 0, 1, MTT_SRC), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(mtt_invalidate(2, 0, 1), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    pfnic_qos_end();
+}
+
+/*
+ * table-entries bounds every table together: NO_SPACE beyond it, and the
+ * entries come back at MR_CLEAR and at a reset.
+ */
+static void test_verbs_table_space(void *obj, void *data,
+                                   QGuestAllocator *alloc)
+{
+    pfnic_qos_start(obj, alloc);
+    map_bars();
+
+    /* 0x1800 bytes from 0x10000800: two pages. Then 14: full. */
+    g_assert_cmpint(mr_set_flags(1, 1, 7, 0, 0x10000800, 0x1800,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(mr_set_flags(2, 1, 7, 0, 0x20000000, 14 * 4096 + 1,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_NO_SPACE);
+    g_assert_cmpint(mr_set_flags(2, 1, 7, 0, 0x20000000, 14 * 4096,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(mr_set_flags(3, 1, 7, 0, 0x30000000, 1,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_NO_SPACE);
+    /* A huge range is NO_SPACE too, not an allocation. */
+    g_assert_cmpint(mr_set_flags(3, 1, 7, 0, 0x1000, UINT64_MAX - 0x1000,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_NO_SPACE);
+    /* MRs without a table take no entries. */
+    g_assert_cmpint(mr_set(3, 1, 7, 0, 0x30000000, 1 << 30, NULL), ==,
+                    PFNIC_CMD_OK);
+    /* MR_CLEAR gives them back: set, clear, set again. */
+    for (int i = 0; i < 3; i++) {
+        g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 1), ==, PFNIC_CMD_OK);
+        g_assert_cmpint(mr_set_flags(4, 1, 7, 0, 0x40000000, 2 * 4096,
+                                     PFNIC_MR_FLAG_TABLE, NULL), ==,
+                        PFNIC_CMD_OK);
+        g_assert_cmpint(mr_set_flags(1, 1, 7, 0, 0x10000000, 1,
+                                     PFNIC_MR_FLAG_TABLE, NULL), ==,
+                        PFNIC_CMD_NO_SPACE);
+        g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 4), ==, PFNIC_CMD_OK);
+        g_assert_cmpint(mr_set_flags(1, 1, 7, 0, 0x10000800, 0x1800,
+                                     PFNIC_MR_FLAG_TABLE, NULL), ==,
+                        PFNIC_CMD_OK);
+    }
+    /* A reset gives back all of them. */
+    reg_write(PFNIC_REG_CONTROL, PFNIC_CONTROL_RESET);
+    g_assert_cmpint(mr_set_flags(1, 1, 7, 0, 0x10000000, 16 * 4096,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(mr_set_flags(2, 1, 7, 0, 0x10000000, 1,
+                                 PFNIC_MR_FLAG_TABLE, NULL), ==,
+                    PFNIC_CMD_NO_SPACE);
+    pfnic_qos_end();
+}
+
+/*
+ * Loopback through tables: RDMA WRITE and READ, SEND/RECV and atomics
+ * across pages that are scattered in guest memory, from offsets that are
+ * not page aligned.
+ */
+static void test_verbs_tables(void *obj, void *data,
+                              QGuestAllocator *alloc)
+{
+    static uint8_t src[0x3000], got[0x3000];
+    uint32_t lkey, rkey;
+    uint64_t v;
+    PfnicCqe c;
+
+    pfnic_qos_start(obj, alloc);
+    map_bars();
+    tables_setup(&lkey, &rkey);
+
+    /* RDMA WRITE: 0x2800 bytes, 4 local pages to 3 remote ones */
+    pattern(src, 0x2800, 1);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x100, src, 0x2800, true);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x21, TL_VA + 0x100, 0x2800, lkey,
+               TR_VA + 0x300, rkey, 0);
+    c = table_cqe(1, 0x21, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.byte_len, ==, 0x2800);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x300, got, 0x2800, false);
+    g_assert_cmpmem(got, 0x2800, src, 0x2800);
+    /* Nothing around it: the bytes before, after, and the fourth page */
+    table_rw(tr_pages, TR_VA, TR_VA, got, 0x300, false);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x2b00, got + 0x300, 0x1500, false);
+    memset(src, 0, 0x1800);
+    g_assert_cmpmem(got, 0x1800, src, 0x1800);
+
+    /* RDMA READ: 0x1000 remote bytes across two pages into one local */
+    pattern(src, 0x1000, 2);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x2800, src, 0x1000, true);
+    table_post(1, 2, PFNIC_WR_RDMA_READ, 0x22, TL_VA + 0x2800, 0x1000, lkey,
+               TR_VA + 0x2800, rkey, 0);
+    table_cqe(1, 0x22, PFNIC_WC_SUCCESS);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x2800, got, 0x1000, false);
+    g_assert_cmpmem(got, 0x1000, src, 0x1000);
+
+    /* SEND from an odd offset into a receive buffer across two pages */
+    pattern(src, 0x600, 3);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x123, src, 0x600, true);
+    table_recv(2, 3, 0x31, TR_VA + 0xd00, 0x800, rkey);
+    table_post(1, 2, PFNIC_WR_SEND, 0x23, TL_VA + 0x123, 0x600, lkey, 0, 0,
+               0);
+    table_cqe(1, 0x23, PFNIC_WC_SUCCESS);
+    c = table_cqe(2, 0x31, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.byte_len, ==, 0x600);
+    g_assert_cmpint(c.src_qp, ==, 2);
+    table_rw(tr_pages, TR_VA, TR_VA + 0xd00, got, 0x600, false);
+    g_assert_cmpmem(got, 0x600, src, 0x600);
+
+    /* Atomics: the remote 8 bytes change, the original lands locally. */
+    v = cpu_to_le64(100);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x3ff8, &v, 8, true);
+    table_post(1, 2, PFNIC_WR_ATOMIC_FETCH_AND_ADD, 0x24, TL_VA + 0x37f8, 8,
+               lkey, TR_VA + 0x3ff8, rkey, 5);
+    g_assert_cmpint(table_cqe(1, 0x24, PFNIC_WC_SUCCESS).opcode, ==,
+                    PFNIC_WC_FETCH_ADD);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x3ff8, &v, 8, false);
+    g_assert_cmpint(le64_to_cpu(v), ==, 105);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x37f8, &v, 8, false);
+    g_assert_cmpint(le64_to_cpu(v), ==, 100);
+    {
+        PfnicWqe w = {
+            .opcode = PFNIC_WR_ATOMIC_CMP_AND_SWP,
+            .flags = PFNIC_SEND_SIGNALED, .num_sge = 1,
+            .wr_id = cpu_to_le64(0x25),
+            .remote_addr = cpu_to_le64(TR_VA + 0x3ff8),
+            .rkey = cpu_to_le32(rkey), .compare_add = cpu_to_le64(105),
+            .swap = cpu_to_le64(7),
+            .sge[0] = {
+                .addr = cpu_to_le64(TL_VA + 0x37f8), .length = cpu_to_le32(8),
+                .lkey = cpu_to_le32(lkey),
+            },
+        };
+        uint16_t slot = sq_next[2]++;
+
+        memwrite(SQ_ADDR + 2 * 0x10000 + (slot % 16) * PFNIC_WQE_SIZE, &w,
+                 sizeof(w));
+        verbs_db(1, PFNIC_DB_SQ, 2 << 16 | (slot + 1));
+    }
+    table_cqe(1, 0x25, PFNIC_WC_SUCCESS);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x3ff8, &v, 8, false);
+    g_assert_cmpint(le64_to_cpu(v), ==, 7);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x37f8, &v, 8, false);
+    g_assert_cmpint(le64_to_cpu(v), ==, 105);
+
+    assert_no_ats_pri();
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    pfnic_qos_end();
+}
+
+/*
+ * What a table refuses fails as an unmapped page: an invalid entry
+ * (never written, or invalidated), an entry without the access, locally
+ * LOC_PROT_ERR and remotely REM_ACCESS_ERR; no page request is sent, and
+ * the remote QP is untouched. An MTT_WRITE refused for a bad entry
+ * changes nothing.
+ */
+static void test_verbs_table_faults(void *obj, void *data,
+                                    QGuestAllocator *alloc)
+{
+    static uint8_t src[0x2000], got[0x2000];
+    uint64_t bad[2] = {
+        cpu_to_le64(DATA_PAGE(30) | MTT_RW),
+        cpu_to_le64(DATA_PAGE(31) | MTT_RW | 0x10),
+    };
+    uint32_t lkey, rkey, key, a[PFNIC_CMD_ARGS];
+
+    pfnic_qos_start(obj, alloc);
+    map_bars();
+    tables_setup(&lkey, &rkey);
+    /* src[i] at VA 0x10000000 + i: MR 1's pages 0 and 1 */
+    pattern(src, sizeof(src), 4);
+    table_rw(tl_pages, TL_VA, TL_VA & ~0xfffULL, src, sizeof(src), true);
+
+    /* An invalidated local page: LOC_PROT_ERR, and QP 3 is untouched */
+    g_assert_cmpint(mtt_invalidate(1, 1, 1), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x41, TL_VA + 0x700, 0x200, lkey,
+               TR_VA, rkey, 0);
+    table_cqe(1, 0x41, PFNIC_WC_LOC_PROT_ERR);
+    g_assert_cmpint(qp_state(2), ==, PFNIC_QPS_ERR);
+    g_assert_cmpint(qp_state(3), ==, PFNIC_QPS_RTS);
+    /* Its first half (page 0) moved before the refusal. */
+    table_rw(tr_pages, TR_VA, TR_VA, got, 0x100, false);
+    g_assert_cmpmem(got, 0x100, src + 0xf00, 0x100);
+    /* Mapped again, the same WQE goes through. */
+    g_assert_cmpint(mtt_map(1, 1, &tl_pages[1], 1, MTT_RW), ==,
+                    PFNIC_CMD_OK);
+    qp_reconnect(2, 3);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x42, TL_VA + 0x700, 0x200, lkey,
+               TR_VA, rkey, 0);
+    table_cqe(1, 0x42, PFNIC_WC_SUCCESS);
+    table_rw(tr_pages, TR_VA, TR_VA, got, 0x200, false);
+    g_assert_cmpmem(got, 0x200, src + 0xf00, 0x200);
+
+    /* An invalidated remote page: REM_ACCESS_ERR */
+    g_assert_cmpint(mtt_invalidate(2, 2, 2), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x43, TL_VA, 0x100, lkey,
+               TR_VA + 0x2000, rkey, 0);
+    table_cqe(1, 0x43, PFNIC_WC_REM_ACCESS_ERR);
+    g_assert_cmpint(qp_state(3), ==, PFNIC_QPS_RTS);
+    qp_reconnect(2, 3);
+    table_post(1, 2, PFNIC_WR_RDMA_READ, 0x44, TL_VA, 0x100, lkey,
+               TR_VA + 0x3000, rkey, 0);
+    table_cqe(1, 0x44, PFNIC_WC_REM_ACCESS_ERR);
+    /* Not a refused key: no access error counted */
+    g_assert_cmpint(ctx_access_errors(2), ==, 0);
+    qp_reconnect(2, 3);
+    /* Into a receive buffer whose page is invalid: REM_ACCESS_ERR too */
+    table_recv(2, 3, 0x51, TR_VA + 0x2000, 0x100, rkey);
+    table_post(1, 2, PFNIC_WR_SEND, 0x45, TL_VA, 0x100, lkey, 0, 0, 0);
+    table_cqe(1, 0x45, PFNIC_WC_REM_ACCESS_ERR);
+    g_assert_cmpint(mtt_map(2, 2, &tr_pages[2], 2, MTT_RW), ==,
+                    PFNIC_CMD_OK);
+    qp_reconnect(2, 3);
+
+    /* Read-only remote page: READ from it works, WRITE to it does not. */
+    g_assert_cmpint(mtt_map(2, 0, &tr_pages[0], 1,
+                            PFNIC_MTT_VALID | PFNIC_MTT_READ), ==,
+                    PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_READ, 0x46, TL_VA + 0x1000, 0x200, lkey,
+               TR_VA, rkey, 0);
+    table_cqe(1, 0x46, PFNIC_WC_SUCCESS);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x1000, got, 0x200, false);
+    g_assert_cmpmem(got, 0x200, src + 0xf00, 0x200);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x47, TL_VA, 8, lkey, TR_VA, rkey,
+               0);
+    table_cqe(1, 0x47, PFNIC_WC_REM_ACCESS_ERR);
+    qp_reconnect(2, 3);
+    /* An atomic both reads and writes: a read-only page refuses it. */
+    table_post(1, 2, PFNIC_WR_ATOMIC_FETCH_AND_ADD, 0x48, TL_VA, 8, lkey,
+               TR_VA, rkey, 1);
+    table_cqe(1, 0x48, PFNIC_WC_REM_ACCESS_ERR);
+    qp_reconnect(2, 3);
+    /* ... and so does a write-only one. */
+    g_assert_cmpint(mtt_map(2, 0, &tr_pages[0], 1,
+                            PFNIC_MTT_VALID | PFNIC_MTT_WRITE), ==,
+                    PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_ATOMIC_FETCH_AND_ADD, 0x49, TL_VA, 8, lkey,
+               TR_VA, rkey, 1);
+    table_cqe(1, 0x49, PFNIC_WC_REM_ACCESS_ERR);
+    qp_reconnect(2, 3);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x4a, TL_VA, 8, lkey, TR_VA, rkey,
+               0);
+    table_cqe(1, 0x4a, PFNIC_WC_SUCCESS);
+    /* A read-only local page takes no READ response: LOC_PROT_ERR */
+    g_assert_cmpint(mtt_map(1, 3, &tl_pages[3], 1,
+                            PFNIC_MTT_VALID | PFNIC_MTT_READ), ==,
+                    PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_READ, 0x4b, TL_VA + 0x2800, 8, lkey,
+               TR_VA + 0x1000, rkey, 0);
+    table_cqe(1, 0x4b, PFNIC_WC_LOC_PROT_ERR);
+    qp_reconnect(2, 3);
+
+    /*
+     * MTT_WRITE of a good entry and a bad one: BAD_ARG, and the good one
+     * is not written (MR 1's page 0 still is where it was).
+     */
+    memwrite(MTT_SRC, bad, sizeof(bad));
+    g_assert_cmpint(mtt_write(1, 0, 2, MTT_SRC), ==, PFNIC_CMD_BAD_ARG);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x4c, TL_VA, 0x100, lkey,
+               TR_VA + 0x1000, rkey, 0);
+    table_cqe(1, 0x4c, PFNIC_WC_SUCCESS);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x1000, got, 0x100, false);
+    g_assert_cmpmem(got, 0x100, src + 0x800, 0x100);
+
+    /* A DMA the platform refuses (no RAM there) fails the same way. */
+    bad[0] = cpu_to_le64(0xfffff0000000ULL | MTT_RW);
+    memwrite(MTT_SRC, bad, 8);
+    g_assert_cmpint(mtt_write(2, 1, 1, MTT_SRC), ==, PFNIC_CMD_OK);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x4d, TL_VA, 0x100, lkey,
+               TR_VA + 0x1000, rkey, 0);
+    table_cqe(1, 0x4d, PFNIC_WC_REM_ACCESS_ERR);
+    qp_reconnect(2, 3);
+
+    /*
+     * An MR without a table is refused while context 2 runs without a
+     * PASID; set while it is stopped, it reaches nothing once it runs.
+     */
+    g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 2), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(mr_set(2, 2, 7, ALL_ACCESS, TR_VA, TR_LEN, &key), ==,
+                    PFNIC_CMD_BAD_ARG);
+    ctx_select(2);
+    reg_write(PFNIC_REG_CTX_CTRL, 0);
+    g_assert_cmpint(mr_set(2, 2, 7, ALL_ACCESS, TR_VA, TR_LEN, &key), ==,
+                    PFNIC_CMD_OK);
+    start_ctx_no_pasid(2, RING_ADDR + 0x1000);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x4e, TL_VA, 0x100, lkey, TR_VA,
+               key, 0);
+    table_cqe(1, 0x4e, PFNIC_WC_REM_ACCESS_ERR);
+
+    /* No page request went anywhere, and no MR counted one. */
+    for (int i = 0; i < PFNIC_CNT_NR; i++) {
+        g_assert_cmpint(reg_read(PFNIC_REG_COUNTERS + 4 * i), ==, 0);
+    }
+    a[0] = 1;
+    g_assert_cmpint(cmd(PFNIC_CMD_MR_QUERY, a, 1), ==, PFNIC_CMD_OK);
+    for (int i = 0; i < 14; i++) {
+        g_assert_cmphex(a[i], ==, 0);
+    }
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    pfnic_qos_end();
+}
+
+/*
+ * A context with a PASID may use table MRs too: they move data without
+ * any IOMMU, and a PREFETCH of one succeeds at once.
+ */
+static void test_verbs_table_pasid(void *obj, void *data,
+                                   QGuestAllocator *alloc)
+{
+    static uint8_t src[0x1000], got[0x1000];
+    PfnicDesc d = {
+        .opcode = PFNIC_OP_PREFETCH, .flags = PFNIC_PREFETCH_WRITE,
+        .dst = cpu_to_le64(TL_VA), .len = cpu_to_le64(TL_LEN),
+    };
+    uint32_t lkey, rkey;
+
+    pfnic_qos_start(obj, alloc);
+    map_bars();
+    table_counts_reset();
+    enable_sva_caps();
+    start_ctx(1, RING_ADDR);
+    start_ctx_no_pasid(2, RING_ADDR + 0x1000);
+    lkey = table_mr(1, 1, TL_VA, TL_LEN, tl_pages, 4);
+    rkey = table_mr(2, 2, TR_VA, TR_LEN, tr_pages, 4);
+    g_assert_cmpint(cq_create(1, 1, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cq_create(2, 2, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create(2, 1, 7, 1, 1, 4, 0), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(qp_create(3, 2, 7, 2, 2, 4, 0), ==, PFNIC_CMD_OK);
+    qp_connect(2, 3, 7);
+    qp_connect(3, 2, 7);
+
+    d.src = cpu_to_le64(lkey);
+    g_assert_cmphex(run_desc(0, &d), ==, PFNIC_DESC_DONE | PFNIC_ST_SUCCESS);
+    memread(RING_ADDR + offsetof(PfnicDesc, result), &d.result, 8);
+    g_assert_cmpint(le64_to_cpu(d.result), ==, TL_LEN);
+    /* A bad key is still PROTECTION. */
+    d.src = cpu_to_le64(lkey ^ 1);
+    g_assert_cmphex(run_desc(1, &d), ==, PFNIC_DESC_DONE |
+                    PFNIC_ST_PROTECTION);
+
+    pattern(src, sizeof(src), 5);
+    table_rw(tl_pages, TL_VA, TL_VA + 0x10, src, sizeof(src), true);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x61, TL_VA + 0x10, sizeof(src),
+               lkey, TR_VA + 0x20, rkey, 0);
+    table_cqe(1, 0x61, PFNIC_WC_SUCCESS);
+    table_rw(tr_pages, TR_VA, TR_VA + 0x20, got, sizeof(got), false);
+    g_assert_cmpmem(got, sizeof(got), src, sizeof(src));
+    /* Nothing asked of ATS: the table MR never enters the ATC. */
+    g_assert_cmpint(reg_read(PFNIC_REG_COUNTERS + 4 * PFNIC_CNT_ATC_MISSES),
+                    ==, 0);
+    g_assert_cmpint(reg_read(PFNIC_REG_COUNTERS + 4 * PFNIC_CNT_ATC_HITS),
+                    ==, 0);
+    pfnic_qos_end();
+}
+
+static void register_pfnic_tables_tests(void)
+{
+    pfnic_add_test("verbs/table-commands", test_verbs_table_commands,
+                   "contexts=4,ats=off,pasid=off,pri=off", NULL);
+    pfnic_add_test("verbs/table-space", test_verbs_table_space,
+                   "contexts=4,table-entries=16", NULL);
+    pfnic_add_test("verbs/tables", test_verbs_tables,
+                   "contexts=4,ats=off,pasid=off,pri=off", NULL);
+    pfnic_add_test("verbs/table-faults", test_verbs_table_faults,
+                   "contexts=4,ats=off,pasid=off,pri=off", NULL);
+    pfnic_add_test("verbs/table-pasid", test_verbs_table_pasid,
+                   "contexts=4", NULL);
+}
+
+libqos_init(register_pfnic_tables_tests);
