@@ -68,6 +68,10 @@ pub(crate) struct Cli {
     /// The source GID with a peer (1: the port's IPv4 address)
     #[arg(short = 'x', long, value_name = "N", default_value_t = 1)]
     gid_index: u32,
+    /// The QP's local ACK timeout with a peer, 4.096 us * 2^N (perftest's -u)
+    #[arg(short = 'u', long = "qp-timeout", value_name = "N", default_value_t = 14,
+          value_parser = clap::value_parser!(u32).range(0..=31))]
+    qp_timeout: u32,
     /// On-demand MRs (IBV_ACCESS_ON_DEMAND)
     #[arg(long)]
     odp: bool,
@@ -193,6 +197,7 @@ impl Cli {
                 tx_depth: self.tx_depth.unwrap_or(128),
                 rx_depth: self.rx_depth,
                 gid_index: self.gid_index,
+                qp_timeout: self.qp_timeout,
                 odp: self.odp,
                 device: self.device,
             }));

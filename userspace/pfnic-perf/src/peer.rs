@@ -36,7 +36,6 @@ use crate::{err, poll_cq, print_row, Kind, Meter, Row, Test, Verb, PAGE_SIZE, RE
 
 /// perftest's defaults for a QP's connection (`ctx_modify_qp_to_rtr/rts`).
 const MIN_RNR_TIMER: u32 = 12;
-const QP_TIMEOUT: u32 = 14;
 /// Incoming READs offered to the peer, at most (perftest's `MAX_OUT_READ_HERMON`).
 const MAX_OUT_READS: u32 = 16;
 
@@ -50,6 +49,8 @@ pub struct PeerOptions {
     pub tx_depth: u32,
     pub rx_depth: u32,
     pub gid_index: u32,
+    /// The local ACK timeout, 4.096 us * 2^N (perftest's -u; its default 14, 67 ms).
+    pub qp_timeout: u32,
     pub odp: bool,
     pub device: u32,
 }
@@ -261,7 +262,7 @@ pub fn run(o: &PeerOptions) -> io::Result<()> {
         max_rd_atomic: u32::from(rem.out_reads).clamp(1, u32::from(my.out_reads)),
         max_dest_rd_atomic: Some(u32::from(my.out_reads)),
         min_rnr_timer: MIN_RNR_TIMER,
-        timeout: QP_TIMEOUT,
+        timeout: o.qp_timeout,
         retry_cnt: 7,
         rnr_retry: 7,
         ..ConnectAttr::default()
