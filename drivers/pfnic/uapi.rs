@@ -1204,7 +1204,8 @@ pub const PFNIC_IOCTL_REG_DM_MR: u32 =
 //
 // Through `/dev/infiniband/uverbsN` the rdma-core provider (`libpfnic-rdmav34.so`) exchanges
 // these with the driver after the core's own arguments (`struct ib_udata`). Their C
-// declarations, for the provider, are `userspace/include/rdma/pfnic-abi.h`.
+// declarations, for the provider, are `userspace/include/rdma/pfnic-abi.h`, which pfnic-sys'
+// tests compile against the layout of these (`rdma_abi_check.rs`).
 
 /// The version of the ABI between the driver's RDMA device and its provider, shown as the
 /// uverbs device's `abi_version` in sysfs; the provider refuses any other.

@@ -3,7 +3,8 @@
  * The driver data of pfnic's RDMA device verbs (/dev/infiniband/uverbsN):
  * what the rdma-core provider, libpfnic-rdmav34.so, and the driver exchange
  * after the RDMA core's own arguments. The driver's declarations are in
- * drivers/pfnic/uapi.rs; the provider checks the sizes below at compile time.
+ * drivers/pfnic/uapi.rs; make test's host unit tests compile this header
+ * against their layout (userspace/pfnic-sys/src/rdma_abi_check.rs).
  */
 #ifndef PFNIC_ABI_USER_H
 #define PFNIC_ABI_USER_H

@@ -19,6 +19,9 @@ pub mod uapi;
 
 pub mod pci;
 
+#[cfg(test)]
+mod rdma_abi_check;
+
 pub use uapi::{
     AdviseMr, AllocDm, AsyncEvent, CqEvent, CreateCq, CreateQp, CreateSrq, DeviceStats, ModifyQp,
     ModifySrq, PortIpv4, QpAttr, QpCap, QpStats, QueryContext, QueryDevice, QueryMr, QueryPort,

@@ -1,0 +1,60 @@
+//! The RDMA device's driver data is declared twice, in the driver's `uapi.rs` and in the C
+//! header the rdma-core provider includes (`userspace/include/rdma/pfnic-abi.h`). This test
+//! compiles the header with the C compiler against the layout Rust gives `uapi.rs`: every
+//! size, offset and constant must agree, or it fails.
+
+use std::fmt::Write as _;
+use std::mem::{offset_of, size_of};
+use std::path::Path;
+use std::process::Command;
+
+use crate::uapi::{IbAllocUcontextResp, PFNIC_IB_ABI_VERSION};
+
+/// `_Static_assert`s of the Rust layout, for the C compiler to check against the header.
+fn assertions() -> String {
+    let mut c = String::from("#include <stddef.h>\n#include <rdma/pfnic-abi.h>\n");
+    let mut check = |expr: String, want: usize| {
+        writeln!(
+            c,
+            "_Static_assert({expr} == {want}, \"{expr} is {want} in uapi.rs\");"
+        )
+        .unwrap();
+    };
+    check("PFNIC_IB_ABI_VERSION".into(), PFNIC_IB_ABI_VERSION as usize);
+    let s = "struct pfnic_ib_alloc_ucontext_resp";
+    check(format!("sizeof({s})"), size_of::<IbAllocUcontextResp>());
+    for (field, off) in [
+        (
+            "uapi_version",
+            offset_of!(IbAllocUcontextResp, uapi_version),
+        ),
+        ("device_abi", offset_of!(IbAllocUcontextResp, device_abi)),
+        ("caps", offset_of!(IbAllocUcontextResp, caps)),
+        ("index", offset_of!(IbAllocUcontextResp, index)),
+        ("reserved", offset_of!(IbAllocUcontextResp, reserved)),
+    ] {
+        check(format!("offsetof({s}, {field})"), off);
+    }
+    c
+}
+
+#[test]
+fn rdma_abi_header_matches_uapi() {
+    let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("../include");
+    let dir = std::env::temp_dir().join(format!("pfnic-abi-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("check.c");
+    std::fs::write(&src, assertions()).unwrap();
+    let out = Command::new("cc")
+        .args(["-fsyntax-only", "-std=c11", "-Wall", "-Werror", "-I"])
+        .arg(&include)
+        .arg(&src)
+        .output()
+        .expect("cc");
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(
+        out.status.success(),
+        "pfnic-abi.h disagrees with uapi.rs:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
