@@ -398,9 +398,9 @@ pub const PFNIC_PORT_TIMEOUTS: usize = 13;
 pub const PFNIC_PORT_ARP_REQUESTS: usize = 14;
 /// Frames dropped or delayed by the device's loss and reordering properties.
 pub const PFNIC_PORT_INJECTED: usize = 15;
-/// The names the RDMA core's device shows (`rdma statistic`) for the translation counters of
-/// [`TranslationStats`] after the port's own: `page_requests`, `pri_success`, `pri_failed`,
-/// `atc_hits`, `atc_misses`, `invalidations`, in that order.
+/// The names the RDMA core's device shows (`rdma statistic`), after the port's own counters,
+/// for these fields of [`TranslationStats`], in this order: `page_requests`, `pri_success`,
+/// `pri_failed`, `atc_hits`, `atc_misses`, `invalidations`.
 pub const PFNIC_TRANSLATION_COUNTER_NAMES: [&str; 6] = [
     "page_requests",
     "page_requests_ok",
