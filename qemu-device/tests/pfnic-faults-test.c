@@ -26,22 +26,10 @@ static void expect_fault(uint32_t mr, uint64_t first, uint32_t count,
 static void faults_setup_at(uint32_t *lkey, uint32_t *rkey, bool more,
                             uint64_t raddr, uint64_t rlen)
 {
-    uint8_t zero[4096] = { };
-
-    table_counts_reset();
-    for (int i = 0; i < 32; i++) {
-        memwrite(DATA_PAGE(i), zero, sizeof(zero));
-    }
-    start_ctx_no_pasid(1, RING_ADDR);
-    start_ctx_no_pasid(2, RING_ADDR + 0x1000);
+    table_pair_start();
     *lkey = fault_mr(1, 1, TL_VA, TL_LEN);
     *rkey = fault_mr(2, 2, raddr, rlen);
-    g_assert_cmpint(cq_create(1, 1, 4), ==, PFNIC_CMD_OK);
-    g_assert_cmpint(cq_create(2, 2, 4), ==, PFNIC_CMD_OK);
-    g_assert_cmpint(qp_create(2, 1, 7, 1, 1, 4, 0), ==, PFNIC_CMD_OK);
-    g_assert_cmpint(qp_create(3, 2, 7, 2, 2, 4, 0), ==, PFNIC_CMD_OK);
-    qp_connect(2, 3, 7);
-    qp_connect(3, 2, 7);
+    table_pair_connect();
     if (more) {
         g_assert_cmpint(cq_create(3, 1, 4), ==, PFNIC_CMD_OK);
         g_assert_cmpint(cq_create(4, 2, 4), ==, PFNIC_CMD_OK);

@@ -702,7 +702,7 @@ PfnicCqe table_cqe(uint32_t cqn, uint64_t wr_id, uint8_t status)
     return c;
 }
 
-void tables_setup(uint32_t *lkey, uint32_t *rkey)
+void table_pair_start(void)
 {
     uint8_t zero[4096] = { };
 
@@ -712,14 +712,24 @@ void tables_setup(uint32_t *lkey, uint32_t *rkey)
     }
     start_ctx_no_pasid(1, RING_ADDR);
     start_ctx_no_pasid(2, RING_ADDR + 0x1000);
-    *lkey = table_mr(1, 1, TL_VA, TL_LEN, tl_pages, 4);
-    *rkey = table_mr(2, 2, TR_VA, TR_LEN, tr_pages, 4);
+}
+
+void table_pair_connect(void)
+{
     g_assert_cmpint(cq_create(1, 1, 4), ==, PFNIC_CMD_OK);
     g_assert_cmpint(cq_create(2, 2, 4), ==, PFNIC_CMD_OK);
     g_assert_cmpint(qp_create(2, 1, 7, 1, 1, 4, 0), ==, PFNIC_CMD_OK);
     g_assert_cmpint(qp_create(3, 2, 7, 2, 2, 4, 0), ==, PFNIC_CMD_OK);
     qp_connect(2, 3, 7);
     qp_connect(3, 2, 7);
+}
+
+void tables_setup(uint32_t *lkey, uint32_t *rkey)
+{
+    table_pair_start();
+    *lkey = table_mr(1, 1, TL_VA, TL_LEN, tl_pages, 4);
+    *rkey = table_mr(2, 2, TR_VA, TR_LEN, tr_pages, 4);
+    table_pair_connect();
 }
 
 void pattern(uint8_t *p, size_t len, uint8_t seed)

@@ -350,6 +350,14 @@ PfnicCqe table_cqe(uint32_t cqn, uint64_t wr_id, uint8_t status);
  */
 extern uint64_t tl_pages[4], tr_pages[4];
 
+/*
+ * A loopback pair over translation tables: table_pair_start() zeroes the
+ * data pages and starts contexts 1 and 2; once the caller has made MR 1 on
+ * context 1 and MR 2 on context 2, table_pair_connect() makes CQs 1 and 2
+ * and QP 2 (context 1) and QP 3 (context 2), connected to each other.
+ */
+void table_pair_start(void);
+void table_pair_connect(void);
 void tables_setup(uint32_t *lkey, uint32_t *rkey);
 
 /* Bytes of @len from @seed, different at every offset */
