@@ -168,7 +168,7 @@ impl MiscDevice for PfnicFile {
         let nic = misc.data();
         let task = kernel::current!();
         let mm = task.mm().ok_or(EINVAL)?;
-        let ctx = Context::new(nic, mm, file)?;
+        let ctx = Context::new(nic, mm, || Some(file.mappings()))?;
         let verbs = VerbsFile::new(nic, ctx.index(), ctx.has_pasid())?;
         nic.attach_objects(ctx.index(), verbs.objects.clone())?;
         Ok(KBox::new(

@@ -13,7 +13,7 @@ use crate::{
     uapi,
 };
 use kernel::{
-    fs::File,
+    fs::file::FileMappings,
     iommu::sva::SvaBond,
     mm::{
         mmu_notifier::{self, MmuNotifier},
@@ -84,7 +84,15 @@ impl Context {
     /// Fails with `EOPNOTSUPP` when neither works (no ATS, PASID or PRI, or an IOMMU that does
     /// not bind the process, and no translation tables), with `ENOMEM`, and with `EBUSY` when
     /// every hardware context is in use.
-    pub(crate) fn new(nic: &Arc<Nic>, mm: &MmWithUser, file: &File) -> Result<Self> {
+    ///
+    /// `mappings` are the shared mappings of the file the context is for, which unbinding the
+    /// device removes; `None` for a context that removes its mappings itself before it is
+    /// dropped (a user context of the RDMA device, which the RDMA core disassociates).
+    pub(crate) fn new(
+        nic: &Arc<Nic>,
+        mm: &MmWithUser,
+        mappings: impl Fn() -> Option<FileMappings>,
+    ) -> Result<Self> {
         let failed = ScopeGuard::new(|| {
             nic.counters.context_failures.fetch_add(1, Relaxed);
         });
@@ -120,7 +128,7 @@ impl Context {
                 }
             };
             let pasid = bond.pasid();
-            match nic.start_context(Some(bond), file.mappings()) {
+            match nic.start_context(Some(bond), mappings()) {
                 Ok(index) => Ok(Some((pasid, index))),
                 // The IOMMU bound the process but did not enable page requests.
                 Err(e) if e == EOPNOTSUPP && tables => Ok(None),
@@ -129,7 +137,7 @@ impl Context {
         })?;
         let (pasid, index) = match started {
             Some((pasid, index)) => (Some(pasid), index),
-            None => (None, nic.start_context(None, file.mappings())?),
+            None => (None, nic.start_context(None, mappings())?),
         };
         let started = ScopeGuard::new(|| nic.stop_context(index));
         let exit_stop = KBox::pin_init(

@@ -42,8 +42,9 @@ pub(super) struct Slot {
     /// without a PASID, which reaches memory only through translation tables.
     pub(super) bond: Option<SvaBond>,
     /// The shared mappings of the file that owns the context (its doorbell page and rings),
-    /// revoked at unbind.
-    pub(super) mappings: FileMappings,
+    /// revoked at unbind; `None` for an RDMA user context, which the RDMA core tears down
+    /// before the device is unbound.
+    pub(super) mappings: Option<FileMappings>,
     /// The file's verbs objects, whose rings are freed and channels closed at unbind (once
     /// attached).
     pub(super) objects: Option<Arc<Mutex<Objects>>>,
@@ -84,7 +85,7 @@ impl Nic {
     pub(crate) fn start_context(
         &self,
         bond: Option<SvaBond>,
-        mappings: FileMappings,
+        mappings: Option<FileMappings>,
     ) -> Result<u32> {
         // The IOMMU never hands out PASIDs wider than the device advertised.
         let pasid = match &bond {
@@ -222,7 +223,9 @@ impl Nic {
         for slot in table.slots.iter_mut() {
             if let Some(slot) = slot.take() {
                 // A touch of a revoked page raises SIGBUS: the device is gone.
-                slot.mappings.unmap_all();
+                if let Some(mappings) = &slot.mappings {
+                    mappings.unmap_all();
+                }
                 // On allocation failure the bond drops here, which unbinds it just the same.
                 if let Some(bond) = slot.bond {
                     let _ = bonds.push(bond, GFP_KERNEL);
