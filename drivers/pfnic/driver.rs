@@ -15,7 +15,13 @@ use crate::{
     verbs::{dm::DeviceMemory, Limits, Verbs},
 };
 use kernel::{
-    debugfs, device::Core, io::Io, miscdevice::MiscDeviceRegistration, pci, prelude::*, sync::Arc,
+    debugfs,
+    device::Core,
+    io::Io,
+    miscdevice::MiscDeviceRegistration,
+    new_mutex, pci,
+    prelude::*,
+    sync::{Arc, Mutex},
 };
 
 /// The device's vendor and device ID (docs/registers.md).
@@ -37,8 +43,9 @@ kernel::pci_device_table!(
 /// driver's reference to the [`Nic`] (open files may hold more).
 #[pin_data]
 pub(crate) struct PfnicData<'bound> {
-    /// `pfnicN` in the RDMA core; `None` without verbs.
-    ib: Option<ib_device::Registration<'bound>>,
+    /// `pfnicN` in the RDMA core; `None` without verbs, and once unregistered at unbind.
+    #[pin]
+    ib: Mutex<Option<ib_device::Registration<'bound>>>,
     #[pin]
     misc: MiscDeviceRegistration<PfnicFile>,
     /// `/sys/kernel/debug/pfnicN/stats`. The file keeps its directory.
@@ -231,7 +238,7 @@ impl pci::Driver for PfnicDriver {
             };
 
             Ok(try_pin_init!(PfnicData {
-                ib,
+                ib <- new_mutex!(ib),
                 misc <- chardev::register(&index, nic.clone()),
                 _stats: stats,
                 irqs,
@@ -243,6 +250,11 @@ impl pci::Driver for PfnicDriver {
     }
 
     fn unbind<'bound>(pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
+        // First, while the device works: the RDMA core destroys the objects of every user
+        // context through the driver and disassociates the contexts, which frees their rings
+        // and stops their hardware contexts.
+        let ib = this.ib.lock().take();
+        drop(ib);
         // No file operation uses the device as bound from now on (SVA binds, DMA allocations).
         this.nic.mark_unbound(pdev.as_ref());
         // Quiesce the hardware while its interrupt handlers are still registered: the reset

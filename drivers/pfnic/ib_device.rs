@@ -9,12 +9,14 @@
 //! interface presents (a LID, GID 0 made of the node GUID).
 
 use crate::{
+    ib_uverbs::{self, UContext},
     nic::Nic,
     uapi,
     verbs::{MAX_QP_RD_ATOM, PORT_LID},
 };
 use kernel::{
     device::{Bound, Device},
+    mm::virt::VmaNew,
     prelude::*,
     rdma::{
         self,
@@ -22,7 +24,9 @@ use kernel::{
             device_caps, AtomicCap, DeviceAttr, Mtu, PhysState, PortAttr, PortImmutable,
             PortProtocol, PortState,
         },
+        qp::{QpAttr, QpInitAttr},
         udata::UData,
+        CqInitAttr, MrKeys, UserMr,
     },
     str::CString,
     sync::Arc,
@@ -99,14 +103,24 @@ fn check_port(port: u32) -> Result {
 #[vtable]
 impl rdma::Operations for PfnicIbDevice {
     type RegistrationData<'a> = Arc<Nic>;
-    /// A user context holds no driver state yet: verbs objects still go through `/dev/pfnicN`.
-    type UContext = ();
+    /// A hardware context and its verbs objects ([`ib_uverbs`]).
+    type UContext = Pin<KBox<UContext>>;
+    type Pd = ib_uverbs::Pd;
+    type Cq = ib_uverbs::Cq;
+    type Mr = ib_uverbs::Mr;
+    type Qp = ib_uverbs::Qp;
     const UVERBS_ABI_VERSION: u32 = uapi::PFNIC_IB_ABI_VERSION;
 
-    /// Tells the provider which device and interface it talks to.
-    fn alloc_ucontext(_dev: &rdma::Device<Self>, nic: &Arc<Nic>, udata: &mut UData<'_>) -> Result {
+    /// Creates the process's hardware context and tells the provider which device and
+    /// interface it talks to.
+    fn alloc_ucontext(
+        _dev: &rdma::Device<Self>,
+        nic: &Arc<Nic>,
+        udata: &mut UData<'_>,
+    ) -> Result<Self::UContext> {
         // The provider sends nothing (yet); refuse fields this driver does not know.
         udata.read(&mut [])?;
+        let uctx = UContext::new(nic)?;
         let i = &nic.info;
         let resp = uapi::IbAllocUcontextResp {
             uapi_version: uapi::PFNIC_UAPI_VERSION,
@@ -115,7 +129,72 @@ impl rdma::Operations for PfnicIbDevice {
             index: i.index,
             reserved: 0,
         };
-        udata.write(resp.as_bytes())
+        udata.write(resp.as_bytes())?;
+        Ok(uctx)
+    }
+
+    fn disassociate_ucontext(uctx: &Self::UContext) {
+        uctx.disassociate();
+    }
+
+    fn mmap(uctx: &Self::UContext, vma: &VmaNew) -> Result {
+        uctx.mmap(vma)
+    }
+
+    fn alloc_pd(uctx: &Self::UContext, udata: &mut UData<'_>) -> Result<Self::Pd> {
+        uctx.alloc_pd(udata)
+    }
+
+    fn dealloc_pd(uctx: &Self::UContext, pd: &Self::Pd) -> Result {
+        uctx.dealloc_pd(pd)
+    }
+
+    fn create_cq(
+        uctx: &Self::UContext,
+        attr: &CqInitAttr,
+        udata: &mut UData<'_>,
+    ) -> Result<(Self::Cq, u32)> {
+        uctx.create_cq(attr, udata)
+    }
+
+    fn destroy_cq(uctx: &Self::UContext, cq: &Self::Cq) -> Result {
+        uctx.destroy_cq(cq)
+    }
+
+    fn reg_user_mr(
+        uctx: &Self::UContext,
+        pd: &Self::Pd,
+        region: &UserMr,
+        udata: &mut UData<'_>,
+    ) -> Result<(Self::Mr, MrKeys)> {
+        uctx.reg_user_mr(pd, region, udata)
+    }
+
+    fn dereg_mr(uctx: &Self::UContext, mr: &Self::Mr) -> Result {
+        uctx.dereg_mr(mr)
+    }
+
+    fn create_qp(
+        uctx: &Self::UContext,
+        pd: &Self::Pd,
+        attr: &mut QpInitAttr<'_, Self>,
+        udata: &mut UData<'_>,
+    ) -> Result<(Self::Qp, u32)> {
+        uctx.create_qp(pd, attr, udata)
+    }
+
+    fn modify_qp(
+        uctx: &Self::UContext,
+        qp: &Self::Qp,
+        attr: &QpAttr,
+        mask: u32,
+        udata: &mut UData<'_>,
+    ) -> Result {
+        uctx.modify_qp(qp, attr, mask, udata)
+    }
+
+    fn destroy_qp(uctx: &Self::UContext, qp: &Self::Qp) -> Result {
+        uctx.destroy_qp(qp)
     }
 
     fn query_device(_dev: &rdma::Device<Self>, nic: &Arc<Nic>) -> Result<DeviceAttr> {

@@ -44,6 +44,7 @@ mod context;
 mod doorbells;
 mod driver;
 mod ib_device;
+mod ib_uverbs;
 mod irq;
 mod nic;
 mod pci_caps;

@@ -1226,3 +1226,66 @@ pub struct IbAllocUcontextResp {
     /// Reserved, zero.
     pub reserved: u32,
 }
+
+/// The provider's request in `ibv_create_cq()`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct IbCreateCqReq {
+    /// `PFNIC_CQ_CREATE_*` flags.
+    pub flags: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
+/// The driver's part of the answer to `ibv_create_cq()`: map `mmap_len` bytes of the uverbs
+/// file at `mmap_offset` for the ring, with the CQ record at `record_offset` of the mapping
+/// (as [`CreateCq`]'s).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct IbCreateCqResp {
+    /// The CQ number, which CQEs and doorbells name.
+    pub cqn: u32,
+    /// CQEs in the ring (a power of 2).
+    pub entries: u32,
+    /// `mmap()` offset of the ring.
+    pub mmap_offset: u64,
+    /// Bytes to map.
+    pub mmap_len: u64,
+    /// Offset of the CQ record in the mapping.
+    pub record_offset: u64,
+    /// Bytes per CQE: 32, or 64 with [`PFNIC_CQ_CREATE_TIMESTAMP`].
+    pub cqe_size: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
+/// The provider's request in `ibv_create_qp()`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct IbCreateQpReq {
+    /// `PFNIC_QP_CREATE_*` flags ([`PFNIC_QP_CREATE_RECV_FAULT_BACKUP`]).
+    pub flags: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
+/// The driver's part of the answer to `ibv_create_qp()`: map `mmap_len` bytes of the uverbs
+/// file at `mmap_offset`: the send queue at offset 0, the receive queue at `rq_offset`, the
+/// QP record at `record_offset` (as [`CreateQp`]'s). The QP number and capabilities are in
+/// the core's part of the answer.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct IbCreateQpResp {
+    /// Send queue entries (a power of 2).
+    pub sq_entries: u32,
+    /// Receive queue entries (a power of 2).
+    pub rq_entries: u32,
+    /// `mmap()` offset of the queues.
+    pub mmap_offset: u64,
+    /// Bytes to map.
+    pub mmap_len: u64,
+    /// Offset of the receive queue in the mapping.
+    pub rq_offset: u64,
+    /// Offset of the QP record in the mapping.
+    pub record_offset: u64,
+}

@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! User verbs through the RDMA core (`/dev/infiniband/uverbsN`): a user context owns a
+//! hardware context and its verbs objects, as an open `/dev/pfnicN` does, and the core's
+//! PDs, MRs, CQs and QPs are the ones [`VerbsFile`] keeps for it.
+//!
+//! The provider maps the context's doorbell page (offset 0) and each CQ's and QP's ring memory
+//! (at the offset its creation answered) from the uverbs file. When the device goes away, the
+//! core destroys the context's objects, then disassociates the context: its mappings are
+//! removed from the processes and the ring memory is freed before the device is unbound.
+
+use crate::{context::Context, nic::Nic, uapi, verbs::file::VerbsFile};
+use kernel::{
+    fs::file::FileMappings,
+    mm::virt::VmaNew,
+    new_mutex,
+    prelude::*,
+    rdma::{
+        qp::{attr_mask, qp_type, QpAttr, QpInitAttr},
+        udata::UData,
+        CqInitAttr, MrKeys, UserMr,
+    },
+    sync::{Arc, Mutex},
+};
+use zerocopy::{FromZeros, IntoBytes};
+
+/// The driver's part of a user context. Fields drop in order: the verbs objects are destroyed
+/// in the device before the hardware context stops and its PASID is unbound.
+#[pin_data]
+pub(crate) struct UContext {
+    nic: Arc<Nic>,
+    verbs: VerbsFile,
+    ctx: Context,
+    /// The shared mappings of the uverbs file, known from its first `mmap()`; removed when
+    /// the context is disassociated.
+    #[pin]
+    mappings: Mutex<Option<FileMappings>>,
+}
+
+/// A protection domain: its handle in the context's objects.
+pub(crate) struct Pd(u32);
+/// A completion queue: its CQN.
+pub(crate) struct Cq(u32);
+/// A memory region: its handle in the context's objects.
+pub(crate) struct Mr(u32);
+/// A queue pair: its QPN.
+pub(crate) struct Qp(u32);
+
+impl UContext {
+    /// A user context for the calling process on `nic`: a hardware context in its address
+    /// space (bound by SVA where the platform can) and an empty set of verbs objects.
+    pub(crate) fn new(nic: &Arc<Nic>) -> Result<Pin<KBox<Self>>> {
+        let task = kernel::current!();
+        let mm = task.mm().ok_or(EINVAL)?;
+        let ctx = Context::new(nic, mm, || None)?;
+        let verbs = VerbsFile::new(nic, ctx.index(), ctx.has_pasid())?;
+        KBox::try_pin_init(
+            try_pin_init!(Self {
+                nic: nic.clone(),
+                verbs,
+                ctx,
+                mappings <- new_mutex!(None),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Every verb fails for another process than the one that opened the context (a child
+    /// that inherited the file across fork): the device works in the opener's address space.
+    fn owner_only(&self) -> Result {
+        self.nic.with_bar(|_| ())?;
+        let task = kernel::current!();
+        if self.ctx.owned_by(task.mm()) {
+            Ok(())
+        } else {
+            Err(EPERM)
+        }
+    }
+
+    /// Maps the doorbell page (offset 0) or a CQ's or QP's ring memory.
+    pub(crate) fn mmap(&self, vma: &VmaNew) -> Result {
+        if !self.ctx.owned_by(Some(vma.mm())) {
+            return Err(EPERM);
+        }
+        {
+            let mut mappings = self.mappings.lock();
+            if mappings.is_none() {
+                *mappings = Some(vma.file().ok_or(EINVAL)?.mappings());
+            }
+        }
+        self.verbs.mmap(vma)
+    }
+
+    /// The device is going away: the core destroyed the context's objects and removed the
+    /// mappings it made; remove ours and free the ring memory (the device was not reset yet,
+    /// but uses no ring of the context: its CQs and QPs are destroyed).
+    pub(crate) fn disassociate(&self) {
+        if let Some(mappings) = &*self.mappings.lock() {
+            mappings.unmap_all();
+        }
+        // SAFETY: The mappings of the uverbs file are removed above, and the core makes no new
+        // one once it disassociates a context (its `mmap()` finds the device gone).
+        unsafe { self.verbs.objects.lock().revoke() };
+    }
+
+    pub(crate) fn alloc_pd(&self, udata: &mut UData<'_>) -> Result<Pd> {
+        self.owner_only()?;
+        udata.read(&mut [])?;
+        Ok(Pd(self.verbs.alloc_pd()?.pd))
+    }
+
+    pub(crate) fn dealloc_pd(&self, pd: &Pd) -> Result {
+        self.verbs.dealloc_pd(&uapi::PdHandle {
+            pd: pd.0,
+            reserved: 0,
+        })
+    }
+
+    pub(crate) fn create_cq(&self, attr: &CqInitAttr, udata: &mut UData<'_>) -> Result<(Cq, u32)> {
+        self.owner_only()?;
+        let mut req = uapi::IbCreateCqReq::new_zeroed();
+        udata.read(req.as_mut_bytes())?;
+        if req.reserved != 0 || attr.flags != 0 {
+            return Err(EINVAL);
+        }
+        let mut arg = uapi::CreateCq {
+            cqe: attr.cqe,
+            // Completion events are not routed to the core's channels yet.
+            channel: -1,
+            flags: req.flags,
+            ..Default::default()
+        };
+        self.verbs.create_cq(&mut arg)?;
+        let cq = Cq(arg.cqn);
+        let resp = uapi::IbCreateCqResp {
+            cqn: arg.cqn,
+            entries: arg.entries,
+            mmap_offset: arg.mmap_offset,
+            mmap_len: arg.mmap_len,
+            record_offset: arg.record_offset,
+            cqe_size: arg.cqe_size,
+            reserved: 0,
+        };
+        if let Err(e) = udata.write(resp.as_bytes()) {
+            let _ = self.destroy_cq(&cq);
+            return Err(e);
+        }
+        Ok((cq, arg.entries))
+    }
+
+    pub(crate) fn destroy_cq(&self, cq: &Cq) -> Result {
+        self.verbs.destroy_cq(&mut uapi::ObjectNumber {
+            num: cq.0,
+            events_reported: 0,
+        })
+    }
+
+    pub(crate) fn reg_user_mr(
+        &self,
+        pd: &Pd,
+        region: &UserMr,
+        udata: &mut UData<'_>,
+    ) -> Result<(Mr, MrKeys)> {
+        self.owner_only()?;
+        udata.read(&mut [])?;
+        // The device translates addresses as the process sees them.
+        if region.iova != region.start {
+            return Err(EOPNOTSUPP);
+        }
+        let mut arg = uapi::RegMr {
+            pd: pd.0,
+            access: region.access,
+            addr: region.start,
+            length: region.length,
+            ..Default::default()
+        };
+        self.verbs.reg_mr(&mut arg)?;
+        Ok((
+            Mr(arg.mr),
+            MrKeys {
+                lkey: arg.lkey,
+                rkey: arg.rkey,
+            },
+        ))
+    }
+
+    pub(crate) fn dereg_mr(&self, mr: &Mr) -> Result {
+        self.verbs.dereg_mr(&uapi::MrHandle {
+            mr: mr.0,
+            reserved: 0,
+        })
+    }
+
+    pub(crate) fn create_qp(
+        &self,
+        pd: &Pd,
+        attr: &mut QpInitAttr<'_, crate::ib_device::PfnicIbDevice>,
+        udata: &mut UData<'_>,
+    ) -> Result<(Qp, u32)> {
+        self.owner_only()?;
+        let mut req = uapi::IbCreateQpReq::new_zeroed();
+        udata.read(req.as_mut_bytes())?;
+        if req.reserved != 0 || attr.create_flags != 0 {
+            return Err(EINVAL);
+        }
+        if attr.qp_type != qp_type::RC {
+            return Err(EOPNOTSUPP);
+        }
+        let c = attr.cap;
+        let mut arg = uapi::CreateQp {
+            pd: pd.0,
+            send_cq: attr.send_cq.0,
+            recv_cq: attr.recv_cq.0,
+            qp_type: uapi::PFNIC_QPT_RC,
+            sq_sig_all: u32::from(attr.sq_sig_all),
+            flags: req.flags & uapi::PFNIC_QP_CREATE_RECV_FAULT_BACKUP,
+            cap: uapi::QpCap {
+                max_send_wr: c.max_send_wr,
+                max_recv_wr: c.max_recv_wr,
+                max_send_sge: c.max_send_sge,
+                max_recv_sge: c.max_recv_sge,
+                max_inline_data: c.max_inline_data,
+            },
+            ..Default::default()
+        };
+        if req.flags != arg.flags {
+            return Err(EINVAL);
+        }
+        self.verbs.create_qp(&mut arg)?;
+        let qp = Qp(arg.qpn);
+        let resp = uapi::IbCreateQpResp {
+            sq_entries: arg.sq_entries,
+            rq_entries: arg.rq_entries,
+            mmap_offset: arg.mmap_offset,
+            mmap_len: arg.mmap_len,
+            rq_offset: arg.rq_offset,
+            record_offset: arg.record_offset,
+        };
+        if let Err(e) = udata.write(resp.as_bytes()) {
+            let _ = self.destroy_qp(&qp);
+            return Err(e);
+        }
+        attr.cap.max_send_wr = arg.cap.max_send_wr;
+        attr.cap.max_recv_wr = arg.cap.max_recv_wr;
+        attr.cap.max_send_sge = arg.cap.max_send_sge;
+        attr.cap.max_recv_sge = arg.cap.max_recv_sge;
+        attr.cap.max_inline_data = arg.cap.max_inline_data;
+        Ok((qp, arg.qpn))
+    }
+
+    pub(crate) fn modify_qp(
+        &self,
+        qp: &Qp,
+        a: &QpAttr,
+        mask: u32,
+        udata: &mut UData<'_>,
+    ) -> Result {
+        self.owner_only()?;
+        udata.read(&mut [])?;
+        // Q_Keys are for datagram QPs, which pfnic does not have.
+        if mask & attr_mask::QKEY != 0 {
+            return Err(EINVAL);
+        }
+        let grh = a.ah.grh.unwrap_or_default();
+        let arg = uapi::ModifyQp {
+            qpn: qp.0,
+            attr_mask: mask,
+            attr: uapi::QpAttr {
+                qp_state: a.qp_state,
+                cur_qp_state: a.cur_qp_state,
+                path_mtu: a.path_mtu,
+                qp_access_flags: a.qp_access_flags,
+                pkey_index: a.pkey_index.into(),
+                port_num: a.port_num,
+                dest_qp_num: a.dest_qp_num,
+                rq_psn: a.rq_psn,
+                sq_psn: a.sq_psn,
+                min_rnr_timer: a.min_rnr_timer.into(),
+                timeout: a.timeout.into(),
+                retry_cnt: a.retry_cnt.into(),
+                rnr_retry: a.rnr_retry.into(),
+                max_rd_atomic: a.max_rd_atomic.into(),
+                max_dest_rd_atomic: a.max_dest_rd_atomic.into(),
+                dlid: a.ah.dlid.into(),
+                sl: a.ah.sl.into(),
+                is_global: u32::from(a.ah.grh.is_some()),
+                sgid_index: grh.sgid_index.into(),
+                hop_limit: grh.hop_limit.into(),
+                traffic_class: grh.traffic_class.into(),
+                flow_label: grh.flow_label,
+                dgid: grh.dgid,
+                reserved: [0; 2],
+            },
+        };
+        self.verbs.modify_qp(&arg)
+    }
+
+    pub(crate) fn destroy_qp(&self, qp: &Qp) -> Result {
+        self.verbs.destroy_qp(&mut uapi::ObjectNumber {
+            num: qp.0,
+            events_reported: 0,
+        })
+    }
+}
