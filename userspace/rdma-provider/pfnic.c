@@ -5,9 +5,11 @@
  * with the RDMA core, matched by their PCI function's IDs.
  *
  * It opens a context through the core (GET_CONTEXT, checking the driver's
- * ABI) and answers the device and port queries with the core's commands.
- * The verbs objects and the data path still go through /dev/pfnicN and
- * pfnic's own libibverbs; they move here in later steps.
+ * ABI), answers the device and port queries with the core's commands, and
+ * creates PDs, MRs, CQs and RC QPs through the core, mapping the context's
+ * doorbell page and each CQ's ring and QP's queues from the uverbs file.
+ * The data path (posting and polling) still goes through /dev/pfnicN and
+ * pfnic's own libibverbs; it moves here, in Rust, in a later step.
  *
  * It uses only provider calls whose signature is the same in rdma-core 44
  * (Debian bookworm's libibverbs) and 56.1 (the source it is built in), both
@@ -17,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "pfnic.h"
 
@@ -31,6 +35,211 @@ struct pfnic_get_context_resp {
 	struct ib_uverbs_get_context_resp ibv_resp;
 	struct pfnic_ib_alloc_ucontext_resp drv;
 };
+
+struct pfnic_create_cq_cmd {
+	struct ibv_create_cq ibv_cmd;
+	struct pfnic_ib_create_cq_req drv;
+};
+
+struct pfnic_create_cq_resp {
+	struct ib_uverbs_create_cq_resp ibv_resp;
+	struct pfnic_ib_create_cq_resp drv;
+};
+
+struct pfnic_create_qp_cmd {
+	struct ibv_create_qp ibv_cmd;
+	struct pfnic_ib_create_qp_req drv;
+};
+
+struct pfnic_create_qp_resp {
+	struct ib_uverbs_create_qp_resp ibv_resp;
+	struct pfnic_ib_create_qp_resp drv;
+};
+
+/* Maps len bytes of the context's uverbs file at offset, or returns NULL. */
+static void *pfnic_mmap(struct ibv_context *context, uint64_t offset,
+			uint64_t len)
+{
+	void *p;
+
+	if (!len || len > SIZE_MAX) {
+		errno = EINVAL;
+		return NULL;
+	}
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 context->cmd_fd, offset);
+	if (p == MAP_FAILED)
+		return NULL;
+	/* A fork child cannot use the context's rings. */
+	if (ibv_dontfork_range(p, len)) {
+		munmap(p, len);
+		return NULL;
+	}
+	return p;
+}
+
+static void pfnic_munmap(void *p, uint64_t len)
+{
+	ibv_dofork_range(p, len);
+	munmap(p, len);
+}
+
+static struct ibv_pd *pfnic_alloc_pd(struct ibv_context *context)
+{
+	struct ib_uverbs_alloc_pd_resp resp;
+	struct ibv_alloc_pd cmd;
+	struct ibv_pd *pd;
+
+	pd = calloc(1, sizeof(*pd));
+	if (!pd)
+		return NULL;
+	errno = ibv_cmd_alloc_pd(context, pd, &cmd, sizeof(cmd), &resp,
+				 sizeof(resp));
+	if (errno) {
+		free(pd);
+		return NULL;
+	}
+	return pd;
+}
+
+static int pfnic_dealloc_pd(struct ibv_pd *pd)
+{
+	int ret = ibv_cmd_dealloc_pd(pd);
+
+	if (!ret)
+		free(pd);
+	return ret;
+}
+
+static struct ibv_mr *pfnic_reg_mr(struct ibv_pd *pd, void *addr,
+				   size_t length, uint64_t hca_va, int access)
+{
+	struct ib_uverbs_reg_mr_resp resp;
+	struct ibv_reg_mr cmd;
+	struct verbs_mr *vmr;
+
+	vmr = calloc(1, sizeof(*vmr));
+	if (!vmr)
+		return NULL;
+	errno = ibv_cmd_reg_mr(pd, addr, length, hca_va, access, vmr, &cmd,
+			       sizeof(cmd), &resp, sizeof(resp));
+	if (errno) {
+		free(vmr);
+		return NULL;
+	}
+	return &vmr->ibv_mr;
+}
+
+static int pfnic_dereg_mr(struct verbs_mr *vmr)
+{
+	int ret = ibv_cmd_dereg_mr(vmr);
+
+	if (!ret)
+		free(vmr);
+	return ret;
+}
+
+static struct ibv_cq *pfnic_create_cq(struct ibv_context *context, int cqe,
+				      struct ibv_comp_channel *channel,
+				      int comp_vector)
+{
+	struct pfnic_create_cq_resp resp = {};
+	struct pfnic_create_cq_cmd cmd = {};
+	struct pfnic_cq *cq;
+
+	/* Completion events through the core's channels come with the data path. */
+	if (channel) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return NULL;
+	errno = ibv_cmd_create_cq(context, cqe, channel, comp_vector,
+				  &cq->ibv_cq, &cmd.ibv_cmd, sizeof(cmd),
+				  &resp.ibv_resp, sizeof(resp));
+	if (errno)
+		goto err;
+	cq->layout = resp.drv;
+	cq->ring = pfnic_mmap(context, resp.drv.mmap_offset, resp.drv.mmap_len);
+	if (!cq->ring) {
+		int err = errno;
+
+		ibv_cmd_destroy_cq(&cq->ibv_cq);
+		errno = err;
+		goto err;
+	}
+	return &cq->ibv_cq;
+
+err:
+	free(cq);
+	return NULL;
+}
+
+static int pfnic_destroy_cq(struct ibv_cq *ibcq)
+{
+	struct pfnic_cq *cq = to_pfnic_cq(ibcq);
+	int ret;
+
+	ret = ibv_cmd_destroy_cq(ibcq);
+	if (ret)
+		return ret;
+	pfnic_munmap(cq->ring, cq->layout.mmap_len);
+	free(cq);
+	return 0;
+}
+
+static struct ibv_qp *pfnic_create_qp(struct ibv_pd *pd,
+				      struct ibv_qp_init_attr *attr)
+{
+	struct pfnic_create_qp_resp resp = {};
+	struct pfnic_create_qp_cmd cmd = {};
+	struct pfnic_qp *qp;
+
+	qp = calloc(1, sizeof(*qp));
+	if (!qp)
+		return NULL;
+	errno = ibv_cmd_create_qp(pd, &qp->ibv_qp, attr, &cmd.ibv_cmd,
+				  sizeof(cmd), &resp.ibv_resp, sizeof(resp));
+	if (errno)
+		goto err;
+	qp->layout = resp.drv;
+	qp->queues = pfnic_mmap(pd->context, resp.drv.mmap_offset,
+				resp.drv.mmap_len);
+	if (!qp->queues) {
+		int err = errno;
+
+		ibv_cmd_destroy_qp(&qp->ibv_qp);
+		errno = err;
+		goto err;
+	}
+	return &qp->ibv_qp;
+
+err:
+	free(qp);
+	return NULL;
+}
+
+static int pfnic_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+			   int attr_mask)
+{
+	struct ibv_modify_qp cmd;
+
+	return ibv_cmd_modify_qp(qp, attr, attr_mask, &cmd, sizeof(cmd));
+}
+
+static int pfnic_destroy_qp(struct ibv_qp *ibqp)
+{
+	struct pfnic_qp *qp = to_pfnic_qp(ibqp);
+	int ret;
+
+	ret = ibv_cmd_destroy_qp(ibqp);
+	if (ret)
+		return ret;
+	pfnic_munmap(qp->queues, qp->layout.mmap_len);
+	free(qp);
+	return 0;
+}
 
 static int pfnic_query_device(struct ibv_context *context,
 			      const struct ibv_query_device_ex_input *input,
@@ -67,6 +276,7 @@ static void pfnic_free_context(struct ibv_context *ibctx)
 {
 	struct pfnic_context *ctx = to_pfnic_ctx(ibctx);
 
+	pfnic_munmap(ctx->doorbell, sysconf(_SC_PAGESIZE));
 	verbs_uninit_context(&ctx->ibv_ctx);
 	free(ctx);
 }
@@ -75,6 +285,15 @@ static const struct verbs_context_ops pfnic_context_ops = {
 	.free_context = pfnic_free_context,
 	.query_device_ex = pfnic_query_device,
 	.query_port = pfnic_query_port,
+	.alloc_pd = pfnic_alloc_pd,
+	.dealloc_pd = pfnic_dealloc_pd,
+	.reg_mr = pfnic_reg_mr,
+	.dereg_mr = pfnic_dereg_mr,
+	.create_cq = pfnic_create_cq,
+	.destroy_cq = pfnic_destroy_cq,
+	.create_qp = pfnic_create_qp,
+	.modify_qp = pfnic_modify_qp,
+	.destroy_qp = pfnic_destroy_qp,
 };
 
 static struct verbs_context *pfnic_alloc_context(struct ibv_device *ibdev,
@@ -94,6 +313,10 @@ static struct verbs_context *pfnic_alloc_context(struct ibv_device *ibdev,
 		goto err;
 
 	ctx->info = resp.drv;
+	ctx->doorbell = pfnic_mmap(&ctx->ibv_ctx.context, PFNIC_IB_MMAP_DOORBELL,
+				   sysconf(_SC_PAGESIZE));
+	if (!ctx->doorbell)
+		goto err;
 	verbs_set_ops(&ctx->ibv_ctx, &pfnic_context_ops);
 	return &ctx->ibv_ctx;
 

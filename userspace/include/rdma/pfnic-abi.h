@@ -23,4 +23,47 @@ struct pfnic_ib_alloc_ucontext_resp {
 	__u32 reserved;
 };
 
+/*
+ * The first page of the uverbs file is the context's doorbell page; a CQ's
+ * or QP's ring memory is at the offset its creation answered.
+ */
+#define PFNIC_IB_MMAP_DOORBELL 0
+
+/* The provider's request in ibv_create_cq(). */
+struct pfnic_ib_create_cq_req {
+	__u32 flags;		/* PFNIC_CQ_CREATE_*: 1 for 64-byte CQEs with timestamps */
+	__u32 reserved;
+};
+
+/* The driver's part of the answer to ibv_create_cq(). */
+struct pfnic_ib_create_cq_resp {
+	__u32 cqn;
+	__u32 entries;		/* CQEs in the ring, a power of 2 */
+	__aligned_u64 mmap_offset;	/* of the ring in the uverbs file */
+	__aligned_u64 mmap_len;
+	__aligned_u64 record_offset;	/* of the CQ record in the mapping */
+	__u32 cqe_size;		/* 32, or 64 with timestamps */
+	__u32 reserved;
+};
+
+/* The provider's request in ibv_create_qp(). */
+struct pfnic_ib_create_qp_req {
+	__u32 flags;		/* 1: receive faults use the backup buffer */
+	__u32 reserved;
+};
+
+/*
+ * The driver's part of the answer to ibv_create_qp(): the send queue at the
+ * start of the mapping, the receive queue at rq_offset, the QP record at
+ * record_offset.
+ */
+struct pfnic_ib_create_qp_resp {
+	__u32 sq_entries;
+	__u32 rq_entries;
+	__aligned_u64 mmap_offset;
+	__aligned_u64 mmap_len;
+	__aligned_u64 rq_offset;
+	__aligned_u64 record_offset;
+};
+
 #endif /* PFNIC_ABI_USER_H */

@@ -8,7 +8,23 @@ use std::mem::{offset_of, size_of};
 use std::path::Path;
 use std::process::Command;
 
-use crate::uapi::{IbAllocUcontextResp, PFNIC_IB_ABI_VERSION};
+use crate::uapi::{
+    IbAllocUcontextResp, IbCreateCqReq, IbCreateCqResp, IbCreateQpReq, IbCreateQpResp,
+    PFNIC_IB_ABI_VERSION, PFNIC_MMAP_DOORBELL,
+};
+
+/// Every size and field offset of a structure, for [`assertions`].
+macro_rules! layout {
+    ($check:ident, $c:literal, $t:ty, [$($f:ident),* $(,)?]) => {
+        $check(format!("sizeof(struct {})", $c), size_of::<$t>());
+        $(
+            $check(
+                format!("offsetof(struct {}, {})", $c, stringify!($f)),
+                offset_of!($t, $f),
+            );
+        )*
+    };
+}
 
 /// `_Static_assert`s of the Rust layout, for the C compiler to check against the header.
 fn assertions() -> String {
@@ -21,6 +37,49 @@ fn assertions() -> String {
         .unwrap();
     };
     check("PFNIC_IB_ABI_VERSION".into(), PFNIC_IB_ABI_VERSION as usize);
+    check(
+        "PFNIC_IB_MMAP_DOORBELL".into(),
+        PFNIC_MMAP_DOORBELL as usize,
+    );
+    layout!(
+        check,
+        "pfnic_ib_create_cq_req",
+        IbCreateCqReq,
+        [flags, reserved]
+    );
+    layout!(
+        check,
+        "pfnic_ib_create_cq_resp",
+        IbCreateCqResp,
+        [
+            cqn,
+            entries,
+            mmap_offset,
+            mmap_len,
+            record_offset,
+            cqe_size,
+            reserved
+        ]
+    );
+    layout!(
+        check,
+        "pfnic_ib_create_qp_req",
+        IbCreateQpReq,
+        [flags, reserved]
+    );
+    layout!(
+        check,
+        "pfnic_ib_create_qp_resp",
+        IbCreateQpResp,
+        [
+            sq_entries,
+            rq_entries,
+            mmap_offset,
+            mmap_len,
+            rq_offset,
+            record_offset
+        ]
+    );
     let s = "struct pfnic_ib_alloc_ucontext_resp";
     check(format!("sizeof({s})"), size_of::<IbAllocUcontextResp>());
     for (field, off) in [
