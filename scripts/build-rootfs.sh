@@ -71,6 +71,7 @@ debian_so=$(cd "$BUILD_DIR/rdma-core/usr/lib/x86_64-linux-gnu" && echo libibverb
 	echo "file /usr/lib/x86_64-linux-gnu/libibverbs/libpfnic-rdmav34.so $provider/libpfnic-rdmav34.so 0644 0 0"
 	echo "file /etc/libibverbs.d/pfnic.driver $provider/pfnic.driver 0644 0 0"
 	echo "slink /usr/lib/pfnic/debian-libibverbs/libibverbs.so.1 /usr/lib/x86_64-linux-gnu/$debian_so 0777 0 0"
+	echo "file /usr/lib/pfnic/pfnic-uverbs-test $provider/pfnic-uverbs-test 0755 0 0"
 	for t in "$PERFTEST_BUILD"/bin/ib_*; do
 		echo "file /usr/bin/${t##*/} $t 0755 0 0"
 	done

@@ -335,7 +335,7 @@ fn fields(out: &str) -> HashMap<String, Vec<String>> {
 
 /// Where a pfnic guest keeps Debian's own `libibverbs.so.1` (rdma-core 44, unmodified), which
 /// pfnic's library hides at the usual name (`scripts/build-rootfs.sh`).
-const DEBIAN_LIBIBVERBS: &str = "/usr/lib/pfnic/debian-libibverbs";
+pub(crate) const DEBIAN_LIBIBVERBS: &str = "/usr/lib/pfnic/debian-libibverbs";
 /// pfnic's rdma-core provider, where Debian's library looks for providers.
 const PROVIDER: &str = "/usr/lib/x86_64-linux-gnu/libibverbs/libpfnic-rdmav34.so";
 

@@ -43,6 +43,10 @@ pub const TESTS: &[&Test] = &[
         run: test_unbind_rdma_core_device,
     },
     &Test {
+        name: "test_unbind_open_uverbs_context",
+        run: test_unbind_open_uverbs_context,
+    },
+    &Test {
         name: "test_unbind_bind_cycles",
         run: test_unbind_bind_cycles,
     },
@@ -424,6 +428,51 @@ fn test_unbind_bind_cycles() -> TestResult {
 
 /// Unbinding a pfnic takes its RDMA device out of the core (sysfs and the `rdma` tool's
 /// netlink); binding it again brings the device back under the same name.
+/// A process holds a user context with a PD, an MR, a CQ and a QP, its doorbell page and
+/// rings mapped, while the device is unbound: the unbind does not wait for it (the core
+/// disassociates the context), its verbs then fail, its mapped rings and doorbell page raise
+/// SIGBUS, and it closes everything without an error; the device comes back working.
+fn test_unbind_open_uverbs_context() -> TestResult {
+    use std::io::{BufRead, BufReader};
+    need_module()?;
+    let bdf = nic()?.bdf.clone();
+    let name = crate::rdma_core::ib_name()?;
+    let mut child = crate::rdma_core::uverbs_test(&[&name, "hold"])?
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| Failure::Fail(format!("{}: {e}", crate::rdma_core::UVERBS_TEST)))?;
+    let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+    let mut stdin = child.stdin.take().expect("piped");
+    let first = lines.next().transpose()?.unwrap_or_default();
+    if first != "ready" {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(Failure::Fail(format!(
+            "the holder said {first:?}, not ready"
+        )));
+    }
+    let unbound = unbind(&bdf);
+    writeln!(stdin, "go")?;
+    let after = lines.next().transpose()?.unwrap_or_default();
+    let closed = lines.next().transpose()?.unwrap_or_default();
+    let status = child.wait()?;
+    if unbound.is_ok() {
+        bind(&bdf)?;
+    }
+    unbound?;
+    check_eq!(
+        after.as_str(),
+        "after: alloc_pd Input/output error, cq ring SIGBUS, doorbell SIGBUS"
+    );
+    check!(
+        closed == "closed" && status.success(),
+        "the holder's close: {closed:?}, {status}"
+    );
+    check_eq!(crate::rdma_core::ib_name()?, name);
+    check_working()
+}
+
 fn test_unbind_rdma_core_device() -> TestResult {
     need_module()?;
     let bdf = nic()?.bdf.clone();

@@ -35,7 +35,31 @@ pub const TESTS: &[&Test] = &[
         name: "test_wire_rdma_core_roce_port",
         run: test_wire_rdma_core_roce_port,
     },
+    &Test {
+        name: "test_rdma_core_uverbs_objects",
+        run: test_rdma_core_uverbs_objects,
+    },
 ];
+
+/// A C program built against rdma-core's `<infiniband/verbs.h>` that drives pfnic's verbs
+/// objects through the RDMA core (`userspace/rdma-provider/tests/pfnic-uverbs-test.c`).
+pub const UVERBS_TEST: &str = "/usr/lib/pfnic/pfnic-uverbs-test";
+
+/// A command running [`UVERBS_TEST`] on Debian's own libibverbs.so.1 and pfnic's provider;
+/// skips in a guest without Debian's library (no `--debian` layer).
+pub fn uverbs_test(args: &[&str]) -> Result<Command, Failure> {
+    let lib = Path::new(crate::debian_tools::DEBIAN_LIBIBVERBS).join("libibverbs.so.1");
+    if !lib.exists() {
+        return Err(Failure::Skip(format!(
+            "no {}: the guest has no Debian layer (scripts/run-guest.sh --debian)",
+            lib.display()
+        )));
+    }
+    let mut cmd = Command::new(UVERBS_TEST);
+    cmd.args(args)
+        .env("LD_LIBRARY_PATH", crate::debian_tools::DEBIAN_LIBIBVERBS);
+    Ok(cmd)
+}
 
 /// The RDMA core's name for the first pfnic: its character device's, `pfnicN`.
 pub fn ib_name() -> Result<String, Failure> {
@@ -288,6 +312,30 @@ fn test_rdma_core_statistic() -> TestResult {
             .map(|(n, v)| format!("{n} {v}"))
             .collect::<Vec<_>>()
             .join(", ")
+    );
+    Ok(())
+}
+
+/// PDs, MRs, CQs and RC QPs through `/dev/infiniband/uverbsN` on Debian's libibverbs: created
+/// as asked, taken RESET -> INIT -> RTR -> RTS, refused with libibverbs' errnos where pfnic
+/// lacks something or a verb is invalid, and out of reach of a fork child (`EPERM`). The
+/// program's own checks (KTAP) must all pass.
+fn test_rdma_core_uverbs_objects() -> TestResult {
+    let name = ib_name()?;
+    let out = uverbs_test(&[&name])?
+        .output()
+        .map_err(|e| Failure::Fail(format!("cannot run {UVERBS_TEST}: {e}")))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for l in stdout.lines() {
+        outln!("# {l}");
+    }
+    let oks = stdout.lines().filter(|l| l.starts_with("ok ")).count();
+    check!(
+        out.status.success() && oks == 4,
+        "{UVERBS_TEST} {name}: {} of 4 passed, {}; stderr: {}",
+        oks,
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
     );
     Ok(())
 }

@@ -1,0 +1,359 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * pfnic's verbs objects through the RDMA core, as a program built against
+ * rdma-core's <infiniband/verbs.h> sees them on Debian's own libibverbs.so.1
+ * and the pfnic provider: PDs, MRs, CQs and RC QPs are created, taken
+ * through their states and destroyed through /dev/infiniband/uverbsN, and
+ * the verbs a device without them would refuse fail with the errno
+ * libibverbs users expect.
+ *
+ *   pfnic-uverbs-test DEVICE          run the checks, print KTAP
+ *   pfnic-uverbs-test DEVICE hold     create objects, print "ready", wait for
+ *                                     a line on stdin (the device is unbound
+ *                                     meanwhile), then report what verbs and
+ *                                     the mapped rings do: "after: ..."
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+
+#include "../pfnic.h"
+
+static int tests;
+static int failed;
+
+#define CHECK(cond, ...)                                                 \
+	do {                                                             \
+		if (!(cond)) {                                           \
+			printf("# %s:%d: ", __func__, __LINE__);         \
+			printf(__VA_ARGS__);                             \
+			printf("\n");                                    \
+			return 1;                                        \
+		}                                                        \
+	} while (0)
+
+static void report(const char *name, int ret)
+{
+	tests++;
+	if (ret)
+		failed++;
+	printf("%sok %d %s\n", ret ? "not " : "", tests, name);
+	fflush(stdout);
+}
+
+static struct ibv_context *open_dev(const char *name)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *ctx = NULL;
+
+	for (int i = 0; list && list[i]; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), name))
+			ctx = ibv_open_device(list[i]);
+	if (list)
+		ibv_free_device_list(list);
+	return ctx;
+}
+
+/* Objects every test starts from. */
+struct objs {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	void *buf;
+};
+
+static int make_objs(struct objs *o, const char *dev)
+{
+	struct ibv_qp_init_attr init = {
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 16, .max_recv_wr = 16,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+
+	memset(o, 0, sizeof(*o));
+	o->ctx = open_dev(dev);
+	CHECK(o->ctx, "ibv_open_device(%s): %s", dev, strerror(errno));
+	o->pd = ibv_alloc_pd(o->ctx);
+	CHECK(o->pd, "ibv_alloc_pd: %s", strerror(errno));
+	o->buf = aligned_alloc(4096, 4 * 4096);
+	CHECK(o->buf, "aligned_alloc");
+	memset(o->buf, 0x5a, 4 * 4096);
+	o->mr = ibv_reg_mr(o->pd, o->buf, 4 * 4096,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			   IBV_ACCESS_REMOTE_READ);
+	CHECK(o->mr, "ibv_reg_mr: %s", strerror(errno));
+	o->cq = ibv_create_cq(o->ctx, 16, NULL, NULL, 0);
+	CHECK(o->cq, "ibv_create_cq: %s", strerror(errno));
+	init.send_cq = o->cq;
+	init.recv_cq = o->cq;
+	o->qp = ibv_create_qp(o->pd, &init);
+	CHECK(o->qp, "ibv_create_qp: %s", strerror(errno));
+	return 0;
+}
+
+static void free_objs(struct objs *o)
+{
+	if (o->qp)
+		ibv_destroy_qp(o->qp);
+	if (o->cq)
+		ibv_destroy_cq(o->cq);
+	if (o->mr)
+		ibv_dereg_mr(o->mr);
+	if (o->pd)
+		ibv_dealloc_pd(o->pd);
+	if (o->ctx)
+		ibv_close_device(o->ctx);
+	free(o->buf);
+}
+
+/* The objects are created with what was asked, and keys and numbers are real. */
+static int test_objects(const char *dev)
+{
+	struct ibv_qp_init_attr init = {
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 16, .max_recv_wr = 16,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct objs o;
+	struct ibv_qp *qp2;
+	int ret;
+
+	if (make_objs(&o, dev))
+		return 1;
+	ret = 1;
+	CHECK(o.mr->lkey && o.mr->lkey == o.mr->rkey, "MR keys %#x/%#x",
+	      o.mr->lkey, o.mr->rkey);
+	CHECK(o.mr->addr == o.buf && o.mr->length == 4 * 4096,
+	      "MR covers %p+%zu", o.mr->addr, o.mr->length);
+	CHECK(o.cq->cqe >= 16, "CQ has %d entries, 16 asked", o.cq->cqe);
+	CHECK(o.qp->qp_num > 1, "QP number %u", o.qp->qp_num);
+	CHECK(o.qp->state == IBV_QPS_RESET, "new QP in state %d", o.qp->state);
+	init.send_cq = o.cq;
+	init.recv_cq = o.cq;
+	qp2 = ibv_create_qp(o.pd, &init);
+	CHECK(qp2, "second QP: %s", strerror(errno));
+	CHECK(qp2->qp_num != o.qp->qp_num, "two QPs numbered %u", qp2->qp_num);
+	CHECK(init.cap.max_send_wr >= 16 && init.cap.max_recv_sge >= 1,
+	      "granted caps %u/%u", init.cap.max_send_wr, init.cap.max_recv_sge);
+	ret = ibv_destroy_qp(qp2);
+	CHECK(!ret, "ibv_destroy_qp: %s", strerror(ret));
+	free_objs(&o);
+	return 0;
+}
+
+/* RESET -> INIT -> RTR -> RTS, connected to itself by the port's LID. */
+static int test_qp_states(const char *dev)
+{
+	struct ibv_qp_attr a = {};
+	struct ibv_port_attr port;
+	struct objs o;
+	int ret;
+
+	if (make_objs(&o, dev))
+		return 1;
+	CHECK(!ibv_query_port(o.ctx, 1, &port), "ibv_query_port");
+	/* Not to RTS from RESET. */
+	a.qp_state = IBV_QPS_RTS;
+	ret = ibv_modify_qp(o.qp, &a, IBV_QP_STATE);
+	CHECK(ret == EINVAL, "RESET -> RTS: %d", ret);
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	ret = ibv_modify_qp(o.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			    IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+	CHECK(!ret, "-> INIT: %s", strerror(ret));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = port.active_mtu;
+	a.dest_qp_num = o.qp->qp_num;
+	a.rq_psn = 0;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr.dlid = port.lid;
+	a.ah_attr.port_num = 1;
+	a.ah_attr.is_global = port.link_layer == IBV_LINK_LAYER_ETHERNET;
+	ret = ibv_modify_qp(o.qp, &a, IBV_QP_STATE | IBV_QP_AV |
+			    IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+			    IBV_QP_MIN_RNR_TIMER);
+	CHECK(!ret, "-> RTR: %s", strerror(ret));
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 0;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 1;
+	ret = ibv_modify_qp(o.qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
+			    IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+			    IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+	CHECK(!ret, "-> RTS: %s", strerror(ret));
+	/* Q_Keys belong to datagram QPs. */
+	a.qkey = 0x11111111;
+	ret = ibv_modify_qp(o.qp, &a, IBV_QP_QKEY);
+	CHECK(ret == EINVAL, "Q_Key on an RC QP: %d", ret);
+	a.qp_state = IBV_QPS_ERR;
+	ret = ibv_modify_qp(o.qp, &a, IBV_QP_STATE);
+	CHECK(!ret, "-> ERR: %s", strerror(ret));
+	free_objs(&o);
+	return 0;
+}
+
+/* What pfnic does not have is refused with the errno libibverbs users expect. */
+static int test_refused(const char *dev)
+{
+	struct ibv_qp_init_attr init = {
+		.qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_comp_channel *ch;
+	struct ibv_mr *mr;
+	struct ibv_qp *qp;
+	struct ibv_cq *cq;
+	struct objs o;
+	int ret;
+
+	if (make_objs(&o, dev))
+		return 1;
+	init.send_cq = o.cq;
+	init.recv_cq = o.cq;
+	qp = ibv_create_qp(o.pd, &init);
+	CHECK(!qp && errno == EOPNOTSUPP, "UD QP: %p, %s", (void *)qp,
+	      strerror(errno));
+	/* More than the device has. */
+	init.qp_type = IBV_QPT_RC;
+	init.cap.max_send_wr = 1 << 30;
+	qp = ibv_create_qp(o.pd, &init);
+	CHECK(!qp && errno == EINVAL, "2^30 WRs: %p, %s", (void *)qp,
+	      strerror(errno));
+	cq = ibv_create_cq(o.ctx, 0, NULL, NULL, 0);
+	CHECK(!cq && errno == EINVAL, "CQ of 0 entries: %s", strerror(errno));
+	ch = ibv_create_comp_channel(o.ctx);
+	CHECK(ch, "ibv_create_comp_channel: %s", strerror(errno));
+	cq = ibv_create_cq(o.ctx, 4, NULL, ch, 0);
+	CHECK(!cq && errno == EOPNOTSUPP, "CQ with a channel: %s",
+	      strerror(errno));
+	ibv_destroy_comp_channel(ch);
+	/* An MR at another I/O address than its address. */
+	mr = ibv_reg_mr_iova(o.pd, o.buf, 4096, 0x10000000,
+			     IBV_ACCESS_LOCAL_WRITE);
+	CHECK(!mr && errno == EOPNOTSUPP, "MR with its own IOVA: %s",
+	      strerror(errno));
+	/* Remote write without local write is invalid (IB spec). */
+	mr = ibv_reg_mr(o.pd, o.buf, 4096, IBV_ACCESS_REMOTE_WRITE);
+	CHECK(!mr && errno == EINVAL, "remote write alone: %s",
+	      strerror(errno));
+	/* The PD is in use by the MR and the QP; the CQ by the QP. */
+	ret = ibv_dealloc_pd(o.pd);
+	CHECK(ret == EBUSY, "ibv_dealloc_pd of a PD in use: %d", ret);
+	ret = ibv_destroy_cq(o.cq);
+	CHECK(ret == EBUSY, "ibv_destroy_cq of a CQ in use: %d", ret);
+	free_objs(&o);
+	return 0;
+}
+
+/* A fork child cannot use its parent's context: its address space is another. */
+static int test_fork_child(const char *dev)
+{
+	struct objs o;
+	int status;
+	pid_t pid;
+
+	if (make_objs(&o, dev))
+		return 1;
+	pid = fork();
+	if (!pid) {
+		struct ibv_pd *pd = ibv_alloc_pd(o.ctx);
+		struct ibv_cq *cq;
+
+		if (pd || errno != EPERM)
+			_exit(1);
+		cq = ibv_create_cq(o.ctx, 4, NULL, NULL, 0);
+		_exit(!cq && errno == EPERM ? 0 : 2);
+	}
+	CHECK(pid > 0, "fork: %s", strerror(errno));
+	CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "the child's verbs on the parent's context did not fail with "
+	      "EPERM (status %#x)", status);
+	/* The parent's context still works. */
+	{
+		struct ibv_pd *pd = ibv_alloc_pd(o.ctx);
+
+		CHECK(pd, "the parent's PD after the child: %s",
+		      strerror(errno));
+		ibv_dealloc_pd(pd);
+	}
+	free_objs(&o);
+	return 0;
+}
+
+static sigjmp_buf bus_jmp;
+
+static void on_sigbus(int sig)
+{
+	siglongjmp(bus_jmp, 1);
+}
+
+/* Whether reading *p raises SIGBUS. */
+static int faults(volatile const unsigned int *p)
+{
+	struct sigaction sa = { .sa_handler = on_sigbus }, old;
+	int bus = 0;
+
+	sigaction(SIGBUS, &sa, &old);
+	if (sigsetjmp(bus_jmp, 1))
+		bus = 1;
+	else
+		(void)*p;
+	sigaction(SIGBUS, &old, NULL);
+	return bus;
+}
+
+static int hold(const char *dev)
+{
+	struct ibv_pd *pd;
+	struct objs o;
+	char line[16];
+
+	if (make_objs(&o, dev))
+		return 1;
+	printf("ready\n");
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		return 1;
+	pd = ibv_alloc_pd(o.ctx);
+	printf("after: alloc_pd %s, cq ring %s, doorbell %s\n",
+	       pd ? "works" : strerror(errno),
+	       faults(to_pfnic_cq(o.cq)->ring) ? "SIGBUS" : "readable",
+	       faults(to_pfnic_ctx(o.ctx)->doorbell) ? "SIGBUS" : "readable");
+	/* Closing after the device went away must not fail or hang. */
+	free_objs(&o);
+	printf("closed\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && !strcmp(argv[2], "hold"))
+		return hold(argv[1]);
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s DEVICE [hold]\n", argv[0]);
+		return 2;
+	}
+	printf("TAP version 13\n1..4\n");
+	report("objects", test_objects(argv[1]));
+	report("qp_states", test_qp_states(argv[1]));
+	report("refused", test_refused(argv[1]));
+	report("fork_child", test_fork_child(argv[1]));
+	return failed ? 1 : 0;
+}
