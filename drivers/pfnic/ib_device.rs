@@ -24,7 +24,7 @@ use kernel::{
             device_caps, AtomicCap, DeviceAttr, Mtu, PhysState, PortAttr, PortImmutable,
             PortProtocol, PortState,
         },
-        qp::{QpAttr, QpInitAttr},
+        qp::{QpAttr, QpInitAttr, QpQuery},
         udata::UData,
         CqInitAttr, MrKeys, UserMr,
     },
@@ -191,6 +191,10 @@ impl rdma::Operations for PfnicIbDevice {
         udata: &mut UData<'_>,
     ) -> Result {
         uctx.modify_qp(qp, attr, mask, udata)
+    }
+
+    fn query_qp(uctx: &Self::UContext, qp: &Self::Qp) -> Result<QpQuery> {
+        uctx.query_qp(qp)
     }
 
     fn destroy_qp(uctx: &Self::UContext, qp: &Self::Qp) -> Result {

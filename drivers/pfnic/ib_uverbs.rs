@@ -16,7 +16,7 @@ use kernel::{
     new_mutex,
     prelude::*,
     rdma::{
-        qp::{attr_mask, qp_type, QpAttr, QpInitAttr},
+        qp::{attr_mask, qp_type, AhAttr, GlobalRoute, QpAttr, QpCap, QpInitAttr, QpQuery},
         udata::UData,
         CqInitAttr, MrKeys, UserMr,
     },
@@ -293,6 +293,60 @@ impl UContext {
             },
         };
         self.verbs.modify_qp(&arg)
+    }
+
+    /// The QP's attributes as last set, in the device's current state, and its capabilities.
+    pub(crate) fn query_qp(&self, qp: &Qp) -> Result<QpQuery> {
+        self.owner_only()?;
+        let mut q = uapi::QueryQp {
+            qpn: qp.0,
+            ..Default::default()
+        };
+        self.verbs.query_qp(&mut q)?;
+        let a = &q.attr;
+        // The private interface keeps them as set: they fit the core's narrower fields.
+        let narrow = |v: u32| u8::try_from(v).unwrap_or(u8::MAX);
+        Ok(QpQuery {
+            attr: QpAttr {
+                qp_state: a.qp_state,
+                cur_qp_state: a.cur_qp_state,
+                path_mtu: a.path_mtu,
+                qkey: 0,
+                rq_psn: a.rq_psn,
+                sq_psn: a.sq_psn,
+                dest_qp_num: a.dest_qp_num,
+                qp_access_flags: a.qp_access_flags,
+                ah: AhAttr {
+                    port_num: a.port_num,
+                    sl: narrow(a.sl),
+                    dlid: u16::try_from(a.dlid).unwrap_or(u16::MAX),
+                    dmac: [0; 6],
+                    grh: (a.is_global != 0).then_some(GlobalRoute {
+                        dgid: a.dgid,
+                        sgid_index: narrow(a.sgid_index),
+                        hop_limit: narrow(a.hop_limit),
+                        traffic_class: narrow(a.traffic_class),
+                        flow_label: a.flow_label,
+                    }),
+                },
+                pkey_index: u16::try_from(a.pkey_index).unwrap_or(u16::MAX),
+                max_rd_atomic: narrow(a.max_rd_atomic),
+                max_dest_rd_atomic: narrow(a.max_dest_rd_atomic),
+                min_rnr_timer: narrow(a.min_rnr_timer),
+                port_num: a.port_num,
+                timeout: narrow(a.timeout),
+                retry_cnt: narrow(a.retry_cnt),
+                rnr_retry: narrow(a.rnr_retry),
+            },
+            cap: QpCap {
+                max_send_wr: q.cap.max_send_wr,
+                max_recv_wr: q.cap.max_recv_wr,
+                max_send_sge: q.cap.max_send_sge,
+                max_recv_sge: q.cap.max_recv_sge,
+                max_inline_data: q.cap.max_inline_data,
+            },
+            sq_sig_all: q.sq_sig_all != 0,
+        })
     }
 
     pub(crate) fn destroy_qp(&self, qp: &Qp) -> Result {
