@@ -57,6 +57,15 @@ impl Device {
         Ok(Self { file, path })
     }
 
+    /// Wraps a file of the device opened elsewhere (a uverbs file of the RDMA core that
+    /// libibverbs opened): only [`Device::mmap`] applies to it, the private ioctls fail.
+    pub fn from_fd(fd: std::os::fd::OwnedFd) -> Self {
+        Self {
+            file: File::from(fd),
+            path: PathBuf::from("/dev/infiniband/uverbs"),
+        }
+    }
+
     /// The device node this was opened from.
     pub fn path(&self) -> &Path {
         &self.path

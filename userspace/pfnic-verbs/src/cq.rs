@@ -63,53 +63,84 @@ impl Cq {
             ..Default::default()
         };
         ctx.dev.create_cq(&mut arg)?;
+        let layout = uapi::IbCreateCqResp {
+            cqn: arg.cqn,
+            entries: arg.entries,
+            mmap_offset: arg.mmap_offset,
+            mmap_len: arg.mmap_len,
+            record_offset: arg.record_offset,
+            cqe_size: arg.cqe_size,
+            reserved: 0,
+        };
+        Self::map(ctx, &layout, cqe, timestamps, cq_context, true).inspect_err(|_| {
+            let _ = ctx.dev.destroy_cq(arg.cqn);
+        })
+    }
+
+    /// A CQ of `cqe` entries or more that the RDMA core created for a user context of
+    /// [`crate::Context::from_core`]; `layout` is the driver's answer (with timestamps if its
+    /// CQEs are 64 bytes). The core destroys it: dropping this only unmaps the ring.
+    pub fn from_core(
+        ctx: &crate::Context,
+        layout: &uapi::IbCreateCqResp,
+        cqe: u32,
+    ) -> io::Result<Self> {
+        let timestamps = layout.cqe_size as usize == CQE_SIZE_TIMESTAMP;
+        Self::map(&ctx.inner, layout, cqe, timestamps, 0, false)
+    }
+
+    /// Checks the driver's `layout` and maps the ring; `owned`: dropping the last reference
+    /// destroys the CQ through the private interface.
+    fn map(
+        ctx: &Arc<Ctx>,
+        layout: &uapi::IbCreateCqResp,
+        cqe: u32,
+        timestamps: bool,
+        cq_context: u64,
+        owned: bool,
+    ) -> io::Result<Self> {
         let want = if timestamps {
             CQE_SIZE_TIMESTAMP
         } else {
             CQE_SIZE
         };
-        let made = (|| {
-            let entries = arg.entries;
-            let ring_bytes = entries as u64 * want as u64;
-            if arg.cqe_size as usize != want
-                || !entries.is_power_of_two()
-                || entries < cqe
-                || arg.record_offset < ring_bytes
-                || arg.record_offset + 16 > arg.mmap_len
-                || !arg.record_offset.is_multiple_of(4)
-            {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!(
-                        "driver returned an inconsistent CQ layout: {} entries, record at {}, {} bytes",
-                        entries, arg.record_offset, arg.mmap_len
-                    ),
-                ));
-            }
-            let len = usize::try_from(arg.mmap_len).map_err(|_| errno(libc::EINVAL))?;
-            let ring = ctx.dev.mmap(arg.mmap_offset, len)?;
-            Ok((ring, entries))
-        })();
-        let (ring, entries) = match made {
-            Ok(x) => x,
-            Err(e) => {
-                let _ = ctx.dev.destroy_cq(arg.cqn);
-                return Err(e);
-            }
-        };
+        let entries = layout.entries;
+        let ring_bytes = entries as u64 * want as u64;
+        if layout.cqe_size as usize != want
+            || !entries.is_power_of_two()
+            || entries < cqe
+            || layout.record_offset < ring_bytes
+            || layout.record_offset + 16 > layout.mmap_len
+            || !layout.record_offset.is_multiple_of(4)
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "driver returned an inconsistent CQ layout: {} entries, record at {}, {} bytes",
+                    entries, layout.record_offset, layout.mmap_len
+                ),
+            ));
+        }
+        let len = usize::try_from(layout.mmap_len).map_err(|_| errno(libc::EINVAL))?;
+        let ring = ctx.dev.mmap(layout.mmap_offset, len)?;
         Ok(Self {
             inner: Arc::new(CqInner {
                 ctx: ctx.clone(),
-                cqn: arg.cqn,
+                cqn: layout.cqn,
                 entries,
                 cqe_size: want,
                 cq_context,
                 ring,
-                record_offset: arg.record_offset as usize,
+                record_offset: layout.record_offset as usize,
                 consumer: Mutex::new(0),
-                destroyed: AtomicBool::new(false),
+                destroyed: AtomicBool::new(!owned),
             }),
         })
+    }
+
+    /// The start of the mapped ring (for diagnostics).
+    pub fn ring_ptr(&self) -> *mut u8 {
+        self.inner.ring.as_ptr()
     }
 
     /// The CQ number (device-wide; completion events name it).

@@ -175,6 +175,31 @@ impl Context {
         Self::from_device(Device::open(path)?)
     }
 
+    /// A context over a user context of Linux's RDMA core (`/dev/infiniband/uverbsN`), which
+    /// libibverbs opened and pfnic's rdma-core provider drives: `fd` is a duplicate of its
+    /// command file, whose first page is the context's doorbell page; `caps` the driver's
+    /// `PFNIC_CAP_*`. The core creates the objects ([`Cq::from_core`], [`Qp::from_core`]);
+    /// this context only posts to and polls them, and the private ioctls fail on it.
+    pub fn from_core(fd: std::os::fd::OwnedFd, caps: u64) -> io::Result<Self> {
+        let dev = Device::from_fd(fd);
+        let doorbell = dev.mmap(uapi::PFNIC_MMAP_DOORBELL, DOORBELL_PAGE)?;
+        Ok(Self {
+            inner: Arc::new(Ctx {
+                dev,
+                doorbell,
+                device: QueryDevice {
+                    caps,
+                    ..Default::default()
+                },
+            }),
+        })
+    }
+
+    /// The start of the mapped doorbell page (for diagnostics).
+    pub fn doorbell_ptr(&self) -> *mut u8 {
+        self.inner.doorbell.as_ptr()
+    }
+
     /// Wraps an open device: checks for verbs, applies `PFNIC_MEM_MODE` (see
     /// [`MEM_MODE_ENV`]) and maps the doorbell page.
     pub fn from_device(dev: Device) -> io::Result<Self> {

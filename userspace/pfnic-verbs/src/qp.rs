@@ -129,7 +129,8 @@ struct WorkQueue {
 /// An RC queue pair: `ibv_qp`. Destroyed on drop.
 pub struct Qp {
     ctx: Arc<Ctx>,
-    _pd: Arc<PdInner>,
+    /// `None` for a QP the RDMA core created (it holds the PD).
+    _pd: Option<Arc<PdInner>>,
     _send_cq: Arc<CqInner>,
     _recv_cq: Arc<CqInner>,
     /// Kept alive while the QP takes receives from it.
@@ -177,46 +178,86 @@ impl Qp {
             ..Default::default()
         };
         ctx.dev.create_qp(&mut arg)?;
+        let layout = uapi::IbCreateQpResp {
+            sq_entries: arg.sq_entries,
+            rq_entries: arg.rq_entries,
+            mmap_offset: arg.mmap_offset,
+            mmap_len: arg.mmap_len,
+            rq_offset: arg.rq_offset,
+            record_offset: arg.record_offset,
+        };
+        let mut qp = Self::map(ctx, attr, arg.qpn, arg.cap, &layout).inspect_err(|_| {
+            let _ = ctx.dev.destroy_qp(arg.qpn);
+        })?;
+        qp._pd = Some(pd.inner.clone());
+        qp.live = true;
+        Ok(qp)
+    }
+
+    /// An RC QP the RDMA core created for a user context of [`crate::Context::from_core`],
+    /// with number `qpn` and the capabilities `cap` it granted; `layout` is the driver's
+    /// answer. `attr`'s CQs are the ones it was created with; its SRQ must be `None`. The
+    /// core destroys it: dropping this only unmaps the queues.
+    pub fn from_core(
+        attr: &QpInitAttr<'_>,
+        qpn: u32,
+        cap: QpCap,
+        layout: &uapi::IbCreateQpResp,
+    ) -> io::Result<Self> {
+        if attr.srq.is_some() || !Arc::ptr_eq(&attr.send_cq.inner.ctx, &attr.recv_cq.inner.ctx) {
+            return Err(errno(libc::EINVAL));
+        }
+        Self::map(&attr.send_cq.inner.ctx.clone(), attr, qpn, cap, layout)
+    }
+
+    /// Checks the driver's `layout` and maps the queues; the QP is not `live` (dropping it
+    /// does not destroy it) and has no PD until the caller says so.
+    fn map(
+        ctx: &Arc<Ctx>,
+        attr: &QpInitAttr<'_>,
+        qpn: u32,
+        cap: QpCap,
+        layout: &uapi::IbCreateQpResp,
+    ) -> io::Result<Self> {
+        let l = layout;
         // The doorbell and the record count WQEs in 16 bits: a queue of 2^16 entries would
         // look empty when full.
-        let sq_bytes = u64::from(arg.sq_entries) * WQE_SIZE as u64;
-        let rq_bytes = u64::from(arg.rq_entries) * WQE_SIZE as u64;
-        let consistent = if !arg.sq_entries.is_power_of_two()
-            || !(arg.rq_entries.is_power_of_two() || attr.srq.is_some() && arg.rq_entries == 0)
-            || arg.sq_entries > 1 << 15
-            || arg.rq_entries > 1 << 15
-            || arg.rq_offset < sq_bytes
-            || !arg.rq_offset.is_multiple_of(WQE_SIZE as u64)
-            || arg.record_offset < arg.rq_offset + rq_bytes
-            || !arg.record_offset.is_multiple_of(4)
-            || arg.record_offset + 16 > arg.mmap_len
-            || arg.cap.max_send_sge as usize > WQE_MAX_SGE
-            || arg.cap.max_recv_sge as usize > WQE_MAX_SGE
+        let sq_bytes = u64::from(l.sq_entries) * WQE_SIZE as u64;
+        let rq_bytes = u64::from(l.rq_entries) * WQE_SIZE as u64;
+        let consistent = if !l.sq_entries.is_power_of_two()
+            || !(l.rq_entries.is_power_of_two() || attr.srq.is_some() && l.rq_entries == 0)
+            || l.sq_entries > 1 << 15
+            || l.rq_entries > 1 << 15
+            || l.rq_offset < sq_bytes
+            || !l.rq_offset.is_multiple_of(WQE_SIZE as u64)
+            || l.record_offset < l.rq_offset + rq_bytes
+            || !l.record_offset.is_multiple_of(4)
+            || l.record_offset + 16 > l.mmap_len
+            || cap.max_send_sge as usize > WQE_MAX_SGE
+            || cap.max_recv_sge as usize > WQE_MAX_SGE
         {
-            Err(format!("QP layout: {arg:?}"))
+            Err(format!("QP layout: {l:?}, {cap:?}"))
         } else {
             Ok(())
         };
-        let queues = map_queue(ctx, consistent, arg.mmap_offset, arg.mmap_len, || {
-            let _ = ctx.dev.destroy_qp(arg.qpn);
-        })?;
+        let queues = map_queue(ctx, consistent, l.mmap_offset, l.mmap_len, || {})?;
         Ok(Self {
             ctx: ctx.clone(),
-            _pd: pd.inner.clone(),
+            _pd: None,
             _send_cq: attr.send_cq.inner.clone(),
             _recv_cq: attr.recv_cq.inner.clone(),
             srq: attr.srq.map(|s| s.inner.clone()),
-            qpn: arg.qpn,
-            cap: arg.cap,
+            qpn,
+            cap,
             sq_sig_all: attr.sq_sig_all,
-            sq_entries: arg.sq_entries,
-            rq_entries: arg.rq_entries,
+            sq_entries: l.sq_entries,
+            rq_entries: l.rq_entries,
             queues,
-            rq_offset: arg.rq_offset as usize,
-            record_offset: arg.record_offset as usize,
+            rq_offset: l.rq_offset as usize,
+            record_offset: l.record_offset as usize,
             sq: Mutex::new(WorkQueue { tail: 0 }),
             rq: Mutex::new(WorkQueue { tail: 0 }),
-            live: true,
+            live: false,
         })
     }
 
