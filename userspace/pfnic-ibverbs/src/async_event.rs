@@ -82,7 +82,7 @@ impl AsyncAcks {
 /// # Safety
 ///
 /// `context` is NULL or a live context of this library; `event` is NULL or writable.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_get_async_event(
     context: *mut ibv_context,
     event: *mut ibv_async_event,
@@ -122,7 +122,7 @@ pub unsafe extern "C" fn ibv_get_async_event(
 /// # Safety
 ///
 /// `event` is NULL or an event `ibv_get_async_event` returned, not yet acknowledged.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_ack_async_event(event: *mut ibv_async_event) {
     // SAFETY: the caller passes NULL or a returned event.
     let Some(ev) = (unsafe { event.as_ref() }) else {
@@ -147,7 +147,7 @@ pub unsafe extern "C" fn ibv_ack_async_event(event: *mut ibv_async_event) {
 }
 
 /// `ibv_event_type_str`: libibverbs' description of an `enum ibv_event_type`.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn ibv_event_type_str(event: c_int) -> *const c_char {
     static STR: OnceLock<Vec<std::ffi::CString>> = OnceLock::new();
     const NAMES: &[&str] = &[

@@ -72,30 +72,35 @@ pub(crate) unsafe fn cq_wrap<'a>(cq: *mut ibv_cq) -> Option<&'a CqWrap> {
     unsafe { cq.cast::<CqWrap>().as_ref() }
 }
 
+/// A completion as libibverbs reports it, from a device whose port has LID `lid` (the source
+/// of every receive: the peer is on this port, or across a wire, where LIDs are 0).
+pub fn wc_to_ibv(x: &Wc, lid: u16) -> ibv_wc {
+    ibv_wc {
+        wr_id: x.wr_id,
+        status: x.status.0 as c_int,
+        opcode: x.opcode.0 as c_int,
+        vendor_err: x.vendor_err,
+        byte_len: x.byte_len,
+        imm_data: x.imm_data,
+        qp_num: x.qp_num,
+        src_qp: x.src_qp,
+        wc_flags: x.wc_flags,
+        pkey_index: 0,
+        // Every receive opcode has `IBV_WC_RECV`'s bit.
+        slid: if x.opcode.0 & WcOpcode::RECV.0 != 0 {
+            lid
+        } else {
+            0
+        },
+        sl: 0,
+        dlid_path_bits: 0,
+    }
+}
+
 impl CqWrap {
     /// A completion as libibverbs reports it.
     fn to_ibv(&self, x: &Wc) -> ibv_wc {
-        ibv_wc {
-            wr_id: x.wr_id,
-            status: x.status.0 as c_int,
-            opcode: x.opcode.0 as c_int,
-            vendor_err: x.vendor_err,
-            byte_len: x.byte_len,
-            imm_data: x.imm_data,
-            qp_num: x.qp_num,
-            src_qp: x.src_qp,
-            wc_flags: x.wc_flags,
-            pkey_index: 0,
-            // Receives (every receive opcode has `IBV_WC_RECV`'s bit) come from this port
-            // (loopback): its LID is the source.
-            slid: if x.opcode.0 & WcOpcode::RECV.0 != 0 {
-                self.shared.lid
-            } else {
-                0
-            },
-            sl: 0,
-            dlid_path_bits: 0,
-        }
+        wc_to_ibv(x, self.shared.lid)
     }
 
     /// The CQ, unless it is being destroyed.
@@ -117,7 +122,7 @@ impl CqWrap {
 /// # Safety
 ///
 /// `context` is NULL or a live context of this library.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_create_comp_channel(
     context: *mut ibv_context,
 ) -> *mut ibv_comp_channel {
@@ -150,7 +155,7 @@ pub unsafe extern "C" fn ibv_create_comp_channel(
 ///
 /// `channel` is NULL or a live channel of this library; on success it is not used
 /// afterwards.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel) -> c_int {
     // SAFETY: `ibv` is the first field of the boxed `ChannelWrap`; the caller passes a live
     // channel or NULL.
@@ -177,7 +182,7 @@ pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel
 ///
 /// `context` is NULL or a live context of this library; `channel` is NULL or a live channel
 /// of that context.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_create_cq(
     context: *mut ibv_context,
     cqe: c_int,
@@ -519,7 +524,7 @@ unsafe extern "C" fn read_completion_ts(cq: *mut ibv_cq_ex) -> u64 {
 /// # Safety
 ///
 /// `cq` is NULL or a live CQ of this library; on success it is not used afterwards.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
     // SAFETY: the caller passes a live CQ or NULL. Other threads may still acknowledge its
     // events, so the wrapper is only shared.
@@ -636,7 +641,7 @@ pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c
 ///
 /// `channel` is NULL or a live channel of this library; `cq` and `cq_context` are valid for a
 /// write.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_get_cq_event(
     channel: *mut ibv_comp_channel,
     cq: *mut *mut ibv_cq,
@@ -712,7 +717,7 @@ fn live_cq(cqs: &HashMap<u32, usize>, ev: &CqEvent) -> Option<*mut CqWrap> {
 /// # Safety
 ///
 /// `cq` is NULL or a live CQ of this library.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: u32) {
     // SAFETY: the caller passes a live CQ or NULL.
     let Some(w) = (unsafe { cq_wrap(cq) }) else {

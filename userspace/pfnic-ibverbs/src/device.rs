@@ -97,7 +97,7 @@ fn ctx_of(w: *mut CtxWrap) -> *mut ibv_context {
 /// # Safety
 ///
 /// `num_devices` is NULL or valid for a write.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut ibv_device {
     let paths = match pfnic_sys::devices() {
         Ok(p) => p,
@@ -149,7 +149,7 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
 /// # Safety
 ///
 /// `list` is NULL or a list `ibv_get_device_list` returned, not freed yet.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
     if list.is_null() {
         return;
@@ -175,7 +175,7 @@ pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
 /// # Safety
 ///
 /// `device` is NULL or a device of a live list, or of a live context.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const c_char {
     if device.is_null() {
         set_errno(libc::EINVAL);
@@ -201,7 +201,7 @@ unsafe fn device_path(device: *const ibv_device) -> PathBuf {
 /// # Safety
 ///
 /// `device` is NULL or a device of a live list, or of a live context.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> u64 {
     if device.is_null() {
         set_errno(libc::EINVAL);
@@ -223,7 +223,7 @@ pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> u64 {
 /// # Safety
 ///
 /// `device` is NULL or a device of a live list, or of a live context.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
     if device.is_null() {
         set_errno(libc::EINVAL);
@@ -293,7 +293,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
 /// # Safety
 ///
 /// `context` is NULL or a context this library opened, not closed yet.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
     if context.is_null() {
         set_errno(libc::EINVAL);
@@ -350,7 +350,7 @@ fn common_attr(a: &DeviceAttr) -> ibv_device_attr {
 ///
 /// `context` is a live context of this library (or NULL); `device_attr` is NULL or valid for
 /// a write.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_query_device(
     context: *mut ibv_context,
     device_attr: *mut ibv_device_attr,
@@ -530,7 +530,7 @@ unsafe extern "C" fn query_port(
 ///
 /// `context` is a live context of this library (or NULL); `port_attr` is NULL or valid for a
 /// write.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_query_port(
     context: *mut ibv_context,
     port_num: u8,
@@ -553,7 +553,7 @@ pub unsafe extern "C" fn ibv_query_port(
 /// # Safety
 ///
 /// `context` is a live context of this library (or NULL); `gid` is NULL or valid for a write.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_query_gid(
     context: *mut ibv_context,
     port_num: u8,
@@ -596,7 +596,7 @@ const DEFAULT_PKEY: u16 = 0xffff;
 ///
 /// `context` is a live context of this library (or NULL); `pkey` is NULL or valid for a
 /// write.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_query_pkey(
     context: *mut ibv_context,
     port_num: u8,
@@ -627,7 +627,7 @@ pub unsafe extern "C" fn ibv_query_pkey(
 /// # Safety
 ///
 /// `context` is a live context of this library (or NULL).
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_get_pkey_index(
     context: *mut ibv_context,
     port_num: u8,
@@ -645,7 +645,7 @@ pub unsafe extern "C" fn ibv_get_pkey_index(
 
 /// `ibv_get_device_index`: the kernel's index of an RDMA device, -1 for a device that has
 /// none, as every pfnic device (the driver is not an `ib_core` driver).
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn ibv_get_device_index(_device: *mut ibv_device) -> c_int {
     -1
 }
@@ -663,7 +663,7 @@ const GID_ENTRY_TYPE_ROCE_V2: u32 = 2;
 ///
 /// `context` is a live context of this library (or NULL); `entry` is NULL or valid for
 /// `entry_size` bytes of writes.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn _ibv_query_gid_ex(
     context: *mut ibv_context,
     port_num: u32,
@@ -719,7 +719,7 @@ pub unsafe extern "C" fn _ibv_query_gid_ex(
 ///
 /// `context` is a live context of this library (or NULL); `entries` is NULL or valid for
 /// `max_entries * entry_size` bytes of writes.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn _ibv_query_gid_table(
     context: *mut ibv_context,
     entries: *mut ibv_gid_entry,
@@ -786,7 +786,7 @@ const GID_TYPE_ROCE_V2: c_int = 1;
 ///
 /// `context` is a live context of this library (or NULL); `gid_type` is NULL or valid for a
 /// write.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_query_gid_type(
     context: *mut ibv_context,
     port_num: u8,

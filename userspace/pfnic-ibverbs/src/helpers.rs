@@ -25,7 +25,7 @@ pub(crate) fn describe(
 
 /// `ibv_wc_status_str`: libibverbs' description of a completion status ("unknown" for a number
 /// that is none).
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn ibv_wc_status_str(status: c_int) -> *const c_char {
     static STR: OnceLock<Vec<CString>> = OnceLock::new();
     // Statuses 0..=23 have descriptions; 24 ("unknown") stands for every other number.
@@ -37,7 +37,7 @@ pub extern "C" fn ibv_wc_status_str(status: c_int) -> *const c_char {
 }
 
 /// `ibv_node_type_str`: libibverbs' name of an `enum ibv_node_type` ("unknown" for others).
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn ibv_node_type_str(node_type: c_int) -> *const c_char {
     static STR: OnceLock<Vec<CString>> = OnceLock::new();
     // IBV_NODE_UNKNOWN (-1) and numbers past the table are "unknown"; 0 is no type either.
@@ -56,7 +56,7 @@ pub extern "C" fn ibv_node_type_str(node_type: c_int) -> *const c_char {
 }
 
 /// `ibv_port_state_str`: libibverbs' name of an `enum ibv_port_state`.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn ibv_port_state_str(port_state: c_int) -> *const c_char {
     static STR: OnceLock<Vec<CString>> = OnceLock::new();
     const NAMES: &[&str] = &[
@@ -72,7 +72,7 @@ pub extern "C" fn ibv_port_state_str(port_state: c_int) -> *const c_char {
 }
 
 /// `ibv_get_sysfs_path`: where sysfs is mounted (`/sys`).
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn ibv_get_sysfs_path() -> *const c_char {
     c"/sys".as_ptr()
 }
@@ -82,13 +82,13 @@ const FORK_UNNEEDED: c_int = 2;
 
 /// `ibv_fork_init`: 0. Nothing to set up: no mode of pfnic's pins memory in a way a fork
 /// could break (pinned MRs use `FOLL_LONGTERM`, which the kernel keeps from COW sharing).
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn ibv_fork_init() -> c_int {
     0
 }
 
 /// `ibv_is_fork_initialized`: `IBV_FORK_UNNEEDED`, as for [`ibv_fork_init`].
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn ibv_is_fork_initialized() -> c_int {
     FORK_UNNEEDED
 }
@@ -100,7 +100,7 @@ pub extern "C" fn ibv_is_fork_initialized() -> c_int {
 /// # Safety
 ///
 /// `dir` and `file` are NUL-terminated strings; `buf` is valid for `size` bytes of writes.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_read_sysfs_file(
     dir: *const c_char,
     file: *const c_char,
@@ -167,7 +167,7 @@ const RATES: &[(c_int, c_int, c_int)] = &[
 const RATE_MAX: c_int = 0;
 
 /// `ibv_rate_to_mult`: `rate` as a multiple of 2.5 Gb/s, -1 for the rates that are none.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn ibv_rate_to_mult(rate: c_int) -> c_int {
     RATES
         .iter()
@@ -176,7 +176,7 @@ pub extern "C" fn ibv_rate_to_mult(rate: c_int) -> c_int {
 }
 
 /// `mult_to_ibv_rate`: the rate of `mult` times 2.5 Gb/s, `IBV_RATE_MAX` for none.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn mult_to_ibv_rate(mult: c_int) -> c_int {
     RATES
         .iter()
@@ -185,25 +185,25 @@ pub extern "C" fn mult_to_ibv_rate(mult: c_int) -> c_int {
 }
 
 /// `ibv_rate_to_mbps`: the data rate of `rate` in Mb/s, -1 for an unknown rate.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn ibv_rate_to_mbps(rate: c_int) -> c_int {
     RATES.iter().find(|r| r.0 == rate).map_or(-1, |r| r.2)
 }
 
 /// `mbps_to_ibv_rate`: the rate of exactly `mbps` Mb/s, `IBV_RATE_MAX` for none.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn mbps_to_ibv_rate(mbps: c_int) -> c_int {
     RATES.iter().find(|r| r.2 == mbps).map_or(RATE_MAX, |r| r.0)
 }
 
 /// `ibv_dontfork_range`: 0. Nothing to keep from a child: see [`ibv_fork_init`].
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn ibv_dontfork_range(_base: *mut core::ffi::c_void, _size: usize) -> c_int {
     0
 }
 
 /// `ibv_dofork_range`: 0, as [`ibv_dontfork_range`].
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn ibv_dofork_range(_base: *mut core::ffi::c_void, _size: usize) -> c_int {
     0
 }

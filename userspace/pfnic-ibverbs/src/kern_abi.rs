@@ -140,7 +140,7 @@ fn ah_attr(src: &ib_uverbs_ah_attr) -> ibv_ah_attr {
 /// # Safety
 ///
 /// `dst` is valid for a write, `src` for a read.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_copy_ah_attr_from_kern(
     dst: *mut ibv_ah_attr,
     src: *const ib_uverbs_ah_attr,
@@ -154,7 +154,7 @@ pub unsafe extern "C" fn ibv_copy_ah_attr_from_kern(
 /// # Safety
 ///
 /// `dst` is valid for a write, `src` for a read.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_copy_qp_attr_from_kern(
     dst: *mut ibv_qp_attr,
     src: *const ib_uverbs_qp_attr,
@@ -206,7 +206,7 @@ pub unsafe extern "C" fn ibv_copy_qp_attr_from_kern(
 /// # Safety
 ///
 /// `dst` is valid for a write, `src` for a read.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_copy_path_rec_from_kern(
     dst: *mut ibv_sa_path_rec,
     src: *const ib_user_path_rec,
@@ -243,7 +243,7 @@ pub unsafe extern "C" fn ibv_copy_path_rec_from_kern(
 /// # Safety
 ///
 /// `dst` is valid for a write, `src` for a read.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_copy_path_rec_to_kern(
     dst: *mut ib_user_path_rec,
     src: *const ibv_sa_path_rec,

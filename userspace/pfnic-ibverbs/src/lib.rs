@@ -14,16 +14,19 @@
 //! library (or NULL where allowed), an object is not used after it was destroyed, and a memory
 //! region's range stays the caller's to lend to the device. Each `# Safety` section says so.
 
+// Without `cabi` (pfnic's rdma-core provider), most of the library is unused.
+#![cfg_attr(not(feature = "cabi"), allow(dead_code, unused_imports))]
+
 mod async_event;
-mod cq;
+pub mod cq;
 mod device;
 mod dm;
-mod ffi;
+pub mod ffi;
 mod helpers;
 mod inline;
 mod kern_abi;
 mod mr;
-mod qp;
+pub mod qp;
 mod qp_ex;
 mod srq;
 mod unsupported;
@@ -59,7 +62,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 ///
 /// `sg_list` holds `num_sge` readable entries (or `num_sge` is 0), which outlive the use of
 /// the returned slice.
-pub(crate) unsafe fn sges<'a>(sg_list: *const ibv_sge, num_sge: c_int) -> Result<&'a [Sge], c_int> {
+pub unsafe fn sges<'a>(sg_list: *const ibv_sge, num_sge: c_int) -> Result<&'a [Sge], c_int> {
     let n = usize::try_from(num_sge).map_err(|_| libc::EINVAL)?;
     if n == 0 {
         return Ok(&[]);

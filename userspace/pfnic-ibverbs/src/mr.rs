@@ -44,7 +44,7 @@ pub(crate) struct MrWrap {
 /// # Safety
 ///
 /// `context` is NULL or a live context of this library.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
     // SAFETY: the caller passes a live context or NULL.
     let Some(w) = (unsafe { ctx_wrap(context) }) else {
@@ -73,7 +73,7 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd 
 /// # Safety
 ///
 /// `pd` is NULL or a live PD of this library; on success it is not used afterwards.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
     // SAFETY: the caller passes a live PD or NULL, which nothing else uses while it is
     // deallocated (as with libibverbs); `ibv` is the first field of the boxed `PdWrap`.
@@ -105,7 +105,7 @@ pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
 /// `pd` is NULL or a live PD of this library. The range is the caller's: for the MR's
 /// lifetime the device may read it, and (with write access) local work requests and remote
 /// peers may write it, as with libibverbs.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_reg_mr(
     pd: *mut ibv_pd,
     addr: *mut c_void,
@@ -152,7 +152,7 @@ pub unsafe extern "C" fn ibv_reg_mr(
 /// # Safety
 ///
 /// As [`ibv_reg_mr`].
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_reg_mr_iova2(
     pd: *mut ibv_pd,
     addr: *mut c_void,
@@ -173,7 +173,7 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
 /// # Safety
 ///
 /// As [`ibv_reg_mr`].
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_reg_mr_iova(
     pd: *mut ibv_pd,
     addr: *mut c_void,
@@ -190,7 +190,7 @@ pub unsafe extern "C" fn ibv_reg_mr_iova(
 /// # Safety
 ///
 /// `mr` is NULL or a live MR of this library; on success it is not used afterwards.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
     // SAFETY: `ibv` is the first field of the boxed `MrWrap`; the caller passes a live MR (or
     // NULL), which nothing else uses while it is deregistered.

@@ -108,7 +108,7 @@ fn cap_to(c: &pfnic_verbs::QpCap) -> ibv_qp_cap {
 ///
 /// `pd` is NULL or a live PD of this library; `qp_init_attr` is NULL or valid for reads and
 /// writes, its CQs live CQs of this library.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_create_qp(
     pd: *mut ibv_pd,
     qp_init_attr: *mut ibv_qp_init_attr,
@@ -290,7 +290,7 @@ pub(crate) unsafe extern "C" fn create_qp_ex(
 /// # Safety
 ///
 /// `qp` is NULL or a live QP of this library; `attr` is NULL or valid for a read.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_modify_qp(
     qp: *mut ibv_qp,
     attr: *mut ibv_qp_attr,
@@ -348,7 +348,7 @@ pub unsafe extern "C" fn ibv_modify_qp(
 ///
 /// `qp` is NULL or a live QP of this library; `attr` and `init_attr` are NULL or valid for a
 /// write.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_query_qp(
     qp: *mut ibv_qp,
     attr: *mut ibv_qp_attr,
@@ -432,7 +432,7 @@ pub unsafe extern "C" fn ibv_query_qp(
 /// # Safety
 ///
 /// `qp` is NULL or a live QP of this library; on success it is not used afterwards.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
     // SAFETY: the caller passes a live QP (or NULL). Other threads may still acknowledge its
     // events, so the wrapper is only shared.
@@ -466,7 +466,7 @@ pub(crate) unsafe fn qp_acks<'a>(qp: *mut ibv_qp) -> Option<&'a AsyncAcks> {
 /// # Safety
 ///
 /// `qp` is NULL or a live QP of this library.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex {
     // SAFETY: the caller passes NULL or a live QP.
     match unsafe { qp_wrap(qp) } {
@@ -484,7 +484,7 @@ pub unsafe extern "C" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex {
 /// # Safety
 ///
 /// `first` is NULL or a valid list of work requests; `bad_wr` is NULL or valid for a write.
-pub(crate) unsafe fn post_list<N, W, T>(
+pub unsafe fn post_list<N, W, T>(
     q: Option<&T>,
     first: *mut N,
     bad_wr: *mut *mut N,
@@ -588,7 +588,7 @@ unsafe fn has_inline(mut wr: *const ibv_send_wr) -> bool {
 ///
 /// `w.sg_list` holds `w.num_sge` readable entries (or `num_sge` is 0), which outlive the
 /// returned work request (`'a`, the caller's to choose, as for [`sges`]).
-unsafe fn send_wr_of<'a>(w: &ibv_send_wr) -> Option<SendWr<'a>> {
+pub unsafe fn send_wr_of<'a>(w: &ibv_send_wr) -> Option<SendWr<'a>> {
     let opcode = u32::try_from(w.opcode).ok().and_then(WrOpcode::from_raw)?;
     // SAFETY: forwarded to the caller.
     let sg_list = unsafe { sges(w.sg_list, w.num_sge) }.ok()?;
@@ -694,7 +694,7 @@ pub(crate) unsafe extern "C" fn post_recv(
 ///
 /// `w.sg_list` holds `w.num_sge` readable entries (or the count is 0), alive while the result
 /// is.
-pub(crate) unsafe fn recv_wr_of<'a>(w: &ibv_recv_wr) -> Option<RecvWr<'a>> {
+pub unsafe fn recv_wr_of<'a>(w: &ibv_recv_wr) -> Option<RecvWr<'a>> {
     // SAFETY: forwarded to the caller.
     let sg = unsafe { sges(w.sg_list, w.num_sge) }.ok()?;
     Some(RecvWr {

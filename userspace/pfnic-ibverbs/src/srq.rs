@@ -64,7 +64,7 @@ pub(crate) unsafe fn srq_acks<'a>(srq: *mut ibv_srq) -> Option<&'a AsyncAcks> {
 ///
 /// `pd` is NULL or a live PD of this library; `srq_init_attr` is NULL or valid for reads and
 /// writes.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_create_srq(
     pd: *mut ibv_pd,
     srq_init_attr: *mut ibv_srq_init_attr,
@@ -125,7 +125,7 @@ pub unsafe extern "C" fn ibv_create_srq(
 /// # Safety
 ///
 /// `srq` is NULL or a live SRQ of this library; `srq_attr` is NULL or valid for a read.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_modify_srq(
     srq: *mut ibv_srq,
     srq_attr: *mut ibv_srq_attr,
@@ -152,7 +152,7 @@ pub unsafe extern "C" fn ibv_modify_srq(
 /// # Safety
 ///
 /// `srq` is NULL or a live SRQ of this library; `srq_attr` is NULL or valid for a write.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq_attr) -> c_int {
     // SAFETY: the caller passes NULL or a live SRQ.
     let Some(Some(s)) = unsafe { srq_wrap(srq) }.map(SrqWrap::srq) else {
@@ -183,7 +183,7 @@ pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq
 /// # Safety
 ///
 /// `srq` is NULL or a live SRQ of this library; on success it is not used afterwards.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
     // SAFETY: the caller passes a live SRQ (or NULL). Other threads may still acknowledge its
     // events, so the wrapper is only shared.

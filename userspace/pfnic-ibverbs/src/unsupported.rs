@@ -10,26 +10,26 @@ use core::ffi::{c_int, c_void};
 use crate::set_errno;
 
 /// `ibv_query_ece`: `EOPNOTSUPP` (no enhanced connection establishment).
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn ibv_query_ece(_qp: *mut c_void, _ece: *mut c_void) -> c_int {
     libc::EOPNOTSUPP
 }
 
 /// `ibv_set_ece`: `EOPNOTSUPP`.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn ibv_set_ece(_qp: *mut c_void, _ece: *mut c_void) -> c_int {
     libc::EOPNOTSUPP
 }
 
 /// `ibv_create_ah`: NULL, `errno` `EOPNOTSUPP` (`max_ah` is 0: no UD queue pairs).
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn ibv_create_ah(_pd: *mut c_void, _attr: *mut c_void) -> *mut c_void {
     set_errno(libc::EOPNOTSUPP);
     core::ptr::null_mut()
 }
 
 /// `ibv_create_ah_from_wc`: as [`ibv_create_ah`].
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn ibv_create_ah_from_wc(
     _pd: *mut c_void,
     _wc: *mut c_void,
@@ -41,25 +41,25 @@ pub extern "C" fn ibv_create_ah_from_wc(
 }
 
 /// `ibv_destroy_ah`: `EINVAL`, as no address handle of this library exists.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn ibv_destroy_ah(_ah: *mut c_void) -> c_int {
     libc::EINVAL
 }
 
 /// `ibv_attach_mcast`: `EOPNOTSUPP` (`max_mcast_grp` is 0).
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn ibv_attach_mcast(_qp: *mut c_void, _gid: *const c_void, _lid: u16) -> c_int {
     libc::EOPNOTSUPP
 }
 
 /// `ibv_detach_mcast`: `EOPNOTSUPP`.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn ibv_detach_mcast(_qp: *mut c_void, _gid: *const c_void, _lid: u16) -> c_int {
     libc::EOPNOTSUPP
 }
 
 /// `ibv_resize_cq`: `EOPNOTSUPP` (the CQ keeps its size).
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn ibv_resize_cq(_cq: *mut c_void, _cqe: c_int) -> c_int {
     libc::EOPNOTSUPP
 }
@@ -69,7 +69,7 @@ const REREG_MR_ERR_INPUT: c_int = -1;
 
 /// `ibv_rereg_mr`: `IBV_REREG_MR_ERR_INPUT` with `errno` `EOPNOTSUPP`: the MR stays as it
 /// was (deregister and register instead).
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn ibv_rereg_mr(
     _mr: *mut c_void,
     _flags: c_int,
@@ -83,7 +83,7 @@ pub extern "C" fn ibv_rereg_mr(
 }
 
 /// `ibv_reg_dmabuf_mr`: NULL, `errno` `EOPNOTSUPP` (pfnic's MRs are process memory).
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn ibv_reg_dmabuf_mr(
     _pd: *mut c_void,
     _offset: u64,
@@ -101,7 +101,7 @@ pub extern "C" fn ibv_reg_dmabuf_mr(
 macro_rules! no_import {
     ($($name:ident($($arg:ident: $t:ty),*);)*) => {$(
         /// An `ibv_import_*` verb (see [`no_import!`]).
-        #[no_mangle]
+        #[cfg_attr(feature = "cabi", no_mangle)]
         pub extern "C" fn $name($(_: $t),*) -> *mut c_void {
             set_errno(libc::EOPNOTSUPP);
             core::ptr::null_mut()
@@ -117,27 +117,27 @@ no_import! {
 }
 
 /// `ibv_unimport_pd`, `_mr`, `_dm`: nothing, as nothing is ever imported.
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn ibv_unimport_pd(_pd: *mut c_void) {}
 
 /// See [`ibv_unimport_pd`].
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn ibv_unimport_mr(_mr: *mut c_void) {}
 
 /// See [`ibv_unimport_pd`].
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn ibv_unimport_dm(_dm: *mut c_void) {}
 
 /// `ibv_query_qp_data_in_order`: 0, the answer for "not known to be in order" (the caller
 /// must not rely on data arriving in order before the completion).
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn ibv_query_qp_data_in_order(_qp: *mut c_void, _op: c_int, _flags: u32) -> c_int {
     0
 }
 
 /// `ibv_init_ah_from_wc`: -1, `errno` `EOPNOTSUPP` (address handles are UD's; pfnic has RC
 /// only).
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn ibv_init_ah_from_wc(
     _context: *mut c_void,
     _port_num: u8,
@@ -150,7 +150,7 @@ pub extern "C" fn ibv_init_ah_from_wc(
 }
 
 /// `ibv_resolve_eth_l2_from_gid`: `EOPNOTSUPP` (as [`ibv_init_ah_from_wc`]).
-#[no_mangle]
+#[cfg_attr(feature = "cabi", no_mangle)]
 pub extern "C" fn ibv_resolve_eth_l2_from_gid(
     _context: *mut c_void,
     _attr: *mut c_void,
