@@ -21,7 +21,10 @@ rdma_core=$BUILD_DIR/rdma-core
 [[ -e $RDMA_CORE_SRC/libibverbs/driver.h ]] || die "no rdma-core source in $RDMA_CORE_SRC; run scripts/fetch-sources.sh"
 [[ -e $rdma_core/.unpacked ]] || die "no Debian libibverbs-dev in $rdma_core; run scripts/build-userspace.sh"
 so=$out/libpfnic-rdmav34.so
-if stamp_fresh "$out/.built" "$src" "$src"/* "$src"/tests/* "$abi" "$rdma_core/.unpacked" "$0"; then
+rs=$PFNIC_ROOT/userspace/pfnic-provider
+if stamp_fresh "$out/.built" "$src" "$src"/* "$src"/tests/* "$abi" "$rdma_core/.unpacked" "$0" \
+	"$rs"/Cargo.toml "$rs"/src/* "$PFNIC_ROOT"/userspace/pfnic-verbs/src/* \
+	"$PFNIC_ROOT"/userspace/pfnic-ibverbs/src/* "$PFNIC_ROOT"/userspace/pfnic-sys/src/*; then
 	log "provider up to date: $so"
 	exit 0
 fi
@@ -48,13 +51,25 @@ sed -e 's/^#cmakedefine \([A-Z_0-9]*\).*/\/* #undef \1 *\//' \
 	-e 's/@[A-Z_]*@//g' \
 	"$RDMA_CORE_SRC/buildlib/config.h.in" >"$inc/config.h"
 
+# The data path, in Rust: a static library for a shared object (position independent, the
+# C library dynamic), built alone so that pfnic-ibverbs comes without its exported libibverbs
+# functions (which would shadow Debian's inside the provider).
+log "building the provider's data path (cargo, pfnic-provider)"
+(cd "$PFNIC_ROOT/userspace" && CARGO_TARGET_DIR=$BUILD_DIR/rdma-provider-cargo \
+	RUSTFLAGS="-C relocation-model=pic" PFNIC_RDMA_CORE_INCLUDE=$rdma_core/usr/include \
+	cargo build --release --locked -q -p pfnic-provider) || die "cargo build of pfnic-provider failed"
+rslib=$BUILD_DIR/rdma-provider-cargo/x86_64-unknown-linux-gnu/release/libpfnic_provider.a
+if nm --defined-only "$rslib" 2>/dev/null | grep -qE " T (ibv|verbs)_"; then
+	die "libpfnic_provider.a defines libibverbs functions; pfnic-ibverbs' cabi feature leaked in"
+fi
+
 log "building libpfnic-rdmav34.so (rdma-core ${RDMA_CORE_DEB_VERSION%-*}'s headers, private ABI $pabi)"
 # As rdma-core links providers: nothing exported (buildlib/provider.map), the
 # constructor registers the driver; every symbol resolved at link time.
 cc -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror -fPIC -shared \
-	-I "$inc" -I "$RDMA_CORE_SRC" -o "$so.tmp" "$src"/*.c \
-	-Wl,--version-script="$RDMA_CORE_SRC/buildlib/provider.map" -Wl,-z,defs \
-	-L "$rdma_core/usr/lib/x86_64-linux-gnu" -l:libibverbs.so.1 ||
+	-I "$inc" -I "$RDMA_CORE_SRC" -o "$so.tmp" "$src"/*.c "$rslib" \
+	-Wl,--version-script="$RDMA_CORE_SRC/buildlib/provider.map" -Wl,-z,defs -Wl,--gc-sections \
+	-L "$rdma_core/usr/lib/x86_64-linux-gnu" -l:libibverbs.so.1 -static-libgcc -Wl,-Bstatic -lgcc_eh -Wl,-Bdynamic -lpthread -ldl -lm ||
 	die "the provider does not build"
 objdump -T "$so.tmp" | grep -q "IBVERBS_PRIVATE_$pabi.*verbs_register_driver_$pabi" ||
 	die "the provider does not register through IBVERBS_PRIVATE_$pabi"

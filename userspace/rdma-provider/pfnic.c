@@ -6,10 +6,10 @@
  *
  * It opens a context through the core (GET_CONTEXT, checking the driver's
  * ABI), answers the device and port queries with the core's commands, and
- * creates PDs, MRs, CQs and RC QPs through the core, mapping the context's
- * doorbell page and each CQ's ring and QP's queues from the uverbs file.
- * The data path (posting and polling) still goes through /dev/pfnicN and
- * pfnic's own libibverbs; it moves here, in Rust, in a later step.
+ * creates PDs, MRs, CQs and RC QPs through the core. The data path is
+ * Rust's (userspace/pfnic-provider, on pfnic-verbs): it maps the context's
+ * doorbell page and each CQ's ring and QP's queues from the uverbs file,
+ * and posts and polls there without a system call.
  *
  * It uses only provider calls whose signature is the same in rdma-core 44
  * (Debian bookworm's libibverbs) and 56.1 (the source it is built in), both
@@ -19,8 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "pfnic.h"
 
@@ -55,34 +53,6 @@ struct pfnic_create_qp_resp {
 	struct ib_uverbs_create_qp_resp ibv_resp;
 	struct pfnic_ib_create_qp_resp drv;
 };
-
-/* Maps len bytes of the context's uverbs file at offset, or returns NULL. */
-static void *pfnic_mmap(struct ibv_context *context, uint64_t offset,
-			uint64_t len)
-{
-	void *p;
-
-	if (!len || len > SIZE_MAX) {
-		errno = EINVAL;
-		return NULL;
-	}
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED,
-		 context->cmd_fd, offset);
-	if (p == MAP_FAILED)
-		return NULL;
-	/* A fork child cannot use the context's rings. */
-	if (ibv_dontfork_range(p, len)) {
-		munmap(p, len);
-		return NULL;
-	}
-	return p;
-}
-
-static void pfnic_munmap(void *p, uint64_t len)
-{
-	ibv_dofork_range(p, len);
-	munmap(p, len);
-}
 
 static struct ibv_pd *pfnic_alloc_pd(struct ibv_context *context)
 {
@@ -160,9 +130,8 @@ static struct ibv_cq *pfnic_create_cq(struct ibv_context *context, int cqe,
 				  &resp.ibv_resp, sizeof(resp));
 	if (errno)
 		goto err;
-	cq->layout = resp.drv;
-	cq->ring = pfnic_mmap(context, resp.drv.mmap_offset, resp.drv.mmap_len);
-	if (!cq->ring) {
+	cq->rs = pfnic_rs_cq_new(to_pfnic_ctx(context)->rs, &resp.drv, cqe);
+	if (!cq->rs) {
 		int err = errno;
 
 		ibv_cmd_destroy_cq(&cq->ibv_cq);
@@ -184,7 +153,7 @@ static int pfnic_destroy_cq(struct ibv_cq *ibcq)
 	ret = ibv_cmd_destroy_cq(ibcq);
 	if (ret)
 		return ret;
-	pfnic_munmap(cq->ring, cq->layout.mmap_len);
+	pfnic_rs_cq_free(cq->rs);
 	free(cq);
 	return 0;
 }
@@ -203,10 +172,12 @@ static struct ibv_qp *pfnic_create_qp(struct ibv_pd *pd,
 				  sizeof(cmd), &resp.ibv_resp, sizeof(resp));
 	if (errno)
 		goto err;
-	qp->layout = resp.drv;
-	qp->queues = pfnic_mmap(pd->context, resp.drv.mmap_offset,
-				resp.drv.mmap_len);
-	if (!qp->queues) {
+	/* attr->cap now holds the capabilities the driver granted. */
+	qp->rs = pfnic_rs_qp_new(to_pfnic_cq(attr->send_cq)->rs,
+				 to_pfnic_cq(attr->recv_cq)->rs,
+				 qp->ibv_qp.qp_num, &attr->cap, attr->sq_sig_all,
+				 &resp.drv);
+	if (!qp->rs) {
 		int err = errno;
 
 		ibv_cmd_destroy_qp(&qp->ibv_qp);
@@ -236,9 +207,35 @@ static int pfnic_destroy_qp(struct ibv_qp *ibqp)
 	ret = ibv_cmd_destroy_qp(ibqp);
 	if (ret)
 		return ret;
-	pfnic_munmap(qp->queues, qp->layout.mmap_len);
+	pfnic_rs_qp_free(qp->rs);
 	free(qp);
 	return 0;
+}
+
+static int pfnic_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+			  int attr_mask, struct ibv_qp_init_attr *init_attr)
+{
+	struct ibv_query_qp cmd;
+
+	return ibv_cmd_query_qp(qp, attr, attr_mask, init_attr, &cmd,
+				sizeof(cmd));
+}
+
+static int pfnic_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
+			   struct ibv_send_wr **bad_wr)
+{
+	return pfnic_rs_post_send(to_pfnic_qp(qp)->rs, wr, bad_wr);
+}
+
+static int pfnic_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+			   struct ibv_recv_wr **bad_wr)
+{
+	return pfnic_rs_post_recv(to_pfnic_qp(qp)->rs, wr, bad_wr);
+}
+
+static int pfnic_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
+{
+	return pfnic_rs_poll_cq(to_pfnic_cq(cq)->rs, num_entries, wc);
 }
 
 static int pfnic_query_device(struct ibv_context *context,
@@ -276,7 +273,7 @@ static void pfnic_free_context(struct ibv_context *ibctx)
 {
 	struct pfnic_context *ctx = to_pfnic_ctx(ibctx);
 
-	pfnic_munmap(ctx->doorbell, sysconf(_SC_PAGESIZE));
+	pfnic_rs_context_free(ctx->rs);
 	verbs_uninit_context(&ctx->ibv_ctx);
 	free(ctx);
 }
@@ -293,14 +290,20 @@ static const struct verbs_context_ops pfnic_context_ops = {
 	.destroy_cq = pfnic_destroy_cq,
 	.create_qp = pfnic_create_qp,
 	.modify_qp = pfnic_modify_qp,
+	.query_qp = pfnic_query_qp,
 	.destroy_qp = pfnic_destroy_qp,
+	.post_send = pfnic_post_send,
+	.post_recv = pfnic_post_recv,
+	.poll_cq = pfnic_poll_cq,
 };
 
 static struct verbs_context *pfnic_alloc_context(struct ibv_device *ibdev,
 						 int cmd_fd, void *private_data)
 {
 	struct pfnic_get_context_resp resp = {};
+	struct ibv_query_port port_cmd = {};
 	struct ibv_get_context cmd = {};
+	struct ibv_port_attr port;
 	struct pfnic_context *ctx;
 
 	ctx = verbs_init_and_alloc_context(ibdev, cmd_fd, ctx, ibv_ctx,
@@ -313,9 +316,11 @@ static struct verbs_context *pfnic_alloc_context(struct ibv_device *ibdev,
 		goto err;
 
 	ctx->info = resp.drv;
-	ctx->doorbell = pfnic_mmap(&ctx->ibv_ctx.context, PFNIC_IB_MMAP_DOORBELL,
-				   sysconf(_SC_PAGESIZE));
-	if (!ctx->doorbell)
+	if (ibv_cmd_query_port(&ctx->ibv_ctx.context, 1, &port, &port_cmd,
+			       sizeof(port_cmd)))
+		goto err;
+	ctx->rs = pfnic_rs_context_new(cmd_fd, resp.drv.caps, port.lid);
+	if (!ctx->rs)
 		goto err;
 	verbs_set_ops(&ctx->ibv_ctx, &pfnic_context_ops);
 	return &ctx->ibv_ctx;

@@ -13,26 +13,51 @@ struct pfnic_device {
 	struct verbs_device ibv_dev;
 };
 
+/*
+ * The data path, in Rust (userspace/pfnic-provider): it maps the doorbell
+ * page and the rings from the uverbs file and posts and polls on them.
+ */
+struct pfnic_rs_context;
+struct pfnic_rs_cq;
+struct pfnic_rs_qp;
+
+struct pfnic_rs_context *pfnic_rs_context_new(int cmd_fd, uint64_t caps,
+					      uint16_t lid);
+void pfnic_rs_context_free(struct pfnic_rs_context *ctx);
+void *pfnic_rs_context_doorbell(const struct pfnic_rs_context *ctx);
+struct pfnic_rs_cq *pfnic_rs_cq_new(const struct pfnic_rs_context *ctx,
+				    const struct pfnic_ib_create_cq_resp *layout,
+				    uint32_t cqe);
+void pfnic_rs_cq_free(struct pfnic_rs_cq *cq);
+void *pfnic_rs_cq_ring(const struct pfnic_rs_cq *cq);
+int pfnic_rs_poll_cq(const struct pfnic_rs_cq *cq, int num_entries,
+		     struct ibv_wc *wc);
+struct pfnic_rs_qp *pfnic_rs_qp_new(const struct pfnic_rs_cq *send_cq,
+				    const struct pfnic_rs_cq *recv_cq,
+				    uint32_t qpn, const struct ibv_qp_cap *cap,
+				    int sq_sig_all,
+				    const struct pfnic_ib_create_qp_resp *layout);
+void pfnic_rs_qp_free(struct pfnic_rs_qp *qp);
+int pfnic_rs_post_send(const struct pfnic_rs_qp *qp, struct ibv_send_wr *wr,
+		       struct ibv_send_wr **bad_wr);
+int pfnic_rs_post_recv(const struct pfnic_rs_qp *qp, struct ibv_recv_wr *wr,
+		       struct ibv_recv_wr **bad_wr);
+
 struct pfnic_context {
 	struct verbs_context ibv_ctx;
 	/* What the driver said of itself when the context was opened. */
 	struct pfnic_ib_alloc_ucontext_resp info;
-	/* The context's doorbell page. */
-	void *doorbell;
+	struct pfnic_rs_context *rs;
 };
 
-/* A CQ and its ring, mapped from the uverbs file. */
 struct pfnic_cq {
 	struct ibv_cq ibv_cq;
-	struct pfnic_ib_create_cq_resp layout;
-	void *ring;
+	struct pfnic_rs_cq *rs;
 };
 
-/* A QP and its queues, mapped from the uverbs file. */
 struct pfnic_qp {
 	struct ibv_qp ibv_qp;
-	struct pfnic_ib_create_qp_resp layout;
-	void *queues;
+	struct pfnic_rs_qp *rs;
 };
 
 static inline struct pfnic_context *to_pfnic_ctx(struct ibv_context *ibctx)

@@ -1,0 +1,275 @@
+//! The data path of pfnic's rdma-core provider (`libpfnic-rdmav34.so`).
+//!
+//! The provider's C part (`userspace/rdma-provider/pfnic.c`) creates every object through the
+//! RDMA core and hands the driver's answers here; this part maps the rings from the uverbs
+//! file and posts and polls on them with `pfnic-verbs`, the same code pfnic's own libraries
+//! use, converting libibverbs' work requests and completions with `pfnic-ibverbs`'.
+//!
+//! Each object is a box the C part holds as an opaque pointer (`struct pfnic_rs_*`), created
+//! by a `*_new` function (NULL and `errno` on failure) and freed by the matching `*_free`.
+//! The functions follow libibverbs' return conventions for the verbs they implement.
+
+use core::ffi::{c_int, c_void};
+use std::os::fd::{BorrowedFd, RawFd};
+
+use ibverbs::cq::wc_to_ibv;
+use ibverbs::ffi::{ibv_qp_cap, ibv_recv_wr, ibv_send_wr, ibv_wc};
+use ibverbs::qp::{post_list, recv_wr_of, send_wr_of};
+use pfnic_sys::uapi::{IbCreateCqResp, IbCreateQpResp};
+use pfnic_verbs::{Context, Cq, Qp, QpCap, QpInitAttr, Wc};
+
+/// A user context: the doorbell page, and the port's LID that receives report.
+pub struct PfnicRsContext {
+    ctx: Context,
+    lid: u16,
+}
+
+/// A CQ's ring.
+pub struct PfnicRsCq {
+    cq: Cq,
+    lid: u16,
+}
+
+/// A QP's queues.
+pub struct PfnicRsQp {
+    qp: Qp,
+}
+
+fn set_errno(e: &std::io::Error) {
+    // SAFETY: `__errno_location` returns the calling thread's `errno`.
+    unsafe { *libc::__errno_location() = e.raw_os_error().unwrap_or(libc::EIO) };
+}
+
+/// Boxes `r`'s value for C, or returns NULL with `errno` set.
+fn into_c<T>(r: std::io::Result<T>) -> *mut T {
+    match r {
+        Ok(v) => Box::into_raw(Box::new(v)),
+        Err(e) => {
+            set_errno(&e);
+            core::ptr::null_mut()
+        }
+    }
+}
+
+/// Drops a box made by [`into_c`].
+///
+/// # Safety
+///
+/// `p` is NULL or a box of `T` from [`into_c`], not used after this.
+unsafe fn free_c<T>(p: *mut T) {
+    if !p.is_null() {
+        // SAFETY: guaranteed by the caller.
+        drop(unsafe { Box::from_raw(p) });
+    }
+}
+
+/// A context over the uverbs file `cmd_fd` (duplicated: libibverbs keeps its own), of a
+/// device with `PFNIC_CAP_*` `caps` whose port has LID `lid`.
+///
+/// # Safety
+///
+/// `cmd_fd` is an open file descriptor for the duration of the call.
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_context_new(
+    cmd_fd: c_int,
+    caps: u64,
+    lid: u16,
+) -> *mut PfnicRsContext {
+    // SAFETY: the caller passes an open descriptor, borrowed only to duplicate it.
+    let fd = unsafe { BorrowedFd::borrow_raw(cmd_fd as RawFd) };
+    into_c(
+        fd.try_clone_to_owned()
+            .and_then(|fd| Context::from_core(fd, caps))
+            .map(|ctx| PfnicRsContext { ctx, lid }),
+    )
+}
+
+/// # Safety
+///
+/// `ctx` is NULL or from [`pfnic_rs_context_new`], its CQs and QPs freed before.
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_context_free(ctx: *mut PfnicRsContext) {
+    // SAFETY: forwarded to the caller.
+    unsafe { free_c(ctx) }
+}
+
+/// The mapped doorbell page.
+///
+/// # Safety
+///
+/// `ctx` is from [`pfnic_rs_context_new`].
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_context_doorbell(ctx: *const PfnicRsContext) -> *mut c_void {
+    // SAFETY: forwarded to the caller.
+    unsafe { (*ctx).ctx.doorbell_ptr().cast() }
+}
+
+/// Maps the ring of a CQ of at least `cqe` entries that the core created, `layout` the
+/// driver's answer.
+///
+/// # Safety
+///
+/// `ctx` is from [`pfnic_rs_context_new`] and outlives the CQ; `layout` is readable.
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_cq_new(
+    ctx: *const PfnicRsContext,
+    layout: *const IbCreateCqResp,
+    cqe: u32,
+) -> *mut PfnicRsCq {
+    // SAFETY: forwarded to the caller.
+    let (c, l) = unsafe { (&*ctx, &*layout) };
+    into_c(Cq::from_core(&c.ctx, l, cqe).map(|cq| PfnicRsCq { cq, lid: c.lid }))
+}
+
+/// # Safety
+///
+/// `cq` is NULL or from [`pfnic_rs_cq_new`], its QPs freed before.
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_cq_free(cq: *mut PfnicRsCq) {
+    // SAFETY: forwarded to the caller.
+    unsafe { free_c(cq) }
+}
+
+/// The mapped ring.
+///
+/// # Safety
+///
+/// `cq` is from [`pfnic_rs_cq_new`].
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_cq_ring(cq: *const PfnicRsCq) -> *mut c_void {
+    // SAFETY: forwarded to the caller.
+    unsafe { (*cq).cq.ring_ptr().cast() }
+}
+
+/// `ibv_poll_cq`: up to `num_entries` completions into `wc`; how many, or `-EINVAL`.
+///
+/// # Safety
+///
+/// `cq` is from [`pfnic_rs_cq_new`]; `wc` has room for `num_entries` entries.
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_poll_cq(
+    cq: *const PfnicRsCq,
+    num_entries: c_int,
+    wc: *mut ibv_wc,
+) -> c_int {
+    const BATCH: usize = 16;
+    // SAFETY: forwarded to the caller.
+    let c = unsafe { &*cq };
+    let Ok(want) = usize::try_from(num_entries) else {
+        return -libc::EINVAL;
+    };
+    if want > 0 && wc.is_null() {
+        return -libc::EINVAL;
+    }
+    let mut buf = [Wc::default(); BATCH];
+    let mut got = 0;
+    while got < want {
+        let chunk = BATCH.min(want - got);
+        let n = c.cq.poll(&mut buf[..chunk]);
+        for x in &buf[..n] {
+            // SAFETY: `got < num_entries`, and the caller gives room for that many.
+            unsafe { wc.add(got).write(wc_to_ibv(x, c.lid)) };
+            got += 1;
+        }
+        if n < chunk {
+            break;
+        }
+    }
+    got as c_int
+}
+
+/// Maps the queues of an RC QP the core created with number `qpn` and capabilities `cap` on
+/// these CQs, `layout` the driver's answer.
+///
+/// # Safety
+///
+/// The CQs are from [`pfnic_rs_cq_new`] and outlive the QP; `cap` and `layout` are readable.
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_qp_new(
+    send_cq: *const PfnicRsCq,
+    recv_cq: *const PfnicRsCq,
+    qpn: u32,
+    cap: *const ibv_qp_cap,
+    sq_sig_all: c_int,
+    layout: *const IbCreateQpResp,
+) -> *mut PfnicRsQp {
+    // SAFETY: forwarded to the caller.
+    let (s, r, c, l) = unsafe { (&*send_cq, &*recv_cq, &*cap, &*layout) };
+    let cap = QpCap {
+        max_send_wr: c.max_send_wr,
+        max_recv_wr: c.max_recv_wr,
+        max_send_sge: c.max_send_sge,
+        max_recv_sge: c.max_recv_sge,
+        max_inline_data: c.max_inline_data,
+    };
+    let mut attr = QpInitAttr::new(&s.cq, &r.cq, cap.max_send_wr, cap.max_send_sge);
+    attr.cap = cap;
+    attr.sq_sig_all = sq_sig_all != 0;
+    into_c(Qp::from_core(&attr, qpn, cap, l).map(|qp| PfnicRsQp { qp }))
+}
+
+/// # Safety
+///
+/// `qp` is NULL or from [`pfnic_rs_qp_new`].
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_qp_free(qp: *mut PfnicRsQp) {
+    // SAFETY: forwarded to the caller.
+    unsafe { free_c(qp) }
+}
+
+/// `ibv_post_send`: 0, or an errno value with `*bad_wr` the first work request not posted.
+///
+/// # Safety
+///
+/// `qp` is from [`pfnic_rs_qp_new`]; `wr` is NULL or a valid list of work requests whose SGE
+/// lists are readable; `bad_wr` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_post_send(
+    qp: *const PfnicRsQp,
+    wr: *mut ibv_send_wr,
+    bad_wr: *mut *mut ibv_send_wr,
+) -> c_int {
+    // SAFETY: forwarded to the caller.
+    let q = unsafe { qp.as_ref() }.map(|q| &q.qp);
+    // SAFETY: the caller's work requests and their SGE lists.
+    let convert = |w: &ibv_send_wr| unsafe { send_wr_of(w) };
+    // SAFETY: forwarded to the caller.
+    unsafe {
+        post_list(
+            q,
+            wr,
+            bad_wr,
+            |w| w.next,
+            convert,
+            |q, w| q.post_send_iter(w),
+        )
+    }
+}
+
+/// `ibv_post_recv`: as [`pfnic_rs_post_send`], for the receive queue.
+///
+/// # Safety
+///
+/// As [`pfnic_rs_post_send`].
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_post_recv(
+    qp: *const PfnicRsQp,
+    wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+) -> c_int {
+    // SAFETY: forwarded to the caller.
+    let q = unsafe { qp.as_ref() }.map(|q| &q.qp);
+    // SAFETY: the caller's work requests and their SGE lists.
+    let convert = |w: &ibv_recv_wr| unsafe { recv_wr_of(w) };
+    // SAFETY: forwarded to the caller.
+    unsafe {
+        post_list(
+            q,
+            wr,
+            bad_wr,
+            |w| w.next,
+            convert,
+            |q, w| q.post_recv_iter(w),
+        )
+    }
+}
