@@ -56,6 +56,10 @@ pub const TESTS: &[&Test] = &[
         run: test_debian_unsupported_pingpongs,
     },
     &Test {
+        name: "test_debian_lib_rc_pingpong",
+        run: test_debian_lib_rc_pingpong,
+    },
+    &Test {
         name: "test_debian_rc_pingpong",
         run: test_debian_rc_pingpong,
     },
@@ -598,6 +602,15 @@ fn side(out: &Output, what: &str) -> Result<Side, Failure> {
 /// Runs `tool` as a server and as a client of it over loopback, both with `args` and a TCP
 /// port of their own (`-p`), and returns their outputs (server, client).
 fn server_client(tool: &str, args: &[&str]) -> Result<(Output, Output), Failure> {
+    server_client_env(tool, args, &[])
+}
+
+/// [`server_client`] with `env` set for both.
+fn server_client_env(
+    tool: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Result<(Output, Output), Failure> {
     /// One TCP port per run, so that a run never meets a previous one's socket.
     static NEXT_PORT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(18600);
     let port = NEXT_PORT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -606,6 +619,7 @@ fn server_client(tool: &str, args: &[&str]) -> Result<(Output, Output), Failure>
     all.extend_from_slice(args);
     let server = Command::new(tool)
         .args(&all)
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -621,6 +635,7 @@ fn server_client(tool: &str, args: &[&str]) -> Result<(Output, Output), Failure>
     all.push("127.0.0.1");
     let client = Command::new(tool)
         .args(&all)
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()?;
@@ -632,10 +647,20 @@ fn server_client(tool: &str, args: &[&str]) -> Result<(Output, Output), Failure>
 /// Runs `tool` (an rdma-core ping-pong) as a server and a client with `args`; both must
 /// succeed, each reporting the other's QP, and `iters` round trips.
 fn pingpong(tool: &str, args: &[&str], iters: u32) -> Result<(), Failure> {
+    pingpong_env(tool, args, iters, &[])
+}
+
+/// [`pingpong`] with `env` set for both sides.
+fn pingpong_env(
+    tool: &str,
+    args: &[&str],
+    iters: u32,
+    env: &[(&str, &str)],
+) -> Result<(), Failure> {
     let n = iters.to_string();
     let mut all: Vec<&str> = vec!["-n", &n];
     all.extend_from_slice(args);
-    let (s, c) = server_client(tool, &all)?;
+    let (s, c) = server_client_env(tool, &all, env)?;
     let (s, c) = (side(&s, "the server")?, side(&c, "the client")?);
     check_eq!(s.remote_qpn, c.local_qpn);
     check_eq!(c.remote_qpn, s.local_qpn);
@@ -662,6 +687,31 @@ fn test_debian_rc_pingpong_events_64k() -> TestResult {
 fn test_debian_rc_pingpong_gid_check() -> TestResult {
     needs(RC_PINGPONG)?;
     pingpong(RC_PINGPONG, &["-g", "0", "-c", "-s", "8192"], 50)
+}
+
+/// Debian's unmodified `ibv_rc_pingpong` on Debian's unmodified libibverbs.so.1: every verb
+/// through the RDMA core and pfnic's provider, posting and polling in the provider's Rust
+/// data path; each received buffer validated (`-c`). On the InfiniBand-style port (by LID):
+/// a RoCE port's GID table stays empty until the port has a netdev.
+fn test_debian_lib_rc_pingpong() -> TestResult {
+    needs(RC_PINGPONG)?;
+    let lib = Path::new(DEBIAN_LIBIBVERBS).join("libibverbs.so.1");
+    check!(lib.exists(), "no {} in the guest", lib.display());
+    if verbs_ctx()?.port_attr()?.has_wire() {
+        return Err(Failure::Skip(
+            "the port is RoCE (a wire) and has no netdev yet: no GID to address".into(),
+        ));
+    }
+    let name = device_name()?;
+    let env = [("LD_LIBRARY_PATH", DEBIAN_LIBIBVERBS)];
+    pingpong_env(RC_PINGPONG, &["-d", &name, "-c", "-s", "4096"], 200, &env)?;
+    pingpong_env(
+        RC_PINGPONG,
+        &["-d", &name, "-c", "-s", "65536", "-r", "64"],
+        50,
+        &env,
+    )?;
+    pingpong_env(RC_PINGPONG, &["-d", &name, "-s", "1"], 100, &env)
 }
 
 /// Whether this context's memory mode has RC on-demand paging (and the implicit MR), as the

@@ -430,8 +430,8 @@ fn test_unbind_bind_cycles() -> TestResult {
 /// netlink); binding it again brings the device back under the same name.
 /// A process holds a user context with a PD, an MR, a CQ and a QP, its doorbell page and
 /// rings mapped, while the device is unbound: the unbind does not wait for it (the core
-/// disassociates the context), its verbs then fail, its mapped rings and doorbell page raise
-/// SIGBUS, and it closes everything without an error; the device comes back working.
+/// disassociates the context), its verbs then fail, its mapped doorbell page and rings (the
+/// uverbs file's three mappings) raise SIGBUS, and it closes everything without an error; the device comes back working.
 fn test_unbind_open_uverbs_context() -> TestResult {
     use std::io::{BufRead, BufReader};
     need_module()?;
@@ -445,7 +445,8 @@ fn test_unbind_open_uverbs_context() -> TestResult {
     let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
     let mut stdin = child.stdin.take().expect("piped");
     let first = lines.next().transpose()?.unwrap_or_default();
-    if first != "ready" {
+    // The doorbell page, the CQ's ring and the QP's queues, readable.
+    if first != "ready: 3 mappings, 0 raise SIGBUS" {
         let _ = child.kill();
         let _ = child.wait();
         return Err(Failure::Fail(format!(
@@ -463,7 +464,7 @@ fn test_unbind_open_uverbs_context() -> TestResult {
     unbound?;
     check_eq!(
         after.as_str(),
-        "after: alloc_pd Input/output error, cq ring SIGBUS, doorbell SIGBUS"
+        "after: alloc_pd Input/output error, 3 mappings, 3 raise SIGBUS"
     );
     check!(
         closed == "closed" && status.success(),
