@@ -88,6 +88,28 @@ pub(crate) fn register<'a>(parent: &'a Device<Bound>, nic: &Arc<Nic>) -> Result<
     )
 }
 
+/// The on-demand paging a user context gets in the memory mode it starts in: all of it with
+/// SVA (the device faults in the process's address space), without implicit MRs where only
+/// the device's own translation tables fault and cannot cover the whole address space, none
+/// where only pinned tables exist. The core checks these at every `IB_ACCESS_ON_DEMAND`
+/// registration; the context's mode still decides (`/dev/pfnicN` may choose another).
+fn odp_caps(nic: &Nic, v: &uapi::QueryVerbs) -> (u64, u32) {
+    let sva = uapi::PFNIC_CAP_ATS | uapi::PFNIC_CAP_PASID | uapi::PFNIC_CAP_PRI;
+    let caps = nic.info.caps;
+    if caps & sva == sva {
+        (v.odp_general_caps, v.odp_rc_caps)
+    } else if caps & uapi::PFNIC_CAP_FAULTS != 0 {
+        let general = if nic.info.implicit_tables() {
+            v.odp_general_caps
+        } else {
+            v.odp_general_caps & !uapi::PFNIC_ODP_SUPPORT_IMPLICIT
+        };
+        (general, v.odp_rc_caps)
+    } else {
+        (0, 0)
+    }
+}
+
 fn mtu(ibv: u32) -> Mtu {
     MTUS[(ibv.clamp(1, MTUS.len() as u32) - 1) as usize]
 }
@@ -203,6 +225,7 @@ impl rdma::Operations for PfnicIbDevice {
 
     fn query_device(_dev: &rdma::Device<Self>, nic: &Arc<Nic>) -> Result<DeviceAttr> {
         let v = nic.query_verbs()?;
+        let odp = odp_caps(nic, &v);
         let i = &nic.info;
         let fw = i.fw_version;
         Ok(DeviceAttr {
@@ -245,6 +268,8 @@ impl rdma::Operations for PfnicIbDevice {
             timestamp_mask: v.completion_timestamp_mask,
             hca_core_clock: v.hca_core_clock,
             max_dm_size: u64::from(v.max_dm_size),
+            odp_general_caps: odp.0,
+            odp_rc_caps: odp.1,
             ..DeviceAttr::default()
         })
     }
