@@ -60,6 +60,10 @@ pub const TESTS: &[&Test] = &[
         run: test_debian_lib_rc_pingpong,
     },
     &Test {
+        name: "test_debian_lib_rc_pingpong_odp",
+        run: test_debian_lib_rc_pingpong_odp,
+    },
+    &Test {
         name: "test_debian_rc_pingpong",
         run: test_debian_rc_pingpong,
     },
@@ -712,6 +716,91 @@ fn test_debian_lib_rc_pingpong() -> TestResult {
         &env,
     )?;
     pingpong_env(RC_PINGPONG, &["-d", &name, "-s", "1"], 100, &env)
+}
+
+/// The on-demand paging Debian's `ibv_devinfo -v` shows through the RDMA core: (ODP, implicit
+/// ODP, RC operations that may fault).
+fn core_odp_caps(name: &str) -> Result<(bool, bool, Vec<String>), Failure> {
+    let out = run_debian_lib(IBV_DEVINFO, &["-v", "-d", name], false)?;
+    check!(out.status.success(), "ibv_devinfo -v: {}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut section = "";
+    let (mut odp, mut implicit, mut rc) = (false, false, Vec::new());
+    for l in stdout.lines() {
+        let t = l.trim();
+        if t.ends_with(':') && !t.contains(' ') {
+            section = if t == "general_odp_caps:" || t == "rc_odp_caps:" {
+                t
+            } else {
+                ""
+            };
+            continue;
+        }
+        match section {
+            "general_odp_caps:" => {
+                odp |= t == "ODP_SUPPORT";
+                implicit |= t == "ODP_SUPPORT_IMPLICIT";
+            }
+            "rc_odp_caps:" if !t.is_empty() && !t.contains(':') => rc.push(t.to_string()),
+            _ => section = "",
+        }
+    }
+    Ok((odp, implicit, rc))
+}
+
+/// Debian's `ibv_rc_pingpong` with on-demand MRs (`-o`, 1 MiB, cold) and the implicit MR
+/// (`-O`), on Debian's libibverbs through the RDMA core: the core must report ODP for a device
+/// that faults on demand (its SVA capabilities, or its own translation tables' faults), or
+/// refuse the registrations; every received buffer checked.
+fn test_debian_lib_rc_pingpong_odp() -> TestResult {
+    needs(RC_PINGPONG)?;
+    if verbs_ctx()?.port_attr()?.has_wire() {
+        return Err(Failure::Skip(
+            "the port is RoCE (a wire) and has no netdev yet: no GID to address".into(),
+        ));
+    }
+    let name = device_name()?;
+    let caps = pfnic_sys::Device::open(format!("/dev/{name}"))?
+        .query()?
+        .caps;
+    let sva = uapi::PFNIC_CAP_ATS | uapi::PFNIC_CAP_PASID | uapi::PFNIC_CAP_PRI;
+    let faults = caps & sva == sva || caps & uapi::PFNIC_CAP_FAULTS != 0;
+    let (odp, implicit, rc) = core_odp_caps(&name)?;
+    outln!(
+        "# ibv_devinfo -v: ODP {odp}, implicit {implicit}, RC {}",
+        rc.join(" ")
+    );
+    check_eq!(odp, faults);
+    if caps & sva == sva {
+        check!(implicit, "an SVA device without the implicit MR");
+    }
+    if !odp {
+        return Err(Failure::Skip("the device does not fault on demand".into()));
+    }
+    for op in [
+        "SUPPORT_SEND",
+        "SUPPORT_RECV",
+        "SUPPORT_WRITE",
+        "SUPPORT_READ",
+    ] {
+        check!(rc.iter().any(|c| c == op), "rc_odp_caps lacks {op}: {rc:?}");
+    }
+    let env = [("LD_LIBRARY_PATH", DEBIAN_LIBIBVERBS)];
+    pingpong_env(
+        RC_PINGPONG,
+        &["-d", &name, "-o", "-c", "-s", "65536"],
+        20,
+        &env,
+    )?;
+    if implicit {
+        pingpong_env(
+            RC_PINGPONG,
+            &["-d", &name, "-O", "-c", "-s", "8192"],
+            20,
+            &env,
+        )?;
+    }
+    Ok(())
 }
 
 /// Whether this context's memory mode has RC on-demand paging (and the implicit MR), as the
