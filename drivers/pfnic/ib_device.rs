@@ -26,7 +26,7 @@ use kernel::{
         },
         qp::{QpAttr, QpInitAttr, QpQuery},
         udata::UData,
-        CqInitAttr, MrKeys, UserMr,
+        CqInitAttr, CqNotifier, MrKeys, UserMr,
     },
     str::CString,
     sync::Arc,
@@ -174,9 +174,10 @@ impl rdma::Operations for PfnicIbDevice {
     fn create_cq(
         uctx: &Self::UContext,
         attr: &CqInitAttr,
+        notifier: CqNotifier,
         udata: &mut UData<'_>,
     ) -> Result<(Self::Cq, u32)> {
-        uctx.create_cq(attr, udata)
+        uctx.create_cq(attr, notifier, udata)
     }
 
     fn destroy_cq(uctx: &Self::UContext, cq: &Self::Cq) -> Result {

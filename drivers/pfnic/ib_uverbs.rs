@@ -18,7 +18,7 @@ use kernel::{
     rdma::{
         qp::{attr_mask, qp_type, AhAttr, GlobalRoute, QpAttr, QpCap, QpInitAttr, QpQuery},
         udata::UData,
-        CqInitAttr, MrKeys, UserMr,
+        CqInitAttr, CqNotifier, MrKeys, UserMr,
     },
     sync::{Arc, Mutex},
 };
@@ -116,7 +116,12 @@ impl UContext {
         })
     }
 
-    pub(crate) fn create_cq(&self, attr: &CqInitAttr, udata: &mut UData<'_>) -> Result<(Cq, u32)> {
+    pub(crate) fn create_cq(
+        &self,
+        attr: &CqInitAttr,
+        notifier: CqNotifier,
+        udata: &mut UData<'_>,
+    ) -> Result<(Cq, u32)> {
         self.owner_only()?;
         let mut req = uapi::IbCreateCqReq::new_zeroed();
         udata.read(req.as_mut_bytes())?;
@@ -125,12 +130,12 @@ impl UContext {
         }
         let mut arg = uapi::CreateCq {
             cqe: attr.cqe,
-            // Completion events are not routed to the core's channels yet.
+            // Completion events go to the core, which has the channel.
             channel: -1,
             flags: req.flags,
             ..Default::default()
         };
-        self.verbs.create_cq(&mut arg)?;
+        self.verbs.create_cq_for(&mut arg, Some(notifier))?;
         let cq = Cq(arg.cqn);
         let resp = uapi::IbCreateCqResp {
             cqn: arg.cqn,

@@ -8,12 +8,14 @@
 use super::{
     async_events::ObjectKind,
     cmd,
-    eq::Route,
+    eq::{CompletionTarget, Route},
     file::{ring_bytes, Cq, VerbsFile},
     Limits,
 };
 use crate::uapi;
-use kernel::{dma::SharedCoherent, page::PAGE_SIZE, prelude::*, types::ScopeGuard};
+use kernel::{
+    dma::SharedCoherent, page::PAGE_SIZE, prelude::*, rdma::CqNotifier, types::ScopeGuard,
+};
 
 /// Bytes of a CQE, and of one with a timestamp (docs/verbs.md, "Completion queue entry").
 const CQE_SIZE: usize = 32;
@@ -26,6 +28,16 @@ const RECORD_SIZE: usize = 16;
 impl VerbsFile {
     /// `PFNIC_IOCTL_CREATE_CQ`.
     pub(crate) fn create_cq(&self, arg: &mut uapi::CreateCq) -> Result {
+        self.create_cq_for(arg, None)
+    }
+
+    /// [`VerbsFile::create_cq`], with the completion events of a CQ of the RDMA core going to
+    /// `core` (the argument's channel must then be -1).
+    pub(crate) fn create_cq_for(
+        &self,
+        arg: &mut uapi::CreateCq,
+        core: Option<CqNotifier>,
+    ) -> Result {
         let verbs = self.nic.verbs()?;
         let owner = self.async_events()?.clone();
         if arg.cqe == 0
@@ -52,6 +64,12 @@ impl VerbsFile {
 
         let mut o = self.objects.lock();
         let channel = VerbsFile::channel_of(&o.channels, arg.channel)?;
+        let target = match (core, &channel) {
+            (None, None) => None,
+            (None, Some(events)) => Some(CompletionTarget::Channel(events.clone())),
+            (Some(notifier), None) => Some(CompletionTarget::Core(notifier)),
+            (Some(_), Some(_)) => return Err(EINVAL),
+        };
         if o.cqs.iter().count() >= Limits::file_share(verbs.limits.max_cqs) {
             return Err(EDQUOT);
         }
@@ -61,7 +79,7 @@ impl VerbsFile {
         drop(verbs.eq.set_route(
             cqn,
             Some(Route {
-                events: channel.clone(),
+                events: target,
                 cq_context: arg.cq_context,
                 owner,
             }),

@@ -10,6 +10,7 @@
 
 use super::{async_events::AsyncEvents, events::CompletionEvents};
 use crate::{nic::Bar0, regs, uapi};
+use kernel::rdma::CqNotifier;
 use kernel::{
     bitmap::BitmapVec,
     device::{Bound, Device},
@@ -78,10 +79,18 @@ unsafe impl kernel::transmute::FromBytes for Eqe {}
 // SAFETY: as above: no padding, so every byte of an `Eqe` is initialized.
 unsafe impl kernel::transmute::AsBytes for Eqe {}
 
+/// Where the completion events of one CQ go.
+pub(crate) enum CompletionTarget {
+    /// A completion channel of `/dev/pfnicN` (`PFNIC_IOCTL_CREATE_COMP_CHANNEL`).
+    Channel(Arc<CompletionEvents>),
+    /// The RDMA core, for a CQ of one of its user contexts: the core's completion channel.
+    Core(CqNotifier),
+}
+
 /// Where the events of one CQ go.
 pub(crate) struct Route {
-    /// Its channel; `None`: the CQ has none, and its completion events go nowhere.
-    pub(crate) events: Option<Arc<CompletionEvents>>,
+    /// `None`: the CQ has no channel, and its completion events go nowhere.
+    pub(crate) events: Option<CompletionTarget>,
     pub(crate) cq_context: u64,
     /// Its file's asynchronous events (`CQ_ERROR`).
     pub(crate) owner: Arc<AsyncEvents>,
@@ -407,11 +416,17 @@ impl EventQueue {
                     .get(entry.object as usize)
                     .and_then(Option::as_ref)
                     .is_some_and(|route| match &route.events {
-                        Some(events) => events.push(uapi::CqEvent {
+                        Some(CompletionTarget::Channel(events)) => events.push(uapi::CqEvent {
                             cq_context: route.cq_context,
                             cqn: entry.object,
                             reserved: 0,
                         }),
+                        Some(CompletionTarget::Core(notifier)) => {
+                            // SAFETY: Destroying the CQ removes its route, under the lock
+                            // held here, before the driver's `destroy_cq` returns.
+                            unsafe { notifier.notify() };
+                            true
+                        }
                         // Not lost: the process asked for none.
                         None => true,
                     });
