@@ -117,11 +117,6 @@ static struct ibv_cq *pfnic_create_cq(struct ibv_context *context, int cqe,
 	struct pfnic_create_cq_cmd cmd = {};
 	struct pfnic_cq *cq;
 
-	/* Completion events through the core's channels come with the data path. */
-	if (channel) {
-		errno = EOPNOTSUPP;
-		return NULL;
-	}
 	cq = calloc(1, sizeof(*cq));
 	if (!cq)
 		return NULL;
@@ -238,6 +233,11 @@ static int pfnic_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
 	return pfnic_rs_poll_cq(to_pfnic_cq(cq)->rs, num_entries, wc);
 }
 
+static int pfnic_req_notify_cq(struct ibv_cq *cq, int solicited_only)
+{
+	return pfnic_rs_req_notify_cq(to_pfnic_cq(cq)->rs, solicited_only);
+}
+
 static int pfnic_query_device(struct ibv_context *context,
 			      const struct ibv_query_device_ex_input *input,
 			      struct ibv_device_attr_ex *attr,
@@ -295,6 +295,7 @@ static const struct verbs_context_ops pfnic_context_ops = {
 	.post_send = pfnic_post_send,
 	.post_recv = pfnic_post_recv,
 	.poll_cq = pfnic_poll_cq,
+	.req_notify_cq = pfnic_req_notify_cq,
 };
 
 static struct verbs_context *pfnic_alloc_context(struct ibv_device *ibdev,

@@ -32,6 +32,7 @@ void pfnic_rs_cq_free(struct pfnic_rs_cq *cq);
 void *pfnic_rs_cq_ring(const struct pfnic_rs_cq *cq);
 int pfnic_rs_poll_cq(const struct pfnic_rs_cq *cq, int num_entries,
 		     struct ibv_wc *wc);
+int pfnic_rs_req_notify_cq(const struct pfnic_rs_cq *cq, int solicited_only);
 struct pfnic_rs_qp *pfnic_rs_qp_new(const struct pfnic_rs_cq *send_cq,
 				    const struct pfnic_rs_cq *recv_cq,
 				    uint32_t qpn, const struct ibv_qp_cap *cap,

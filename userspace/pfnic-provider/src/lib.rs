@@ -178,6 +178,24 @@ pub unsafe extern "C" fn pfnic_rs_poll_cq(
     got as c_int
 }
 
+/// `ibv_req_notify_cq`: the CQ's next completion (the next solicited one with
+/// `solicited_only`) raises a completion event on its channel. 0 or an errno value.
+///
+/// # Safety
+///
+/// `cq` is from [`pfnic_rs_cq_new`].
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_req_notify_cq(
+    cq: *const PfnicRsCq,
+    solicited_only: c_int,
+) -> c_int {
+    // SAFETY: forwarded to the caller.
+    match unsafe { &*cq }.cq.req_notify(solicited_only != 0) {
+        Ok(()) => 0,
+        Err(e) => e.raw_os_error().unwrap_or(libc::EIO),
+    }
+}
+
 /// Maps the queues of an RC QP the core created with number `qpn` and capabilities `cap` on
 /// these CQs, `layout` the driver's answer.
 ///

@@ -695,7 +695,8 @@ fn test_debian_rc_pingpong_gid_check() -> TestResult {
 
 /// Debian's unmodified `ibv_rc_pingpong` on Debian's unmodified libibverbs.so.1: every verb
 /// through the RDMA core and pfnic's provider, posting and polling in the provider's Rust
-/// data path; each received buffer validated (`-c`). On the InfiniBand-style port (by LID):
+/// data path; each received buffer validated (`-c`); with completion events (`-e`) through
+/// the core's completion channel. On the InfiniBand-style port (by LID):
 /// a RoCE port's GID table stays empty until the port has a netdev.
 fn test_debian_lib_rc_pingpong() -> TestResult {
     needs(RC_PINGPONG)?;
@@ -715,7 +716,9 @@ fn test_debian_lib_rc_pingpong() -> TestResult {
         50,
         &env,
     )?;
-    pingpong_env(RC_PINGPONG, &["-d", &name, "-s", "1"], 100, &env)
+    pingpong_env(RC_PINGPONG, &["-d", &name, "-s", "1"], 100, &env)?;
+    // Completion events through the core's completion channel (`ibv_get_cq_event`).
+    pingpong_env(RC_PINGPONG, &["-d", &name, "-e", "-c", "-s", "8192"], 100, &env)
 }
 
 /// The on-demand paging Debian's `ibv_devinfo -v` shows through the RDMA core: (ODP, implicit
