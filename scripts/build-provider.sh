@@ -59,7 +59,7 @@ log "building the provider's data path (cargo, pfnic-provider)"
 	RUSTFLAGS="-C relocation-model=pic" PFNIC_RDMA_CORE_INCLUDE=$rdma_core/usr/include \
 	cargo build --release --locked -q -p pfnic-provider) || die "cargo build of pfnic-provider failed"
 rslib=$BUILD_DIR/rdma-provider-cargo/x86_64-unknown-linux-gnu/release/libpfnic_provider.a
-if nm --defined-only "$rslib" 2>/dev/null | grep -qE " T (ibv|verbs)_"; then
+if nm --defined-only "$rslib" | grep -E " T (ibv|verbs)_" >/dev/null; then
 	die "libpfnic_provider.a defines libibverbs functions; pfnic-ibverbs' cabi feature leaked in"
 fi
 
@@ -71,7 +71,7 @@ cc -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror -fPIC -shared \
 	-Wl,--version-script="$RDMA_CORE_SRC/buildlib/provider.map" -Wl,-z,defs -Wl,--gc-sections \
 	-L "$rdma_core/usr/lib/x86_64-linux-gnu" -l:libibverbs.so.1 -static-libgcc -Wl,-Bstatic -lgcc_eh -Wl,-Bdynamic -lpthread -ldl -lm ||
 	die "the provider does not build"
-objdump -T "$so.tmp" | grep -q "IBVERBS_PRIVATE_$pabi.*verbs_register_driver_$pabi" ||
+objdump -T "$so.tmp" | grep "IBVERBS_PRIVATE_$pabi.*verbs_register_driver_$pabi" >/dev/null ||
 	die "the provider does not register through IBVERBS_PRIVATE_$pabi"
 mv "$so.tmp" "$so"
 # The guest suite's check of the verbs objects through the core, on Debian's libibverbs.
