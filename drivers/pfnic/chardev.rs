@@ -169,7 +169,7 @@ impl MiscDevice for PfnicFile {
         let task = kernel::current!();
         let mm = task.mm().ok_or(EINVAL)?;
         let ctx = Context::new(nic, mm, || Some(file.mappings()))?;
-        let verbs = VerbsFile::new(nic, ctx.index(), ctx.has_pasid())?;
+        let verbs = VerbsFile::new(nic, ctx.index(), ctx.has_pasid(), true)?;
         nic.attach_objects(ctx.index(), verbs.objects.clone())?;
         Ok(KBox::new(
             PfnicFile {

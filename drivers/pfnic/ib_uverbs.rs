@@ -53,7 +53,9 @@ impl UContext {
         let task = kernel::current!();
         let mm = task.mm().ok_or(EINVAL)?;
         let ctx = Context::new(nic, mm, || None)?;
-        let verbs = VerbsFile::new(nic, ctx.index(), ctx.has_pasid())?;
+        // No per-file share of the device's tables: the core charges the context's objects to
+        // the process's rdma cgroup (`rdma.max`), and the device's limits are what it reports.
+        let verbs = VerbsFile::new(nic, ctx.index(), ctx.has_pasid(), false)?;
         KBox::try_pin_init(
             try_pin_init!(Self {
                 nic: nic.clone(),

@@ -10,7 +10,6 @@ use super::{
     cmd,
     eq::{CompletionTarget, Route},
     file::{ring_bytes, Cq, VerbsFile},
-    Limits,
 };
 use crate::uapi;
 use kernel::{
@@ -70,7 +69,7 @@ impl VerbsFile {
             (Some(notifier), None) => Some(CompletionTarget::Core(notifier)),
             (Some(_), Some(_)) => return Err(EINVAL),
         };
-        if o.cqs.iter().count() >= Limits::file_share(verbs.limits.max_cqs) {
+        if o.cqs.iter().count() >= self.share(verbs.limits.max_cqs) {
             return Err(EDQUOT);
         }
         let cqn = verbs.ids.lock().cqns.alloc()?;

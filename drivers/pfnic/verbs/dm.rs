@@ -266,7 +266,7 @@ impl VerbsFile {
         if arg.length == 0 || end > dm.length {
             return Err(EINVAL);
         }
-        if o.mrs.iter().count() >= Limits::file_share(verbs.limits.max_mrs) {
+        if o.mrs.iter().count() >= self.share(verbs.limits.max_mrs) {
             return Err(EDQUOT);
         }
         let start = u64::from(dm.run.first) * DM_PAGE as u64 + arg.dm_offset;

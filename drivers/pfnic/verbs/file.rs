@@ -22,7 +22,7 @@ use super::{
     events::CompletionEvents,
     odp::OdpMr,
     pinned::PinnedMr,
-    MAX_PDS,
+    Limits, MAX_PDS,
 };
 use crate::{nic::Nic, regs, uapi};
 use kernel::{
@@ -254,6 +254,10 @@ pub(crate) struct VerbsFile {
     pub(crate) objects: Arc<Mutex<Objects>>,
     /// The file's asynchronous events; `None` on a device without verbs.
     pub(crate) async_events: Option<Arc<AsyncEvents>>,
+    /// The file may hold only a share of each device table ([`super::FILE_SHARE`]): a
+    /// `/dev/pfnicN` file. A user context of the RDMA core has none: the core charges its
+    /// objects to the process's rdma cgroup, and the device's limits are what it reports.
+    quota: bool,
 }
 
 /// The ring memory of a CQ or QP: device memory the process maps.
@@ -265,7 +269,7 @@ pub(crate) fn ring_bytes(bytes: usize) -> Result<usize> {
 }
 
 impl VerbsFile {
-    pub(crate) fn new(nic: &Arc<Nic>, ctx: u32, sva: bool) -> Result<Self> {
+    pub(crate) fn new(nic: &Arc<Nic>, ctx: u32, sva: bool, quota: bool) -> Result<Self> {
         let dm_pages = nic
             .verbs()
             .ok()
@@ -310,12 +314,22 @@ impl VerbsFile {
             sva,
             objects: Arc::pin_init(new_mutex!(objects), GFP_KERNEL)?,
             async_events,
+            quota,
         };
         // From here on, dropping the file takes this back.
         if let (Ok(v), Some(events)) = (nic.verbs(), &file.async_events) {
             drop(v.eq.set_port_listener(ctx, Some(events.clone())));
         }
         Ok(file)
+    }
+
+    /// How many of a table of `entries` the file may hold ([`VerbsFile::quota`]).
+    pub(crate) fn share(&self, entries: u32) -> usize {
+        if self.quota {
+            Limits::file_share(entries)
+        } else {
+            usize::MAX
+        }
     }
 
     /// The file's asynchronous events (`EOPNOTSUPP` on a device without verbs).

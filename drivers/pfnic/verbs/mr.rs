@@ -12,7 +12,7 @@
 //! filled at registration, as in the `sva` mode, and the implicit MR has a sparse table (device
 //! ABI 1.10).
 
-use super::{cmd, file::Mr, file::VerbsFile, odp, pinned::PinnedMr, Limits};
+use super::{cmd, file::Mr, file::VerbsFile, odp, pinned::PinnedMr};
 use crate::{
     nic::Nic,
     ring::{self, Desc},
@@ -93,7 +93,7 @@ impl VerbsFile {
     pub(crate) fn reg_mr(&self, arg: &mut uapi::RegMr) -> Result {
         let verbs = self.nic.verbs()?;
         let implicit = check_reg(arg)?;
-        let share = Limits::file_share(verbs.limits.max_mrs);
+        let share = self.share(verbs.limits.max_mrs);
         let mode = {
             let mut o = self.objects.lock();
             o.pds.get(&arg.pd).ok_or(EINVAL)?;

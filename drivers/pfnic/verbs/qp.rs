@@ -12,7 +12,7 @@ use super::{
     eq::OwnerRoute,
     file::{ring_bytes, Qp, VerbsFile},
     port::PORT_MAX_MTU,
-    Limits, MAX_QP_RD_ATOM,
+    MAX_QP_RD_ATOM,
 };
 use crate::uapi::*;
 use kernel::{dma::SharedCoherent, page::PAGE_SIZE, prelude::*, types::ScopeGuard};
@@ -255,7 +255,7 @@ impl VerbsFile {
         if !objects_exist(&o) {
             return Err(EINVAL);
         }
-        if o.qps.iter().count() >= Limits::file_share(verbs.limits.max_qps) {
+        if o.qps.iter().count() >= self.share(verbs.limits.max_qps) {
             return Err(EDQUOT);
         }
         let qpn = verbs.ids.lock().qpns.alloc()?;

@@ -10,7 +10,6 @@ use super::{
     cmd,
     eq::OwnerRoute,
     file::{ring_bytes, Srq, VerbsFile},
-    Limits,
 };
 use crate::uapi;
 use kernel::{dma::SharedCoherent, page::PAGE_SIZE, prelude::*, types::ScopeGuard};
@@ -49,7 +48,7 @@ impl VerbsFile {
         if o.pds.get(&arg.pd).is_none() {
             return Err(EINVAL);
         }
-        if o.srqs.iter().count() >= Limits::file_share(l.max_srqs) {
+        if o.srqs.iter().count() >= self.share(l.max_srqs) {
             return Err(EDQUOT);
         }
         let srqn = verbs.ids.lock().srqns.alloc()?;
