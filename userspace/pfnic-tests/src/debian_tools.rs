@@ -718,7 +718,12 @@ fn test_debian_lib_rc_pingpong() -> TestResult {
     )?;
     pingpong_env(RC_PINGPONG, &["-d", &name, "-s", "1"], 100, &env)?;
     // Completion events through the core's completion channel (`ibv_get_cq_event`).
-    pingpong_env(RC_PINGPONG, &["-d", &name, "-e", "-c", "-s", "8192"], 100, &env)
+    pingpong_env(
+        RC_PINGPONG,
+        &["-d", &name, "-e", "-c", "-s", "8192"],
+        100,
+        &env,
+    )
 }
 
 /// The on-demand paging Debian's `ibv_devinfo -v` shows through the RDMA core: (ODP, implicit

@@ -263,6 +263,49 @@ static int test_refused(const char *dev)
 	return 0;
 }
 
+/*
+ * The device's limits are what a context may use: more than a quarter of
+ * the QPs (the private interface's per-file share, EDQUOT beyond); the
+ * core's rdma cgroup is what limits processes.
+ */
+static int test_limits(const char *dev)
+{
+	struct ibv_qp_init_attr init = {
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_device_attr attr;
+	struct ibv_qp **qps;
+	struct objs o;
+	int n, i, ret = 0;
+
+	if (make_objs(&o, dev))
+		return 1;
+	CHECK(!ibv_query_device(o.ctx, &attr), "ibv_query_device");
+	n = attr.max_qp / 4 + 1;
+	qps = calloc(n, sizeof(*qps));
+	CHECK(qps, "calloc");
+	init.send_cq = o.cq;
+	init.recv_cq = o.cq;
+	/* make_objs made one QP already. */
+	for (i = 0; i < n - 1; i++) {
+		qps[i] = ibv_create_qp(o.pd, &init);
+		if (!qps[i]) {
+			printf("# QP %d of max_qp %d: %s\n", i + 2, attr.max_qp,
+			       strerror(errno));
+			ret = 1;
+			break;
+		}
+	}
+	for (i = 0; i < n; i++)
+		if (qps[i])
+			ibv_destroy_qp(qps[i]);
+	free(qps);
+	free_objs(&o);
+	return ret;
+}
+
 /* A fork child cannot use its parent's context: its address space is another. */
 static int test_fork_child(const char *dev)
 {
@@ -378,10 +421,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s DEVICE [hold]\n", argv[0]);
 		return 2;
 	}
-	printf("TAP version 13\n1..4\n");
+	printf("TAP version 13\n1..5\n");
 	report("objects", test_objects(argv[1]));
 	report("qp_states", test_qp_states(argv[1]));
 	report("refused", test_refused(argv[1]));
 	report("fork_child", test_fork_child(argv[1]));
+	report("limits", test_limits(argv[1]));
 	return failed ? 1 : 0;
 }
