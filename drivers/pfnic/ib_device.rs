@@ -24,7 +24,7 @@ use kernel::{
             device_caps, AtomicCap, DeviceAttr, Mtu, PhysState, PortAttr, PortImmutable,
             PortProtocol, PortState,
         },
-        qp::{QpAttr, QpInitAttr, QpQuery},
+        qp::{QpAttr, QpInitAttr, QpQuery, SrqAttr},
         udata::UData,
         CqInitAttr, CqNotifier, MrKeys, UserMr,
     },
@@ -131,6 +131,7 @@ impl rdma::Operations for PfnicIbDevice {
     type Cq = ib_uverbs::Cq;
     type Mr = ib_uverbs::Mr;
     type Qp = ib_uverbs::Qp;
+    type Srq = ib_uverbs::Srq;
     const UVERBS_ABI_VERSION: u32 = uapi::PFNIC_IB_ABI_VERSION;
 
     /// Creates the process's hardware context and tells the provider which device and
@@ -214,6 +215,33 @@ impl rdma::Operations for PfnicIbDevice {
         udata: &mut UData<'_>,
     ) -> Result {
         uctx.modify_qp(qp, attr, mask, udata)
+    }
+
+    fn create_srq(
+        uctx: &Self::UContext,
+        pd: &Self::Pd,
+        attr: &mut SrqAttr,
+        udata: &mut UData<'_>,
+    ) -> Result<Self::Srq> {
+        uctx.create_srq(pd, attr, udata)
+    }
+
+    fn modify_srq(
+        uctx: &Self::UContext,
+        srq: &Self::Srq,
+        attr: &SrqAttr,
+        mask: u32,
+        udata: &mut UData<'_>,
+    ) -> Result {
+        uctx.modify_srq(srq, attr, mask, udata)
+    }
+
+    fn query_srq(uctx: &Self::UContext, srq: &Self::Srq) -> Result<SrqAttr> {
+        uctx.query_srq(srq)
+    }
+
+    fn destroy_srq(uctx: &Self::UContext, srq: &Self::Srq) -> Result {
+        uctx.destroy_srq(srq)
     }
 
     fn query_qp(uctx: &Self::UContext, qp: &Self::Qp) -> Result<QpQuery> {

@@ -16,7 +16,9 @@ use kernel::{
     new_mutex,
     prelude::*,
     rdma::{
-        qp::{attr_mask, qp_type, AhAttr, GlobalRoute, QpAttr, QpCap, QpInitAttr, QpQuery},
+        qp::{
+            attr_mask, qp_type, AhAttr, GlobalRoute, QpAttr, QpCap, QpInitAttr, QpQuery, SrqAttr,
+        },
         udata::UData,
         CqInitAttr, CqNotifier, MrKeys, UserMr,
     },
@@ -45,6 +47,8 @@ pub(crate) struct Cq(u32);
 pub(crate) struct Mr(u32);
 /// A queue pair: its QPN.
 pub(crate) struct Qp(u32);
+/// A shared receive queue: its SRQN.
+pub(crate) struct Srq(u32);
 
 impl UContext {
     /// A user context for the calling process on `nic`: a hardware context in its address
@@ -233,6 +237,10 @@ impl UContext {
         if req.flags != arg.flags {
             return Err(EINVAL);
         }
+        if let Some(srq) = attr.srq {
+            arg.flags |= uapi::PFNIC_QP_CREATE_SRQ;
+            arg.srq = srq.0;
+        }
         self.verbs.create_qp(&mut arg)?;
         let qp = Qp(arg.qpn);
         let resp = uapi::IbCreateQpResp {
@@ -300,6 +308,77 @@ impl UContext {
             },
         };
         self.verbs.modify_qp(&arg)
+    }
+
+    pub(crate) fn create_srq(
+        &self,
+        pd: &Pd,
+        attr: &mut SrqAttr,
+        udata: &mut UData<'_>,
+    ) -> Result<Srq> {
+        self.owner_only()?;
+        udata.read(&mut [])?;
+        let mut arg = uapi::CreateSrq {
+            pd: pd.0,
+            max_wr: attr.max_wr,
+            max_sge: attr.max_sge,
+            srq_limit: attr.srq_limit,
+            ..Default::default()
+        };
+        self.verbs.create_srq(&mut arg)?;
+        let srq = Srq(arg.srqn);
+        let resp = uapi::IbCreateSrqResp {
+            srqn: arg.srqn,
+            entries: arg.entries,
+            mmap_offset: arg.mmap_offset,
+            mmap_len: arg.mmap_len,
+            record_offset: arg.record_offset,
+        };
+        if let Err(e) = udata.write(resp.as_bytes()) {
+            let _ = self.destroy_srq(&srq);
+            return Err(e);
+        }
+        attr.max_wr = arg.max_wr;
+        attr.max_sge = arg.max_sge;
+        Ok(srq)
+    }
+
+    pub(crate) fn modify_srq(
+        &self,
+        srq: &Srq,
+        attr: &SrqAttr,
+        mask: u32,
+        udata: &mut UData<'_>,
+    ) -> Result {
+        self.owner_only()?;
+        udata.read(&mut [])?;
+        self.verbs.modify_srq(&uapi::ModifySrq {
+            srqn: srq.0,
+            attr_mask: mask,
+            max_wr: attr.max_wr,
+            srq_limit: attr.srq_limit,
+        })
+    }
+
+    pub(crate) fn query_srq(&self, srq: &Srq) -> Result<SrqAttr> {
+        self.owner_only()?;
+        let mut q = uapi::QuerySrq {
+            srqn: srq.0,
+            ..Default::default()
+        };
+        self.verbs.query_srq(&mut q)?;
+        Ok(SrqAttr {
+            max_wr: q.max_wr,
+            max_sge: q.max_sge,
+            srq_limit: q.srq_limit,
+        })
+    }
+
+    pub(crate) fn destroy_srq(&self, srq: &Srq) -> Result {
+        self.verbs.destroy_srq(&mut uapi::ObjectNumber {
+            num: srq.0,
+            events_reported: 0,
+        })
     }
 
     /// The QP's attributes as last set, in the device's current state, and its capabilities.

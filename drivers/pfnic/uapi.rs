@@ -1289,3 +1289,21 @@ pub struct IbCreateQpResp {
     /// Offset of the QP record in the mapping.
     pub record_offset: u64,
 }
+
+/// The driver's part of the answer to `ibv_create_srq()`: map `mmap_len` bytes of the uverbs
+/// file at `mmap_offset` for the queue, with the SRQ record at `record_offset` (as
+/// [`CreateSrq`]'s). The granted work requests and SGEs are in the core's part.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct IbCreateSrqResp {
+    /// The SRQ number.
+    pub srqn: u32,
+    /// Entries in the queue (a power of 2).
+    pub entries: u32,
+    /// `mmap()` offset of the queue.
+    pub mmap_offset: u64,
+    /// Bytes to map.
+    pub mmap_len: u64,
+    /// Offset of the SRQ record in the mapping.
+    pub record_offset: u64,
+}

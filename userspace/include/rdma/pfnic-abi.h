@@ -66,4 +66,16 @@ struct pfnic_ib_create_qp_resp {
 	__aligned_u64 record_offset;
 };
 
+/*
+ * The driver's part of the answer to ibv_create_srq(): the queue at the
+ * start of the mapping, the SRQ record at record_offset.
+ */
+struct pfnic_ib_create_srq_resp {
+	__u32 srqn;
+	__u32 entries;		/* a power of 2 */
+	__aligned_u64 mmap_offset;
+	__aligned_u64 mmap_len;
+	__aligned_u64 record_offset;
+};
+
 #endif /* PFNIC_ABI_USER_H */

@@ -10,7 +10,7 @@ use std::process::Command;
 
 use crate::uapi::{
     IbAllocUcontextResp, IbCreateCqReq, IbCreateCqResp, IbCreateQpReq, IbCreateQpResp,
-    PFNIC_IB_ABI_VERSION, PFNIC_MMAP_DOORBELL,
+    IbCreateSrqResp, PFNIC_IB_ABI_VERSION, PFNIC_MMAP_DOORBELL,
 };
 
 /// Every size and field offset of a structure, for [`assertions`].
