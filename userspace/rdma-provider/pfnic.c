@@ -44,6 +44,11 @@ struct pfnic_create_cq_resp {
 	struct pfnic_ib_create_cq_resp drv;
 };
 
+struct pfnic_create_srq_resp {
+	struct ib_uverbs_create_srq_resp ibv_resp;
+	struct pfnic_ib_create_srq_resp drv;
+};
+
 struct pfnic_create_qp_cmd {
 	struct ibv_create_qp ibv_cmd;
 	struct pfnic_ib_create_qp_req drv;
@@ -170,6 +175,7 @@ static struct ibv_qp *pfnic_create_qp(struct ibv_pd *pd,
 	/* attr->cap now holds the capabilities the driver granted. */
 	qp->rs = pfnic_rs_qp_new(to_pfnic_cq(attr->send_cq)->rs,
 				 to_pfnic_cq(attr->recv_cq)->rs,
+				 attr->srq ? to_pfnic_srq(attr->srq)->rs : NULL,
 				 qp->ibv_qp.qp_num, &attr->cap, attr->sq_sig_all,
 				 &resp.drv);
 	if (!qp->rs) {
@@ -184,6 +190,71 @@ static struct ibv_qp *pfnic_create_qp(struct ibv_pd *pd,
 err:
 	free(qp);
 	return NULL;
+}
+
+static struct ibv_srq *pfnic_create_srq(struct ibv_pd *pd,
+					struct ibv_srq_init_attr *attr)
+{
+	struct pfnic_create_srq_resp resp = {};
+	struct ibv_create_srq cmd = {};
+	struct pfnic_srq *srq;
+
+	srq = calloc(1, sizeof(*srq));
+	if (!srq)
+		return NULL;
+	errno = ibv_cmd_create_srq(pd, &srq->ibv_srq, attr, &cmd, sizeof(cmd),
+				   &resp.ibv_resp, sizeof(resp));
+	if (errno)
+		goto err;
+	/* attr->attr now holds what the driver granted. */
+	srq->rs = pfnic_rs_srq_new(to_pfnic_ctx(pd->context)->rs, &resp.drv,
+				   attr->attr.max_wr, attr->attr.max_sge);
+	if (!srq->rs) {
+		int err = errno;
+
+		ibv_cmd_destroy_srq(&srq->ibv_srq);
+		errno = err;
+		goto err;
+	}
+	return &srq->ibv_srq;
+
+err:
+	free(srq);
+	return NULL;
+}
+
+static int pfnic_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr,
+			    int attr_mask)
+{
+	struct ibv_modify_srq cmd;
+
+	return ibv_cmd_modify_srq(srq, attr, attr_mask, &cmd, sizeof(cmd));
+}
+
+static int pfnic_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr)
+{
+	struct ibv_query_srq cmd;
+
+	return ibv_cmd_query_srq(srq, attr, &cmd, sizeof(cmd));
+}
+
+static int pfnic_destroy_srq(struct ibv_srq *ibsrq)
+{
+	struct pfnic_srq *srq = to_pfnic_srq(ibsrq);
+	int ret;
+
+	ret = ibv_cmd_destroy_srq(ibsrq);
+	if (ret)
+		return ret;
+	pfnic_rs_srq_free(srq->rs);
+	free(srq);
+	return 0;
+}
+
+static int pfnic_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+			       struct ibv_recv_wr **bad_wr)
+{
+	return pfnic_rs_post_srq_recv(to_pfnic_srq(srq)->rs, wr, bad_wr);
 }
 
 static int pfnic_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
@@ -296,6 +367,11 @@ static const struct verbs_context_ops pfnic_context_ops = {
 	.post_recv = pfnic_post_recv,
 	.poll_cq = pfnic_poll_cq,
 	.req_notify_cq = pfnic_req_notify_cq,
+	.create_srq = pfnic_create_srq,
+	.modify_srq = pfnic_modify_srq,
+	.query_srq = pfnic_query_srq,
+	.destroy_srq = pfnic_destroy_srq,
+	.post_srq_recv = pfnic_post_srq_recv,
 };
 
 static struct verbs_context *pfnic_alloc_context(struct ibv_device *ibdev,

@@ -20,6 +20,7 @@ struct pfnic_device {
 struct pfnic_rs_context;
 struct pfnic_rs_cq;
 struct pfnic_rs_qp;
+struct pfnic_rs_srq;
 
 struct pfnic_rs_context *pfnic_rs_context_new(int cmd_fd, uint64_t caps,
 					      uint16_t lid);
@@ -33,8 +34,15 @@ void *pfnic_rs_cq_ring(const struct pfnic_rs_cq *cq);
 int pfnic_rs_poll_cq(const struct pfnic_rs_cq *cq, int num_entries,
 		     struct ibv_wc *wc);
 int pfnic_rs_req_notify_cq(const struct pfnic_rs_cq *cq, int solicited_only);
+struct pfnic_rs_srq *pfnic_rs_srq_new(const struct pfnic_rs_context *ctx,
+				      const struct pfnic_ib_create_srq_resp *layout,
+				      uint32_t max_wr, uint32_t max_sge);
+void pfnic_rs_srq_free(struct pfnic_rs_srq *srq);
+int pfnic_rs_post_srq_recv(const struct pfnic_rs_srq *srq,
+			   struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
 struct pfnic_rs_qp *pfnic_rs_qp_new(const struct pfnic_rs_cq *send_cq,
 				    const struct pfnic_rs_cq *recv_cq,
+				    const struct pfnic_rs_srq *srq,
 				    uint32_t qpn, const struct ibv_qp_cap *cap,
 				    int sq_sig_all,
 				    const struct pfnic_ib_create_qp_resp *layout);
@@ -60,6 +68,16 @@ struct pfnic_qp {
 	struct ibv_qp ibv_qp;
 	struct pfnic_rs_qp *rs;
 };
+
+struct pfnic_srq {
+	struct ibv_srq ibv_srq;
+	struct pfnic_rs_srq *rs;
+};
+
+static inline struct pfnic_srq *to_pfnic_srq(struct ibv_srq *ibsrq)
+{
+	return container_of(ibsrq, struct pfnic_srq, ibv_srq);
+}
 
 static inline struct pfnic_context *to_pfnic_ctx(struct ibv_context *ibctx)
 {

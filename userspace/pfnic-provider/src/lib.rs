@@ -15,8 +15,8 @@ use std::os::fd::{BorrowedFd, RawFd};
 use ibverbs::cq::wc_to_ibv;
 use ibverbs::ffi::{ibv_qp_cap, ibv_recv_wr, ibv_send_wr, ibv_wc};
 use ibverbs::qp::{post_list, recv_wr_of, send_wr_of};
-use pfnic_sys::uapi::{IbCreateCqResp, IbCreateQpResp};
-use pfnic_verbs::{Context, Cq, Qp, QpCap, QpInitAttr, Wc};
+use pfnic_sys::uapi::{IbCreateCqResp, IbCreateQpResp, IbCreateSrqResp};
+use pfnic_verbs::{Context, Cq, Qp, QpCap, QpInitAttr, Srq, Wc};
 
 /// A user context: the doorbell page, and the port's LID that receives report.
 pub struct PfnicRsContext {
@@ -33,6 +33,11 @@ pub struct PfnicRsCq {
 /// A QP's queues.
 pub struct PfnicRsQp {
     qp: Qp,
+}
+
+/// An SRQ's queue.
+pub struct PfnicRsSrq {
+    srq: Srq,
 }
 
 fn set_errno(e: &std::io::Error) {
@@ -196,16 +201,73 @@ pub unsafe extern "C" fn pfnic_rs_req_notify_cq(
     }
 }
 
-/// Maps the queues of an RC QP the core created with number `qpn` and capabilities `cap` on
-/// these CQs, `layout` the driver's answer.
+/// Maps the queue of an SRQ the core created with `max_wr` work requests of `max_sge` SGEs,
+/// `layout` the driver's answer.
 ///
 /// # Safety
 ///
-/// The CQs are from [`pfnic_rs_cq_new`] and outlive the QP; `cap` and `layout` are readable.
+/// `ctx` is from [`pfnic_rs_context_new`] and outlives the SRQ; `layout` is readable.
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_srq_new(
+    ctx: *const PfnicRsContext,
+    layout: *const IbCreateSrqResp,
+    max_wr: u32,
+    max_sge: u32,
+) -> *mut PfnicRsSrq {
+    // SAFETY: forwarded to the caller.
+    let (c, l) = unsafe { (&*ctx, &*layout) };
+    into_c(Srq::from_core(&c.ctx, l, max_wr, max_sge).map(|srq| PfnicRsSrq { srq }))
+}
+
+/// # Safety
+///
+/// `srq` is NULL or from [`pfnic_rs_srq_new`], its QPs freed before.
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_srq_free(srq: *mut PfnicRsSrq) {
+    // SAFETY: forwarded to the caller.
+    unsafe { free_c(srq) }
+}
+
+/// `ibv_post_srq_recv`: as [`pfnic_rs_post_recv`], for the SRQ.
+///
+/// # Safety
+///
+/// As [`pfnic_rs_post_send`], with `srq` from [`pfnic_rs_srq_new`].
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_post_srq_recv(
+    srq: *const PfnicRsSrq,
+    wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+) -> c_int {
+    // SAFETY: forwarded to the caller.
+    let q = unsafe { srq.as_ref() }.map(|s| &s.srq);
+    // SAFETY: the caller's work requests and their SGE lists.
+    let convert = |w: &ibv_recv_wr| unsafe { recv_wr_of(w) };
+    // SAFETY: forwarded to the caller.
+    unsafe {
+        post_list(
+            q,
+            wr,
+            bad_wr,
+            |w| w.next,
+            convert,
+            |q, w| q.post_recv_iter(w),
+        )
+    }
+}
+
+/// Maps the queues of an RC QP the core created with number `qpn` and capabilities `cap` on
+/// these CQs (and SRQ, or NULL), `layout` the driver's answer.
+///
+/// # Safety
+///
+/// The CQs are from [`pfnic_rs_cq_new`], the SRQ NULL or from [`pfnic_rs_srq_new`], and they
+/// outlive the QP; `cap` and `layout` are readable.
 #[no_mangle]
 pub unsafe extern "C" fn pfnic_rs_qp_new(
     send_cq: *const PfnicRsCq,
     recv_cq: *const PfnicRsCq,
+    srq: *const PfnicRsSrq,
     qpn: u32,
     cap: *const ibv_qp_cap,
     sq_sig_all: c_int,
@@ -213,6 +275,8 @@ pub unsafe extern "C" fn pfnic_rs_qp_new(
 ) -> *mut PfnicRsQp {
     // SAFETY: forwarded to the caller.
     let (s, r, c, l) = unsafe { (&*send_cq, &*recv_cq, &*cap, &*layout) };
+    // SAFETY: forwarded to the caller.
+    let srq = unsafe { srq.as_ref() }.map(|s| &s.srq);
     let cap = QpCap {
         max_send_wr: c.max_send_wr,
         max_recv_wr: c.max_recv_wr,
@@ -223,6 +287,7 @@ pub unsafe extern "C" fn pfnic_rs_qp_new(
     let mut attr = QpInitAttr::new(&s.cq, &r.cq, cap.max_send_wr, cap.max_send_sge);
     attr.cap = cap;
     attr.sq_sig_all = sq_sig_all != 0;
+    attr.srq = srq;
     into_c(Qp::from_core(&attr, qpn, cap, l).map(|qp| PfnicRsQp { qp }))
 }
 

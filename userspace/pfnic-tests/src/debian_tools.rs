@@ -64,6 +64,10 @@ pub const TESTS: &[&Test] = &[
         run: test_debian_lib_rc_pingpong_odp,
     },
     &Test {
+        name: "test_debian_lib_srq_pingpong",
+        run: test_debian_lib_srq_pingpong,
+    },
+    &Test {
         name: "test_debian_rc_pingpong",
         run: test_debian_rc_pingpong,
     },
@@ -722,6 +726,31 @@ fn test_debian_lib_rc_pingpong() -> TestResult {
         RC_PINGPONG,
         &["-d", &name, "-e", "-c", "-s", "8192"],
         100,
+        &env,
+    )
+}
+
+/// Debian's `ibv_srq_pingpong` on Debian's libibverbs through the RDMA core: several QPs take
+/// their receives from one SRQ (created, posted to and torn down through the core and the
+/// provider), with completion events too.
+fn test_debian_lib_srq_pingpong() -> TestResult {
+    needs(SRQ_PINGPONG)?;
+    if verbs_ctx()?.port_attr()?.has_wire() {
+        return Err(Failure::Skip(
+            "the port is RoCE (a wire) and has no netdev yet: no GID to address".into(),
+        ));
+    }
+    if verbs_ctx()?.query_device_ex()?.verbs.max_srq == 0 {
+        return Err(Failure::Skip("the device has no SRQs".into()));
+    }
+    let name = device_name()?;
+    let env = [("LD_LIBRARY_PATH", DEBIAN_LIBIBVERBS)];
+    pingpong_env(SRQ_PINGPONG, &["-d", &name, "-q", "8"], 100, &env)?;
+    pingpong_env(SRQ_PINGPONG, &["-d", &name, "-q", "4", "-e"], 100, &env)?;
+    pingpong_env(
+        SRQ_PINGPONG,
+        &["-d", &name, "-q", "4", "-s", "65536"],
+        20,
         &env,
     )
 }

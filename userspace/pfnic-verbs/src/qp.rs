@@ -196,15 +196,18 @@ impl Qp {
 
     /// An RC QP the RDMA core created for a user context of [`crate::Context::from_core`],
     /// with number `qpn` and the capabilities `cap` it granted; `layout` is the driver's
-    /// answer. `attr`'s CQs are the ones it was created with; its SRQ must be `None`. The
-    /// core destroys it: dropping this only unmaps the queues.
+    /// answer. `attr`'s CQs and SRQ are the ones it was created with. The core destroys it:
+    /// dropping this only unmaps the queues.
     pub fn from_core(
         attr: &QpInitAttr<'_>,
         qpn: u32,
         cap: QpCap,
         layout: &uapi::IbCreateQpResp,
     ) -> io::Result<Self> {
-        if attr.srq.is_some() || !Arc::ptr_eq(&attr.send_cq.inner.ctx, &attr.recv_cq.inner.ctx) {
+        let ctx = &attr.send_cq.inner.ctx;
+        if !Arc::ptr_eq(ctx, &attr.recv_cq.inner.ctx)
+            || attr.srq.is_some_and(|s| !Arc::ptr_eq(s.inner.ctx(), ctx))
+        {
             return Err(errno(libc::EINVAL));
         }
         Self::map(&attr.send_cq.inner.ctx.clone(), attr, qpn, cap, layout)

@@ -30,7 +30,8 @@ pub type SrqAttr = uapi::QuerySrq;
 
 pub(crate) struct SrqInner {
     ctx: Arc<Ctx>,
-    _pd: Arc<PdInner>,
+    /// `None` for an SRQ the RDMA core created (it holds the PD).
+    _pd: Option<Arc<PdInner>>,
     pub(crate) srqn: u32,
     max_wr: u32,
     max_sge: u32,
@@ -74,38 +75,70 @@ impl Srq {
             ..Default::default()
         };
         ctx.dev.create_srq(&mut arg)?;
-        let bytes = u64::from(arg.entries) * WQE_SIZE as u64;
-        // The doorbell and the record count WQEs in 16 bits.
-        let consistent = if !arg.entries.is_power_of_two()
-            || arg.entries > 1 << 15
-            || arg.record_offset < bytes
-            || !arg.record_offset.is_multiple_of(4)
-            || arg.record_offset + 16 > arg.mmap_len
-            || arg.max_sge as usize > WQE_MAX_SGE
+        let layout = uapi::IbCreateSrqResp {
+            srqn: arg.srqn,
+            entries: arg.entries,
+            mmap_offset: arg.mmap_offset,
+            mmap_len: arg.mmap_len,
+            record_offset: arg.record_offset,
+        };
+        let mut srq = Self::map(ctx, &layout, arg.max_wr, arg.max_sge).inspect_err(|_| {
+            let _ = ctx.dev.destroy_srq(arg.srqn);
+        })?;
+        let inner = Arc::get_mut(&mut srq.inner).expect("just made");
+        inner._pd = Some(pd.inner.clone());
+        inner.destroyed = AtomicBool::new(false);
+        Ok(srq)
+    }
+
+    /// An SRQ the RDMA core created for a user context of [`crate::Context::from_core`], of
+    /// `max_wr` work requests of `max_sge` SGEs (as it granted them); `layout` is the driver's
+    /// answer. The core destroys it: dropping this only unmaps the queue.
+    pub fn from_core(
+        ctx: &crate::Context,
+        layout: &uapi::IbCreateSrqResp,
+        max_wr: u32,
+        max_sge: u32,
+    ) -> io::Result<Self> {
+        Self::map(&ctx.inner, layout, max_wr, max_sge)
+    }
+
+    /// Checks the driver's `layout` and maps the queue; the SRQ is not destroyed on drop and
+    /// has no PD until the caller says so.
+    fn map(
+        ctx: &Arc<Ctx>,
+        l: &uapi::IbCreateSrqResp,
+        max_wr: u32,
+        max_sge: u32,
+    ) -> io::Result<Self> {
+        let bytes = u64::from(l.entries) * WQE_SIZE as u64;
+        let consistent = if !l.entries.is_power_of_two()
+            || l.entries > 1 << 15
+            || l.record_offset < bytes
+            || !l.record_offset.is_multiple_of(4)
+            || l.record_offset + 16 > l.mmap_len
+            || max_sge as usize > WQE_MAX_SGE
         {
-            Err(format!("SRQ layout: {arg:?}"))
+            Err(format!("SRQ layout: {l:?}, {max_sge} SGEs"))
         } else {
             Ok(())
         };
-        let queue = map_queue(ctx, consistent, arg.mmap_offset, arg.mmap_len, || {
-            let _ = ctx.dev.destroy_srq(arg.srqn);
-        })?;
+        let queue = map_queue(ctx, consistent, l.mmap_offset, l.mmap_len, || {})?;
         Ok(Self {
             inner: Arc::new(SrqInner {
                 ctx: ctx.clone(),
-                _pd: pd.inner.clone(),
-                srqn: arg.srqn,
-                max_wr: arg.max_wr,
-                max_sge: arg.max_sge,
+                _pd: None,
+                srqn: l.srqn,
+                max_wr,
+                max_sge,
                 queue,
-                record_offset: arg.record_offset as usize,
+                record_offset: l.record_offset as usize,
                 tail: Mutex::new(0),
-                destroyed: AtomicBool::new(false),
+                destroyed: AtomicBool::new(true),
             }),
         })
     }
 
-    /// The SRQ number.
     pub fn srq_num(&self) -> u32 {
         self.inner.srqn
     }
