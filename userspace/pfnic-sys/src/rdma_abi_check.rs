@@ -80,6 +80,12 @@ fn assertions() -> String {
             record_offset
         ]
     );
+    layout!(
+        check,
+        "pfnic_ib_create_srq_resp",
+        IbCreateSrqResp,
+        [srqn, entries, mmap_offset, mmap_len, record_offset]
+    );
     let s = "struct pfnic_ib_alloc_ucontext_resp";
     check(format!("sizeof({s})"), size_of::<IbAllocUcontextResp>());
     for (field, off) in [
