@@ -26,7 +26,7 @@ use kernel::{
         },
         qp::{QpAttr, QpInitAttr, QpQuery, SrqAttr},
         udata::UData,
-        CqInitAttr, CqNotifier, MrKeys, UserMr,
+        CqInitAttr, CqNotifier, MrKeys, ObjectEvents, UserMr,
     },
     str::CString,
     sync::Arc,
@@ -202,9 +202,10 @@ impl rdma::Operations for PfnicIbDevice {
         uctx: &Self::UContext,
         pd: &Self::Pd,
         attr: &mut QpInitAttr<'_, Self>,
+        events: ObjectEvents,
         udata: &mut UData<'_>,
     ) -> Result<(Self::Qp, u32)> {
-        uctx.create_qp(pd, attr, udata)
+        uctx.create_qp(pd, attr, events, udata)
     }
 
     fn modify_qp(
@@ -221,9 +222,10 @@ impl rdma::Operations for PfnicIbDevice {
         uctx: &Self::UContext,
         pd: &Self::Pd,
         attr: &mut SrqAttr,
+        events: ObjectEvents,
         udata: &mut UData<'_>,
     ) -> Result<Self::Srq> {
-        uctx.create_srq(pd, attr, udata)
+        uctx.create_srq(pd, attr, events, udata)
     }
 
     fn modify_srq(

@@ -20,7 +20,7 @@ use kernel::{
             attr_mask, qp_type, AhAttr, GlobalRoute, QpAttr, QpCap, QpInitAttr, QpQuery, SrqAttr,
         },
         udata::UData,
-        CqInitAttr, CqNotifier, MrKeys, UserMr,
+        CqInitAttr, CqNotifier, MrKeys, ObjectEvents, UserMr,
     },
     sync::{Arc, Mutex},
 };
@@ -206,6 +206,7 @@ impl UContext {
         &self,
         pd: &Pd,
         attr: &mut QpInitAttr<'_, crate::ib_device::PfnicIbDevice>,
+        events: ObjectEvents,
         udata: &mut UData<'_>,
     ) -> Result<(Qp, u32)> {
         self.owner_only()?;
@@ -241,7 +242,7 @@ impl UContext {
             arg.flags |= uapi::PFNIC_QP_CREATE_SRQ;
             arg.srq = srq.0;
         }
-        self.verbs.create_qp(&mut arg)?;
+        self.verbs.create_qp_for(&mut arg, Some(events))?;
         let qp = Qp(arg.qpn);
         let resp = uapi::IbCreateQpResp {
             sq_entries: arg.sq_entries,
@@ -314,6 +315,7 @@ impl UContext {
         &self,
         pd: &Pd,
         attr: &mut SrqAttr,
+        events: ObjectEvents,
         udata: &mut UData<'_>,
     ) -> Result<Srq> {
         self.owner_only()?;
@@ -325,7 +327,7 @@ impl UContext {
             srq_limit: attr.srq_limit,
             ..Default::default()
         };
-        self.verbs.create_srq(&mut arg)?;
+        self.verbs.create_srq_for(&mut arg, Some(events))?;
         let srq = Srq(arg.srqn);
         let resp = uapi::IbCreateSrqResp {
             srqn: arg.srqn,

@@ -10,7 +10,7 @@
 
 use super::{async_events::AsyncEvents, events::CompletionEvents};
 use crate::{nic::Bar0, regs, uapi};
-use kernel::rdma::CqNotifier;
+use kernel::rdma::{CqNotifier, ObjectEvents};
 use kernel::{
     bitmap::BitmapVec,
     device::{Bound, Device},
@@ -97,10 +97,12 @@ pub(crate) struct Route {
 }
 
 /// Where the asynchronous events of one QP or SRQ go: its file, with the handle the process
-/// gave at creation.
+/// gave at creation; or, for an object of the RDMA core, the core.
 pub(crate) struct OwnerRoute {
     pub(crate) owner: Arc<AsyncEvents>,
     pub(crate) element: u64,
+    /// Set for an object of the RDMA core: its events go there instead.
+    pub(crate) core: Option<ObjectEvents>,
 }
 
 /// A `PAGE_FAULT` event: the device misses entries `first..first + count` of MR `mr`'s
@@ -339,7 +341,16 @@ impl EventQueue {
         let delivered = owners
             .get(object as usize)
             .and_then(Option::as_ref)
-            .is_some_and(|r| r.owner.push(r.element, event_type, object));
+            .is_some_and(|r| match &r.core {
+                Some(events) => {
+                    // SAFETY: Destroying the object removes its route, under the lock held
+                    // here, before the driver's destroy operation returns. The private
+                    // interface's event numbers are libibverbs', which are the core's.
+                    unsafe { events.notify(event_type) };
+                    true
+                }
+                None => r.owner.push(r.element, event_type, object),
+            });
         if !delivered {
             self.counters.async_dropped.add(1, Relaxed);
         }
@@ -462,9 +473,15 @@ impl EventQueue {
                 let delivered = routes
                     .get(entry.object as usize)
                     .and_then(Option::as_ref)
-                    .is_some_and(|r| {
-                        r.owner
-                            .push(r.cq_context, uapi::PFNIC_EVENT_CQ_ERR, entry.object)
+                    .is_some_and(|r| match &r.events {
+                        Some(CompletionTarget::Core(notifier)) => {
+                            // SAFETY: As for the completion events above.
+                            unsafe { notifier.error() };
+                            true
+                        }
+                        _ => r
+                            .owner
+                            .push(r.cq_context, uapi::PFNIC_EVENT_CQ_ERR, entry.object),
                     });
                 if !delivered {
                     self.counters.async_dropped.add(1, Relaxed);

@@ -15,7 +15,9 @@ use super::{
     MAX_QP_RD_ATOM,
 };
 use crate::uapi::*;
-use kernel::{dma::SharedCoherent, page::PAGE_SIZE, prelude::*, types::ScopeGuard};
+use kernel::{
+    dma::SharedCoherent, page::PAGE_SIZE, prelude::*, rdma::ObjectEvents, types::ScopeGuard,
+};
 
 /// Bytes of a work queue entry.
 const WQE_SIZE: usize = 128;
@@ -202,6 +204,12 @@ fn queue_entries(wr: u32, max: u32) -> Result<u32> {
 impl VerbsFile {
     /// `PFNIC_IOCTL_CREATE_QP`.
     pub(crate) fn create_qp(&self, arg: &mut CreateQp) -> Result {
+        self.create_qp_for(arg, None)
+    }
+
+    /// [`VerbsFile::create_qp`], with the asynchronous events of a QP of the RDMA core going to
+    /// `core`.
+    pub(crate) fn create_qp_for(&self, arg: &mut CreateQp, core: Option<ObjectEvents>) -> Result {
         let verbs = self.nic.verbs()?;
         let owner = self.async_events()?.clone();
         let l = verbs.limits;
@@ -266,6 +274,7 @@ impl VerbsFile {
             Some(OwnerRoute {
                 owner,
                 element: arg.qp_context,
+                core,
             }),
         ));
         let unroute = ScopeGuard::new(|| drop(verbs.eq.set_qp_owner(qpn, None)));

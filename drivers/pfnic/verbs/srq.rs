@@ -12,7 +12,9 @@ use super::{
     file::{ring_bytes, Srq, VerbsFile},
 };
 use crate::uapi;
-use kernel::{dma::SharedCoherent, page::PAGE_SIZE, prelude::*, types::ScopeGuard};
+use kernel::{
+    dma::SharedCoherent, page::PAGE_SIZE, prelude::*, rdma::ObjectEvents, types::ScopeGuard,
+};
 
 /// Bytes of a receive WQE.
 const WQE_SIZE: usize = 128;
@@ -22,6 +24,16 @@ const RECORD_SIZE: usize = 16;
 impl VerbsFile {
     /// `PFNIC_IOCTL_CREATE_SRQ`.
     pub(crate) fn create_srq(&self, arg: &mut uapi::CreateSrq) -> Result {
+        self.create_srq_for(arg, None)
+    }
+
+    /// [`VerbsFile::create_srq`], with the asynchronous events of an SRQ of the RDMA core going
+    /// to `core`.
+    pub(crate) fn create_srq_for(
+        &self,
+        arg: &mut uapi::CreateSrq,
+        core: Option<ObjectEvents>,
+    ) -> Result {
         let verbs = self.nic.verbs()?;
         let owner = self.async_events()?.clone();
         let l = verbs.limits;
@@ -59,6 +71,7 @@ impl VerbsFile {
             Some(OwnerRoute {
                 owner,
                 element: arg.srq_context,
+                core,
             }),
         ));
         let unroute = ScopeGuard::new(|| drop(verbs.eq.set_srq_owner(srqn, None)));
