@@ -15,6 +15,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -263,6 +264,129 @@ static int test_refused(const char *dev)
 	return 0;
 }
 
+/* Takes qp to RTS, connected to dest_qpn on this port (by its LID). */
+static int to_rts(struct ibv_qp *qp, uint32_t dest_qpn)
+{
+	struct ibv_port_attr port;
+	struct ibv_qp_attr a = {};
+	int ret;
+
+	CHECK(!ibv_query_port(qp->context, 1, &port), "ibv_query_port");
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			    IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+	CHECK(!ret, "-> INIT: %s", strerror(ret));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = port.active_mtu;
+	a.dest_qp_num = dest_qpn;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr.dlid = port.lid;
+	a.ah_attr.port_num = 1;
+	ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
+			    IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+			    IBV_QP_MIN_RNR_TIMER);
+	CHECK(!ret, "-> RTR: %s", strerror(ret));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 1;
+	ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
+			    IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+			    IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+	CHECK(!ret, "-> RTS: %s", strerror(ret));
+	return 0;
+}
+
+/*
+ * An SRQ's limit event through the core: armed at 2 with 3 receives
+ * posted, two sends from another QP leave 1, and the context's async event
+ * file reports IBV_EVENT_SRQ_LIMIT_REACHED naming the SRQ.
+ */
+static int test_srq_limit_event(const char *dev)
+{
+	struct ibv_srq_init_attr sattr = {
+		.attr = { .max_wr = 16, .max_sge = 1 },
+	};
+	struct ibv_qp_init_attr init = {
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_srq_attr arm = { .srq_limit = 2 };
+	struct ibv_async_event ev;
+	struct ibv_qp *qp_srq;
+	struct ibv_srq *srq;
+	struct pollfd pfd;
+	struct ibv_wc wc[4];
+	struct objs o;
+	int i, n, got;
+
+	if (make_objs(&o, dev))
+		return 1;
+	srq = ibv_create_srq(o.pd, &sattr);
+	CHECK(srq, "ibv_create_srq: %s", strerror(errno));
+	init.send_cq = o.cq;
+	init.recv_cq = o.cq;
+	init.srq = srq;
+	qp_srq = ibv_create_qp(o.pd, &init);
+	CHECK(qp_srq, "a QP on the SRQ: %s", strerror(errno));
+	if (to_rts(o.qp, qp_srq->qp_num) || to_rts(qp_srq, o.qp->qp_num))
+		return 1;
+	CHECK(!ibv_modify_srq(srq, &arm, IBV_SRQ_LIMIT), "arming the SRQ");
+	for (i = 0; i < 3; i++) {
+		struct ibv_sge sge = {
+			.addr = (uintptr_t)o.buf + 4096 + i * 64,
+			.length = 64, .lkey = o.mr->lkey,
+		};
+		struct ibv_recv_wr wr = { .wr_id = 100 + i, .sg_list = &sge,
+					  .num_sge = 1 }, *bad;
+
+		CHECK(!ibv_post_srq_recv(srq, &wr, &bad), "ibv_post_srq_recv");
+	}
+	for (i = 0; i < 2; i++) {
+		struct ibv_sge sge = {
+			.addr = (uintptr_t)o.buf + i * 64,
+			.length = 64, .lkey = o.mr->lkey,
+		};
+		struct ibv_send_wr wr = { .wr_id = i, .sg_list = &sge,
+					  .num_sge = 1, .opcode = IBV_WR_SEND,
+					  .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+		CHECK(!ibv_post_send(o.qp, &wr, &bad), "ibv_post_send");
+	}
+	for (got = 0, i = 0; got < 4 && i < 5000; i++) {
+		n = ibv_poll_cq(o.cq, 4 - got, wc);
+		CHECK(n >= 0, "ibv_poll_cq: %d", n);
+		for (int k = 0; k < n; k++)
+			CHECK(wc[k].status == IBV_WC_SUCCESS, "wr %llu: %s",
+			      (unsigned long long)wc[k].wr_id,
+			      ibv_wc_status_str(wc[k].status));
+		got += n;
+		if (got < 4)
+			usleep(1000);
+	}
+	CHECK(got == 4, "%d of 4 completions", got);
+	pfd.fd = o.ctx->async_fd;
+	pfd.events = POLLIN;
+	CHECK(poll(&pfd, 1, 5000) == 1, "no asynchronous event within 5 s");
+	CHECK(!ibv_get_async_event(o.ctx, &ev), "ibv_get_async_event: %s",
+	      strerror(errno));
+	CHECK(ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED &&
+	      ev.element.srq == srq, "event %s (%d) for %p, not the SRQ's limit",
+	      ibv_event_type_str(ev.event_type), ev.event_type,
+	      (void *)ev.element.srq);
+	ibv_ack_async_event(&ev);
+	CHECK(!ibv_destroy_qp(qp_srq), "ibv_destroy_qp");
+	CHECK(!ibv_destroy_srq(srq), "ibv_destroy_srq");
+	free_objs(&o);
+	return 0;
+}
+
 /*
  * The device's limits are what a context may use: more than a quarter of
  * the QPs (the private interface's per-file share, EDQUOT beyond); the
@@ -421,11 +545,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s DEVICE [hold]\n", argv[0]);
 		return 2;
 	}
-	printf("TAP version 13\n1..5\n");
+	printf("TAP version 13\n1..6\n");
 	report("objects", test_objects(argv[1]));
 	report("qp_states", test_qp_states(argv[1]));
 	report("refused", test_refused(argv[1]));
 	report("fork_child", test_fork_child(argv[1]));
 	report("limits", test_limits(argv[1]));
+	report("srq_limit_event", test_srq_limit_event(argv[1]));
 	return failed ? 1 : 0;
 }
