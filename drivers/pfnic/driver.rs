@@ -236,6 +236,9 @@ impl pci::Driver for PfnicDriver {
             } else {
                 None
             };
+            if let (Some(reg), Ok(v)) = (&ib, nic.verbs()) {
+                v.eq.set_core_port_events(Some(reg.port_events()));
+            }
 
             Ok(try_pin_init!(PfnicData {
                 ib <- new_mutex!(ib),
@@ -253,6 +256,9 @@ impl pci::Driver for PfnicDriver {
         // First, while the device works: the RDMA core destroys the objects of every user
         // context through the driver and disassociates the contexts, which frees their rings
         // and stops their hardware contexts.
+        if let Ok(v) = this.nic.verbs() {
+            v.eq.set_core_port_events(None);
+        }
         let ib = this.ib.lock().take();
         drop(ib);
         // No file operation uses the device as bound from now on (SVA binds, DMA allocations).

@@ -10,7 +10,7 @@
 
 use super::{async_events::AsyncEvents, events::CompletionEvents};
 use crate::{nic::Bar0, regs, uapi};
-use kernel::rdma::{CqNotifier, ObjectEvents};
+use kernel::rdma::{CqNotifier, ObjectEvents, PortEvents};
 use kernel::{
     bitmap::BitmapVec,
     device::{Bound, Device},
@@ -231,6 +231,10 @@ pub(crate) struct EventQueue {
     /// events.
     #[pin]
     port_listeners: SpinLockIrq<KVec<Option<Arc<AsyncEvents>>>>,
+    /// The RDMA core's device, which gets the port's events for its user contexts (and its
+    /// caches and clients), while it is registered.
+    #[pin]
+    core_port: SpinLockIrq<Option<PortEvents>>,
     /// Page faults for the interrupt thread. Taken inside `consumed`.
     #[pin]
     faults: SpinLockIrq<FaultQueue>,
@@ -262,6 +266,7 @@ impl EventQueue {
             qp_owners <- new_spinlock_irq!(qp_owners),
             srq_owners <- new_spinlock_irq!(srq_owners),
             port_listeners <- new_spinlock_irq!(port_listeners),
+            core_port <- new_spinlock_irq!(None),
             faults <- new_spinlock_irq!(FaultQueue::new()?),
             alerts,
             counters: EqCounters {
@@ -318,9 +323,20 @@ impl EventQueue {
         replace_slot(&mut self.port_listeners.lock(), ctx, events)
     }
 
-    /// Queues the port event `event_type` for every open file; counts each file whose queue
-    /// was full as a drop.
+    /// Makes the RDMA core's device get the port's events (`None`: no more; before it is
+    /// unregistered).
+    pub(crate) fn set_core_port_events(&self, events: Option<PortEvents>) {
+        *self.core_port.lock() = events;
+    }
+
+    /// Queues the port event `event_type` for every open file, and for the RDMA core; counts
+    /// each file whose queue was full as a drop.
     pub(crate) fn port_event(&self, event_type: u32) {
+        if let Some(core) = &*self.core_port.lock() {
+            // SAFETY: The driver removes it under this lock before it unregisters the device.
+            // The private event numbers are libibverbs', which are the core's.
+            unsafe { core.dispatch(PORT_NUM, event_type) };
+        }
         let listeners = self.port_listeners.lock();
         for events in listeners.iter().flatten() {
             if !events.push(u64::from(PORT_NUM), event_type, PORT_NUM) {

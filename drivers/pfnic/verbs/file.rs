@@ -254,10 +254,11 @@ pub(crate) struct VerbsFile {
     pub(crate) objects: Arc<Mutex<Objects>>,
     /// The file's asynchronous events; `None` on a device without verbs.
     pub(crate) async_events: Option<Arc<AsyncEvents>>,
-    /// The file may hold only a share of each device table ([`super::FILE_SHARE`]): a
-    /// `/dev/pfnicN` file. A user context of the RDMA core has none: the core charges its
-    /// objects to the process's rdma cgroup, and the device's limits are what it reports.
-    quota: bool,
+    /// A `/dev/pfnicN` file, not a user context of the RDMA core: it may hold only a share of
+    /// each device table ([`super::FILE_SHARE`]; the core charges a context's objects to the
+    /// process's rdma cgroup instead, and the device's limits are what it reports), and it
+    /// gets the port's events itself (the core gets them for its contexts).
+    private: bool,
 }
 
 /// The ring memory of a CQ or QP: device memory the process maps.
@@ -269,7 +270,7 @@ pub(crate) fn ring_bytes(bytes: usize) -> Result<usize> {
 }
 
 impl VerbsFile {
-    pub(crate) fn new(nic: &Arc<Nic>, ctx: u32, sva: bool, quota: bool) -> Result<Self> {
+    pub(crate) fn new(nic: &Arc<Nic>, ctx: u32, sva: bool, private: bool) -> Result<Self> {
         let dm_pages = nic
             .verbs()
             .ok()
@@ -314,18 +315,18 @@ impl VerbsFile {
             sva,
             objects: Arc::pin_init(new_mutex!(objects), GFP_KERNEL)?,
             async_events,
-            quota,
+            private,
         };
         // From here on, dropping the file takes this back.
-        if let (Ok(v), Some(events)) = (nic.verbs(), &file.async_events) {
+        if let (Ok(v), Some(events), true) = (nic.verbs(), &file.async_events, private) {
             drop(v.eq.set_port_listener(ctx, Some(events.clone())));
         }
         Ok(file)
     }
 
-    /// How many of a table of `entries` the file may hold ([`VerbsFile::quota`]).
+    /// How many of a table of `entries` the file may hold ([`VerbsFile::private`]).
     pub(crate) fn share(&self, entries: u32) -> usize {
-        if self.quota {
+        if self.private {
             Limits::file_share(entries)
         } else {
             usize::MAX
