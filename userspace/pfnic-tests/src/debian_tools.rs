@@ -234,9 +234,15 @@ pub(crate) struct AsyncWatch {
 impl AsyncWatch {
     /// Runs `tool -d name`, and waits until it has opened its context.
     pub(crate) fn start(tool: &str, name: &str) -> Result<Self, Failure> {
+        Self::start_env(tool, name, &[])
+    }
+
+    /// [`AsyncWatch::start`] with `env` set.
+    fn start_env(tool: &str, name: &str, env: &[(&str, &str)]) -> Result<Self, Failure> {
         needs(tool)?;
         let mut child = Command::new(tool)
             .args(["-d", name])
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -266,6 +272,26 @@ impl AsyncWatch {
     /// guest without the Debian layer.
     pub(crate) fn debian(name: &str) -> Result<Option<Self>, Failure> {
         match Self::start(ASYNCWATCH, name) {
+            Ok(w) => Ok(Some(w)),
+            Err(Failure::Skip(why)) => {
+                outln!("# without ibv_asyncwatch: {why}");
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Debian's `ibv_asyncwatch` on Debian's `libibverbs.so.1`, through the RDMA core and
+    /// pfnic's provider; `None` (said in a KTAP comment) without the Debian layer.
+    pub(crate) fn debian_core(name: &str) -> Result<Option<Self>, Failure> {
+        if !Path::new(DEBIAN_LIBIBVERBS)
+            .join("libibverbs.so.1")
+            .exists()
+        {
+            outln!("# without Debian's libibverbs.so.1: no watcher through the RDMA core");
+            return Ok(None);
+        }
+        match Self::start_env(ASYNCWATCH, name, &[("LD_LIBRARY_PATH", DEBIAN_LIBIBVERBS)]) {
             Ok(w) => Ok(Some(w)),
             Err(Failure::Skip(why)) => {
                 outln!("# without ibv_asyncwatch: {why}");

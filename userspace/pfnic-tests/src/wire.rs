@@ -518,8 +518,9 @@ fn link_event(events: &pfnic_verbs::AsyncEvents, kind: u32, what: &str) -> TestR
 }
 
 /// The cable of the first port is pulled out and plugged back in (the host's QMP `set_link`
-/// on its netdev): every context of that device (two files, and Debian's `ibv_asyncwatch`
-/// through pfnic's `libibverbs.so.1`) gets `IBV_EVENT_PORT_ERR`, then `IBV_EVENT_PORT_ACTIVE`,
+/// on its netdev): every context of that device (two files, Debian's `ibv_asyncwatch` through
+/// pfnic's `libibverbs.so.1`, and another on Debian's through the RDMA core) gets
+/// `IBV_EVENT_PORT_ERR`, then `IBV_EVENT_PORT_ACTIVE`,
 /// for port 1; `ibv_query_port` follows (`PORT_DOWN`, then `PORT_ACTIVE`); the other device,
 /// whose link never changed, gets nothing; and the wire carries RC traffic again afterwards.
 fn test_wire_port_events() -> TestResult {
@@ -539,6 +540,7 @@ fn test_wire_port_events() -> TestResult {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let watch = crate::debian_tools::AsyncWatch::debian(&name)?;
+    let core_watch = crate::debian_tools::AsyncWatch::debian_core(&name)?;
 
     for (up, kind, state) in [
         (false, event_type::PORT_ERR, PORT_DOWN),
@@ -562,7 +564,7 @@ fn test_wire_port_events() -> TestResult {
     if let Some(ev) = eb.get_event_timeout(300)? {
         fail!("the other device's context got {ev:?}; its link never changed");
     }
-    if let Some(w) = watch {
+    for w in [watch, core_watch].into_iter().flatten() {
         w.expect(&[
             "event_type IBV_EVENT_PORT_ERR (10), port 1",
             "event_type IBV_EVENT_PORT_ACTIVE (9), port 1",
