@@ -70,6 +70,10 @@ const QP_ACCESS: u32 = PFNIC_ACCESS_LOCAL_WRITE
     | PFNIC_ACCESS_REMOTE_READ
     | PFNIC_ACCESS_REMOTE_ATOMIC;
 
+/// What a QP's access flags may carry: [`QP_ACCESS`], and `IBV_ACCESS_ON_DEMAND`, which
+/// programs pass along with their MR flags and RDMA devices ignore on a QP (it is an MR's).
+const QP_ACCESS_ACCEPTED: u32 = QP_ACCESS | PFNIC_ACCESS_ON_DEMAND;
+
 /// The attributes an RC transition from `cur` to `next` requires and those it allows besides
 /// (the kernel's `ib_modify_qp_is_ok` table, for the states the device implements); `None`
 /// when the transition is not allowed.
@@ -103,7 +107,7 @@ fn check_values(mask: u32, a: &QpAttr) -> Result {
     let has = |bit: u32| mask & bit != 0;
     let ok = (!has(PFNIC_QP_PKEY_INDEX) || a.pkey_index == 0)
         && (!has(PFNIC_QP_PORT) || a.port_num == 1)
-        && (!has(PFNIC_QP_ACCESS_FLAGS) || a.qp_access_flags & !QP_ACCESS == 0)
+        && (!has(PFNIC_QP_ACCESS_FLAGS) || a.qp_access_flags & !QP_ACCESS_ACCEPTED == 0)
         && (!has(PFNIC_QP_AV)
             || (a.sl <= 15
                 && a.hop_limit <= 0xff
@@ -143,7 +147,8 @@ fn check_dest_qpn(file: &VerbsFile, dest_ipv4: u32, dest_qp_num: u32) -> Result 
 fn merge(mask: u32, from: &QpAttr, to: &mut QpAttr) {
     let has = |bit: u32| mask & bit != 0;
     if has(PFNIC_QP_ACCESS_FLAGS) {
-        to.qp_access_flags = from.qp_access_flags;
+        // What applies to the QP (a query reports that).
+        to.qp_access_flags = from.qp_access_flags & QP_ACCESS;
     }
     if has(PFNIC_QP_PKEY_INDEX) {
         to.pkey_index = from.pkey_index;

@@ -11,8 +11,8 @@ use crate::verbs_common::*;
 use pfnic_sys::uapi;
 use pfnic_verbs::{
     qp_attr, ConnectAttr, QpAttr, QpState, RecvWr, SendWr, Sge, Wc, WcOpcode, WcStatus, WrOpcode,
-    ACCESS_LOCAL_WRITE, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE, SEND_SIGNALED, SEND_SOLICITED,
-    WC_WITH_IMM,
+    ACCESS_LOCAL_WRITE, ACCESS_ON_DEMAND, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE, SEND_SIGNALED,
+    SEND_SOLICITED, WC_WITH_IMM,
 };
 
 pub const TESTS: &[&Test] = &[
@@ -95,7 +95,8 @@ pub const TESTS: &[&Test] = &[
 ];
 
 /// RESET→INIT→RTR→RTS with libibverbs' required attributes; skipping a state or missing a
-/// required attribute is refused; ERR and back to RESET; a reset QP reconnects and works.
+/// required attribute is refused; `IBV_ACCESS_ON_DEMAND` among the access flags is ignored;
+/// ERR and back to RESET; a reset QP reconnects and works.
 fn test_verbs_qp_state_machine() -> TestResult {
     let ctx = verbs_ctx()?;
     let a = Side::basic(&ctx, PAGE, MrKind::Plain)?;
@@ -127,7 +128,12 @@ fn test_verbs_qp_state_machine() -> TestResult {
         libc::EINVAL,
     )?;
     check_eq!(a.state()?, QpState::Reset);
-    a.qp.modify(&init, INIT_MASK)?;
+    // Programs pass their MR flags: IBV_ACCESS_ON_DEMAND is ignored on a QP, as RDMA devices
+    // do (the query below reports REMOTE_WRITE alone).
+    a.qp.modify(
+        &init_attr(ACCESS_REMOTE_WRITE | ACCESS_ON_DEMAND),
+        INIT_MASK,
+    )?;
     check_eq!(a.state()?, QpState::Init);
     // INIT→RTR without the destination QPN.
     expect_errno(

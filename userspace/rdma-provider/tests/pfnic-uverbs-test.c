@@ -168,10 +168,12 @@ static int test_qp_states(const char *dev)
 	CHECK(ret == EINVAL, "RESET -> RTS: %d", ret);
 	a.qp_state = IBV_QPS_INIT;
 	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	/* Programs pass their MR flags: ON_DEMAND is ignored on a QP. */
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			    IBV_ACCESS_ON_DEMAND;
 	ret = ibv_modify_qp(o.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
 			    IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-	CHECK(!ret, "-> INIT: %s", strerror(ret));
+	CHECK(!ret, "-> INIT with IBV_ACCESS_ON_DEMAND: %s", strerror(ret));
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = port.active_mtu;
 	a.dest_qp_num = o.qp->qp_num;
