@@ -143,15 +143,7 @@ impl UContext {
         };
         self.verbs.create_cq_for(&mut arg, Some(notifier))?;
         let cq = Cq(arg.cqn);
-        let resp = uapi::IbCreateCqResp {
-            cqn: arg.cqn,
-            entries: arg.entries,
-            mmap_offset: arg.mmap_offset,
-            mmap_len: arg.mmap_len,
-            record_offset: arg.record_offset,
-            cqe_size: arg.cqe_size,
-            reserved: 0,
-        };
+        let resp = arg.layout();
         if let Err(e) = udata.write(resp.as_bytes()) {
             let _ = self.destroy_cq(&cq);
             return Err(e);
@@ -244,14 +236,7 @@ impl UContext {
         }
         self.verbs.create_qp_for(&mut arg, Some(events))?;
         let qp = Qp(arg.qpn);
-        let resp = uapi::IbCreateQpResp {
-            sq_entries: arg.sq_entries,
-            rq_entries: arg.rq_entries,
-            mmap_offset: arg.mmap_offset,
-            mmap_len: arg.mmap_len,
-            rq_offset: arg.rq_offset,
-            record_offset: arg.record_offset,
-        };
+        let resp = arg.layout();
         if let Err(e) = udata.write(resp.as_bytes()) {
             let _ = self.destroy_qp(&qp);
             return Err(e);
@@ -329,13 +314,7 @@ impl UContext {
         };
         self.verbs.create_srq_for(&mut arg, Some(events))?;
         let srq = Srq(arg.srqn);
-        let resp = uapi::IbCreateSrqResp {
-            srqn: arg.srqn,
-            entries: arg.entries,
-            mmap_offset: arg.mmap_offset,
-            mmap_len: arg.mmap_len,
-            record_offset: arg.record_offset,
-        };
+        let resp = arg.layout();
         if let Err(e) = udata.write(resp.as_bytes()) {
             let _ = self.destroy_srq(&srq);
             return Err(e);

@@ -1307,3 +1307,45 @@ pub struct IbCreateSrqResp {
     /// Offset of the SRQ record in the mapping.
     pub record_offset: u64,
 }
+
+impl CreateCq {
+    /// The ring layout of the CQ this creation made, as the RDMA core's provider gets it.
+    pub fn layout(&self) -> IbCreateCqResp {
+        IbCreateCqResp {
+            cqn: self.cqn,
+            entries: self.entries,
+            mmap_offset: self.mmap_offset,
+            mmap_len: self.mmap_len,
+            record_offset: self.record_offset,
+            cqe_size: self.cqe_size,
+            reserved: 0,
+        }
+    }
+}
+
+impl CreateQp {
+    /// The queue layout of the QP this creation made, as the RDMA core's provider gets it.
+    pub fn layout(&self) -> IbCreateQpResp {
+        IbCreateQpResp {
+            sq_entries: self.sq_entries,
+            rq_entries: self.rq_entries,
+            mmap_offset: self.mmap_offset,
+            mmap_len: self.mmap_len,
+            rq_offset: self.rq_offset,
+            record_offset: self.record_offset,
+        }
+    }
+}
+
+impl CreateSrq {
+    /// The queue layout of the SRQ this creation made, as the RDMA core's provider gets it.
+    pub fn layout(&self) -> IbCreateSrqResp {
+        IbCreateSrqResp {
+            srqn: self.srqn,
+            entries: self.entries,
+            mmap_offset: self.mmap_offset,
+            mmap_len: self.mmap_len,
+            record_offset: self.record_offset,
+        }
+    }
+}

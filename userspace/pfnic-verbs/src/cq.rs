@@ -63,15 +63,7 @@ impl Cq {
             ..Default::default()
         };
         ctx.dev.create_cq(&mut arg)?;
-        let layout = uapi::IbCreateCqResp {
-            cqn: arg.cqn,
-            entries: arg.entries,
-            mmap_offset: arg.mmap_offset,
-            mmap_len: arg.mmap_len,
-            record_offset: arg.record_offset,
-            cqe_size: arg.cqe_size,
-            reserved: 0,
-        };
+        let layout = arg.layout();
         Self::map(ctx, &layout, cqe, timestamps, cq_context, true).inspect_err(|_| {
             let _ = ctx.dev.destroy_cq(arg.cqn);
         })

@@ -178,14 +178,7 @@ impl Qp {
             ..Default::default()
         };
         ctx.dev.create_qp(&mut arg)?;
-        let layout = uapi::IbCreateQpResp {
-            sq_entries: arg.sq_entries,
-            rq_entries: arg.rq_entries,
-            mmap_offset: arg.mmap_offset,
-            mmap_len: arg.mmap_len,
-            rq_offset: arg.rq_offset,
-            record_offset: arg.record_offset,
-        };
+        let layout = arg.layout();
         let mut qp = Self::map(ctx, attr, arg.qpn, arg.cap, &layout).inspect_err(|_| {
             let _ = ctx.dev.destroy_qp(arg.qpn);
         })?;

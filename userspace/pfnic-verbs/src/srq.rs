@@ -75,13 +75,7 @@ impl Srq {
             ..Default::default()
         };
         ctx.dev.create_srq(&mut arg)?;
-        let layout = uapi::IbCreateSrqResp {
-            srqn: arg.srqn,
-            entries: arg.entries,
-            mmap_offset: arg.mmap_offset,
-            mmap_len: arg.mmap_len,
-            record_offset: arg.record_offset,
-        };
+        let layout = arg.layout();
         let mut srq = Self::map(ctx, &layout, arg.max_wr, arg.max_sge).inspect_err(|_| {
             let _ = ctx.dev.destroy_srq(arg.srqn);
         })?;
