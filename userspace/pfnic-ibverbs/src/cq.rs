@@ -588,12 +588,26 @@ pub(crate) unsafe extern "C" fn poll_cq(
     num_entries: c_int,
     wc: *mut ibv_wc,
 ) -> c_int {
-    const BATCH: usize = 16;
     // SAFETY: the caller passes a live CQ or NULL.
     let Some(w) = (unsafe { cq_wrap(cq) }) else {
         return -libc::EINVAL;
     };
-    let (Some(c), Ok(want)) = (w.cq(), usize::try_from(num_entries)) else {
+    let Some(c) = w.cq() else {
+        return -libc::EINVAL;
+    };
+    // SAFETY: forwarded to the caller.
+    unsafe { poll_into(c, num_entries, wc, w.shared.lid) }
+}
+
+/// Polls up to `num_entries` completions of `cq` into `wc` as libibverbs reports them, from a
+/// device whose port has LID `lid` ([`wc_to_ibv`]): how many, or `-EINVAL` for bad arguments.
+///
+/// # Safety
+///
+/// `wc` has room for `num_entries` entries (or is NULL with none asked).
+pub unsafe fn poll_into(cq: &Cq, num_entries: c_int, wc: *mut ibv_wc, lid: u16) -> c_int {
+    const BATCH: usize = 16;
+    let Ok(want) = usize::try_from(num_entries) else {
         return -libc::EINVAL;
     };
     if want > 0 && wc.is_null() {
@@ -603,10 +617,10 @@ pub(crate) unsafe extern "C" fn poll_cq(
     let mut got = 0;
     while got < want {
         let chunk = BATCH.min(want - got);
-        let n = c.poll(&mut buf[..chunk]);
+        let n = cq.poll(&mut buf[..chunk]);
         for x in &buf[..n] {
             // SAFETY: `got < num_entries`, and the caller gives room for that many.
-            unsafe { wc.add(got).write(w.to_ibv(x)) };
+            unsafe { wc.add(got).write(wc_to_ibv(x, lid)) };
             got += 1;
         }
         if n < chunk {

@@ -12,11 +12,11 @@
 use core::ffi::{c_int, c_void};
 use std::os::fd::{BorrowedFd, RawFd};
 
-use ibverbs::cq::wc_to_ibv;
+use ibverbs::cq::poll_into;
 use ibverbs::ffi::{ibv_qp_cap, ibv_recv_wr, ibv_send_wr, ibv_wc};
 use ibverbs::qp::{post_list, recv_wr_of, send_wr_of};
 use pfnic_sys::uapi::{IbCreateCqResp, IbCreateQpResp, IbCreateSrqResp};
-use pfnic_verbs::{Context, Cq, Qp, QpCap, QpInitAttr, Srq, Wc};
+use pfnic_verbs::{Context, Cq, Qp, QpCap, QpInitAttr, Srq};
 
 /// A user context: the doorbell page, and the port's LID that receives report.
 pub struct PfnicRsContext {
@@ -157,30 +157,10 @@ pub unsafe extern "C" fn pfnic_rs_poll_cq(
     num_entries: c_int,
     wc: *mut ibv_wc,
 ) -> c_int {
-    const BATCH: usize = 16;
     // SAFETY: forwarded to the caller.
     let c = unsafe { &*cq };
-    let Ok(want) = usize::try_from(num_entries) else {
-        return -libc::EINVAL;
-    };
-    if want > 0 && wc.is_null() {
-        return -libc::EINVAL;
-    }
-    let mut buf = [Wc::default(); BATCH];
-    let mut got = 0;
-    while got < want {
-        let chunk = BATCH.min(want - got);
-        let n = c.cq.poll(&mut buf[..chunk]);
-        for x in &buf[..n] {
-            // SAFETY: `got < num_entries`, and the caller gives room for that many.
-            unsafe { wc.add(got).write(wc_to_ibv(x, c.lid)) };
-            got += 1;
-        }
-        if n < chunk {
-            break;
-        }
-    }
-    got as c_int
+    // SAFETY: forwarded to the caller.
+    unsafe { poll_into(&c.cq, num_entries, wc, c.lid) }
 }
 
 /// `ibv_req_notify_cq`: the CQ's next completion (the next solicited one with
