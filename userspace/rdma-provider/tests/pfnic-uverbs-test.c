@@ -151,53 +151,61 @@ static int test_objects(const char *dev)
 	return 0;
 }
 
-/* RESET -> INIT -> RTR -> RTS, connected to itself by the port's LID. */
-static int test_qp_states(const char *dev)
+/* Takes qp to RTS, connected to dest_qpn on this port (by its LID). */
+static int to_rts(struct ibv_qp *qp, uint32_t dest_qpn)
 {
-	struct ibv_qp_attr a = {};
 	struct ibv_port_attr port;
-	struct objs o;
+	struct ibv_qp_attr a = {};
 	int ret;
 
-	if (make_objs(&o, dev))
-		return 1;
-	CHECK(!ibv_query_port(o.ctx, 1, &port), "ibv_query_port");
-	/* Not to RTS from RESET. */
-	a.qp_state = IBV_QPS_RTS;
-	ret = ibv_modify_qp(o.qp, &a, IBV_QP_STATE);
-	CHECK(ret == EINVAL, "RESET -> RTS: %d", ret);
+	CHECK(!ibv_query_port(qp->context, 1, &port), "ibv_query_port");
 	a.qp_state = IBV_QPS_INIT;
 	a.port_num = 1;
 	/* Programs pass their MR flags: ON_DEMAND is ignored on a QP. */
 	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 			    IBV_ACCESS_ON_DEMAND;
-	ret = ibv_modify_qp(o.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+	ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
 			    IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 	CHECK(!ret, "-> INIT with IBV_ACCESS_ON_DEMAND: %s", strerror(ret));
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = port.active_mtu;
-	a.dest_qp_num = o.qp->qp_num;
-	a.rq_psn = 0;
+	a.dest_qp_num = dest_qpn;
 	a.max_dest_rd_atomic = 1;
 	a.min_rnr_timer = 12;
 	a.ah_attr.dlid = port.lid;
 	a.ah_attr.port_num = 1;
-	a.ah_attr.is_global = port.link_layer == IBV_LINK_LAYER_ETHERNET;
-	ret = ibv_modify_qp(o.qp, &a, IBV_QP_STATE | IBV_QP_AV |
+	ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
 			    IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 			    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
 			    IBV_QP_MIN_RNR_TIMER);
 	CHECK(!ret, "-> RTR: %s", strerror(ret));
 	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 0;
 	a.timeout = 14;
 	a.retry_cnt = 7;
 	a.rnr_retry = 7;
 	a.max_rd_atomic = 1;
-	ret = ibv_modify_qp(o.qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
+	ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
 			    IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
 			    IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 	CHECK(!ret, "-> RTS: %s", strerror(ret));
+	return 0;
+}
+
+/* RESET -> INIT -> RTR -> RTS, connected to itself by the port's LID. */
+static int test_qp_states(const char *dev)
+{
+	struct ibv_qp_attr a = {};
+	struct objs o;
+	int ret;
+
+	if (make_objs(&o, dev))
+		return 1;
+	/* Not to RTS from RESET. */
+	a.qp_state = IBV_QPS_RTS;
+	ret = ibv_modify_qp(o.qp, &a, IBV_QP_STATE);
+	CHECK(ret == EINVAL, "RESET -> RTS: %d", ret);
+	if (to_rts(o.qp, o.qp->qp_num))
+		return 1;
 	/* Q_Keys belong to datagram QPs. */
 	a.qkey = 0x11111111;
 	ret = ibv_modify_qp(o.qp, &a, IBV_QP_QKEY);
@@ -263,44 +271,6 @@ static int test_refused(const char *dev)
 	ret = ibv_destroy_cq(o.cq);
 	CHECK(ret == EBUSY, "ibv_destroy_cq of a CQ in use: %d", ret);
 	free_objs(&o);
-	return 0;
-}
-
-/* Takes qp to RTS, connected to dest_qpn on this port (by its LID). */
-static int to_rts(struct ibv_qp *qp, uint32_t dest_qpn)
-{
-	struct ibv_port_attr port;
-	struct ibv_qp_attr a = {};
-	int ret;
-
-	CHECK(!ibv_query_port(qp->context, 1, &port), "ibv_query_port");
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-	ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			    IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-	CHECK(!ret, "-> INIT: %s", strerror(ret));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = port.active_mtu;
-	a.dest_qp_num = dest_qpn;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 12;
-	a.ah_attr.dlid = port.lid;
-	a.ah_attr.port_num = 1;
-	ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
-			    IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-			    IBV_QP_MIN_RNR_TIMER);
-	CHECK(!ret, "-> RTR: %s", strerror(ret));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 1;
-	ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-			    IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-			    IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
-	CHECK(!ret, "-> RTS: %s", strerror(ret));
 	return 0;
 }
 
