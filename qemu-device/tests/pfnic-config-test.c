@@ -144,7 +144,7 @@ static void test_registers(void *obj, void *data,
     g_assert_cmphex(reg_read(PFNIC_REG_CAPS), ==,
                     PFNIC_CAPS_ATS | PFNIC_CAPS_PASID | PFNIC_CAPS_SELFTEST |
                     PFNIC_CAPS_VERBS | PFNIC_CAPS_TABLES | PFNIC_CAPS_SRQ |
-                    PFNIC_CAPS_TIMESTAMPS | PFNIC_CAPS_DM);
+                    PFNIC_CAPS_TIMESTAMPS | PFNIC_CAPS_DM | PFNIC_CAPS_ETH);
     g_assert_cmpint(reg_read(PFNIC_REG_NUM_VECTORS), ==, 16);
     g_assert_cmpint(reg_read(PFNIC_REG_NUM_CONTEXTS), ==, 8);
     g_assert_cmpint(reg_read(PFNIC_REG_PASID_WIDTH), ==, PFNIC_PASID_WIDTH);

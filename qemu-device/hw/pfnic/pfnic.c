@@ -173,6 +173,7 @@ static void pfnic_realize(PCIDevice *pdev, Error **errp)
     s->clock_base = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     s->contexts = g_new0(PfnicContext, s->num_contexts);
     pfnic_net_realize(s, DEVICE(pdev));
+    pfnic_eth_init(s);
     pfnic_roce_init(s);
     pfnic_engine_init(s);
     s->selftest_bh = aio_bh_new_guarded(qemu_get_aio_context(),
@@ -190,6 +191,7 @@ static void pfnic_exit(PCIDevice *pdev)
     qemu_bh_delete(s->selftest_bh);
     pfnic_engine_exit(s);
     pfnic_roce_exit(s);
+    pfnic_eth_exit(s);
     pfnic_net_exit(s);
     g_free(s->contexts);
     msix_unuse_all_vectors(pdev);

@@ -5,8 +5,9 @@
  * block (pfnic_ctrl.c), the DMA engine (pfnic_engine.c), the verbs
  * (pfnic_verbs.c: tables, commands, CQEs and events; pfnic_qp.c: QP
  * execution in loopback, and the receive WQEs of QPs and shared receive
- * queues), the Ethernet port (pfnic_net.c) and the RoCEv2
- * transport of QPs on the wire (pfnic_roce.c).
+ * queues), the Ethernet port (pfnic_net.c), its Ethernet queues
+ * (pfnic_eth.c) and the RoCEv2 transport of QPs on the wire
+ * (pfnic_roce.c).
  *
  * Copyright (c) 2026 The pfnic authors
  *
@@ -461,6 +462,17 @@ typedef struct PfnicNeigh {
 /* Frames received, waiting for the port's bottom half */
 #define PFNIC_RX_QUEUE              256
 
+/*
+ * One of the Ethernet rings (ABI 1.16, docs/wire.md): descriptors [head,
+ * tail) are posted, head == tail is empty; both below size
+ */
+typedef struct PfnicEthRing {
+    uint64_t base;              /* ETH_*_LO/HI, checked at ENABLE */
+    uint32_t size;              /* 0 until written (a power of two) */
+    uint32_t head;
+    uint32_t tail;
+} PfnicEthRing;
+
 struct PfnicState {
     PCIDevice parent_obj;
 
@@ -562,6 +574,13 @@ struct PfnicState {
     unsigned long *backup_used; /* bitmap of slots holding a payload */
     QEMUBH *rx_bh;
     QEMUTimer *wire_timer;      /* ACK timeouts and RNR waits of wire QPs */
+
+    /* The Ethernet queues (pfnic_eth.c, ABI 1.16) */
+    uint32_t eth_ctrl;          /* ETH_CTRL: ENABLE, IRQ_ENABLE, PROMISC */
+    uint32_t eth_vector;
+    bool eth_pending;           /* completions since the last signal */
+    PfnicEthRing eth_tx, eth_rx;
+    QEMUBH *eth_tx_bh;
 
     /* A self-test in flight: its vector, completed by selftest_bh */
     uint32_t selftest_vector;
@@ -748,6 +767,20 @@ void pfnic_port_count(PfnicState *s, PfnicPortCounter c);
 bool pfnic_net_send_roce(PfnicState *s, uint32_t dest_ip, uint32_t qpn,
                          uint8_t tos, uint8_t ttl, const uint8_t *pkt,
                          size_t len);
+void pfnic_net_send_frame(PfnicState *s, const uint8_t *frame, size_t len);
+
+/* pfnic_eth.c: the Ethernet queues (ABI 1.16) */
+void pfnic_eth_init(PfnicState *s);
+void pfnic_eth_exit(PfnicState *s);
+void pfnic_eth_reset(PfnicState *s);
+uint32_t pfnic_eth_read(PfnicState *s, hwaddr addr);
+void pfnic_eth_write(PfnicState *s, hwaddr addr, uint32_t val);
+bool pfnic_eth_rx(PfnicState *s, const uint8_t *frame, size_t len);
+
+static inline bool pfnic_eth_enabled(const PfnicState *s)
+{
+    return s->eth_ctrl & PFNIC_ETH_CTRL_ENABLE;
+}
 
 /* pfnic_roce.c: RC over RoCEv2 */
 void pfnic_roce_init(PfnicState *s);

@@ -36,7 +36,7 @@ uint32_t pfnic_caps(const PfnicState *s)
            (s->nic ? PFNIC_CAPS_WIRE : 0) |
            PFNIC_CAPS_SELFTEST | PFNIC_CAPS_VERBS | PFNIC_CAPS_TABLES |
            PFNIC_CAPS_SRQ | PFNIC_CAPS_TIMESTAMPS |
-           (s->dm_size ? PFNIC_CAPS_DM : 0);
+           (s->dm_size ? PFNIC_CAPS_DM : 0) | PFNIC_CAPS_ETH;
 }
 
 /*
@@ -62,6 +62,7 @@ void pfnic_ctrl_reset(PfnicState *s)
     s->ctx_select = 0;
     pfnic_engine_reset(s);
     pfnic_net_reset(s);
+    pfnic_eth_reset(s);
     if (s->dm_size) {
         /* ABI 1.13: a reset zeroes the device memory. */
         memset(memory_region_get_ram_ptr(&s->dm), 0, s->dm_size);
@@ -363,6 +364,9 @@ static uint64_t pfnic_ctrl_read(void *opaque, hwaddr addr, unsigned size)
          PFNIC_REG_PORT_COUNTERS + 4 * (PFNIC_PORT_CNT_NR - 1):
         val = s->port_counters[(addr - PFNIC_REG_PORT_COUNTERS) / 4];
         break;
+    case PFNIC_REG_ETH_CTRL ... PFNIC_REG_ETH_RX_HEAD:
+        val = pfnic_eth_read(s, addr);
+        break;
     case PFNIC_REG_RING_DB:
         val = 0;                /* write-only */
         break;
@@ -457,6 +461,9 @@ static void pfnic_ctrl_write(void *opaque, hwaddr addr, uint64_t val,
     case PFNIC_REG_PORT_IPV4:
         /* Packets on the wire already sent keep their source address. */
         s->port_ipv4 = val;
+        break;
+    case PFNIC_REG_ETH_CTRL ... PFNIC_REG_ETH_RX_HEAD:
+        pfnic_eth_write(s, addr, val);
         break;
     case PFNIC_REG_RING_DB:
         if ((val >> 16) >= s->num_contexts) {

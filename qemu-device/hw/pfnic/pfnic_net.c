@@ -7,7 +7,9 @@
  * the transport while it sends. Every field of a received frame is
  * checked before it is used; what is not ours or does not parse is counted
  * and dropped. The RC transport above (pfnic_roce.c) sees only checked
- * RoCEv2 packets: BTH onwards, ICRC removed.
+ * RoCEv2 packets: BTH onwards, ICRC removed. While the Ethernet queues run
+ * (ABI 1.16, pfnic_eth.c), the frames that are not RoCE for us go to their
+ * receive ring, and the operating system answers ARP instead of the port.
  *
  * Copyright (c) 2026 The pfnic authors
  *
@@ -198,6 +200,18 @@ static void pfnic_arp_send(PfnicState *s, uint16_t op, const uint8_t *dmac,
 }
 
 /*
+ * Send a frame of the Ethernet transmit ring (ABI 1.16) as it is: not
+ * through the x-wire-* faults, which are the RoCE frames'. The caller
+ * checked that the link is up (PORT_STATUS.LINK_UP).
+ */
+void pfnic_net_send_frame(PfnicState *s, const uint8_t *frame, size_t len)
+{
+    if (s->nic) {
+        pfnic_net_xmit(s, frame, len);
+    }
+}
+
+/*
  * Send a RoCEv2 packet (@pkt: BTH onwards, without the ICRC) to @dest_ip
  * from QP @qpn. False if it could not go out: no address or link, or the
  * peer's MAC is not known yet (an ARP request is then on its way and the
@@ -254,7 +268,14 @@ bool pfnic_net_send_roce(PfnicState *s, uint32_t dest_ip, uint32_t qpn,
 
 /* --- receive ------------------------------------------------------------ */
 
-static void pfnic_rx_arp(PfnicState *s, const uint8_t *f, size_t len)
+/*
+ * ARP: learn the sender of a request or reply for our address, and answer
+ * a request, except while the Ethernet queues run (ABI 1.16: the operating
+ * system answers for the addresses it has). @taken: the Ethernet queues
+ * took the frame, so that nothing here counts it.
+ */
+static void pfnic_rx_arp(PfnicState *s, const uint8_t *f, size_t len,
+                         bool taken)
 {
     const uint8_t *a = f + ETH_HLEN;
     uint32_t sip, tip;
@@ -262,20 +283,26 @@ static void pfnic_rx_arp(PfnicState *s, const uint8_t *f, size_t len)
 
     if (len < ETH_HLEN + ARP_LEN || lduw_be_p(a) != 1 ||
         lduw_be_p(a + 2) != ETH_P_IP || a[4] != ETH_ALEN || a[5] != 4) {
-        pfnic_port_count(s, PFNIC_PORT_RX_MALFORMED);
+        if (!taken) {
+            pfnic_port_count(s, PFNIC_PORT_RX_MALFORMED);
+        }
         return;
     }
     op = lduw_be_p(a + 6);
     sip = ldl_be_p(a + 14);
     tip = ldl_be_p(a + 24);
     if (!s->port_ipv4 || tip != s->port_ipv4 || (op != 1 && op != 2)) {
-        pfnic_port_count(s, PFNIC_PORT_RX_NOT_OURS);
+        if (!taken) {
+            pfnic_port_count(s, PFNIC_PORT_RX_NOT_OURS);
+        }
         return;
     }
     trace_pfnic_wire_arp(op, sip);
     pfnic_neigh_learn(s, sip, a + 8);
     if (op == 1) {
-        pfnic_arp_send(s, 2, a + 8, sip);
+        if (!pfnic_eth_enabled(s)) {
+            pfnic_arp_send(s, 2, a + 8, sip);
+        }
     } else {
         /* Packets that waited for this MAC go with the next retransmit. */
         qemu_bh_schedule(s->engine_bh);
@@ -332,32 +359,66 @@ static void pfnic_rx_ipv4(PfnicState *s, uint8_t *f, size_t len)
     }
 }
 
+/*
+ * Whether the frame @f (at least an Ethernet header) is RoCE for this
+ * port, the RC transport's alone (ABI 1.16): an IPv4 datagram to
+ * PORT_IPV4 of UDP to port 4791, whatever its destination MAC and whether
+ * or not the transport can parse it. The operating system never sees one,
+ * so its stack never answers RoCE (an ICMP port unreachable).
+ */
+static bool pfnic_rx_roce(PfnicState *s, const uint8_t *f, size_t len)
+{
+    const uint8_t *ip = f + ETH_HLEN;
+    size_t ihl;
+
+    if (len < ETH_HLEN + IPV4_HLEN || lduw_be_p(f + 12) != ETH_P_IP ||
+        ip[0] >> 4 != 4 || ip[9] != IP_PROTO_UDP || !s->port_ipv4 ||
+        ldl_be_p(ip + 16) != s->port_ipv4 || lduw_be_p(ip + 6) & 0x1fff) {
+        /* Not IPv4 UDP to us, or a fragment after the first */
+        return false;
+    }
+    ihl = (ip[0] & 0xf) * 4;
+    return ihl >= IPV4_HLEN && len >= ETH_HLEN + ihl + UDP_HLEN &&
+           lduw_be_p(ip + ihl + 2) == ROCE_UDP_PORT;
+}
+
 static void pfnic_rx_frame(PfnicState *s, uint8_t *f, size_t len)
 {
-    bool bcast;
+    bool bcast, eth;
 
     pfnic_port_count(s, PFNIC_PORT_RX_FRAMES);
     if (len < ETH_HLEN) {
         pfnic_port_count(s, PFNIC_PORT_RX_MALFORMED);
         return;
     }
+    /*
+     * ABI 1.16: a frame that is not RoCE for us may be the Ethernet
+     * queues'. The port still learns from an ARP frame they take, but
+     * counts such a frame nowhere else (RX_NOT_OURS, RX_MALFORMED).
+     */
+    eth = pfnic_eth_enabled(s) && !pfnic_rx_roce(s, f, len) &&
+          pfnic_eth_rx(s, f, len);
     bcast = !memcmp(f, pfnic_bcast, ETH_ALEN);
     if (!bcast && memcmp(f, s->conf.macaddr.a, ETH_ALEN)) {
-        pfnic_port_count(s, PFNIC_PORT_RX_NOT_OURS);
+        if (!eth) {
+            pfnic_port_count(s, PFNIC_PORT_RX_NOT_OURS);
+        }
         return;
     }
     switch (lduw_be_p(f + 12)) {
     case ETH_P_ARP:
-        pfnic_rx_arp(s, f, len);
+        pfnic_rx_arp(s, f, len, eth);
         return;
     case ETH_P_IP:
-        if (!bcast) {
+        if (!bcast && !eth) {
             pfnic_rx_ipv4(s, f, len);
             return;
         }
         break;
     }
-    pfnic_port_count(s, PFNIC_PORT_RX_NOT_OURS);
+    if (!eth) {
+        pfnic_port_count(s, PFNIC_PORT_RX_NOT_OURS);
+    }
 }
 
 static void pfnic_rx_bh(void *opaque)

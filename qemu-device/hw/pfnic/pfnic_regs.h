@@ -1,5 +1,5 @@
 /*
- * pfnic register layout (device ABI 1.15)
+ * pfnic register layout (device ABI 1.16)
  *
  * Mirrors docs/registers.md, docs/verbs.md and docs/wire.md, which are the
  * definition;
@@ -92,6 +92,48 @@
 #define PFNIC_PORT_STATUS_WIRE      (1u << 0)
 #define PFNIC_PORT_STATUS_LINK_UP   (1u << 1)
 
+/*
+ * The Ethernet queues (docs/wire.md, ABI 1.16): the transmit ring's
+ * registers, then the receive ring's in the same order
+ */
+#define PFNIC_REG_ETH_CTRL          0x380
+#define PFNIC_REG_ETH_VECTOR        0x384
+#define PFNIC_REG_ETH_TX_LO         0x388
+#define PFNIC_REG_ETH_TX_HI         0x38c
+#define PFNIC_REG_ETH_TX_SIZE       0x390
+#define PFNIC_REG_ETH_TX_TAIL       0x394
+#define PFNIC_REG_ETH_TX_HEAD       0x398
+#define PFNIC_REG_ETH_RX_LO         0x39c
+#define PFNIC_REG_ETH_RX_HI         0x3a0
+#define PFNIC_REG_ETH_RX_SIZE       0x3a4
+#define PFNIC_REG_ETH_RX_TAIL       0x3a8
+#define PFNIC_REG_ETH_RX_HEAD       0x3ac
+#define PFNIC_ETH_CTRL_ENABLE       (1u << 0)
+#define PFNIC_ETH_CTRL_IRQ_ENABLE   (1u << 1)
+#define PFNIC_ETH_CTRL_PROMISC      (1u << 2)
+#define PFNIC_ETH_CTRL_MASK         0x7u
+/* Rings: 16-byte aligned, sizes a power of two in PFNIC_RING_MIN..MAX */
+#define PFNIC_ETH_RING_ALIGN        16
+/* Frames to transmit: from the destination MAC on, without FCS */
+#define PFNIC_ETH_FRAME_MIN         14
+#define PFNIC_ETH_FRAME_MAX         1518
+
+/* Ethernet descriptors (16 bytes, both rings): status when done */
+#define PFNIC_ETH_DESC_SIZE         16
+#define PFNIC_ETH_DONE              (1u << 31)
+#define PFNIC_ETH_CODE_SHIFT        16      /* bits 23:16 */
+#define PFNIC_ETH_LEN_MASK          0xffffu /* received frame's length */
+#define PFNIC_ETH_OK                1
+#define PFNIC_ETH_BAD               2
+#define PFNIC_ETH_NO_LINK           3
+
+typedef struct PfnicEthDesc {
+    uint64_t addr;              /* the buffer (DMA, no PASID) */
+    uint16_t len;               /* transmit: the frame's; receive: room */
+    uint16_t flags;             /* 0 */
+    uint32_t status;            /* written by the device */
+} PfnicEthDesc;
+
 typedef enum PfnicPortCounter {
     PFNIC_PORT_TX_FRAMES,
     PFNIC_PORT_RX_FRAMES,
@@ -113,6 +155,9 @@ typedef enum PfnicPortCounter {
     PFNIC_PORT_BACKUP_BYTES,
     PFNIC_PORT_BACKUP_PLACED,   /* parked payloads placed once present */
     PFNIC_PORT_BACKUP_FULL,     /* no slot free: RNR NAK instead */
+    PFNIC_PORT_ETH_TX,          /* ABI 1.16: sent from the transmit ring */
+    PFNIC_PORT_ETH_RX,          /* placed in the receive ring */
+    PFNIC_PORT_ETH_RX_DROPPED,  /* for it, but no buffer or too short */
     PFNIC_PORT_CNT_NR
 } PfnicPortCounter;
 
@@ -141,9 +186,9 @@ typedef enum PfnicCounter {
 /* Register values and fields */
 #define PFNIC_ID_VALUE              0x434e4650 /* "PFNC" in memory order */
 #define PFNIC_ABI_MAJOR             1
-#define PFNIC_ABI_MINOR             15
+#define PFNIC_ABI_MINOR             16
 #define PFNIC_VERSION_VALUE         ((PFNIC_ABI_MAJOR << 16) | PFNIC_ABI_MINOR)
-#define PFNIC_FW_VERSION_VALUE      0x010f0000 /* model 1.15.0 */
+#define PFNIC_FW_VERSION_VALUE      0x01100000 /* model 1.16.0 */
 
 #define PFNIC_CAPS_ATS              (1u << 0)
 #define PFNIC_CAPS_PASID            (1u << 1)
@@ -155,6 +200,7 @@ typedef enum PfnicCounter {
 #define PFNIC_CAPS_SRQ              (1u << 8)   /* ABI 1.11 */
 #define PFNIC_CAPS_TIMESTAMPS       (1u << 9)   /* ABI 1.12 */
 #define PFNIC_CAPS_DM               (1u << 10)  /* ABI 1.13: dm-size != 0 */
+#define PFNIC_CAPS_ETH              (1u << 11)  /* ABI 1.16 */
 
 #define PFNIC_CONTROL_RESET         (1u << 0)
 
