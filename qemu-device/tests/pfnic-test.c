@@ -1053,3 +1053,135 @@ PfnicCqe wait_cqe_ms(uint32_t cqn, uint32_t slot, uint32_t ms)
     g_assert_cmpint(c.owner, ==, 1);
     return c;
 }
+
+void set_link(const char *name, bool up)
+{
+    qtest_qmp_assert_success(global_qtest,
+                             "{'execute': 'set_link', 'arguments': "
+                             "{'name': %s, 'up': %i}}", name, up);
+}
+
+const uint8_t mac_a[6] = { 0x52, 0x54, 0, 0, 0, 0x0a };
+const uint8_t mac_b[6] = { 0x52, 0x54, 0, 0, 0, 0x0b };
+const uint8_t mac_s[6] = { 0x52, 0x54, 0, 0, 0, 0x99 };
+const uint8_t mac_bcast[6] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+const uint8_t mac_zero[6];
+
+uint16_t ip_csum(const uint8_t *p, size_t n)
+{
+    uint32_t sum = 0;
+
+    for (size_t i = 0; i < n; i += 2) {
+        sum += p[i] << 8 | p[i + 1];
+    }
+    while (sum >> 16) {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    return ~sum;
+}
+
+size_t arp_frame(uint8_t *f, uint16_t op, const uint8_t *dmac,
+                 const uint8_t *smac, uint32_t sip, const uint8_t *tmac,
+                 uint32_t tip)
+{
+    memcpy(f, dmac, 6);
+    memcpy(f + 6, smac, 6);
+    stw_be_p(f + 12, 0x0806);
+    stw_be_p(f + 14, 1);                        /* Ethernet */
+    stw_be_p(f + 16, 0x0800);                   /* IPv4 */
+    f[18] = 6;
+    f[19] = 4;
+    stw_be_p(f + 20, op);
+    memcpy(f + 22, smac, 6);
+    stl_be_p(f + 28, sip);
+    memcpy(f + 32, tmac, 6);
+    stl_be_p(f + 38, tip);
+    return 42;
+}
+
+char *stranger_open(Stranger *st)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    char *dir = g_dir_make_tmp("pfnic-wire-XXXXXX", NULL);
+
+    st->ours = g_strdup_printf("%s/test.sock", dir);
+    st->qemus = g_strdup_printf("%s/qemu.sock", dir);
+    g_free(dir);
+    st->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+    g_assert_cmpint(st->fd, >=, 0);
+    g_strlcpy(sa.sun_path, st->ours, sizeof(sa.sun_path));
+    g_assert_cmpint(bind(st->fd, (struct sockaddr *)&sa, sizeof(sa)), ==, 0);
+    return g_strdup_printf("-netdev dgram,id=inj,local.type=unix,"
+                           "local.path=%s,remote.type=unix,remote.path=%s "
+                           "-netdev hubport,id=w2,hubid=0,netdev=inj",
+                           st->qemus, st->ours);
+}
+
+void stranger_send(Stranger *st, const uint8_t *f, size_t len)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    uint8_t drop[4096];
+
+    g_strlcpy(sa.sun_path, st->qemus, sizeof(sa.sun_path));
+    for (int i = 0; i < 1000; i++) {
+        ssize_t n = sendto(st->fd, f, len, 0, (struct sockaddr *)&sa,
+                           sizeof(sa));
+
+        if (n >= 0 || errno != EAGAIN) {
+            g_assert_cmpint(n, ==, len);
+            break;
+        }
+        /*
+         * QEMU's socket queue is full: its main loop may itself wait for
+         * room in ours (the hub stops while a port cannot take a frame).
+         */
+        while (recv(st->fd, drop, sizeof(drop), 0) > 0) {
+            /* what the devices sent meanwhile */
+        }
+        g_usleep(1000);
+    }
+    clock_step(100000);
+}
+
+ssize_t stranger_recv(Stranger *st, uint16_t type, uint8_t *f, size_t max)
+{
+    for (int i = 0; i < 100; i++) {
+        ssize_t n = recv(st->fd, f, max, 0);
+
+        if (n >= 14 && lduw_be_p(f + 12) == type) {
+            return n;
+        }
+        if (n < 0) {
+            clock_step(100000);
+        }
+    }
+    return 0;
+}
+
+void stranger_drain(Stranger *st)
+{
+    uint8_t drop[4096];
+
+    while (recv(st->fd, drop, sizeof(drop), 0) > 0) {
+        /* unread */
+    }
+}
+
+void stranger_close(Stranger *st)
+{
+    unlink(st->ours);
+    unlink(st->qemus);
+    close(st->fd);
+    g_free(st->ours);
+    g_free(st->qemus);
+}
+
+void *stranger_qos_before(GString *cmd_line, void *arg)
+{
+    Stranger *st = g_new0(Stranger, 1);
+    g_autofree char *more = stranger_open(st);
+
+    g_string_append_printf(cmd_line, " %s", more);
+    pfnic_qos_before(cmd_line, arg);
+    return st;
+}

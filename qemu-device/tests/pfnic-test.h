@@ -472,6 +472,7 @@ void assert_mr_no_pages(uint32_t mr);
 
 #define IP_A            0x0a000001      /* 10.0.0.1 */
 #define IP_B            0x0a000002      /* 10.0.0.2 */
+#define IP_S            0x0a000063      /* 10.0.0.99: a stranger's */
 #define WIRE_SQ_PSN_A   0xfffff0        /* A's PSNs wrap around 2^24 */
 #define WIRE_SQ_PSN_B   0x000100
 
@@ -508,5 +509,53 @@ uint32_t port_counter(int c);
 
 /* Wait up to @ms of virtual time for the CQE in @slot. */
 PfnicCqe wait_cqe_ms(uint32_t cqn, uint32_t slot, uint32_t ms);
+
+/* QMP set_link on netdev @name (the wire tests': w0 is A's, w1 B's) */
+void set_link(const char *name, bool up);
+
+/*
+ * MACs: pfnic A's and B's (pfnic_add_wire_test()), a stranger's on the
+ * hub, broadcast, and zeros
+ */
+extern const uint8_t mac_a[6], mac_b[6], mac_s[6], mac_bcast[6];
+extern const uint8_t mac_zero[6];
+
+/* The IPv4 header checksum of @n bytes at @p: 0 over a correct header */
+uint16_t ip_csum(const uint8_t *p, size_t n);
+
+/*
+ * An ARP frame (42 bytes, returned) of @op from @smac at @sip to @tip,
+ * @tmac in its target field (zeros for a request), sent to @dmac
+ */
+size_t arp_frame(uint8_t *f, uint16_t op, const uint8_t *dmac,
+                 const uint8_t *smac, uint32_t sip, const uint8_t *tmac,
+                 uint32_t tip);
+
+/*
+ * A third port on the wire tests' hub, behind a unix datagram socket the
+ * test holds: it sees the frames the devices send and sends its own.
+ */
+typedef struct Stranger {
+    int fd;
+    char *ours, *qemus;
+} Stranger;
+
+/*
+ * Open @st's socket; returns the options that give QEMU its other end
+ * (netdev "inj") on the hub as port "w2"
+ */
+char *stranger_open(Stranger *st);
+/* Send a frame (waiting while QEMU's queue is full), then step 100 us. */
+void stranger_send(Stranger *st, const uint8_t *f, size_t len);
+/* The next frame on the hub with EtherType @type, or 0 if none came. */
+ssize_t stranger_recv(Stranger *st, uint16_t type, uint8_t *f, size_t max);
+/* Take what the devices sent so far, unread. */
+void stranger_drain(Stranger *st);
+void stranger_close(Stranger *st);
+/*
+ * The QOSGraphTestOptions.before of a wire test with a stranger on the
+ * hub: its Stranger is the test's data.
+ */
+void *stranger_qos_before(GString *cmd_line, void *arg);
 
 #endif /* PFNIC_TEST_H */

@@ -26,19 +26,6 @@ static uint32_t crc32_ieee(uint32_t crc, const uint8_t *p, size_t n)
     return ~crc;
 }
 
-static uint16_t ip_csum(const uint8_t *p, size_t n)
-{
-    uint32_t sum = 0;
-
-    for (size_t i = 0; i < n; i += 2) {
-        sum += p[i] << 8 | p[i + 1];
-    }
-    while (sum >> 16) {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    return ~sum;
-}
-
 /* The ICRC of a RoCEv2 frame of @len bytes (ICRC included). */
 static uint32_t frame_icrc(const uint8_t *f, size_t len)
 {
@@ -64,93 +51,6 @@ static void frame_seal(uint8_t *f, size_t len)
     stl_le_p(f + len - 4, frame_icrc(f, len));
 }
 
-typedef struct Stranger {
-    int fd;
-    char *ours, *qemus;
-} Stranger;
-
-/* A third port on the hub, behind a unix datagram socket the test holds. */
-static char *stranger_open(Stranger *st)
-{
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    char *dir = g_dir_make_tmp("pfnic-wire-XXXXXX", NULL);
-
-    st->ours = g_strdup_printf("%s/test.sock", dir);
-    st->qemus = g_strdup_printf("%s/qemu.sock", dir);
-    g_free(dir);
-    st->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0);
-    g_assert_cmpint(st->fd, >=, 0);
-    g_strlcpy(sa.sun_path, st->ours, sizeof(sa.sun_path));
-    g_assert_cmpint(bind(st->fd, (struct sockaddr *)&sa, sizeof(sa)), ==, 0);
-    return g_strdup_printf("-netdev dgram,id=inj,local.type=unix,"
-                           "local.path=%s,remote.type=unix,remote.path=%s "
-                           "-netdev hubport,id=w2,hubid=0,netdev=inj",
-                           st->qemus, st->ours);
-}
-
-static void stranger_send(Stranger *st, const uint8_t *f, size_t len)
-{
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    uint8_t drop[4096];
-
-    g_strlcpy(sa.sun_path, st->qemus, sizeof(sa.sun_path));
-    for (int i = 0; i < 1000; i++) {
-        ssize_t n = sendto(st->fd, f, len, 0, (struct sockaddr *)&sa,
-                           sizeof(sa));
-
-        if (n >= 0 || errno != EAGAIN) {
-            g_assert_cmpint(n, ==, len);
-            break;
-        }
-        /*
-         * QEMU's socket queue is full: its main loop may itself wait for
-         * room in ours (the hub stops while a port cannot take a frame).
-         */
-        while (recv(st->fd, drop, sizeof(drop), 0) > 0) {
-            /* what the devices sent meanwhile */
-        }
-        g_usleep(1000);
-    }
-    clock_step(100000);
-}
-
-/* The next frame on the hub with EtherType @type, or 0 if none came. */
-static ssize_t stranger_recv(Stranger *st, uint16_t type, uint8_t *f,
-                             size_t max)
-{
-    for (int i = 0; i < 100; i++) {
-        ssize_t n = recv(st->fd, f, max, 0);
-
-        if (n >= 14 && lduw_be_p(f + 12) == type) {
-            return n;
-        }
-        if (n < 0) {
-            clock_step(100000);
-        }
-    }
-    return 0;
-}
-
-static void stranger_close(Stranger *st)
-{
-    unlink(st->ours);
-    unlink(st->qemus);
-    close(st->fd);
-    g_free(st->ours);
-    g_free(st->qemus);
-}
-
-/* The wire tests' machine, with a stranger on the hub (the test's data) */
-static void *wire_frames_before(GString *cmd_line, void *arg)
-{
-    Stranger *st = g_new0(Stranger, 1);
-    g_autofree char *more = stranger_open(st);
-
-    g_string_append_printf(cmd_line, " %s", more);
-    pfnic_qos_before(cmd_line, arg);
-    return st;
-}
-
 /*
  * What a stranger on the wire can make the device do: ARP answers, and
  * every broken, spoofed or replayed RoCE frame counted and dropped; the
@@ -160,8 +60,6 @@ static void *wire_frames_before(GString *cmd_line, void *arg)
 static void test_wire_frames(void *obj, void *data,
                              QGuestAllocator *alloc)
 {
-    static const uint8_t mac_a[6] = { 0x52, 0x54, 0, 0, 0, 0x0a };
-    static const uint8_t mac_b[6] = { 0x52, 0x54, 0, 0, 0, 0x0b };
     uint8_t f[4096], send[4096], g[4096];
     uint32_t key_a, key_b, a[PFNIC_CMD_ARGS], timeouts;
     Stranger st = *(Stranger *)data;
@@ -173,19 +71,8 @@ static void test_wire_frames(void *obj, void *data,
     wire_setup(10, &key_a, &key_b);
 
     /* ARP: who has 10.0.0.1? A answers with its MAC. */
-    memset(f, 0, sizeof(f));
-    memset(f, 0xff, 6);
-    memcpy(f + 6, "\x52\x54\x00\x00\x00\x99", 6);
-    stw_be_p(f + 12, 0x0806);
-    stw_be_p(f + 14, 1);
-    stw_be_p(f + 16, 0x0800);
-    f[18] = 6;
-    f[19] = 4;
-    stw_be_p(f + 20, 1);
-    memcpy(f + 22, f + 6, 6);
-    stl_be_p(f + 28, 0x0a000063);
-    stl_be_p(f + 38, IP_A);
-    stranger_send(&st, f, 42);
+    stranger_send(&st, f, arp_frame(f, 1, mac_bcast, mac_s, IP_S,
+                                    mac_zero, IP_A));
     n = stranger_recv(&st, 0x0806, g, sizeof(g));
     while (n && lduw_be_p(g + 20) != 2) {
         n = stranger_recv(&st, 0x0806, g, sizeof(g));
@@ -193,7 +80,7 @@ static void test_wire_frames(void *obj, void *data,
     g_assert_cmpint(n, >=, 42);
     g_assert_cmpmem(g + 22, 6, mac_a, 6);
     g_assert_cmphex((uint32_t)ldl_be_p(g + 28), ==, IP_A);
-    g_assert_cmphex((uint32_t)ldl_be_p(g + 38), ==, 0x0a000063);
+    g_assert_cmphex((uint32_t)ldl_be_p(g + 38), ==, IP_S);
 
     /* A SEND from A to B, as seen on the wire */
     use_nic(1);
@@ -236,7 +123,7 @@ static void test_wire_frames(void *obj, void *data,
     g_assert_cmpint(port_counter(PFNIC_PORT_RX_BAD_ICRC), ==, 1);
     /* From another address, sealed right: not the peer. */
     memcpy(f, send, len);
-    stl_be_p(f + 14 + 12, 0x0a000063);
+    stl_be_p(f + 14 + 12, IP_S);
     frame_seal(f, len);
     stranger_send(&st, f, len);
     g_assert_cmpint(port_counter(PFNIC_PORT_RX_NOT_PEER), ==, 1);
@@ -309,7 +196,7 @@ static void test_wire_frames(void *obj, void *data,
      * times out.
      */
     memcpy(f, send, len);
-    memcpy(f + 6, "\x52\x54\x00\x00\x00\x99", 6);
+    memcpy(f + 6, mac_s, 6);
     stl_be_p(f + 42 + 4, 77);
     frame_seal(f, len);
     stranger_send(&st, f, len);
@@ -327,7 +214,7 @@ static void test_wire_frames(void *obj, void *data,
 static void register_pfnic_wire_frames_tests(void)
 {
     pfnic_add_wire_test("wire/frames", test_wire_frames,
-                        NULL, NULL, wire_frames_before);
+                        NULL, NULL, stranger_qos_before);
 }
 
 libqos_init(register_pfnic_wire_frames_tests);

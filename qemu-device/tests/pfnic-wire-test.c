@@ -508,14 +508,6 @@ static void test_wire_loss(void *obj, void *data,
     pfnic_qos_end();
 }
 
-/* QMP set_link on netdev @name */
-static void set_link(const char *name, bool up)
-{
-    qtest_qmp_assert_success(global_qtest,
-                             "{'execute': 'set_link', 'arguments': "
-                             "{'name': %s, 'up': %i}}", name, up);
-}
-
 static void expect_port_change(uint32_t status)
 {
     TestEqe ev = test_eq_next(&eq);
