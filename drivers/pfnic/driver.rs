@@ -5,6 +5,7 @@
 use crate::{
     chardev::{self, NicIndex, PfnicFile},
     doorbells::DoorbellPages,
+    eth::{self, EthPort},
     ib_device,
     irq::{self, VectorRegistration},
     nic::{self, Nic, NicInfo},
@@ -38,14 +39,18 @@ kernel::pci_device_table!(
     [(pci::DeviceId::from_id(PFNIC_VENDOR, PFNIC_DEVICE), ())]
 );
 
-/// Driver data of one bound pfnic. Fields drop in order: the RDMA core's device and the
-/// character device go first so nothing new can start, then the interrupt handlers, then the
+/// Driver data of one bound pfnic. Fields drop in order: the RDMA core's device, the netdev
+/// and the character device go first so nothing new can start, then the interrupt handlers, then the
 /// driver's reference to the [`Nic`] (open files may hold more).
 #[pin_data]
 pub(crate) struct PfnicData<'bound> {
     /// `pfnicN` in the RDMA core; `None` without verbs, and once unregistered at unbind.
     #[pin]
     ib: Mutex<Option<ib_device::Registration<'bound>>>,
+    /// The port's netdev (`ethN`); `None` without the Ethernet queues, and once unregistered
+    /// at unbind, after `ib` (the RDMA core holds it while the RDMA device is registered).
+    #[pin]
+    netdev: Mutex<Option<eth::Registration>>,
     #[pin]
     misc: MiscDeviceRegistration<PfnicFile>,
     /// `/sys/kernel/debug/pfnicN/stats`. The file keeps its directory.
@@ -148,6 +153,23 @@ impl pci::Driver for PfnicDriver {
             if caps & uapi::PFNIC_CAP_TABLES != 0 && device_abi & 0xffff >= regs::ABI_MINOR_FAULTS {
                 caps |= uapi::PFNIC_CAP_FAULTS;
             }
+            // The port's Ethernet queues (ABI 1.16), behind a netdev: on the last vector (the
+            // descriptor rings' completions may share it).
+            let eth = if caps & uapi::PFNIC_CAP_WIRE != 0
+                && hw_caps.eth()
+                && device_abi & 0xffff >= regs::ABI_MINOR_ETH
+            {
+                let lo = bar.read(regs::PORT_MAC_LO).value().get().to_le_bytes();
+                let hi = bar.read(regs::PORT_MAC_HI).value().get().to_le_bytes();
+                let mac = [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1]];
+                let vector = u32::try_from(vectors.len() - 1)?;
+                Some(KBox::pin_init(
+                    EthPort::new(pdev.as_ref(), vector, mac)?,
+                    GFP_KERNEL,
+                )?)
+            } else {
+                None
+            };
             let (doorbell_pages, doorbells) = DoorbellPages::new(pdev)?;
             let info = NicInfo {
                 index: index.get(),
@@ -184,6 +206,7 @@ impl pci::Driver for PfnicDriver {
                     pdev.as_ref(),
                     info,
                     verbs,
+                    eth,
                 )?,
                 GFP_KERNEL,
             )?;
@@ -227,21 +250,32 @@ impl pci::Driver for PfnicDriver {
                 GFP_KERNEL,
             )?;
 
-            let ib = if nic.verbs().is_ok() {
-                ib_device::register(pdev.as_ref(), &nic)
-                    .inspect_err(|e| {
-                        dev_warn!(pdev, "not registered with the RDMA core: {:?}\n", e)
-                    })
+            let netdev = if nic.eth.is_some() {
+                eth::register(pdev.as_ref(), &nic)
+                    .inspect_err(|e| dev_warn!(pdev, "no netdev for the port: {:?}\n", e))
                     .ok()
             } else {
                 None
             };
-            if let (Some(reg), Ok(v)) = (&ib, nic.verbs()) {
+            let ib = if nic.verbs().is_ok() {
+                // SAFETY: The netdev is unregistered after the RDMA device, at unbind (and
+                // `PfnicData` drops `ib` before `netdev`).
+                unsafe {
+                    ib_device::register(pdev.as_ref(), &nic, netdev.as_ref().map(|n| n.device()))
+                }
+                .inspect_err(|e| dev_warn!(pdev, "not registered with the RDMA core: {:?}\n", e))
+                .ok()
+            } else {
+                None
+            };
+            // With a netdev the core sends the port's events itself, from the netdev's state.
+            if let (Some(reg), Ok(v), None) = (&ib, nic.verbs(), &netdev) {
                 v.eq.set_core_port_events(Some(reg.port_events()));
             }
 
             Ok(try_pin_init!(PfnicData {
                 ib <- new_mutex!(ib),
+                netdev <- new_mutex!(netdev),
                 misc <- chardev::register(&index, nic.clone()),
                 _stats: stats,
                 irqs,
@@ -261,6 +295,9 @@ impl pci::Driver for PfnicDriver {
         }
         let ib = this.ib.lock().take();
         drop(ib);
+        // Then the netdev, which the RDMA core let go of: it stops its queues.
+        let netdev = this.netdev.lock().take();
+        drop(netdev);
         // No file operation uses the device as bound from now on (SVA binds, DMA allocations).
         this.nic.mark_unbound(pdev.as_ref());
         // Quiesce the hardware while its interrupt handlers are still registered: the reset

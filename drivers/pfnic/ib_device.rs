@@ -6,7 +6,10 @@
 //! The answers are the ones `/dev/pfnicN`'s queries give ([`Nic::query_verbs`],
 //! [`Nic::query_port`]), so both views of the device agree. A port with a wire is a RoCE v2
 //! port; without one it is the InfiniBand-style port alone on its subnet that the private
-//! interface presents (a LID, GID 0 made of the node GUID).
+//! interface presents (a LID, GID 0 made of the node GUID). A RoCE port with the port's netdev
+//! ([`crate::eth`]) is the netdev's, as on every RoCE device: the core builds its GID table
+//! from the netdev's addresses (the first IPv4 one becomes the device's), its state is the
+//! netdev's (up, with its carrier), and the core sends its events.
 
 use crate::{
     ib_uverbs::{self, UContext},
@@ -26,7 +29,7 @@ use kernel::{
         },
         qp::{QpAttr, QpInitAttr, QpQuery, SrqAttr},
         udata::UData,
-        CqInitAttr, CqNotifier, MrKeys, ObjectEvents, UserMr,
+        CqInitAttr, CqNotifier, GidEntry, MrKeys, ObjectEvents, UserMr,
     },
     str::CString,
     sync::Arc,
@@ -70,7 +73,15 @@ pub(crate) struct PfnicIbDevice;
 pub(crate) type Registration<'a> = rdma::Registration<'a, PfnicIbDevice>;
 
 /// Registers `nic` as `pfnicN` (its index) with one port.
-pub(crate) fn register<'a>(parent: &'a Device<Bound>, nic: &Arc<Nic>) -> Result<Registration<'a>> {
+///
+/// # Safety
+///
+/// `netdev`, the port's, stays registered until the returned registration is dropped.
+pub(crate) unsafe fn register<'a>(
+    parent: &'a Device<Bound>,
+    nic: &Arc<Nic>,
+    netdev: Option<&kernel::net::dev::Device>,
+) -> Result<Registration<'a>> {
     let name = CString::try_from_fmt(fmt!("pfnic{}", nic.info.index))?;
     let options = rdma::DeviceOptions {
         name: &name,
@@ -80,12 +91,15 @@ pub(crate) fn register<'a>(parent: &'a Device<Bound>, nic: &Arc<Nic>) -> Result<
         num_comp_vectors: nic.info.num_vectors.saturating_sub(1).max(1),
         port_counters: &COUNTERS,
     };
-    rdma::Registration::new(
-        parent,
-        kernel::module::this_module::<crate::LocalModule>(),
-        &options,
-        Ok::<_, Error>(nic.clone()),
-    )
+    let module = kernel::module::this_module::<crate::LocalModule>();
+    let data = Ok::<_, Error>(nic.clone());
+    match netdev {
+        // SAFETY: Guaranteed by the caller.
+        Some(netdev) => unsafe {
+            rdma::Registration::new_with_netdev(parent, module, &options, data, netdev)
+        },
+        None => rdma::Registration::new(parent, module, &options, data),
+    }
 }
 
 /// The on-demand paging a user context gets in the memory mode it starts in: all of it with
@@ -107,6 +121,16 @@ fn odp_caps(nic: &Nic, v: &uapi::QueryVerbs) -> (u64, u32) {
         (general, v.odp_rc_caps)
     } else {
         (0, 0)
+    }
+}
+
+/// The port's GID table: the core's, built from the netdev, on a RoCE port that has one; the
+/// device's own otherwise.
+fn gid_table_len(nic: &Nic, p: &uapi::QueryPort) -> u32 {
+    if p.link_layer == uapi::PFNIC_LINK_LAYER_ETHERNET && nic.eth.is_some() {
+        crate::verbs::port::CORE_GID_TABLE
+    } else {
+        p.gid_tbl_len
     }
 }
 
@@ -309,7 +333,13 @@ impl rdma::Operations for PfnicIbDevice {
         check_port(port)?;
         let p = nic.query_port()?;
         let roce = p.link_layer == uapi::PFNIC_LINK_LAYER_ETHERNET;
-        let up = p.port_flags & uapi::PFNIC_PORT_LINK_UP != 0 || !roce;
+        // A RoCE port with a netdev is as active as the netdev (up, carrier on), as the core's
+        // port events say.
+        let up = match (&nic.eth, roce) {
+            (_, false) => true,
+            (Some(eth), true) => eth.netdev_active(),
+            (None, true) => p.port_flags & uapi::PFNIC_PORT_LINK_UP != 0,
+        };
         Ok(PortAttr {
             state: if up {
                 PortState::Active
@@ -323,7 +353,7 @@ impl rdma::Operations for PfnicIbDevice {
             },
             max_mtu: mtu(p.max_mtu),
             active_mtu: mtu(p.active_mtu),
-            gid_tbl_len: p.gid_tbl_len,
+            gid_tbl_len: gid_table_len(nic, &p),
             ip_gids: roce,
             max_msg_sz: p.max_msg_sz,
             pkey_tbl_len: 1,
@@ -349,7 +379,7 @@ impl rdma::Operations for PfnicIbDevice {
                 PortProtocol::InfiniBand
             },
             pkey_tbl_len: 1,
-            gid_tbl_len: p.gid_tbl_len,
+            gid_tbl_len: gid_table_len(nic, &p),
             max_mad_size: rdma::attr::MGMT_MAD_SIZE,
         })
     }
@@ -409,6 +439,14 @@ impl rdma::Operations for PfnicIbDevice {
             return Err(EINVAL);
         }
         gids.get(index).copied().ok_or(EINVAL)
+    }
+
+    fn add_gid(_dev: &rdma::Device<Self>, nic: &Arc<Nic>, entry: &GidEntry) -> Result {
+        nic.core_gid_added(entry)
+    }
+
+    fn del_gid(_dev: &rdma::Device<Self>, nic: &Arc<Nic>, entry: &GidEntry) -> Result {
+        nic.core_gid_deleted(entry)
     }
 
     fn fw_version(

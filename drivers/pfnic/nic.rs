@@ -20,7 +20,7 @@ use contexts::ContextTable;
 use interrupts::NO_SELFTEST;
 pub(crate) use interrupts::{IrqOutcome, VectorStats};
 
-use crate::{doorbells::DoorbellPages, regs, ring::Rings, uapi, verbs::Verbs};
+use crate::{doorbells::DoorbellPages, eth::EthPort, regs, ring::Rings, uapi, verbs::Verbs};
 use kernel::{
     device::{self, BindScope, Bound},
     dma::Coherent,
@@ -112,6 +112,8 @@ pub(crate) struct Nic {
     pub(crate) counters: Counters,
     /// The verbs engine, on devices that have one (`CAPS.VERBS`).
     pub(crate) verbs: Option<Pin<KBox<Verbs>>>,
+    /// The port's Ethernet queues, on devices with a wire and the queues (`CAPS.ETH`).
+    pub(crate) eth: Option<Pin<KBox<EthPort>>>,
 }
 
 /// Device-wide event counters (`PFNIC_IOCTL_QUERY_STATS`).
@@ -130,6 +132,7 @@ impl Nic {
         dev: &device::Device<Bound>,
         info: NicInfo,
         verbs: Option<Pin<KBox<Verbs>>>,
+        eth: Option<Pin<KBox<EthPort>>>,
     ) -> Result<impl PinInit<Self, Error>> {
         let n = info.num_vectors as usize;
         let mut vectors = KVec::with_capacity(n, GFP_KERNEL)?;
@@ -169,6 +172,7 @@ impl Nic {
                 context_failures: Atomic::new(0),
             },
             verbs,
+            eth,
         }? Error))
     }
 

@@ -43,6 +43,7 @@ mod chardev;
 mod context;
 mod doorbells;
 mod driver;
+mod eth;
 mod ib_device;
 mod ib_uverbs;
 mod irq;

@@ -57,6 +57,8 @@ pub(crate) const ABI_MINOR_SRQ: u32 = 11;
 pub(crate) const ABI_MINOR_TIMESTAMPS: u32 = 12;
 /// The minor version that added device memory: BAR1, `DM_SIZE` and `MR_SET`'s `DM` flag.
 pub(crate) const ABI_MINOR_DM: u32 = 13;
+/// The minor version that added the port's Ethernet queues (`CAPS.ETH`, `ETH_*`).
+pub(crate) const ABI_MINOR_ETH: u32 = 16;
 
 /// Port counters (`PORT_COUNTERS`, docs/wire.md), in the order of
 /// [`uapi::QueryPort::counters`](crate::uapi::QueryPort::counters).
@@ -98,6 +100,8 @@ register! {
         9:9 timestamps => bool;
         /// Device memory in BAR1, docs/verbs.md (ABI 1.13).
         10:10 dm => bool;
+        /// The Ethernet queues of the port, docs/wire.md (ABI 1.16).
+        11:11 eth => bool;
     }
 
     /// MSI-X vectors implemented.
@@ -348,5 +352,60 @@ register! {
     /// Port counters since reset, 32 bits, wrapping (ABI 1.5).
     pub(crate) PORT_COUNTERS(u32)[PORT_COUNTERS_NR] @ 0x2c0 {
         31:0 count;
+    }
+
+    /// The Ethernet queues' control (docs/wire.md, "Ethernet queues"; ABI 1.16).
+    pub(crate) ETH_CTRL(u32) @ 0x380 {
+        /// The queues run.
+        0:0 enable => bool;
+        /// Signal [`ETH_VECTOR`] at the next completion (cleared when the device does).
+        1:1 irq_enable => bool;
+        /// Receive frames for any destination MAC.
+        2:2 promisc => bool;
+    }
+
+    /// MSI-X vector of the Ethernet queues.
+    pub(crate) ETH_VECTOR(u32) @ 0x384 {
+        31:0 vector;
+    }
+
+    /// Transmit ring DMA address, bits 31:0 (16-byte aligned).
+    pub(crate) ETH_TX_LO(u32) @ 0x388 {
+        31:0 addr;
+    }
+
+    /// Transmit ring DMA address, bits 63:32.
+    pub(crate) ETH_TX_HI(u32) @ 0x38c {
+        31:0 addr;
+    }
+
+    /// Descriptors in the transmit ring, a power of two, 2..4096.
+    pub(crate) ETH_TX_SIZE(u32) @ 0x390 {
+        31:0 value;
+    }
+
+    /// One past the last transmit descriptor posted.
+    pub(crate) ETH_TX_TAIL(u32) @ 0x394 {
+        31:0 index;
+    }
+
+    /// Receive ring DMA address, bits 31:0 (16-byte aligned).
+    pub(crate) ETH_RX_LO(u32) @ 0x39c {
+        31:0 addr;
+    }
+
+    /// Receive ring DMA address, bits 63:32.
+    pub(crate) ETH_RX_HI(u32) @ 0x3a0 {
+        31:0 addr;
+    }
+
+    /// Descriptors in the receive ring, a power of two, 2..4096.
+    pub(crate) ETH_RX_SIZE(u32) @ 0x3a4 {
+        31:0 value;
+    }
+
+    /// One past the last receive buffer posted.
+    pub(crate) ETH_RX_TAIL(u32) @ 0x3a8 {
+        31:0 index;
     }
 }

@@ -115,6 +115,14 @@ impl Nic {
         if vector != 0 {
             self.ring_progressed();
         }
+        if let Some(eth) = &self.eth {
+            if let Some(up) = events.link {
+                eth.link_changed(up);
+            }
+            if vector == eth.vector as usize {
+                eth.process(self);
+            }
+        }
         if let Some(echo) = echo {
             stats.last_echo.store(echo, Relaxed);
             // Publishes `last_echo` to the waiter in `selftest`.

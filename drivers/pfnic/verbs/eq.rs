@@ -180,6 +180,8 @@ pub(crate) struct Processed {
     pub(crate) events: bool,
     /// It queued page faults for the interrupt thread.
     pub(crate) faults: bool,
+    /// The link state of the last `PORT_CHANGE` it saw, for the netdev's carrier.
+    pub(crate) link: Option<bool>,
 }
 
 /// Events seen, for statistics.
@@ -387,6 +389,7 @@ impl EventQueue {
         // Faults queued by this pass: the thread needs waking only for them (it drains the
         // queue before it sleeps, and a push meanwhile wakes it again).
         let mut faults = false;
+        let mut link = None;
         loop {
             let n = *consumed;
             let slot = (n % EQ_ENTRIES) as usize;
@@ -403,18 +406,23 @@ impl EventQueue {
                 break;
             }
             faults |= entry.kind == EVENT_PAGE_FAULT;
+            if entry.kind == EVENT_PORT_CHANGE {
+                link = Some(entry.flags & PORT_LINK_UP != 0);
+            }
             *consumed = n.wrapping_add(1);
         }
         if *consumed == start {
             return Processed {
                 events: false,
                 faults,
+                link,
             };
         }
         bar.write_reg(regs::EQ_HEAD::zeroed().with_consumed(*consumed));
         Processed {
             events: true,
             faults,
+            link,
         }
     }
 

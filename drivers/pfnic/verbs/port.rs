@@ -8,7 +8,9 @@
 //! of the node GUID), as in ABI 1.4. With one it is a RoCEv2 Ethernet port with rxe's GID
 //! table: index 0 the link-local `fe80::` + EUI-64 of the MAC, index 1 the IPv4-mapped
 //! `::ffff:a.b.c.d`. Only IPv4 goes on the wire, so a QP's destination GID must be
-//! IPv4-mapped (or one of ours: loopback).
+//! IPv4-mapped (or one of ours: loopback). With the port's netdev (device ABI 1.16) the RDMA
+//! core keeps its own table, built from the netdev's addresses, and the first IPv4 address it
+//! adds becomes the port's (`PORT_IPV4`).
 
 use super::{MAX_MSG_SZ, PORT_LID};
 use crate::{nic::Nic, regs, uapi};
@@ -16,6 +18,7 @@ use kernel::{
     cred::{self, Capability},
     io::{register::Array, Io},
     prelude::*,
+    rdma::{gid_type, GidEntry},
 };
 
 /// `IBV_PORT_DOWN`, `IBV_PORT_ACTIVE`.
@@ -50,6 +53,18 @@ impl PortState {
             1
         }
     }
+}
+
+/// Entries of a RoCE port's GID table in the RDMA core, which builds it from the netdev's
+/// addresses (the default GID and one for each IPv4 address).
+pub(crate) const CORE_GID_TABLE: u32 = 16;
+
+/// The IPv4 address a RoCE v2 GID entry of the core stands for.
+fn roce_v2_ipv4(e: &GidEntry) -> Option<u32> {
+    if e.gid_type != gid_type::ROCE_V2 {
+        return None;
+    }
+    gid_ipv4(&e.gid).filter(|&addr| ipv4_is_unicast(addr))
 }
 
 /// Whether `addr` may be a unicast host's IPv4 address: not `0.0.0.0/8`, loopback
@@ -207,7 +222,7 @@ impl Nic {
 
     /// `PFNIC_IOCTL_SET_PORT_IPV4`: sets (or, with 0, clears) the port's IPv4 address.
     pub(crate) fn set_port_ipv4(&self, arg: &uapi::PortIpv4) -> Result {
-        let verbs = self.verbs()?;
+        self.verbs()?;
         self.with_bar(|_| ())?;
         if !self.has_port_registers() {
             return Err(EOPNOTSUPP);
@@ -218,16 +233,54 @@ impl Nic {
         if arg.reserved != 0 || (arg.ipv4 != 0 && !ipv4_is_unicast(arg.ipv4)) {
             return Err(EINVAL);
         }
-        // Every open file hears of a real change only (GID 1 appears, goes or moves).
+        self.write_port_ipv4(arg.ipv4)
+    }
+
+    /// Writes `PORT_IPV4`; every open file hears of a real change only (GID 1 appears, goes
+    /// or moves).
+    fn write_port_ipv4(&self, addr: u32) -> Result {
+        let verbs = self.verbs()?;
         let changed = self.with_bar(|bar| {
             let old = bar.read(regs::PORT_IPV4).addr().get();
-            bar.write_reg(regs::PORT_IPV4::zeroed().with_addr(arg.ipv4));
-            old != arg.ipv4
+            bar.write_reg(regs::PORT_IPV4::zeroed().with_addr(addr));
+            old != addr
         })?;
         if changed {
             verbs.eq.port_event(uapi::PFNIC_EVENT_GID_CHANGE);
         }
         Ok(())
+    }
+
+    /// The RDMA core added entry `e` to the port's GID table, from an address of the port's
+    /// netdev. The device sends RoCE from one IPv4 address: the first the netdev has (in the
+    /// order the core adds them) becomes `PORT_IPV4`.
+    pub(crate) fn core_gid_added(&self, e: &GidEntry) -> Result {
+        let Some(addr) = roce_v2_ipv4(e) else {
+            return Ok(());
+        };
+        let eth = self.eth.as_deref().ok_or(ENODEV)?;
+        let first = {
+            let mut addrs = eth.addresses.lock();
+            addrs.retain(|&mut (index, _)| index != e.index);
+            addrs.push((e.index, addr), GFP_KERNEL)?;
+            addrs[0].1
+        };
+        self.write_port_ipv4(first)
+    }
+
+    /// The RDMA core removed entry `e` (its address left the netdev): the port takes the next
+    /// address, or none.
+    pub(crate) fn core_gid_deleted(&self, e: &GidEntry) -> Result {
+        if roce_v2_ipv4(e).is_none() {
+            return Ok(());
+        }
+        let eth = self.eth.as_deref().ok_or(ENODEV)?;
+        let first = {
+            let mut addrs = eth.addresses.lock();
+            addrs.retain(|&mut (index, _)| index != e.index);
+            addrs.first().map_or(0, |&(_, addr)| addr)
+        };
+        self.write_port_ipv4(first)
     }
 
     /// Resolves a QP's address vector to the destination IPv4 address `QP_MODIFY` takes (a7):
@@ -240,7 +293,13 @@ impl Nic {
         if a.is_global == 0 {
             return Ok(0);
         }
-        if a.sgid_index >= port.gid_tbl_len() {
+        // A QP of the RDMA core names an entry of the core's table, built from the netdev.
+        let table = if self.eth.is_some() {
+            CORE_GID_TABLE
+        } else {
+            port.gid_tbl_len()
+        };
+        if a.sgid_index >= table {
             return Err(EINVAL);
         }
         let ours = self.gids(&port);
