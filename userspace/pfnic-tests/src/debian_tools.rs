@@ -328,6 +328,30 @@ impl AsyncWatch {
         Ok(())
     }
 
+    /// As [`AsyncWatch::expect`], and the tool printed no other event: each event exactly
+    /// once, in that order.
+    pub(crate) fn expect_only(self, lines: &[&str]) -> TestResult {
+        let seen = lines
+            .iter()
+            .try_for_each(|l| self.wait_for(l, Duration::from_secs(30)));
+        // A duplicate would follow the last one closely.
+        std::thread::sleep(Duration::from_millis(300));
+        let t = self.finish();
+        seen?;
+        outln!("# ibv_asyncwatch: {}", t.trim().replace('\n', " | "));
+        let events: Vec<&str> = t
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with("event_type"))
+            .collect();
+        let want: Vec<&str> = lines.iter().map(|l| l.trim()).collect();
+        check!(
+            events == want,
+            "ibv_asyncwatch printed the events {events:?}, want exactly {want:?}"
+        );
+        Ok(())
+    }
+
     /// Stops the tool; what it printed.
     fn finish(mut self) -> String {
         let _ = self.child.kill();

@@ -35,6 +35,7 @@ mod verbs_port;
 mod verbs_qp;
 mod verbs_srq;
 mod wire;
+mod wire_netdev;
 
 use pfnic_cli::{errln, outln};
 
@@ -74,6 +75,7 @@ fn main() {
         perf_tool::TESTS,
         fault_path::TESTS,
         wire::TESTS,
+        wire_netdev::TESTS,
         security::TESTS,
         matrix::TESTS,
         matrix_uffd::TESTS,

@@ -233,9 +233,22 @@ fn test_wire_rdma_core_roce_port() -> TestResult {
     let port = ib_sysfs(&ib_name()?).join("ports/1");
     check_eq!(attr(&port.join("link_layer"))?, "Ethernet");
     check!(p.link_up(), "the wire guest's link is down");
+    // The port's state in the core is its netdev's, as on every RoCE device: down while the
+    // netdev is, active once it is up with its carrier.
+    let netdev = crate::wire_netdev::netdev_by_mac(p.mac())?;
+    check!(!netdev.carrier(), "{} is up before the test", netdev.name);
+    check_eq!(attr(&port.join("state"))?, "1: DOWN");
+    let _up = crate::wire_netdev::UpNetdev::new(&netdev)?;
     check_eq!(attr(&port.join("state"))?, "4: ACTIVE");
     test_rdma_core_port()?;
-    test_rdma_core_rdma_tool()
+    test_rdma_core_rdma_tool()?;
+    let link = rdma(&["link", "show", &format!("{}/1", ib_name()?)])?;
+    check!(
+        link.contains(&format!("netdev {}", netdev.name)),
+        "rdma link does not tie the port to {}: {link}",
+        netdev.name
+    );
+    Ok(())
 }
 
 /// Every counter of the port, named, from the device's own queries.

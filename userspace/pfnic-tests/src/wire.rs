@@ -539,6 +539,10 @@ fn test_wire_port_events() -> TestResult {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    // The port's netdev, up, follows the link with its carrier; the RDMA core's port, whose
+    // state is the netdev's, with it.
+    let port_netdev = crate::wire_netdev::netdev_by_mac(ctx[0].port_attr()?.mac())?;
+    let up = crate::wire_netdev::UpNetdev::new(&port_netdev)?;
     let watch = crate::debian_tools::AsyncWatch::debian(&name)?;
     let core_watch = crate::debian_tools::AsyncWatch::debian_core(&name)?;
 
@@ -560,16 +564,18 @@ fn test_wire_port_events() -> TestResult {
             !up
         );
         check_eq!(ctx[0].query_port(1)?.state, state);
+        crate::wire_netdev::wait_carrier(&port_netdev, up)?;
     }
     if let Some(ev) = eb.get_event_timeout(300)? {
         fail!("the other device's context got {ev:?}; its link never changed");
     }
     for w in [watch, core_watch].into_iter().flatten() {
-        w.expect(&[
+        w.expect_only(&[
             "event_type IBV_EVENT_PORT_ERR (10), port 1",
             "event_type IBV_EVENT_PORT_ACTIVE (9), port 1",
         ])?;
     }
+    drop(up);
 
     // The link carries RC messages again.
     let p = wire_pair(&ctx, &PairOpts::default(), 3)?;
