@@ -375,7 +375,7 @@ pair_suite() {
 # each side as server; in debian_*, Debian's ibv_rc_pingpong on both sides
 # (on pfnic through pfnic's libibverbs.so.1); in debian_srq_pingpong, Debian's
 # ibv_srq_pingpong on both sides (SRQs on the wire).
-pair_tests=device,rc_pingpong,rc_pingpong_events,rc_pingpong_odp,debian_rc_pingpong,debian_rc_pingpong_odp,debian_srq_pingpong
+pair_tests=device,ping,debian_lib_rc_pingpong,rc_pingpong,rc_pingpong_events,rc_pingpong_odp,debian_rc_pingpong,debian_rc_pingpong_odp,debian_srq_pingpong
 perf_tests=write_bw,read_bw,send_bw,write_lat,read_lat,send_lat
 # pair_suites: every pairing, one after another.
 pair_suites() {
