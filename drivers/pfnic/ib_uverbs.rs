@@ -26,6 +26,10 @@ use kernel::{
 };
 use zerocopy::{FromZeros, IntoBytes};
 
+/// `IB_UVERBS_ACCESS_OPTIONAL_RANGE`: access flags a device may ignore (bits 20-29; relaxed
+/// ordering is the first).
+const ACCESS_OPTIONAL_RANGE: u32 = 0x3ff0_0000;
+
 /// The driver's part of a user context. Fields drop in order: the verbs objects are destroyed
 /// in the device before the hardware context stops and its PASID is unbound.
 #[pin_data]
@@ -172,7 +176,9 @@ impl UContext {
         }
         let mut arg = uapi::RegMr {
             pd: pd.0,
-            access: region.access,
+            // Optional access flags (relaxed ordering) are hints a device may ignore, as the
+            // core defines them: perftest's bandwidth tests ask for relaxed ordering.
+            access: region.access & !ACCESS_OPTIONAL_RANGE,
             addr: region.start,
             length: region.length,
             ..Default::default()

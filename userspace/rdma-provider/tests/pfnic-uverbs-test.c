@@ -126,6 +126,7 @@ static int test_objects(const char *dev)
 	};
 	struct objs o;
 	struct ibv_qp *qp2;
+	struct ibv_mr *mr2;
 	int ret;
 
 	if (make_objs(&o, dev))
@@ -147,6 +148,12 @@ static int test_objects(const char *dev)
 	      "granted caps %u/%u", init.cap.max_send_wr, init.cap.max_recv_sge);
 	ret = ibv_destroy_qp(qp2);
 	CHECK(!ret, "ibv_destroy_qp: %s", strerror(ret));
+	/* Optional access flags are hints the device may ignore (perftest asks). */
+	mr2 = ibv_reg_mr(o.pd, o.buf, 4096, IBV_ACCESS_LOCAL_WRITE |
+			 IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_RELAXED_ORDERING);
+	CHECK(mr2, "ibv_reg_mr with IBV_ACCESS_RELAXED_ORDERING: %s",
+	      strerror(errno));
+	CHECK(!ibv_dereg_mr(mr2), "ibv_dereg_mr");
 	free_objs(&o);
 	return 0;
 }
