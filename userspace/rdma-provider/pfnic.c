@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <errno.h>
 
 #include "pfnic.h"
@@ -158,16 +159,64 @@ static int pfnic_destroy_cq(struct ibv_cq *ibcq)
 	return 0;
 }
 
+/*
+ * Inline slots for @qp: one per send queue entry and one more, registered on
+ * @pd for the device to read. 0 or an errno value.
+ */
+static int pfnic_qp_inline_slots(struct ibv_pd *pd, struct pfnic_qp *qp)
+{
+	size_t len = pfnic_rs_qp_inline_bytes(qp->rs);
+	struct ib_uverbs_reg_mr_resp resp;
+	struct ibv_reg_mr cmd;
+	int ret;
+
+	ret = posix_memalign(&qp->inline_buf, sysconf(_SC_PAGESIZE), len);
+	if (ret) {
+		qp->inline_buf = NULL;
+		return ret;
+	}
+	memset(qp->inline_buf, 0, len);
+	ret = ibv_cmd_reg_mr(pd, qp->inline_buf, len,
+			     (uintptr_t)qp->inline_buf, IBV_ACCESS_LOCAL_WRITE,
+			     &qp->inline_mr, &cmd, sizeof(cmd), &resp,
+			     sizeof(resp));
+	if (ret) {
+		free(qp->inline_buf);
+		qp->inline_buf = NULL;
+		return ret;
+	}
+	pfnic_rs_qp_set_inline(qp->rs, qp->inline_buf,
+			       qp->inline_mr.ibv_mr.lkey);
+	return 0;
+}
+
+static void pfnic_qp_free_inline_slots(struct pfnic_qp *qp)
+{
+	if (!qp->inline_buf)
+		return;
+	ibv_cmd_dereg_mr(&qp->inline_mr);
+	free(qp->inline_buf);
+	qp->inline_buf = NULL;
+}
+
 static struct ibv_qp *pfnic_create_qp(struct ibv_pd *pd,
 				      struct ibv_qp_init_attr *attr)
 {
 	struct pfnic_create_qp_resp resp = {};
 	struct pfnic_create_qp_cmd cmd = {};
+	uint32_t want_inline = attr->cap.max_inline_data;
 	struct pfnic_qp *qp;
+	int err;
 
+	/* The device has no inline data of its own: the provider copies it. */
+	if (want_inline > pfnic_rs_max_inline_data()) {
+		errno = EINVAL;
+		return NULL;
+	}
 	qp = calloc(1, sizeof(*qp));
 	if (!qp)
 		return NULL;
+	attr->cap.max_inline_data = 0;
 	errno = ibv_cmd_create_qp(pd, &qp->ibv_qp, attr, &cmd.ibv_cmd,
 				  sizeof(cmd), &resp.ibv_resp, sizeof(resp));
 	if (errno)
@@ -179,15 +228,24 @@ static struct ibv_qp *pfnic_create_qp(struct ibv_pd *pd,
 				 qp->ibv_qp.qp_num, &attr->cap, attr->sq_sig_all,
 				 &resp.drv);
 	if (!qp->rs) {
-		int err = errno;
-
-		ibv_cmd_destroy_qp(&qp->ibv_qp);
-		errno = err;
-		goto err;
+		err = errno;
+		goto err_destroy;
+	}
+	if (want_inline) {
+		err = pfnic_qp_inline_slots(pd, qp);
+		if (err)
+			goto err_free_rs;
+		attr->cap.max_inline_data = pfnic_rs_max_inline_data();
 	}
 	return &qp->ibv_qp;
 
+err_free_rs:
+	pfnic_rs_qp_free(qp->rs);
+err_destroy:
+	ibv_cmd_destroy_qp(&qp->ibv_qp);
+	errno = err;
 err:
+	attr->cap.max_inline_data = want_inline;
 	free(qp);
 	return NULL;
 }
@@ -274,6 +332,7 @@ static int pfnic_destroy_qp(struct ibv_qp *ibqp)
 	if (ret)
 		return ret;
 	pfnic_rs_qp_free(qp->rs);
+	pfnic_qp_free_inline_slots(qp);
 	free(qp);
 	return 0;
 }
@@ -282,9 +341,15 @@ static int pfnic_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 			  int attr_mask, struct ibv_qp_init_attr *init_attr)
 {
 	struct ibv_query_qp cmd;
+	int ret;
 
-	return ibv_cmd_query_qp(qp, attr, attr_mask, init_attr, &cmd,
-				sizeof(cmd));
+	ret = ibv_cmd_query_qp(qp, attr, attr_mask, init_attr, &cmd,
+			       sizeof(cmd));
+	if (!ret && to_pfnic_qp(qp)->inline_buf) {
+		attr->cap.max_inline_data = pfnic_rs_max_inline_data();
+		init_attr->cap.max_inline_data = pfnic_rs_max_inline_data();
+	}
+	return ret;
 }
 
 static int pfnic_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,

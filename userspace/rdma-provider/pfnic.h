@@ -47,6 +47,9 @@ struct pfnic_rs_qp *pfnic_rs_qp_new(const struct pfnic_rs_cq *send_cq,
 				    int sq_sig_all,
 				    const struct pfnic_ib_create_qp_resp *layout);
 void pfnic_rs_qp_free(struct pfnic_rs_qp *qp);
+size_t pfnic_rs_qp_inline_bytes(const struct pfnic_rs_qp *qp);
+uint32_t pfnic_rs_max_inline_data(void);
+void pfnic_rs_qp_set_inline(struct pfnic_rs_qp *qp, void *addr, uint32_t lkey);
 int pfnic_rs_post_send(const struct pfnic_rs_qp *qp, struct ibv_send_wr *wr,
 		       struct ibv_send_wr **bad_wr);
 int pfnic_rs_post_recv(const struct pfnic_rs_qp *qp, struct ibv_recv_wr *wr,
@@ -67,6 +70,13 @@ struct pfnic_cq {
 struct pfnic_qp {
 	struct ibv_qp ibv_qp;
 	struct pfnic_rs_qp *rs;
+	/*
+	 * Inline data: the device reads every payload through an MR, so an
+	 * inline payload is copied into a slot of this buffer, registered on
+	 * the QP's PD (NULL without inline data).
+	 */
+	void *inline_buf;
+	struct verbs_mr inline_mr;
 };
 
 struct pfnic_srq {

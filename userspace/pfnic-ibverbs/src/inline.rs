@@ -15,9 +15,9 @@ use std::sync::{Arc, Mutex};
 use pfnic_verbs::{Buffer, Mr, Pd, Qp, SendWr, Sge, WrOpcode};
 
 /// `IBV_SEND_INLINE`.
-pub(crate) const SEND_INLINE: u32 = 1 << 3;
+pub const SEND_INLINE: u32 = 1 << 3;
 /// The inline payload a work request may carry (`cap.max_inline_data`, at most).
-pub(crate) const MAX_INLINE_DATA: u32 = 256;
+pub const MAX_INLINE_DATA: u32 = 256;
 /// `IBV_ACCESS_LOCAL_WRITE`: the slots' MR (the device only reads it).
 const ACCESS_LOCAL_WRITE: u32 = 1;
 
@@ -36,10 +36,24 @@ pub(crate) struct InlinePost<'a> {
     pub(crate) payload: Option<&'a [Sge]>,
 }
 
+/// The memory of a ring's slots and the key the device reads it through.
+enum Slots {
+    /// The library's own buffer and MR (pfnic's libibverbs).
+    Own { buf: Arc<Buffer>, mr: Mr },
+    /// Memory a caller registered and lent to the ring (the rdma-core provider, which
+    /// registers through the RDMA core).
+    Lent { addr: *mut u8, lkey: u32 },
+}
+
+// SAFETY: Lent memory is only written under the ring's lock, and the lender keeps it (and its
+// registration) for the ring's life ([`InlineRing::lent`]).
+unsafe impl Send for Slots {}
+// SAFETY: As above.
+unsafe impl Sync for Slots {}
+
 /// A QP's inline slots.
-pub(crate) struct InlineRing {
-    buf: Arc<Buffer>,
-    mr: Mr,
+pub struct InlineRing {
+    mem: Slots,
     slots: u64,
     /// The next slot to take (a count; the slot is this modulo `slots`). Held across a post
     /// that takes slots, and advanced only by the slots its posted work requests used.
@@ -54,11 +68,30 @@ impl InlineRing {
         let buf = Arc::new(Buffer::new(len)?);
         let mr = pd.reg_mr(&buf, ACCESS_LOCAL_WRITE)?;
         Ok(Self {
-            buf,
-            mr,
+            mem: Slots::Own { buf, mr },
             slots,
             next: Mutex::new(0),
         })
+    }
+
+    /// The bytes of slots a send queue of `depth` entries needs ([`InlineRing::lent`]).
+    pub fn bytes_for(depth: u32) -> usize {
+        (depth as usize + 1) * MAX_INLINE_DATA as usize
+    }
+
+    /// Slots for a send queue of `depth` entries in memory the caller registered: `addr`,
+    /// [`InlineRing::bytes_for`]`(depth)` bytes, readable by the device through `lkey`.
+    ///
+    /// # Safety
+    ///
+    /// The memory stays writable, and registered under `lkey`, until the ring is dropped and
+    /// the QP's work requests are done; nothing else writes it meanwhile.
+    pub unsafe fn lent(addr: *mut u8, lkey: u32, depth: u32) -> Self {
+        Self {
+            mem: Slots::Lent { addr, lkey },
+            slots: u64::from(depth) + 1,
+            next: Mutex::new(0),
+        }
     }
 
     /// Posts `wrs` on `q` in order, as `Qp::post_send_iter` does, each inline one (with a
@@ -131,13 +164,24 @@ impl InlineRing {
             }
             // SAFETY: the caller's range, readable (see above); it stays the caller's.
             let data = unsafe { core::slice::from_raw_parts(s.addr as usize as *const u8, len) };
-            self.buf.write(off, data);
+            match &self.mem {
+                Slots::Own { buf, .. } => buf.write(off, data),
+                // SAFETY: `off + len` is within slot `n` (the total fits one), inside the lent
+                // memory, which only this ring writes, under its lock (`lent`'s contract).
+                Slots::Lent { addr, .. } => unsafe {
+                    core::ptr::copy_nonoverlapping(data.as_ptr(), addr.add(off), len)
+                },
+            }
             off += len;
         }
+        let (addr, lkey) = match &self.mem {
+            Slots::Own { buf, mr } => (buf.addr(), mr.lkey()),
+            Slots::Lent { addr, lkey } => (*addr as u64, *lkey),
+        };
         Ok(Sge {
-            addr: self.buf.addr() + base as u64,
+            addr: addr + base as u64,
             length: u32::try_from(total).map_err(|_| libc::EINVAL)?,
-            lkey: self.mr.lkey(),
+            lkey,
         })
     }
 }

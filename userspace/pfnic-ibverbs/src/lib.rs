@@ -23,7 +23,7 @@ mod device;
 mod dm;
 pub mod ffi;
 mod helpers;
-mod inline;
+pub mod inline;
 mod kern_abi;
 mod mr;
 pub mod qp;

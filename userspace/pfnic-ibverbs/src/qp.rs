@@ -570,7 +570,7 @@ pub(crate) unsafe extern "C" fn post_send(
 /// # Safety
 ///
 /// `wr` is NULL or a valid list of work requests.
-unsafe fn has_inline(mut wr: *const ibv_send_wr) -> bool {
+pub unsafe fn has_inline(mut wr: *const ibv_send_wr) -> bool {
     // SAFETY: the caller passes a valid NULL-terminated list.
     while let Some(w) = unsafe { wr.as_ref() } {
         if w.send_flags & SEND_INLINE != 0 {
@@ -623,7 +623,7 @@ pub unsafe fn send_wr_of<'a>(w: &ibv_send_wr) -> Option<SendWr<'a>> {
 /// # Safety
 ///
 /// As [`post_send`].
-unsafe fn post_send_inline(
+pub unsafe fn post_send_inline(
     q: &Qp,
     ring: &InlineRing,
     first: *mut ibv_send_wr,

@@ -14,7 +14,8 @@ use std::os::fd::{BorrowedFd, RawFd};
 
 use ibverbs::cq::poll_into;
 use ibverbs::ffi::{ibv_qp_cap, ibv_recv_wr, ibv_send_wr, ibv_wc};
-use ibverbs::qp::{post_list, recv_wr_of, send_wr_of};
+use ibverbs::inline::InlineRing;
+use ibverbs::qp::{has_inline, post_list, post_send_inline, recv_wr_of, send_wr_of};
 use pfnic_sys::uapi::{IbCreateCqResp, IbCreateQpResp, IbCreateSrqResp};
 use pfnic_verbs::{Context, Cq, Qp, QpCap, QpInitAttr, Srq};
 
@@ -30,9 +31,10 @@ pub struct PfnicRsCq {
     lid: u16,
 }
 
-/// A QP's queues.
+/// A QP's queues, and its inline slots when it was asked for inline data.
 pub struct PfnicRsQp {
     qp: Qp,
+    inline: Option<InlineRing>,
 }
 
 /// An SRQ's queue.
@@ -268,7 +270,41 @@ pub unsafe extern "C" fn pfnic_rs_qp_new(
     attr.cap = cap;
     attr.sq_sig_all = sq_sig_all != 0;
     attr.srq = srq;
-    into_c(Qp::from_core(&attr, qpn, cap, l).map(|qp| PfnicRsQp { qp }))
+    into_c(Qp::from_core(&attr, qpn, cap, l).map(|qp| PfnicRsQp { qp, inline: None }))
+}
+
+/// The bytes of inline slots the QP needs ([`pfnic_rs_qp_set_inline`]).
+///
+/// # Safety
+///
+/// `qp` is from [`pfnic_rs_qp_new`].
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_qp_inline_bytes(qp: *const PfnicRsQp) -> usize {
+    // SAFETY: forwarded to the caller.
+    InlineRing::bytes_for(unsafe { &*qp }.qp.cap().max_send_wr)
+}
+
+/// The inline payload a work request may carry (`cap.max_inline_data`).
+#[no_mangle]
+pub extern "C" fn pfnic_rs_max_inline_data() -> u32 {
+    ibverbs::inline::MAX_INLINE_DATA
+}
+
+/// Gives the QP inline slots: [`pfnic_rs_qp_inline_bytes`] bytes at `addr`, registered through
+/// the RDMA core on the QP's PD under `lkey`. `IBV_SEND_INLINE` work requests are then copied
+/// there at posting; without, they fail with `EINVAL`.
+///
+/// # Safety
+///
+/// `qp` is from [`pfnic_rs_qp_new`], not yet shared with another thread; the memory stays
+/// allocated and registered, and untouched by anyone else, until the QP is freed.
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_qp_set_inline(qp: *mut PfnicRsQp, addr: *mut c_void, lkey: u32) {
+    // SAFETY: forwarded to the caller.
+    let q = unsafe { &mut *qp };
+    let depth = q.qp.cap().max_send_wr;
+    // SAFETY: forwarded to the caller: the memory is lent for the ring's life.
+    q.inline = Some(unsafe { InlineRing::lent(addr.cast(), lkey, depth) });
 }
 
 /// # Safety
@@ -293,7 +329,15 @@ pub unsafe extern "C" fn pfnic_rs_post_send(
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
     // SAFETY: forwarded to the caller.
-    let q = unsafe { qp.as_ref() }.map(|q| &q.qp);
+    let rs = unsafe { qp.as_ref() };
+    if let Some((q, ring)) = rs.and_then(|r| Some((&r.qp, r.inline.as_ref()?))) {
+        // SAFETY: forwarded to the caller.
+        if unsafe { has_inline(wr) } {
+            // SAFETY: forwarded to the caller.
+            return unsafe { post_send_inline(q, ring, wr, bad_wr) };
+        }
+    }
+    let q = rs.map(|q| &q.qp);
     // SAFETY: the caller's work requests and their SGE lists.
     let convert = |w: &ibv_send_wr| unsafe { send_wr_of(w) };
     // SAFETY: forwarded to the caller.

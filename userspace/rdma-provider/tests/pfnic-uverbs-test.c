@@ -224,6 +224,118 @@ static int test_qp_states(const char *dev)
 	return 0;
 }
 
+/* Polls @cq for @n completions (5 s at most) into @wc; how many came. */
+static int poll_n(struct ibv_cq *cq, struct ibv_wc *wc, int n)
+{
+	int got = 0;
+
+	for (int spins = 0; got < n && spins < 500000; spins++) {
+		int r = ibv_poll_cq(cq, n - got, wc + got);
+
+		if (r < 0)
+			return got;
+		got += r;
+		if (!r)
+			usleep(10);
+	}
+	return got;
+}
+
+/*
+ * Inline data: a QP asked for it reports what it got, a send's payload is
+ * copied at posting (the buffer is reused at once and has no MR), and it
+ * arrives intact, through more sends than the send queue holds; too much
+ * inline data asked, and an inline send on a QP without, fail with EINVAL.
+ */
+static int test_inline(const char *dev)
+{
+	struct ibv_qp_init_attr init = {
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+			 .max_send_sge = 1, .max_recv_sge = 1,
+			 .max_inline_data = 64 },
+	};
+	struct ibv_send_wr swr = {}, *bad_swr;
+	struct ibv_recv_wr rwr = {}, *bad_rwr;
+	struct ibv_qp_init_attr qinit;
+	struct ibv_sge ssge, rsge;
+	struct ibv_qp_attr qa;
+	unsigned char payload[256];
+	struct ibv_wc wc[2];
+	struct ibv_qp *qp;
+	struct objs o;
+	int ret;
+
+	if (make_objs(&o, dev))
+		return 1;
+	init.send_cq = o.cq;
+	init.recv_cq = o.cq;
+	qp = ibv_create_qp(o.pd, &init);
+	CHECK(qp, "ibv_create_qp with 64 bytes inline: %s", strerror(errno));
+	CHECK(init.cap.max_inline_data >= 64, "granted %u bytes inline",
+	      init.cap.max_inline_data);
+	ret = ibv_query_qp(qp, &qa, IBV_QP_CAP, &qinit);
+	CHECK(!ret && qa.cap.max_inline_data == init.cap.max_inline_data,
+	      "ibv_query_qp: %s, %u bytes inline", strerror(ret),
+	      qa.cap.max_inline_data);
+	if (to_rts(qp, qp->qp_num))
+		return 1;
+	for (int i = 0; i < 3 * 8; i++) {
+		size_t len = 1 + (i * 37) % init.cap.max_inline_data;
+
+		for (size_t k = 0; k < sizeof(payload); k++)
+			payload[k] = (unsigned char)(i * 31 + k);
+		memset(o.buf, 0, 4096);
+		rsge = (struct ibv_sge){ (uintptr_t)o.buf, 4096, o.mr->lkey };
+		rwr = (struct ibv_recv_wr){ .wr_id = 2, .sg_list = &rsge,
+					    .num_sge = 1 };
+		ret = ibv_post_recv(qp, &rwr, &bad_rwr);
+		CHECK(!ret, "ibv_post_recv: %s", strerror(ret));
+		/* No MR covers the payload: its lkey means nothing. */
+		ssge = (struct ibv_sge){ (uintptr_t)payload, len, 0xdeadbeef };
+		swr = (struct ibv_send_wr){
+			.wr_id = 1, .sg_list = &ssge, .num_sge = 1,
+			.opcode = IBV_WR_SEND,
+			.send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED,
+		};
+		ret = ibv_post_send(qp, &swr, &bad_swr);
+		CHECK(!ret, "inline send %d: %s", i, strerror(ret));
+		memset(payload, 0, sizeof(payload));
+		CHECK(poll_n(o.cq, wc, 2) == 2, "inline send %d: no completions",
+		      i);
+		for (int k = 0; k < 2; k++)
+			CHECK(wc[k].status == IBV_WC_SUCCESS,
+			      "inline send %d: wr %llu: %s", i,
+			      (unsigned long long)wc[k].wr_id,
+			      ibv_wc_status_str(wc[k].status));
+		for (size_t k = 0; k < len; k++)
+			CHECK(((unsigned char *)o.buf)[k] ==
+			      (unsigned char)(i * 31 + k),
+			      "inline send %d of %zu bytes: byte %zu is %#x", i,
+			      len, k, ((unsigned char *)o.buf)[k]);
+	}
+	CHECK(!ibv_destroy_qp(qp), "ibv_destroy_qp");
+
+	init.cap.max_inline_data = 4096;
+	qp = ibv_create_qp(o.pd, &init);
+	CHECK(!qp && errno == EINVAL, "4096 bytes inline: %s",
+	      qp ? "created" : strerror(errno));
+
+	/* A QP created without inline data refuses an inline send. */
+	if (to_rts(o.qp, o.qp->qp_num))
+		return 1;
+	ssge = (struct ibv_sge){ (uintptr_t)payload, 16, 0 };
+	swr = (struct ibv_send_wr){ .wr_id = 3, .sg_list = &ssge,
+				    .num_sge = 1, .opcode = IBV_WR_SEND,
+				    .send_flags = IBV_SEND_INLINE };
+	bad_swr = NULL;
+	ret = ibv_post_send(o.qp, &swr, &bad_swr);
+	CHECK(ret == EINVAL && bad_swr == &swr,
+	      "inline send on a QP without inline data: %d", ret);
+	free_objs(&o);
+	return 0;
+}
+
 /* What pfnic does not have is refused with the errno libibverbs users expect. */
 static int test_refused(const char *dev)
 {
@@ -524,12 +636,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s DEVICE [hold]\n", argv[0]);
 		return 2;
 	}
-	printf("TAP version 13\n1..6\n");
+	printf("TAP version 13\n1..7\n");
 	report("objects", test_objects(argv[1]));
 	report("qp_states", test_qp_states(argv[1]));
 	report("refused", test_refused(argv[1]));
 	report("fork_child", test_fork_child(argv[1]));
 	report("limits", test_limits(argv[1]));
 	report("srq_limit_event", test_srq_limit_event(argv[1]));
+	report("inline", test_inline(argv[1]));
 	return failed ? 1 : 0;
 }
