@@ -30,6 +30,9 @@ use zerocopy::{FromZeros, IntoBytes};
 /// ordering is the first).
 const ACCESS_OPTIONAL_RANGE: u32 = 0x3ff0_0000;
 
+/// A GRH's flow label: 20 bits.
+const FLOW_LABEL_MASK: u32 = 0xf_ffff;
+
 /// The driver's part of a user context. Fields drop in order: the verbs objects are destroyed
 /// in the device before the hardware context stops and its PASID is unbound.
 #[pin_data]
@@ -294,7 +297,9 @@ impl UContext {
                 sgid_index: grh.sgid_index.into(),
                 hop_limit: grh.hop_limit.into(),
                 traffic_class: grh.traffic_class.into(),
-                flow_label: grh.flow_label,
+                // 20 bits; RoCE v2 over IPv4 carries none. UCX passes all ones (its
+                // "automatic"), which devices take as its low 20 bits.
+                flow_label: grh.flow_label & FLOW_LABEL_MASK,
                 dgid: grh.dgid,
                 reserved: [0; 2],
             },
