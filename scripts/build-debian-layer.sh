@@ -25,6 +25,9 @@ DEBIAN_PACKAGES=(
 	ibverbs-utils ibverbs-providers libibverbs1 librdmacm1 perftest iproute2
 	libc6 libnl-3-200 libnl-route-3-200 libmnl0 libbsd0 libmd0
 	libcap2 libelf1 libbpf1 zlib1g libpci3 libudev1 libibumad3
+	libucx0 ucx-utils libnuma1 libgomp1
+	tcpdump libpcap0.8 libdbus-1-3 libsystemd0 libssl3 libgcrypt20 liblz4-1
+	liblzma5 libzstd1 libgpg-error0
 )
 # What the guest gets (paths as Debian installs them), and rxe's provider.
 DEBIAN_TOOLS=(
@@ -36,6 +39,9 @@ DEBIAN_TOOLS=(
 	bin/ip usr/bin/rdma
 	usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
 	etc/libibverbs.d/rxe.driver
+	usr/bin/tcpdump
+	usr/bin/ucx_info usr/bin/ucx_perftest
+	usr/lib/x86_64-linux-gnu/ucx/libuct_ib.so.0 usr/lib/x86_64-linux-gnu/ucx/libuct_cma.so.0
 )
 
 debs=$DEBIAN_DEBS
