@@ -542,8 +542,26 @@ pub(crate) unsafe extern "C" fn post_send(
 ) -> c_int {
     // SAFETY: the caller passes a live QP or NULL.
     let wrap = unsafe { qp_wrap(qp) };
-    let q = wrap.and_then(QpWrap::qp);
-    if let (Some(q), Some(ring)) = (q, wrap.and_then(|w| w.inline.as_ref())) {
+    let ring = wrap.and_then(|w| w.inline.as_ref());
+    // SAFETY: forwarded to the caller.
+    unsafe { post_send_on(wrap.and_then(QpWrap::qp), ring, wr, bad_wr) }
+}
+
+/// `ibv_post_send` on `q` (`None`: `EINVAL`), the inline work requests copied through
+/// `ring` (without one they fail with `EINVAL`): what pfnic's library and its rdma-core
+/// provider both run.
+///
+/// # Safety
+///
+/// `wr` is NULL or a valid list of work requests whose SGE lists are readable; `bad_wr` is
+/// NULL or valid for a write.
+pub unsafe fn post_send_on(
+    q: Option<&Qp>,
+    ring: Option<&InlineRing>,
+    wr: *mut ibv_send_wr,
+    bad_wr: *mut *mut ibv_send_wr,
+) -> c_int {
+    if let (Some(q), Some(ring)) = (q, ring) {
         // SAFETY: the caller passes a valid list or NULL.
         if unsafe { has_inline(wr) } {
             // SAFETY: forwarded to the caller.
@@ -570,7 +588,7 @@ pub(crate) unsafe extern "C" fn post_send(
 /// # Safety
 ///
 /// `wr` is NULL or a valid list of work requests.
-pub unsafe fn has_inline(mut wr: *const ibv_send_wr) -> bool {
+unsafe fn has_inline(mut wr: *const ibv_send_wr) -> bool {
     // SAFETY: the caller passes a valid NULL-terminated list.
     while let Some(w) = unsafe { wr.as_ref() } {
         if w.send_flags & SEND_INLINE != 0 {
@@ -623,7 +641,7 @@ pub unsafe fn send_wr_of<'a>(w: &ibv_send_wr) -> Option<SendWr<'a>> {
 /// # Safety
 ///
 /// As [`post_send`].
-pub unsafe fn post_send_inline(
+unsafe fn post_send_inline(
     q: &Qp,
     ring: &InlineRing,
     first: *mut ibv_send_wr,

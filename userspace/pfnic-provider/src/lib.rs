@@ -15,7 +15,7 @@ use std::os::fd::{BorrowedFd, RawFd};
 use ibverbs::cq::poll_into;
 use ibverbs::ffi::{ibv_qp_cap, ibv_recv_wr, ibv_send_wr, ibv_wc};
 use ibverbs::inline::InlineRing;
-use ibverbs::qp::{has_inline, post_list, post_send_inline, recv_wr_of, send_wr_of};
+use ibverbs::qp::{post_list, post_send_on, recv_wr_of};
 use pfnic_sys::uapi::{IbCreateCqResp, IbCreateQpResp, IbCreateSrqResp};
 use pfnic_verbs::{Context, Cq, Qp, QpCap, QpInitAttr, Srq};
 
@@ -330,27 +330,9 @@ pub unsafe extern "C" fn pfnic_rs_post_send(
 ) -> c_int {
     // SAFETY: forwarded to the caller.
     let rs = unsafe { qp.as_ref() };
-    if let Some((q, ring)) = rs.and_then(|r| Some((&r.qp, r.inline.as_ref()?))) {
-        // SAFETY: forwarded to the caller.
-        if unsafe { has_inline(wr) } {
-            // SAFETY: forwarded to the caller.
-            return unsafe { post_send_inline(q, ring, wr, bad_wr) };
-        }
-    }
-    let q = rs.map(|q| &q.qp);
-    // SAFETY: the caller's work requests and their SGE lists.
-    let convert = |w: &ibv_send_wr| unsafe { send_wr_of(w) };
+    let ring = rs.and_then(|r| r.inline.as_ref());
     // SAFETY: forwarded to the caller.
-    unsafe {
-        post_list(
-            q,
-            wr,
-            bad_wr,
-            |w| w.next,
-            convert,
-            |q, w| q.post_send_iter(w),
-        )
-    }
+    unsafe { post_send_on(rs.map(|r| &r.qp), ring, wr, bad_wr) }
 }
 
 /// `ibv_post_recv`: as [`pfnic_rs_post_send`], for the receive queue.
