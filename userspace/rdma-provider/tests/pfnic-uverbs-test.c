@@ -229,14 +229,14 @@ static int poll_n(struct ibv_cq *cq, struct ibv_wc *wc, int n)
 {
 	int got = 0;
 
-	for (int spins = 0; got < n && spins < 500000; spins++) {
+	for (int spins = 0; got < n && spins < 5000; spins++) {
 		int r = ibv_poll_cq(cq, n - got, wc + got);
 
 		if (r < 0)
 			return got;
 		got += r;
-		if (!r)
-			usleep(10);
+		if (got < n)
+			usleep(1000);
 	}
 	return got;
 }
@@ -415,7 +415,7 @@ static int test_srq_limit_event(const char *dev)
 	struct pollfd pfd;
 	struct ibv_wc wc[4];
 	struct objs o;
-	int i, n, got;
+	int i, got;
 
 	if (make_objs(&o, dev))
 		return 1;
@@ -450,17 +450,11 @@ static int test_srq_limit_event(const char *dev)
 
 		CHECK(!ibv_post_send(o.qp, &wr, &bad), "ibv_post_send");
 	}
-	for (got = 0, i = 0; got < 4 && i < 5000; i++) {
-		n = ibv_poll_cq(o.cq, 4 - got, wc);
-		CHECK(n >= 0, "ibv_poll_cq: %d", n);
-		for (int k = 0; k < n; k++)
-			CHECK(wc[k].status == IBV_WC_SUCCESS, "wr %llu: %s",
-			      (unsigned long long)wc[k].wr_id,
-			      ibv_wc_status_str(wc[k].status));
-		got += n;
-		if (got < 4)
-			usleep(1000);
-	}
+	got = poll_n(o.cq, wc, 4);
+	for (int k = 0; k < got; k++)
+		CHECK(wc[k].status == IBV_WC_SUCCESS, "wr %llu: %s",
+		      (unsigned long long)wc[k].wr_id,
+		      ibv_wc_status_str(wc[k].status));
 	CHECK(got == 4, "%d of 4 completions", got);
 	pfd.fd = o.ctx->async_fd;
 	pfd.events = POLLIN;
