@@ -92,10 +92,17 @@ pub(crate) fn wait_carrier(dev: &Netdev, on: bool) -> TestResult {
 /// One netdev brought up (and down again when dropped), its carrier on.
 pub(crate) struct UpNetdev<'a>(&'a Netdev);
 
+/// `ip link set DEV up|down`.
+fn set_link(dev: &Netdev, up: bool) -> TestResult {
+    let state = if up { "up" } else { "down" };
+    let (ok, out) = sh("ip", &["link", "set", &dev.name, state])?;
+    check!(ok, "ip link set {} {state}: {out}", dev.name);
+    Ok(())
+}
+
 impl<'a> UpNetdev<'a> {
     pub(crate) fn new(dev: &'a Netdev) -> Result<Self, Failure> {
-        let (ok, out) = sh("ip", &["link", "set", &dev.name, "up"])?;
-        check!(ok, "ip link set {} up: {out}", dev.name);
+        set_link(dev, true)?;
         let up = Self(dev);
         wait_carrier(dev, true)?;
         Ok(up)
@@ -104,7 +111,7 @@ impl<'a> UpNetdev<'a> {
 
 impl Drop for UpNetdev<'_> {
     fn drop(&mut self) {
-        let _ = sh("ip", &["link", "set", &self.0.name, "down"]);
+        let _ = set_link(self.0, false);
     }
 }
 
@@ -134,20 +141,10 @@ impl UpNetdevs {
             .map_err(|_| Failure::Fail("two netdevs".into()))?;
         let up = Self([a, b]);
         for d in &up.0 {
-            let (ok, out) = sh("ip", &["link", "set", &d.name, "up"])?;
-            check!(ok, "ip link set {} up: {out}", d.name);
+            set_link(d, true)?;
         }
-        let start = Instant::now();
-        while !up.0.iter().all(Netdev::carrier) {
-            if start.elapsed() > FRAME_WAIT {
-                fail!(
-                    "the netdevs {} and {} have no carrier after {:?}",
-                    up.0[0].name,
-                    up.0[1].name,
-                    FRAME_WAIT
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        for d in &up.0 {
+            wait_carrier(d, true)?;
         }
         Ok(up)
     }
@@ -156,7 +153,7 @@ impl UpNetdevs {
 impl Drop for UpNetdevs {
     fn drop(&mut self) {
         for d in &self.0 {
-            let _ = sh("ip", &["link", "set", &d.name, "down"]);
+            let _ = set_link(d, false);
         }
     }
 }
