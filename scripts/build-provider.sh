@@ -55,6 +55,7 @@ sed -e 's/^#cmakedefine \([A-Z_0-9]*\).*/\/* #undef \1 *\//' \
 # C library dynamic), built alone so that pfnic-ibverbs comes without its exported libibverbs
 # functions (which would shadow Debian's inside the provider).
 log "building the provider's data path (cargo, pfnic-provider)"
+cargo_checkout "$BUILD_DIR/rdma-provider-cargo"
 (cd "$PFNIC_ROOT/userspace" && CARGO_TARGET_DIR=$BUILD_DIR/rdma-provider-cargo \
 	RUSTFLAGS="-C relocation-model=pic" PFNIC_RDMA_CORE_INCLUDE=$rdma_core/usr/include \
 	cargo build --release --locked -q -p pfnic-provider) || die "cargo build of pfnic-provider failed"

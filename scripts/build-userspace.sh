@@ -28,6 +28,7 @@ fi
 export PFNIC_RDMA_CORE_INCLUDE=$rdma_core/usr/include
 
 log "building userspace (cargo, static)"
+cargo_checkout "$BUILD_DIR/userspace"
 (cd "$PFNIC_ROOT/userspace" && CARGO_TARGET_DIR=$BUILD_DIR/userspace cargo build --release --locked -q) ||
 	die "cargo build of userspace/ failed"
 # The host-side unit tests (scripts/test.sh runs them): pfnic-perf's perftest exchange.

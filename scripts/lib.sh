@@ -115,6 +115,21 @@ kmake() {
 		RUST_LIB_SRC="$(rust_lib_src)" "$@"
 }
 
+# cargo_checkout TARGET_DIR: make cargo see this checkout's driver uAPI in
+# TARGET_DIR. pfnic-sys compiles drivers/pfnic/uapi.rs, outside the cargo
+# workspace, and cargo records such a file by its absolute path: built last
+# from another checkout, cargo would compare that one's times and keep a
+# pfnic-sys with another uAPI. A change of checkout touches pfnic-sys, so
+# that it is compiled again (and records this checkout's file).
+cargo_checkout() {
+	local mark=$1/.pfnic-checkout
+	mkdir -p "$1"
+	if [[ $(cat "$mark" 2>/dev/null) != "$PFNIC_ROOT" ]]; then
+		touch "$PFNIC_ROOT/userspace/pfnic-sys/src/lib.rs"
+		echo "$PFNIC_ROOT" >"$mark"
+	fi
+}
+
 # stamp NAME INPUT...: succeed when the stamp is newer than every input file.
 stamp_fresh() {
 	local stamp=$1
