@@ -19,11 +19,12 @@ static void test_verbs_limits(void *obj, void *data,
     g_assert_cmphex(reg_read(PFNIC_REG_VERSION), ==, PFNIC_VERSION_VALUE);
     g_assert_cmphex(reg_read(PFNIC_REG_FW_VERSION), ==, PFNIC_FW_VERSION_VALUE);
     /*
-     * ABI 1.16 (the Ethernet queues, CAPS bit 11 ETH), model 1.16.0;
-     * 1.14's PORT_CHANGE events, 1.13's CAPS bit 10 DM
+     * ABI 1.17 (QP_SET_DMAC), model 1.17.0; 1.16's Ethernet queues (CAPS
+     * bit 11 ETH), 1.14's PORT_CHANGE events, 1.13's CAPS bit 10 DM
      */
-    g_assert_cmphex(reg_read(PFNIC_REG_VERSION), ==, 0x00010010);
-    g_assert_cmphex(reg_read(PFNIC_REG_FW_VERSION), ==, 0x01100000);
+    g_assert_cmphex(reg_read(PFNIC_REG_VERSION), ==, 0x00010011);
+    g_assert_cmphex(reg_read(PFNIC_REG_FW_VERSION), ==, 0x01110000);
+    g_assert_cmphex(PFNIC_CMD_QP_SET_DMAC, ==, 0x24);
     g_assert_cmphex(PFNIC_CAPS_ETH, ==, 1u << 11);
     g_assert_true(reg_read(PFNIC_REG_CAPS) & PFNIC_CAPS_ETH);
     g_assert_cmpint(PFNIC_EV_PORT_CHANGE, ==, 8);

@@ -3,7 +3,8 @@
  * unix datagram socket the test holds): ARP, the devices' frames checked
  * field by field and against a second ICRC implementation, replays, bad
  * ICRCs, forged sources, unknown QPs, PSNs far ahead, truncated and
- * oversized frames, and random frames, after which the QPs still work.
+ * oversized frames, and random frames, after which the QPs still work;
+ * and the MAC a QP sends to, as the driver sets it (QP_SET_DMAC).
  *
  * Copyright (c) 2026 The pfnic authors
  *
@@ -211,9 +212,92 @@ static void test_wire_frames(void *obj, void *data,
     g_rand_free(rnd);
 }
 
+/* QP_SET_DMAC of @qpn to @mac (NULL: all zeroes); the command's status. */
+static uint32_t set_dmac(uint32_t qpn, const uint8_t *mac, uint32_t low)
+{
+    static const uint8_t zero[6];
+    uint32_t a[PFNIC_CMD_ARGS] = { qpn };
+
+    mac = mac ? mac : zero;
+    a[1] = ldl_be_p(mac);
+    a[2] = (uint32_t)lduw_be_p(mac + 4) << 16 | low;
+    return cmd(PFNIC_CMD_QP_SET_DMAC, a, 3);
+}
+
+/*
+ * QP_SET_DMAC (ABI 1.17): a QP's packets go to the MAC the driver gives
+ * it, not to the one the device's neighbour cache has for the peer's
+ * address; all zeroes goes back to the cache. Given a stranger's MAC, A's
+ * SEND reaches the stranger and not B, and A asks nothing by ARP; given
+ * B's, the retransmission reaches B; cleared, the cache serves.
+ */
+static void test_wire_dmac(void *obj, void *data, QGuestAllocator *alloc)
+{
+    static const uint8_t mcast[6] = { 0x01, 0x00, 0x5e, 0, 0, 1 };
+    uint32_t key_a, key_b, a[PFNIC_CMD_ARGS];
+    Stranger st = *(Stranger *)data;
+    uint8_t f[4096];
+    ssize_t len;
+
+    g_free(data);
+    wire_qos_start(obj, alloc);
+    wire_setup(10, &key_a, &key_b);
+
+    /* What the command refuses. */
+    g_assert_cmpint(set_dmac(PFNIC_MAX_QPS, mac_b, 0), ==,
+                    PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(set_dmac(77, mac_b, 0), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(set_dmac(2, mcast, 0), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(set_dmac(2, mac_b, 1), ==, PFNIC_CMD_BAD_ARG);
+
+    /* A stranger's MAC: A's SEND goes there, for B's address. */
+    g_assert_cmpint(set_dmac(2, mac_s, 0), ==, PFNIC_CMD_OK);
+    use_nic(1);
+    post_recv0(3, 0, 0x300, key_b);
+    use_nic(0);
+    post_send0(2, 0, 0x200, key_a);
+    do {
+        len = stranger_recv(&st, 0x0800, f, sizeof(f));
+        g_assert_cmpint(len, >, 0);
+    } while (f[14 + 28] != 0x04);               /* SEND ONLY */
+    g_assert_cmpmem(f, 6, mac_s, 6);
+    g_assert_cmpmem(f + 6, 6, mac_a, 6);
+    g_assert_cmphex((uint32_t)ldl_be_p(f + 14 + 16), ==, IP_B);
+    g_assert_cmpint(port_counter(PFNIC_PORT_ARP_REQUESTS), ==, 0);
+    use_nic(1);
+    g_assert_cmpint(qp_query(3, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[2], ==, 0);               /* B received nothing */
+
+    /* B's MAC: the retransmission arrives. */
+    use_nic(0);
+    g_assert_cmpint(set_dmac(2, mac_b, 0), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(wait_cqe_ms(1, 0, 1000).status, ==, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(port_counter(PFNIC_PORT_RETRANSMITS), >=, 1);
+    g_assert_cmpint(port_counter(PFNIC_PORT_ARP_REQUESTS), ==, 0);
+    use_nic(1);
+    g_assert_cmpint(qp_query(3, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[2], ==, 1);
+
+    /* Cleared: the neighbour cache again (B's MAC, asked or learnt by ARP). */
+    use_nic(0);
+    g_assert_cmpint(set_dmac(2, NULL, 0), ==, PFNIC_CMD_OK);
+    use_nic(1);
+    post_recv0(3, 1, 0x301, key_b);
+    use_nic(0);
+    post_send0(2, 1, 0x201, key_a);
+    g_assert_cmpint(wait_cqe_ms(1, 1, 1000).status, ==, PFNIC_WC_SUCCESS);
+    use_nic(1);
+    g_assert_cmpint(qp_query(3, a), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(a[2], ==, 2);
+    pfnic_qos_end();
+    stranger_close(&st);
+}
+
 static void register_pfnic_wire_frames_tests(void)
 {
     pfnic_add_wire_test("wire/frames", test_wire_frames,
+                        NULL, NULL, stranger_qos_before);
+    pfnic_add_wire_test("wire/dmac", test_wire_dmac,
                         NULL, NULL, stranger_qos_before);
 }
 

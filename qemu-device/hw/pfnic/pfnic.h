@@ -388,6 +388,9 @@ typedef struct PfnicQp {
     uint32_t max_rd_atomic;
     uint8_t hop_limit;
     uint8_t traffic_class;
+    /* ABI 1.17: the peer's MAC the driver resolved, else the neighbours' */
+    bool dmac_set;
+    uint8_t dmac[6];
     bool backup;                /* receive faults: park, do not RNR NAK */
     PfnicRoceReq req;
     PfnicRoceResp resp;
@@ -764,9 +767,9 @@ void pfnic_net_exit(PfnicState *s);
 void pfnic_net_reset(PfnicState *s);
 uint32_t pfnic_port_status(PfnicState *s);
 void pfnic_port_count(PfnicState *s, PfnicPortCounter c);
-bool pfnic_net_send_roce(PfnicState *s, uint32_t dest_ip, uint32_t qpn,
-                         uint8_t tos, uint8_t ttl, const uint8_t *pkt,
-                         size_t len);
+bool pfnic_net_send_roce(PfnicState *s, uint32_t dest_ip, const uint8_t *dmac,
+                         uint32_t qpn, uint8_t tos, uint8_t ttl,
+                         const uint8_t *pkt, size_t len);
 void pfnic_net_send_frame(PfnicState *s, const uint8_t *frame, size_t len);
 
 /* pfnic_eth.c: the Ethernet queues (ABI 1.16) */

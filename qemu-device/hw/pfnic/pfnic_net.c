@@ -213,13 +213,14 @@ void pfnic_net_send_frame(PfnicState *s, const uint8_t *frame, size_t len)
 
 /*
  * Send a RoCEv2 packet (@pkt: BTH onwards, without the ICRC) to @dest_ip
- * from QP @qpn. False if it could not go out: no address or link, or the
- * peer's MAC is not known yet (an ARP request is then on its way and the
- * transport's retransmission sends the packet again).
+ * from QP @qpn, to the MAC @dmac, or without one (NULL) to the neighbour
+ * cache's for @dest_ip. False if it could not go out: no address or link,
+ * or the peer's MAC is not known yet (an ARP request is then on its way and
+ * the transport's retransmission sends the packet again).
  */
-bool pfnic_net_send_roce(PfnicState *s, uint32_t dest_ip, uint32_t qpn,
-                         uint8_t tos, uint8_t ttl, const uint8_t *pkt,
-                         size_t len)
+bool pfnic_net_send_roce(PfnicState *s, uint32_t dest_ip, const uint8_t *dmac,
+                         uint32_t qpn, uint8_t tos, uint8_t ttl,
+                         const uint8_t *pkt, size_t len)
 {
     uint8_t f[ROCE_MAX_FRAME];
     uint8_t *ip = f + ETH_HLEN, *udp = ip + IPV4_HLEN;
@@ -230,19 +231,22 @@ bool pfnic_net_send_roce(PfnicState *s, uint32_t dest_ip, uint32_t qpn,
         len + ROCE_HDRS + ICRC_LEN > sizeof(f)) {
         return false;
     }
-    n = pfnic_neigh_get(s, dest_ip);
-    n->used_ns = now;
-    if (!n->resolved) {
-        if (!n->arp_sent_ns || now - n->arp_sent_ns >= ARP_RETRY_NS) {
-            n->arp_sent_ns = now;
-            pfnic_port_count(s, PFNIC_PORT_ARP_REQUESTS);
-            trace_pfnic_wire_arp_request(dest_ip);
-            pfnic_arp_send(s, 1, pfnic_bcast, dest_ip);
+    if (!dmac) {
+        n = pfnic_neigh_get(s, dest_ip);
+        n->used_ns = now;
+        if (!n->resolved) {
+            if (!n->arp_sent_ns || now - n->arp_sent_ns >= ARP_RETRY_NS) {
+                n->arp_sent_ns = now;
+                pfnic_port_count(s, PFNIC_PORT_ARP_REQUESTS);
+                trace_pfnic_wire_arp_request(dest_ip);
+                pfnic_arp_send(s, 1, pfnic_bcast, dest_ip);
+            }
+            return false;
         }
-        return false;
+        dmac = n->mac;
     }
 
-    memcpy(f, n->mac, ETH_ALEN);
+    memcpy(f, dmac, ETH_ALEN);
     memcpy(f + 6, s->conf.macaddr.a, ETH_ALEN);
     stw_be_p(f + 12, ETH_P_IP);
     ip[0] = 0x45;

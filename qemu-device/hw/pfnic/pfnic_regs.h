@@ -1,5 +1,5 @@
 /*
- * pfnic register layout (device ABI 1.16)
+ * pfnic register layout (device ABI 1.17)
  *
  * Mirrors docs/registers.md, docs/verbs.md and docs/wire.md, which are the
  * definition;
@@ -186,9 +186,9 @@ typedef enum PfnicCounter {
 /* Register values and fields */
 #define PFNIC_ID_VALUE              0x434e4650 /* "PFNC" in memory order */
 #define PFNIC_ABI_MAJOR             1
-#define PFNIC_ABI_MINOR             16
+#define PFNIC_ABI_MINOR             17
 #define PFNIC_VERSION_VALUE         ((PFNIC_ABI_MAJOR << 16) | PFNIC_ABI_MINOR)
-#define PFNIC_FW_VERSION_VALUE      0x01100000 /* model 1.16.0 */
+#define PFNIC_FW_VERSION_VALUE      0x01110000 /* model 1.17.0 */
 
 #define PFNIC_CAPS_ATS              (1u << 0)
 #define PFNIC_CAPS_PASID            (1u << 1)
@@ -274,6 +274,7 @@ typedef struct PfnicDesc {
 #define PFNIC_CMD_QP_MODIFY         0x21
 #define PFNIC_CMD_QP_QUERY          0x22
 #define PFNIC_CMD_QP_DESTROY        0x23
+#define PFNIC_CMD_QP_SET_DMAC       0x24    /* ABI 1.17 */
 #define PFNIC_CMD_CTX_QUERY         0x30
 #define PFNIC_CMD_BACKUP_SET        0x31
 #define PFNIC_CMD_SRQ_CREATE        0x40    /* ABI 1.11 */

@@ -392,8 +392,10 @@ static bool pfnic_roce_xmit(PfnicState *s, PfnicQp *qp, uint8_t *pkt,
     memset(end, 0, pad);
     trace_pfnic_roce_tx(qp->qpn, pkt[0], ldl_be_p(pkt + 8) & PSN_MASK,
                         end - pkt);
-    return pfnic_net_send_roce(s, qp->dest_ip, qp->qpn, qp->traffic_class,
-                               qp->hop_limit, pkt, end + pad - pkt);
+    return pfnic_net_send_roce(s, qp->dest_ip,
+                               qp->dmac_set ? qp->dmac : NULL, qp->qpn,
+                               qp->traffic_class, qp->hop_limit, pkt,
+                               end + pad - pkt);
 }
 
 static uint32_t pfnic_pad(uint32_t plen)

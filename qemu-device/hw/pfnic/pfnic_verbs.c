@@ -20,6 +20,7 @@
 #include "qemu/guest-random.h"
 #include "qemu/timer.h"
 #include "hw/pci/msix.h"
+#include "net/eth.h"
 #include "system/dma.h"
 #include "pfnic.h"
 #include "pfnic_regs.h"
@@ -1521,6 +1522,39 @@ static uint32_t pfnic_cmd_qp_destroy(PfnicState *s)
     return PFNIC_CMD_OK;
 }
 
+/*
+ * QP_SET_DMAC (ABI 1.17): the MAC the QP's packets go to, as the operating
+ * system resolved it for the QP's peer (the RDMA core's address handle),
+ * instead of the device's neighbour cache; all zeroes goes back to the
+ * cache. a[1] holds MAC bytes 0-3 (byte 0 in bits 31:24), a[2] bytes 4-5
+ * in bits 31:16, its bits 15:0 zero.
+ */
+static uint32_t pfnic_cmd_qp_set_dmac(PfnicState *s)
+{
+    const uint32_t *a = s->cmd_arg;
+    uint32_t qpn = a[0];
+    uint8_t mac[ETH_ALEN];
+    PfnicQp *qp;
+
+    if (qpn >= PFNIC_MAX_QPS) {
+        return PFNIC_CMD_BAD_INDEX;
+    }
+    stl_be_p(mac, a[1]);
+    stw_be_p(mac + 4, a[2] >> 16);
+    /* A multicast address names no peer. */
+    if (a[2] & 0xffff || mac[0] & 1) {
+        return PFNIC_CMD_BAD_ARG;
+    }
+    qp = &s->qps[qpn];
+    if (!qp->valid) {
+        return PFNIC_CMD_BAD_STATE;
+    }
+    memcpy(qp->dmac, mac, ETH_ALEN);
+    qp->dmac_set = !!(a[1] | a[2]);
+    trace_pfnic_qp_set_dmac(qpn, a[1], a[2] >> 16);
+    return PFNIC_CMD_OK;
+}
+
 /* --- mailbox ----------------------------------------------------------- */
 
 void pfnic_cmd_execute(PfnicState *s, uint32_t op)
@@ -1560,6 +1594,9 @@ void pfnic_cmd_execute(PfnicState *s, uint32_t op)
         break;
     case PFNIC_CMD_QP_QUERY:
         st = pfnic_cmd_qp_query(s);
+        break;
+    case PFNIC_CMD_QP_SET_DMAC:
+        st = pfnic_cmd_qp_set_dmac(s);
         break;
     case PFNIC_CMD_QP_DESTROY:
         st = pfnic_cmd_qp_destroy(s);
