@@ -1017,6 +1017,10 @@ pub struct DmHandle {
     pub reserved: u32,
 }
 
+/// Device memory is reached in aligned words: `ibv_memcpy_to_dm`/`_from_dm` offsets and an
+/// MR's `dm_offset` are multiples of this (`EINVAL` otherwise, as on mlx5); lengths are free.
+pub const PFNIC_DM_ALIGN: u64 = 4;
+
 /// Argument of [`PFNIC_IOCTL_REG_DM_MR`]: an MR over `[dm_offset, dm_offset + length)` of a
 /// device memory allocation, zero-based (`IBV_ACCESS_ZERO_BASED`: an address `x` with its key
 /// is byte `dm_offset + x` of the allocation). Deregistered with [`PFNIC_IOCTL_DEREG_MR`].
@@ -1031,7 +1035,7 @@ pub struct RegDmMr {
     pub access: u32,
     /// Reserved, zero.
     pub reserved: u32,
-    /// In: where the MR starts in the allocation.
+    /// In: where the MR starts in the allocation, a multiple of [`PFNIC_DM_ALIGN`].
     pub dm_offset: u64,
     /// In: bytes, at least 1.
     pub length: u64,

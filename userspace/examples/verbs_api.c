@@ -803,7 +803,18 @@ static void test_dm(void)
     CHECK(!ibv_memcpy_to_dm(dm, 100, want, 64) &&
           !ibv_memcpy_from_dm(got, dm, 100, 64) && !memcmp(got, want, 64),
           "a round trip through device memory");
-    CHECK(ibv_memcpy_to_dm(dm, 4090, want, 64) == EINVAL, "a copy past the end");
+    CHECK(ibv_memcpy_to_dm(dm, 4088, want, 64) == EINVAL, "a copy past the end");
+    /* Device memory is reached in aligned words, as on mlx5. */
+    CHECK(ibv_memcpy_to_dm(dm, 102, want, 4) == EINVAL &&
+          ibv_memcpy_from_dm(got, dm, 101, 4) == EINVAL,
+          "a copy at an offset that is not a multiple of 4");
+    CHECK(!ibv_memcpy_to_dm(dm, 200, want, 3) &&
+          !ibv_memcpy_from_dm(got, dm, 200, 3) && !memcmp(got, want, 3),
+          "a copy of 3 bytes");
+    errno = 0;
+    CHECK(!ibv_reg_dm_mr(fx.pd, dm, 1026, 64,
+                         IBV_ACCESS_ZERO_BASED | IBV_ACCESS_LOCAL_WRITE) &&
+          errno == EINVAL, "ibv_reg_dm_mr at offset 1026");
     errno = 0;
     CHECK(!ibv_reg_dm_mr(fx.pd, dm, 0, 4096, IBV_ACCESS_LOCAL_WRITE) &&
           errno == EINVAL, "ibv_reg_dm_mr without IBV_ACCESS_ZERO_BASED");

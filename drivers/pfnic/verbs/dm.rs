@@ -263,7 +263,7 @@ impl VerbsFile {
         o.pds.get(&arg.pd).ok_or(EINVAL)?;
         let dm = o.dms.get(&arg.dm).ok_or(EINVAL)?;
         let end = arg.dm_offset.checked_add(arg.length).ok_or(EINVAL)?;
-        if arg.length == 0 || end > dm.length {
+        if arg.length == 0 || end > dm.length || arg.dm_offset % uapi::PFNIC_DM_ALIGN != 0 {
             return Err(EINVAL);
         }
         if o.mrs.iter().count() >= self.share(verbs.limits.max_mrs) {

@@ -55,7 +55,8 @@ fn read_dm(dm: &Dm, off: u64, len: usize) -> Result<Vec<u8>, Failure> {
 }
 
 /// `ibv_memcpy_to_dm` / `_from_dm`: new memory reads as zeros, copies round-trip at any
-/// offset and length inside the allocation, and stop at its end (`EINVAL`).
+/// aligned offset and any length inside the allocation, and stop at its end (`EINVAL`); an
+/// offset that is not a multiple of 4 is refused (`EINVAL`, as mlx5 refuses it).
 fn test_verbs_dm_copy() -> TestResult {
     let (ctx, max) = dm_ctx()?;
     let dm = ctx.alloc_dm(6000, 0)?;
@@ -67,27 +68,41 @@ fn test_verbs_dm_copy() -> TestResult {
     let data = pattern(0x5a, 6000);
     dm.copy_to(0, &data)?;
     check_eq!(read_dm(&dm, 0, 6000)?, data);
-    dm.copy_to(4093, &[1, 2, 3, 4, 5, 6])?;
+    dm.copy_to(4092, &[1, 2, 3, 4, 5, 6, 7])?;
     check_eq!(
-        read_dm(&dm, 4092, 8)?,
-        vec![data[4092], 1, 2, 3, 4, 5, 6, data[4099]]
+        read_dm(&dm, 4088, 13)?,
+        [&data[4088..4092], &[1, 2, 3, 4, 5, 6, 7], &data[4099..4101]].concat()
     );
+    check_eq!(read_dm(&dm, 4096, 3)?, vec![5, 6, 7]);
+    let mut two = [0u8; 2];
+    for off in 4093..4096 {
+        expect_errno(
+            &format!("a copy to offset {off}"),
+            dm.copy_to(off, &[0, 0]),
+            libc::EINVAL,
+        )?;
+        expect_errno(
+            &format!("a read from offset {off}"),
+            dm.copy_from(off, &mut two),
+            libc::EINVAL,
+        )?;
+    }
     expect_errno(
         "a copy past the end",
-        dm.copy_to(5999, &[0, 0]),
+        dm.copy_to(5996, &[0; 5]),
         libc::EINVAL,
     )?;
-    let mut two = [0u8; 2];
+    let mut five = [0u8; 5];
     expect_errno(
         "a read past the end",
-        dm.copy_from(5999, &mut two),
+        dm.copy_from(5996, &mut five),
         libc::EINVAL,
     )?;
     // The whole share, in one allocation, beside the first one.
     drop(dm);
     let all = ctx.alloc_dm(max, 12)?;
-    all.copy_to(max - 1, &[0xee])?;
-    check_eq!(read_dm(&all, max - 1, 1)?, vec![0xee]);
+    all.copy_to(max - 4, &[0xee])?;
+    check_eq!(read_dm(&all, max - 4, 4)?, vec![0xee, 0, 0, 0]);
     Ok(())
 }
 
@@ -147,7 +162,7 @@ fn test_verbs_dm_work_requests() -> TestResult {
     // Past the MR's end (inside the allocation): refused remotely and locally.
     b.post(SendWr::new(9, WrOpcode::RdmaWrite, &[b.sge(0, 16)]).remote(4090, dmr.rkey()))?;
     b.wait_wc(WcStatus::REM_ACCESS_ERR, None)?;
-    check_eq!(read_dm(&dm, 1024 + 4090, 6)?, vec![0; 6]);
+    check_eq!(read_dm(&dm, 1024 + 4088, 8)?, vec![0; 8]);
     // Nothing of it went through page requests.
     check_eq!(dmr.stats()?.page_faults, 0);
     Ok(())
@@ -232,7 +247,13 @@ fn test_verbs_dm_bad_args() -> TestResult {
     for (what, off, len, access) in [
         ("length 0", 0, 0, ACCESS_LOCAL_WRITE),
         ("past the allocation", 4096, 4097, ACCESS_LOCAL_WRITE),
-        ("an offset that wraps", u64::MAX, 2, ACCESS_LOCAL_WRITE),
+        ("an offset that wraps", u64::MAX - 3, 8, ACCESS_LOCAL_WRITE),
+        (
+            "an offset not a multiple of 4",
+            1026,
+            64,
+            ACCESS_LOCAL_WRITE,
+        ),
         ("ON_DEMAND", 0, 64, ACCESS_LOCAL_WRITE | ACCESS_ON_DEMAND),
         (
             "remote write without local write",

@@ -79,8 +79,12 @@ impl Dm {
         self.inner.length == 0
     }
 
-    /// The bytes at `offset..offset + len`, checked against the allocation (`EINVAL`).
+    /// The bytes at `offset..offset + len`, checked against the allocation and for an
+    /// aligned offset (`EINVAL`, [`uapi::PFNIC_DM_ALIGN`]).
     fn range(&self, offset: u64, len: usize) -> io::Result<*mut u8> {
+        if !offset.is_multiple_of(uapi::PFNIC_DM_ALIGN) {
+            return Err(errno(libc::EINVAL));
+        }
         let end = offset
             .checked_add(len as u64)
             .filter(|&end| end <= self.inner.length)
