@@ -291,6 +291,9 @@ pub const PFNIC_ACCESS_REMOTE_WRITE: u32 = 2;
 pub const PFNIC_ACCESS_REMOTE_READ: u32 = 4;
 /// `IBV_ACCESS_REMOTE_ATOMIC` (requires `LOCAL_WRITE` in an MR).
 pub const PFNIC_ACCESS_REMOTE_ATOMIC: u32 = 8;
+/// `IBV_ACCESS_MW_BIND`: refused with `EOPNOTSUPP` (pfnic has no memory windows), as
+/// rdma-core reports a capability the device lacks.
+pub const PFNIC_ACCESS_MW_BIND: u32 = 0x10;
 /// `IBV_ACCESS_ON_DEMAND`: no population at registration.
 pub const PFNIC_ACCESS_ON_DEMAND: u32 = 0x40;
 

@@ -54,6 +54,10 @@ fn check_reg(arg: &uapi::RegMr) -> Result<bool> {
     if arg.reserved != 0 || arg.mr != 0 || arg.lkey != 0 || arg.rkey != 0 {
         return Err(EINVAL);
     }
+    // Binding memory windows is a capability pfnic lacks, not an invalid flag.
+    if arg.access & uapi::PFNIC_ACCESS_MW_BIND != 0 {
+        return Err(EOPNOTSUPP);
+    }
     if arg.access & !MR_ACCESS != 0 {
         return Err(EINVAL);
     }

@@ -380,6 +380,11 @@ static int test_refused(const char *dev)
 			     IBV_ACCESS_LOCAL_WRITE);
 	CHECK(!mr && errno == EOPNOTSUPP, "MR with its own IOVA: %s",
 	      strerror(errno));
+	/* No memory windows: binding them is a missing capability. */
+	mr = ibv_reg_mr(o.pd, o.buf, 4096, IBV_ACCESS_LOCAL_WRITE |
+			IBV_ACCESS_MW_BIND);
+	CHECK(!mr && errno == EOPNOTSUPP, "IBV_ACCESS_MW_BIND: %s",
+	      mr ? "registered" : strerror(errno));
 	/* Remote write without local write is invalid (IB spec). */
 	mr = ibv_reg_mr(o.pd, o.buf, 4096, IBV_ACCESS_REMOTE_WRITE);
 	CHECK(!mr && errno == EINVAL, "remote write alone: %s",
