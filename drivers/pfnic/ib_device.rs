@@ -34,7 +34,7 @@ use kernel::{
     str::CString,
     sync::Arc,
 };
-use zerocopy::IntoBytes;
+use zerocopy::{FromZeros, IntoBytes};
 
 /// pfnic's only port.
 const PORT: u32 = 1;
@@ -64,6 +64,14 @@ const COUNTERS: [&str; uapi::PFNIC_PORT_COUNTERS + uapi::PFNIC_TRANSLATION_COUNT
         i += 1;
     }
     all
+};
+
+// The core's `ibv_advise_mr` advice and flag reach the private interface's unchanged.
+const _: () = {
+    assert!(rdma::advise::PREFETCH == uapi::PFNIC_ADVISE_PREFETCH);
+    assert!(rdma::advise::PREFETCH_WRITE == uapi::PFNIC_ADVISE_PREFETCH_WRITE);
+    assert!(rdma::advise::PREFETCH_NO_FAULT == uapi::PFNIC_ADVISE_PREFETCH_NO_FAULT);
+    assert!(rdma::advise::FLAG_FLUSH == uapi::PFNIC_ADVISE_FLAG_FLUSH);
 };
 
 /// The RDMA core's operations on a pfnic.
@@ -158,16 +166,20 @@ impl rdma::Operations for PfnicIbDevice {
     type Srq = ib_uverbs::Srq;
     const UVERBS_ABI_VERSION: u32 = uapi::PFNIC_IB_ABI_VERSION;
 
-    /// Creates the process's hardware context and tells the provider which device and
-    /// interface it talks to.
+    /// Creates the process's hardware context in the memory mode the provider asked for and
+    /// tells the provider which device, interface and mode it talks to.
     fn alloc_ucontext(
         _dev: &rdma::Device<Self>,
         nic: &Arc<Nic>,
         udata: &mut UData<'_>,
     ) -> Result<Self::UContext> {
-        // The provider sends nothing (yet); refuse fields this driver does not know.
-        udata.read(&mut [])?;
-        let uctx = UContext::new(nic)?;
+        let mut req = uapi::IbAllocUcontextReq::new_zeroed();
+        udata.read(req.as_mut_bytes())?;
+        if req.reserved != 0 {
+            return Err(EINVAL);
+        }
+        let uctx = UContext::new(nic, req.mem_mode)?;
+        let (mem_mode, odp_general_caps, odp_rc_caps) = uctx.mem_mode()?;
         let i = &nic.info;
         let resp = uapi::IbAllocUcontextResp {
             uapi_version: uapi::PFNIC_UAPI_VERSION,
@@ -175,6 +187,9 @@ impl rdma::Operations for PfnicIbDevice {
             caps: i.caps,
             index: i.index,
             reserved: 0,
+            mem_mode,
+            odp_rc_caps,
+            odp_general_caps,
         };
         udata.write(resp.as_bytes())?;
         Ok(uctx)
@@ -216,6 +231,17 @@ impl rdma::Operations for PfnicIbDevice {
         udata: &mut UData<'_>,
     ) -> Result<(Self::Mr, MrKeys)> {
         uctx.reg_user_mr(pd, region, udata)
+    }
+
+    /// The core's advice values and flag are `ibv_advise_mr`'s, as the private interface's.
+    fn advise_mr(
+        uctx: &Self::UContext,
+        pd: &Self::Pd,
+        advice: u32,
+        flags: u32,
+        sges: &[rdma::Sge],
+    ) -> Result {
+        uctx.advise_mr(pd, advice, flags, sges)
     }
 
     fn dereg_mr(uctx: &Self::UContext, mr: &Self::Mr) -> Result {

@@ -20,7 +20,7 @@ use kernel::{
             attr_mask, qp_type, AhAttr, GlobalRoute, QpAttr, QpCap, QpInitAttr, QpQuery, SrqAttr,
         },
         udata::UData,
-        CqInitAttr, CqNotifier, MrKeys, ObjectEvents, UserMr,
+        CqInitAttr, CqNotifier, MrKeys, ObjectEvents, Sge, UserMr,
     },
     sync::{Arc, Mutex},
 };
@@ -29,6 +29,10 @@ use zerocopy::{FromZeros, IntoBytes};
 /// `IB_UVERBS_ACCESS_OPTIONAL_RANGE`: access flags a device may ignore (bits 20-29; relaxed
 /// ordering is the first).
 const ACCESS_OPTIONAL_RANGE: u32 = 0x3ff0_0000;
+
+/// `IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION`: the core's flag for a CQ whose completions carry
+/// the device clock.
+const CQ_FLAGS_TIMESTAMP_COMPLETION: u32 = 1;
 
 /// A GRH's flow label: 20 bits.
 const FLOW_LABEL_MASK: u32 = 0xf_ffff;
@@ -59,14 +63,21 @@ pub(crate) struct Srq(u32);
 
 impl UContext {
     /// A user context for the calling process on `nic`: a hardware context in its address
-    /// space (bound by SVA where the platform can) and an empty set of verbs objects.
-    pub(crate) fn new(nic: &Arc<Nic>) -> Result<Pin<KBox<Self>>> {
+    /// space (bound by SVA where the platform can) and an empty set of verbs objects, in the
+    /// memory mode `mem_mode` (`PFNIC_MEM_MODE_*`, 0 for the platform's default).
+    pub(crate) fn new(nic: &Arc<Nic>, mem_mode: u32) -> Result<Pin<KBox<Self>>> {
         let task = kernel::current!();
         let mm = task.mm().ok_or(EINVAL)?;
         let ctx = Context::new(nic, mm, || None)?;
         // No per-file share of the device's tables: the core charges the context's objects to
         // the process's rdma cgroup (`rdma.max`), and the device's limits are what it reports.
         let verbs = VerbsFile::new(nic, ctx.index(), ctx.has_pasid(), false)?;
+        if mem_mode != 0 {
+            verbs.set_mem_mode(&uapi::MemMode {
+                mode: mem_mode,
+                reserved: 0,
+            })?;
+        }
         KBox::try_pin_init(
             try_pin_init!(Self {
                 nic: nic.clone(),
@@ -76,6 +87,12 @@ impl UContext {
             }),
             GFP_KERNEL,
         )
+    }
+
+    /// The context's memory mode and the on-demand paging it has: `(mode, general, rc)`.
+    pub(crate) fn mem_mode(&self) -> Result<(u32, u64, u32)> {
+        let v = self.verbs.query_verbs()?;
+        Ok((self.verbs.mem_mode(), v.odp_general_caps, v.odp_rc_caps))
     }
 
     /// Every verb fails for another process than the one that opened the context (a child
@@ -138,14 +155,23 @@ impl UContext {
         self.owner_only()?;
         let mut req = uapi::IbCreateCqReq::new_zeroed();
         udata.read(req.as_mut_bytes())?;
-        if req.reserved != 0 || attr.flags != 0 {
+        if req.reserved != 0 {
             return Err(EINVAL);
+        }
+        // The core's flags: timestamps, as the provider's flag asks (`ibv_create_cq_ex`
+        // sets both); pfnic's CQs cannot ignore an overrun.
+        if attr.flags & !CQ_FLAGS_TIMESTAMP_COMPLETION != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        let mut flags = req.flags;
+        if attr.flags & CQ_FLAGS_TIMESTAMP_COMPLETION != 0 {
+            flags |= uapi::PFNIC_CQ_CREATE_TIMESTAMP;
         }
         let mut arg = uapi::CreateCq {
             cqe: attr.cqe,
             // Completion events go to the core, which has the channel.
             channel: -1,
-            flags: req.flags,
+            flags,
             ..Default::default()
         };
         self.verbs.create_cq_for(&mut arg, Some(notifier))?;
@@ -194,6 +220,29 @@ impl UContext {
                 rkey: arg.rkey,
             },
         ))
+    }
+
+    /// `ibv_advise_mr` on ranges of the PD's on-demand MRs, eight at a time (the private
+    /// interface's batch); with `FLUSH`, every range is present when it returns.
+    pub(crate) fn advise_mr(&self, pd: &Pd, advice: u32, flags: u32, sges: &[Sge]) -> Result {
+        self.owner_only()?;
+        for batch in sges.chunks(uapi::PFNIC_ADVISE_MAX_SGE) {
+            let mut arg = uapi::AdviseMr {
+                advice,
+                flags,
+                num_sge: batch.len() as u32,
+                ..Default::default()
+            };
+            for (to, from) in arg.sge.iter_mut().zip(batch) {
+                *to = uapi::Sge {
+                    addr: from.addr,
+                    length: from.length,
+                    lkey: from.lkey,
+                };
+            }
+            self.verbs.advise_mr_of(&arg, Some(pd.0))?;
+        }
+        Ok(())
     }
 
     pub(crate) fn dereg_mr(&self, mr: &Mr) -> Result {

@@ -1218,6 +1218,19 @@ pub const PFNIC_IOCTL_REG_DM_MR: u32 =
 /// uverbs device's `abi_version` in sysfs; the provider refuses any other.
 pub const PFNIC_IB_ABI_VERSION: u32 = 1;
 
+/// The provider's request in `ibv_open_device()` (the core's `GET_CONTEXT`). A provider that
+/// sends none gets the platform's default memory mode.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct IbAllocUcontextReq {
+    /// The context's memory mode, `PFNIC_MEM_MODE_*` (`PFNIC_MEM_MODE` in the provider's
+    /// environment), or 0 for the default; fixed for the context's life. `EINVAL` for an
+    /// unknown mode, `EOPNOTSUPP` for one the platform cannot run.
+    pub mem_mode: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
 /// The driver's part of the answer to `ibv_open_device()` (the core's `GET_CONTEXT`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
@@ -1232,6 +1245,13 @@ pub struct IbAllocUcontextResp {
     pub index: u32,
     /// Reserved, zero.
     pub reserved: u32,
+    /// The context's memory mode, `PFNIC_MEM_MODE_*`.
+    pub mem_mode: u32,
+    /// The on-demand paging of RC QPs in that mode (`IBV_ODP_SUPPORT_*` of `ibv_odp_caps`;
+    /// 0 in the `pinned` mode).
+    pub odp_rc_caps: u32,
+    /// `PFNIC_ODP_SUPPORT*` in that mode (0 in the `pinned` mode).
+    pub odp_general_caps: u64,
 }
 
 /// The provider's request in `ibv_create_cq()`.

@@ -15,6 +15,7 @@
  * (Debian bookworm's libibverbs) and 56.1 (the source it is built in), both
  * private ABI 34: it is built against 56.1's headers and loaded by 44.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +28,13 @@
 #define PCI_VENDOR_ID_REDHAT_QUMRANET 0x1af4
 #define PCI_DEVICE_ID_PFNIC 0x10f5
 
-_Static_assert(sizeof(struct pfnic_ib_alloc_ucontext_resp) == 24,
+_Static_assert(sizeof(struct pfnic_ib_alloc_ucontext_resp) == 40,
 	       "struct pfnic_ib_alloc_ucontext_resp differs from the driver's");
+
+struct pfnic_get_context_cmd {
+	struct ibv_get_context ibv_cmd;
+	struct pfnic_ib_alloc_ucontext_req drv;
+};
 
 struct pfnic_get_context_resp {
 	struct ib_uverbs_get_context_resp ibv_resp;
@@ -106,6 +112,14 @@ static struct ibv_mr *pfnic_reg_mr(struct ibv_pd *pd, void *addr,
 	return &vmr->ibv_mr;
 }
 
+/* ibv_advise_mr(): the driver prefetches ranges of the PD's on-demand MRs. */
+static int pfnic_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
+			   uint32_t flags, struct ibv_sge *sg_list,
+			   uint32_t num_sge)
+{
+	return ibv_cmd_advise_mr(pd, advice, flags, sg_list, num_sge);
+}
+
 static int pfnic_dereg_mr(struct verbs_mr *vmr)
 {
 	int ret = ibv_cmd_dereg_mr(vmr);
@@ -113,6 +127,22 @@ static int pfnic_dereg_mr(struct verbs_mr *vmr)
 	if (!ret)
 		free(vmr);
 	return ret;
+}
+
+/* Maps the ring of a CQ the core made: 0, or an errno value (CQ destroyed). */
+static int pfnic_cq_map(struct ibv_context *context, struct pfnic_cq *cq,
+			const struct pfnic_ib_create_cq_resp *layout, int cqe)
+{
+	int err;
+
+	cq->rs = pfnic_rs_cq_new(to_pfnic_ctx(context)->rs, layout, cqe);
+	if (!cq->rs) {
+		err = errno;
+		ibv_cmd_destroy_cq(&cq->vcq.cq);
+		return err;
+	}
+	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
+	return 0;
 }
 
 static struct ibv_cq *pfnic_create_cq(struct ibv_context *context, int cqe,
@@ -127,23 +157,149 @@ static struct ibv_cq *pfnic_create_cq(struct ibv_context *context, int cqe,
 	if (!cq)
 		return NULL;
 	errno = ibv_cmd_create_cq(context, cqe, channel, comp_vector,
-				  &cq->ibv_cq, &cmd.ibv_cmd, sizeof(cmd),
+				  &cq->vcq.cq, &cmd.ibv_cmd, sizeof(cmd),
 				  &resp.ibv_resp, sizeof(resp));
-	if (errno)
-		goto err;
-	cq->rs = pfnic_rs_cq_new(to_pfnic_ctx(context)->rs, &resp.drv, cqe);
-	if (!cq->rs) {
-		int err = errno;
-
-		ibv_cmd_destroy_cq(&cq->ibv_cq);
-		errno = err;
-		goto err;
+	if (!errno)
+		errno = pfnic_cq_map(context, cq, &resp.drv, cqe);
+	if (errno) {
+		free(cq);
+		return NULL;
 	}
-	return &cq->ibv_cq;
+	return &cq->vcq.cq;
+}
 
-err:
-	free(cq);
-	return NULL;
+/* The extended poll: the next completion made current; 0, ENOENT or errno. */
+static int pfnic_cq_next(struct pfnic_cq *cq)
+{
+	int n = pfnic_rs_poll_one(cq->rs, &cq->cur, &cq->cur_ts);
+
+	if (n <= 0)
+		return n < 0 ? -n : ENOENT;
+	cq->vcq.cq_ex.status = cq->cur.status;
+	cq->vcq.cq_ex.wr_id = cq->cur.wr_id;
+	return 0;
+}
+
+static inline struct pfnic_cq *to_pfnic_cq_ex(struct ibv_cq_ex *ibcq)
+{
+	return container_of(ibcq, struct pfnic_cq, vcq.cq_ex);
+}
+
+/* Takes the CQ until end_poll(); released at once when there is nothing. */
+static int pfnic_start_poll(struct ibv_cq_ex *ibcq,
+			    struct ibv_poll_cq_attr *attr)
+{
+	struct pfnic_cq *cq = to_pfnic_cq_ex(ibcq);
+	int ret;
+
+	if (attr && attr->comp_mask)
+		return EINVAL;
+	pthread_spin_lock(&cq->lock);
+	ret = pfnic_cq_next(cq);
+	if (ret)
+		pthread_spin_unlock(&cq->lock);
+	return ret;
+}
+
+static int pfnic_next_poll(struct ibv_cq_ex *ibcq)
+{
+	return pfnic_cq_next(to_pfnic_cq_ex(ibcq));
+}
+
+static void pfnic_end_poll(struct ibv_cq_ex *ibcq)
+{
+	pthread_spin_unlock(&to_pfnic_cq_ex(ibcq)->lock);
+}
+
+/* The ibv_wc_read_*() of the current completion. */
+#define PFNIC_WC_READER(field, type)                                   \
+	static type pfnic_read_##field(struct ibv_cq_ex *ibcq)           \
+	{                                                                \
+		return to_pfnic_cq_ex(ibcq)->cur.field;                  \
+	}
+
+PFNIC_WC_READER(vendor_err, uint32_t)
+PFNIC_WC_READER(byte_len, uint32_t)
+PFNIC_WC_READER(qp_num, uint32_t)
+PFNIC_WC_READER(src_qp, uint32_t)
+PFNIC_WC_READER(wc_flags, unsigned int)
+PFNIC_WC_READER(slid, uint32_t)
+PFNIC_WC_READER(sl, uint8_t)
+PFNIC_WC_READER(dlid_path_bits, uint8_t)
+
+static enum ibv_wc_opcode pfnic_read_opcode(struct ibv_cq_ex *ibcq)
+{
+	return to_pfnic_cq_ex(ibcq)->cur.opcode;
+}
+
+static __be32 pfnic_read_imm_data(struct ibv_cq_ex *ibcq)
+{
+	return to_pfnic_cq_ex(ibcq)->cur.imm_data;
+}
+
+static uint64_t pfnic_read_completion_ts(struct ibv_cq_ex *ibcq)
+{
+	return to_pfnic_cq_ex(ibcq)->cur_ts;
+}
+
+/*
+ * ibv_create_cq_ex(): the standard completion fields, and the device clock
+ * of each completion where asked (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP).
+ * What pfnic refuses, the Rust side decides as pfnic's library does.
+ */
+static struct ibv_cq_ex *pfnic_create_cq_ex(struct ibv_context *context,
+					    struct ibv_cq_init_attr_ex *attr)
+{
+	struct pfnic_context *ctx = to_pfnic_ctx(context);
+	struct {
+		struct ibv_create_cq_ex ibv_cmd;
+		struct pfnic_ib_create_cq_req drv;
+	} cmd = {};
+	struct {
+		struct ib_uverbs_ex_create_cq_resp ibv_resp;
+		struct pfnic_ib_create_cq_resp drv;
+	} resp = {};
+	struct ibv_cq_ex *ex;
+	struct pfnic_cq *cq;
+	int ts;
+
+	ts = pfnic_rs_cq_ex_timestamps(attr, ctx->info.caps);
+	if (ts < 0) {
+		errno = -ts;
+		return NULL;
+	}
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return NULL;
+	if (ts)
+		cmd.drv.flags = PFNIC_IB_CQ_CREATE_TIMESTAMP;
+	errno = ibv_cmd_create_cq_ex(context, attr, &cq->vcq, &cmd.ibv_cmd,
+				     sizeof(cmd), &resp.ibv_resp, sizeof(resp),
+				     0);
+	if (!errno)
+		errno = pfnic_cq_map(context, cq, &resp.drv, attr->cqe);
+	if (errno) {
+		free(cq);
+		return NULL;
+	}
+	ex = &cq->vcq.cq_ex;
+	ex->start_poll = pfnic_start_poll;
+	ex->next_poll = pfnic_next_poll;
+	ex->end_poll = pfnic_end_poll;
+	ex->read_opcode = pfnic_read_opcode;
+	ex->read_vendor_err = pfnic_read_vendor_err;
+	ex->read_byte_len = pfnic_read_byte_len;
+	ex->read_imm_data = pfnic_read_imm_data;
+	ex->read_qp_num = pfnic_read_qp_num;
+	ex->read_src_qp = pfnic_read_src_qp;
+	ex->read_wc_flags = pfnic_read_wc_flags;
+	ex->read_slid = pfnic_read_slid;
+	ex->read_sl = pfnic_read_sl;
+	ex->read_dlid_path_bits = pfnic_read_dlid_path_bits;
+	/* As rdma-core's providers: only a CQ asked for timestamps reads them. */
+	if (ts)
+		ex->read_completion_ts = pfnic_read_completion_ts;
+	return ex;
 }
 
 static int pfnic_destroy_cq(struct ibv_cq *ibcq)
@@ -155,6 +311,7 @@ static int pfnic_destroy_cq(struct ibv_cq *ibcq)
 	if (ret)
 		return ret;
 	pfnic_rs_cq_free(cq->rs);
+	pthread_spin_destroy(&cq->lock);
 	free(cq);
 	return 0;
 }
@@ -389,6 +546,19 @@ static int pfnic_query_device(struct ibv_context *context,
 	if (ret)
 		return ret;
 
+	/*
+	 * The core reports the device's on-demand paging; this context has
+	 * what its memory mode gives (none when pinned).
+	 */
+	if (attr_size >= offsetof(struct ibv_device_attr_ex, odp_caps) +
+			 sizeof(attr->odp_caps)) {
+		struct pfnic_context *ctx = to_pfnic_ctx(context);
+
+		attr->odp_caps.general_caps = ctx->info.odp_general_caps;
+		attr->odp_caps.per_transport_caps.rc_odp_caps =
+			ctx->info.odp_rc_caps;
+	}
+
 	/* The driver encodes the version as major 47:32, minor 31:16, patch 15:0. */
 	fw = resp.base.fw_ver;
 	snprintf(attr->orig_attr.fw_ver, sizeof(attr->orig_attr.fw_ver),
@@ -422,7 +592,9 @@ static const struct verbs_context_ops pfnic_context_ops = {
 	.dealloc_pd = pfnic_dealloc_pd,
 	.reg_mr = pfnic_reg_mr,
 	.dereg_mr = pfnic_dereg_mr,
+	.advise_mr = pfnic_advise_mr,
 	.create_cq = pfnic_create_cq,
+	.create_cq_ex = pfnic_create_cq_ex,
 	.destroy_cq = pfnic_destroy_cq,
 	.create_qp = pfnic_create_qp,
 	.modify_qp = pfnic_modify_qp,
@@ -443,33 +615,45 @@ static struct verbs_context *pfnic_alloc_context(struct ibv_device *ibdev,
 						 int cmd_fd, void *private_data)
 {
 	struct pfnic_get_context_resp resp = {};
+	struct pfnic_get_context_cmd cmd = {};
 	struct ibv_query_port port_cmd = {};
-	struct ibv_get_context cmd = {};
 	struct ibv_port_attr port;
 	struct pfnic_context *ctx;
+	int err;
 
+	/* PFNIC_MEM_MODE chooses the context's memory mode, as in pfnic's tools. */
+	err = pfnic_rs_env_mem_mode(&cmd.drv.mem_mode);
+	if (err) {
+		errno = err;
+		return NULL;
+	}
 	ctx = verbs_init_and_alloc_context(ibdev, cmd_fd, ctx, ibv_ctx,
 					   RDMA_DRIVER_UNKNOWN);
 	if (!ctx)
 		return NULL;
 
-	if (ibv_cmd_get_context(&ctx->ibv_ctx, &cmd, sizeof(cmd),
-				&resp.ibv_resp, sizeof(resp)))
+	err = ibv_cmd_get_context(&ctx->ibv_ctx, &cmd.ibv_cmd, sizeof(cmd),
+				  &resp.ibv_resp, sizeof(resp));
+	if (err)
 		goto err;
 
 	ctx->info = resp.drv;
-	if (ibv_cmd_query_port(&ctx->ibv_ctx.context, 1, &port, &port_cmd,
-			       sizeof(port_cmd)))
+	err = ibv_cmd_query_port(&ctx->ibv_ctx.context, 1, &port, &port_cmd,
+				 sizeof(port_cmd));
+	if (err)
 		goto err;
 	ctx->rs = pfnic_rs_context_new(cmd_fd, resp.drv.caps, port.lid);
-	if (!ctx->rs)
+	if (!ctx->rs) {
+		err = errno;
 		goto err;
+	}
 	verbs_set_ops(&ctx->ibv_ctx, &pfnic_context_ops);
 	return &ctx->ibv_ctx;
 
 err:
 	verbs_uninit_context(&ctx->ibv_ctx);
 	free(ctx);
+	errno = err;
 	return NULL;
 }
 

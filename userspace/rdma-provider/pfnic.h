@@ -6,6 +6,8 @@
 #ifndef PFNIC_PROVIDER_H
 #define PFNIC_PROVIDER_H
 
+#include <pthread.h>
+
 #include <infiniband/driver.h>
 #include <rdma/pfnic-abi.h>
 
@@ -22,6 +24,7 @@ struct pfnic_rs_cq;
 struct pfnic_rs_qp;
 struct pfnic_rs_srq;
 
+int pfnic_rs_env_mem_mode(uint32_t *mode);
 struct pfnic_rs_context *pfnic_rs_context_new(int cmd_fd, uint64_t caps,
 					      uint16_t lid);
 void pfnic_rs_context_free(struct pfnic_rs_context *ctx);
@@ -33,6 +36,10 @@ void pfnic_rs_cq_free(struct pfnic_rs_cq *cq);
 void *pfnic_rs_cq_ring(const struct pfnic_rs_cq *cq);
 int pfnic_rs_poll_cq(const struct pfnic_rs_cq *cq, int num_entries,
 		     struct ibv_wc *wc);
+int pfnic_rs_poll_one(const struct pfnic_rs_cq *cq, struct ibv_wc *wc,
+		      uint64_t *ts);
+int pfnic_rs_cq_ex_timestamps(const struct ibv_cq_init_attr_ex *attr,
+			      uint64_t caps);
 int pfnic_rs_req_notify_cq(const struct pfnic_rs_cq *cq, int solicited_only);
 struct pfnic_rs_srq *pfnic_rs_srq_new(const struct pfnic_rs_context *ctx,
 				      const struct pfnic_ib_create_srq_resp *layout,
@@ -63,8 +70,16 @@ struct pfnic_context {
 };
 
 struct pfnic_cq {
-	struct ibv_cq ibv_cq;
+	/* An ibv_cq, or the ibv_cq_ex of ibv_create_cq_ex(). */
+	struct verbs_cq vcq;
 	struct pfnic_rs_cq *rs;
+	/*
+	 * The extended poll: held from start_poll to end_poll, the current
+	 * completion and its device clock.
+	 */
+	pthread_spinlock_t lock;
+	struct ibv_wc cur;
+	uint64_t cur_ts;
 };
 
 struct pfnic_qp {
@@ -96,7 +111,7 @@ static inline struct pfnic_context *to_pfnic_ctx(struct ibv_context *ibctx)
 
 static inline struct pfnic_cq *to_pfnic_cq(struct ibv_cq *ibcq)
 {
-	return container_of(ibcq, struct pfnic_cq, ibv_cq);
+	return container_of(ibcq, struct pfnic_cq, vcq.cq);
 }
 
 static inline struct pfnic_qp *to_pfnic_qp(struct ibv_qp *ibqp)

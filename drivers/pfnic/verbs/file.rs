@@ -324,6 +324,11 @@ impl VerbsFile {
         Ok(file)
     }
 
+    /// Whether this is a `/dev/pfnicN` file rather than a user context of the RDMA core.
+    pub(crate) fn private(&self) -> bool {
+        self.private
+    }
+
     /// How many of a table of `entries` the file may hold ([`VerbsFile::private`]).
     pub(crate) fn share(&self, entries: u32) -> usize {
         if self.private {

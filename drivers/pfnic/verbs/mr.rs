@@ -8,9 +8,10 @@
 //! reclaim its pages like any others and the device faults them back in. An ODP MR is
 //! populated only by faults and prefetches. In the `pinned` mode an MR's pages are pinned and
 //! translated by a table ([`PinnedMr`]); ODP MRs are not supported there. In the `odp` mode
-//! every MR is translated by a table the driver fills on demand ([`odp`]); an ordinary MR is
-//! filled at registration, as in the `sva` mode, and the implicit MR has a sparse table (device
-//! ABI 1.10).
+//! every ODP MR is translated by a table the driver fills on demand ([`odp`]), the implicit MR
+//! by a sparse table (device ABI 1.10); an ordinary MR is pinned, as in the `pinned` mode, when
+//! it comes through the RDMA core (as every RDMA device pins them), and filled at registration
+//! like an ODP MR when it comes through `/dev/pfnicN`.
 
 use super::{cmd, file::Mr, file::VerbsFile, odp, pinned::PinnedMr};
 use crate::{
@@ -109,10 +110,15 @@ impl VerbsFile {
         };
         let on_demand = arg.access & uapi::PFNIC_ACCESS_ON_DEMAND != 0;
         let write = arg.access & WRITE_ACCESS != 0;
-        let pinned = if mode == uapi::PFNIC_MEM_MODE_PINNED {
-            if on_demand {
-                return Err(EOPNOTSUPP);
-            }
+        if mode == uapi::PFNIC_MEM_MODE_PINNED && on_demand {
+            return Err(EOPNOTSUPP);
+        }
+        // Through the RDMA core, ordinary MRs of the `odp` mode are pinned, as on every other
+        // RDMA device: a registration larger than `RLIMIT_MEMLOCK` fails at once instead of
+        // faulting in more than the memory holds.
+        let pin = mode == uapi::PFNIC_MEM_MODE_PINNED
+            || (mode == uapi::PFNIC_MEM_MODE_ODP && !on_demand && !self.private());
+        let pinned = if pin {
             // Pinned before the device knows the MR, without holding the object lock.
             Some(PinnedMr::pin(&self.nic, arg.addr, arg.length, write)?)
         } else {
@@ -128,7 +134,7 @@ impl VerbsFile {
         let index = verbs.ids.lock().mrs.alloc()?;
         let free_index = ScopeGuard::new(|| verbs.ids.lock().mrs.free(index));
         // Watching the range before the device can use it: no invalidation is missed.
-        let odp = if mode == uapi::PFNIC_MEM_MODE_ODP {
+        let odp = if mode == uapi::PFNIC_MEM_MODE_ODP && pinned.is_none() {
             let task = kernel::current!();
             let mm = task.mm().ok_or(EINVAL)?;
             Some(odp::new(
@@ -284,6 +290,12 @@ impl VerbsFile {
     /// returns once the pages are present (`EFAULT` if some could not be made present);
     /// without, once the prefetches are queued on the file's ring.
     pub(crate) fn advise_mr(&self, arg: &uapi::AdviseMr) -> Result {
+        self.advise_mr_of(arg, None)
+    }
+
+    /// [`VerbsFile::advise_mr`] of the MRs of the PD `pd` only (`EINVAL` for a key of another
+    /// PD's MR, as mlx5 refuses it), or of any of the file's MRs.
+    pub(crate) fn advise_mr_of(&self, arg: &uapi::AdviseMr, pd: Option<u32>) -> Result {
         self.nic.verbs()?;
         let flags = match arg.advice {
             uapi::PFNIC_ADVISE_PREFETCH => 0,
@@ -305,6 +317,9 @@ impl VerbsFile {
             let o = self.objects.lock();
             for sge in sges {
                 let mr = o.mrs.values().find(|mr| mr.key == sge.lkey).ok_or(EINVAL)?;
+                if pd.is_some_and(|pd| pd != mr.pd) {
+                    return Err(EINVAL);
+                }
                 odp_mrs.push(mr.odp.clone(), GFP_KERNEL)?;
                 // Like mlx5: only on-demand MRs are advised.
                 if mr.access & uapi::PFNIC_ACCESS_ON_DEMAND == 0

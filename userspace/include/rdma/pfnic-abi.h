@@ -14,6 +14,17 @@
 /* The uverbs device's abi_version in sysfs; the provider accepts only this. */
 #define PFNIC_IB_ABI_VERSION 1
 
+/* Memory modes: how a context's MRs reach its memory (docs/uapi.md). */
+#define PFNIC_IB_MEM_MODE_SVA 1		/* the IOMMU, in the process's PASID */
+#define PFNIC_IB_MEM_MODE_PINNED 2	/* pinned pages, the device's tables */
+#define PFNIC_IB_MEM_MODE_ODP 3		/* tables the driver fills on demand */
+
+/* The provider's request in ibv_open_device() (GET_CONTEXT). */
+struct pfnic_ib_alloc_ucontext_req {
+	__u32 mem_mode;		/* PFNIC_IB_MEM_MODE_*, 0 for the default */
+	__u32 reserved;
+};
+
 /* The driver's part of the answer to ibv_open_device() (GET_CONTEXT). */
 struct pfnic_ib_alloc_ucontext_resp {
 	__u32 uapi_version;	/* the private interface's version */
@@ -21,6 +32,9 @@ struct pfnic_ib_alloc_ucontext_resp {
 	__aligned_u64 caps;	/* PFNIC_CAP_* bits */
 	__u32 index;		/* N of the device's /dev/pfnicN */
 	__u32 reserved;
+	__u32 mem_mode;		/* the context's PFNIC_IB_MEM_MODE_* */
+	__u32 odp_rc_caps;	/* IBV_ODP_SUPPORT_* of RC QPs in that mode */
+	__aligned_u64 odp_general_caps;	/* IBV_ODP_SUPPORT{,_IMPLICIT} in it */
 };
 
 /*
@@ -29,9 +43,12 @@ struct pfnic_ib_alloc_ucontext_resp {
  */
 #define PFNIC_IB_MMAP_DOORBELL 0
 
-/* The provider's request in ibv_create_cq(). */
+/* pfnic_ib_create_cq_req.flags: 64-byte CQEs with the device clock. */
+#define PFNIC_IB_CQ_CREATE_TIMESTAMP 1
+
+/* The provider's request in ibv_create_cq() and ibv_create_cq_ex(). */
 struct pfnic_ib_create_cq_req {
-	__u32 flags;		/* PFNIC_CQ_CREATE_*: 1 for 64-byte CQEs with timestamps */
+	__u32 flags;		/* PFNIC_IB_CQ_CREATE_* */
 	__u32 reserved;
 };
 

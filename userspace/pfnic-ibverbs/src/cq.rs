@@ -235,25 +235,13 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
     let Some(a) = (unsafe { attr.as_ref() }) else {
         return fail(libc::EINVAL);
     };
-    let flags = if a.comp_mask & CQ_INIT_ATTR_MASK_FLAGS != 0 {
-        a.flags
-    } else {
-        0
+    let timestamps = match check_cq_init_attr_ex(a) {
+        Ok(t) => t,
+        Err(e) => return fail(e),
     };
-    if a.comp_mask & !(CQ_INIT_ATTR_MASK_FLAGS | CQ_INIT_ATTR_MASK_PD) != 0
-        || flags & !(CREATE_CQ_ATTR_SINGLE_THREADED | CREATE_CQ_ATTR_IGNORE_OVERRUN) != 0
-        || a.comp_mask & CQ_INIT_ATTR_MASK_PD != 0
-    {
-        return fail(libc::EINVAL);
-    }
-    let supported = WC_STANDARD_FLAGS | WC_EX_WITH_COMPLETION_TIMESTAMP;
-    if a.wc_flags & !supported != 0 || flags & CREATE_CQ_ATTR_IGNORE_OVERRUN != 0 {
-        return fail(libc::EOPNOTSUPP);
-    }
     let Ok(comp_vector) = c_int::try_from(a.comp_vector) else {
         return fail(libc::EINVAL);
     };
-    let timestamps = a.wc_flags & WC_EX_WITH_COMPLETION_TIMESTAMP != 0;
     // SAFETY: forwarded to the caller.
     unsafe {
         create(
@@ -265,6 +253,28 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
             timestamps,
         )
     }
+}
+
+/// What `ibv_create_cq_ex` may ask of pfnic: whether the CQ stamps its completions, or the
+/// errno value of [`create_cq_ex`] for attributes pfnic refuses. Shared with pfnic's
+/// rdma-core provider, so that both answer alike.
+pub fn check_cq_init_attr_ex(a: &ibv_cq_init_attr_ex) -> Result<bool, c_int> {
+    let flags = if a.comp_mask & CQ_INIT_ATTR_MASK_FLAGS != 0 {
+        a.flags
+    } else {
+        0
+    };
+    if a.comp_mask & !(CQ_INIT_ATTR_MASK_FLAGS | CQ_INIT_ATTR_MASK_PD) != 0
+        || flags & !(CREATE_CQ_ATTR_SINGLE_THREADED | CREATE_CQ_ATTR_IGNORE_OVERRUN) != 0
+        || a.comp_mask & CQ_INIT_ATTR_MASK_PD != 0
+    {
+        return Err(libc::EINVAL);
+    }
+    let supported = WC_STANDARD_FLAGS | WC_EX_WITH_COMPLETION_TIMESTAMP;
+    if a.wc_flags & !supported != 0 || flags & CREATE_CQ_ATTR_IGNORE_OVERRUN != 0 {
+        return Err(libc::EOPNOTSUPP);
+    }
+    Ok(a.wc_flags & WC_EX_WITH_COMPLETION_TIMESTAMP != 0)
 }
 
 /// Makes a CQ (every CQ can be polled both ways).

@@ -12,8 +12,8 @@
 use core::ffi::{c_int, c_void};
 use std::os::fd::{BorrowedFd, RawFd};
 
-use ibverbs::cq::poll_into;
-use ibverbs::ffi::{ibv_qp_cap, ibv_recv_wr, ibv_send_wr, ibv_wc};
+use ibverbs::cq::{check_cq_init_attr_ex, poll_into, wc_to_ibv};
+use ibverbs::ffi::{ibv_cq_init_attr_ex, ibv_qp_cap, ibv_recv_wr, ibv_send_wr, ibv_wc};
 use ibverbs::inline::InlineRing;
 use ibverbs::qp::{post_list, post_send_on, recv_wr_of};
 use pfnic_sys::uapi::{IbCreateCqResp, IbCreateQpResp, IbCreateSrqResp};
@@ -68,6 +68,34 @@ unsafe fn free_c<T>(p: *mut T) {
         // SAFETY: guaranteed by the caller.
         drop(unsafe { Box::from_raw(p) });
     }
+}
+
+/// The memory mode `PFNIC_MEM_MODE` in the environment asks for, into `*mode`
+/// (`PFNIC_MEM_MODE_*`, 0 when it is not set, for the driver's default): 0, or `EINVAL` with
+/// one line on stderr for a name that is no mode. The same names as pfnic's own library.
+///
+/// # Safety
+///
+/// `mode` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_env_mem_mode(mode: *mut u32) -> c_int {
+    let raw = match std::env::var_os(pfnic_verbs::MEM_MODE_ENV) {
+        None => 0,
+        Some(name) => match pfnic_verbs::MemMode::parse(&name.to_string_lossy()) {
+            Ok(m) => m.raw(),
+            Err(_) => {
+                eprintln!(
+                    "pfnic: {}={:?} is not a memory mode (sva, pinned or odp)",
+                    pfnic_verbs::MEM_MODE_ENV,
+                    name
+                );
+                return libc::EINVAL;
+            }
+        },
+    };
+    // SAFETY: guaranteed by the caller.
+    unsafe { *mode = raw };
+    0
 }
 
 /// A context over the uverbs file `cmd_fd` (duplicated: libibverbs keeps its own), of a
@@ -163,6 +191,53 @@ pub unsafe extern "C" fn pfnic_rs_poll_cq(
     let c = unsafe { &*cq };
     // SAFETY: forwarded to the caller.
     unsafe { poll_into(&c.cq, num_entries, wc, c.lid) }
+}
+
+/// The extended poll (`ibv_start_poll`, `ibv_next_poll`): the next completion into `*wc` and
+/// the device clock when it was written into `*ts` (0 on a CQ without timestamps); 1, or 0
+/// when there is none.
+///
+/// # Safety
+///
+/// `cq` is from [`pfnic_rs_cq_new`]; `wc` and `ts` are writable.
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_poll_one(
+    cq: *const PfnicRsCq,
+    wc: *mut ibv_wc,
+    ts: *mut u64,
+) -> c_int {
+    // SAFETY: forwarded to the caller.
+    let c = unsafe { &*cq };
+    let mut one = [pfnic_verbs::Wc::default()];
+    if c.cq.poll(&mut one) == 0 {
+        return 0;
+    }
+    // SAFETY: forwarded to the caller.
+    unsafe {
+        wc.write(wc_to_ibv(&one[0], c.lid));
+        ts.write(one[0].completion_ts);
+    }
+    1
+}
+
+/// What `ibv_create_cq_ex` asks of a device with `PFNIC_CAP_*` `caps`: 1 for completion
+/// timestamps, 0 without, or a negative errno value for what pfnic refuses (as its own
+/// library does: `EOPNOTSUPP` for timestamps on a device without a clock).
+///
+/// # Safety
+///
+/// `attr` is readable.
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_cq_ex_timestamps(
+    attr: *const ibv_cq_init_attr_ex,
+    caps: u64,
+) -> c_int {
+    // SAFETY: forwarded to the caller.
+    match check_cq_init_attr_ex(unsafe { &*attr }) {
+        Ok(true) if caps & pfnic_sys::uapi::PFNIC_CAP_TIMESTAMPS == 0 => -libc::EOPNOTSUPP,
+        Ok(t) => c_int::from(t),
+        Err(e) => -e,
+    }
 }
 
 /// `ibv_req_notify_cq`: the CQ's next completion (the next solicited one with

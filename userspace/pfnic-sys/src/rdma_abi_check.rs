@@ -9,8 +9,8 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::uapi::{
-    IbAllocUcontextResp, IbCreateCqReq, IbCreateCqResp, IbCreateQpReq, IbCreateQpResp,
-    IbCreateSrqResp, PFNIC_IB_ABI_VERSION, PFNIC_MMAP_DOORBELL,
+    IbAllocUcontextReq, IbAllocUcontextResp, IbCreateCqReq, IbCreateCqResp, IbCreateQpReq,
+    IbCreateQpResp, IbCreateSrqResp, PFNIC_IB_ABI_VERSION, PFNIC_MMAP_DOORBELL,
 };
 
 /// Every size and field offset of a structure, for [`assertions`].
@@ -41,6 +41,26 @@ fn assertions() -> String {
         "PFNIC_IB_MMAP_DOORBELL".into(),
         PFNIC_MMAP_DOORBELL as usize,
     );
+    layout!(
+        check,
+        "pfnic_ib_alloc_ucontext_req",
+        IbAllocUcontextReq,
+        [mem_mode, reserved]
+    );
+    for (name, value) in [
+        ("PFNIC_IB_MEM_MODE_SVA", crate::uapi::PFNIC_MEM_MODE_SVA),
+        (
+            "PFNIC_IB_MEM_MODE_PINNED",
+            crate::uapi::PFNIC_MEM_MODE_PINNED,
+        ),
+        ("PFNIC_IB_MEM_MODE_ODP", crate::uapi::PFNIC_MEM_MODE_ODP),
+        (
+            "PFNIC_IB_CQ_CREATE_TIMESTAMP",
+            crate::uapi::PFNIC_CQ_CREATE_TIMESTAMP,
+        ),
+    ] {
+        check(name.into(), value as usize);
+    }
     layout!(
         check,
         "pfnic_ib_create_cq_req",
@@ -97,6 +117,12 @@ fn assertions() -> String {
         ("caps", offset_of!(IbAllocUcontextResp, caps)),
         ("index", offset_of!(IbAllocUcontextResp, index)),
         ("reserved", offset_of!(IbAllocUcontextResp, reserved)),
+        ("mem_mode", offset_of!(IbAllocUcontextResp, mem_mode)),
+        ("odp_rc_caps", offset_of!(IbAllocUcontextResp, odp_rc_caps)),
+        (
+            "odp_general_caps",
+            offset_of!(IbAllocUcontextResp, odp_general_caps),
+        ),
     ] {
         check(format!("offsetof({s}, {field})"), off);
     }

@@ -21,6 +21,7 @@ use crate::common::tcp_listening;
 use crate::ktap::{Failure, Test, TestResult};
 use crate::verbs_common::{requires_odp, verbs_ctx, PortAddress, ODP_RECV, ODP_SEND};
 use pfnic_sys::uapi;
+use pfnic_verbs::MemMode;
 
 const IBV_DEVICES: &str = "/usr/bin/ibv_devices";
 const IBV_DEVINFO: &str = "/usr/bin/ibv_devinfo";
@@ -58,6 +59,10 @@ pub const TESTS: &[&Test] = &[
     &Test {
         name: "test_debian_lib_rc_pingpong",
         run: test_debian_lib_rc_pingpong,
+    },
+    &Test {
+        name: "test_debian_lib_rc_pingpong_timestamps",
+        run: test_debian_lib_rc_pingpong_timestamps,
     },
     &Test {
         name: "test_debian_lib_rc_pingpong_odp",
@@ -836,9 +841,10 @@ fn core_odp_caps(name: &str) -> Result<(bool, bool, Vec<String>), Failure> {
 }
 
 /// Debian's `ibv_rc_pingpong` with on-demand MRs (`-o`, 1 MiB, cold) and the implicit MR
-/// (`-O`), on Debian's libibverbs through the RDMA core: the core must report ODP for a device
-/// that faults on demand (its SVA capabilities, or its own translation tables' faults), or
-/// refuse the registrations; every received buffer checked.
+/// (`-O`), on Debian's libibverbs through the RDMA core: `ibv_devinfo -v` must report ODP
+/// where the context's memory mode (`PFNIC_MEM_MODE`) faults on demand (SVA, or the device's
+/// own translation tables' faults in the `odp` mode) and none in the `pinned` mode, as pfnic's
+/// own library reports it; every received buffer checked.
 fn test_debian_lib_rc_pingpong_odp() -> TestResult {
     needs(RC_PINGPONG)?;
     if verbs_ctx()?.port_attr()?.has_wire() {
@@ -851,14 +857,14 @@ fn test_debian_lib_rc_pingpong_odp() -> TestResult {
         .query()?
         .caps;
     let sva = uapi::PFNIC_CAP_ATS | uapi::PFNIC_CAP_PASID | uapi::PFNIC_CAP_PRI;
-    let faults = caps & sva == sva || caps & uapi::PFNIC_CAP_FAULTS != 0;
+    let (faults, _) = odp_caps()?;
     let (odp, implicit, rc) = core_odp_caps(&name)?;
     outln!(
         "# ibv_devinfo -v: ODP {odp}, implicit {implicit}, RC {}",
         rc.join(" ")
     );
     check_eq!(odp, faults);
-    if caps & sva == sva {
+    if caps & sva == sva && verbs_ctx()?.mem_mode()? == MemMode::Sva {
         check!(implicit, "an SVA device without the implicit MR");
     }
     if !odp {
@@ -979,13 +985,23 @@ fn has_timestamps() -> Result<bool, Failure> {
 /// between receive completions, whose maximum must be above zero (the device's nanoseconds). On a
 /// device without a clock, rdma-core's own check refuses it.
 fn timestamps_pingpong(tool: &str, args: &[&str], iters: u32) -> TestResult {
+    timestamps_pingpong_env(tool, args, iters, &[])
+}
+
+/// [`timestamps_pingpong`] with `env` set for both sides.
+fn timestamps_pingpong_env(
+    tool: &str,
+    args: &[&str],
+    iters: u32,
+    env: &[(&str, &str)],
+) -> TestResult {
     if !has_timestamps()? {
         return fails_with(tool, &["-t"], "isn't completion timestamp capable");
     }
     let n = iters.to_string();
     let mut all = vec!["-t", "-n", &n];
     all.extend_from_slice(args);
-    let (s, c) = server_client(tool, &all)?;
+    let (s, c) = server_client_env(tool, &all, env)?;
     for (out, what) in [(&s, "the server"), (&c, "the client")] {
         side(out, what)?;
         let t = text(out);
@@ -1014,6 +1030,21 @@ fn test_debian_rc_pingpong_timestamps() -> TestResult {
     timestamps_pingpong(RC_PINGPONG, &[], 100)?;
     timestamps_pingpong(RC_PINGPONG, &["-s", "8192"], 50)?;
     timestamps_pingpong(RC_PINGPONG, &["-N"], 50)
+}
+
+/// `-t` on Debian's libibverbs through the RDMA core: the provider's `ibv_create_cq_ex`, its
+/// extended poll and `ibv_wc_read_completion_ts`.
+fn test_debian_lib_rc_pingpong_timestamps() -> TestResult {
+    needs(RC_PINGPONG)?;
+    if verbs_ctx()?.port_attr()?.has_wire() {
+        return Err(Failure::Skip(
+            "the port is RoCE (a wire): the pair tests address it by its netdev's GID".into(),
+        ));
+    }
+    let name = device_name()?;
+    let env = [("LD_LIBRARY_PATH", DEBIAN_LIBIBVERBS)];
+    timestamps_pingpong_env(RC_PINGPONG, &["-d", &name], 100, &env)?;
+    timestamps_pingpong_env(RC_PINGPONG, &["-d", &name, "-s", "8192"], 50, &env)
 }
 
 /// Runs perftest's `ib_<test>` server and client with `args` (and `-d` the device, `-F`: no

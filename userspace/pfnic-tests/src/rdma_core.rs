@@ -334,7 +334,10 @@ fn test_rdma_core_statistic() -> TestResult {
 /// lacks something or a verb is invalid, out of reach of a fork child (`EPERM`), and up to
 /// the device's limits (no per-process share of the QP table); an SRQ's limit event reaches
 /// the context's asynchronous event file through the core; inline sends (the provider copies
-/// the payload at posting). The
+/// the payload at posting); the memory modes `PFNIC_MEM_MODE` chooses (ordinary MRs pinned
+/// where the mode pins, `ENOMEM` at once beyond `RLIMIT_MEMLOCK`, the mode's ODP caps); the
+/// extended CQ's poll and readers, with completion timestamps; `ibv_advise_mr` (pages
+/// resident after a flushed prefetch, each invalid advice refused). The
 /// program's own checks (KTAP) must all pass.
 fn test_rdma_core_uverbs_objects() -> TestResult {
     let name = ib_name()?;
@@ -363,5 +366,5 @@ fn test_rdma_core_uverbs_objects() -> TestResult {
 }
 
 /// The cases `pfnic-uverbs-test` has: objects, qp_states, refused, fork_child, limits,
-/// srq_limit_event, inline.
-const UVERBS_TEST_CASES: usize = 7;
+/// srq_limit_event, inline, mem_modes, cq_ex, advise_mr.
+const UVERBS_TEST_CASES: usize = 10;

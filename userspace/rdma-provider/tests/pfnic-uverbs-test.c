@@ -21,8 +21,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <linux/capability.h>
 
 #include <infiniband/verbs.h>
 
@@ -556,6 +562,456 @@ static int test_fork_child(const char *dev)
 	return 0;
 }
 
+/*
+ * The extended CQ (ibv_create_cq_ex): a SEND to itself polled with
+ * ibv_start_poll/next_poll/end_poll, each completion read field by field,
+ * stamped with the device clock inside completion_timestamp_mask; a CQ
+ * without timestamps has no reader for them; wall-clock timestamps are
+ * refused (EOPNOTSUPP), as on a device without a clock are timestamps.
+ */
+static int test_cq_ex(const char *dev)
+{
+	struct ibv_cq_init_attr_ex cattr = {
+		.cqe = 16,
+		.wc_flags = IBV_WC_STANDARD_FLAGS |
+			    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
+	};
+	struct ibv_qp_init_attr init = {
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_send_wr swr, *bad_swr;
+	struct ibv_recv_wr rwr, *bad_rwr;
+	struct ibv_poll_cq_attr pattr = {};
+	struct ibv_device_attr_ex attr = {};
+	int got = 0, sends = 0, recvs = 0;
+	struct ibv_sge ssge, rsge;
+	struct ibv_cq_ex *cq, *cq2;
+	struct ibv_qp *qp;
+	struct objs o;
+
+	if (make_objs(&o, dev))
+		return 1;
+	CHECK(!ibv_query_device_ex(o.ctx, NULL, &attr), "ibv_query_device_ex");
+	if (!attr.completion_timestamp_mask) {
+		cq = ibv_create_cq_ex(o.ctx, &cattr);
+		CHECK(!cq && errno == EOPNOTSUPP,
+		      "timestamps on a device without a clock: %s",
+		      cq ? "created" : strerror(errno));
+		printf("# the device has no clock\n");
+		free_objs(&o);
+		return 0;
+	}
+	cq = ibv_create_cq_ex(o.ctx, &cattr);
+	CHECK(cq, "ibv_create_cq_ex with timestamps: %s", strerror(errno));
+	CHECK(cq->read_completion_ts, "no ibv_wc_read_completion_ts");
+	init.send_cq = ibv_cq_ex_to_cq(cq);
+	init.recv_cq = ibv_cq_ex_to_cq(cq);
+	qp = ibv_create_qp(o.pd, &init);
+	CHECK(qp, "a QP on the extended CQ: %s", strerror(errno));
+	if (to_rts(qp, qp->qp_num))
+		return 1;
+	rsge = (struct ibv_sge){ (uintptr_t)o.buf + 4096, 64, o.mr->lkey };
+	rwr = (struct ibv_recv_wr){ .wr_id = 2, .sg_list = &rsge, .num_sge = 1 };
+	CHECK(!ibv_post_recv(qp, &rwr, &bad_rwr), "ibv_post_recv");
+	ssge = (struct ibv_sge){ (uintptr_t)o.buf, 48, o.mr->lkey };
+	swr = (struct ibv_send_wr){ .wr_id = 1, .sg_list = &ssge, .num_sge = 1,
+				    .opcode = IBV_WR_SEND,
+				    .send_flags = IBV_SEND_SIGNALED };
+	CHECK(!ibv_post_send(qp, &swr, &bad_swr), "ibv_post_send");
+	for (int spins = 0; got < 2 && spins < 5000; spins++) {
+		int ret = ibv_start_poll(cq, &pattr);
+
+		if (ret == ENOENT) {
+			usleep(1000);
+			continue;
+		}
+		CHECK(!ret, "ibv_start_poll: %s", strerror(ret));
+		do {
+			uint64_t ts = ibv_wc_read_completion_ts(cq);
+			enum ibv_wc_opcode op = ibv_wc_read_opcode(cq);
+
+			CHECK(cq->status == IBV_WC_SUCCESS, "wr %llu: %s",
+			      (unsigned long long)cq->wr_id,
+			      ibv_wc_status_str(cq->status));
+			CHECK(ibv_wc_read_qp_num(cq) == qp->qp_num,
+			      "completion of QP %u", ibv_wc_read_qp_num(cq));
+			CHECK(ts && !(ts & ~attr.completion_timestamp_mask),
+			      "timestamp %#llx, mask %#llx",
+			      (unsigned long long)ts,
+			      (unsigned long long)attr.completion_timestamp_mask);
+			if (op == IBV_WC_SEND && cq->wr_id == 1) {
+				sends++;
+			} else {
+				CHECK(op == IBV_WC_RECV && cq->wr_id == 2 &&
+				      ibv_wc_read_byte_len(cq) == 48,
+				      "opcode %d, wr %llu, %u bytes", op,
+				      (unsigned long long)cq->wr_id,
+				      ibv_wc_read_byte_len(cq));
+				recvs++;
+			}
+			got++;
+		} while (!(ibv_next_poll(cq)));
+		ibv_end_poll(cq);
+	}
+	CHECK(sends == 1 && recvs == 1, "%d sends and %d receives completed",
+	      sends, recvs);
+	CHECK(!ibv_destroy_qp(qp), "ibv_destroy_qp");
+	CHECK(!ibv_destroy_cq(ibv_cq_ex_to_cq(cq)), "ibv_destroy_cq");
+
+	cattr.wc_flags = IBV_WC_STANDARD_FLAGS;
+	cq2 = ibv_create_cq_ex(o.ctx, &cattr);
+	CHECK(cq2, "ibv_create_cq_ex: %s", strerror(errno));
+	CHECK(!cq2->read_completion_ts,
+	      "a reader of timestamps on a CQ without them");
+	CHECK(!ibv_destroy_cq(ibv_cq_ex_to_cq(cq2)), "ibv_destroy_cq");
+	cattr.wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+	cq2 = ibv_create_cq_ex(o.ctx, &cattr);
+	CHECK(!cq2 && errno == EOPNOTSUPP, "wall-clock timestamps: %s",
+	      cq2 ? "created" : strerror(errno));
+	free_objs(&o);
+	return 0;
+}
+
+static long vm_pin_kb(void);
+
+/* Pages of [p, p + len) resident in memory (mincore). */
+static int resident_pages(void *p, size_t len)
+{
+	unsigned char vec[64];
+	int n = 0;
+
+	if (len / 4096 > sizeof(vec) || mincore(p, len, vec))
+		return -1;
+	for (size_t i = 0; i < len / 4096; i++)
+		n += vec[i] & 1;
+	return n;
+}
+
+/*
+ * ibv_advise_mr through the core: PREFETCH_WRITE with FLUSH makes an
+ * on-demand MR's untouched pages resident before it returns, pinning
+ * nothing; what it cannot advise is refused with EINVAL: an unknown key,
+ * a range past the MR, an ordinary MR, writing a read-only MR, another
+ * PD's MR, an unknown advice. Where the context has no on-demand paging,
+ * there is nothing to advise.
+ */
+static int test_advise_mr(const char *dev)
+{
+	const size_t len = 16 * 4096;
+	struct ibv_device_attr_ex attr = {};
+	struct ibv_mr *odp, *ro, *other_mr;
+	struct ibv_pd *other;
+	struct ibv_sge sge;
+	struct objs o;
+	long pin;
+	void *mem;
+	int ret;
+
+	if (make_objs(&o, dev))
+		return 1;
+	CHECK(!ibv_query_device_ex(o.ctx, NULL, &attr), "ibv_query_device_ex");
+	if (!(attr.odp_caps.general_caps & IBV_ODP_SUPPORT)) {
+		printf("# no on-demand paging in this memory mode\n");
+		free_objs(&o);
+		return 0;
+	}
+	mem = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(mem != MAP_FAILED, "mmap: %s", strerror(errno));
+	odp = ibv_reg_mr(o.pd, mem, len, IBV_ACCESS_LOCAL_WRITE |
+			 IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_ON_DEMAND);
+	CHECK(odp, "ODP MR: %s", strerror(errno));
+	CHECK(resident_pages(mem, len) == 0, "%d pages resident before",
+	      resident_pages(mem, len));
+	pin = vm_pin_kb();
+	sge = (struct ibv_sge){ (uintptr_t)mem, len, odp->lkey };
+	ret = ibv_advise_mr(o.pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE,
+			    IBV_ADVISE_MR_FLAG_FLUSH, &sge, 1);
+	CHECK(!ret, "ibv_advise_mr: %s", strerror(ret));
+	CHECK(resident_pages(mem, len) == (int)(len / 4096),
+	      "%d of %zu pages resident after PREFETCH_WRITE with FLUSH",
+	      resident_pages(mem, len), len / 4096);
+	CHECK(vm_pin_kb() == pin, "advise_mr pinned %ld kB", vm_pin_kb() - pin);
+
+	ro = ibv_reg_mr(o.pd, mem, 4096, IBV_ACCESS_ON_DEMAND);
+	CHECK(ro, "read-only ODP MR: %s", strerror(errno));
+	other = ibv_alloc_pd(o.ctx);
+	CHECK(other, "ibv_alloc_pd: %s", strerror(errno));
+	other_mr = ibv_reg_mr(other, mem, len, IBV_ACCESS_LOCAL_WRITE |
+			      IBV_ACCESS_ON_DEMAND);
+	CHECK(other_mr, "ODP MR of another PD: %s", strerror(errno));
+	{
+		struct {
+			const char *what;
+			struct ibv_sge sge;
+			int advice;
+		} bad[] = {
+			{ "an unknown key", { (uintptr_t)mem, 4096, 0x7fffff },
+			  IBV_ADVISE_MR_ADVICE_PREFETCH },
+			{ "a range past the MR",
+			  { (uintptr_t)mem + len - 4096, 8192, odp->lkey },
+			  IBV_ADVISE_MR_ADVICE_PREFETCH },
+			{ "an ordinary MR", { (uintptr_t)o.buf, 4096, o.mr->lkey },
+			  IBV_ADVISE_MR_ADVICE_PREFETCH },
+			{ "writing a read-only MR",
+			  { (uintptr_t)mem, 4096, ro->lkey },
+			  IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE },
+			{ "another PD's MR",
+			  { (uintptr_t)mem, 4096, other_mr->lkey },
+			  IBV_ADVISE_MR_ADVICE_PREFETCH },
+		};
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			ret = ibv_advise_mr(o.pd, bad[i].advice,
+					    IBV_ADVISE_MR_FLAG_FLUSH,
+					    &bad[i].sge, 1);
+			CHECK(ret == EINVAL, "advising %s: %d (%s)", bad[i].what,
+			      ret, strerror(ret));
+		}
+	}
+	ret = ibv_advise_mr(o.pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 1u << 5, &sge,
+			    1);
+	CHECK(ret == EINVAL, "an unknown flag: %d", ret);
+	CHECK(!ibv_dereg_mr(other_mr) && !ibv_dealloc_pd(other),
+	      "freeing the other PD");
+	CHECK(!ibv_dereg_mr(ro) && !ibv_dereg_mr(odp), "ibv_dereg_mr");
+	munmap(mem, len);
+	free_objs(&o);
+	return 0;
+}
+
+/* The process's VmPin in kB (/proc/self/status), or -1. */
+static long vm_pin_kb(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long kb = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmPin: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Drops CAP_IPC_LOCK from the effective set: RLIMIT_MEMLOCK applies. */
+static int drop_ipc_lock(void)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2];
+
+	if (syscall(SYS_capget, &h, d))
+		return -1;
+	d[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
+	return syscall(SYS_capset, &h, d);
+}
+
+/* Whether the memory mode @mode pins ordinary MRs through the core. */
+static int mode_pins(const char *mode)
+{
+	return strcmp(mode, "sva") != 0;
+}
+
+/*
+ * One memory mode, in a context opened with PFNIC_MEM_MODE=@mode: its ODP
+ * caps; an ordinary MR pinned (VmPin) where the mode pins, nothing pinned
+ * otherwise and by an ODP MR; an RDMA WRITE through the ordinary MR lands;
+ * VmPin back after the context closes.
+ */
+static int mem_mode_case(const char *dev, const char *mode)
+{
+	struct ibv_device_attr_ex attr = {};
+	struct ibv_send_wr wr = {}, *bad;
+	struct ibv_mr *odp_mr = NULL;
+	long pin0, pin1, pin2;
+	struct ibv_sge sge;
+	struct ibv_wc wc;
+	unsigned char *b;
+	struct objs o;
+	int odp;
+
+	pin0 = vm_pin_kb();
+	CHECK(pin0 >= 0, "no VmPin in /proc/self/status");
+	if (make_objs(&o, dev))
+		return 1;
+	CHECK(!ibv_query_device_ex(o.ctx, NULL, &attr), "ibv_query_device_ex");
+	odp = !!(attr.odp_caps.general_caps & IBV_ODP_SUPPORT);
+	if (!mode_pins(mode) || !strcmp(mode, "odp"))
+		CHECK(odp && (attr.odp_caps.per_transport_caps.rc_odp_caps &
+			      IBV_ODP_SUPPORT_WRITE),
+		      "%s: ODP caps %#llx, RC %#x", mode,
+		      (unsigned long long)attr.odp_caps.general_caps,
+		      attr.odp_caps.per_transport_caps.rc_odp_caps);
+	else
+		CHECK(!attr.odp_caps.general_caps &&
+		      !attr.odp_caps.per_transport_caps.rc_odp_caps,
+		      "%s: ODP caps %#llx, RC %#x where nothing is on demand",
+		      mode, (unsigned long long)attr.odp_caps.general_caps,
+		      attr.odp_caps.per_transport_caps.rc_odp_caps);
+	/* make_objs registered 16 KiB of ordinary memory. */
+	pin1 = vm_pin_kb();
+	if (mode_pins(mode))
+		CHECK(pin1 - pin0 >= 16, "%s: a 16 KiB ordinary MR pinned %ld kB",
+		      mode, pin1 - pin0);
+	else
+		CHECK(pin1 == pin0, "%s: an ordinary MR pinned %ld kB", mode,
+		      pin1 - pin0);
+	if (odp) {
+		odp_mr = ibv_reg_mr(o.pd, o.buf, 4 * 4096, IBV_ACCESS_LOCAL_WRITE |
+				    IBV_ACCESS_ON_DEMAND);
+		CHECK(odp_mr, "%s: ODP MR: %s", mode, strerror(errno));
+		pin2 = vm_pin_kb();
+		CHECK(pin2 == pin1, "%s: an ODP MR pinned %ld kB", mode,
+		      pin2 - pin1);
+	} else {
+		odp_mr = ibv_reg_mr(o.pd, o.buf, 4096, IBV_ACCESS_LOCAL_WRITE |
+				    IBV_ACCESS_ON_DEMAND);
+		CHECK(!odp_mr && errno == EOPNOTSUPP, "%s: ODP MR: %s", mode,
+		      odp_mr ? "registered" : strerror(errno));
+	}
+	/* The device reaches the ordinary MR's memory: an RDMA WRITE to itself. */
+	if (to_rts(o.qp, o.qp->qp_num))
+		return 1;
+	b = o.buf;
+	for (int i = 0; i < 4096; i++)
+		b[i] = (unsigned char)(i * 7 + 3);
+	memset(b + 8192, 0, 4096);
+	sge = (struct ibv_sge){ (uintptr_t)b, 4096, o.mr->lkey };
+	wr = (struct ibv_send_wr){
+		.wr_id = 9, .sg_list = &sge, .num_sge = 1,
+		.opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
+		.wr.rdma = { (uintptr_t)(b + 8192), o.mr->rkey },
+	};
+	CHECK(!ibv_post_send(o.qp, &wr, &bad), "ibv_post_send");
+	CHECK(poll_n(o.cq, &wc, 1) == 1 && wc.status == IBV_WC_SUCCESS,
+	      "%s: RDMA WRITE: %s", mode, ibv_wc_status_str(wc.status));
+	CHECK(!memcmp(b, b + 8192, 4096), "%s: the RDMA WRITE's data differs",
+	      mode);
+	if (odp_mr)
+		CHECK(!ibv_dereg_mr(odp_mr), "ibv_dereg_mr");
+	free_objs(&o);
+	CHECK(vm_pin_kb() == pin0, "%s: VmPin %ld kB after closing, %ld before",
+	      mode, vm_pin_kb(), pin0);
+	return 0;
+}
+
+/*
+ * Without CAP_IPC_LOCK, under 64 KiB of RLIMIT_MEMLOCK: where the mode pins,
+ * ordinary MRs of 1 MiB and of 4 GiB (more than the guest) fail at once
+ * with ENOMEM and pin nothing, and a small one registers; an ODP MR of
+ * 4 GiB registers and pins nothing. In a child: the limit is its own.
+ */
+static int mem_mode_limit_child(const char *dev, const char *mode)
+{
+	const size_t big = 4ull << 30;
+	struct rlimit lim = { 64 << 10, 64 << 10 };
+	struct ibv_device_attr_ex attr = {};
+	struct ibv_mr *mr;
+	struct objs o;
+	double t;
+	void *mem;
+
+	CHECK(!drop_ipc_lock(), "capset: %s", strerror(errno));
+	CHECK(!setrlimit(RLIMIT_MEMLOCK, &lim), "setrlimit: %s",
+	      strerror(errno));
+	if (make_objs(&o, dev))
+		return 1;
+	mem = mmap(NULL, big, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	CHECK(mem != MAP_FAILED, "mmap of 4 GiB: %s", strerror(errno));
+	CHECK(!ibv_query_device_ex(o.ctx, NULL, &attr), "ibv_query_device_ex");
+	if (mode_pins(mode)) {
+		size_t lens[] = { 1 << 20, big };
+
+		for (int i = 0; i < 2; i++) {
+			t = now_s();
+			mr = ibv_reg_mr(o.pd, mem, lens[i], IBV_ACCESS_LOCAL_WRITE);
+			t = now_s() - t;
+			CHECK(!mr && errno == ENOMEM,
+			      "%s: an ordinary MR of %zu bytes over RLIMIT_MEMLOCK: %s",
+			      mode, lens[i], mr ? "registered" : strerror(errno));
+			CHECK(t < 2, "%s: ENOMEM for %zu bytes took %.1f s", mode,
+			      lens[i], t);
+			CHECK(vm_pin_kb() == 16, "%s: VmPin %ld kB after a refusal",
+			      mode, vm_pin_kb());
+		}
+	}
+	mr = ibv_reg_mr(o.pd, mem, 4096, IBV_ACCESS_LOCAL_WRITE);
+	CHECK(mr, "%s: a 4 KiB MR under RLIMIT_MEMLOCK: %s", mode,
+	      strerror(errno));
+	CHECK(!ibv_dereg_mr(mr), "ibv_dereg_mr");
+	if (attr.odp_caps.general_caps & IBV_ODP_SUPPORT) {
+		long pin = vm_pin_kb();
+
+		mr = ibv_reg_mr(o.pd, mem, big, IBV_ACCESS_LOCAL_WRITE |
+				IBV_ACCESS_ON_DEMAND);
+		CHECK(mr, "%s: an ODP MR of 4 GiB: %s", mode, strerror(errno));
+		CHECK(vm_pin_kb() == pin, "%s: an ODP MR of 4 GiB pinned %ld kB",
+		      mode, vm_pin_kb() - pin);
+		CHECK(!ibv_dereg_mr(mr), "ibv_dereg_mr");
+	}
+	munmap(mem, big);
+	free_objs(&o);
+	return 0;
+}
+
+/*
+ * PFNIC_MEM_MODE chooses a context's memory mode through the core: each
+ * mode the platform has (EOPNOTSUPP for the others) behaves as its name
+ * says, in the parent and in a child under RLIMIT_MEMLOCK; a name that is
+ * no mode fails ibv_open_device with EINVAL.
+ */
+static int test_mem_modes(const char *dev)
+{
+	const char *modes[] = { "sva", "odp", "pinned" };
+	struct ibv_context *ctx;
+	int ran = 0, status;
+
+	for (int i = 0; i < 3; i++) {
+		pid_t pid;
+
+		setenv("PFNIC_MEM_MODE", modes[i], 1);
+		ctx = open_dev(dev);
+		if (!ctx && errno == EOPNOTSUPP) {
+			printf("# %s: not on this platform\n", modes[i]);
+			continue;
+		}
+		CHECK(ctx, "ibv_open_device with PFNIC_MEM_MODE=%s: %s",
+		      modes[i], strerror(errno));
+		ibv_close_device(ctx);
+		if (mem_mode_case(dev, modes[i]))
+			return 1;
+		fflush(stdout);
+		pid = fork();
+		if (!pid)
+			_exit(mem_mode_limit_child(dev, modes[i]));
+		CHECK(pid > 0, "fork: %s", strerror(errno));
+		CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+		CHECK(WIFEXITED(status) && !WEXITSTATUS(status),
+		      "%s under RLIMIT_MEMLOCK: status %#x", modes[i], status);
+		ran++;
+	}
+	setenv("PFNIC_MEM_MODE", "swap", 1);
+	ctx = open_dev(dev);
+	CHECK(!ctx && errno == EINVAL, "PFNIC_MEM_MODE=swap: %s",
+	      ctx ? "opened" : strerror(errno));
+	unsetenv("PFNIC_MEM_MODE");
+	CHECK(ran >= 2, "only %d memory modes", ran);
+	return 0;
+}
+
 static sigjmp_buf bus_jmp;
 
 static void on_sigbus(int sig)
@@ -635,7 +1091,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s DEVICE [hold]\n", argv[0]);
 		return 2;
 	}
-	printf("TAP version 13\n1..7\n");
+	printf("TAP version 13\n1..10\n");
 	report("objects", test_objects(argv[1]));
 	report("qp_states", test_qp_states(argv[1]));
 	report("refused", test_refused(argv[1]));
@@ -643,5 +1099,8 @@ int main(int argc, char **argv)
 	report("limits", test_limits(argv[1]));
 	report("srq_limit_event", test_srq_limit_event(argv[1]));
 	report("inline", test_inline(argv[1]));
+	report("mem_modes", test_mem_modes(argv[1]));
+	report("cq_ex", test_cq_ex(argv[1]));
+	report("advise_mr", test_advise_mr(argv[1]));
 	return failed ? 1 : 0;
 }
