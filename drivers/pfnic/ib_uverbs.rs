@@ -353,7 +353,8 @@ impl UContext {
                 reserved: [0; 2],
             },
         };
-        self.verbs.modify_qp(&arg)
+        // The MAC the core resolved for a RoCE address vector (all zeroes otherwise).
+        self.verbs.modify_qp_to(&arg, Some(a.ah.dmac))
     }
 
     pub(crate) fn create_srq(

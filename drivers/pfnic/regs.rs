@@ -59,6 +59,9 @@ pub(crate) const ABI_MINOR_TIMESTAMPS: u32 = 12;
 pub(crate) const ABI_MINOR_DM: u32 = 13;
 /// The minor version that added the port's Ethernet queues (`CAPS.ETH`, `ETH_*`).
 pub(crate) const ABI_MINOR_ETH: u32 = 16;
+/// The minor version that added `QP_SET_DMAC`: the MAC a QP sends to, as the operating system
+/// resolved it, instead of the device's neighbour cache.
+pub(crate) const ABI_MINOR_DMAC: u32 = 17;
 
 /// Port counters (`PORT_COUNTERS`, docs/wire.md), in the order of
 /// [`uapi::QueryPort::counters`](crate::uapi::QueryPort::counters).

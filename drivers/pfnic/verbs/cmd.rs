@@ -25,6 +25,7 @@ pub(crate) const QP_CREATE: u32 = 0x20;
 pub(crate) const QP_MODIFY: u32 = 0x21;
 pub(crate) const QP_QUERY: u32 = 0x22;
 pub(crate) const QP_DESTROY: u32 = 0x23;
+pub(crate) const QP_SET_DMAC: u32 = 0x24;
 pub(crate) const CTX_QUERY: u32 = 0x30;
 pub(crate) const BACKUP_SET: u32 = 0x31;
 pub(crate) const SRQ_CREATE: u32 = 0x40;

@@ -116,6 +116,9 @@ pub(crate) struct Qp {
     pub(crate) dest_ipv4: u32,
     /// Receive faults park the payload in the backup buffer ([`uapi::PFNIC_QP_CREATE_RECV_FAULT_BACKUP`]).
     pub(crate) backup: bool,
+    /// The peer's MAC the device sends to (`QP_SET_DMAC`); all zeroes: the device's neighbour
+    /// cache finds it.
+    pub(crate) dmac: [u8; 6],
 }
 
 /// Everything one file created.

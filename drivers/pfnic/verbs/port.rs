@@ -129,6 +129,11 @@ impl Nic {
         self.info.device_abi & 0xffff >= regs::ABI_MINOR_PORT
     }
 
+    /// Whether QPs can be given their peer's MAC (`QP_SET_DMAC`).
+    pub(crate) fn has_qp_dmac(&self) -> bool {
+        self.info.device_abi & 0xffff >= regs::ABI_MINOR_DMAC
+    }
+
     /// Reads the port registers (all zero on a device without them).
     pub(crate) fn port_state(&self) -> Result<PortState> {
         if !self.has_port_registers() {

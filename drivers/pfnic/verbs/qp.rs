@@ -339,6 +339,7 @@ impl VerbsFile {
             dest_ipv4: 0,
             backup,
             ring: token,
+            dmac: [0; 6],
         };
         if let Err(e) = o.qps.try_create_and_insert(qpn, qp, GFP_KERNEL) {
             o.remove_ring(token);
@@ -377,6 +378,22 @@ impl VerbsFile {
 
     /// `PFNIC_IOCTL_MODIFY_QP`.
     pub(crate) fn modify_qp(&self, arg: &ModifyQp) -> Result {
+        self.modify_qp_to(arg, None)
+    }
+
+    /// Sets the MAC the device sends the QP's packets to (all zeroes: its neighbour cache's).
+    fn set_qp_dmac(&self, qpn: u32, mac: [u8; 6]) -> Result {
+        let hi = u32::from_be_bytes([mac[0], mac[1], mac[2], mac[3]]);
+        let lo = u32::from(u16::from_be_bytes([mac[4], mac[5]])) << 16;
+        self.nic.command(cmd::QP_SET_DMAC, &[qpn, hi, lo]).map(drop)
+    }
+
+    /// [`VerbsFile::modify_qp`] that, with an address vector, also gives the device the peer's
+    /// MAC `dmac` as the RDMA core resolved it from the netdev's neighbours (all zeroes where
+    /// the core has none), so that the device needs no ARP of its own. On a device without
+    /// `QP_SET_DMAC` the MAC is left to the device. The old MAC is put back if the
+    /// modification fails.
+    pub(crate) fn modify_qp_to(&self, arg: &ModifyQp, dmac: Option<[u8; 6]>) -> Result {
         self.nic.verbs()?;
         let mask = arg.attr_mask;
         let a = &arg.attr;
@@ -440,10 +457,24 @@ impl VerbsFile {
         } else {
             &args[..7]
         };
-        self.nic.command(cmd::QP_MODIFY, args)?;
+        let old_dmac = qp.dmac;
+        let new_dmac =
+            dmac.filter(|m| mask & PFNIC_QP_AV != 0 && *m != old_dmac && self.nic.has_qp_dmac());
+        if let Some(m) = new_dmac {
+            self.set_qp_dmac(arg.qpn, m)?;
+        }
+        if let Err(e) = self.nic.command(cmd::QP_MODIFY, args) {
+            if new_dmac.is_some() {
+                let _ = self.set_qp_dmac(arg.qpn, old_dmac);
+            }
+            return Err(e);
+        }
         attr.qp_state = next;
         qp.attr = attr;
         qp.dest_ipv4 = dest_ipv4;
+        if let Some(m) = new_dmac {
+            qp.dmac = m;
+        }
         Ok(())
     }
 
