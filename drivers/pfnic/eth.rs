@@ -79,6 +79,18 @@ struct EthState {
     /// The next receive descriptor to look at (free-running); `RING - 1` ahead of it are
     /// posted.
     rx_next: u32,
+    /// The netdev is promiscuous: the device takes frames for any MAC (`ETH_CTRL.PROMISC`).
+    promisc: bool,
+}
+
+impl EthState {
+    /// `ETH_CTRL` of running queues, the interrupt armed, in the netdev's receive mode.
+    fn running_ctrl(&self) -> regs::ETH_CTRL {
+        regs::ETH_CTRL::zeroed()
+            .with_enable(true)
+            .with_irq_enable(true)
+            .with_promisc(self.promisc)
+    }
 }
 
 // SAFETY: The netdev pointer is used under the lock only, while the device is registered.
@@ -141,6 +153,7 @@ impl EthPort {
                 tx_posted: 0,
                 tx_done: 0,
                 rx_next: 0,
+                promisc: false,
             }),
             addresses <- new_mutex!(KVec::new()),
             counters: EthCounters {
@@ -197,7 +210,8 @@ impl EthPort {
             bar.write_reg(
                 regs::ETH_CTRL::zeroed()
                     .with_enable(true)
-                    .with_irq_enable(true),
+                    .with_irq_enable(true)
+                    .with_promisc(netdev.promiscuous()),
             );
             bar.read(regs::PORT_STATUS).link_up()
         })?;
@@ -206,6 +220,7 @@ impl EthPort {
             tx_posted: 0,
             tx_done: 0,
             rx_next: 0,
+            promisc: netdev.promiscuous(),
         };
         if link {
             netdev.carrier_on();
@@ -372,16 +387,25 @@ impl EthPort {
                 bar.write_reg(regs::ETH_RX_TAIL::zeroed().with_index(rx_tail));
             }
             // Re-armed last: a completion since the loops above signals at once.
-            bar.write_reg(
-                regs::ETH_CTRL::zeroed()
-                    .with_enable(true)
-                    .with_irq_enable(true),
-            );
+            bar.write_reg(st.running_ctrl());
         });
         if tx_room && netdev.queue_stopped() {
             netdev.wake_queue();
         }
         true
+    }
+
+    /// The netdev's receive mode changed (`ndo_set_rx_mode`, in atomic context): the device
+    /// takes every frame while it is promiscuous, only its own, broadcast and multicast ones
+    /// otherwise.
+    fn set_rx_mode(&self, nic: &Nic, netdev: &Device) {
+        let mut st = self.state.lock();
+        st.promisc = netdev.promiscuous();
+        if st.netdev.is_some() {
+            // Armed as well: an interrupt the handler has not re-armed yet is only signalled
+            // early, never lost.
+            let _ = nic.with_bar(|bar| bar.write_reg(st.running_ctrl()));
+        }
     }
 
     /// Whether the netdev is up with its carrier on: the state of a RoCE port in the RDMA
@@ -435,6 +459,12 @@ impl netdev::Operations for PfnicNetdev {
         match Self::port(nic) {
             Ok(port) => port.xmit(nic, dev, skb),
             Err(_) => Ok(()), // dropped
+        }
+    }
+
+    fn set_rx_mode(dev: &Device, nic: &Arc<Nic>) {
+        if let Ok(port) = Self::port(nic) {
+            port.set_rx_mode(nic, dev);
         }
     }
 

@@ -100,6 +100,30 @@ fn set_link(dev: &Netdev, up: bool) -> TestResult {
     Ok(())
 }
 
+/// `ip link set DEV promisc on|off`, as tcpdump does without `-p`.
+fn set_promisc(dev: &Netdev, on: bool) -> TestResult {
+    let state = if on { "on" } else { "off" };
+    let (ok, out) = sh("ip", &["link", "set", &dev.name, "promisc", state])?;
+    check!(ok, "ip link set {} promisc {state}: {out}", dev.name);
+    Ok(())
+}
+
+/// A netdev made promiscuous, and not again when dropped.
+struct Promiscuous<'a>(&'a Netdev);
+
+impl<'a> Promiscuous<'a> {
+    fn new(dev: &'a Netdev) -> Result<Self, Failure> {
+        set_promisc(dev, true)?;
+        Ok(Self(dev))
+    }
+}
+
+impl Drop for Promiscuous<'_> {
+    fn drop(&mut self) {
+        let _ = set_promisc(self.0, false);
+    }
+}
+
 impl<'a> UpNetdev<'a> {
     pub(crate) fn new(dev: &'a Netdev) -> Result<Self, Failure> {
         set_link(dev, true)?;
@@ -360,7 +384,9 @@ fn test_wire_netdev_frames() -> TestResult {
 }
 
 /// A port's netdev receives frames for its MAC, broadcast and multicast, and not frames for
-/// another host's MAC (the device filters them out, as a NIC that is not promiscuous does).
+/// another host's MAC (the device filters them out, as a NIC that is not promiscuous does);
+/// made promiscuous (`ip link set DEV promisc on`, what tcpdump does without `-p`) it
+/// receives those too, and filters them again once it is not.
 fn test_wire_netdev_filter() -> TestResult {
     let up = UpNetdevs::new()?;
     let [a, b] = &up.0;
@@ -383,5 +409,20 @@ fn test_wire_netdev_filter() -> TestResult {
         &sb,
         &[frame(b.mac, a.mac, 4, 60)],
         "unicast after the filtered frame",
+    )?;
+    let promisc = Promiscuous::new(b)?;
+    expect_frames(
+        &sa,
+        &sb,
+        &[frame(other, a.mac, 5, 60), frame(b.mac, a.mac, 6, 60)],
+        "another MAC's frame, promiscuous",
+    )?;
+    drop(promisc);
+    sa.send(&frame(other, a.mac, 7, 60))?;
+    expect_frames(
+        &sa,
+        &sb,
+        &[frame(b.mac, a.mac, 8, 60)],
+        "unicast after promiscuous mode ended",
     )
 }
