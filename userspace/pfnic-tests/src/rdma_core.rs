@@ -337,7 +337,9 @@ fn test_rdma_core_statistic() -> TestResult {
 /// the payload at posting); the memory modes `PFNIC_MEM_MODE` chooses (ordinary MRs pinned
 /// where the mode pins, `ENOMEM` at once beyond `RLIMIT_MEMLOCK`, the mode's ODP caps); the
 /// extended CQ's poll and readers, with completion timestamps; `ibv_advise_mr` (pages
-/// resident after a flushed prefetch, each invalid advice refused). The
+/// resident after a flushed prefetch, each invalid advice refused); the rdma cgroup's
+/// `rdma.max` limiting a process's contexts and objects (`EAGAIN` beyond); another process's
+/// keys refused (`REM_ACCESS_ERR`, `LOC_PROT_ERR`), its memory untouched. The
 /// program's own checks (KTAP) must all pass.
 fn test_rdma_core_uverbs_objects() -> TestResult {
     let name = ib_name()?;
@@ -366,5 +368,5 @@ fn test_rdma_core_uverbs_objects() -> TestResult {
 }
 
 /// The cases `pfnic-uverbs-test` has: objects, qp_states, refused, fork_child, limits,
-/// srq_limit_event, inline, mem_modes, cq_ex, advise_mr.
-const UVERBS_TEST_CASES: usize = 10;
+/// srq_limit_event, inline, mem_modes, cq_ex, advise_mr, rdma_cgroup, cross_process_keys.
+const UVERBS_TEST_CASES: usize = 12;

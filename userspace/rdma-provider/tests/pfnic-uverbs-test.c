@@ -22,7 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1012,6 +1014,237 @@ static int test_mem_modes(const char *dev)
 	return 0;
 }
 
+/* What the child of test_cross_process_keys hands over. */
+struct foreign_mr {
+	uint64_t addr;
+	uint32_t lkey, rkey;
+};
+
+/* Polls @cq for one completion and returns its status, or -1. */
+static int one_status(struct ibv_cq *cq)
+{
+	struct ibv_wc wc;
+
+	return poll_n(cq, &wc, 1) == 1 ? (int)wc.status : -1;
+}
+
+/*
+ * Another process's MR, through the core: a child registers a buffer for
+ * remote write and hands its address and keys over a pipe. The parent's QP,
+ * connected to itself, cannot write there with the child's rkey
+ * (REM_ACCESS_ERR) nor send with the child's lkey (LOC_PROT_ERR): keys
+ * are their context's. The child's bytes are unchanged.
+ */
+static int test_cross_process_keys(const char *dev)
+{
+	int to_parent[2], to_child[2], status;
+	struct ibv_send_wr wr, *bad;
+	struct ibv_qp_attr reset = { .qp_state = IBV_QPS_RESET };
+	struct foreign_mr f;
+	struct ibv_sge sge;
+	struct objs o;
+	char go = 1;
+	pid_t pid;
+
+	CHECK(!pipe(to_parent) && !pipe(to_child), "pipe: %s", strerror(errno));
+	fflush(stdout);
+	pid = fork();
+	if (!pid) {
+		unsigned char *b;
+
+		if (make_objs(&o, dev))
+			_exit(2);
+		f = (struct foreign_mr){ (uintptr_t)o.buf, o.mr->lkey,
+					 o.mr->rkey };
+		if (write(to_parent[1], &f, sizeof(f)) != sizeof(f) ||
+		    read(to_child[0], &go, 1) != 1)
+			_exit(2);
+		b = o.buf;
+		for (int i = 0; i < 4 * 4096; i++)
+			if (b[i] != 0x5a)
+				_exit(3);
+		free_objs(&o);
+		_exit(0);
+	}
+	CHECK(pid > 0, "fork: %s", strerror(errno));
+	CHECK(read(to_parent[0], &f, sizeof(f)) == sizeof(f),
+	      "the child's MR never came");
+	if (make_objs(&o, dev) || to_rts(o.qp, o.qp->qp_num))
+		return 1;
+	memset(o.buf, 0xc3, 4096);
+	sge = (struct ibv_sge){ (uintptr_t)o.buf, 64, o.mr->lkey };
+	wr = (struct ibv_send_wr){
+		.wr_id = 1, .sg_list = &sge, .num_sge = 1,
+		.opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
+		.wr.rdma = { f.addr, f.rkey },
+	};
+	CHECK(!ibv_post_send(o.qp, &wr, &bad), "ibv_post_send");
+	status = one_status(o.cq);
+	CHECK(status == IBV_WC_REM_ACCESS_ERR,
+	      "an RDMA WRITE with another process's rkey: %s",
+	      status < 0 ? "no completion" : ibv_wc_status_str(status));
+	CHECK(!ibv_modify_qp(o.qp, &reset, IBV_QP_STATE), "-> RESET");
+	if (to_rts(o.qp, o.qp->qp_num))
+		return 1;
+	sge = (struct ibv_sge){ (uintptr_t)o.buf, 64, f.lkey };
+	wr.wr_id = 2;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.wr.rdma.remote_addr = (uintptr_t)o.buf + 8192;
+	wr.wr.rdma.rkey = o.mr->rkey;
+	CHECK(!ibv_post_send(o.qp, &wr, &bad), "ibv_post_send");
+	status = one_status(o.cq);
+	CHECK(status == IBV_WC_LOC_PROT_ERR,
+	      "an RDMA WRITE from another process's lkey: %s",
+	      status < 0 ? "no completion" : ibv_wc_status_str(status));
+	free_objs(&o);
+	CHECK(write(to_child[1], &go, 1) == 1, "waking the child");
+	CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+	CHECK(WIFEXITED(status) && !WEXITSTATUS(status),
+	      "the child's buffer changed or its verbs failed (status %#x)",
+	      status);
+	for (int i = 0; i < 2; i++) {
+		close(to_parent[i]);
+		close(to_child[i]);
+	}
+	return 0;
+}
+
+#define CGROUP_ROOT "/sys/fs/cgroup"
+#define CGROUP_TEST CGROUP_ROOT "/pfnic-uverbs-test"
+
+/* Writes @text to the file @path; 0 or an errno value. */
+static int write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	int err = 0;
+
+	if (!f)
+		return errno;
+	if (fputs(text, f) < 0)
+		err = errno;
+	if (fclose(f) && !err)
+		err = errno;
+	return err;
+}
+
+/* Whether the file @path has the word @word. */
+static int has_word(const char *path, const char *word)
+{
+	FILE *f = fopen(path, "r");
+	char w[64];
+	int found = 0;
+
+	if (!f)
+		return 0;
+	while (!found && fscanf(f, "%63s", w) == 1)
+		found = !strcmp(w, word);
+	fclose(f);
+	return found;
+}
+
+/* @key's value (key=value) on @dev's line of the cgroup file @path, or -1. */
+static long cgroup_value(const char *path, const char *dev, const char *key)
+{
+	FILE *f = fopen(path, "r");
+	char line[256], *p;
+	long v = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, dev, strlen(dev)) || line[strlen(dev)] != ' ')
+			continue;
+		p = strstr(line, key);
+		if (p && p[strlen(key)] == '=')
+			v = strtol(p + strlen(key) + 1, NULL, 10);
+	}
+	fclose(f);
+	return v;
+}
+
+/*
+ * In the child: in the test cgroup, limited to one context and 3 objects
+ * more than the context has (rdma.max), a second context and a fourth PD
+ * fail with EAGAIN, rdma.current counts them, and a freed PD makes room.
+ */
+static int rdma_cgroup_child(const char *dev)
+{
+	struct ibv_context *ctx, *second;
+	struct ibv_pd *pds[4];
+	char max[128];
+	long base;
+
+	CHECK(!write_file(CGROUP_TEST "/cgroup.procs", "0"),
+	      "joining the cgroup: %s", strerror(errno));
+	snprintf(max, sizeof(max), "%s hca_handle=1\n", dev);
+	CHECK(!write_file(CGROUP_TEST "/rdma.max", max), "rdma.max: %s",
+	      strerror(errno));
+	ctx = open_dev(dev);
+	CHECK(ctx, "the first context: %s", strerror(errno));
+	CHECK(cgroup_value(CGROUP_TEST "/rdma.current", dev, "hca_handle") == 1,
+	      "rdma.current: hca_handle %ld",
+	      cgroup_value(CGROUP_TEST "/rdma.current", dev, "hca_handle"));
+	second = open_dev(dev);
+	CHECK(!second && errno == EAGAIN, "a second context over hca_handle=1: %s",
+	      second ? "opened" : strerror(errno));
+	base = cgroup_value(CGROUP_TEST "/rdma.current", dev, "hca_object");
+	CHECK(base >= 0, "no hca_object in rdma.current");
+	snprintf(max, sizeof(max), "%s hca_handle=1 hca_object=%ld\n", dev,
+		 base + 3);
+	CHECK(!write_file(CGROUP_TEST "/rdma.max", max), "rdma.max: %s",
+	      strerror(errno));
+	for (int i = 0; i < 3; i++) {
+		pds[i] = ibv_alloc_pd(ctx);
+		CHECK(pds[i], "PD %d of 3 the limit allows: %s", i + 1,
+		      strerror(errno));
+	}
+	pds[3] = ibv_alloc_pd(ctx);
+	CHECK(!pds[3] && errno == EAGAIN, "a PD over hca_object: %s",
+	      pds[3] ? "allocated" : strerror(errno));
+	CHECK(cgroup_value(CGROUP_TEST "/rdma.current", dev, "hca_object") ==
+	      base + 3, "rdma.current: hca_object %ld, %ld expected",
+	      cgroup_value(CGROUP_TEST "/rdma.current", dev, "hca_object"),
+	      base + 3);
+	CHECK(!ibv_dealloc_pd(pds[0]), "ibv_dealloc_pd");
+	pds[0] = ibv_alloc_pd(ctx);
+	CHECK(pds[0], "a PD after one was freed: %s", strerror(errno));
+	for (int i = 0; i < 3; i++)
+		ibv_dealloc_pd(pds[i]);
+	ibv_close_device(ctx);
+	return 0;
+}
+
+/*
+ * Per-process limits are the RDMA core's rdma cgroup's, as for every RDMA
+ * device: rdma.max bounds a process's contexts and verbs objects on pfnic.
+ */
+static int test_rdma_cgroup(const char *dev)
+{
+	int status, ret;
+	pid_t pid;
+
+	if (access(CGROUP_ROOT "/cgroup.controllers", F_OK))
+		CHECK(!mount("none", CGROUP_ROOT, "cgroup2", 0, NULL),
+		      "mounting cgroup2: %s", strerror(errno));
+	CHECK(has_word(CGROUP_ROOT "/cgroup.controllers", "rdma"),
+	      "no rdma controller in %s/cgroup.controllers", CGROUP_ROOT);
+	ret = write_file(CGROUP_ROOT "/cgroup.subtree_control", "+rdma");
+	CHECK(!ret, "enabling the rdma controller: %s", strerror(ret));
+	rmdir(CGROUP_TEST);
+	CHECK(!mkdir(CGROUP_TEST, 0755), "mkdir %s: %s", CGROUP_TEST,
+	      strerror(errno));
+	fflush(stdout);
+	pid = fork();
+	if (!pid)
+		_exit(rdma_cgroup_child(dev));
+	CHECK(pid > 0, "fork: %s", strerror(errno));
+	CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+	CHECK(!rmdir(CGROUP_TEST), "rmdir %s: %s", CGROUP_TEST, strerror(errno));
+	CHECK(WIFEXITED(status) && !WEXITSTATUS(status),
+	      "in the limited cgroup: status %#x", status);
+	return 0;
+}
+
 static sigjmp_buf bus_jmp;
 
 static void on_sigbus(int sig)
@@ -1091,7 +1324,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s DEVICE [hold]\n", argv[0]);
 		return 2;
 	}
-	printf("TAP version 13\n1..10\n");
+	printf("TAP version 13\n1..12\n");
 	report("objects", test_objects(argv[1]));
 	report("qp_states", test_qp_states(argv[1]));
 	report("refused", test_refused(argv[1]));
@@ -1102,5 +1335,7 @@ int main(int argc, char **argv)
 	report("mem_modes", test_mem_modes(argv[1]));
 	report("cq_ex", test_cq_ex(argv[1]));
 	report("advise_mr", test_advise_mr(argv[1]));
+	report("rdma_cgroup", test_rdma_cgroup(argv[1]));
+	report("cross_process_keys", test_cross_process_keys(argv[1]));
 	return failed ? 1 : 0;
 }
