@@ -548,9 +548,11 @@ static int pfnic_query_device(struct ibv_context *context,
 
 	/*
 	 * The core reports the device's on-demand paging; this context has
-	 * what its memory mode gives (none when pinned).
+	 * what its memory mode gives (none when pinned). A driver without
+	 * memory modes through the core answered no mode: the core's stand.
 	 */
-	if (attr_size >= offsetof(struct ibv_device_attr_ex, odp_caps) +
+	if (to_pfnic_ctx(context)->info.mem_mode &&
+	    attr_size >= offsetof(struct ibv_device_attr_ex, odp_caps) +
 			 sizeof(attr->odp_caps)) {
 		struct pfnic_context *ctx = to_pfnic_ctx(context);
 
