@@ -196,6 +196,14 @@ impl EthPort {
                 }
             })
             .ok_or(ENODEV)?;
+        // Taken once the device runs the queues, not before: a failed open leaves no netdev.
+        let running = EthState {
+            netdev: Some(netdev),
+            tx_posted: 0,
+            tx_done: 0,
+            rx_next: 0,
+            promisc: netdev.promiscuous(),
+        };
         let link = nic.with_bar(|bar| {
             bar.write_reg(regs::ETH_CTRL::zeroed());
             bar.write_reg(regs::ETH_VECTOR::zeroed().with_vector(self.vector));
@@ -207,21 +215,10 @@ impl EthPort {
             bar.write_reg(regs::ETH_RX_SIZE::zeroed().with_value(RING));
             bar.write_reg(regs::ETH_CTRL::zeroed().with_enable(true));
             bar.write_reg(regs::ETH_RX_TAIL::zeroed().with_index(RING - 1));
-            bar.write_reg(
-                regs::ETH_CTRL::zeroed()
-                    .with_enable(true)
-                    .with_irq_enable(true)
-                    .with_promisc(netdev.promiscuous()),
-            );
+            bar.write_reg(running.running_ctrl());
             bar.read(regs::PORT_STATUS).link_up()
         })?;
-        *st = EthState {
-            netdev: Some(netdev),
-            tx_posted: 0,
-            tx_done: 0,
-            rx_next: 0,
-            promisc: netdev.promiscuous(),
-        };
+        *st = running;
         if link {
             netdev.carrier_on();
         } else {
