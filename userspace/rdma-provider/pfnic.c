@@ -168,13 +168,11 @@ static struct ibv_cq *pfnic_create_cq(struct ibv_context *context, int cqe,
 	return &cq->vcq.cq;
 }
 
-/* The extended poll: the next completion made current; 0, ENOENT or errno. */
+/* The extended poll: the next completion made current; 0, or ENOENT. */
 static int pfnic_cq_next(struct pfnic_cq *cq)
 {
-	int n = pfnic_rs_poll_one(cq->rs, &cq->cur, &cq->cur_ts);
-
-	if (n <= 0)
-		return n < 0 ? -n : ENOENT;
+	if (!pfnic_rs_poll_one(cq->rs, &cq->cur, &cq->cur_ts))
+		return ENOENT;
 	cq->vcq.cq_ex.status = cq->cur.status;
 	cq->vcq.cq_ex.wr_id = cq->cur.wr_id;
 	return 0;
