@@ -752,6 +752,17 @@ fn test_debian_rc_pingpong_gid_check() -> TestResult {
     pingpong(RC_PINGPONG, &["-g", "0", "-c", "-s", "8192"], 50)
 }
 
+/// The ping-pongs through Debian's library run in one guest, over the port's loopback; a port
+/// with a wire is RoCE, addressed by its netdev's GID, which the two-guest suites use.
+fn loopback_port() -> Result<(), Failure> {
+    if verbs_ctx()?.port_attr()?.has_wire() {
+        return Err(Failure::Skip(
+            "the port is RoCE (a wire): the pair tests address it by its netdev's GID".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Debian's unmodified `ibv_rc_pingpong` on Debian's unmodified libibverbs.so.1: every verb
 /// through the RDMA core and pfnic's provider, posting and polling in the provider's Rust
 /// data path; each received buffer validated (`-c`); with completion events (`-e`) through
@@ -761,11 +772,7 @@ fn test_debian_lib_rc_pingpong() -> TestResult {
     needs(RC_PINGPONG)?;
     let lib = Path::new(DEBIAN_LIBIBVERBS).join("libibverbs.so.1");
     check!(lib.exists(), "no {} in the guest", lib.display());
-    if verbs_ctx()?.port_attr()?.has_wire() {
-        return Err(Failure::Skip(
-            "the port is RoCE (a wire) and has no netdev yet: no GID to address".into(),
-        ));
-    }
+    loopback_port()?;
     let name = device_name()?;
     let env = [("LD_LIBRARY_PATH", DEBIAN_LIBIBVERBS)];
     pingpong_env(RC_PINGPONG, &["-d", &name, "-c", "-s", "4096"], 200, &env)?;
@@ -790,11 +797,7 @@ fn test_debian_lib_rc_pingpong() -> TestResult {
 /// provider), with completion events too.
 fn test_debian_lib_srq_pingpong() -> TestResult {
     needs(SRQ_PINGPONG)?;
-    if verbs_ctx()?.port_attr()?.has_wire() {
-        return Err(Failure::Skip(
-            "the port is RoCE (a wire) and has no netdev yet: no GID to address".into(),
-        ));
-    }
+    loopback_port()?;
     if verbs_ctx()?.query_device_ex()?.verbs.max_srq == 0 {
         return Err(Failure::Skip("the device has no SRQs".into()));
     }
@@ -847,11 +850,7 @@ fn core_odp_caps(name: &str) -> Result<(bool, bool, Vec<String>), Failure> {
 /// own library reports it; every received buffer checked.
 fn test_debian_lib_rc_pingpong_odp() -> TestResult {
     needs(RC_PINGPONG)?;
-    if verbs_ctx()?.port_attr()?.has_wire() {
-        return Err(Failure::Skip(
-            "the port is RoCE (a wire) and has no netdev yet: no GID to address".into(),
-        ));
-    }
+    loopback_port()?;
     let name = device_name()?;
     let caps = pfnic_sys::Device::open(format!("/dev/{name}"))?
         .query()?
@@ -1036,11 +1035,7 @@ fn test_debian_rc_pingpong_timestamps() -> TestResult {
 /// extended poll and `ibv_wc_read_completion_ts`.
 fn test_debian_lib_rc_pingpong_timestamps() -> TestResult {
     needs(RC_PINGPONG)?;
-    if verbs_ctx()?.port_attr()?.has_wire() {
-        return Err(Failure::Skip(
-            "the port is RoCE (a wire): the pair tests address it by its netdev's GID".into(),
-        ));
-    }
+    loopback_port()?;
     let name = device_name()?;
     let env = [("LD_LIBRARY_PATH", DEBIAN_LIBIBVERBS)];
     timestamps_pingpong_env(RC_PINGPONG, &["-d", &name], 100, &env)?;
