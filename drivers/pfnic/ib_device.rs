@@ -27,6 +27,7 @@ use kernel::{
             device_caps, AtomicCap, DeviceAttr, Mtu, PhysState, PortAttr, PortImmutable,
             PortProtocol, PortState,
         },
+        dm::{DmAllocAttr, DmMrAttr},
         qp::{QpAttr, QpInitAttr, QpQuery, SrqAttr},
         udata::UData,
         CqInitAttr, CqNotifier, GidEntry, MrKeys, ObjectEvents, UserMr,
@@ -164,6 +165,7 @@ impl rdma::Operations for PfnicIbDevice {
     type Mr = ib_uverbs::Mr;
     type Qp = ib_uverbs::Qp;
     type Srq = ib_uverbs::Srq;
+    type Dm = ib_uverbs::Dm;
     const UVERBS_ABI_VERSION: u32 = uapi::PFNIC_IB_ABI_VERSION;
 
     /// Creates the process's hardware context in the memory mode the provider asked for and
@@ -246,6 +248,27 @@ impl rdma::Operations for PfnicIbDevice {
 
     fn dereg_mr(uctx: &Self::UContext, mr: &Self::Mr) -> Result {
         uctx.dereg_mr(mr)
+    }
+
+    fn alloc_dm(
+        uctx: &Self::UContext,
+        attr: &DmAllocAttr,
+        udata: &mut UData<'_>,
+    ) -> Result<Self::Dm> {
+        uctx.alloc_dm(attr, udata)
+    }
+
+    fn dealloc_dm(uctx: &Self::UContext, dm: &Self::Dm) -> Result {
+        uctx.dealloc_dm(dm)
+    }
+
+    fn reg_dm_mr(
+        uctx: &Self::UContext,
+        pd: &Self::Pd,
+        dm: &Self::Dm,
+        attr: &DmMrAttr,
+    ) -> Result<(Self::Mr, MrKeys)> {
+        uctx.reg_dm_mr(pd, dm, attr)
     }
 
     fn create_qp(

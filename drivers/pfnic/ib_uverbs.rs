@@ -16,6 +16,7 @@ use kernel::{
     new_mutex,
     prelude::*,
     rdma::{
+        dm::{DmAllocAttr, DmMrAttr},
         qp::{
             attr_mask, qp_type, AhAttr, GlobalRoute, QpAttr, QpCap, QpInitAttr, QpQuery, SrqAttr,
         },
@@ -29,6 +30,9 @@ use zerocopy::{FromZeros, IntoBytes};
 /// `IB_UVERBS_ACCESS_OPTIONAL_RANGE`: access flags a device may ignore (bits 20-29; relaxed
 /// ordering is the first).
 const ACCESS_OPTIONAL_RANGE: u32 = 0x3ff0_0000;
+
+/// `IB_UVERBS_ACCESS_ZERO_BASED`: an MR whose addresses are offsets into it.
+const ACCESS_ZERO_BASED: u32 = 1 << 5;
 
 /// `IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION`: the core's flag for a CQ whose completions carry
 /// the device clock.
@@ -60,6 +64,8 @@ pub(crate) struct Mr(u32);
 pub(crate) struct Qp(u32);
 /// A shared receive queue: its SRQN.
 pub(crate) struct Srq(u32);
+/// A device memory allocation: its handle in the context's objects.
+pub(crate) struct Dm(u32);
 
 impl UContext {
     /// A user context for the calling process on `nic`: a hardware context in its address
@@ -250,6 +256,59 @@ impl UContext {
             mr: mr.0,
             reserved: 0,
         })
+    }
+
+    /// `ibv_alloc_dm`: pages of BAR1 for the context, which the provider maps from the uverbs
+    /// file where the response says.
+    pub(crate) fn alloc_dm(&self, attr: &DmAllocAttr, udata: &mut UData<'_>) -> Result<Dm> {
+        self.owner_only()?;
+        udata.read(&mut [])?;
+        let mut arg = uapi::AllocDm {
+            length: attr.length,
+            log_align_req: attr.log_align,
+            ..Default::default()
+        };
+        self.verbs.alloc_dm(&mut arg)?;
+        let dm = Dm(arg.dm);
+        let resp = uapi::IbAllocDmResp {
+            mmap_offset: arg.mmap_offset,
+            mmap_len: arg.mmap_len,
+        };
+        if let Err(e) = udata.write(resp.as_bytes()) {
+            let _ = self.dealloc_dm(&dm);
+            return Err(e);
+        }
+        Ok(dm)
+    }
+
+    pub(crate) fn dealloc_dm(&self, dm: &Dm) -> Result {
+        self.verbs.free_dm(&uapi::DmHandle {
+            dm: dm.0,
+            reserved: 0,
+        })
+    }
+
+    /// `ibv_reg_dm_mr`: an MR over part of the allocation, zero-based (the core checked the
+    /// range against the allocation and that the access has `ZERO_BASED`, which every device
+    /// memory MR of pfnic is).
+    pub(crate) fn reg_dm_mr(&self, pd: &Pd, dm: &Dm, attr: &DmMrAttr) -> Result<(Mr, MrKeys)> {
+        self.owner_only()?;
+        let mut arg = uapi::RegDmMr {
+            pd: pd.0,
+            dm: dm.0,
+            access: attr.access & !(ACCESS_ZERO_BASED | ACCESS_OPTIONAL_RANGE),
+            dm_offset: attr.offset,
+            length: attr.length,
+            ..Default::default()
+        };
+        self.verbs.reg_dm_mr(&mut arg)?;
+        Ok((
+            Mr(arg.mr),
+            MrKeys {
+                lkey: arg.lkey,
+                rkey: arg.rkey,
+            },
+        ))
     }
 
     pub(crate) fn create_qp(

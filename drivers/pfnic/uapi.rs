@@ -1335,6 +1335,18 @@ pub struct IbCreateSrqResp {
     pub record_offset: u64,
 }
 
+/// The driver's part of the answer to `ibv_alloc_dm()` (in the core's `DM_ALLOC`, whose
+/// driver data rides in the attributes `UVERBS_ATTR_UHW_IN`/`_OUT`): map `mmap_len` bytes of
+/// the uverbs file at `mmap_offset` to reach the memory. The provider sends no request.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct IbAllocDmResp {
+    /// `mmap()` offset of the memory.
+    pub mmap_offset: u64,
+    /// Bytes to map: the length asked for, rounded up to pages.
+    pub mmap_len: u64,
+}
+
 impl CreateCq {
     /// The ring layout of the CQ this creation made, as the RDMA core's provider gets it.
     pub fn layout(&self) -> IbCreateCqResp {

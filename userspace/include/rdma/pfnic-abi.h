@@ -95,4 +95,14 @@ struct pfnic_ib_create_srq_resp {
 	__aligned_u64 record_offset;
 };
 
+/*
+ * The driver's part of the answer to ibv_alloc_dm(), in the attribute
+ * UVERBS_ATTR_UHW_OUT of the core's DM_ALLOC: the memory is mmap_len bytes of
+ * the uverbs file at mmap_offset. The provider sends no request.
+ */
+struct pfnic_ib_alloc_dm_resp {
+	__aligned_u64 mmap_offset;
+	__aligned_u64 mmap_len;	/* the length, rounded up to pages */
+};
+
 #endif /* PFNIC_ABI_USER_H */

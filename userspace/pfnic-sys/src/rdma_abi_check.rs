@@ -9,8 +9,8 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::uapi::{
-    IbAllocUcontextReq, IbAllocUcontextResp, IbCreateCqReq, IbCreateCqResp, IbCreateQpReq,
-    IbCreateQpResp, IbCreateSrqResp, PFNIC_IB_ABI_VERSION, PFNIC_MMAP_DOORBELL,
+    IbAllocDmResp, IbAllocUcontextReq, IbAllocUcontextResp, IbCreateCqReq, IbCreateCqResp,
+    IbCreateQpReq, IbCreateQpResp, IbCreateSrqResp, PFNIC_IB_ABI_VERSION, PFNIC_MMAP_DOORBELL,
 };
 
 /// Every size and field offset of a structure, for [`assertions`].
@@ -105,6 +105,12 @@ fn assertions() -> String {
         "pfnic_ib_create_srq_resp",
         IbCreateSrqResp,
         [srqn, entries, mmap_offset, mmap_len, record_offset]
+    );
+    layout!(
+        check,
+        "pfnic_ib_alloc_dm_resp",
+        IbAllocDmResp,
+        [mmap_offset, mmap_len]
     );
     let s = "struct pfnic_ib_alloc_ucontext_resp";
     check(format!("sizeof({s})"), size_of::<IbAllocUcontextResp>());
