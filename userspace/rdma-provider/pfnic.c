@@ -22,6 +22,8 @@
 #include <unistd.h>
 #include <errno.h>
 
+#include <rdma/ib_user_ioctl_cmds.h>
+
 #include "pfnic.h"
 
 /* The PCI IDs of the pfnic function (docs/registers.md). */
@@ -127,6 +129,95 @@ static int pfnic_dereg_mr(struct verbs_mr *vmr)
 	if (!ret)
 		free(vmr);
 	return ret;
+}
+
+static int pfnic_memcpy_to_dm(struct ibv_dm *ibdm, uint64_t dm_offset,
+			      const void *host_addr, size_t length)
+{
+	return pfnic_rs_dm_copy_to(to_pfnic_dm(ibdm)->rs, dm_offset, host_addr,
+				   length);
+}
+
+static int pfnic_memcpy_from_dm(void *host_addr, struct ibv_dm *ibdm,
+				uint64_t dm_offset, size_t length)
+{
+	return pfnic_rs_dm_copy_from(to_pfnic_dm(ibdm)->rs, host_addr,
+				     dm_offset, length);
+}
+
+/*
+ * ibv_alloc_dm(): the core's DM_ALLOC, with the driver's answer (where to
+ * map the memory) in the udata attribute it takes for pfnic.
+ */
+static struct ibv_dm *pfnic_alloc_dm(struct ibv_context *context,
+				     struct ibv_alloc_dm_attr *attr)
+{
+	DECLARE_COMMAND_BUFFER(cmdb, UVERBS_OBJECT_DM, UVERBS_METHOD_DM_ALLOC, 1);
+	struct pfnic_ib_alloc_dm_resp resp = {};
+	struct pfnic_dm *dm;
+	int err;
+
+	if (attr->comp_mask) {
+		errno = EINVAL;
+		return NULL;
+	}
+	dm = calloc(1, sizeof(*dm));
+	if (!dm)
+		return NULL;
+	fill_attr_out(cmdb, UVERBS_ATTR_UHW_OUT, &resp, sizeof(resp));
+	err = ibv_cmd_alloc_dm(context, attr, &dm->vdm, cmdb);
+	if (err) {
+		free(dm);
+		errno = err;
+		return NULL;
+	}
+	dm->rs = pfnic_rs_dm_new(to_pfnic_ctx(context)->rs, &resp,
+				 attr->length);
+	if (!dm->rs) {
+		err = errno;
+		ibv_cmd_free_dm(&dm->vdm);
+		free(dm);
+		errno = err;
+		return NULL;
+	}
+	dm->vdm.dm.memcpy_to_dm = pfnic_memcpy_to_dm;
+	dm->vdm.dm.memcpy_from_dm = pfnic_memcpy_from_dm;
+	return &dm->vdm.dm;
+}
+
+/* EBUSY while an MR uses it (the core counts them). */
+static int pfnic_free_dm(struct ibv_dm *ibdm)
+{
+	struct pfnic_dm *dm = to_pfnic_dm(ibdm);
+	int ret;
+
+	ret = ibv_cmd_free_dm(&dm->vdm);
+	if (ret)
+		return ret;
+	pfnic_rs_dm_free(dm->rs);
+	free(dm);
+	return 0;
+}
+
+/* ibv_reg_dm_mr(): zero-based, as the core requires; the driver checks the rest. */
+static struct ibv_mr *pfnic_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *ibdm,
+				      uint64_t dm_offset, size_t length,
+				      unsigned int access)
+{
+	struct verbs_mr *vmr;
+	int err;
+
+	vmr = calloc(1, sizeof(*vmr));
+	if (!vmr)
+		return NULL;
+	err = ibv_cmd_reg_dm_mr(pd, &to_pfnic_dm(ibdm)->vdm, dm_offset, length,
+				access, vmr, NULL);
+	if (err) {
+		free(vmr);
+		errno = err;
+		return NULL;
+	}
+	return &vmr->ibv_mr;
 }
 
 /* Maps the ring of a CQ the core made: 0, or an errno value (CQ destroyed). */
@@ -593,6 +684,9 @@ static const struct verbs_context_ops pfnic_context_ops = {
 	.reg_mr = pfnic_reg_mr,
 	.dereg_mr = pfnic_dereg_mr,
 	.advise_mr = pfnic_advise_mr,
+	.alloc_dm = pfnic_alloc_dm,
+	.free_dm = pfnic_free_dm,
+	.reg_dm_mr = pfnic_reg_dm_mr,
 	.create_cq = pfnic_create_cq,
 	.create_cq_ex = pfnic_create_cq_ex,
 	.destroy_cq = pfnic_destroy_cq,

@@ -23,6 +23,7 @@ struct pfnic_rs_context;
 struct pfnic_rs_cq;
 struct pfnic_rs_qp;
 struct pfnic_rs_srq;
+struct pfnic_rs_dm;
 
 int pfnic_rs_env_mem_mode(uint32_t *mode);
 struct pfnic_rs_context *pfnic_rs_context_new(int cmd_fd, uint64_t caps,
@@ -62,6 +63,15 @@ int pfnic_rs_post_send(const struct pfnic_rs_qp *qp, struct ibv_send_wr *wr,
 int pfnic_rs_post_recv(const struct pfnic_rs_qp *qp, struct ibv_recv_wr *wr,
 		       struct ibv_recv_wr **bad_wr);
 
+struct pfnic_rs_dm *pfnic_rs_dm_new(const struct pfnic_rs_context *ctx,
+				    const struct pfnic_ib_alloc_dm_resp *layout,
+				    uint64_t length);
+void pfnic_rs_dm_free(struct pfnic_rs_dm *dm);
+int pfnic_rs_dm_copy_to(const struct pfnic_rs_dm *dm, uint64_t offset,
+			const void *src, size_t len);
+int pfnic_rs_dm_copy_from(const struct pfnic_rs_dm *dm, void *dst,
+			  uint64_t offset, size_t len);
+
 struct pfnic_context {
 	struct verbs_context ibv_ctx;
 	/* What the driver said of itself when the context was opened. */
@@ -98,6 +108,16 @@ struct pfnic_srq {
 	struct ibv_srq ibv_srq;
 	struct pfnic_rs_srq *rs;
 };
+
+struct pfnic_dm {
+	struct verbs_dm vdm;
+	struct pfnic_rs_dm *rs;
+};
+
+static inline struct pfnic_dm *to_pfnic_dm(struct ibv_dm *ibdm)
+{
+	return container_of(ibdm, struct pfnic_dm, vdm.dm);
+}
 
 static inline struct pfnic_srq *to_pfnic_srq(struct ibv_srq *ibsrq)
 {

@@ -16,8 +16,8 @@ use ibverbs::cq::{check_cq_init_attr_ex, poll_into, wc_to_ibv};
 use ibverbs::ffi::{ibv_cq_init_attr_ex, ibv_qp_cap, ibv_recv_wr, ibv_send_wr, ibv_wc};
 use ibverbs::inline::InlineRing;
 use ibverbs::qp::{post_list, post_send_on, recv_wr_of};
-use pfnic_sys::uapi::{IbCreateCqResp, IbCreateQpResp, IbCreateSrqResp};
-use pfnic_verbs::{Context, Cq, Qp, QpCap, QpInitAttr, Srq};
+use pfnic_sys::uapi::{IbAllocDmResp, IbCreateCqResp, IbCreateQpResp, IbCreateSrqResp};
+use pfnic_verbs::{Context, Cq, DmMap, Qp, QpCap, QpInitAttr, Srq};
 
 /// A user context: the doorbell page, and the port's LID that receives report.
 pub struct PfnicRsContext {
@@ -40,6 +40,11 @@ pub struct PfnicRsQp {
 /// An SRQ's queue.
 pub struct PfnicRsSrq {
     srq: Srq,
+}
+
+/// A device memory allocation's mapping.
+pub struct PfnicRsDm {
+    dm: DmMap,
 }
 
 fn set_errno(e: &std::io::Error) {
@@ -435,5 +440,81 @@ pub unsafe extern "C" fn pfnic_rs_post_recv(
             convert,
             |q, w| q.post_recv_iter(w),
         )
+    }
+}
+
+/// Maps device memory of `length` bytes that the core allocated, `layout` the driver's answer.
+///
+/// # Safety
+///
+/// `ctx` is from [`pfnic_rs_context_new`]; `layout` is readable.
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_dm_new(
+    ctx: *const PfnicRsContext,
+    layout: *const IbAllocDmResp,
+    length: u64,
+) -> *mut PfnicRsDm {
+    // SAFETY: forwarded to the caller.
+    let (c, l) = unsafe { (&*ctx, &*layout) };
+    into_c(DmMap::from_core(&c.ctx, l, length).map(|dm| PfnicRsDm { dm }))
+}
+
+/// # Safety
+///
+/// `dm` is NULL or from [`pfnic_rs_dm_new`].
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_dm_free(dm: *mut PfnicRsDm) {
+    // SAFETY: forwarded to the caller.
+    unsafe { free_c(dm) }
+}
+
+/// `ibv_memcpy_to_dm`: 0, or `EINVAL` for a range outside the allocation or an offset that is
+/// not a multiple of 4.
+///
+/// # Safety
+///
+/// `dm` is from [`pfnic_rs_dm_new`]; `src` is readable for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_dm_copy_to(
+    dm: *const PfnicRsDm,
+    offset: u64,
+    src: *const c_void,
+    len: usize,
+) -> c_int {
+    let data = if len == 0 {
+        &[][..]
+    } else {
+        // SAFETY: guaranteed by the caller.
+        unsafe { core::slice::from_raw_parts(src.cast::<u8>(), len) }
+    };
+    // SAFETY: forwarded to the caller.
+    match unsafe { &*dm }.dm.copy_to(offset, data) {
+        Ok(()) => 0,
+        Err(e) => e.raw_os_error().unwrap_or(libc::EIO),
+    }
+}
+
+/// `ibv_memcpy_from_dm`: as [`pfnic_rs_dm_copy_to`], the other way.
+///
+/// # Safety
+///
+/// `dm` is from [`pfnic_rs_dm_new`]; `dst` is writable for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_dm_copy_from(
+    dm: *const PfnicRsDm,
+    dst: *mut c_void,
+    offset: u64,
+    len: usize,
+) -> c_int {
+    let out = if len == 0 {
+        &mut [][..]
+    } else {
+        // SAFETY: guaranteed by the caller.
+        unsafe { core::slice::from_raw_parts_mut(dst.cast::<u8>(), len) }
+    };
+    // SAFETY: forwarded to the caller.
+    match unsafe { &*dm }.dm.copy_from(offset, out) {
+        Ok(()) => 0,
+        Err(e) => e.raw_os_error().unwrap_or(libc::EIO),
     }
 }

@@ -65,6 +65,10 @@ pub const TESTS: &[&Test] = &[
         run: test_debian_lib_rc_pingpong_timestamps,
     },
     &Test {
+        name: "test_debian_lib_rc_pingpong_dm",
+        run: test_debian_lib_rc_pingpong_dm,
+    },
+    &Test {
         name: "test_debian_lib_rc_pingpong_odp",
         run: test_debian_lib_rc_pingpong_odp,
     },
@@ -1040,6 +1044,27 @@ fn test_debian_lib_rc_pingpong_timestamps() -> TestResult {
     let env = [("LD_LIBRARY_PATH", DEBIAN_LIBIBVERBS)];
     timestamps_pingpong_env(RC_PINGPONG, &["-d", &name], 100, &env)?;
     timestamps_pingpong_env(RC_PINGPONG, &["-d", &name, "-s", "8192"], 50, &env)
+}
+
+/// Debian's `ibv_rc_pingpong -j` on Debian's own `libibverbs.so.1` through the RDMA core: its
+/// buffer is device memory (the core's `DM_ALLOC` and `DM_MR_REG`, copied through the uverbs
+/// file's mapping of it), every message validated with `-c`; with completion events and 8 KiB
+/// messages too.
+fn test_debian_lib_rc_pingpong_dm() -> TestResult {
+    needs(RC_PINGPONG)?;
+    loopback_port()?;
+    let name = device_name()?;
+    let env = [("LD_LIBRARY_PATH", DEBIAN_LIBIBVERBS)];
+    if verbs_ctx()?.query_device().caps & uapi::PFNIC_CAP_DM == 0 {
+        return Err(Failure::Skip("the device has no device memory".into()));
+    }
+    pingpong_env(RC_PINGPONG, &["-d", &name, "-j", "-c"], 100, &env)?;
+    pingpong_env(
+        RC_PINGPONG,
+        &["-d", &name, "-j", "-c", "-e", "-s", "8192"],
+        50,
+        &env,
+    )
 }
 
 /// Runs perftest's `ib_<test>` server and client with `args` (and `-d` the device, `-F`: no

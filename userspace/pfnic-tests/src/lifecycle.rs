@@ -429,9 +429,10 @@ fn test_unbind_bind_cycles() -> TestResult {
 /// Unbinding a pfnic takes its RDMA device out of the core (sysfs and the `rdma` tool's
 /// netlink); binding it again brings the device back under the same name.
 /// A process holds a user context with a PD, an MR, a CQ and a QP, its doorbell page and
-/// rings mapped, while the device is unbound: the unbind does not wait for it (the core
-/// disassociates the context), its verbs then fail, its mapped doorbell page and rings (the
-/// uverbs file's three mappings) raise SIGBUS, and it closes everything without an error; the device comes back working.
+/// rings mapped, and device memory, while the device is unbound: the unbind does not wait for
+/// it (the core disassociates the context), its verbs then fail, its mapped doorbell page,
+/// rings and device memory (the uverbs file's four mappings) raise SIGBUS, and it closes
+/// everything without an error; the device comes back working.
 fn test_unbind_open_uverbs_context() -> TestResult {
     use std::io::{BufRead, BufReader};
     need_module()?;
@@ -445,8 +446,11 @@ fn test_unbind_open_uverbs_context() -> TestResult {
     let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
     let mut stdin = child.stdin.take().expect("piped");
     let first = lines.next().transpose()?.unwrap_or_default();
-    // The doorbell page, the CQ's ring and the QP's queues, readable.
-    if first != "ready: 3 mappings, 0 raise SIGBUS" {
+    // The doorbell page, the CQ's ring and the QP's queues, and device memory where the
+    // device has it, readable.
+    let dm = crate::verbs_common::verbs_ctx()?.query_device().caps & uapi::PFNIC_CAP_DM != 0;
+    let maps = 3 + usize::from(dm);
+    if first != format!("ready: {maps} mappings, 0 raise SIGBUS") {
         let _ = child.kill();
         let _ = child.wait();
         return Err(Failure::Fail(format!(
@@ -463,8 +467,8 @@ fn test_unbind_open_uverbs_context() -> TestResult {
     }
     unbound?;
     check_eq!(
-        after.as_str(),
-        "after: alloc_pd Input/output error, 3 mappings, 3 raise SIGBUS"
+        after,
+        format!("after: alloc_pd Input/output error, {maps} mappings, {maps} raise SIGBUS")
     );
     check!(
         closed == "closed" && status.success(),

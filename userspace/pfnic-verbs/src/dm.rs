@@ -6,15 +6,101 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use pfnic_sys::uapi;
-use pfnic_sys::Mapping;
+use pfnic_sys::{Device, Mapping};
 
 use crate::{errno, Ctx, Mr, Pd};
+
+/// Device memory mapped into the process: `length` bytes, reached by copies checked against
+/// them. An allocation of the private interface ([`Dm`]) has one, and so has one of the RDMA
+/// core's, which its provider maps ([`DmMap::from_core`]).
+pub struct DmMap {
+    map: Mapping,
+    length: u64,
+}
+
+impl DmMap {
+    /// Maps `map_len` bytes of `dev` at `offset` for an allocation of `length` bytes.
+    fn new(dev: &Device, offset: u64, map_len: u64, length: u64) -> io::Result<Self> {
+        if map_len < length {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "driver returned an inconsistent device memory layout: {map_len} bytes \
+                     to map at {offset:#x} for {length}"
+                ),
+            ));
+        }
+        let len = usize::try_from(map_len).map_err(|_| errno(libc::EINVAL))?;
+        Ok(Self {
+            map: dev.mmap(offset, len)?,
+            length,
+        })
+    }
+
+    /// Maps an allocation of `length` bytes that the RDMA core made, `layout` the driver's
+    /// answer, from the context's uverbs file ([`crate::Context::from_core`]).
+    pub fn from_core(
+        ctx: &crate::Context,
+        layout: &uapi::IbAllocDmResp,
+        length: u64,
+    ) -> io::Result<Self> {
+        Self::new(&ctx.inner.dev, layout.mmap_offset, layout.mmap_len, length)
+    }
+
+    /// Bytes allocated.
+    pub fn len(&self) -> u64 {
+        self.length
+    }
+
+    /// Whether it has no bytes (never: an allocation has at least one).
+    pub fn is_empty(&self) -> bool {
+        self.length == 0
+    }
+
+    /// The bytes at `offset..offset + len`, checked against the allocation and for an
+    /// aligned offset (`EINVAL`, [`uapi::PFNIC_DM_ALIGN`]).
+    fn range(&self, offset: u64, len: usize) -> io::Result<*mut u8> {
+        if !offset.is_multiple_of(uapi::PFNIC_DM_ALIGN) {
+            return Err(errno(libc::EINVAL));
+        }
+        let end = offset
+            .checked_add(len as u64)
+            .filter(|&end| end <= self.length)
+            .ok_or_else(|| errno(libc::EINVAL))?;
+        debug_assert!(end as usize <= self.map.len());
+        // SAFETY: `offset < length <= mapping length` (checked above and at mapping).
+        Ok(unsafe { self.map.as_ptr().add(offset as usize) })
+    }
+
+    /// `ibv_memcpy_to_dm`: copies `data` to `offset`.
+    pub fn copy_to(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        let p = self.range(offset, data.len())?;
+        for (i, b) in data.iter().enumerate() {
+            // SAFETY: inside the checked range of the mapping, which lives as long as `self`;
+            // the device reads this memory too, hence volatile stores.
+            unsafe { p.add(i).write_volatile(*b) };
+        }
+        // The device sees the bytes before any doorbell rung after this.
+        std::sync::atomic::fence(Ordering::Release);
+        Ok(())
+    }
+
+    /// `ibv_memcpy_from_dm`: copies `out.len()` bytes from `offset`.
+    pub fn copy_from(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
+        let p = self.range(offset, out.len())?;
+        std::sync::atomic::fence(Ordering::Acquire);
+        for (i, b) in out.iter_mut().enumerate() {
+            // SAFETY: as in `copy_to`; volatile, as the device writes this memory.
+            *b = unsafe { p.add(i).read_volatile() };
+        }
+        Ok(())
+    }
+}
 
 pub(crate) struct DmInner {
     ctx: Arc<Ctx>,
     pub(crate) handle: u32,
-    length: u64,
-    map: Mapping,
+    map: DmMap,
     freed: AtomicBool,
 }
 
@@ -41,17 +127,7 @@ impl Dm {
             ..Default::default()
         };
         ctx.dev.alloc_dm(&mut arg)?;
-        let mapped = (|| {
-            if arg.mmap_len < length {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("driver returned an inconsistent device memory layout: {arg:?}"),
-                ));
-            }
-            let len = usize::try_from(arg.mmap_len).map_err(|_| errno(libc::EINVAL))?;
-            ctx.dev.mmap(arg.mmap_offset, len)
-        })();
-        let map = match mapped {
+        let map = match DmMap::new(&ctx.dev, arg.mmap_offset, arg.mmap_len, length) {
             Ok(m) => m,
             Err(e) => {
                 let _ = ctx.dev.free_dm(arg.dm);
@@ -62,7 +138,6 @@ impl Dm {
             inner: Arc::new(DmInner {
                 ctx: ctx.clone(),
                 handle: arg.dm,
-                length,
                 map,
                 freed: AtomicBool::new(false),
             }),
@@ -71,51 +146,22 @@ impl Dm {
 
     /// Bytes allocated.
     pub fn len(&self) -> u64 {
-        self.inner.length
+        self.inner.map.len()
     }
 
     /// Whether it has no bytes (never: an allocation has at least one).
     pub fn is_empty(&self) -> bool {
-        self.inner.length == 0
+        self.inner.map.is_empty()
     }
 
-    /// The bytes at `offset..offset + len`, checked against the allocation and for an
-    /// aligned offset (`EINVAL`, [`uapi::PFNIC_DM_ALIGN`]).
-    fn range(&self, offset: u64, len: usize) -> io::Result<*mut u8> {
-        if !offset.is_multiple_of(uapi::PFNIC_DM_ALIGN) {
-            return Err(errno(libc::EINVAL));
-        }
-        let end = offset
-            .checked_add(len as u64)
-            .filter(|&end| end <= self.inner.length)
-            .ok_or_else(|| errno(libc::EINVAL))?;
-        debug_assert!(end as usize <= self.inner.map.len());
-        // SAFETY: `offset < length <= mapping length` (checked above and at allocation).
-        Ok(unsafe { self.inner.map.as_ptr().add(offset as usize) })
-    }
-
-    /// `ibv_memcpy_to_dm`: copies `data` to `offset`.
+    /// `ibv_memcpy_to_dm`: copies `data` to `offset` ([`DmMap::copy_to`]).
     pub fn copy_to(&self, offset: u64, data: &[u8]) -> io::Result<()> {
-        let p = self.range(offset, data.len())?;
-        for (i, b) in data.iter().enumerate() {
-            // SAFETY: inside the checked range of the mapping, which lives as long as `self`;
-            // the device reads this memory too, hence volatile stores.
-            unsafe { p.add(i).write_volatile(*b) };
-        }
-        // The device sees the bytes before any doorbell rung after this.
-        std::sync::atomic::fence(Ordering::Release);
-        Ok(())
+        self.inner.map.copy_to(offset, data)
     }
 
-    /// `ibv_memcpy_from_dm`: copies `out.len()` bytes from `offset`.
+    /// `ibv_memcpy_from_dm`: copies `out.len()` bytes from `offset` ([`DmMap::copy_from`]).
     pub fn copy_from(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
-        let p = self.range(offset, out.len())?;
-        std::sync::atomic::fence(Ordering::Acquire);
-        for (i, b) in out.iter_mut().enumerate() {
-            // SAFETY: as in `copy_to`; volatile, as the device writes this memory.
-            *b = unsafe { p.add(i).read_volatile() };
-        }
-        Ok(())
+        self.inner.map.copy_from(offset, out)
     }
 
     /// `ibv_free_dm`: `EBUSY` (and the allocation back) while an MR of this process uses it.

@@ -44,7 +44,7 @@ mod types;
 
 pub use buffer::Buffer;
 pub use cq::Cq;
-pub use dm::Dm;
+pub use dm::{Dm, DmMap};
 pub use qp::{set_global_route, ConnectAttr, GlobalRoute, Qp, QpInitAttr};
 pub use srq::{Srq, SrqAttr, SrqInitAttr};
 pub use types::*;

@@ -1109,6 +1109,130 @@ static int test_cross_process_keys(const char *dev)
 	return 0;
 }
 
+/*
+ * Device memory through the core: ibv_alloc_dm() within max_dm_size,
+ * ibv_memcpy_to_dm()/_from_dm() at offsets that are multiples of 4 and
+ * within the allocation (EINVAL otherwise), zero-based MRs over it
+ * (EINVAL without IBV_ACCESS_ZERO_BASED or past the end), RDMA WRITE into
+ * it and READ back out of it by its MR, EBUSY freeing it under an MR, and
+ * a new allocation starts zeroed: no bytes of an earlier one reach it.
+ */
+static int test_dm(const char *dev)
+{
+	const unsigned int acc = IBV_ACCESS_ZERO_BASED |
+		IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+		IBV_ACCESS_REMOTE_READ;
+	struct ibv_alloc_dm_attr attr = { .length = 100 };
+	struct ibv_device_attr_ex dattr = {};
+	struct ibv_send_wr wr, *bad;
+	unsigned char in[100], out[100];
+	struct ibv_mr *mr;
+	struct ibv_sge sge;
+	struct ibv_dm *dm;
+	struct objs o;
+	int ret, st;
+
+	if (make_objs(&o, dev))
+		return 1;
+	CHECK(!ibv_query_device_ex(o.ctx, NULL, &dattr), "ibv_query_device_ex");
+	CHECK(dattr.max_dm_size >= 4096, "max_dm_size %llu",
+	      (unsigned long long)dattr.max_dm_size);
+	attr.length = dattr.max_dm_size + 1;
+	dm = ibv_alloc_dm(o.ctx, &attr);
+	CHECK(!dm && errno == EINVAL, "more than max_dm_size: %s",
+	      dm ? "allocated" : strerror(errno));
+	attr.length = 100;
+	dm = ibv_alloc_dm(o.ctx, &attr);
+	CHECK(dm, "ibv_alloc_dm(100): %s", strerror(errno));
+	ret = ibv_memcpy_from_dm(out, dm, 0, sizeof(out));
+	CHECK(!ret, "ibv_memcpy_from_dm: %s", strerror(ret));
+	for (int i = 0; i < 100; i++)
+		CHECK(!out[i], "a new allocation's byte %d is %#x", i, out[i]);
+	for (int i = 0; i < 100; i++)
+		in[i] = 0x30 + i;
+	CHECK(!ibv_memcpy_to_dm(dm, 0, in, sizeof(in)), "ibv_memcpy_to_dm");
+	CHECK(!ibv_memcpy_from_dm(out, dm, 0, sizeof(out)) &&
+	      !memcmp(in, out, sizeof(in)), "the bytes did not come back");
+	/* A length that is no multiple of 4 is fine; such an offset is not. */
+	CHECK(!ibv_memcpy_from_dm(out, dm, 96, 3) && !memcmp(out, in + 96, 3),
+	      "3 bytes at 96");
+	ret = ibv_memcpy_to_dm(dm, 2, in, 4);
+	CHECK(ret == EINVAL, "ibv_memcpy_to_dm at offset 2: %d", ret);
+	ret = ibv_memcpy_from_dm(out, dm, 96, 8);
+	CHECK(ret == EINVAL, "ibv_memcpy_from_dm past the end: %d", ret);
+	ret = ibv_memcpy_to_dm(dm, UINT64_MAX - 3, in, 8);
+	CHECK(ret == EINVAL, "ibv_memcpy_to_dm at 2^64-4: %d", ret);
+
+	mr = ibv_reg_dm_mr(o.pd, dm, 0, 100, acc & ~IBV_ACCESS_ZERO_BASED);
+	CHECK(!mr && errno == EINVAL, "a DM MR that is not zero-based: %s",
+	      mr ? "registered" : strerror(errno));
+	mr = ibv_reg_dm_mr(o.pd, dm, 8, 100, acc);
+	CHECK(!mr && errno == EINVAL, "a DM MR past the end: %s",
+	      mr ? "registered" : strerror(errno));
+	mr = ibv_reg_dm_mr(o.pd, dm, 2, 8, acc);
+	CHECK(!mr && errno == EINVAL, "a DM MR at offset 2: %s",
+	      mr ? "registered" : strerror(errno));
+	mr = ibv_reg_dm_mr(o.pd, dm, 4, 96, acc);
+	CHECK(mr, "ibv_reg_dm_mr(4, 96): %s", strerror(errno));
+	ret = ibv_free_dm(dm);
+	CHECK(ret == EBUSY, "ibv_free_dm under an MR: %d", ret);
+
+	/* RDMA WRITE from host memory into the MR's bytes 8..72 (dm 12..76). */
+	if (to_rts(o.qp, o.qp->qp_num))
+		return 1;
+	memset(o.buf, 0xa7, 64);
+	sge = (struct ibv_sge){ (uintptr_t)o.buf, 64, o.mr->lkey };
+	wr = (struct ibv_send_wr){
+		.wr_id = 1, .sg_list = &sge, .num_sge = 1,
+		.opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
+		.wr.rdma = { 8, mr->rkey },
+	};
+	CHECK(!ibv_post_send(o.qp, &wr, &bad), "ibv_post_send");
+	st = one_status(o.cq);
+	CHECK(st == IBV_WC_SUCCESS, "RDMA WRITE into device memory: %s",
+	      st < 0 ? "no completion" : ibv_wc_status_str(st));
+	CHECK(!ibv_memcpy_from_dm(out, dm, 0, sizeof(out)), "read back");
+	for (int i = 0; i < 100; i++) {
+		unsigned char want = i >= 12 && i < 76 ? 0xa7 : in[i];
+
+		CHECK(out[i] == want, "dm byte %d is %#x, not %#x", i, out[i],
+		      want);
+	}
+	/* RDMA READ of the MR's first 16 bytes (dm 4..20) into host memory. */
+	sge.length = 16;
+	wr.wr_id = 2;
+	wr.opcode = IBV_WR_RDMA_READ;
+	wr.wr.rdma.remote_addr = 0;
+	CHECK(!ibv_post_send(o.qp, &wr, &bad), "ibv_post_send");
+	st = one_status(o.cq);
+	CHECK(st == IBV_WC_SUCCESS, "RDMA READ of device memory: %s",
+	      st < 0 ? "no completion" : ibv_wc_status_str(st));
+	CHECK(!memcmp(o.buf, out + 4, 16), "the READ brought other bytes");
+	/* Past the MR's 96 bytes: the key does not reach the rest. */
+	wr.wr_id = 3;
+	wr.wr.rdma.remote_addr = 90;
+	CHECK(!ibv_post_send(o.qp, &wr, &bad), "ibv_post_send");
+	st = one_status(o.cq);
+	CHECK(st == IBV_WC_REM_ACCESS_ERR, "a READ past the DM MR: %s",
+	      st < 0 ? "no completion" : ibv_wc_status_str(st));
+
+	CHECK(!ibv_dereg_mr(mr), "ibv_dereg_mr");
+	CHECK(!ibv_free_dm(dm), "ibv_free_dm");
+	/* Another context's allocation of the same memory starts zeroed. */
+	free_objs(&o);
+	if (make_objs(&o, dev))
+		return 1;
+	dm = ibv_alloc_dm(o.ctx, &attr);
+	CHECK(dm, "ibv_alloc_dm again: %s", strerror(errno));
+	CHECK(!ibv_memcpy_from_dm(out, dm, 0, sizeof(out)), "read");
+	for (int i = 0; i < 100; i++)
+		CHECK(!out[i], "byte %d of an earlier allocation reached a new one",
+		      i);
+	CHECK(!ibv_free_dm(dm), "ibv_free_dm");
+	free_objs(&o);
+	return 0;
+}
+
 #define CGROUP_ROOT "/sys/fs/cgroup"
 #define CGROUP_TEST CGROUP_ROOT "/pfnic-uverbs-test"
 
@@ -1294,6 +1418,9 @@ static int uverbs_mappings(int *bus)
 
 static int hold(const char *dev)
 {
+	struct ibv_alloc_dm_attr dm_attr = { .length = 4096 };
+	struct ibv_device_attr_ex dattr = {};
+	struct ibv_dm *dm = NULL;
 	struct ibv_pd *pd;
 	struct objs o;
 	char line[16];
@@ -1301,6 +1428,9 @@ static int hold(const char *dev)
 
 	if (make_objs(&o, dev))
 		return 1;
+	/* Device memory too, where the device has it: a fourth mapping. */
+	if (!ibv_query_device_ex(o.ctx, NULL, &dattr) && dattr.max_dm_size)
+		dm = ibv_alloc_dm(o.ctx, &dm_attr);
 	n = uverbs_mappings(&bus);
 	printf("ready: %d mappings, %d raise SIGBUS\n", n, bus);
 	fflush(stdout);
@@ -1311,6 +1441,8 @@ static int hold(const char *dev)
 	printf("after: alloc_pd %s, %d mappings, %d raise SIGBUS\n",
 	       pd ? "works" : strerror(errno), n, bus);
 	/* Closing after the device went away must not fail or hang. */
+	if (dm)
+		ibv_free_dm(dm);
 	free_objs(&o);
 	printf("closed\n");
 	return 0;
@@ -1324,7 +1456,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s DEVICE [hold]\n", argv[0]);
 		return 2;
 	}
-	printf("TAP version 13\n1..12\n");
+	printf("TAP version 13\n1..13\n");
 	report("objects", test_objects(argv[1]));
 	report("qp_states", test_qp_states(argv[1]));
 	report("refused", test_refused(argv[1]));
@@ -1337,5 +1469,6 @@ int main(int argc, char **argv)
 	report("advise_mr", test_advise_mr(argv[1]));
 	report("rdma_cgroup", test_rdma_cgroup(argv[1]));
 	report("cross_process_keys", test_cross_process_keys(argv[1]));
+	report("dm", test_dm(argv[1]));
 	return failed ? 1 : 0;
 }
