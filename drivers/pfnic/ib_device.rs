@@ -235,6 +235,17 @@ impl rdma::Operations for PfnicIbDevice {
         uctx.reg_user_mr(pd, region, udata)
     }
 
+    fn rereg_user_mr(
+        uctx: &Self::UContext,
+        mr: &Self::Mr,
+        flags: u32,
+        region: &UserMr,
+        pd: &Self::Pd,
+        udata: &mut UData<'_>,
+    ) -> Result<Option<(Self::Mr, MrKeys)>> {
+        uctx.rereg_user_mr(mr, flags, region, pd, udata)
+    }
+
     /// The core's advice values and flag are `ibv_advise_mr`'s, as the private interface's.
     fn advise_mr(
         uctx: &Self::UContext,

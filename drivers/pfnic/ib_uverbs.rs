@@ -20,6 +20,7 @@ use kernel::{
         qp::{
             attr_mask, qp_type, AhAttr, GlobalRoute, QpAttr, QpCap, QpInitAttr, QpQuery, SrqAttr,
         },
+        rereg,
         udata::UData,
         CqInitAttr, CqNotifier, MrKeys, ObjectEvents, Sge, UserMr,
     },
@@ -209,7 +210,7 @@ impl UContext {
         if region.iova != region.start {
             return Err(EOPNOTSUPP);
         }
-        let mut arg = uapi::RegMr {
+        self.register(uapi::RegMr {
             pd: pd.0,
             // Optional access flags (relaxed ordering) are hints a device may ignore, as the
             // core defines them: perftest's bandwidth tests ask for relaxed ordering.
@@ -217,7 +218,11 @@ impl UContext {
             addr: region.start,
             length: region.length,
             ..Default::default()
-        };
+        })
+    }
+
+    /// Registers `arg`'s MR.
+    fn register(&self, mut arg: uapi::RegMr) -> Result<(Mr, MrKeys)> {
         self.verbs.reg_mr(&mut arg)?;
         Ok((
             Mr(arg.mr),
@@ -226,6 +231,36 @@ impl UContext {
                 rkey: arg.rkey,
             },
         ))
+    }
+
+    /// `ibv_rereg_mr`: a new MR with what `flags` changes and the rest of `mr`'s registration,
+    /// which replaces `mr` (the core deregisters it then). Its keys are new, as every
+    /// registration's are: the core answers them, and libibverbs updates the MR's. On failure
+    /// `mr` is untouched.
+    pub(crate) fn rereg_user_mr(
+        &self,
+        mr: &Mr,
+        flags: u32,
+        region: &UserMr,
+        pd: &Pd,
+        udata: &mut UData<'_>,
+    ) -> Result<Option<(Mr, MrKeys)>> {
+        self.owner_only()?;
+        udata.read(&mut [])?;
+        let mut arg = self.verbs.mr_registration(mr.0)?;
+        // The core's `pd` is the new one, or the MR's own.
+        arg.pd = pd.0;
+        if flags & rereg::TRANS != 0 {
+            if region.iova != region.start {
+                return Err(EOPNOTSUPP);
+            }
+            arg.addr = region.start;
+            arg.length = region.length;
+        }
+        if flags & rereg::ACCESS != 0 {
+            arg.access = region.access & !ACCESS_OPTIONAL_RANGE;
+        }
+        self.register(arg).map(Some)
     }
 
     /// `ibv_advise_mr` on ranges of the PD's on-demand MRs, eight at a time (the private

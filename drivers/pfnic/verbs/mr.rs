@@ -231,6 +231,23 @@ impl VerbsFile {
         Ok(())
     }
 
+    /// A registration of MR `handle` as it is (its PD, access and range), for re-registering
+    /// it with some of them changed; `EINVAL` for an MR over device memory.
+    pub(crate) fn mr_registration(&self, handle: u32) -> Result<uapi::RegMr> {
+        let o = self.objects.lock();
+        let mr = o.mrs.get(&handle).ok_or(EINVAL)?;
+        if mr.dm.is_some() {
+            return Err(EINVAL);
+        }
+        Ok(uapi::RegMr {
+            pd: mr.pd,
+            access: mr.access,
+            addr: mr.addr,
+            length: mr.length,
+            ..Default::default()
+        })
+    }
+
     /// `PFNIC_IOCTL_DEREG_MR`.
     pub(crate) fn dereg_mr(&self, arg: &uapi::MrHandle) -> Result {
         let verbs = self.nic.verbs()?;
