@@ -114,6 +114,26 @@ static struct ibv_mr *pfnic_reg_mr(struct ibv_pd *pd, void *addr,
 	return &vmr->ibv_mr;
 }
 
+/*
+ * ibv_rereg_mr(): the driver registers the MR again with what @flags
+ * changes, under new keys, which the core answers into @vmr.
+ */
+static int pfnic_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
+			  void *addr, size_t length, int access)
+{
+	struct ib_uverbs_rereg_mr_resp resp;
+	struct ibv_rereg_mr cmd;
+	int ret;
+
+	ret = ibv_cmd_rereg_mr(vmr, flags, addr, length, (uintptr_t)addr,
+			       access, pd, &cmd, sizeof(cmd), &resp,
+			       sizeof(resp));
+	/* libibverbs answers IBV_REREG_MR_ERR_CMD: errno says why. */
+	if (ret)
+		errno = ret;
+	return ret;
+}
+
 /* ibv_advise_mr(): the driver prefetches ranges of the PD's on-demand MRs. */
 static int pfnic_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
 			   uint32_t flags, struct ibv_sge *sg_list,
@@ -683,6 +703,7 @@ static const struct verbs_context_ops pfnic_context_ops = {
 	.dealloc_pd = pfnic_dealloc_pd,
 	.reg_mr = pfnic_reg_mr,
 	.dereg_mr = pfnic_dereg_mr,
+	.rereg_mr = pfnic_rereg_mr,
 	.advise_mr = pfnic_advise_mr,
 	.alloc_dm = pfnic_alloc_dm,
 	.free_dm = pfnic_free_dm,

@@ -1233,6 +1233,111 @@ static int test_dm(const char *dev)
 	return 0;
 }
 
+/* An RDMA WRITE of 64 bytes of @o's buffer to @addr with @rkey: its status. */
+static int write_64(struct objs *o, uint64_t addr, uint32_t rkey)
+{
+	struct ibv_sge sge = { (uintptr_t)o->buf, 64, o->mr->lkey };
+	struct ibv_send_wr *bad, wr = {
+		.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+		.send_flags = IBV_SEND_SIGNALED, .wr.rdma = { addr, rkey },
+	};
+
+	if (ibv_post_send(o->qp, &wr, &bad))
+		return -1;
+	return one_status(o->cq);
+}
+
+/* The QP again from RESET to RTS, connected to itself, after an error. */
+static int reconnect(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr reset = { .qp_state = IBV_QPS_RESET };
+
+	CHECK(!ibv_modify_qp(qp, &reset, IBV_QP_STATE), "-> RESET");
+	return to_rts(qp, qp->qp_num);
+}
+
+/*
+ * ibv_rereg_mr() through the core. An MR moved to another buffer and given
+ * remote write (CHANGE_TRANSLATION | CHANGE_ACCESS) takes an RDMA WRITE by
+ * its new rkey into the new buffer; the old rkey reaches nothing. A
+ * re-registration that fails (remote write without local write; no flags)
+ * leaves the MR as it was. Moved to another PD (CHANGE_PD), the first PD's
+ * QP cannot reach it (REM_ACCESS_ERR).
+ */
+static int test_rereg_mr(const char *dev)
+{
+	unsigned char *a, *b;
+	uint32_t old_rkey;
+	struct ibv_pd *pd2;
+	struct ibv_mr *mr;
+	struct objs o;
+	int ret, st;
+
+	if (make_objs(&o, dev) || to_rts(o.qp, o.qp->qp_num))
+		return 1;
+	a = aligned_alloc(4096, 4096);
+	b = aligned_alloc(4096, 2 * 4096);
+	CHECK(a && b, "aligned_alloc");
+	memset(a, 0x11, 4096);
+	memset(b, 0x22, 2 * 4096);
+	mr = ibv_reg_mr(o.pd, a, 4096, IBV_ACCESS_LOCAL_WRITE);
+	CHECK(mr, "ibv_reg_mr: %s", strerror(errno));
+	old_rkey = mr->rkey;
+	ret = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION |
+			   IBV_REREG_MR_CHANGE_ACCESS, NULL, b, 2 * 4096,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	CHECK(!ret, "ibv_rereg_mr to another buffer: %d, %s", ret,
+	      strerror(errno));
+	CHECK(mr->addr == b && mr->length == 2 * 4096, "the MR is not over b");
+	memset(o.buf, 0x77, 64);
+	st = write_64(&o, (uintptr_t)b + 4096, mr->rkey);
+	CHECK(st == IBV_WC_SUCCESS, "WRITE by the new rkey: %s",
+	      st < 0 ? "no completion" : ibv_wc_status_str(st));
+	for (int i = 0; i < 2 * 4096; i++)
+		CHECK(b[i] == (i >= 4096 && i < 4096 + 64 ? 0x77 : 0x22),
+		      "b[%d] is %#x", i, b[i]);
+
+	/* Failures change nothing: the WRITE still lands. */
+	ret = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			   IBV_ACCESS_REMOTE_WRITE);
+	CHECK(ret && errno == EINVAL, "remote write alone: %d, %s", ret,
+	      strerror(errno));
+	ret = ibv_rereg_mr(mr, 0, NULL, NULL, 0, 0);
+	CHECK(ret && errno == EINVAL, "no flags: %d, %s", ret,
+	      strerror(errno));
+	memset(o.buf, 0x78, 64);
+	st = write_64(&o, (uintptr_t)b, mr->rkey);
+	CHECK(st == IBV_WC_SUCCESS && b[0] == 0x78,
+	      "WRITE after failed re-registrations: %s",
+	      st < 0 ? "no completion" : ibv_wc_status_str(st));
+
+	if (old_rkey != mr->rkey) {
+		st = write_64(&o, (uintptr_t)a, old_rkey);
+		CHECK(st == IBV_WC_REM_ACCESS_ERR, "WRITE by the old rkey: %s",
+		      st < 0 ? "no completion" : ibv_wc_status_str(st));
+		CHECK(a[0] == 0x11, "the old buffer changed");
+		if (reconnect(o.qp))
+			return 1;
+	}
+
+	pd2 = ibv_alloc_pd(o.ctx);
+	CHECK(pd2, "ibv_alloc_pd: %s", strerror(errno));
+	ret = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, pd2, NULL, 0, 0);
+	CHECK(!ret && mr->pd == pd2, "ibv_rereg_mr to another PD: %d, %s",
+	      ret, strerror(errno));
+	st = write_64(&o, (uintptr_t)b, mr->rkey);
+	CHECK(st == IBV_WC_REM_ACCESS_ERR, "WRITE from another PD's QP: %s",
+	      st < 0 ? "no completion" : ibv_wc_status_str(st));
+	ret = ibv_dealloc_pd(pd2);
+	CHECK(ret == EBUSY, "ibv_dealloc_pd of the MR's new PD: %d", ret);
+	CHECK(!ibv_dereg_mr(mr), "ibv_dereg_mr");
+	CHECK(!ibv_dealloc_pd(pd2), "ibv_dealloc_pd");
+	free_objs(&o);
+	free(a);
+	free(b);
+	return 0;
+}
+
 #define CGROUP_ROOT "/sys/fs/cgroup"
 #define CGROUP_TEST CGROUP_ROOT "/pfnic-uverbs-test"
 
@@ -1456,7 +1561,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s DEVICE [hold]\n", argv[0]);
 		return 2;
 	}
-	printf("TAP version 13\n1..13\n");
+	printf("TAP version 13\n1..14\n");
 	report("objects", test_objects(argv[1]));
 	report("qp_states", test_qp_states(argv[1]));
 	report("refused", test_refused(argv[1]));
@@ -1470,5 +1575,6 @@ int main(int argc, char **argv)
 	report("rdma_cgroup", test_rdma_cgroup(argv[1]));
 	report("cross_process_keys", test_cross_process_keys(argv[1]));
 	report("dm", test_dm(argv[1]));
+	report("rereg_mr", test_rereg_mr(argv[1]));
 	return failed ? 1 : 0;
 }
