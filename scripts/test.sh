@@ -249,14 +249,14 @@ wire_guests() {
 	# monitor: test_wire_port_events asks for it to go down and up
 	# (scripts/link-control.py; the kernel command line tells the test so).
 	wire_guest() {
-		local label=$1 props=$2 filter=$3 link ctl rc=0
+		local label=$1 props=$2 filter=$3 append=${4:-} link ctl rc=0
 		link=$(mktemp -d /tmp/pfnic-wire.XXXXXX) # short: unix socket paths
 		python3 "$PFNIC_ROOT/scripts/link-control.py" "$link/qmp" "$run_dir/$label.ktap" \
 			>"$run_dir/$label-link-control.log" 2>&1 &
 		ctl=$!
 		PFNIC_QEMU_ARGS="$(wire_guest_qemu_args "$link" "$props")
 			-qmp unix:$link/qmp,server=on,wait=off" \
-			guest_suite "$label" ",netdev=w0,mac=52:54:00:00:00:01$props" "$filter" pfnic_link_control=w0
+			guest_suite "$label" ",netdev=w0,mac=52:54:00:00:00:01$props" "$filter" "pfnic_link_control=w0$append"
 		# It ends with QEMU's monitor; a QEMU that never started leaves it waiting.
 		kill "$ctl" 2>/dev/null || true
 		wait "$ctl" || rc=$?
@@ -267,11 +267,12 @@ wire_guests() {
 	log "booting a guest with two pfnics joined by a wire (the wire tests)"
 	wire_guest guest-wire "" test_wire
 	# The same link losing and reordering frames: retransmission is tested, not
-	# assumed (x-wire-loss/x-wire-reorder, per million frames each port sends).
+	# assumed (x-wire-loss/x-wire-reorder, per million frames each port sends;
+	# the tests read the loss from pfnic_wire_loss= on the command line).
 	for loss in 10000 100000; do
 		log "the wire guest again, $((loss / 10000))% of the frames lost and 5% reordered"
 		wire_guest "guest-wire-loss$((loss / 10000))" ",x-wire-loss=$loss,x-wire-reorder=50000" \
-			"test_wire_rc_ops|test_wire_large|test_wire_cold"
+			"test_wire_rc_ops|test_wire_large|test_wire_cold" " pfnic_wire_loss=$loss"
 	done
 }
 

@@ -286,10 +286,31 @@ fn injected(ctx: &[Context; 2]) -> Result<u32, Failure> {
     Ok(n)
 }
 
-/// 8 MiB each way (WRITE and READ) at MTU 4096, and a SEND of 1 MiB.
+/// The frames per million that each port of the wire guest loses on purpose
+/// (`pfnic_wire_loss=PPM` on the kernel command line, as `x-wire-loss`; 0 without).
+fn wire_loss_ppm() -> u32 {
+    std::fs::read_to_string("/proc/cmdline")
+        .ok()
+        .and_then(|c| {
+            c.split_whitespace()
+                .find_map(|w| w.strip_prefix("pfnic_wire_loss="))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// 8 MiB each way (WRITE and READ) at MTU 4096, and a SEND of 1 MiB; on a link that loses 5%
+/// of its frames or more, 1 MiB each way and 256 KiB. An RC requester gives up after 7 ACK
+/// timeouts in a row without progress (`retry_cnt`, at most 7): at 10% loss and 5% reordering
+/// about a third of the timeouts find no progress by the next (a lost retried request, a lost
+/// first response, a late guest), and the 8 MiB READ's 600 timeouts ran into 8 in a row in
+/// one run of nine (2026-11-29), as RC on any NIC would over such a link. A tenth of the
+/// timeouts leaves that about 1%, and the loss is still repaired many times over.
 fn test_wire_large() -> TestResult {
     let ctx = wire_contexts()?;
-    let len = 8 << 20;
+    let lossy = wire_loss_ppm() >= 50_000;
+    let len = if lossy { 1 << 20 } else { 8 << 20 };
+    let send_len = if lossy { 256 << 10 } else { 1 << 20 };
     let p = wire_pair(
         &ctx,
         &PairOpts {
@@ -302,17 +323,17 @@ fn test_wire_large() -> TestResult {
     p.a.buf.write(0, &data);
     let sge = [p.a.sge(0, len)];
     p.a.post_ok(p.a.rdma_wr(1, WrOpcode::RdmaWrite, &sge, &p.b, 0))?;
-    check_bytes("8 MiB WRITE", &p.b.buf, 0, &data)?;
+    check_bytes("the WRITE", &p.b.buf, 0, &data)?;
 
     let back = pattern(0x24, len);
     p.b.buf.write(0, &back);
     p.a.post_ok(p.a.rdma_wr(2, WrOpcode::RdmaRead, &sge, &p.b, 0))?;
-    check_bytes("8 MiB READ", &p.a.buf, 0, &back)?;
+    check_bytes("the READ", &p.a.buf, 0, &back)?;
 
-    let one = [p.a.sge(0, 1 << 20)];
-    p.b.post_recv(3, 0, 1 << 20)?;
+    let one = [p.a.sge(0, send_len)];
+    p.b.post_recv(3, 0, send_len)?;
     p.a.send_ok(&p.b, SendWr::new(3, WrOpcode::Send, &one))?;
-    check_bytes("1 MiB SEND", &p.b.buf, 0, &back[..1 << 20])?;
+    check_bytes("the SEND", &p.b.buf, 0, &back[..send_len])?;
     // On a lossy link (the lossy guest), the loss was repaired by retransmission.
     let s = p.a.qp.query()?.stats;
     if injected(&ctx)? > 0 {
@@ -322,7 +343,9 @@ fn test_wire_large() -> TestResult {
         );
     }
     outln!(
-        "# 8 MiB WRITE + READ + 1 MiB SEND: {} packets sent again by the requester",
+        "# {} KiB WRITE + READ + {} KiB SEND: {} packets sent again by the requester",
+        len >> 10,
+        send_len >> 10,
         s.retransmits
     );
     report_ports("after the large transfers", &ctx)?;
