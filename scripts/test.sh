@@ -394,6 +394,9 @@ core_perf_tests=debian_lib_write_bw,debian_lib_read_bw,debian_lib_send_bw,debian
 # (ucx_put_bw_odp, the same with UCX_IB_REG_METHODS=odp, is left out: its
 # server crashed in one run of two, after the client had its numbers.)
 ucx_tests=ucx_put_bw
+# A pfnic guest's pfnic0 and an rxe device over its side channel's virtio-net
+# in one process (rootfs/pair-test's two_devices).
+two_device_tests=two_devices
 # pair_suites: every pairing, one after another.
 pair_suites() {
 	for pair in ${PFNIC_PAIRS:-rxe-rxe pfnic-pfnic pfnic-rxe rxe-pfnic}; do
@@ -403,7 +406,7 @@ pair_suites() {
 		# rxe as ib_read_bw's server against pfnic's client: rxe0 refuses its
 		# own QP's move to RTS (seen in the first run; not understood yet).
 		[[ $pair != rxe-pfnic ]] || tests=${tests/,debian_lib_read_bw/}
-		[[ $pair != pfnic-pfnic ]] || tests=$tests,$ucx_tests
+		[[ $pair != pfnic-pfnic ]] || tests=$tests,$ucx_tests,$two_device_tests
 		tests=$tests,counters
 		log "booting two guests joined by a wire, $pair (guest 1 the servers, guest 2 the clients): $tests"
 		pair_suite "$pair" "$tests"

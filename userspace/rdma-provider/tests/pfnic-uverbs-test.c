@@ -8,12 +8,16 @@
  * libibverbs users expect.
  *
  *   pfnic-uverbs-test DEVICE          run the checks, print KTAP
+ *   pfnic-uverbs-test DEVICE two-devices OTHER
+ *                                     open DEVICE and OTHER in this process,
+ *                                     an RDMA WRITE on each by GID 1
  *   pfnic-uverbs-test DEVICE hold     create objects, print "ready", wait for
  *                                     a line on stdin (the device is unbound
  *                                     meanwhile), then report what verbs and
  *                                     the mapped rings do: "after: ..."
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
 #include <setjmp.h>
@@ -167,7 +171,11 @@ static int test_objects(const char *dev)
 }
 
 /* Takes qp to RTS, connected to dest_qpn on this port (by its LID). */
-static int to_rts(struct ibv_qp *qp, uint32_t dest_qpn)
+/*
+ * RESET -> RTS, connected to @dest_qpn on this port: by the port's LID, or
+ * with a global route to the port's GID @gid_index (>= 0; a RoCE port).
+ */
+static int to_rts_av(struct ibv_qp *qp, uint32_t dest_qpn, int gid_index)
 {
 	struct ibv_port_attr port;
 	struct ibv_qp_attr a = {};
@@ -189,6 +197,14 @@ static int to_rts(struct ibv_qp *qp, uint32_t dest_qpn)
 	a.min_rnr_timer = 12;
 	a.ah_attr.dlid = port.lid;
 	a.ah_attr.port_num = 1;
+	if (gid_index >= 0) {
+		a.ah_attr.is_global = 1;
+		a.ah_attr.grh.sgid_index = gid_index;
+		a.ah_attr.grh.hop_limit = 1;
+		CHECK(!ibv_query_gid(qp->context, 1, gid_index,
+				     &a.ah_attr.grh.dgid),
+		      "ibv_query_gid(%d)", gid_index);
+	}
 	ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
 			    IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 			    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
@@ -204,6 +220,11 @@ static int to_rts(struct ibv_qp *qp, uint32_t dest_qpn)
 			    IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 	CHECK(!ret, "-> RTS: %s", strerror(ret));
 	return 0;
+}
+
+static int to_rts(struct ibv_qp *qp, uint32_t dest_qpn)
+{
+	return to_rts_av(qp, dest_qpn, -1);
 }
 
 /* RESET -> INIT -> RTR -> RTS, connected to itself by the port's LID. */
@@ -1521,6 +1542,58 @@ static int uverbs_mappings(int *bus)
 	return n;
 }
 
+/*
+ * Two RDMA devices in one process (two providers under one libibverbs):
+ * both are opened, then on each a QP connected to itself by the port's
+ * GID 1 moves 4 KiB by RDMA WRITE between two of its MRs, the contexts of
+ * both open throughout. Prints "both: DEV (GID 1 ...) OTHER (GID 1 ...)".
+ */
+static int two_devices(const char *dev, const char *other)
+{
+	const char *names[2] = { dev, other };
+	struct objs o[2];
+
+	for (int i = 0; i < 2; i++)
+		if (make_objs(&o[i], names[i]))
+			return 1;
+	for (int i = 0; i < 2; i++) {
+		unsigned char *b = o[i].buf;
+		struct ibv_sge sge = { (uintptr_t)b, 4096, o[i].mr->lkey };
+		struct ibv_send_wr *bad, wr = {
+			.sg_list = &sge, .num_sge = 1,
+			.opcode = IBV_WR_RDMA_WRITE,
+			.send_flags = IBV_SEND_SIGNALED,
+			.wr.rdma = { (uintptr_t)b + 8192, o[i].mr->rkey },
+		};
+		int st;
+
+		if (to_rts_av(o[i].qp, o[i].qp->qp_num, 1))
+			return 1;
+		for (int j = 0; j < 4096; j++)
+			b[j] = (unsigned char)(j * 7 + i);
+		CHECK(!ibv_post_send(o[i].qp, &wr, &bad), "%s: ibv_post_send",
+		      names[i]);
+		st = one_status(o[i].cq);
+		CHECK(st == IBV_WC_SUCCESS, "%s: RDMA WRITE: %s", names[i],
+		      st < 0 ? "no completion" : ibv_wc_status_str(st));
+		CHECK(!memcmp(b, b + 8192, 4096), "%s: the bytes differ",
+		      names[i]);
+	}
+	printf("both:");
+	for (int i = 0; i < 2; i++) {
+		char addr[INET6_ADDRSTRLEN] = "?";
+		union ibv_gid gid;
+
+		if (!ibv_query_gid(o[i].ctx, 1, 1, &gid))
+			inet_ntop(AF_INET6, gid.raw, addr, sizeof(addr));
+		printf(" %s (GID 1 %s)", names[i], addr);
+	}
+	printf("\n");
+	for (int i = 0; i < 2; i++)
+		free_objs(&o[i]);
+	return 0;
+}
+
 static int hold(const char *dev)
 {
 	struct ibv_alloc_dm_attr dm_attr = { .length = 4096 };
@@ -1557,8 +1630,11 @@ int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[2], "hold"))
 		return hold(argv[1]);
+	if (argc == 4 && !strcmp(argv[2], "two-devices"))
+		return two_devices(argv[1], argv[3]);
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s DEVICE [hold]\n", argv[0]);
+		fprintf(stderr, "usage: %s DEVICE [hold | two-devices OTHER]\n",
+			argv[0]);
 		return 2;
 	}
 	printf("TAP version 13\n1..14\n");
