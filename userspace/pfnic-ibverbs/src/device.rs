@@ -446,11 +446,17 @@ unsafe extern "C" fn query_rt_values(
     let (Some(w), Some(v)) = (unsafe { ctx_wrap(context) }, unsafe { values.as_mut() }) else {
         return libc::EINVAL;
     };
+    rt_values(&w.shared.ctx, v)
+}
+
+/// `ibv_query_rt_values_ex` on `ctx`, for pfnic's library and its provider: see
+/// [`query_rt_values`].
+pub fn rt_values(ctx: &pfnic_verbs::Context, v: &mut ibv_values_ex) -> c_int {
     if v.comp_mask & !VALUES_MASK_RAW_CLOCK != 0 {
         return libc::EINVAL;
     }
     if v.comp_mask & VALUES_MASK_RAW_CLOCK != 0 {
-        let ns = match w.shared.ctx.read_clock() {
+        let ns = match ctx.read_clock() {
             Ok(ns) => ns,
             Err(e) => return errno_of(&e),
         };

@@ -19,7 +19,7 @@
 
 mod async_event;
 pub mod cq;
-mod device;
+pub mod device;
 mod dm;
 pub mod ffi;
 mod helpers;
@@ -27,7 +27,7 @@ pub mod inline;
 mod kern_abi;
 mod mr;
 pub mod qp;
-mod qp_ex;
+pub mod qp_ex;
 mod srq;
 mod unsupported;
 

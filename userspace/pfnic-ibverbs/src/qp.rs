@@ -2,7 +2,6 @@
 
 use core::cell::UnsafeCell;
 use core::ffi::c_int;
-use core::sync::atomic::AtomicBool;
 use std::io::Write as _;
 
 use pfnic_verbs::{qp_attr, PostError, Qp, QpAttr, QpInitAttr, QpState, RecvWr, SendWr, WrOpcode};
@@ -12,7 +11,7 @@ use crate::cq::{cq_wrap, CqWrap};
 use crate::ffi::*;
 use crate::inline::{InlinePost, InlineRing, MAX_INLINE_DATA, SEND_INLINE};
 use crate::mr::pd_wrap;
-use crate::qp_ex::{Builder, SEND_OPS_SUPPORTED};
+use crate::qp_ex::{QpExHost, WrBuilder, SEND_OPS_SUPPORTED};
 use crate::srq::srq_wrap;
 use crate::{errno_of, into_c, set_errno, sges, unbox};
 
@@ -35,23 +34,30 @@ pub(crate) struct QpWrap {
     async_acks: AsyncAcks,
     /// Created by `ibv_create_qp_ex` with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
     extended: bool,
-    /// Held by the thread building a batch (`ibv_wr_start` .. `ibv_wr_complete`).
-    pub(crate) building: AtomicBool,
-    /// The batch; only the holder of `building` uses it.
-    pub(crate) builder: UnsafeCell<Builder>,
+    /// The extended QP's builder (`ibv_wr_*`).
+    wr: WrBuilder,
     /// The inline slots, for a QP created with `cap.max_inline_data`.
     pub(crate) inline: Option<InlineRing>,
 }
 
-/// The wrapper of an extended QP (the same object).
-///
-/// # Safety
-///
-/// `qp` is a QP this library created and not yet destroyed.
-pub(crate) unsafe fn qp_ex_wrap<'a>(qp: *mut ibv_qp_ex) -> &'a QpWrap {
-    // SAFETY: an `ibv_qp_ex` of this library is the first field of its `QpWrap`; the caller
-    // passes a live one.
-    unsafe { &*qp.cast::<QpWrap>() }
+impl QpExHost for QpWrap {
+    unsafe fn host<'a>(qp: *mut ibv_qp_ex) -> &'a Self {
+        // SAFETY: an `ibv_qp_ex` of this library is the first field of its `QpWrap`; the
+        // caller passes a live one.
+        unsafe { &*qp.cast::<QpWrap>() }
+    }
+
+    fn wr_builder(&self) -> &WrBuilder {
+        &self.wr
+    }
+
+    fn send_qp(&self) -> Option<&Qp> {
+        self.qp()
+    }
+
+    fn inline_ring(&self) -> Option<&InlineRing> {
+        self.inline.as_ref()
+    }
 }
 
 /// The live QP behind `qp`.
@@ -160,8 +166,7 @@ pub unsafe extern "C" fn ibv_create_qp(
         qp: UnsafeCell::new(None),
         async_acks: AsyncAcks::default(),
         extended: false,
-        building: AtomicBool::new(false),
-        builder: UnsafeCell::new(Builder::default()),
+        wr: WrBuilder::default(),
         inline: None,
     });
     let fail = |e: c_int| {
@@ -234,6 +239,25 @@ const QP_INIT_ATTR_CREATE_FLAGS: u32 = 1 << 2;
 const QP_INIT_ATTR_SEND_OPS_FLAGS: u32 = 1 << 6;
 const QP_INIT_ATTR_ALL: u32 = (1 << 7) - 1;
 
+/// The rules of `ibv_create_qp_ex`'s attributes beyond the PD, pfnic's library's and its
+/// provider's: whether the QP is extended (`IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`), `EINVAL` for
+/// `comp_mask` bits libibverbs does not define, `EOPNOTSUPP` for what pfnic does not have
+/// (XRC, TSO, RSS, creation flags, send operations beyond `ibv_post_send`'s).
+pub fn check_qp_init_attr_ex(a: &ibv_qp_init_attr_ex) -> Result<bool, c_int> {
+    if a.comp_mask & !QP_INIT_ATTR_ALL != 0 {
+        return Err(libc::EINVAL);
+    }
+    let supported = QP_INIT_ATTR_PD | QP_INIT_ATTR_CREATE_FLAGS | QP_INIT_ATTR_SEND_OPS_FLAGS;
+    let extended = a.comp_mask & QP_INIT_ATTR_SEND_OPS_FLAGS != 0;
+    if a.comp_mask & !supported != 0
+        || (a.comp_mask & QP_INIT_ATTR_CREATE_FLAGS != 0 && a.create_flags != 0)
+        || (extended && a.send_ops_flags & !SEND_OPS_SUPPORTED != 0)
+    {
+        return Err(libc::EOPNOTSUPP);
+    }
+    Ok(extended)
+}
+
 /// `verbs_context.create_qp_ex` (what `ibv_create_qp_ex` calls for anything beyond a PD): an
 /// RC QP as `ibv_create_qp` makes, extended (`ibv_qp_to_qp_ex`) with
 /// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`. NULL with `errno`: `EINVAL` without a PD of `context`
@@ -257,21 +281,14 @@ pub(crate) unsafe extern "C" fn create_qp_ex(
         return fail(libc::EINVAL);
     };
     // SAFETY: the caller passes NULL or a live PD.
-    if a.comp_mask & QP_INIT_ATTR_PD == 0
-        || a.comp_mask & !QP_INIT_ATTR_ALL != 0
-        || a.pd.is_null()
-        || unsafe { (*a.pd).context } != context
+    if a.comp_mask & QP_INIT_ATTR_PD == 0 || a.pd.is_null() || unsafe { (*a.pd).context } != context
     {
         return fail(libc::EINVAL);
     }
-    let supported = QP_INIT_ATTR_PD | QP_INIT_ATTR_CREATE_FLAGS | QP_INIT_ATTR_SEND_OPS_FLAGS;
-    let extended = a.comp_mask & QP_INIT_ATTR_SEND_OPS_FLAGS != 0;
-    if a.comp_mask & !supported != 0
-        || (a.comp_mask & QP_INIT_ATTR_CREATE_FLAGS != 0 && a.create_flags != 0)
-        || (extended && a.send_ops_flags & !SEND_OPS_SUPPORTED != 0)
-    {
-        return fail(libc::EOPNOTSUPP);
-    }
+    let extended = match check_qp_init_attr_ex(a) {
+        Ok(x) => x,
+        Err(e) => return fail(e),
+    };
     // SAFETY: `ibv_qp_init_attr_ex` begins with the fields of `ibv_qp_init_attr`, laid out
     // alike (both checked against rdma-core's header); the caller's PD is live.
     let qp = unsafe { ibv_create_qp(a.pd, core::ptr::from_mut(a).cast()) };
@@ -279,7 +296,7 @@ pub(crate) unsafe extern "C" fn create_qp_ex(
         // SAFETY: `qp` was just made by `ibv_create_qp`, not handed out yet.
         let w = unsafe { &mut *qp.cast::<QpWrap>() };
         w.extended = true;
-        crate::qp_ex::install(w.ibv.get_mut());
+        crate::qp_ex::install::<QpWrap>(w.ibv.get_mut());
     }
     qp
 }

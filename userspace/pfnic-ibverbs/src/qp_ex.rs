@@ -15,14 +15,46 @@
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::Ordering;
 
+use core::cell::UnsafeCell;
+use core::sync::atomic::AtomicBool;
+
 use pfnic_verbs::{Qp, SendWr, Sge, WrOpcode};
 
 use crate::ffi::*;
-use crate::inline::{carries_payload, InlinePost, MAX_INLINE_DATA, SEND_INLINE};
-use crate::qp::{qp_ex_wrap, QpWrap};
+use crate::inline::{carries_payload, InlinePost, InlineRing, MAX_INLINE_DATA, SEND_INLINE};
 
 /// `enum ibv_qp_create_send_ops_flags` that pfnic has: the opcodes of `ibv_post_send`.
-pub(crate) const SEND_OPS_SUPPORTED: u64 = 0x7f;
+pub const SEND_OPS_SUPPORTED: u64 = 0x7f;
+
+/// The builder of an extended QP: whose thread builds, and its batch.
+#[derive(Default)]
+pub struct WrBuilder {
+    /// Held by the thread building a batch (`ibv_wr_start` .. `ibv_wr_complete`).
+    building: AtomicBool,
+    /// The batch; only the holder of `building` uses it.
+    builder: UnsafeCell<Builder>,
+}
+
+// SAFETY: the batch is used only by the thread that holds `building` (see the module).
+unsafe impl Sync for WrBuilder {}
+
+/// What the builder needs of the library that owns an extended QP: pfnic's own
+/// `libibverbs.so.1` or its rdma-core provider, each with its own QP object around the
+/// `ibv_qp_ex` libibverbs hands to the builder's entries.
+pub trait QpExHost {
+    /// The owner of `qp`.
+    ///
+    /// # Safety
+    ///
+    /// `qp` is an extended QP of this host, alive for `'a`.
+    unsafe fn host<'a>(qp: *mut ibv_qp_ex) -> &'a Self;
+    /// The QP's builder.
+    fn wr_builder(&self) -> &WrBuilder;
+    /// The QP to post on, unless it is being destroyed.
+    fn send_qp(&self) -> Option<&Qp>;
+    /// The QP's inline slots, if it was created with `max_inline_data`.
+    fn inline_ring(&self) -> Option<&InlineRing>;
+}
 
 /// One work request of a batch.
 #[derive(Clone)]
@@ -42,7 +74,7 @@ struct Pending {
 
 /// The batch being built.
 #[derive(Default)]
-pub(crate) struct Builder {
+struct Builder {
     wrs: Vec<Pending>,
     /// The first mistake made while building (0: none).
     error: c_int,
@@ -67,11 +99,11 @@ impl Builder {
 ///
 /// `qp` is an extended QP of this library, and the caller the thread building on it (between
 /// `wr_start` and `wr_complete`/`wr_abort`).
-unsafe fn builder<'a>(qp: *mut ibv_qp_ex) -> (&'a QpWrap, &'a mut Builder) {
+unsafe fn builder<'a, H: QpExHost>(qp: *mut ibv_qp_ex) -> (&'a H, &'a mut Builder) {
     // SAFETY: the caller passes a live extended QP.
-    let w = unsafe { qp_ex_wrap(qp) };
+    let w = unsafe { H::host(qp) };
     // SAFETY: the calling thread holds `building`, under which only it uses the builder.
-    let b = unsafe { &mut *w.builder.get() };
+    let b = unsafe { &mut *w.wr_builder().builder.get() };
     (w, b)
 }
 
@@ -80,9 +112,9 @@ unsafe fn builder<'a>(qp: *mut ibv_qp_ex) -> (&'a QpWrap, &'a mut Builder) {
 /// # Safety
 ///
 /// As [`builder`].
-unsafe fn push(qp: *mut ibv_qp_ex, opcode: WrOpcode, f: impl FnOnce(&mut Pending)) {
+unsafe fn push<H: QpExHost>(qp: *mut ibv_qp_ex, opcode: WrOpcode, f: impl FnOnce(&mut Pending)) {
     // SAFETY: the caller's QP, which it builds on.
-    let (_, b) = unsafe { builder(qp) };
+    let (_, b) = unsafe { builder::<H>(qp) };
     // SAFETY: `wr_id` and `wr_flags` are the caller's to set between calls; read here.
     let (wr_id, send_flags) = unsafe { ((*qp).wr_id, (*qp).wr_flags) };
     let mut p = Pending {
@@ -106,9 +138,9 @@ unsafe fn push(qp: *mut ibv_qp_ex, opcode: WrOpcode, f: impl FnOnce(&mut Pending
 /// # Safety
 ///
 /// `qp` is an extended QP of this library.
-unsafe extern "C" fn wr_start(qp: *mut ibv_qp_ex) {
+unsafe extern "C" fn wr_start<H: QpExHost>(qp: *mut ibv_qp_ex) {
     // SAFETY: the caller passes a live extended QP.
-    let w = unsafe { qp_ex_wrap(qp) };
+    let w = unsafe { H::host(qp) }.wr_builder();
     while w
         .building
         .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -121,9 +153,9 @@ unsafe extern "C" fn wr_start(qp: *mut ibv_qp_ex) {
 }
 
 /// Ends the batch: clears it and releases the builder.
-fn finish(w: &QpWrap, b: &mut Builder) {
+fn finish<H: QpExHost>(w: &H, b: &mut Builder) {
     b.clear();
-    w.building.store(false, Ordering::Release);
+    w.wr_builder().building.store(false, Ordering::Release);
 }
 
 /// `ibv_qp_ex.wr_complete`: posts the batch. 0, or an errno value (see the module).
@@ -131,10 +163,10 @@ fn finish(w: &QpWrap, b: &mut Builder) {
 /// # Safety
 ///
 /// `qp` is an extended QP of this library this thread builds on.
-unsafe extern "C" fn wr_complete(qp: *mut ibv_qp_ex) -> c_int {
+unsafe extern "C" fn wr_complete<H: QpExHost>(qp: *mut ibv_qp_ex) -> c_int {
     // SAFETY: the caller's QP, which it builds on.
-    let (w, b) = unsafe { builder(qp) };
-    let r = match w.qp() {
+    let (w, b) = unsafe { builder::<H>(qp) };
+    let r = match w.send_qp() {
         _ if b.error != 0 => b.error,
         Some(q) => post(w, q, &b.wrs),
         None => libc::EINVAL,
@@ -160,10 +192,10 @@ fn send_wr(p: &Pending) -> SendWr<'_> {
 }
 
 /// Posts a batch; with inline payloads, through the QP's inline ring (see `inline.rs`).
-fn post(w: &QpWrap, q: &Qp, wrs: &[Pending]) -> c_int {
+fn post<H: QpExHost>(w: &H, q: &Qp, wrs: &[Pending]) -> c_int {
     let r = if wrs.iter().any(|p| p.inline.is_some()) {
         // Inline data on a QP created without `max_inline_data`.
-        let Some(ring) = &w.inline else {
+        let Some(ring) = w.inline_ring() else {
             return libc::EINVAL;
         };
         let posts: Vec<InlinePost<'_>> = wrs
@@ -188,9 +220,9 @@ fn post(w: &QpWrap, q: &Qp, wrs: &[Pending]) -> c_int {
 /// # Safety
 ///
 /// As [`wr_complete`].
-unsafe extern "C" fn wr_abort(qp: *mut ibv_qp_ex) {
+unsafe extern "C" fn wr_abort<H: QpExHost>(qp: *mut ibv_qp_ex) {
     // SAFETY: the caller's QP, which it builds on.
-    let (w, b) = unsafe { builder(qp) };
+    let (w, b) = unsafe { builder::<H>(qp) };
     finish(w, b);
 }
 
@@ -199,10 +231,10 @@ unsafe extern "C" fn wr_abort(qp: *mut ibv_qp_ex) {
 /// # Safety
 ///
 /// As [`wr_complete`].
-unsafe extern "C" fn wr_rdma_write(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64) {
+unsafe extern "C" fn wr_rdma_write<H: QpExHost>(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64) {
     // SAFETY: forwarded to the caller.
     unsafe {
-        push(qp, WrOpcode::RdmaWrite, |p| {
+        push::<H>(qp, WrOpcode::RdmaWrite, |p| {
             p.rkey = rkey;
             p.remote_addr = remote_addr;
         })
@@ -214,10 +246,15 @@ unsafe extern "C" fn wr_rdma_write(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u
 /// # Safety
 ///
 /// As [`wr_complete`].
-unsafe extern "C" fn wr_rdma_write_imm(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, imm: u32) {
+unsafe extern "C" fn wr_rdma_write_imm<H: QpExHost>(
+    qp: *mut ibv_qp_ex,
+    rkey: u32,
+    remote_addr: u64,
+    imm: u32,
+) {
     // SAFETY: forwarded to the caller.
     unsafe {
-        push(qp, WrOpcode::RdmaWriteWithImm, |p| {
+        push::<H>(qp, WrOpcode::RdmaWriteWithImm, |p| {
             p.rkey = rkey;
             p.remote_addr = remote_addr;
             p.imm_data = imm;
@@ -230,10 +267,10 @@ unsafe extern "C" fn wr_rdma_write_imm(qp: *mut ibv_qp_ex, rkey: u32, remote_add
 /// # Safety
 ///
 /// As [`wr_complete`].
-unsafe extern "C" fn wr_rdma_read(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64) {
+unsafe extern "C" fn wr_rdma_read<H: QpExHost>(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64) {
     // SAFETY: forwarded to the caller.
     unsafe {
-        push(qp, WrOpcode::RdmaRead, |p| {
+        push::<H>(qp, WrOpcode::RdmaRead, |p| {
             p.rkey = rkey;
             p.remote_addr = remote_addr;
         })
@@ -245,9 +282,9 @@ unsafe extern "C" fn wr_rdma_read(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u6
 /// # Safety
 ///
 /// As [`wr_complete`].
-unsafe extern "C" fn wr_send(qp: *mut ibv_qp_ex) {
+unsafe extern "C" fn wr_send<H: QpExHost>(qp: *mut ibv_qp_ex) {
     // SAFETY: forwarded to the caller.
-    unsafe { push(qp, WrOpcode::Send, |_| {}) };
+    unsafe { push::<H>(qp, WrOpcode::Send, |_| {}) };
 }
 
 /// `ibv_qp_ex.wr_send_imm`.
@@ -255,9 +292,9 @@ unsafe extern "C" fn wr_send(qp: *mut ibv_qp_ex) {
 /// # Safety
 ///
 /// As [`wr_complete`].
-unsafe extern "C" fn wr_send_imm(qp: *mut ibv_qp_ex, imm: u32) {
+unsafe extern "C" fn wr_send_imm<H: QpExHost>(qp: *mut ibv_qp_ex, imm: u32) {
     // SAFETY: forwarded to the caller.
-    unsafe { push(qp, WrOpcode::SendWithImm, |p| p.imm_data = imm) };
+    unsafe { push::<H>(qp, WrOpcode::SendWithImm, |p| p.imm_data = imm) };
 }
 
 /// `ibv_qp_ex.wr_atomic_cmp_swp`.
@@ -265,7 +302,7 @@ unsafe extern "C" fn wr_send_imm(qp: *mut ibv_qp_ex, imm: u32) {
 /// # Safety
 ///
 /// As [`wr_complete`].
-unsafe extern "C" fn wr_atomic_cmp_swp(
+unsafe extern "C" fn wr_atomic_cmp_swp<H: QpExHost>(
     qp: *mut ibv_qp_ex,
     rkey: u32,
     remote_addr: u64,
@@ -274,7 +311,7 @@ unsafe extern "C" fn wr_atomic_cmp_swp(
 ) {
     // SAFETY: forwarded to the caller.
     unsafe {
-        push(qp, WrOpcode::AtomicCmpAndSwp, |p| {
+        push::<H>(qp, WrOpcode::AtomicCmpAndSwp, |p| {
             p.rkey = rkey;
             p.remote_addr = remote_addr;
             p.compare_add = compare;
@@ -288,7 +325,7 @@ unsafe extern "C" fn wr_atomic_cmp_swp(
 /// # Safety
 ///
 /// As [`wr_complete`].
-unsafe extern "C" fn wr_atomic_fetch_add(
+unsafe extern "C" fn wr_atomic_fetch_add<H: QpExHost>(
     qp: *mut ibv_qp_ex,
     rkey: u32,
     remote_addr: u64,
@@ -296,7 +333,7 @@ unsafe extern "C" fn wr_atomic_fetch_add(
 ) {
     // SAFETY: forwarded to the caller.
     unsafe {
-        push(qp, WrOpcode::AtomicFetchAndAdd, |p| {
+        push::<H>(qp, WrOpcode::AtomicFetchAndAdd, |p| {
             p.rkey = rkey;
             p.remote_addr = remote_addr;
             p.compare_add = add;
@@ -309,9 +346,9 @@ unsafe extern "C" fn wr_atomic_fetch_add(
 /// # Safety
 ///
 /// As [`wr_complete`].
-unsafe fn set_sges(qp: *mut ibv_qp_ex, sges: impl Iterator<Item = Sge>) {
+unsafe fn set_sges<H: QpExHost>(qp: *mut ibv_qp_ex, sges: impl Iterator<Item = Sge>) {
     // SAFETY: the caller's QP, which it builds on.
-    let (_, b) = unsafe { builder(qp) };
+    let (_, b) = unsafe { builder::<H>(qp) };
     match b.wrs.last_mut() {
         Some(p) => {
             p.sges.clear();
@@ -327,9 +364,14 @@ unsafe fn set_sges(qp: *mut ibv_qp_ex, sges: impl Iterator<Item = Sge>) {
 /// # Safety
 ///
 /// As [`wr_complete`].
-unsafe extern "C" fn wr_set_sge(qp: *mut ibv_qp_ex, lkey: u32, addr: u64, length: u32) {
+unsafe extern "C" fn wr_set_sge<H: QpExHost>(
+    qp: *mut ibv_qp_ex,
+    lkey: u32,
+    addr: u64,
+    length: u32,
+) {
     // SAFETY: forwarded to the caller.
-    unsafe { set_sges(qp, core::iter::once(Sge { addr, length, lkey })) };
+    unsafe { set_sges::<H>(qp, core::iter::once(Sge { addr, length, lkey })) };
 }
 
 /// `ibv_qp_ex.wr_set_sge_list`.
@@ -337,10 +379,14 @@ unsafe extern "C" fn wr_set_sge(qp: *mut ibv_qp_ex, lkey: u32, addr: u64, length
 /// # Safety
 ///
 /// As [`wr_complete`]; `sg_list` holds `num_sge` readable entries.
-unsafe extern "C" fn wr_set_sge_list(qp: *mut ibv_qp_ex, num_sge: usize, sg_list: *const ibv_sge) {
+unsafe extern "C" fn wr_set_sge_list<H: QpExHost>(
+    qp: *mut ibv_qp_ex,
+    num_sge: usize,
+    sg_list: *const ibv_sge,
+) {
     if num_sge > 0 && sg_list.is_null() {
         // SAFETY: the caller's QP, which it builds on.
-        unsafe { builder(qp) }.1.fail(libc::EINVAL);
+        unsafe { builder::<H>(qp) }.1.fail(libc::EINVAL);
         return;
     }
     let list = if num_sge == 0 {
@@ -355,7 +401,7 @@ unsafe extern "C" fn wr_set_sge_list(qp: *mut ibv_qp_ex, num_sge: usize, sg_list
         lkey: s.lkey,
     });
     // SAFETY: forwarded to the caller.
-    unsafe { set_sges(qp, sges) };
+    unsafe { set_sges::<H>(qp, sges) };
 }
 
 /// Sets the inline payload of the batch's last work request: the concatenation of
@@ -365,9 +411,9 @@ unsafe extern "C" fn wr_set_sge_list(qp: *mut ibv_qp_ex, num_sge: usize, sg_list
 /// # Safety
 ///
 /// As [`wr_complete`]; each buffer is readable.
-unsafe fn set_inline(qp: *mut ibv_qp_ex, bufs: &[(*const u8, usize)]) {
+unsafe fn set_inline<H: QpExHost>(qp: *mut ibv_qp_ex, bufs: &[(*const u8, usize)]) {
     // SAFETY: the caller's QP, which it builds on.
-    let (_, b) = unsafe { builder(qp) };
+    let (_, b) = unsafe { builder::<H>(qp) };
     let total: usize = bufs.iter().map(|&(_, n)| n).sum();
     let Some(p) = b.wrs.last_mut() else {
         b.fail(libc::EINVAL);
@@ -398,9 +444,13 @@ unsafe fn set_inline(qp: *mut ibv_qp_ex, bufs: &[(*const u8, usize)]) {
 /// # Safety
 ///
 /// As [`set_inline`].
-unsafe extern "C" fn wr_set_inline_data(qp: *mut ibv_qp_ex, addr: *mut c_void, length: usize) {
+unsafe extern "C" fn wr_set_inline_data<H: QpExHost>(
+    qp: *mut ibv_qp_ex,
+    addr: *mut c_void,
+    length: usize,
+) {
     // SAFETY: forwarded to the caller.
-    unsafe { set_inline(qp, &[(addr.cast_const().cast(), length)]) };
+    unsafe { set_inline::<H>(qp, &[(addr.cast_const().cast(), length)]) };
 }
 
 /// `ibv_qp_ex.wr_set_inline_data_list`.
@@ -408,14 +458,14 @@ unsafe extern "C" fn wr_set_inline_data(qp: *mut ibv_qp_ex, addr: *mut c_void, l
 /// # Safety
 ///
 /// As [`set_inline`]; `buf_list` holds `num_buf` readable entries.
-unsafe extern "C" fn wr_set_inline_data_list(
+unsafe extern "C" fn wr_set_inline_data_list<H: QpExHost>(
     qp: *mut ibv_qp_ex,
     num_buf: usize,
     buf_list: *const ibv_data_buf,
 ) {
     if num_buf > 0 && buf_list.is_null() {
         // SAFETY: the caller's QP, which it builds on.
-        unsafe { builder(qp) }.1.fail(libc::EINVAL);
+        unsafe { builder::<H>(qp) }.1.fail(libc::EINVAL);
         return;
     }
     let list = if num_buf == 0 {
@@ -429,7 +479,7 @@ unsafe extern "C" fn wr_set_inline_data_list(
         .map(|d| (d.addr.cast_const().cast(), d.length))
         .collect();
     // SAFETY: forwarded to the caller.
-    unsafe { set_inline(qp, &bufs) };
+    unsafe { set_inline::<H>(qp, &bufs) };
 }
 
 /// Defines builder entries for what pfnic does not have: each makes `ibv_wr_complete` fail
@@ -442,9 +492,9 @@ macro_rules! unsupported {
         /// # Safety
         ///
         /// As [`wr_complete`].
-        unsafe extern "C" fn $name(qp: *mut ibv_qp_ex, $(_: $t),*) {
+        unsafe extern "C" fn $name<H: QpExHost>(qp: *mut ibv_qp_ex, $(_: $t),*) {
             // SAFETY: the caller's QP, which it builds on.
-            unsafe { builder(qp) }.1.fail(libc::EOPNOTSUPP);
+            unsafe { builder::<H>(qp) }.1.fail(libc::EOPNOTSUPP);
         }
     )*};
 }
@@ -459,27 +509,27 @@ unsupported! {
     wr_atomic_write(rkey: u32, addr: u64, data: *const c_void);
 }
 
-/// The builder's entries in `qp`.
-pub(crate) fn install(qp: &mut ibv_qp_ex) {
-    qp.wr_atomic_cmp_swp = Some(wr_atomic_cmp_swp);
-    qp.wr_atomic_fetch_add = Some(wr_atomic_fetch_add);
-    qp.wr_bind_mw = Some(wr_bind_mw);
-    qp.wr_local_inv = Some(wr_local_inv);
-    qp.wr_rdma_read = Some(wr_rdma_read);
-    qp.wr_rdma_write = Some(wr_rdma_write);
-    qp.wr_rdma_write_imm = Some(wr_rdma_write_imm);
-    qp.wr_send = Some(wr_send);
-    qp.wr_send_imm = Some(wr_send_imm);
-    qp.wr_send_inv = Some(wr_send_inv);
-    qp.wr_send_tso = Some(wr_send_tso);
-    qp.wr_set_ud_addr = Some(wr_set_ud_addr);
-    qp.wr_set_xrc_srqn = Some(wr_set_xrc_srqn);
-    qp.wr_set_inline_data = Some(wr_set_inline_data);
-    qp.wr_set_inline_data_list = Some(wr_set_inline_data_list);
-    qp.wr_set_sge = Some(wr_set_sge);
-    qp.wr_set_sge_list = Some(wr_set_sge_list);
-    qp.wr_start = Some(wr_start);
-    qp.wr_complete = Some(wr_complete);
-    qp.wr_abort = Some(wr_abort);
-    qp.wr_atomic_write = Some(wr_atomic_write);
+/// The builder's entries in `qp`, for QPs of `H`.
+pub fn install<H: QpExHost>(qp: &mut ibv_qp_ex) {
+    qp.wr_atomic_cmp_swp = Some(wr_atomic_cmp_swp::<H>);
+    qp.wr_atomic_fetch_add = Some(wr_atomic_fetch_add::<H>);
+    qp.wr_bind_mw = Some(wr_bind_mw::<H>);
+    qp.wr_local_inv = Some(wr_local_inv::<H>);
+    qp.wr_rdma_read = Some(wr_rdma_read::<H>);
+    qp.wr_rdma_write = Some(wr_rdma_write::<H>);
+    qp.wr_rdma_write_imm = Some(wr_rdma_write_imm::<H>);
+    qp.wr_send = Some(wr_send::<H>);
+    qp.wr_send_imm = Some(wr_send_imm::<H>);
+    qp.wr_send_inv = Some(wr_send_inv::<H>);
+    qp.wr_send_tso = Some(wr_send_tso::<H>);
+    qp.wr_set_ud_addr = Some(wr_set_ud_addr::<H>);
+    qp.wr_set_xrc_srqn = Some(wr_set_xrc_srqn::<H>);
+    qp.wr_set_inline_data = Some(wr_set_inline_data::<H>);
+    qp.wr_set_inline_data_list = Some(wr_set_inline_data_list::<H>);
+    qp.wr_set_sge = Some(wr_set_sge::<H>);
+    qp.wr_set_sge_list = Some(wr_set_sge_list::<H>);
+    qp.wr_start = Some(wr_start::<H>);
+    qp.wr_complete = Some(wr_complete::<H>);
+    qp.wr_abort = Some(wr_abort::<H>);
+    qp.wr_atomic_write = Some(wr_atomic_write::<H>);
 }
