@@ -465,34 +465,23 @@ static void pfnic_qp_free_inline_slots(struct pfnic_qp *qp)
 	qp->inline_buf = NULL;
 }
 
-static struct ibv_qp *pfnic_create_qp(struct ibv_pd *pd,
-				      struct ibv_qp_init_attr *attr)
+/*
+ * The data path of a QP the core made: its queues mapped, and inline slots
+ * when @want_inline bytes were asked for (@cap, what the driver granted,
+ * then says so). 0, or an errno value with the QP destroyed.
+ */
+static int pfnic_qp_setup(struct ibv_pd *pd, struct pfnic_qp *qp,
+			  struct ibv_cq *send_cq, struct ibv_cq *recv_cq,
+			  struct ibv_srq *srq, struct ibv_qp_cap *cap,
+			  int sq_sig_all, uint32_t want_inline,
+			  const struct pfnic_ib_create_qp_resp *layout)
 {
-	struct pfnic_create_qp_resp resp = {};
-	struct pfnic_create_qp_cmd cmd = {};
-	uint32_t want_inline = attr->cap.max_inline_data;
-	struct pfnic_qp *qp;
 	int err;
 
-	/* The device has no inline data of its own: the provider copies it. */
-	if (want_inline > pfnic_rs_max_inline_data()) {
-		errno = EINVAL;
-		return NULL;
-	}
-	qp = calloc(1, sizeof(*qp));
-	if (!qp)
-		return NULL;
-	attr->cap.max_inline_data = 0;
-	errno = ibv_cmd_create_qp(pd, &qp->ibv_qp, attr, &cmd.ibv_cmd,
-				  sizeof(cmd), &resp.ibv_resp, sizeof(resp));
-	if (errno)
-		goto err;
-	/* attr->cap now holds the capabilities the driver granted. */
-	qp->rs = pfnic_rs_qp_new(to_pfnic_cq(attr->send_cq)->rs,
-				 to_pfnic_cq(attr->recv_cq)->rs,
-				 attr->srq ? to_pfnic_srq(attr->srq)->rs : NULL,
-				 qp->ibv_qp.qp_num, &attr->cap, attr->sq_sig_all,
-				 &resp.drv);
+	qp->rs = pfnic_rs_qp_new(to_pfnic_cq(send_cq)->rs,
+				 to_pfnic_cq(recv_cq)->rs,
+				 srq ? to_pfnic_srq(srq)->rs : NULL,
+				 qp->vqp.qp.qp_num, cap, sq_sig_all, layout);
 	if (!qp->rs) {
 		err = errno;
 		goto err_destroy;
@@ -501,19 +490,108 @@ static struct ibv_qp *pfnic_create_qp(struct ibv_pd *pd,
 		err = pfnic_qp_inline_slots(pd, qp);
 		if (err)
 			goto err_free_rs;
-		attr->cap.max_inline_data = pfnic_rs_max_inline_data();
+		cap->max_inline_data = pfnic_rs_max_inline_data();
 	}
-	return &qp->ibv_qp;
+	return 0;
 
 err_free_rs:
 	pfnic_rs_qp_free(qp->rs);
 err_destroy:
-	ibv_cmd_destroy_qp(&qp->ibv_qp);
-	errno = err;
-err:
-	attr->cap.max_inline_data = want_inline;
-	free(qp);
-	return NULL;
+	ibv_cmd_destroy_qp(&qp->vqp.qp);
+	return err;
+}
+
+/* Where the extended QP's builder (Rust) finds the QP's data path. */
+struct pfnic_rs_qp *pfnic_qp_ex_rs(struct ibv_qp_ex *qpx)
+{
+	return container_of(qpx, struct pfnic_qp, vqp.qp_ex)->rs;
+}
+
+/*
+ * ibv_create_qp_ex() (and ibv_create_qp(), below): an RC QP, with the work
+ * request builder (ibv_wr_*) when IBV_QP_INIT_ATTR_SEND_OPS_FLAGS asks for
+ * it; the attribute rules are pfnic's library's (Rust). @attr->cap gets the
+ * capabilities the driver granted.
+ */
+static struct ibv_qp *pfnic_create_qp_ex(struct ibv_context *context,
+					 struct ibv_qp_init_attr_ex *attr)
+{
+	struct pfnic_create_qp_resp resp = {};
+	struct pfnic_create_qp_cmd cmd = {};
+	uint32_t want_inline = attr->cap.max_inline_data;
+	struct ibv_qp_init_attr_ex core;
+	struct pfnic_qp *qp;
+	int extended;
+
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd ||
+	    attr->pd->context != context) {
+		errno = EINVAL;
+		return NULL;
+	}
+	extended = pfnic_rs_check_qp_init_attr_ex(attr);
+	if (extended < 0) {
+		errno = -extended;
+		return NULL;
+	}
+	/* The device has no inline data of its own: the provider copies it. */
+	if (want_inline > pfnic_rs_max_inline_data()) {
+		errno = EINVAL;
+		return NULL;
+	}
+	qp = calloc(1, sizeof(*qp));
+	if (!qp)
+		return NULL;
+	/* The core gets the PD alone; the builder is the provider's. */
+	core = *attr;
+	core.comp_mask = IBV_QP_INIT_ATTR_PD;
+	core.cap.max_inline_data = 0;
+	errno = ibv_cmd_create_qp_ex(context, &qp->vqp, &core, &cmd.ibv_cmd,
+				     sizeof(cmd), &resp.ibv_resp,
+				     sizeof(resp));
+	if (!errno)
+		errno = pfnic_qp_setup(attr->pd, qp, core.send_cq,
+				       core.recv_cq, core.srq, &core.cap,
+				       core.sq_sig_all, want_inline,
+				       &resp.drv);
+	if (errno) {
+		free(qp);
+		return NULL;
+	}
+	attr->cap = core.cap;
+	if (extended) {
+		pfnic_vqp_set_ex(&qp->vqp);
+		pfnic_rs_qp_ex_install(&qp->vqp.qp_ex);
+	}
+	return &qp->vqp.qp;
+}
+
+/* ibv_create_qp(): ibv_create_qp_ex() with the PD alone. */
+static struct ibv_qp *pfnic_create_qp(struct ibv_pd *pd,
+				      struct ibv_qp_init_attr *attr)
+{
+	struct ibv_qp_init_attr_ex ex = {
+		.qp_context = attr->qp_context,
+		.send_cq = attr->send_cq,
+		.recv_cq = attr->recv_cq,
+		.srq = attr->srq,
+		.cap = attr->cap,
+		.qp_type = attr->qp_type,
+		.sq_sig_all = attr->sq_sig_all,
+		.comp_mask = IBV_QP_INIT_ATTR_PD,
+		.pd = pd,
+	};
+	struct ibv_qp *qp = pfnic_create_qp_ex(pd->context, &ex);
+
+	if (qp)
+		attr->cap = ex.cap;
+	return qp;
+}
+
+/* ibv_query_rt_values_ex(): the device clock, from the doorbell page. */
+static int pfnic_query_rt_values(struct ibv_context *context,
+				 struct ibv_values_ex *values)
+{
+	return pfnic_rs_query_rt_values(to_pfnic_ctx(context)->rs, values);
 }
 
 static struct ibv_srq *pfnic_create_srq(struct ibv_pd *pd,
@@ -712,6 +790,8 @@ static const struct verbs_context_ops pfnic_context_ops = {
 	.create_cq_ex = pfnic_create_cq_ex,
 	.destroy_cq = pfnic_destroy_cq,
 	.create_qp = pfnic_create_qp,
+	.create_qp_ex = pfnic_create_qp_ex,
+	.query_rt_values = pfnic_query_rt_values,
 	.modify_qp = pfnic_modify_qp,
 	.query_qp = pfnic_query_qp,
 	.destroy_qp = pfnic_destroy_qp,

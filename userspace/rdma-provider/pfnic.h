@@ -7,6 +7,7 @@
 #define PFNIC_PROVIDER_H
 
 #include <pthread.h>
+#include <stddef.h>
 
 #include <infiniband/driver.h>
 #include <rdma/pfnic-abi.h>
@@ -63,6 +64,10 @@ int pfnic_rs_post_send(const struct pfnic_rs_qp *qp, struct ibv_send_wr *wr,
 int pfnic_rs_post_recv(const struct pfnic_rs_qp *qp, struct ibv_recv_wr *wr,
 		       struct ibv_recv_wr **bad_wr);
 
+int pfnic_rs_check_qp_init_attr_ex(const struct ibv_qp_init_attr_ex *attr);
+void pfnic_rs_qp_ex_install(struct ibv_qp_ex *qpx);
+int pfnic_rs_query_rt_values(const struct pfnic_rs_context *ctx,
+			     struct ibv_values_ex *values);
 struct pfnic_rs_dm *pfnic_rs_dm_new(const struct pfnic_rs_context *ctx,
 				    const struct pfnic_ib_alloc_dm_resp *layout,
 				    uint64_t length);
@@ -93,7 +98,7 @@ struct pfnic_cq {
 };
 
 struct pfnic_qp {
-	struct ibv_qp ibv_qp;
+	struct verbs_qp vqp;	/* qp_ex too, with VERBS_QP_EX */
 	struct pfnic_rs_qp *rs;
 	/*
 	 * Inline data: the device reads every payload through an MR, so an
@@ -113,6 +118,24 @@ struct pfnic_dm {
 	struct verbs_dm vdm;
 	struct pfnic_rs_dm *rs;
 };
+
+/*
+ * Marks @vqp extended (VERBS_QP_EX) for ibv_qp_to_qp_ex() of Debian
+ * bookworm's libibverbs (rdma-core 44), which loads this provider: its
+ * struct ibv_qp_ex ends before wr_flush, which the rdma-core 56.1 headers
+ * this builds against add, so its verbs_qp.comp_mask is where 56.1's
+ * wr_flush is (the one member 56.1 adds, checked below).
+ */
+_Static_assert(offsetof(struct ibv_qp_ex, wr_flush) + sizeof(void *) ==
+		       sizeof(struct ibv_qp_ex),
+	       "struct ibv_qp_ex differs from rdma-core 44's by more than wr_flush");
+static inline void pfnic_vqp_set_ex(struct verbs_qp *vqp)
+{
+	uint32_t *comp_mask44 = (uint32_t *)((char *)vqp +
+			offsetof(struct ibv_qp_ex, wr_flush));
+
+	*comp_mask44 |= VERBS_QP_EX;
+}
 
 static inline struct pfnic_dm *to_pfnic_dm(struct ibv_dm *ibdm)
 {
@@ -136,7 +159,7 @@ static inline struct pfnic_cq *to_pfnic_cq(struct ibv_cq *ibcq)
 
 static inline struct pfnic_qp *to_pfnic_qp(struct ibv_qp *ibqp)
 {
-	return container_of(ibqp, struct pfnic_qp, ibv_qp);
+	return container_of(ibqp, struct pfnic_qp, vqp.qp);
 }
 
 #endif /* PFNIC_PROVIDER_H */

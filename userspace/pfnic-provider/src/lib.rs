@@ -13,9 +13,14 @@ use core::ffi::{c_int, c_void};
 use std::os::fd::{BorrowedFd, RawFd};
 
 use ibverbs::cq::{check_cq_init_attr_ex, poll_into, wc_to_ibv};
-use ibverbs::ffi::{ibv_cq_init_attr_ex, ibv_qp_cap, ibv_recv_wr, ibv_send_wr, ibv_wc};
+use ibverbs::device::rt_values;
+use ibverbs::ffi::{
+    ibv_cq_init_attr_ex, ibv_qp_cap, ibv_qp_ex, ibv_qp_init_attr_ex, ibv_recv_wr, ibv_send_wr,
+    ibv_values_ex, ibv_wc,
+};
 use ibverbs::inline::InlineRing;
-use ibverbs::qp::{post_list, post_send_on, recv_wr_of};
+use ibverbs::qp::{check_qp_init_attr_ex, post_list, post_send_on, recv_wr_of};
+use ibverbs::qp_ex::{install, QpExHost, WrBuilder};
 use pfnic_sys::uapi::{IbAllocDmResp, IbCreateCqResp, IbCreateQpResp, IbCreateSrqResp};
 use pfnic_verbs::{Context, Cq, DmMap, Qp, QpCap, QpInitAttr, Srq};
 
@@ -31,10 +36,37 @@ pub struct PfnicRsCq {
     lid: u16,
 }
 
-/// A QP's queues, and its inline slots when it was asked for inline data.
+/// A QP's queues, its inline slots when it was asked for inline data, and the work request
+/// builder of an extended QP (`ibv_wr_*`).
 pub struct PfnicRsQp {
     qp: Qp,
     inline: Option<InlineRing>,
+    wr: WrBuilder,
+}
+
+extern "C" {
+    /// The data path (a `PfnicRsQp`) of an extended QP of the provider (`pfnic.c`).
+    fn pfnic_qp_ex_rs(qp: *mut ibv_qp_ex) -> *mut c_void;
+}
+
+impl QpExHost for PfnicRsQp {
+    unsafe fn host<'a>(qp: *mut ibv_qp_ex) -> &'a Self {
+        // SAFETY: the caller passes a live extended QP of the provider, whose data path lives
+        // as long as it does.
+        unsafe { &*pfnic_qp_ex_rs(qp).cast::<PfnicRsQp>() }
+    }
+
+    fn wr_builder(&self) -> &WrBuilder {
+        &self.wr
+    }
+
+    fn send_qp(&self) -> Option<&Qp> {
+        Some(&self.qp)
+    }
+
+    fn inline_ring(&self) -> Option<&InlineRing> {
+        self.inline.as_ref()
+    }
 }
 
 /// An SRQ's queue.
@@ -350,7 +382,11 @@ pub unsafe extern "C" fn pfnic_rs_qp_new(
     attr.cap = cap;
     attr.sq_sig_all = sq_sig_all != 0;
     attr.srq = srq;
-    into_c(Qp::from_core(&attr, qpn, cap, l).map(|qp| PfnicRsQp { qp, inline: None }))
+    into_c(Qp::from_core(&attr, qpn, cap, l).map(|qp| PfnicRsQp {
+        qp,
+        inline: None,
+        wr: WrBuilder::default(),
+    }))
 }
 
 /// The bytes of inline slots the QP needs ([`pfnic_rs_qp_set_inline`]).
@@ -517,4 +553,44 @@ pub unsafe extern "C" fn pfnic_rs_dm_copy_from(
         Ok(()) => 0,
         Err(e) => e.raw_os_error().unwrap_or(libc::EIO),
     }
+}
+
+/// `ibv_create_qp_ex`'s attribute rules beyond the PD (pfnic's library's): 1 for an extended
+/// QP (`IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`), 0 for a plain one, or a negative errno value.
+///
+/// # Safety
+///
+/// `attr` is readable.
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_check_qp_init_attr_ex(attr: *const ibv_qp_init_attr_ex) -> c_int {
+    // SAFETY: forwarded to the caller.
+    match check_qp_init_attr_ex(unsafe { &*attr }) {
+        Ok(extended) => c_int::from(extended),
+        Err(e) => -e,
+    }
+}
+
+/// Installs the work request builder (`ibv_wr_*`) in an extended QP of the provider.
+///
+/// # Safety
+///
+/// `qp` is the `qp_ex` of a provider QP whose data path `pfnic_qp_ex_rs` finds.
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_qp_ex_install(qp: *mut ibv_qp_ex) {
+    // SAFETY: forwarded to the caller.
+    install::<PfnicRsQp>(unsafe { &mut *qp });
+}
+
+/// `ibv_query_rt_values_ex`: the device clock from the doorbell page. 0 or an errno value.
+///
+/// # Safety
+///
+/// `ctx` is from [`pfnic_rs_context_new`]; `values` is readable and writable.
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_query_rt_values(
+    ctx: *const PfnicRsContext,
+    values: *mut ibv_values_ex,
+) -> c_int {
+    // SAFETY: forwarded to the caller.
+    rt_values(unsafe { &(*ctx).ctx }, unsafe { &mut *values })
 }
