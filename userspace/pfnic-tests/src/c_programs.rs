@@ -80,6 +80,10 @@ pub const TESTS: &[&Test] = &[
         name: "test_c_pingpong_rdma_core_abi",
         run: test_c_pingpong_rdma_core_abi,
     },
+    &Test {
+        name: "test_c_verbs_api_debian_lib",
+        run: test_c_verbs_api_debian_lib,
+    },
 ];
 
 /// What a successful run reported on its "ok:" line.
@@ -97,6 +101,11 @@ fn run(args: &[&str]) -> Result<Output, Failure> {
 /// Runs `bin` with `args`; skips without verbs, or when `bin` is dynamically linked (one of
 /// the rdma-core builds) and the guest has no loader.
 fn run_bin(bin: &str, args: &[&str]) -> Result<Output, Failure> {
+    run_bin_env(bin, args, &[])
+}
+
+/// [`run_bin`] with `env` set.
+fn run_bin_env(bin: &str, args: &[&str], env: &[(&str, &str)]) -> Result<Output, Failure> {
     // Skip (not fail) where the device has no verbs; the context is closed before the run.
     drop(verbs_ctx()?);
     if bin.ends_with("-rdma-core") && !std::path::Path::new(LOADER).exists() {
@@ -106,6 +115,7 @@ fn run_bin(bin: &str, args: &[&str]) -> Result<Output, Failure> {
     }
     Command::new(bin)
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .map_err(|e| Failure::Fail(format!("cannot run {bin}: {e}")))
 }
@@ -378,6 +388,24 @@ fn test_c_verbs_api_rdma_core_abi() -> TestResult {
     verbs_api(API_TEST_RDMA_CORE)
 }
 
+/// The same program on Debian's own `libibverbs.so.1` and pfnic's provider, through the RDMA
+/// core: every group, the extended QP's work request builder (`ibv_wr_*`), completion
+/// timestamps against the device clock (`ibv_query_rt_values_ex`), device memory and inline
+/// data included.
+fn test_c_verbs_api_debian_lib() -> TestResult {
+    let lib = std::path::Path::new(crate::debian_tools::DEBIAN_LIBIBVERBS);
+    if !lib.join("libibverbs.so.1").exists() {
+        return Err(Failure::Skip(format!(
+            "no {} in the guest (scripts/run-guest.sh --debian)",
+            lib.display()
+        )));
+    }
+    verbs_api_env(
+        API_TEST_RDMA_CORE,
+        &[("LD_LIBRARY_PATH", crate::debian_tools::DEBIAN_LIBIBVERBS)],
+    )
+}
+
 /// The ping-pong built against rdma-core, with cold ODP buffers in two processes and
 /// completion events (the ODP part skips in a mode without it: run it plain then).
 fn test_c_pingpong_rdma_core_abi() -> TestResult {
@@ -403,7 +431,12 @@ fn test_c_pingpong_rdma_core_abi() -> TestResult {
 
 /// Runs the C API checks `bin`: a TAP plan, every group passed.
 fn verbs_api(bin: &str) -> TestResult {
-    let out = run_bin(bin, &[])?;
+    verbs_api_env(bin, &[])
+}
+
+/// [`verbs_api`] with `env` set.
+fn verbs_api_env(bin: &str, env: &[(&str, &str)]) -> TestResult {
+    let out = run_bin_env(bin, &[], env)?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let plan = stdout
         .lines()
