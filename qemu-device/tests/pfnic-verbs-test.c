@@ -379,12 +379,36 @@ static void test_verbs_doorbells(void *obj, void *data,
     pfnic_qos_end();
 }
 
+/*
+ * x-inject-destroy-busy=2: every second destroy is refused as busy and the
+ * object stays (the driver then quarantines it); other commands do not
+ * count, and a destroy asked again goes.
+ */
+static void test_verbs_destroy_busy(void *obj, void *data,
+                                    QGuestAllocator *alloc)
+{
+    pfnic_qos_start(obj, alloc);
+    map_bars();
+    g_assert_cmpint(cq_create(1, 0, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cq_create(2, 0, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cmd1(PFNIC_CMD_CQ_DESTROY, 1), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cmd1(PFNIC_CMD_CQ_DESTROY, 2), ==, PFNIC_CMD_BUSY);
+    /* Still there: it cannot be created again. */
+    g_assert_cmpint(cq_create(2, 0, 4), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(cmd1(PFNIC_CMD_CQ_DESTROY, 2), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cq_create(2, 0, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cmd1(PFNIC_CMD_CQ_DESTROY, 2), ==, PFNIC_CMD_BUSY);
+    pfnic_qos_end();
+}
+
 static void register_pfnic_verbs_tests(void)
 {
     pfnic_add_test("verbs/limits", test_verbs_limits, NULL, NULL);
     pfnic_add_test("verbs/mr", test_verbs_mr, NULL, NULL);
     pfnic_add_test("verbs/cq-qp", test_verbs_cq_qp, NULL, NULL);
     pfnic_add_test("verbs/eq", test_verbs_eq, NULL, NULL);
+    pfnic_add_test("verbs/destroy-busy", test_verbs_destroy_busy,
+                   "x-inject-destroy-busy=2", NULL);
     pfnic_add_test("verbs/doorbells", test_verbs_doorbells, "contexts=4", NULL);
 }
 

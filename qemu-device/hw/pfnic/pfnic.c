@@ -224,6 +224,8 @@ static const Property pfnic_properties[] = {
     DEFINE_PROP_UINT32("x-inject-pri-failure", PfnicState, inject_pri_failure,
                        0),
     DEFINE_PROP_UINT32("x-inject-ctx-stuck", PfnicState, inject_ctx_stuck, 0),
+    DEFINE_PROP_UINT32("x-inject-destroy-busy", PfnicState,
+                       inject_destroy_busy, 0),
     /* The port (docs/wire.md): no netdev means loopback only. */
     DEFINE_NIC_PROPERTIES(PfnicState, conf),
     /* Wire faults for tests, per million RoCE frames sent (0: off). */

@@ -507,6 +507,8 @@ struct PfnicState {
     uint32_t inject_prq_full;
     uint32_t inject_pri_failure;
     uint32_t inject_ctx_stuck;
+    uint32_t inject_destroy_busy;   /* every Nth object destroy refused */
+    uint32_t inject_destroy_seq;
     uint32_t inject_prq_seq;
     uint32_t inject_resp_seq;
     uint32_t inject_stop_seq;

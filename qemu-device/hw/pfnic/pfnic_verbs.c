@@ -1557,7 +1557,21 @@ static uint32_t pfnic_cmd_qp_set_dmac(PfnicState *s)
 
 /* --- mailbox ----------------------------------------------------------- */
 
-void pfnic_cmd_execute(PfnicState *s, uint32_t op)
+/*
+ * x-inject-destroy-busy=N: every Nth QP, CQ or SRQ destroy or MR clear is
+ * refused as busy, the object left as it was (a device that will not let
+ * go of an object the driver must then keep out of use).
+ */
+static bool pfnic_inject_destroy_busy(PfnicState *s, uint32_t op)
+{
+    bool destroy = op == PFNIC_CMD_QP_DESTROY || op == PFNIC_CMD_CQ_DESTROY ||
+                   op == PFNIC_CMD_SRQ_DESTROY || op == PFNIC_CMD_MR_CLEAR;
+
+    return destroy && s->inject_destroy_busy &&
+           ++s->inject_destroy_seq % s->inject_destroy_busy == 0;
+}
+
+static uint32_t pfnic_cmd_dispatch(PfnicState *s, uint32_t op)
 {
     uint32_t st;
 
@@ -1623,6 +1637,14 @@ void pfnic_cmd_execute(PfnicState *s, uint32_t op)
         st = PFNIC_CMD_BAD_OP;
         break;
     }
+    return st;
+}
+
+void pfnic_cmd_execute(PfnicState *s, uint32_t op)
+{
+    uint32_t st = pfnic_inject_destroy_busy(s, op) ? PFNIC_CMD_BUSY :
+                  pfnic_cmd_dispatch(s, op);
+
     s->cmd_status = st;
     trace_pfnic_cmd(op, st);
     if (st != PFNIC_CMD_OK) {
