@@ -302,10 +302,15 @@ impl pci::Driver for PfnicDriver {
         this.nic.mark_unbound(pdev.as_ref());
         // Quiesce the hardware while its interrupt handlers are still registered: the reset
         // stops every context, after which their PASIDs can be unbound.
-        if this.nic.reset_device().is_err() {
+        let reset = this.nic.reset_device().is_ok();
+        if !reset {
             dev_warn!(this.pdev, "device did not reset at unbind\n");
         }
         this.nic.revoke_contexts();
+        // The reset emptied the device's tables: what it refused to destroy goes now.
+        if let (true, Ok(verbs)) = (reset, this.nic.verbs()) {
+            verbs.quarantined.lock().clear();
+        }
         dev_info!(this.pdev, "pfnic{} unbound\n", this.index.get());
     }
 }

@@ -122,6 +122,8 @@ pub(crate) struct Counters {
     pub(crate) contexts_stopped_by_exit: Atomic<u64>,
     pub(crate) contexts_stuck: Atomic<u64>,
     pub(crate) context_failures: Atomic<u64>,
+    /// Verbs objects the device did not let go of (`verbs::Verbs::quarantine`).
+    pub(crate) objects_quarantined: Atomic<u64>,
 }
 
 impl Nic {
@@ -170,6 +172,7 @@ impl Nic {
                 contexts_stopped_by_exit: Atomic::new(0),
                 contexts_stuck: Atomic::new(0),
                 context_failures: Atomic::new(0),
+                objects_quarantined: Atomic::new(0),
             },
             verbs,
             eth,

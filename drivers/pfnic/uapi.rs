@@ -18,7 +18,7 @@
 use zerocopy_derive::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// Version of this interface, reported by [`PFNIC_IOCTL_QUERY_DEVICE`]. Bumped for every change.
-pub const PFNIC_UAPI_VERSION: u32 = 19;
+pub const PFNIC_UAPI_VERSION: u32 = 20;
 
 /// The ioctl "type" byte of every pfnic ioctl.
 pub const PFNIC_IOCTL_MAGIC: u32 = 0xf5;
@@ -196,8 +196,10 @@ pub struct DeviceStats {
     /// Contexts that did not stop when their file was closed: their PASID stays bound and
     /// their slot taken (counted in `contexts_active`) until the device is reset (unbind).
     pub contexts_stuck: u64,
-    /// Reserved, zero.
-    pub reserved: u64,
+    /// Verbs objects (QPs, SRQs, CQs, MRs) whose destruction the device refused: their memory
+    /// and numbers stay out of use until the device is reset (unbind), and the destroy
+    /// succeeded for their owner (uAPI 20).
+    pub objects_quarantined: u64,
     /// Page request groups sent: entry `i` counts those of [2^i, 2^(i+1)) pages (entry 7
     /// includes bigger ones; uAPI 13).
     pub group_pages_log2: [u32; 8],

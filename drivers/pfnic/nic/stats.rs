@@ -73,6 +73,7 @@ impl Nic {
         };
         writeln!(f, "contexts_active {}", st.contexts_active)?;
         writeln!(f, "contexts_stuck {}", st.contexts_stuck)?;
+        writeln!(f, "objects_quarantined {}", st.objects_quarantined)?;
         writeln!(f, "contexts_created {}", st.contexts_created)?;
         writeln!(
             f,
@@ -129,6 +130,7 @@ impl Nic {
             contexts_created: self.counters.contexts_created.load(Relaxed),
             contexts_stopped_by_exit: self.counters.contexts_stopped_by_exit.load(Relaxed),
             contexts_stuck: self.counters.contexts_stuck.load(Relaxed),
+            objects_quarantined: self.counters.objects_quarantined.load(Relaxed),
             context_failures: self.counters.context_failures.load(Relaxed),
             interrupts: self
                 .vectors

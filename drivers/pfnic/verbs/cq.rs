@@ -10,6 +10,7 @@ use super::{
     cmd,
     eq::{CompletionTarget, Route},
     file::{ring_bytes, Cq, VerbsFile},
+    quarantine::{refused, Quarantined},
 };
 use crate::uapi;
 use kernel::{
@@ -136,9 +137,15 @@ impl VerbsFile {
             return Err(EBUSY);
         }
         let ring = cq.ring;
-        self.nic.command(cmd::CQ_DESTROY, &[arg.num])?;
+        // One the device does not let go of is quarantined (its ring and CQN kept).
+        let refused = refused(&self.nic, &self.nic.command(cmd::CQ_DESTROY, &[arg.num]));
         let cq = o.cqs.remove(&arg.num);
-        o.remove_ring(ring);
+        if refused {
+            let ring = o.rings.remove(&ring).map(Quarantined::ring);
+            verbs.quarantine(&self.nic, "CQ", arg.num, ring);
+        } else {
+            o.remove_ring(ring);
+        }
         drop(verbs.eq.set_route(arg.num, None));
         // The queued events go without the object lock: purging waits for readers, which may
         // fault on `mmap_lock`, which `mmap()` holds while it takes the object lock. The CQN
@@ -148,7 +155,9 @@ impl VerbsFile {
             channel.purge_cq(arg.num);
         }
         arg.events_reported = self.forget_events(ObjectKind::Cq, arg.num);
-        verbs.ids.lock().cqns.free(arg.num);
+        if !refused {
+            verbs.ids.lock().cqns.free(arg.num);
+        }
         Ok(())
     }
 }

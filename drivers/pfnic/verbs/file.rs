@@ -22,6 +22,7 @@ use super::{
     events::CompletionEvents,
     odp::OdpMr,
     pinned::PinnedMr,
+    quarantine::{refused, Quarantined},
     Limits, MAX_PDS,
 };
 use crate::{nic::Nic, regs, uapi};
@@ -494,40 +495,48 @@ impl VerbsFile {
             Ok(v) => v,
             Err(_) => return,
         };
-        loop {
-            let Some(qpn) = o.qps.keys().next().copied() else {
-                break;
-            };
+        // What the device does not let go of is quarantined ([`super::quarantine`]): its
+        // ring memory and number stay out of use.
+        while let Some((qpn, ring)) = o.qps.iter().next().map(|(n, q)| (*n, q.ring)) {
             o.qps.remove(&qpn);
-            let _ = self.nic.command(cmd::QP_DESTROY, &[qpn]);
             drop(verbs.eq.set_qp_owner(qpn, None));
-            verbs.ids.lock().qpns.free(qpn);
+            if !refused(&self.nic, &self.nic.command(cmd::QP_DESTROY, &[qpn])) {
+                verbs.ids.lock().qpns.free(qpn);
+            } else {
+                let ring = o.rings.remove(&ring).map(Quarantined::ring);
+                verbs.quarantine(&self.nic, "QP", qpn, ring);
+            }
         }
-        loop {
-            let Some(srqn) = o.srqs.keys().next().copied() else {
-                break;
-            };
+        while let Some((srqn, ring)) = o.srqs.iter().next().map(|(n, s)| (*n, s.ring)) {
             o.srqs.remove(&srqn);
-            let _ = self.nic.command(cmd::SRQ_DESTROY, &[srqn]);
             drop(verbs.eq.set_srq_owner(srqn, None));
-            verbs.ids.lock().srqns.free(srqn);
+            if !refused(&self.nic, &self.nic.command(cmd::SRQ_DESTROY, &[srqn])) {
+                verbs.ids.lock().srqns.free(srqn);
+            } else {
+                let ring = o.rings.remove(&ring).map(Quarantined::ring);
+                verbs.quarantine(&self.nic, "SRQ", srqn, ring);
+            }
         }
-        loop {
-            let Some(cqn) = o.cqs.keys().next().copied() else {
-                break;
-            };
+        while let Some((cqn, ring)) = o.cqs.iter().next().map(|(n, c)| (*n, c.ring)) {
             o.cqs.remove(&cqn);
-            let _ = self.nic.command(cmd::CQ_DESTROY, &[cqn]);
             drop(verbs.eq.set_route(cqn, None));
-            verbs.ids.lock().cqns.free(cqn);
+            if !refused(&self.nic, &self.nic.command(cmd::CQ_DESTROY, &[cqn])) {
+                verbs.ids.lock().cqns.free(cqn);
+            } else {
+                let ring = o.rings.remove(&ring).map(Quarantined::ring);
+                verbs.quarantine(&self.nic, "CQ", cqn, ring);
+            }
         }
         loop {
             let Some(handle) = o.mrs.keys().next().copied() else {
                 break;
             };
             if let Some(mr) = o.mrs.remove(&handle) {
-                let _ = mr.clear(&self.nic);
-                verbs.ids.lock().mrs.free(mr.index);
+                if !refused(&self.nic, &mr.clear(&self.nic)) {
+                    verbs.ids.lock().mrs.free(mr.index);
+                } else {
+                    verbs.quarantine(&self.nic, "MR", mr.index, Some(Quarantined::mr(mr)));
+                }
             }
         }
         // No MR names device memory any more, and no mapping of the file is left (they hold

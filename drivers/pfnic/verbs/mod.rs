@@ -12,6 +12,7 @@
 //! - [`file`]: the objects of one open file (PDs, MRs, CQs, SRQs, QPs) and their ioctls, with
 //!   [`mr`], [`cq`], [`srq`] and [`qp`] for each kind of object;
 //! - [`port`]: port 1, its addresses and GIDs (docs/wire.md);
+//! - [`quarantine`]: objects the device refused to destroy, kept until it is reset;
 //! - [`table`]: translation tables the driver fills; [`pinned`] and [`odp`]: the MRs that use
 //!   them in the `pinned` and `odp` memory modes.
 
@@ -29,6 +30,7 @@ pub(crate) mod odp;
 pub(crate) mod pinned;
 pub(crate) mod port;
 pub(crate) mod qp;
+pub(crate) mod quarantine;
 pub(crate) mod srq;
 pub(crate) mod table;
 
@@ -158,6 +160,10 @@ pub(crate) struct Verbs {
     pub(crate) odp_stats: odp::OdpStats,
     /// Device memory, on a device that has it.
     pub(crate) dm: Option<dm::DeviceMemory>,
+    /// Objects the device refused to destroy ([`quarantine`]); freed with the device's verbs,
+    /// after its reset at unbind.
+    #[pin]
+    pub(crate) quarantined: Mutex<KVec<quarantine::Quarantined>>,
 }
 
 /// Bytes of the backup buffer: 256 slots of one packet (4 KiB) each.
@@ -200,6 +206,7 @@ impl Verbs {
             odp_mrs <- XArray::new(AllocKind::Alloc),
             odp_stats: odp::OdpStats::new(),
             dm,
+            quarantined <- new_mutex!(KVec::new()),
         }? Error))
     }
 

@@ -13,7 +13,14 @@
 //! it comes through the RDMA core (as every RDMA device pins them), and filled at registration
 //! like an ODP MR when it comes through `/dev/pfnicN`.
 
-use super::{cmd, file::Mr, file::VerbsFile, odp, pinned::PinnedMr};
+use super::{
+    cmd,
+    file::Mr,
+    file::VerbsFile,
+    odp,
+    pinned::PinnedMr,
+    quarantine::{refused, Quarantined},
+};
 use crate::{
     nic::Nic,
     ring::{self, Desc},
@@ -256,18 +263,23 @@ impl VerbsFile {
         }
         let mut o = self.objects.lock();
         let mr = o.mrs.get(&arg.mr).ok_or(EINVAL)?;
-        mr.clear(&self.nic)?;
+        // One the device does not let go of is quarantined, with its pages and key index.
+        let refused = refused(&self.nic, &mr.clear(&self.nic));
         let index = mr.index;
         let pd = mr.pd;
         let dm = mr.dm;
-        let mr = o.mrs.remove(&arg.mr);
+        let mut mr = o.mrs.remove(&arg.mr);
         if let Some(pd) = o.pds.get_mut(&pd) {
             pd.mrs -= 1;
         }
         if let Some(dm) = dm.and_then(|h| o.dms.get_mut(&h)) {
             dm.mrs -= 1;
         }
-        verbs.ids.lock().mrs.free(index);
+        if refused {
+            verbs.quarantine(&self.nic, "MR", index, mr.take().map(Quarantined::mr));
+        } else {
+            verbs.ids.lock().mrs.free(index);
+        }
         drop(o);
         // Unpinned (if pinned) outside the lock: the device no longer uses the pages.
         drop(mr);

@@ -12,6 +12,7 @@ use super::{
     eq::OwnerRoute,
     file::{ring_bytes, Qp, VerbsFile},
     port::PORT_MAX_MTU,
+    quarantine::{refused, Quarantined},
     MAX_QP_RD_ATOM,
 };
 use crate::uapi::*;
@@ -522,11 +523,17 @@ impl VerbsFile {
         }
         let mut o = self.objects.lock();
         o.qps.get(&arg.num).ok_or(EINVAL)?;
-        self.nic.command(cmd::QP_DESTROY, &[arg.num])?;
+        // One the device does not let go of is quarantined (its ring and QPN kept).
+        let refused = refused(&self.nic, &self.nic.command(cmd::QP_DESTROY, &[arg.num]));
         let Some(qp) = o.qps.remove(&arg.num) else {
             return Err(EINVAL);
         };
-        o.remove_ring(qp.ring);
+        if refused {
+            let ring = o.rings.remove(&qp.ring).map(Quarantined::ring);
+            verbs.quarantine(&self.nic, "QP", arg.num, ring);
+        } else {
+            o.remove_ring(qp.ring);
+        }
         if let Some(pd) = o.pds.get_mut(&qp.pd) {
             pd.qps -= 1;
         }
@@ -542,7 +549,9 @@ impl VerbsFile {
         // Without the object lock, the QPN still taken: see `destroy_cq`.
         drop(o);
         arg.events_reported = self.forget_events(ObjectKind::Qp, arg.num);
-        verbs.ids.lock().qpns.free(arg.num);
+        if !refused {
+            verbs.ids.lock().qpns.free(arg.num);
+        }
         Ok(())
     }
 }

@@ -10,6 +10,7 @@ use super::{
     cmd,
     eq::OwnerRoute,
     file::{ring_bytes, Srq, VerbsFile},
+    quarantine::{refused, Quarantined},
 };
 use crate::uapi;
 use kernel::{
@@ -181,11 +182,17 @@ impl VerbsFile {
         if srq.qps != 0 {
             return Err(EBUSY);
         }
-        self.nic.command(cmd::SRQ_DESTROY, &[arg.num])?;
+        // One the device does not let go of is quarantined (its ring and SRQN kept).
+        let refused = refused(&self.nic, &self.nic.command(cmd::SRQ_DESTROY, &[arg.num]));
         let Some(srq) = o.srqs.remove(&arg.num) else {
             return Err(EINVAL);
         };
-        o.remove_ring(srq.ring);
+        if refused {
+            let ring = o.rings.remove(&srq.ring).map(Quarantined::ring);
+            verbs.quarantine(&self.nic, "SRQ", arg.num, ring);
+        } else {
+            o.remove_ring(srq.ring);
+        }
         if let Some(pd) = o.pds.get_mut(&srq.pd) {
             pd.srqs -= 1;
         }
@@ -193,7 +200,9 @@ impl VerbsFile {
         // Without the object lock, the SRQN still taken: see `destroy_cq`.
         drop(o);
         arg.events_reported = self.forget_events(ObjectKind::Srq, arg.num);
-        verbs.ids.lock().srqns.free(arg.num);
+        if !refused {
+            verbs.ids.lock().srqns.free(arg.num);
+        }
         Ok(())
     }
 }

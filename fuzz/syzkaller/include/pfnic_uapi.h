@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR MIT */
 /*
- * The pfnic uAPI (drivers/pfnic/uapi.rs, uAPI version 19) as a C header, written
+ * The pfnic uAPI (drivers/pfnic/uapi.rs, uAPI version 20) as a C header, written
  * by hand from uapi.rs for syz-extract only: the kernel tree has no C header for
  * pfnic, and uapi.rs stays the one definition. syz-extract compiles this file to
  * generate ../sys/linux/dev_pfnic.txt.const; the _Static_asserts below hold the
@@ -13,7 +13,7 @@
 #include <linux/types.h>
 #include <linux/ioctl.h>
 
-#define PFNIC_UAPI_VERSION 19
+#define PFNIC_UAPI_VERSION 20
 #define PFNIC_IOCTL_MAGIC 0xf5
 
 #define PFNIC_CAP_ATS (1ULL << 0)
@@ -61,7 +61,7 @@ struct pfnic_device_stats {
 	struct pfnic_translation_stats translation;
 	__u32 fault_latency_us_log2[16];
 	__u32 reserved0;
-	__u64 contexts_stuck, reserved;
+	__u64 contexts_stuck, objects_quarantined;
 	__u32 group_pages_log2[8];
 };
 
@@ -343,7 +343,7 @@ struct pfnic_reg_dm_mr {
 #define PFNIC_IOCTL_FREE_DM _IOW(PFNIC_IOCTL_MAGIC, 0x1c, struct pfnic_dm_handle)
 #define PFNIC_IOCTL_REG_DM_MR _IOWR(PFNIC_IOCTL_MAGIC, 0x1d, struct pfnic_reg_dm_mr)
 
-/* The sizes of drivers/pfnic/uapi.rs (core::mem::size_of), uAPI 19. */
+/* The sizes of drivers/pfnic/uapi.rs (core::mem::size_of), uAPI 20. */
 _Static_assert(sizeof(struct pfnic_query_device) == 88, "QueryDevice");
 _Static_assert(sizeof(struct pfnic_selftest) == 32, "Selftest");
 _Static_assert(sizeof(struct pfnic_query_context) == 80, "QueryContext");
