@@ -285,6 +285,8 @@ inject_guests() {
 	guest_suite guest-pri-failure ",x-inject-pri-failure=3" test_inject pfnic_inject=pri-failure
 	log "booting a guest whose pfnic leaves every 2nd stopped context active"
 	guest_suite guest-ctx-stuck ",x-inject-ctx-stuck=2" test_inject pfnic_inject=ctx-stuck
+	log "booting a guest whose pfnic refuses every 2nd destroy of a QP, SRQ or CQ and clear of an MR"
+	guest_suite guest-destroy-busy ",x-inject-destroy-busy=2" test_inject pfnic_inject=destroy-busy
 }
 
 pri_small_guest() {

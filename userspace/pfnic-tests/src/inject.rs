@@ -23,6 +23,10 @@ pub const TESTS: &[&Test] = &[
         name: "test_inject_ctx_stuck",
         run: test_inject_ctx_stuck,
     },
+    &Test {
+        name: "test_inject_destroy_busy",
+        run: test_inject_destroy_busy,
+    },
 ];
 
 /// Skips unless this guest's device injects `what`.
@@ -178,4 +182,83 @@ fn test_inject_ctx_stuck() -> TestResult {
     let n = sva_nic()?;
     check_eq!(n.dev.query_stats()?.contexts_active, 1);
     Ok(())
+}
+
+/// The numbers of the objects of `kind` the kernel log says were quarantined since line `from`.
+fn quarantined_in_log(from: usize, kind: &str) -> Result<Vec<u32>, Failure> {
+    let pat = format!("did not destroy {kind} ");
+    Ok(crate::common::dmesg()?
+        .lines()
+        .skip(from)
+        .filter_map(|l| l.split_once(&pat))
+        .filter_map(|(_, rest)| rest.split(':').next()?.trim().parse().ok())
+        .collect())
+}
+
+/// Every second QP, SRQ or CQ destroy and MR clear is refused by the device, which keeps the
+/// object: the driver quarantines it (its memory and number stay out of use until the device
+/// is reset), counts and reports it, and the owner's destroy succeeds; new objects never get
+/// a quarantined number, the device goes on working, through pfnic's interface and through the
+/// RDMA core (Debian's `ibv_rc_pingpong` on Debian's library, whose close sees refusals too:
+/// the core would warn if a destroy failed there), and an unbind frees them.
+fn test_inject_destroy_busy() -> TestResult {
+    requires_injection("destroy-busy")?;
+    let n = sva_nic()?;
+    let before = n.dev.query_stats()?.objects_quarantined;
+    let log_before = crate::common::dmesg()?.lines().count();
+    let ctx = verbs_ctx()?;
+    for _ in 0..4 {
+        drop(Side::from_opts(&ctx, &PairOpts::default())?);
+    }
+    let quarantined = n.dev.query_stats()?.objects_quarantined - before;
+    let qps = quarantined_in_log(log_before, "QP")?;
+    let said: usize = ["QP", "CQ", "SRQ", "MR"]
+        .iter()
+        .map(|k| quarantined_in_log(log_before, k).map(|v| v.len()))
+        .sum::<Result<usize, Failure>>()?;
+    outln!("# {quarantined} objects quarantined, QPs {qps:?}");
+    check!(
+        quarantined >= 4,
+        "{quarantined} objects quarantined, want 4 or more"
+    );
+    check_eq!(said as u64, quarantined);
+    // A quarantined QPN stays taken.
+    let sides = (0..8)
+        .map(|_| Side::from_opts(&ctx, &PairOpts::default()))
+        .collect::<Result<Vec<_>, _>>()?;
+    for s in &sides {
+        check!(
+            !qps.contains(&s.qp.qp_num()),
+            "QP {} was handed out again while quarantined",
+            s.qp.qp_num()
+        );
+    }
+    drop(sides);
+    drop(ctx);
+    let p = Pair::odp(ODP_WRITE, 4 * PAGE)?;
+    p.write_ok(1, 4 * PAGE, "a pair beside the quarantined objects")?;
+    drop(p);
+    // Through the RDMA core too.
+    let tool = "/usr/bin/ibv_rc_pingpong";
+    if std::path::Path::new(tool).exists() {
+        let mid = n.dev.query_stats()?.objects_quarantined;
+        let script = format!(
+            "export LD_LIBRARY_PATH={lib}; {tool} -n 20 -p 18777 >/dev/null 2>&1 & sleep 1; \
+             {tool} -n 20 -p 18777 127.0.0.1 && wait $!",
+            lib = crate::debian_tools::DEBIAN_LIBIBVERBS
+        );
+        let (ok, out) = crate::common::sh("sh", &["-c", &script])?;
+        check!(ok, "Debian's ibv_rc_pingpong on Debian's library: {out}");
+        check!(
+            n.dev.query_stats()?.objects_quarantined > mid,
+            "the ping-pong's objects were all destroyed: no refusal through the core"
+        );
+    }
+    // The reset at unbind frees them: after a rebind, the device works.
+    let bdf = n.bdf.clone();
+    drop(n);
+    crate::common::unbind(&bdf)?;
+    crate::common::bind(&bdf)?;
+    let p = Pair::odp(ODP_WRITE, 4 * PAGE)?;
+    p.write_ok(2, 4 * PAGE, "a pair after the rebind")
 }
