@@ -56,6 +56,9 @@ pub(super) struct Slot {
     /// Ring slots whose poster still waits to read the descriptor back: the slot is not reused
     /// until it is released, even once done.
     pub(super) claimed: [bool; ring::RING_SIZE as usize],
+    /// The device keeps objects of this context it refused to destroy (`verbs::quarantine`):
+    /// the slot, with its PASID, stays taken after the context stops, until a reset.
+    pub(super) kept: bool,
 }
 
 /// Disables hardware context `index`; returns whether the device reports it stopped.
@@ -141,6 +144,7 @@ impl Nic {
             tail: 0,
             head: 0,
             claimed: [false; ring::RING_SIZE as usize],
+            kept: false,
         });
         Ok(index_u32)
     }
@@ -160,6 +164,15 @@ impl Nic {
         if table.slots.get(index as usize).is_some_and(Option::is_some) {
             // Nothing to do if the device is gone: its reset stopped every context.
             let _ = self.with_bar(|bar| disable_context(bar, index));
+        }
+    }
+
+    /// Keeps context `index` out of use once it stops, until the device is reset: the device
+    /// holds objects of it that it refused to destroy, which name the context (and so its
+    /// PASID and doorbell page) and which a later owner of the slot must not reach.
+    pub(crate) fn keep_context(&self, index: u32) {
+        if let Some(slot) = self.contexts.lock().slot_mut(index) {
+            slot.kept = true;
         }
     }
 
@@ -200,6 +213,17 @@ impl Nic {
                 self.info.index,
                 index,
                 CONTEXT_STOP_TIMEOUT.as_millis()
+            );
+            *entry = Some(slot);
+            return;
+        }
+        if slot.kept {
+            dev_warn!(
+                self.dev,
+                "pfnic{}: context {} stays out of use until the device is reset: the device \
+                 keeps objects of it\n",
+                self.info.index,
+                index
             );
             *entry = Some(slot);
             return;

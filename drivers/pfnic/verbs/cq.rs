@@ -142,7 +142,7 @@ impl VerbsFile {
         let cq = o.cqs.remove(&arg.num);
         if refused {
             let ring = o.rings.remove(&ring).map(Quarantined::ring);
-            verbs.quarantine(&self.nic, "CQ", arg.num, ring);
+            verbs.quarantine(&self.nic, &mut o, "CQ", arg.num, ring);
         } else {
             o.remove_ring(ring);
         }

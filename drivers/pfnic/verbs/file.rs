@@ -124,6 +124,9 @@ pub(crate) struct Qp {
 
 /// Everything one file created.
 pub(crate) struct Objects {
+    /// The device refused to destroy an object of the file ([`super::quarantine`]): its
+    /// context stays out of use after it stops.
+    pub(crate) device_keeps_objects: bool,
     /// Next PD or MR handle to try.
     next_handle: u32,
     /// Next `mmap()` token (in pages; 0 is the doorbell page).
@@ -289,6 +292,7 @@ impl VerbsFile {
             Err(_) => None,
         };
         let objects = Objects {
+            device_keeps_objects: false,
             next_handle: 1,
             next_token: 1,
             pds: RBTree::new(),
@@ -504,7 +508,7 @@ impl VerbsFile {
                 verbs.ids.lock().qpns.free(qpn);
             } else {
                 let ring = o.rings.remove(&ring).map(Quarantined::ring);
-                verbs.quarantine(&self.nic, "QP", qpn, ring);
+                verbs.quarantine(&self.nic, &mut o, "QP", qpn, ring);
             }
         }
         while let Some((srqn, ring)) = o.srqs.iter().next().map(|(n, s)| (*n, s.ring)) {
@@ -514,7 +518,7 @@ impl VerbsFile {
                 verbs.ids.lock().srqns.free(srqn);
             } else {
                 let ring = o.rings.remove(&ring).map(Quarantined::ring);
-                verbs.quarantine(&self.nic, "SRQ", srqn, ring);
+                verbs.quarantine(&self.nic, &mut o, "SRQ", srqn, ring);
             }
         }
         while let Some((cqn, ring)) = o.cqs.iter().next().map(|(n, c)| (*n, c.ring)) {
@@ -524,7 +528,7 @@ impl VerbsFile {
                 verbs.ids.lock().cqns.free(cqn);
             } else {
                 let ring = o.rings.remove(&ring).map(Quarantined::ring);
-                verbs.quarantine(&self.nic, "CQ", cqn, ring);
+                verbs.quarantine(&self.nic, &mut o, "CQ", cqn, ring);
             }
         }
         loop {
@@ -535,7 +539,7 @@ impl VerbsFile {
                 if !refused(&self.nic, &mr.clear(&self.nic)) {
                     verbs.ids.lock().mrs.free(mr.index);
                 } else {
-                    verbs.quarantine(&self.nic, "MR", mr.index, Some(Quarantined::mr(mr)));
+                    verbs.quarantine(&self.nic, &mut o, "MR", mr.index, Some(Quarantined::mr(mr)));
                 }
             }
         }
@@ -565,6 +569,11 @@ impl Drop for VerbsFile {
             drop(v.eq.set_port_listener(self.ctx, None));
         }
         self.destroy_all();
+        // The objects the device keeps name this context: the next owner of its slot must not
+        // reach them (the context stops right after this, as the file's owner drops it).
+        if self.objects.lock().device_keeps_objects {
+            self.nic.keep_context(self.ctx);
+        }
         // Nothing will come any more: a reader of a duplicated event file gets `EIO`.
         if let Some(events) = &self.async_events {
             events.close();

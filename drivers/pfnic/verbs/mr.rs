@@ -276,7 +276,13 @@ impl VerbsFile {
             dm.mrs -= 1;
         }
         if refused {
-            verbs.quarantine(&self.nic, "MR", index, mr.take().map(Quarantined::mr));
+            verbs.quarantine(
+                &self.nic,
+                &mut o,
+                "MR",
+                index,
+                mr.take().map(Quarantined::mr),
+            );
         } else {
             verbs.ids.lock().mrs.free(index);
         }

@@ -530,7 +530,7 @@ impl VerbsFile {
         };
         if refused {
             let ring = o.rings.remove(&qp.ring).map(Quarantined::ring);
-            verbs.quarantine(&self.nic, "QP", arg.num, ring);
+            verbs.quarantine(&self.nic, &mut o, "QP", arg.num, ring);
         } else {
             o.remove_ring(qp.ring);
         }

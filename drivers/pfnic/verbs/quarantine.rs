@@ -36,10 +36,19 @@ pub(crate) fn refused<T>(nic: &Nic, r: &Result<T>) -> bool {
 }
 
 impl Verbs {
-    /// Keeps `what`, of `kind` `num` (whose number the caller leaves allocated), until the
-    /// device is reset; counts it (`objects_quarantined`) and says so.
-    pub(crate) fn quarantine(&self, nic: &Nic, kind: &str, num: u32, what: Option<Quarantined>) {
+    /// Keeps `what`, of `kind` `num` of the file whose objects are `o` (the caller leaves the
+    /// number allocated), until the device is reset, and marks the file's context to be kept
+    /// too once it stops (`VerbsFile`'s drop); counts it (`objects_quarantined`) and says so.
+    pub(crate) fn quarantine(
+        &self,
+        nic: &Nic,
+        o: &mut file::Objects,
+        kind: &str,
+        num: u32,
+        what: Option<Quarantined>,
+    ) {
         nic.counters.objects_quarantined.add(1, Relaxed);
+        o.device_keeps_objects = true;
         dev_warn!(
             nic.device(),
             "pfnic{}: the device did not destroy {} {}: it stays out of use until the device \

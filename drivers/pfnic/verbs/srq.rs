@@ -189,7 +189,7 @@ impl VerbsFile {
         };
         if refused {
             let ring = o.rings.remove(&srq.ring).map(Quarantined::ring);
-            verbs.quarantine(&self.nic, "SRQ", arg.num, ring);
+            verbs.quarantine(&self.nic, &mut o, "SRQ", arg.num, ring);
         } else {
             o.remove_ring(srq.ring);
         }

@@ -196,21 +196,33 @@ fn quarantined_in_log(from: usize, kind: &str) -> Result<Vec<u32>, Failure> {
 }
 
 /// Every second QP, SRQ or CQ destroy and MR clear is refused by the device, which keeps the
-/// object: the driver quarantines it (its memory and number stay out of use until the device
-/// is reset), counts and reports it, and the owner's destroy succeeds; new objects never get
+/// object: the driver quarantines it (its memory, its number and its context's slot stay out
+/// of use until the device is reset), counts and reports it, and the owner's destroy
+/// succeeds; new objects never get
 /// a quarantined number, the device goes on working, through pfnic's interface and through the
 /// RDMA core (Debian's `ibv_rc_pingpong` on Debian's library, whose close sees refusals too:
 /// the core would warn if a destroy failed there), and an unbind frees them.
 fn test_inject_destroy_busy() -> TestResult {
     requires_injection("destroy-busy")?;
     let n = sva_nic()?;
-    let before = n.dev.query_stats()?.objects_quarantined;
+    let stats = n.dev.query_stats()?;
+    let (before, active) = (stats.objects_quarantined, stats.contexts_active);
     let log_before = crate::common::dmesg()?.lines().count();
     let ctx = verbs_ctx()?;
     for _ in 0..4 {
         drop(Side::from_opts(&ctx, &PairOpts::default())?);
     }
-    let quarantined = n.dev.query_stats()?.objects_quarantined - before;
+    // The context the objects name stays taken after its file closes.
+    drop(ctx);
+    let stats = n.dev.query_stats()?;
+    check_eq!(stats.contexts_active, active + 1);
+    let kept = crate::common::dmesg()?
+        .lines()
+        .skip(log_before)
+        .filter(|l| l.contains("stays out of use until the device is reset: the device keeps"))
+        .count();
+    check_eq!(kept, 1);
+    let quarantined = stats.objects_quarantined - before;
     let qps = quarantined_in_log(log_before, "QP")?;
     let said: usize = ["QP", "CQ", "SRQ", "MR"]
         .iter()
@@ -223,6 +235,7 @@ fn test_inject_destroy_busy() -> TestResult {
     );
     check_eq!(said as u64, quarantined);
     // A quarantined QPN stays taken.
+    let ctx = verbs_ctx()?;
     let sides = (0..8)
         .map(|_| Side::from_opts(&ctx, &PairOpts::default()))
         .collect::<Result<Vec<_>, _>>()?;
@@ -254,11 +267,14 @@ fn test_inject_destroy_busy() -> TestResult {
             "the ping-pong's objects were all destroyed: no refusal through the core"
         );
     }
-    // The reset at unbind frees them: after a rebind, the device works.
+    // The reset at unbind frees them and their contexts: after a rebind, only this test's
+    // own is in use, and the device works.
     let bdf = n.bdf.clone();
     drop(n);
     crate::common::unbind(&bdf)?;
     crate::common::bind(&bdf)?;
+    let n = sva_nic()?;
+    check_eq!(n.dev.query_stats()?.contexts_active, 1);
     let p = Pair::odp(ODP_WRITE, 4 * PAGE)?;
     p.write_ok(2, 4 * PAGE, "a pair after the rebind")
 }
