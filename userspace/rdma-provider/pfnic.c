@@ -6,14 +6,17 @@
  *
  * It opens a context through the core (GET_CONTEXT, checking the driver's
  * ABI), answers the device and port queries with the core's commands, and
- * creates PDs, MRs, CQs and RC QPs through the core. The data path is
- * Rust's (userspace/pfnic-provider, on pfnic-verbs): it maps the context's
- * doorbell page and each CQ's ring and QP's queues from the uverbs file,
- * and posts and polls there without a system call.
+ * creates PDs, MRs, CQs, SRQs, RC QPs and device memory through the core.
+ * The data path is Rust's (userspace/pfnic-provider, on pfnic-verbs): it
+ * maps the context's doorbell page, each CQ's ring and QP's queues and
+ * device memory from the uverbs file, and posts and polls there without a
+ * system call.
  *
  * It uses only provider calls whose signature is the same in rdma-core 44
  * (Debian bookworm's libibverbs) and 56.1 (the source it is built in), both
- * private ABI 34: it is built against 56.1's headers and loaded by 44.
+ * private ABI 34: it is built against 56.1's headers and loaded by 44. The
+ * one layout that differs, struct verbs_qp's, is handled in pfnic.h
+ * (pfnic_vqp_set_ex).
  */
 #include <stddef.h>
 #include <stdio.h>
