@@ -357,6 +357,12 @@ register! {
         31:0 count;
     }
 
+    /// Port counter 22 (ABI 1.16): frames for the Ethernet receive ring the device dropped,
+    /// having no buffer posted for them (or one too short). 32 bits, wrapping.
+    pub(crate) PORT_ETH_RX_DROPPED(u32) @ 0x318 {
+        31:0 count;
+    }
+
     /// The Ethernet queues' control (docs/wire.md, "Ethernet queues"; ABI 1.16).
     pub(crate) ETH_CTRL(u32) @ 0x380 {
         /// The queues run.
