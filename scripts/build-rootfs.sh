@@ -36,7 +36,7 @@ list=$ROOTFS_BUILD/initramfs.list
 	echo "file /usr/bin/pfnic-pair-test $PFNIC_ROOT/rootfs/pair-test 0755 0 0"
 	echo "file /lib/modules/pfnic.ko $module 0644 0 0"
 	for b in pfnic-test pfnic-info pfnic-rc-pingpong pfnic-verbs-api-test pfnic-perf \
-		pfnic-rc-pingpong-rdma-core pfnic-verbs-api-test-rdma-core; do
+		pfnic-rc-pingpong-rdma-core pfnic-verbs-api-test-rdma-core pfnic-cold-bench; do
 		[[ -x $bins/$b ]] || die "no $bins/$b; run scripts/build-userspace.sh"
 		echo "file /usr/bin/$b $bins/$b 0755 0 0"
 	done

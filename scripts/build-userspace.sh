@@ -84,7 +84,8 @@ fi
 # The same C examples built as rdma-core's users build them: against rdma-core's headers,
 # linked with rdma-core's libibverbs.so.1 (so their symbol versions are rdma-core's), with
 # rdma-core's inline verbs. In the guest they load pfnic's libibverbs.so.1 instead.
-for ex in rc_pingpong:pfnic-rc-pingpong-rdma-core verbs_api:pfnic-verbs-api-test-rdma-core; do
+for ex in rc_pingpong:pfnic-rc-pingpong-rdma-core verbs_api:pfnic-verbs-api-test-rdma-core \
+	cold_bench:pfnic-cold-bench; do
 	src=$PFNIC_ROOT/userspace/examples/${ex%%:*}.c bin=$out/${ex##*:}
 	stamp_fresh "$bin" "$src" "$rdma_core/.unpacked" && continue
 	log "building $(basename "$bin") (cc, rdma-core's headers and libibverbs.so.1)"
