@@ -188,7 +188,7 @@ impl Drop for UpNetdevs {
 }
 
 /// A packet socket bound to one interface, for frames of [`ETH_P_TEST`].
-struct PacketSocket(std::os::fd::OwnedFd);
+struct PacketSocket(std::os::fd::OwnedFd, String);
 
 impl PacketSocket {
     fn new(dev: &Netdev) -> Result<Self, Failure> {
@@ -198,8 +198,11 @@ impl PacketSocket {
         if fd < 0 {
             return Err(fail("socket(AF_PACKET)", io::Error::last_os_error()));
         }
-        // SAFETY: `fd` is a new descriptor that nothing else owns.
-        let sock = Self(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) });
+        let sock = Self(
+            // SAFETY: `fd` is a new descriptor that nothing else owns.
+            unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) },
+            dev.name.clone(),
+        );
         // Room for a whole burst before the test reads it (the default, about 200 KiB, holds
         // some 60 full frames: the socket would drop the rest, not the device).
         let rcvbuf: i32 = 8 << 20;
@@ -233,6 +236,25 @@ impl PacketSocket {
             return Err(fail("bind(AF_PACKET)", io::Error::last_os_error()));
         }
         Ok(sock)
+    }
+
+    /// The interface's receive counters and flags, for a failure's message: where a frame
+    /// that did not arrive was counted, and whether the interface was promiscuous.
+    fn interface_state(&self) -> String {
+        let read = |f: &str| {
+            std::fs::read_to_string(format!("/sys/class/net/{}/{f}", self.1))
+                .map(|v| v.trim().to_string())
+                .unwrap_or_else(|e| e.to_string())
+        };
+        format!(
+            "{}: rx_packets {}, rx_missed_errors {}, rx_dropped {}, rx_errors {}, flags {}",
+            self.1,
+            read("statistics/rx_packets"),
+            read("statistics/rx_missed_errors"),
+            read("statistics/rx_dropped"),
+            read("statistics/rx_errors"),
+            read("flags")
+        )
     }
 
     fn fd(&self) -> i32 {
@@ -340,17 +362,20 @@ fn expect_frames(
     for (i, f) in frames.iter().enumerate() {
         let Some(got) = rx.recv(FRAME_WAIT)? else {
             fail!(
-                "{what}: frame {i} of {} ({} bytes) never arrived",
+                "{what}: frame {i} of {} ({} bytes) never arrived ({})",
                 frames.len(),
-                f.len()
+                f.len(),
+                rx.interface_state()
             );
         };
         if got != *f {
             let first = got.iter().zip(f).position(|(a, b)| a != b);
             fail!(
-                "{what}: frame {i} arrived as {} bytes, sent {} (first difference at {first:?})",
+                "{what}: frame {i} arrived as {} bytes, sent {} (first difference at {first:?}; \
+                 {})",
                 got.len(),
-                f.len()
+                f.len(),
+                rx.interface_state()
             );
         }
     }
