@@ -10,7 +10,6 @@ use super::{
     cmd,
     eq::{CompletionTarget, Route},
     file::{ring_bytes, Cq, VerbsFile},
-    quarantine::{refused, Quarantined},
 };
 use crate::uapi;
 use kernel::{
@@ -138,14 +137,8 @@ impl VerbsFile {
         }
         let ring = cq.ring;
         // One the device does not let go of is quarantined (its ring and CQN kept).
-        let refused = refused(&self.nic, &self.nic.command(cmd::CQ_DESTROY, &[arg.num]));
         let cq = o.cqs.remove(&arg.num);
-        if refused {
-            let ring = o.rings.remove(&ring).map(Quarantined::ring);
-            verbs.quarantine(&self.nic, &mut o, "CQ", arg.num, ring);
-        } else {
-            o.remove_ring(ring);
-        }
+        let released = verbs.destroy_queue(&self.nic, &mut o, cmd::CQ_DESTROY, "CQ", arg.num, ring);
         drop(verbs.eq.set_route(arg.num, None));
         // The queued events go without the object lock: purging waits for readers, which may
         // fault on `mmap_lock`, which `mmap()` holds while it takes the object lock. The CQN
@@ -155,7 +148,7 @@ impl VerbsFile {
             channel.purge_cq(arg.num);
         }
         arg.events_reported = self.forget_events(ObjectKind::Cq, arg.num);
-        if !refused {
+        if released {
             verbs.ids.lock().cqns.free(arg.num);
         }
         Ok(())

@@ -504,31 +504,22 @@ impl VerbsFile {
         while let Some((qpn, ring)) = o.qps.iter().next().map(|(n, q)| (*n, q.ring)) {
             o.qps.remove(&qpn);
             drop(verbs.eq.set_qp_owner(qpn, None));
-            if !refused(&self.nic, &self.nic.command(cmd::QP_DESTROY, &[qpn])) {
+            if verbs.destroy_queue(&self.nic, &mut o, cmd::QP_DESTROY, "QP", qpn, ring) {
                 verbs.ids.lock().qpns.free(qpn);
-            } else {
-                let ring = o.rings.remove(&ring).map(Quarantined::ring);
-                verbs.quarantine(&self.nic, &mut o, "QP", qpn, ring);
             }
         }
         while let Some((srqn, ring)) = o.srqs.iter().next().map(|(n, s)| (*n, s.ring)) {
             o.srqs.remove(&srqn);
             drop(verbs.eq.set_srq_owner(srqn, None));
-            if !refused(&self.nic, &self.nic.command(cmd::SRQ_DESTROY, &[srqn])) {
+            if verbs.destroy_queue(&self.nic, &mut o, cmd::SRQ_DESTROY, "SRQ", srqn, ring) {
                 verbs.ids.lock().srqns.free(srqn);
-            } else {
-                let ring = o.rings.remove(&ring).map(Quarantined::ring);
-                verbs.quarantine(&self.nic, &mut o, "SRQ", srqn, ring);
             }
         }
         while let Some((cqn, ring)) = o.cqs.iter().next().map(|(n, c)| (*n, c.ring)) {
             o.cqs.remove(&cqn);
             drop(verbs.eq.set_route(cqn, None));
-            if !refused(&self.nic, &self.nic.command(cmd::CQ_DESTROY, &[cqn])) {
+            if verbs.destroy_queue(&self.nic, &mut o, cmd::CQ_DESTROY, "CQ", cqn, ring) {
                 verbs.ids.lock().cqns.free(cqn);
-            } else {
-                let ring = o.rings.remove(&ring).map(Quarantined::ring);
-                verbs.quarantine(&self.nic, &mut o, "CQ", cqn, ring);
             }
         }
         loop {

@@ -12,7 +12,6 @@ use super::{
     eq::OwnerRoute,
     file::{ring_bytes, Qp, VerbsFile},
     port::PORT_MAX_MTU,
-    quarantine::{refused, Quarantined},
     MAX_QP_RD_ATOM,
 };
 use crate::uapi::*;
@@ -524,16 +523,11 @@ impl VerbsFile {
         let mut o = self.objects.lock();
         o.qps.get(&arg.num).ok_or(EINVAL)?;
         // One the device does not let go of is quarantined (its ring and QPN kept).
-        let refused = refused(&self.nic, &self.nic.command(cmd::QP_DESTROY, &[arg.num]));
         let Some(qp) = o.qps.remove(&arg.num) else {
             return Err(EINVAL);
         };
-        if refused {
-            let ring = o.rings.remove(&qp.ring).map(Quarantined::ring);
-            verbs.quarantine(&self.nic, &mut o, "QP", arg.num, ring);
-        } else {
-            o.remove_ring(qp.ring);
-        }
+        let released =
+            verbs.destroy_queue(&self.nic, &mut o, cmd::QP_DESTROY, "QP", arg.num, qp.ring);
         if let Some(pd) = o.pds.get_mut(&qp.pd) {
             pd.qps -= 1;
         }
@@ -549,7 +543,7 @@ impl VerbsFile {
         // Without the object lock, the QPN still taken: see `destroy_cq`.
         drop(o);
         arg.events_reported = self.forget_events(ObjectKind::Qp, arg.num);
-        if !refused {
+        if released {
             verbs.ids.lock().qpns.free(arg.num);
         }
         Ok(())

@@ -36,6 +36,29 @@ pub(crate) fn refused<T>(nic: &Nic, r: &Result<T>) -> bool {
 }
 
 impl Verbs {
+    /// Destroys queue `num` of `kind` (a QP, SRQ or CQ of the file whose objects are `o`) with
+    /// the device's destroy command `op`, and returns whether the device let go of it: then its
+    /// ring (`ring`, its token) is retired, else the ring is quarantined with it and the caller
+    /// leaves the number allocated.
+    pub(crate) fn destroy_queue(
+        &self,
+        nic: &Nic,
+        o: &mut file::Objects,
+        op: u32,
+        kind: &str,
+        num: u32,
+        ring: u64,
+    ) -> bool {
+        if refused(nic, &nic.command(op, &[num])) {
+            let mem = o.rings.remove(&ring).map(Quarantined::ring);
+            self.quarantine(nic, o, kind, num, mem);
+            false
+        } else {
+            o.remove_ring(ring);
+            true
+        }
+    }
+
     /// Keeps `what`, of `kind` `num` of the file whose objects are `o` (the caller leaves the
     /// number allocated), until the device is reset, and marks the file's context to be kept
     /// too once it stops (`VerbsFile`'s drop); counts it (`objects_quarantined`) and says so.

@@ -10,7 +10,6 @@ use super::{
     cmd,
     eq::OwnerRoute,
     file::{ring_bytes, Srq, VerbsFile},
-    quarantine::{refused, Quarantined},
 };
 use crate::uapi;
 use kernel::{
@@ -183,16 +182,17 @@ impl VerbsFile {
             return Err(EBUSY);
         }
         // One the device does not let go of is quarantined (its ring and SRQN kept).
-        let refused = refused(&self.nic, &self.nic.command(cmd::SRQ_DESTROY, &[arg.num]));
         let Some(srq) = o.srqs.remove(&arg.num) else {
             return Err(EINVAL);
         };
-        if refused {
-            let ring = o.rings.remove(&srq.ring).map(Quarantined::ring);
-            verbs.quarantine(&self.nic, &mut o, "SRQ", arg.num, ring);
-        } else {
-            o.remove_ring(srq.ring);
-        }
+        let released = verbs.destroy_queue(
+            &self.nic,
+            &mut o,
+            cmd::SRQ_DESTROY,
+            "SRQ",
+            arg.num,
+            srq.ring,
+        );
         if let Some(pd) = o.pds.get_mut(&srq.pd) {
             pd.srqs -= 1;
         }
@@ -200,7 +200,7 @@ impl VerbsFile {
         // Without the object lock, the SRQN still taken: see `destroy_cq`.
         drop(o);
         arg.events_reported = self.forget_events(ObjectKind::Srq, arg.num);
-        if !refused {
+        if released {
             verbs.ids.lock().srqns.free(arg.num);
         }
         Ok(())
