@@ -3,7 +3,7 @@
 //! device's `x-inject-*` property set and `pfnic_inject=<what>` on the kernel command line;
 //! elsewhere these tests skip.
 
-use crate::common::sva_nic;
+use crate::common::{sva_nic, Nic};
 use crate::ktap::{Failure, Test, TestResult};
 use crate::verbs_common::*;
 use pfnic_cli::outln;
@@ -170,13 +170,20 @@ fn test_inject_ctx_stuck() -> TestResult {
     p.write_ok(1, 4 * PAGE, "a pair beside the stuck contexts")?;
     drop(p);
     // The reset at unbind stops them: after a rebind, none is in use.
+    rebind_with_no_context_left(n)?;
+    Ok(())
+}
+
+/// Closes `n`, unbinds and binds its device again (the reset at unbind frees what the device
+/// kept), and checks that only the reopened NIC's own context is in use then.
+fn rebind_with_no_context_left(n: Nic) -> Result<Nic, Failure> {
     let bdf = n.bdf.clone();
     drop(n);
     crate::common::unbind(&bdf)?;
     crate::common::bind(&bdf)?;
     let n = sva_nic()?;
     check_eq!(n.dev.query_stats()?.contexts_active, 1);
-    Ok(())
+    Ok(n)
 }
 
 /// The kernel log's lines after the first `from` that contain `what`.
@@ -266,12 +273,7 @@ fn test_inject_destroy_busy() -> TestResult {
     }
     // The reset at unbind frees them and their contexts: after a rebind, only this test's
     // own is in use, and the device works.
-    let bdf = n.bdf.clone();
-    drop(n);
-    crate::common::unbind(&bdf)?;
-    crate::common::bind(&bdf)?;
-    let n = sva_nic()?;
-    check_eq!(n.dev.query_stats()?.contexts_active, 1);
+    let _n = rebind_with_no_context_left(n)?;
     let p = Pair::odp(ODP_WRITE, 4 * PAGE)?;
     p.write_ok(2, 4 * PAGE, "a pair after the rebind")
 }
