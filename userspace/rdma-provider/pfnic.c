@@ -548,6 +548,7 @@ static struct ibv_qp *pfnic_create_qp_ex(struct ibv_context *context,
 	core = *attr;
 	core.comp_mask = IBV_QP_INIT_ATTR_PD;
 	core.cap.max_inline_data = 0;
+	cmd.drv.flags = to_pfnic_ctx(context)->qp_flags;
 	errno = ibv_cmd_create_qp_ex(context, &qp->vqp, &core, &cmd.ibv_cmd,
 				     sizeof(cmd), &resp.ibv_resp,
 				     sizeof(resp));
@@ -838,6 +839,11 @@ static struct verbs_context *pfnic_alloc_context(struct ibv_device *ibdev,
 	ctx->info = resp.drv;
 	err = ibv_cmd_query_port(&ctx->ibv_ctx.context, 1, &port, &port_cmd,
 				 sizeof(port_cmd));
+	if (err)
+		goto err;
+	/* A port with a wire is RoCE: its link layer is Ethernet. */
+	err = pfnic_rs_env_recv_fault(port.link_layer == IBV_LINK_LAYER_ETHERNET,
+				      &ctx->qp_flags);
 	if (err)
 		goto err;
 	ctx->rs = pfnic_rs_context_new(cmd_fd, resp.drv.caps, port.lid);

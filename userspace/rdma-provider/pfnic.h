@@ -27,6 +27,7 @@ struct pfnic_rs_srq;
 struct pfnic_rs_dm;
 
 int pfnic_rs_env_mem_mode(uint32_t *mode);
+int pfnic_rs_env_recv_fault(int wire, uint32_t *flags);
 struct pfnic_rs_context *pfnic_rs_context_new(int cmd_fd, uint64_t caps,
 					      uint16_t lid);
 void pfnic_rs_context_free(struct pfnic_rs_context *ctx);
@@ -81,6 +82,8 @@ struct pfnic_context {
 	struct verbs_context ibv_ctx;
 	/* What the driver said of itself when the context was opened. */
 	struct pfnic_ib_alloc_ucontext_resp info;
+	/* pfnic_ib_create_qp_req.flags of its QPs (PFNIC_RECV_FAULT). */
+	uint32_t qp_flags;
 	struct pfnic_rs_context *rs;
 };
 

@@ -10,6 +10,7 @@
 //! The functions follow libibverbs' return conventions for the verbs they implement.
 
 use core::ffi::{c_int, c_void};
+use std::io::{self, Write as _};
 use std::os::fd::{BorrowedFd, RawFd};
 
 use ibverbs::cq::{check_cq_init_attr_ex, poll_into, wc_to_ibv};
@@ -132,6 +133,42 @@ pub unsafe extern "C" fn pfnic_rs_env_mem_mode(mode: *mut u32) -> c_int {
     };
     // SAFETY: guaranteed by the caller.
     unsafe { *mode = raw };
+    0
+}
+
+/// The environment variable that chooses what a receive fault does on the QPs a process
+/// creates on a device with a wire (docs/wire.md, "Receive faults"): `rnr` (or unset) answers
+/// the sender with an RNR NAK, `backup` parks the payload in the driver's backup buffer.
+const RECV_FAULT_ENV: &str = "PFNIC_RECV_FAULT";
+
+/// The `pfnic_ib_create_qp_req.flags` [`RECV_FAULT_ENV`] asks for, into `*flags`, for a
+/// context whose port has a wire (`wire` nonzero; without one no receive faults on the
+/// wire, so no flag): 0, or `EINVAL` with one line on stderr for another value.
+///
+/// # Safety
+///
+/// `flags` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_env_recv_fault(wire: c_int, flags: *mut u32) -> c_int {
+    let backup = match std::env::var_os(RECV_FAULT_ENV) {
+        None => false,
+        Some(v) if v == "rnr" => false,
+        Some(v) if v == "backup" => true,
+        Some(v) => {
+            let _ = writeln!(
+                io::stderr(),
+                "pfnic: {RECV_FAULT_ENV}={v:?} is neither rnr nor backup"
+            );
+            return libc::EINVAL;
+        }
+    };
+    let f = if backup && wire != 0 {
+        pfnic_sys::uapi::PFNIC_QP_CREATE_RECV_FAULT_BACKUP
+    } else {
+        0
+    };
+    // SAFETY: guaranteed by the caller.
+    unsafe { *flags = f };
     0
 }
 

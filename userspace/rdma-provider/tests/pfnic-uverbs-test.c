@@ -1035,6 +1035,38 @@ static int test_mem_modes(const char *dev)
 	return 0;
 }
 
+/*
+ * PFNIC_RECV_FAULT: rnr and backup open a context whose RC QPs are created
+ * as ever (on a port without a wire, backup asks the driver for nothing);
+ * another value fails ibv_open_device with EINVAL.
+ */
+static int test_recv_fault_env(const char *dev)
+{
+	const char *ok[] = { "rnr", "backup" };
+	struct ibv_context *ctx;
+	struct objs o;
+	int err;
+
+	for (int i = 0; i < 2; i++) {
+		int ret;
+
+		setenv("PFNIC_RECV_FAULT", ok[i], 1);
+		ret = make_objs(&o, dev);
+		free_objs(&o);
+		unsetenv("PFNIC_RECV_FAULT");
+		CHECK(!ret, "a QP with PFNIC_RECV_FAULT=%s", ok[i]);
+	}
+	setenv("PFNIC_RECV_FAULT", "park", 1);
+	ctx = open_dev(dev);
+	err = errno;
+	unsetenv("PFNIC_RECV_FAULT");
+	if (ctx)
+		ibv_close_device(ctx);
+	CHECK(!ctx && err == EINVAL, "PFNIC_RECV_FAULT=park: %s",
+	      ctx ? "opened" : strerror(err));
+	return 0;
+}
+
 /* What the child of test_cross_process_keys hands over. */
 struct foreign_mr {
 	uint64_t addr;
@@ -1637,7 +1669,7 @@ int main(int argc, char **argv)
 			argv[0]);
 		return 2;
 	}
-	printf("TAP version 13\n1..14\n");
+	printf("TAP version 13\n1..15\n");
 	report("objects", test_objects(argv[1]));
 	report("qp_states", test_qp_states(argv[1]));
 	report("refused", test_refused(argv[1]));
@@ -1646,6 +1678,7 @@ int main(int argc, char **argv)
 	report("srq_limit_event", test_srq_limit_event(argv[1]));
 	report("inline", test_inline(argv[1]));
 	report("mem_modes", test_mem_modes(argv[1]));
+	report("recv_fault_env", test_recv_fault_env(argv[1]));
 	report("cq_ex", test_cq_ex(argv[1]));
 	report("advise_mr", test_advise_mr(argv[1]));
 	report("rdma_cgroup", test_rdma_cgroup(argv[1]));
