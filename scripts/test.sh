@@ -396,6 +396,9 @@ core_perf_tests=debian_lib_write_bw,debian_lib_read_bw,debian_lib_send_bw,debian
 # ucx_put_bw_odp: the same with UCX_IB_REG_METHODS=odp (UCX's own crash at
 # exit when its implicit MR's lkey is odd is told apart: rootfs/pair-test).
 ucx_tests=ucx_put_bw,ucx_put_bw_odp
+# Between two pfnic guests, receive faults parked in the driver's backup buffer
+# through PFNIC_RECV_FAULT=backup (rootfs/pair-test).
+backup_tests=rc_pingpong_backup
 # A pfnic guest's pfnic0 and an rxe device over its side channel's virtio-net
 # in one process (rootfs/pair-test's two_devices).
 two_device_tests=two_devices
@@ -405,7 +408,7 @@ pair_suites() {
 		[[ -z $filter || pair_${pair/-/_} == *"$filter"* ]] || continue
 		tests=$pair_tests,$perf_tests
 		[[ $pair != *pfnic* ]] || tests=$tests,$core_perf_tests
-		[[ $pair != pfnic-pfnic ]] || tests=$tests,$ucx_tests,$two_device_tests
+		[[ $pair != pfnic-pfnic ]] || tests=$tests,$backup_tests,$ucx_tests,$two_device_tests
 		tests=$tests,counters
 		log "booting two guests joined by a wire, $pair (guest 1 the servers, guest 2 the clients): $tests"
 		pair_suite "$pair" "$tests"
