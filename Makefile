@@ -30,7 +30,7 @@ TRACE_ARGS ?=
 FUZZ_SECONDS ?= 60
 FUZZ_TARGET ?= pfnic-iommu
 
-.PHONY: all setup sources kernel qemu module userspace perftest rdma-examples provider rootfs run run2 test test-debug fuzz bench profile trace check clean help
+.PHONY: all setup sources kernel qemu module userspace rdma-examples provider rootfs run run2 test test-debug fuzz bench profile trace check clean help
 
 all:
 	$(SCRIPTS)/build-all.sh
@@ -53,21 +53,18 @@ module: kernel
 userspace: setup
 	$(SCRIPTS)/build-userspace.sh
 
-perftest: sources userspace
-	$(SCRIPTS)/build-perftest.sh
-
 rdma-examples: sources userspace
 	$(SCRIPTS)/build-rdma-examples.sh
 
 provider: sources userspace
 	$(SCRIPTS)/build-provider.sh
 
-rootfs: module userspace perftest rdma-examples provider
+rootfs: module userspace rdma-examples provider
 	$(SCRIPTS)/build-rootfs.sh
 	$(SCRIPTS)/build-debian-layer.sh
 
 run: all
-	$(SCRIPTS)/run-guest.sh $(if $(CMD),--cmd '$(CMD)') $(if $(OVERLAY),--overlay '$(OVERLAY)')
+	$(SCRIPTS)/run-guest.sh --debian $(if $(CMD),--cmd '$(CMD)') $(if $(OVERLAY),--overlay '$(OVERLAY)')
 
 # Two guests joined by a wire (see docs/running.md, "Two guests on a wire").
 run2: all

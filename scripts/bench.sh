@@ -9,11 +9,11 @@
 # spins) and waited for on a completion channel (none does), then the memory modes side by side (pinned, odp and sva: warm,
 # cold, registration; two more tables). Its JSON comes out through the guest's second serial port; the run leaves
 # console.log, bench.json and the plot bench.svg (scripts/bench-plot.py) in
-# $PFNIC_LOG_DIR/bench-<time>/ and prints the plot's path. Then, in the same guest, pfnic's
-# two verbs paths side by side (scripts/bench-paths.py): the same C program,
-# pfnic-cold-bench (warm and cold RDMA WRITEs on on-demand memory, and the CPU's own
-# first touch), on pfnic's libibverbs.so.1 (the private ioctls, "old") and on Debian's with
-# pfnic's provider (the RDMA core, "new"), with new / old; paths.json and paths.svg.
+# $PFNIC_LOG_DIR/bench-<time>/ and prints the plot's path. Then, in the same guest, the
+# RDMA core's path in the sva and odp memory modes side by side (scripts/bench-core.py):
+# one C program, pfnic-cold-bench (warm and cold RDMA WRITEs on on-demand memory, and the
+# CPU's own first touch) on Debian's libibverbs.so.1 with pfnic's provider, once per mode,
+# with odp / sva; core.json and core.svg.
 #
 # usage: scripts/bench.sh [--no-build] [--perftest] [PFNIC-PERF-OPTIONS...]
 #   --perftest           the older form instead: 'pfnic-perf' twice, warm then --cold, two
@@ -58,13 +58,12 @@ echo "start: $(date -u '+%F %T UTC'), $(nproc) cores, load average $(cut -d' ' -
 args=(--compare --odp --waits=poll,events --modes "${args[@]}")
 log "benchmark in the guest (TCG): pfnic-perf ${args[*]}; up to ${limit}s; logs in $run_dir"
 rc=0
-# Then the two verbs paths side by side: the same C program (pfnic-cold-bench) on pfnic's
-# libibverbs.so.1 (private ioctls) and on Debian's with pfnic's provider (the RDMA core).
-debian_lib=/usr/lib/pfnic/debian-libibverbs
-paths="echo \"@paths \$(pfnic-cold-bench -n 20 -r 5 -l old)\" && \
-echo \"@paths \$(LD_LIBRARY_PATH=$debian_lib pfnic-cold-bench -n 20 -r 5 -l new)\""
+# Then the RDMA core's path (Debian's libibverbs.so.1, pfnic's provider) in each memory mode
+# with on-demand MRs, side by side: the same C program, pfnic-cold-bench.
+core="echo \"@core \$(PFNIC_MEM_MODE=sva pfnic-cold-bench -n 20 -r 5 -l sva)\" && \
+echo \"@core \$(PFNIC_MEM_MODE=odp pfnic-cold-bench -n 20 -r 5 -l odp)\""
 "$PFNIC_ROOT/scripts/run-guest.sh" --debian --timeout "$limit" --log "$run_dir/console.log" \
-	--results "$run_dir/bench.json" --cmd "pfnic-perf ${args[*]} --json /dev/ttyS1 && $paths" ||
+	--results "$run_dir/bench.json" --cmd "pfnic-perf ${args[*]} --json /dev/ttyS1 && $core" ||
 	rc=$?
 echo "end: $(date -u '+%F %T UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)" >>"$run_dir/host.txt"
 if [[ -s $run_dir/bench.json ]]; then
@@ -75,9 +74,9 @@ else
 	log "no results in $run_dir/bench.json (see $run_dir/console.log)"
 	((rc)) || rc=1
 fi
-if python3 "$PFNIC_ROOT/scripts/bench-paths.py" "$run_dir/console.log" "$run_dir/paths.json" \
-	"$run_dir/paths.svg"; then
-	log "verbs paths: $run_dir/paths.json; plot: $run_dir/paths.svg"
+if python3 "$PFNIC_ROOT/scripts/bench-core.py" "$run_dir/console.log" "$run_dir/core.json" \
+	"$run_dir/core.svg"; then
+	log "the RDMA core's path: $run_dir/core.json; plot: $run_dir/core.svg"
 else
 	((rc)) || rc=1
 fi

@@ -50,6 +50,6 @@ start=$SECONDS
 step setup-host:packages
 side_by_side "setup-host:tools" "fetch-sources"
 side_by_side "build-kernel build-module" "build-qemu" \
-	"build-userspace build-perftest build-rdma-examples build-provider" "build-debian-layer"
+	"build-userspace build-rdma-examples build-provider" "build-debian-layer"
 step build-rootfs
 log "built in $((SECONDS - start)) s"

@@ -23,8 +23,8 @@ rdma_core=$BUILD_DIR/rdma-core
 so=$out/libpfnic-rdmav34.so
 rs=$PFNIC_ROOT/userspace/pfnic-provider
 if stamp_fresh "$out/.built" "$src" "$src"/* "$src"/tests/* "$abi" "$rdma_core/.unpacked" "$0" \
-	"$rs"/Cargo.toml "$rs"/src/* "$PFNIC_ROOT"/userspace/pfnic-verbs/src/* \
-	"$PFNIC_ROOT"/userspace/pfnic-ibverbs/src/* "$PFNIC_ROOT"/userspace/pfnic-sys/src/*; then
+	"$rs"/Cargo.toml "$rs"/build.rs "$rs"/src/* "$PFNIC_ROOT"/userspace/pfnic-verbs/src/* \
+	"$PFNIC_ROOT"/userspace/pfnic-sys/src/*; then
 	log "provider up to date: $so"
 	exit 0
 fi
@@ -52,8 +52,8 @@ sed -e 's/^#cmakedefine \([A-Z_0-9]*\).*/\/* #undef \1 *\//' \
 	"$RDMA_CORE_SRC/buildlib/config.h.in" >"$inc/config.h"
 
 # The data path, in Rust: a static library for a shared object (position independent, the
-# C library dynamic), built alone so that pfnic-ibverbs comes without its exported libibverbs
-# functions (which would shadow Debian's inside the provider).
+# C library dynamic), in a target directory of its own, apart from the static build of
+# scripts/build-userspace.sh. Its layout check compiles against Debian's rdma-core headers.
 log "building the provider's data path (cargo, pfnic-provider)"
 cargo_checkout "$BUILD_DIR/rdma-provider-cargo"
 (cd "$PFNIC_ROOT/userspace" && CARGO_TARGET_DIR=$BUILD_DIR/rdma-provider-cargo \
@@ -61,10 +61,12 @@ cargo_checkout "$BUILD_DIR/rdma-provider-cargo"
 	cargo build --release --locked -q -p pfnic-provider) || die "cargo build of pfnic-provider failed"
 rslib=$BUILD_DIR/rdma-provider-cargo/x86_64-unknown-linux-gnu/release/libpfnic_provider.a
 [[ -e $rslib ]] || die "cargo built no $rslib"
-# (nm says "no symbols" of the empty objects of compiler_builtins.)
-if nm --defined-only "$rslib" 2>/dev/null | grep -E " T (ibv|verbs)_" >/dev/null; then
-	die "libpfnic_provider.a defines libibverbs functions; pfnic-ibverbs' cabi feature leaked in"
-fi
+# Its C functions are pfnic_rs_*: one named as libibverbs' (ibv_*, _ibv_*, verbs_*) would
+# shadow Debian's inside the provider, whose C part calls them. (nm says "no symbols" of the
+# empty objects of compiler_builtins.)
+shadow=$(nm --defined-only "$rslib" 2>/dev/null |
+	sed -nE 's/.* T (_?(ibv|verbs)_[A-Za-z0-9_]*)$/\1/p' | sort -u) || true
+[[ -z $shadow ]] || die "libpfnic_provider.a defines libibverbs functions: ${shadow//$'\n'/ }"
 
 log "building libpfnic-rdmav34.so (rdma-core ${RDMA_CORE_DEB_VERSION%-*}'s headers, private ABI $pabi)"
 # As rdma-core links providers: nothing exported (buildlib/provider.map), the

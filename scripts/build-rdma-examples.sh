@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
 # Build rdma-core's own libibverbs examples (rdma-core 56.1, Debian trixie's
 # source: rc_pingpong and srq_pingpong with pingpong.c, device_list,
-# asyncwatch), unmodified,
-# twice: against pfnic's <infiniband/verbs.h> linked with pfnic's
-# libibverbs.so.1 ("pfnic-header"), and against rdma-core's headers linked with
-# rdma-core's library ("rdma-core-header"), which in a pfnic guest then loads
-# pfnic's. Named as rdma-core installs them (ibv_rc_pingpong,
-# ibv_srq_pingpong, ibv_devices, ibv_asyncwatch), in $RDMA_EXAMPLES_BUILD/<variant>; scripts/build-rootfs.sh
-# puts them in pfnic guests' /usr/libexec/rdma-core-examples/<variant>.
+# asyncwatch), unmodified, against rdma-core's headers and linked with
+# Debian bookworm's libibverbs.so.1: newer than bookworm's ibverbs-utils, the
+# same programs a user builds from rdma-core's tree. Named as rdma-core
+# installs them (ibv_rc_pingpong, ibv_srq_pingpong, ibv_devices,
+# ibv_asyncwatch), in $RDMA_EXAMPLES_BUILD; scripts/build-rootfs.sh puts them
+# in pfnic guests' /usr/libexec/rdma-core-examples.
 #
 # The examples include rdma-core's config.h, which its cmake generates from
 # buildlib/config.h.in; it is generated here the same way, with none of the
@@ -22,11 +21,9 @@ take_lock rdma-examples
 need cc "Install gcc (package build-essential)."
 ex=$RDMA_CORE_SRC/libibverbs/examples
 [[ -e $ex/rc_pingpong.c ]] || die "no rdma-core source in $RDMA_CORE_SRC; run scripts/fetch-sources.sh"
-so=$BUILD_DIR/userspace/x86_64-unknown-linux-gnu/release/libibverbs.so.1
 rdma_core=$BUILD_DIR/rdma-core
-[[ -e $so && -e $rdma_core/.unpacked ]] || die "no libibverbs.so.1 or rdma-core headers; run scripts/build-userspace.sh"
-header=$PFNIC_ROOT/userspace/include
-if stamp_fresh "$RDMA_EXAMPLES_BUILD/.built" "$ex" "$so" "$header" "$rdma_core/.unpacked" "$0"; then
+[[ -e $rdma_core/.unpacked ]] || die "no rdma-core headers; run scripts/build-userspace.sh"
+if stamp_fresh "$RDMA_EXAMPLES_BUILD/.built" "$ex" "$rdma_core/.unpacked" "$0"; then
 	log "rdma-core's examples up to date: $RDMA_EXAMPLES_BUILD"
 	exit 0
 fi
@@ -43,24 +40,17 @@ sed -e 's/^#cmakedefine \([A-Z_0-9]*\).*/\/* #undef \1 *\//' \
 	-e 's/@[A-Z_]*@//g' \
 	"$RDMA_CORE_SRC/buildlib/config.h.in" >"$RDMA_EXAMPLES_BUILD/config/config.h"
 
-# VARIANT VERBS-INCLUDE LIBRARY...: the examples against one header and library.
-build_variant() {
-	local variant=$1 inc=$2 out=$RDMA_EXAMPLES_BUILD/$1 prog src
-	shift 2
-	mkdir -p "$out"
-	log "building rdma-core $version's examples against $variant"
-	for prog in ibv_rc_pingpong:rc_pingpong.c,pingpong.c ibv_srq_pingpong:srq_pingpong.c,pingpong.c \
-		ibv_devices:device_list.c ibv_asyncwatch:asyncwatch.c; do
-		src=()
-		IFS=, read -ra files <<<"${prog#*:}"
-		for f in "${files[@]}"; do src+=("$ex/$f"); done
-		cc -std=gnu11 -O2 -Wall -Werror -I "$RDMA_EXAMPLES_BUILD/config" -I "$inc" -I "$RDMA_CORE_SRC" \
-			-o "$out/${prog%%:*}" "${src[@]}" "$@" ||
-			die "rdma-core's ${prog#*:} does not build against $variant"
-	done
-}
-build_variant pfnic-header "$header" "$so"
-build_variant rdma-core-header "$rdma_core/usr/include" \
-	-L "$rdma_core/usr/lib/x86_64-linux-gnu" -l:libibverbs.so.1 -Wl,--allow-shlib-undefined
+out=$RDMA_EXAMPLES_BUILD
+log "building rdma-core $version's examples"
+for prog in ibv_rc_pingpong:rc_pingpong.c,pingpong.c ibv_srq_pingpong:srq_pingpong.c,pingpong.c \
+	ibv_devices:device_list.c ibv_asyncwatch:asyncwatch.c; do
+	src=()
+	IFS=, read -ra files <<<"${prog#*:}"
+	for f in "${files[@]}"; do src+=("$ex/$f"); done
+	cc -std=gnu11 -O2 -Wall -Werror -I "$RDMA_EXAMPLES_BUILD/config" -I "$rdma_core/usr/include" \
+		-I "$RDMA_CORE_SRC" -o "$out/${prog%%:*}" "${src[@]}" \
+		-L "$rdma_core/usr/lib/x86_64-linux-gnu" -l:libibverbs.so.1 -Wl,--allow-shlib-undefined ||
+		die "rdma-core's ${prog#*:} does not build"
+done
 touch "$RDMA_EXAMPLES_BUILD/.built"
 log "rdma-core's examples ready: $RDMA_EXAMPLES_BUILD"

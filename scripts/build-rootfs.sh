@@ -35,8 +35,8 @@ list=$ROOTFS_BUILD/initramfs.list
 	echo "file /init $PFNIC_ROOT/rootfs/init 0755 0 0"
 	echo "file /usr/bin/pfnic-pair-test $PFNIC_ROOT/rootfs/pair-test 0755 0 0"
 	echo "file /lib/modules/pfnic.ko $module 0644 0 0"
-	for b in pfnic-test pfnic-info pfnic-rc-pingpong pfnic-verbs-api-test pfnic-perf \
-		pfnic-rc-pingpong-rdma-core pfnic-verbs-api-test-rdma-core pfnic-cold-bench; do
+	# The static programs (Rust); the C ones need Debian's libraries (below).
+	for b in pfnic-test pfnic-info pfnic-perf; do
 		[[ -x $bins/$b ]] || die "no $bins/$b; run scripts/build-userspace.sh"
 		echo "file /usr/bin/$b $bins/$b 0755 0 0"
 	done
@@ -47,42 +47,39 @@ mv "$list.tmp" "$list"
 mv "$INITRAMFS.tmp" "$INITRAMFS"
 log "initramfs ready: $INITRAMFS"
 
-# The libibverbs layer: libibverbs.so.1 where Debian's loader looks for it, replacing
-# rdma-core's (a symlink in the Debian layer, which this archive follows), and perftest
-# built against it in /usr/bin, replacing Debian's (which cannot load on pfnic).
-so=$bins/libibverbs.so.1
-[[ -e $so ]] || die "no $so; run scripts/build-userspace.sh"
-[[ -e $PERFTEST_BUILD/bin/.built ]] || die "no perftest in $PERFTEST_BUILD/bin; run scripts/build-perftest.sh"
-[[ -e $RDMA_EXAMPLES_BUILD/.built ]] || die "no rdma-core examples in $RDMA_EXAMPLES_BUILD; run scripts/build-rdma-examples.sh"
+# The provider layer, appended after the Debian layer (whose libibverbs.so.1,
+# Debian's own and unmodified, loads it): pfnic's rdma-core provider where
+# that library looks for providers, and the programs built against it:
+# pfnic's C examples, rdma-core's and the provider's check.
 provider=$BUILD_DIR/rdma-provider
 [[ -e $provider/.built ]] || die "no provider in $provider; run scripts/build-provider.sh"
-debian_so=$(cd "$BUILD_DIR/rdma-core/usr/lib/x86_64-linux-gnu" && echo libibverbs.so.1.*.*)
-[[ -e $BUILD_DIR/rdma-core/usr/lib/x86_64-linux-gnu/$debian_so ]] || die "no Debian libibverbs in $BUILD_DIR/rdma-core"
+[[ -e $RDMA_EXAMPLES_BUILD/.built ]] || die "no rdma-core examples in $RDMA_EXAMPLES_BUILD; run scripts/build-rdma-examples.sh"
+# The MD5 sums of Debian's libibverbs1 as dpkg keeps them: the guest suite checks that the
+# library its programs load is the package's.
+debs=("$DEBIAN_DEBS"/libibverbs1_*_amd64.deb)
+((${#debs[@]} == 1)) && [[ -e ${debs[0]} ]] ||
+	die "want one libibverbs1 package in $DEBIAN_DEBS, have: ${debs[*]}; run scripts/build-userspace.sh"
+md5sums=$ROOTFS_BUILD/libibverbs1.md5sums
+dpkg-deb --ctrl-tarfile "${debs[0]}" | tar -xO ./md5sums >"$md5sums" ||
+	die "no md5sums in ${debs[0]}"
 {
 	for d in usr usr/bin usr/lib usr/lib/x86_64-linux-gnu usr/libexec usr/libexec/rdma-core-examples \
-		usr/lib/x86_64-linux-gnu/libibverbs etc etc/libibverbs.d usr/lib/pfnic usr/lib/pfnic/debian-libibverbs; do
+		usr/lib/x86_64-linux-gnu/libibverbs etc etc/libibverbs.d usr/lib/pfnic; do
 		echo "dir /$d 0755 0 0"
 	done
-	echo "file /usr/lib/x86_64-linux-gnu/libibverbs.so.1 $so 0755 0 0"
-	# pfnic's rdma-core provider, for Debian's own libibverbs.so.1 (the Debian
-	# layer's, which the line above hides at its usual name): programs run with
-	# LD_LIBRARY_PATH=/usr/lib/pfnic/debian-libibverbs load it, and through the
-	# provider reach pfnic's RDMA device in the RDMA core.
 	echo "file /usr/lib/x86_64-linux-gnu/libibverbs/libpfnic-rdmav34.so $provider/libpfnic-rdmav34.so 0644 0 0"
 	echo "file /etc/libibverbs.d/pfnic.driver $provider/pfnic.driver 0644 0 0"
-	echo "slink /usr/lib/pfnic/debian-libibverbs/libibverbs.so.1 /usr/lib/x86_64-linux-gnu/$debian_so 0777 0 0"
 	echo "file /usr/lib/pfnic/pfnic-uverbs-test $provider/pfnic-uverbs-test 0755 0 0"
-	for t in "$PERFTEST_BUILD"/bin/ib_*; do
-		echo "file /usr/bin/${t##*/} $t 0755 0 0"
+	echo "file /usr/lib/pfnic/libibverbs1.md5sums $md5sums 0644 0 0"
+	for b in pfnic-rc-pingpong pfnic-verbs-api-test pfnic-cold-bench; do
+		[[ -x $bins/$b ]] || die "no $bins/$b; run scripts/build-userspace.sh"
+		echo "file /usr/bin/$b $bins/$b 0755 0 0"
 	done
-	# rdma-core's examples, built against each header (scripts/build-rdma-examples.sh).
-	for v in pfnic-header rdma-core-header; do
-		echo "dir /usr/libexec/rdma-core-examples/$v 0755 0 0"
-		for t in "$RDMA_EXAMPLES_BUILD/$v"/ibv_*; do
-			echo "file /usr/libexec/rdma-core-examples/$v/${t##*/} $t 0755 0 0"
-		done
+	for t in "$RDMA_EXAMPLES_BUILD"/ibv_*; do
+		echo "file /usr/libexec/rdma-core-examples/${t##*/} $t 0755 0 0"
 	done
-} >"$ROOTFS_BUILD/libibverbs.list"
-"$gen" "$ROOTFS_BUILD/libibverbs.list" | gzip -1 >"$IBVERBS_LAYER.tmp"
-mv "$IBVERBS_LAYER.tmp" "$IBVERBS_LAYER"
-log "libibverbs layer ready: $IBVERBS_LAYER"
+} >"$ROOTFS_BUILD/provider.list"
+"$gen" "$ROOTFS_BUILD/provider.list" | gzip -1 >"$PROVIDER_LAYER.tmp"
+mv "$PROVIDER_LAYER.tmp" "$PROVIDER_LAYER"
+rm -f "$ROOTFS_BUILD/libibverbs.list" "$ROOTFS_BUILD/libibverbs.cpio.gz"
+log "provider layer ready: $PROVIDER_LAYER"

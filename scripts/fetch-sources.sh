@@ -3,8 +3,8 @@
 #   - Linux 7.3 (linux-source-7.3, trixie-backports)
 #   - rust-src with the same upstream version as `rustc --version`
 #   - QEMU 10.2.2 (source package, sid) with Debian's patches applied
-#   - perftest (source package, sid) with Debian's patches applied
-#   - rdma-core 56.1 (source package, trixie), for its libibverbs examples
+#   - rdma-core 56.1 (source package, trixie): the tree pfnic's provider is
+#     built in, and its libibverbs examples
 # Uses a private apt configuration so the host's sources stay bookworm-only.
 # Idempotent: a source already unpacked is left alone.
 # usage: scripts/fetch-sources.sh
@@ -117,8 +117,7 @@ fetch_source() {
 	rm -rf "$tmp" "$tmp.log"
 }
 
-# --- perftest and rdma-core's examples -------------------------------------------
-[[ -e $PERFTEST_SRC/configure ]] || fetch_source perftest "$PERFTEST_DEB_VERSION" "$PERFTEST_SRC"
+# --- rdma-core ------------------------------------------------------------------
 [[ -e $RDMA_CORE_SRC/libibverbs/examples/rc_pingpong.c ]] ||
 	fetch_source rdma-core "$RDMA_CORE_DEB_VERSION" "$RDMA_CORE_SRC"
 

@@ -11,10 +11,8 @@ PFNIC_JOBS=${PFNIC_JOBS:-$(($(nproc) + 1))}
 # Pinned versions (see ../shared/docs/ENVIRONMENT.md for why these).
 KERNEL_SERIES=7.3
 QEMU_DEB_VERSION=1:10.2.2+ds-1
-# perftest, built from Debian's source against pfnic's libibverbs.so.1
-# (scripts/build-perftest.sh): sid's, the source the archive serves.
-PERFTEST_DEB_VERSION=25.01.0+0.80-1
-# rdma-core's libibverbs examples, built against pfnic's header and library
+# rdma-core's source: the tree pfnic's provider is built in
+# (scripts/build-provider.sh) and its libibverbs examples
 # (scripts/build-rdma-examples.sh): trixie's rdma-core.
 RDMA_CORE_DEB_VERSION=56.1-1
 QEMU_VERSION=10.2.2
@@ -48,8 +46,6 @@ QEMU_PRISTINE=$SRC_DIR/qemu-$QEMU_VERSION
 QEMU_SRC=$BUILD_DIR/qemu-src
 QEMU_BUILD=$BUILD_DIR/qemu
 QEMU_BIN=$QEMU_BUILD/qemu-system-x86_64
-PERFTEST_SRC=$SRC_DIR/perftest-${PERFTEST_DEB_VERSION%-*}
-PERFTEST_BUILD=$BUILD_DIR/perftest
 RDMA_CORE_SRC=$SRC_DIR/rdma-core-${RDMA_CORE_DEB_VERSION%-*}
 RDMA_EXAMPLES_BUILD=$BUILD_DIR/rdma-core-examples
 # The qtests make test runs: the device's, and intel-iommu's (our svm patch).
@@ -62,9 +58,10 @@ INITRAMFS=$ROOTFS_BUILD/initramfs.cpio.gz
 # Debian bookworm's rdma-core/perftest/iproute2 binaries and their libraries,
 # an initramfs archive appended for the two-guest harness (flavor-independent).
 DEBIAN_LAYER=$BUILD_DIR/debian-layer/debian.cpio.gz
-# pfnic's libibverbs.so.1 at Debian's path, appended after the Debian layer in
-# a pfnic guest, so that Debian's tools load it instead of rdma-core's.
-IBVERBS_LAYER=$ROOTFS_BUILD/libibverbs.cpio.gz
+# pfnic's rdma-core provider and the programs that need Debian's libraries
+# (pfnic's C examples, rdma-core's, the provider's check), appended after the
+# Debian layer in a pfnic guest.
+PROVIDER_LAYER=$ROOTFS_BUILD/provider.cpio.gz
 RUST_SRC_ROOT=$SRC_DIR/rust-src
 LOG_DIR=${PFNIC_LOG_DIR:-$PFNIC_CACHE/logs}
 
@@ -88,7 +85,7 @@ need() {
 }
 
 # Run apt-get with the project's private source list (trixie-backports for
-# the kernel and rust-src, sid deb-src for QEMU and perftest, trixie deb-src
+# the kernel and rust-src, sid deb-src for QEMU, trixie deb-src
 # for rdma-core) without touching the host's own apt configuration.
 private_apt() {
 	apt-get -o Dir::Etc::SourceList="$APT_DIR/sources.list" \

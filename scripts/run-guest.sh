@@ -47,8 +47,8 @@
 #   --debian       add the Debian layer to the initrd (implied by --kind rxe):
 #                  Debian's rdma-core tools and perftest, glibc and the other
 #                  shared libraries they need, so dynamically linked programs
-#                  run too; in a pfnic guest, with pfnic's libibverbs.so.1 in
-#                  place of rdma-core's
+#                  run too; in a pfnic guest, with pfnic's rdma-core provider
+#                  for Debian's libibverbs.so.1 and pfnic's C examples
 #   --console-socket PATH  shell mode: the serial console (with QEMU's
 #                  monitor, Ctrl-A X) on a unix socket server at PATH instead
 #                  of stdio; connect with 'socat -,raw,echo=0 unix-connect:PATH'
@@ -157,10 +157,10 @@ initrd=$work/initrd.cpio.gz
 "$ROOTFS_BUILD/gen_init_cpio" "$work/extra.list" | gzip -1 >"$work/extra.cpio.gz"
 layers=("$INITRAMFS")
 ((debian)) && layers+=("$DEBIAN_LAYER")
-# A pfnic guest's Debian tools load pfnic's libibverbs.so.1 (over rdma-core's).
+# A pfnic guest's Debian libibverbs.so.1 loads pfnic's provider.
 if ((debian)) && [[ $kind == pfnic ]]; then
-	[[ -e $IBVERBS_LAYER ]] || die "no libibverbs layer at $IBVERBS_LAYER; run 'make rootfs'"
-	layers+=("$IBVERBS_LAYER")
+	[[ -e $PROVIDER_LAYER ]] || die "no provider layer at $PROVIDER_LAYER; run 'make rootfs'"
+	layers+=("$PROVIDER_LAYER")
 fi
 cat "${layers[@]}" "$work/extra.cpio.gz" >"$initrd"
 

@@ -383,12 +383,13 @@ pair_suite() {
 # otherwise); there pfnic-perf speaks perftest's exchange. pfnic-rxe and
 # rxe-pfnic are the interop: Debian's unmodified tools on rxe against pfnic's,
 # each side as server; in debian_*, Debian's ibv_rc_pingpong on both sides
-# (on pfnic through pfnic's libibverbs.so.1); in debian_srq_pingpong, Debian's
-# ibv_srq_pingpong on both sides (SRQs on the wire).
+# (on pfnic through pfnic's rdma-core provider under Debian's libibverbs.so.1);
+# in debian_srq_pingpong, Debian's ibv_srq_pingpong on both sides (SRQs on the
+# wire).
 pair_tests=device,ping,debian_lib_rc_pingpong,rc_pingpong,rc_pingpong_events,rc_pingpong_odp,debian_rc_pingpong,debian_rc_pingpong_odp,debian_srq_pingpong
 perf_tests=write_bw,read_bw,send_bw,write_lat,read_lat,send_lat
-# With a pfnic guest, Debian's perftest on Debian's own libibverbs too (pfnic's
-# provider, through the RDMA core); rxe-rxe runs them already as perf_tests.
+# With a pfnic guest, Debian's perftest too (pfnic's provider, through the
+# RDMA core); rxe-rxe runs them already as perf_tests.
 core_perf_tests=debian_lib_write_bw,debian_lib_read_bw,debian_lib_send_bw,debian_lib_write_lat
 # Between two pfnic guests, Debian's UCX too: its perftest at the transport
 # layer sends the client's device name to the server, so it cannot pair two
@@ -397,7 +398,7 @@ core_perf_tests=debian_lib_write_bw,debian_lib_read_bw,debian_lib_send_bw,debian
 # exit when its implicit MR's lkey is odd is told apart: rootfs/pair-test).
 ucx_tests=ucx_put_bw,ucx_put_bw_odp
 # Between two pfnic guests, receive faults parked in the driver's backup buffer
-# through PFNIC_RECV_FAULT=backup (rootfs/pair-test).
+# through the provider's PFNIC_RECV_FAULT=backup (rootfs/pair-test).
 backup_tests=rc_pingpong_backup
 # A pfnic guest's pfnic0 and an rxe device over its side channel's virtio-net
 # in one process (rootfs/pair-test's two_devices).

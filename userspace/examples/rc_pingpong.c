@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR MIT */
 /*
- * RC ping-pong over a loopback port, written against <infiniband/verbs.h>
- * only: it builds against pfnic's libibverbs and against rdma-core's.
+ * RC ping-pong over a loopback port, written against rdma-core's
+ * <infiniband/verbs.h> only: it runs on any libibverbs provider.
  *
  * Two RC queue pairs on the first (or the named) device exchange SEND
  * messages: the client sends message 2i, the server checks it and answers

@@ -2,28 +2,46 @@
 //!
 //! The provider's C part (`userspace/rdma-provider/pfnic.c`) creates every object through the
 //! RDMA core and hands the driver's answers here; this part maps the rings from the uverbs
-//! file and posts and polls on them with `pfnic-verbs`, the same code pfnic's own libraries
-//! use, converting libibverbs' work requests and completions with `pfnic-ibverbs`'.
+//! file and posts and polls on them with `pfnic-verbs`, the same code as pfnic's own tools
+//! and tests, converting libibverbs' work requests and completions:
+//!
+//! - `ffi.rs`: the C structures of rdma-core's `<infiniband/verbs.h>` the provider reads and
+//!   writes, checked against rdma-core's headers by the build script;
+//! - `cq.rs`: the attributes of `ibv_create_cq_ex`, and polling completions into `ibv_wc`;
+//! - `qp.rs`: the attributes of `ibv_create_qp_ex`, and posting send and receive work
+//!   requests;
+//! - `inline.rs`: inline data (`IBV_SEND_INLINE`), copied into slots the device reads;
+//! - `qp_ex.rs`: the work request builder of an extended QP (`ibv_wr_*`);
+//! - `clock.rs`: the device clock (`ibv_query_rt_values_ex`).
 //!
 //! Each object is a box the C part holds as an opaque pointer (`struct pfnic_rs_*`), created
 //! by a `*_new` function (NULL and `errno` on failure) and freed by the matching `*_free`.
 //! The functions follow libibverbs' return conventions for the verbs they implement.
 
+mod clock;
+mod cq;
+mod ffi;
+mod inline;
+mod qp;
+mod qp_ex;
+
 use core::ffi::{c_int, c_void};
 use std::io::{self, Write as _};
 use std::os::fd::{BorrowedFd, RawFd};
+use std::sync::{Mutex, MutexGuard};
 
-use ibverbs::cq::{check_cq_init_attr_ex, poll_into, wc_to_ibv};
-use ibverbs::device::rt_values;
-use ibverbs::ffi::{
+use pfnic_sys::uapi::{IbAllocDmResp, IbCreateCqResp, IbCreateQpResp, IbCreateSrqResp};
+use pfnic_verbs::{Context, Cq, DmMap, Qp, QpCap, QpInitAttr, Srq};
+
+use crate::clock::rt_values;
+use crate::cq::{check_cq_init_attr_ex, poll_into, wc_to_ibv};
+use crate::ffi::{
     ibv_cq_init_attr_ex, ibv_qp_cap, ibv_qp_ex, ibv_qp_init_attr_ex, ibv_recv_wr, ibv_send_wr,
     ibv_values_ex, ibv_wc,
 };
-use ibverbs::inline::InlineRing;
-use ibverbs::qp::{check_qp_init_attr_ex, post_list, post_send_on, recv_wr_of};
-use ibverbs::qp_ex::{install, QpExHost, WrBuilder};
-use pfnic_sys::uapi::{IbAllocDmResp, IbCreateCqResp, IbCreateQpResp, IbCreateSrqResp};
-use pfnic_verbs::{Context, Cq, DmMap, Qp, QpCap, QpInitAttr, Srq};
+use crate::inline::{InlineRing, MAX_INLINE_DATA};
+use crate::qp::{check_qp_init_attr_ex, post_list, post_send_on, recv_wr_of};
+use crate::qp_ex::{install, QpExHost, WrBuilder};
 
 /// A user context: the doorbell page, and the port's LID that receives report.
 pub struct PfnicRsContext {
@@ -80,13 +98,25 @@ pub struct PfnicRsDm {
     dm: DmMap,
 }
 
-fn set_errno(e: &std::io::Error) {
-    // SAFETY: `__errno_location` returns the calling thread's `errno`.
-    unsafe { *libc::__errno_location() = e.raw_os_error().unwrap_or(libc::EIO) };
+/// The errno an `io::Error` carries (`EIO` for one that carries none).
+fn errno_of(e: &io::Error) -> c_int {
+    e.raw_os_error().unwrap_or(libc::EIO)
+}
+
+/// Sets the calling thread's `errno` to `e`'s.
+fn set_errno(e: &io::Error) {
+    // SAFETY: `__errno_location` returns the calling thread's `errno`, always valid to write.
+    unsafe { *libc::__errno_location() = errno_of(e) };
+}
+
+/// Locks `m`, ignoring poisoning: a panic aborts the process, so a poisoned lock is never
+/// seen, and the data behind every lock here stays consistent between statements anyway.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Boxes `r`'s value for C, or returns NULL with `errno` set.
-fn into_c<T>(r: std::io::Result<T>) -> *mut T {
+fn into_c<T>(r: io::Result<T>) -> *mut T {
     match r {
         Ok(v) => Box::into_raw(Box::new(v)),
         Err(e) => {
@@ -110,7 +140,7 @@ unsafe fn free_c<T>(p: *mut T) {
 
 /// The memory mode `PFNIC_MEM_MODE` in the environment asks for, into `*mode`
 /// (`PFNIC_MEM_MODE_*`, 0 when it is not set, for the driver's default): 0, or `EINVAL` with
-/// one line on stderr for a name that is no mode. The same names as pfnic's own library.
+/// one line on stderr for a name that is no mode. The names are `pfnic-verbs`' own.
 ///
 /// # Safety
 ///
@@ -122,7 +152,9 @@ pub unsafe extern "C" fn pfnic_rs_env_mem_mode(mode: *mut u32) -> c_int {
         Some(name) => match pfnic_verbs::MemMode::parse(&name.to_string_lossy()) {
             Ok(m) => m.raw(),
             Err(_) => {
-                eprintln!(
+                // A library does not end its caller's process because stderr is closed.
+                let _ = writeln!(
+                    io::stderr(),
                     "pfnic: {}={:?} is not a memory mode (sva, pinned or odp)",
                     pfnic_verbs::MEM_MODE_ENV,
                     name
@@ -295,8 +327,8 @@ pub unsafe extern "C" fn pfnic_rs_poll_one(
 }
 
 /// What `ibv_create_cq_ex` asks of a device with `PFNIC_CAP_*` `caps`: 1 for completion
-/// timestamps, 0 without, or a negative errno value for what pfnic refuses (as its own
-/// library does: `EOPNOTSUPP` for timestamps on a device without a clock).
+/// timestamps, 0 without, or a negative errno value for what pfnic refuses (`EOPNOTSUPP` for
+/// timestamps on a device without a clock).
 ///
 /// # Safety
 ///
@@ -328,7 +360,7 @@ pub unsafe extern "C" fn pfnic_rs_req_notify_cq(
     // SAFETY: forwarded to the caller.
     match unsafe { &*cq }.cq.req_notify(solicited_only != 0) {
         Ok(()) => 0,
-        Err(e) => e.raw_os_error().unwrap_or(libc::EIO),
+        Err(e) => errno_of(&e),
     }
 }
 
@@ -440,7 +472,7 @@ pub unsafe extern "C" fn pfnic_rs_qp_inline_bytes(qp: *const PfnicRsQp) -> usize
 /// The inline payload a work request may carry (`cap.max_inline_data`).
 #[no_mangle]
 pub extern "C" fn pfnic_rs_max_inline_data() -> u32 {
-    ibverbs::inline::MAX_INLINE_DATA
+    MAX_INLINE_DATA
 }
 
 /// Gives the QP inline slots: [`pfnic_rs_qp_inline_bytes`] bytes at `addr`, registered through
@@ -563,7 +595,7 @@ pub unsafe extern "C" fn pfnic_rs_dm_copy_to(
     // SAFETY: forwarded to the caller.
     match unsafe { &*dm }.dm.copy_to(offset, data) {
         Ok(()) => 0,
-        Err(e) => e.raw_os_error().unwrap_or(libc::EIO),
+        Err(e) => errno_of(&e),
     }
 }
 
@@ -588,12 +620,12 @@ pub unsafe extern "C" fn pfnic_rs_dm_copy_from(
     // SAFETY: forwarded to the caller.
     match unsafe { &*dm }.dm.copy_from(offset, out) {
         Ok(()) => 0,
-        Err(e) => e.raw_os_error().unwrap_or(libc::EIO),
+        Err(e) => errno_of(&e),
     }
 }
 
-/// `ibv_create_qp_ex`'s attribute rules beyond the PD (pfnic's library's): 1 for an extended
-/// QP (`IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`), 0 for a plain one, or a negative errno value.
+/// `ibv_create_qp_ex`'s attribute rules beyond the PD: 1 for an extended QP
+/// (`IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`), 0 for a plain one, or a negative errno value.
 ///
 /// # Safety
 ///

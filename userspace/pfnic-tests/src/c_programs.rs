@@ -1,9 +1,12 @@
-//! C programs built against `<infiniband/verbs.h>` and `libibverbs.a`: the RC ping-pong
-//! (`userspace/examples/rc_pingpong.c`, installed as `/usr/bin/pfnic-rc-pingpong`), in one
-//! process and two, with ordinary and on-demand MRs, busy polling and completion events; and
-//! the API checks of `userspace/examples/verbs_api.c` (`/usr/bin/pfnic-verbs-api-test`). With
-//! a global route to the port's own GIDs (`-g`), and between a `--server` and a client that
-//! exchange their addresses over TCP as rdma-core's `ibv_rc_pingpong` does.
+//! C programs built against rdma-core's `<infiniband/verbs.h>` and linked with Debian's own
+//! `libibverbs.so.1`, which reaches pfnic through pfnic's rdma-core provider and the RDMA
+//! core: the RC ping-pong (`userspace/examples/rc_pingpong.c`, installed as
+//! `/usr/bin/pfnic-rc-pingpong`), in one process and two, with ordinary and on-demand MRs,
+//! busy polling and completion events; and the API checks of `userspace/examples/verbs_api.c`
+//! (`/usr/bin/pfnic-verbs-api-test`). With a global route to the port's own GIDs (`-g`), and
+//! between a `--server` and a client that exchange their addresses over TCP as rdma-core's
+//! `ibv_rc_pingpong` does. They need the guest's Debian layer (`scripts/run-guest.sh
+//! --debian`) and skip without it.
 
 use pfnic_cli::outln;
 use std::process::{Command, Output, Stdio};
@@ -18,11 +21,7 @@ use crate::verbs_port::{port_with_addresses, RestoreIpv4, TEST_ADDR};
 const PINGPONG: &str = "/usr/bin/pfnic-rc-pingpong";
 /// The C API checks.
 const API_TEST: &str = "/usr/bin/pfnic-verbs-api-test";
-/// The same two programs built against rdma-core's headers and linked with rdma-core's
-/// `libibverbs.so.1` (Debian's), run on pfnic's: the binary interface.
-const PINGPONG_RDMA_CORE: &str = "/usr/bin/pfnic-rc-pingpong-rdma-core";
-const API_TEST_RDMA_CORE: &str = "/usr/bin/pfnic-verbs-api-test-rdma-core";
-/// The dynamic loader those need (the guest's Debian layer).
+/// The dynamic loader they need (the guest's Debian layer).
 const LOADER: &str = "/lib64/ld-linux-x86-64.so.2";
 /// Round trips per run: enough to repeat every path, few enough for TCG.
 const ITERS: &str = "20";
@@ -72,18 +71,6 @@ pub const TESTS: &[&Test] = &[
         name: "test_c_pingpong_tcp",
         run: test_c_pingpong_tcp,
     },
-    &Test {
-        name: "test_c_verbs_api_rdma_core_abi",
-        run: test_c_verbs_api_rdma_core_abi,
-    },
-    &Test {
-        name: "test_c_pingpong_rdma_core_abi",
-        run: test_c_pingpong_rdma_core_abi,
-    },
-    &Test {
-        name: "test_c_verbs_api_debian_lib",
-        run: test_c_verbs_api_debian_lib,
-    },
 ];
 
 /// What a successful run reported on its "ok:" line.
@@ -98,24 +85,18 @@ fn run(args: &[&str]) -> Result<Output, Failure> {
     run_bin(PINGPONG, args)
 }
 
-/// Runs `bin` with `args`; skips without verbs, or when `bin` is dynamically linked (one of
-/// the rdma-core builds) and the guest has no loader.
+/// Runs `bin` with `args`; skips without verbs, or when the guest has no loader (no Debian
+/// layer).
 fn run_bin(bin: &str, args: &[&str]) -> Result<Output, Failure> {
-    run_bin_env(bin, args, &[])
-}
-
-/// [`run_bin`] with `env` set.
-fn run_bin_env(bin: &str, args: &[&str], env: &[(&str, &str)]) -> Result<Output, Failure> {
     // Skip (not fail) where the device has no verbs; the context is closed before the run.
     drop(verbs_ctx()?);
-    if bin.ends_with("-rdma-core") && !std::path::Path::new(LOADER).exists() {
+    if !std::path::Path::new(LOADER).exists() {
         return Err(Failure::Skip(format!(
             "no {LOADER} for {bin}: the guest has no Debian layer (scripts/run-guest.sh --debian)"
         )));
     }
     Command::new(bin)
         .args(args)
-        .envs(env.iter().copied())
         .output()
         .map_err(|e| Failure::Fail(format!("cannot run {bin}: {e}")))
 }
@@ -375,68 +356,13 @@ fn test_c_pingpong_tcp() -> TestResult {
     Ok(())
 }
 
-/// Queries, errno conventions, every RC operation and error completions, from C: its TAP
-/// must plan and pass every group.
+/// Queries, errno conventions, every RC operation and error completions, from C on Debian's
+/// `libibverbs.so.1`, pfnic's provider and the RDMA core (the extended QP's work request
+/// builder `ibv_wr_*`, completion timestamps against the device clock
+/// `ibv_query_rt_values_ex`, device memory and inline data included): its TAP must plan and
+/// pass every group.
 fn test_c_verbs_api() -> TestResult {
-    verbs_api(API_TEST)
-}
-
-/// The API checks built against rdma-core's header: its inline verbs (the data path through
-/// the context's ops, the newer verbs through the `verbs_context`) and its symbol versions,
-/// on pfnic's `libibverbs.so.1`.
-fn test_c_verbs_api_rdma_core_abi() -> TestResult {
-    verbs_api(API_TEST_RDMA_CORE)
-}
-
-/// The same program on Debian's own `libibverbs.so.1` and pfnic's provider, through the RDMA
-/// core: every group, the extended QP's work request builder (`ibv_wr_*`), completion
-/// timestamps against the device clock (`ibv_query_rt_values_ex`), device memory and inline
-/// data included.
-fn test_c_verbs_api_debian_lib() -> TestResult {
-    let lib = std::path::Path::new(crate::debian_tools::DEBIAN_LIBIBVERBS);
-    if !lib.join("libibverbs.so.1").exists() {
-        return Err(Failure::Skip(format!(
-            "no {} in the guest (scripts/run-guest.sh --debian)",
-            lib.display()
-        )));
-    }
-    verbs_api_env(
-        API_TEST_RDMA_CORE,
-        &[("LD_LIBRARY_PATH", crate::debian_tools::DEBIAN_LIBIBVERBS)],
-    )
-}
-
-/// The ping-pong built against rdma-core, with cold ODP buffers in two processes and
-/// completion events (the ODP part skips in a mode without it: run it plain then).
-fn test_c_pingpong_rdma_core_abi() -> TestResult {
-    run_ok_bin(
-        PINGPONG_RDMA_CORE,
-        &["-n", ITERS, "-s", "8192"],
-        "20 iterations of 8192 bytes, 1 process",
-    )?;
-    let r = match run_ok_bin(
-        PINGPONG_RDMA_CORE,
-        &["-n", ITERS, "--odp", "--cold", "--fork", "--events"],
-        "2 processes, ODP MRs, cold",
-    ) {
-        Err(Failure::Skip(why)) => {
-            outln!("# ODP run skipped: {why}");
-            return Ok(());
-        }
-        r => r?,
-    };
-    check!(r.events > 0, "no completion event: {}", r.line);
-    Ok(())
-}
-
-/// Runs the C API checks `bin`: a TAP plan, every group passed.
-fn verbs_api(bin: &str) -> TestResult {
-    verbs_api_env(bin, &[])
-}
-
-/// [`verbs_api`] with `env` set.
-fn verbs_api_env(bin: &str, env: &[(&str, &str)]) -> TestResult {
-    let out = run_bin_env(bin, &[], env)?;
+    let out = run_bin(API_TEST, &[])?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let plan = stdout
         .lines()
@@ -449,7 +375,7 @@ fn verbs_api_env(bin: &str, env: &[(&str, &str)]) -> TestResult {
         .collect();
     if !failed.is_empty() || passed != plan || !out.status.success() {
         return Err(Failure::Fail(format!(
-            "{bin}: {passed} of {plan} passed, exit {}:\n{}{}",
+            "{API_TEST}: {passed} of {plan} passed, exit {}:\n{}{}",
             out.status,
             failed.join("\n"),
             String::from_utf8_lossy(&out.stderr)

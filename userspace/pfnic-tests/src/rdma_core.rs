@@ -48,16 +48,14 @@ pub const UVERBS_TEST: &str = "/usr/lib/pfnic/pfnic-uverbs-test";
 /// A command running [`UVERBS_TEST`] on Debian's own libibverbs.so.1 and pfnic's provider;
 /// skips in a guest without Debian's library (no `--debian` layer).
 pub fn uverbs_test(args: &[&str]) -> Result<Command, Failure> {
-    let lib = Path::new(crate::debian_tools::DEBIAN_LIBIBVERBS).join("libibverbs.so.1");
-    if !lib.exists() {
+    let lib = crate::debian_tools::LIBIBVERBS;
+    if !Path::new(lib).exists() {
         return Err(Failure::Skip(format!(
-            "no {}: the guest has no Debian layer (scripts/run-guest.sh --debian)",
-            lib.display()
+            "no {lib}: the guest has no Debian layer (scripts/run-guest.sh --debian)"
         )));
     }
     let mut cmd = Command::new(UVERBS_TEST);
-    cmd.args(args)
-        .env("LD_LIBRARY_PATH", crate::debian_tools::DEBIAN_LIBIBVERBS);
+    cmd.args(args);
     Ok(cmd)
 }
 

@@ -2,33 +2,32 @@
 //! per work request with its `ibv_wr_set_sge`/`ibv_wr_set_sge_list`, `ibv_wr_complete` or
 //! `ibv_wr_abort`) over the QP's send queue.
 //!
-//! A batch is built in the QP's wrapper and handed to the send queue at `ibv_wr_complete`, as
-//! `ibv_post_send` hands a list. The builder belongs to one thread from `ibv_wr_start` to
+//! A batch is built in the QP's data path and handed to the send queue at `ibv_wr_complete`,
+//! as `ibv_post_send` hands a list. The builder belongs to one thread from `ibv_wr_start` to
 //! `ibv_wr_complete`/`ibv_wr_abort` (another thread's `ibv_wr_start` waits), as libibverbs'
 //! providers lock it. Mistakes made while building (an operation pfnic does not have, data
 //! set before any operation, an inline payload longer than `max_inline_data` or on a READ or
 //! atomic) make `ibv_wr_complete` fail with nothing of the batch posted; a work request the
 //! send queue refuses (`EINVAL`: too many SGEs, bad flags; `ENOMEM` when it is full) fails it
-//! with the requests before it posted, as `ibv_post_send` does. Inline payloads (`ibv_wr_set_inline_data`) are copied when they are set, and into
-//! the QP's inline slots when the batch is posted.
-
-use core::ffi::{c_int, c_void};
-use core::sync::atomic::Ordering;
+//! with the requests before it posted, as `ibv_post_send` does. Inline payloads
+//! (`ibv_wr_set_inline_data`) are copied when they are set, and into the QP's inline slots
+//! when the batch is posted.
 
 use core::cell::UnsafeCell;
-use core::sync::atomic::AtomicBool;
+use core::ffi::{c_int, c_void};
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use pfnic_verbs::{Qp, SendWr, Sge, WrOpcode};
 
-use crate::ffi::*;
+use crate::ffi::{ibv_data_buf, ibv_qp_ex, ibv_sge};
 use crate::inline::{carries_payload, InlinePost, InlineRing, MAX_INLINE_DATA, SEND_INLINE};
 
 /// `enum ibv_qp_create_send_ops_flags` that pfnic has: the opcodes of `ibv_post_send`.
-pub const SEND_OPS_SUPPORTED: u64 = 0x7f;
+pub(crate) const SEND_OPS_SUPPORTED: u64 = 0x7f;
 
 /// The builder of an extended QP: whose thread builds, and its batch.
 #[derive(Default)]
-pub struct WrBuilder {
+pub(crate) struct WrBuilder {
     /// Held by the thread building a batch (`ibv_wr_start` .. `ibv_wr_complete`).
     building: AtomicBool,
     /// The batch; only the holder of `building` uses it.
@@ -38,10 +37,9 @@ pub struct WrBuilder {
 // SAFETY: the batch is used only by the thread that holds `building` (see the module).
 unsafe impl Sync for WrBuilder {}
 
-/// What the builder needs of the library that owns an extended QP: pfnic's own
-/// `libibverbs.so.1` or its rdma-core provider, each with its own QP object around the
-/// `ibv_qp_ex` libibverbs hands to the builder's entries.
-pub trait QpExHost {
+/// What the builder needs of the QP object around the `ibv_qp_ex` libibverbs hands to the
+/// builder's entries (the provider's data path of the QP).
+pub(crate) trait QpExHost {
     /// The owner of `qp`.
     ///
     /// # Safety
@@ -93,11 +91,11 @@ impl Builder {
     }
 }
 
-/// The wrapper of `qp` and its builder.
+/// The host of `qp` and its builder.
 ///
 /// # Safety
 ///
-/// `qp` is an extended QP of this library, and the caller the thread building on it (between
+/// `qp` is an extended QP of `H`, and the caller the thread building on it (between
 /// `wr_start` and `wr_complete`/`wr_abort`).
 unsafe fn builder<'a, H: QpExHost>(qp: *mut ibv_qp_ex) -> (&'a H, &'a mut Builder) {
     // SAFETY: the caller passes a live extended QP.
@@ -137,7 +135,7 @@ unsafe fn push<H: QpExHost>(qp: *mut ibv_qp_ex, opcode: WrOpcode, f: impl FnOnce
 ///
 /// # Safety
 ///
-/// `qp` is an extended QP of this library.
+/// `qp` is an extended QP of `H`.
 unsafe extern "C" fn wr_start<H: QpExHost>(qp: *mut ibv_qp_ex) {
     // SAFETY: the caller passes a live extended QP.
     let w = unsafe { H::host(qp) }.wr_builder();
@@ -162,7 +160,7 @@ fn finish<H: QpExHost>(w: &H, b: &mut Builder) {
 ///
 /// # Safety
 ///
-/// `qp` is an extended QP of this library this thread builds on.
+/// `qp` is an extended QP of `H` this thread builds on.
 unsafe extern "C" fn wr_complete<H: QpExHost>(qp: *mut ibv_qp_ex) -> c_int {
     // SAFETY: the caller's QP, which it builds on.
     let (w, b) = unsafe { builder::<H>(qp) };
@@ -510,7 +508,7 @@ unsupported! {
 }
 
 /// The builder's entries in `qp`, for QPs of `H`.
-pub fn install<H: QpExHost>(qp: &mut ibv_qp_ex) {
+pub(crate) fn install<H: QpExHost>(qp: &mut ibv_qp_ex) {
     qp.wr_atomic_cmp_swp = Some(wr_atomic_cmp_swp::<H>);
     qp.wr_atomic_fetch_add = Some(wr_atomic_fetch_add::<H>);
     qp.wr_bind_mw = Some(wr_bind_mw::<H>);

@@ -1,25 +1,23 @@
 //! Inline data (`IBV_SEND_INLINE`, `cap.max_inline_data`): the payload of a send or RDMA WRITE
 //! is copied at posting, so the caller may reuse its buffer at once and needs no MR for it.
 //!
-//! The device reads every payload through an MR, so the library copies inline payloads into a
-//! ring of slots of its own, registered on the QP's PD: one slot per send queue entry, plus
-//! one. Slots are taken in order, under the ring's lock, by the posts that use them, and a
-//! slot is taken again only after `depth + 1` later inline posts succeeded; since the send
-//! queue never holds more than `depth` work requests, the work request that used a slot has
-//! completed (the device is done with its payload) by the time the slot is written again.
+//! The device reads every payload through an MR, so the provider copies inline payloads into a
+//! ring of slots that its C part allocated and registered on the QP's PD, through the RDMA
+//! core: one slot per send queue entry, plus one. Slots are taken in order, under the ring's
+//! lock, by the posts that use them, and a slot is taken again only after `depth + 1` later
+//! inline posts succeeded; since the send queue never holds more than `depth` work requests,
+//! the work request that used a slot has completed (the device is done with its payload) by
+//! the time the slot is written again.
 
 use core::ffi::c_int;
-use std::io;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use pfnic_verbs::{Buffer, Mr, Pd, Qp, SendWr, Sge, WrOpcode};
+use pfnic_verbs::{Qp, SendWr, Sge, WrOpcode};
 
 /// `IBV_SEND_INLINE`.
-pub const SEND_INLINE: u32 = 1 << 3;
+pub(crate) const SEND_INLINE: u32 = 1 << 3;
 /// The inline payload a work request may carry (`cap.max_inline_data`, at most).
-pub const MAX_INLINE_DATA: u32 = 256;
-/// `IBV_ACCESS_LOCAL_WRITE`: the slots' MR (the device only reads it).
-const ACCESS_LOCAL_WRITE: u32 = 1;
+pub(crate) const MAX_INLINE_DATA: u32 = 256;
 
 /// Whether work requests of `opcode` carry a payload that may be inline (not READ, atomics).
 pub(crate) fn carries_payload(opcode: WrOpcode) -> bool {
@@ -36,46 +34,27 @@ pub(crate) struct InlinePost<'a> {
     pub(crate) payload: Option<&'a [Sge]>,
 }
 
-/// The memory of a ring's slots and the key the device reads it through.
-enum Slots {
-    /// The library's own buffer and MR (pfnic's libibverbs).
-    Own { buf: Arc<Buffer>, mr: Mr },
-    /// Memory a caller registered and lent to the ring (the rdma-core provider, which
-    /// registers through the RDMA core).
-    Lent { addr: *mut u8, lkey: u32 },
-}
-
-// SAFETY: Lent memory is only written under the ring's lock, and the lender keeps it (and its
-// registration) for the ring's life ([`InlineRing::lent`]).
-unsafe impl Send for Slots {}
-// SAFETY: As above.
-unsafe impl Sync for Slots {}
-
 /// A QP's inline slots.
-pub struct InlineRing {
-    mem: Slots,
+pub(crate) struct InlineRing {
+    /// The slots' memory, lent by the caller of [`InlineRing::lent`], and the key the device
+    /// reads it through.
+    addr: *mut u8,
+    lkey: u32,
     slots: u64,
     /// The next slot to take (a count; the slot is this modulo `slots`). Held across a post
     /// that takes slots, and advanced only by the slots its posted work requests used.
     next: Mutex<u64>,
 }
 
-impl InlineRing {
-    /// Slots for a send queue of `depth` entries, registered on `pd`.
-    pub(crate) fn new(pd: &Pd, depth: u32) -> io::Result<Self> {
-        let slots = u64::from(depth) + 1;
-        let len = usize::try_from(slots * u64::from(MAX_INLINE_DATA)).map_err(io::Error::other)?;
-        let buf = Arc::new(Buffer::new(len)?);
-        let mr = pd.reg_mr(&buf, ACCESS_LOCAL_WRITE)?;
-        Ok(Self {
-            mem: Slots::Own { buf, mr },
-            slots,
-            next: Mutex::new(0),
-        })
-    }
+// SAFETY: the lent memory is only written under the ring's lock, and the lender keeps it (and
+// its registration) for the ring's life ([`InlineRing::lent`]).
+unsafe impl Send for InlineRing {}
+// SAFETY: As above.
+unsafe impl Sync for InlineRing {}
 
+impl InlineRing {
     /// The bytes of slots a send queue of `depth` entries needs ([`InlineRing::lent`]).
-    pub fn bytes_for(depth: u32) -> usize {
+    pub(crate) fn bytes_for(depth: u32) -> usize {
         (depth as usize + 1) * MAX_INLINE_DATA as usize
     }
 
@@ -86,9 +65,10 @@ impl InlineRing {
     ///
     /// The memory stays writable, and registered under `lkey`, until the ring is dropped and
     /// the QP's work requests are done; nothing else writes it meanwhile.
-    pub unsafe fn lent(addr: *mut u8, lkey: u32, depth: u32) -> Self {
+    pub(crate) unsafe fn lent(addr: *mut u8, lkey: u32, depth: u32) -> Self {
         Self {
-            mem: Slots::Lent { addr, lkey },
+            addr,
+            lkey,
             slots: u64::from(depth) + 1,
             next: Mutex::new(0),
         }
@@ -164,24 +144,15 @@ impl InlineRing {
             }
             // SAFETY: the caller's range, readable (see above); it stays the caller's.
             let data = unsafe { core::slice::from_raw_parts(s.addr as usize as *const u8, len) };
-            match &self.mem {
-                Slots::Own { buf, .. } => buf.write(off, data),
-                // SAFETY: `off + len` is within slot `n` (the total fits one), inside the lent
-                // memory, which only this ring writes, under its lock (`lent`'s contract).
-                Slots::Lent { addr, .. } => unsafe {
-                    core::ptr::copy_nonoverlapping(data.as_ptr(), addr.add(off), len)
-                },
-            }
+            // SAFETY: `off + len` is within slot `n` (the total fits one), inside the lent
+            // memory, which only this ring writes, under its lock (`lent`'s contract).
+            unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), self.addr.add(off), len) };
             off += len;
         }
-        let (addr, lkey) = match &self.mem {
-            Slots::Own { buf, mr } => (buf.addr(), mr.lkey()),
-            Slots::Lent { addr, lkey } => (*addr as u64, *lkey),
-        };
         Ok(Sge {
-            addr: addr + base as u64,
+            addr: self.addr as u64 + base as u64,
             length: u32::try_from(total).map_err(|_| libc::EINVAL)?,
-            lkey,
+            lkey: self.lkey,
         })
     }
 }
