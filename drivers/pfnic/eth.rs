@@ -8,9 +8,12 @@
 //! copied out into a new socket buffer. This path carries ARP, ICMP and IP for the
 //! operating system, not the RDMA traffic, which the device moves itself.
 //!
-//! Both rings are driven under one interrupt-safe lock: `start_xmit` (bottom halves off) and
-//! the queues' interrupt (the hard handler, as the device masks itself until re-armed) take
-//! it, and `open`/`stop` (under the RTNL lock) set up and tear down what they use.
+//! Both rings are driven under one interrupt-safe lock: `start_xmit` (bottom halves off), the
+//! netdev's NAPI poll (softirq) and the queues' interrupt take it, and `open`/`stop` (under
+//! the RTNL lock) set up and tear down what they use. The interrupt only schedules the poll:
+//! the device masks it as it fires, and the poll arms it again once the rings are drained
+//! (NAPI), so a burst of frames costs one interrupt, and frames reach the stack in softirq
+//! context, through GRO.
 
 use crate::{nic::Nic, regs};
 use kernel::{
@@ -18,7 +21,7 @@ use kernel::{
     devres::Devres,
     dma::{Coherent, DmaAddress},
     io::{io_project, io_read, Io},
-    net::dev::{self as netdev, Device, SkBuff, Stats},
+    net::dev::{self as netdev, Device, Napi, SkBuff, Stats},
     new_mutex, new_spinlock_irq,
     prelude::*,
     sync::{
@@ -32,6 +35,8 @@ use zerocopy_derive::{FromBytes as ZFromBytes, Immutable, IntoBytes as ZIntoByte
 const RING: u32 = 128;
 /// Bytes of each descriptor's buffer: a full frame (1518 bytes with a VLAN tag) fits.
 const SLOT: usize = 2048;
+/// Received frames one NAPI poll takes at most (the core's budget is `NAPI_POLL_WEIGHT`, 64).
+const NAPI_BATCH: usize = 64;
 /// The frame lengths the device sends (docs/wire.md): a header to a tagged full frame.
 const MIN_FRAME: usize = 14;
 const MAX_FRAME: usize = 1518;
@@ -299,18 +304,36 @@ impl EthPort {
         Ok(())
     }
 
-    /// The queues' interrupt: reclaims sent frames, hands received ones to the stack, reposts
-    /// their buffers and re-arms the interrupt. Returns whether the netdev is up.
-    pub(crate) fn process(&self, nic: &Nic) -> bool {
+    /// The queues' interrupt (the hard handler; the device masked it as it fired): schedules
+    /// the netdev's NAPI poll, which does the work and arms the interrupt again.
+    pub(crate) fn interrupt(&self) {
+        let st = self.state.lock();
+        if let Some(netdev) = st.netdev {
+            // SAFETY: `netdev` is set between `open` and `stop`, under the lock we hold, while
+            // the device is registered.
+            unsafe { &*netdev }.napi_schedule();
+        }
+    }
+
+    /// The netdev's NAPI poll: reclaims sent frames, takes at most `budget` received ones
+    /// (and reposts their buffers), hands them to the stack once the lock is dropped (the
+    /// stack may answer at once, through `xmit`), and, with fewer than `budget`, completes
+    /// the poll and arms the interrupt again. Returns how many descriptors it received.
+    fn poll(&self, nic: &Nic, netdev: &Device, napi: &Napi, budget: u32) -> u32 {
+        let budget = budget.min(NAPI_BATCH as u32);
+        let mut frames: [Option<SkBuff>; NAPI_BATCH] = [const { None }; NAPI_BATCH];
+        let mut received = 0u32;
         let mut st = self.state.lock();
-        let Some(netdev) = st.netdev else {
-            return false;
-        };
-        // SAFETY: `netdev` is set between `open` and `stop`, under the lock we hold, while
-        // the device is registered.
-        let netdev = unsafe { &*netdev };
+        if st.netdev.is_none() {
+            // Not running (`stop` disables NAPI before it clears the netdev, so this is not
+            // expected): nothing to poll; a poll that is not completed would stay scheduled.
+            drop(st);
+            if budget > 0 {
+                napi.complete_done(0);
+            }
+            return 0;
+        }
         let c = &self.counters;
-        let mut rx_posted = 0;
         let _ = self.mem.try_access_with(|mem| {
             while st.tx_done != st.tx_posted {
                 let slot = (st.tx_done % RING) as usize;
@@ -333,7 +356,7 @@ impl EthPort {
                 }
                 st.tx_done = st.tx_done.wrapping_add(1);
             }
-            loop {
+            while received < budget {
                 let slot = (st.rx_next % RING) as usize;
                 let status: u32 = io_read!(&mem.rx, [panic: slot].status);
                 if status & DONE == 0 {
@@ -354,9 +377,7 @@ impl EthPort {
                         Ok(skb) => {
                             c.rx_packets.add(1, Relaxed);
                             c.rx_bytes.add(len as u64, Relaxed);
-                            if !skb.receive(netdev) {
-                                c.rx_dropped.add(1, Relaxed);
-                            }
+                            frames[received as usize] = Some(skb);
                         }
                         Err(_) => {
                             c.rx_dropped.add(1, Relaxed);
@@ -374,22 +395,31 @@ impl EthPort {
                     status: 0,
                 });
                 st.rx_next = st.rx_next.wrapping_add(1);
-                rx_posted += 1;
+                received += 1;
             }
         });
         let tx_room = st.tx_posted.wrapping_sub(st.tx_done) < RING - 1;
-        let rx_tail = (st.rx_next + RING - 1) % RING;
-        let _ = nic.with_bar(|bar| {
-            if rx_posted > 0 {
-                bar.write_reg(regs::ETH_RX_TAIL::zeroed().with_index(rx_tail));
-            }
-            // Re-armed last: a completion since the loops above signals at once.
-            bar.write_reg(st.running_ctrl());
-        });
+        if received > 0 {
+            let rx_tail = (st.rx_next + RING - 1) % RING;
+            let _ =
+                nic.with_bar(|bar| bar.write_reg(regs::ETH_RX_TAIL::zeroed().with_index(rx_tail)));
+        }
+        drop(st);
         if tx_room && netdev.queue_stopped() {
             netdev.wake_queue();
         }
-        true
+        for skb in frames.iter_mut().filter_map(Option::take) {
+            skb.receive_napi(netdev, napi);
+        }
+        // With a budget of 0 (netpoll) the poll is not this one's to complete.
+        if received < budget && napi.complete_done(received) {
+            let st = self.state.lock();
+            if st.netdev.is_some() {
+                // Armed last: a completion since the loops above signals at once.
+                let _ = nic.with_bar(|bar| bar.write_reg(st.running_ctrl()));
+            }
+        }
+        received
     }
 
     /// The netdev's receive mode changed (`ndo_set_rx_mode`, in atomic context): the device
@@ -409,7 +439,7 @@ impl EthPort {
     /// core, which follows its netdev's (and sends the port's events when it changes).
     pub(crate) fn netdev_active(&self) -> bool {
         let st = self.state.lock();
-        // SAFETY: As in `process`.
+        // SAFETY: As in `interrupt`.
         st.netdev
             .is_some_and(|netdev| unsafe { &*netdev }.carrier_ok())
     }
@@ -418,7 +448,7 @@ impl EthPort {
     pub(crate) fn link_changed(&self, up: bool) {
         let st = self.state.lock();
         if let Some(netdev) = st.netdev {
-            // SAFETY: As in `process`.
+            // SAFETY: As in `interrupt`.
             let netdev = unsafe { &*netdev };
             if up {
                 netdev.carrier_on();
@@ -462,6 +492,19 @@ impl netdev::Operations for PfnicNetdev {
     fn set_rx_mode(dev: &Device, nic: &Arc<Nic>) {
         if let Ok(port) = Self::port(nic) {
             port.set_rx_mode(nic, dev);
+        }
+    }
+
+    fn poll(dev: &Device, nic: &Arc<Nic>, napi: &Napi, budget: u32) -> u32 {
+        match Self::port(nic) {
+            Ok(port) => port.poll(nic, dev, napi, budget),
+            Err(_) => {
+                // No queues to poll (never registered so): end the poll.
+                if budget > 0 {
+                    napi.complete_done(0);
+                }
+                0
+            }
         }
     }
 

@@ -120,7 +120,7 @@ impl Nic {
                 eth.link_changed(up);
             }
             if vector == eth.vector as usize {
-                eth.process(self);
+                eth.interrupt();
             }
         }
         if let Some(echo) = echo {
