@@ -90,9 +90,9 @@ static void test_dm_bar(void *obj, void *data,
 }
 
 /*
- * MR_SET with DM: alone, inside DM_SIZE (overflow-safe), never empty,
- * never on demand, never the implicit MR's pattern; a context without a
- * PASID may have one; the table commands refuse it.
+ * MR_SET with DM: alone, inside DM_SIZE (overflow-safe), empty only inside
+ * it (ABI 1.18), never on demand, never the implicit MR's pattern; a
+ * context without a PASID may have one; the table commands refuse it.
  */
 static void test_dm_mr_set(void *obj, void *data,
                            QGuestAllocator *alloc)
@@ -114,7 +114,7 @@ static void test_dm_mr_set(void *obj, void *data,
         { 0, PFNIC_MR_FLAG_DM, 0xfffffffffffff000ULL, 0x2000 },
         { 0, PFNIC_MR_FLAG_DM, 0x1000, 0xfffffffffffff000ULL },
         { 0, PFNIC_MR_FLAG_DM, 0xffffffffffffffffULL, 1 },
-        { 0, PFNIC_MR_FLAG_DM, 0x1000, 0 },
+        { 0, PFNIC_MR_FLAG_DM, DM_SIZE_DEFAULT, 0 },
         { PFNIC_ACCESS_ON_DEMAND, PFNIC_MR_FLAG_DM, 0, 0x1000 },
         { PFNIC_ACCESS_LOCAL_WRITE | PFNIC_ACCESS_ON_DEMAND,
           PFNIC_MR_FLAG_DM, 0x1000, 0x1000 },
@@ -139,6 +139,10 @@ static void test_dm_mr_set(void *obj, void *data,
                     PFNIC_CMD_OK);
     g_assert_cmphex(key, !=, key2);
     g_assert_cmpint(dm_mr(2, 1, 7, 0, 0, 1, NULL), ==, PFNIC_CMD_BAD_STATE);
+    /* An empty one: a key that covers no byte */
+    g_assert_cmpint(dm_mr(6, 1, 7, 0, 0x1000, 0, &key2), ==, PFNIC_CMD_OK);
+    g_assert_cmphex(key2, !=, 0);
+    g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 6), ==, PFNIC_CMD_OK);
     assert_mr_no_pages(1);
     /* Not a table MR: MTT_WRITE and MTT_INVALIDATE refuse it. */
     g_assert_cmpint(mtt_write(1, 0, 1, MTT_SRC), ==, PFNIC_CMD_BAD_STATE);

@@ -19,11 +19,13 @@ static void test_verbs_limits(void *obj, void *data,
     g_assert_cmphex(reg_read(PFNIC_REG_VERSION), ==, PFNIC_VERSION_VALUE);
     g_assert_cmphex(reg_read(PFNIC_REG_FW_VERSION), ==, PFNIC_FW_VERSION_VALUE);
     /*
-     * ABI 1.17 (QP_SET_DMAC), model 1.17.0; 1.16's Ethernet queues (CAPS
-     * bit 11 ETH), 1.14's PORT_CHANGE events, 1.13's CAPS bit 10 DM
+     * ABI 1.18 (MR_MODIFY), model 1.18.0; 1.17's QP_SET_DMAC, 1.16's
+     * Ethernet queues (CAPS bit 11 ETH), 1.14's PORT_CHANGE events, 1.13's
+     * CAPS bit 10 DM
      */
-    g_assert_cmphex(reg_read(PFNIC_REG_VERSION), ==, 0x00010011);
-    g_assert_cmphex(reg_read(PFNIC_REG_FW_VERSION), ==, 0x01110000);
+    g_assert_cmphex(reg_read(PFNIC_REG_VERSION), ==, 0x00010012);
+    g_assert_cmphex(reg_read(PFNIC_REG_FW_VERSION), ==, 0x01120000);
+    g_assert_cmphex(PFNIC_CMD_MR_MODIFY, ==, 0x07);
     g_assert_cmphex(PFNIC_CMD_QP_SET_DMAC, ==, 0x24);
     g_assert_cmphex(PFNIC_CAPS_ETH, ==, 1u << 11);
     g_assert_true(reg_read(PFNIC_REG_CAPS) & PFNIC_CAPS_ETH);
@@ -103,6 +105,30 @@ static void test_verbs_mr(void *obj, void *data,
                         PFNIC_CMD_OK);
         g_assert_cmphex(key2, !=, keys[0]);
     }
+
+    /*
+     * MR_MODIFY (ABI 1.18): a valid MR gets another PD and access; whether
+     * it is on demand cannot change. (That its key keeps working is the
+     * guest suite's check, through traffic.)
+     */
+    a[0] = 4095;
+    a[1] = 2;
+    a[2] = PFNIC_ACCESS_LOCAL_WRITE | PFNIC_ACCESS_REMOTE_WRITE;
+    g_assert_cmpint(cmd(PFNIC_CMD_MR_MODIFY, a, 3), ==, PFNIC_CMD_OK);
+    a[0] = 4095;
+    a[1] = 2;
+    a[2] = PFNIC_ACCESS_LOCAL_WRITE | PFNIC_ACCESS_ON_DEMAND;
+    g_assert_cmpint(cmd(PFNIC_CMD_MR_MODIFY, a, 3), ==, PFNIC_CMD_BAD_ARG);
+    a[0] = 4095;
+    a[1] = 2;
+    a[2] = 0x10;
+    g_assert_cmpint(cmd(PFNIC_CMD_MR_MODIFY, a, 3), ==, PFNIC_CMD_BAD_ARG);
+    a[0] = 4096;
+    g_assert_cmpint(cmd(PFNIC_CMD_MR_MODIFY, a, 3), ==, PFNIC_CMD_BAD_INDEX);
+    a[0] = 5;
+    a[1] = 1;
+    a[2] = 0;
+    g_assert_cmpint(cmd(PFNIC_CMD_MR_MODIFY, a, 3), ==, PFNIC_CMD_BAD_STATE);
 
     /* Counters start at zero. */
     memset(a, 0xff, sizeof(a));

@@ -1,5 +1,5 @@
 /*
- * pfnic register layout (device ABI 1.17)
+ * pfnic register layout (device ABI 1.18)
  *
  * Mirrors docs/registers.md, docs/verbs.md and docs/wire.md, which are the
  * definition;
@@ -186,9 +186,9 @@ typedef enum PfnicCounter {
 /* Register values and fields */
 #define PFNIC_ID_VALUE              0x434e4650 /* "PFNC" in memory order */
 #define PFNIC_ABI_MAJOR             1
-#define PFNIC_ABI_MINOR             17
+#define PFNIC_ABI_MINOR             18
 #define PFNIC_VERSION_VALUE         ((PFNIC_ABI_MAJOR << 16) | PFNIC_ABI_MINOR)
-#define PFNIC_FW_VERSION_VALUE      0x01110000 /* model 1.17.0 */
+#define PFNIC_FW_VERSION_VALUE      0x01120000 /* model 1.18.0 */
 
 #define PFNIC_CAPS_ATS              (1u << 0)
 #define PFNIC_CAPS_PASID            (1u << 1)
@@ -268,6 +268,7 @@ typedef struct PfnicDesc {
 #define PFNIC_CMD_MTT_WRITE         0x04
 #define PFNIC_CMD_MTT_INVALIDATE    0x05
 #define PFNIC_CMD_FAULT_RESUME      0x06    /* ABI 1.9 */
+#define PFNIC_CMD_MR_MODIFY         0x07    /* ABI 1.18 */
 #define PFNIC_CMD_CQ_CREATE         0x10
 #define PFNIC_CMD_CQ_DESTROY        0x11
 #define PFNIC_CMD_QP_CREATE         0x20

@@ -254,7 +254,8 @@ static uint32_t pfnic_cmd_mr_set(PfnicState *s)
         return PFNIC_CMD_BAD_INDEX;
     }
     c = &s->contexts[ctx];
-    if (access & ~PFNIC_MR_ACCESS_MASK || !len ||
+    /* ABI 1.18: a device memory MR may be empty (it covers no byte). */
+    if (access & ~PFNIC_MR_ACCESS_MASK || (!len && !dm) ||
         (addr + len < addr && !implicit)) {
         return PFNIC_CMD_BAD_ARG;
     }
@@ -324,6 +325,34 @@ static uint32_t pfnic_cmd_mr_set(PfnicState *s)
     } else {
         trace_pfnic_mr_set(index, mr->key, ctx, pd, access, addr, len);
     }
+    return PFNIC_CMD_OK;
+}
+
+/*
+ * MR_MODIFY (ABI 1.18): a valid MR gets another PD and access, and keeps its
+ * key, range, table and counters (ibv_rereg_mr of the PD or the access, as
+ * mlx5 and rxe do it in place). Whether it is on demand cannot change; work
+ * in flight meets the new PD and access at its next check.
+ */
+static uint32_t pfnic_cmd_mr_modify(PfnicState *s)
+{
+    uint32_t index = s->cmd_arg[0], pd = s->cmd_arg[1], access = s->cmd_arg[2];
+    PfnicMr *mr;
+
+    if (index >= PFNIC_MAX_MRS) {
+        return PFNIC_CMD_BAD_INDEX;
+    }
+    mr = &s->mrs[index];
+    if (!mr->valid) {
+        return PFNIC_CMD_BAD_STATE;
+    }
+    if (access & ~PFNIC_MR_ACCESS_MASK ||
+        (access ^ mr->access) & PFNIC_ACCESS_ON_DEMAND) {
+        return PFNIC_CMD_BAD_ARG;
+    }
+    mr->pd = pd;
+    mr->access = access;
+    trace_pfnic_mr_modify(index, mr->key, pd, access);
     return PFNIC_CMD_OK;
 }
 
@@ -1584,6 +1613,9 @@ static uint32_t pfnic_cmd_dispatch(PfnicState *s, uint32_t op)
         break;
     case PFNIC_CMD_MR_QUERY:
         st = pfnic_cmd_mr_query(s);
+        break;
+    case PFNIC_CMD_MR_MODIFY:
+        st = pfnic_cmd_mr_modify(s);
         break;
     case PFNIC_CMD_MTT_WRITE:
         st = pfnic_cmd_mtt_write(s);
