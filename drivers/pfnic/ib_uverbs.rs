@@ -104,6 +104,7 @@ impl UContext {
 
     /// Every verb fails for another process than the one that opened the context (a child
     /// that inherited the file across fork): the device works in the opener's address space.
+    /// Device memory is the exception ([`Self::alloc_dm`]): it is in no address space.
     fn owner_only(&self) -> Result {
         self.nic.with_bar(|_| ())?;
         let task = kernel::current!();
@@ -114,9 +115,10 @@ impl UContext {
         }
     }
 
-    /// Maps the doorbell page (offset 0) or a CQ's or QP's ring memory.
+    /// Maps the doorbell page (offset 0) or a CQ's or QP's ring memory, into the opener's
+    /// address space only; or device memory, into any process that has the file.
     pub(crate) fn mmap(&self, vma: &VmaNew) -> Result {
-        if !self.ctx.owned_by(Some(vma.mm())) {
+        if !self.ctx.owned_by(Some(vma.mm())) && !self.verbs.is_dm_token(vma.pgoff() as u64) {
             return Err(EPERM);
         }
         {
@@ -233,10 +235,11 @@ impl UContext {
         ))
     }
 
-    /// `ibv_rereg_mr`: a new MR with what `flags` changes and the rest of `mr`'s registration,
-    /// which replaces `mr` (the core deregisters it then). Its keys are new, as every
-    /// registration's are: the core answers them, and libibverbs updates the MR's. On failure
-    /// `mr` is untouched.
+    /// `ibv_rereg_mr`: without a new translation, `mr` itself gets the new PD and access and
+    /// keeps its keys (`None`), as on mlx5 and rxe, where the device can change it so;
+    /// otherwise a new MR with what `flags` changes and the rest of `mr`'s registration, which
+    /// replaces `mr` (the core deregisters it then), with new keys: the core answers them,
+    /// and libibverbs updates the MR's. On failure `mr` is untouched.
     pub(crate) fn rereg_user_mr(
         &self,
         mr: &Mr,
@@ -259,6 +262,13 @@ impl UContext {
         }
         if flags & rereg::ACCESS != 0 {
             arg.access = region.access & !ACCESS_OPTIONAL_RANGE;
+        }
+        if flags & rereg::TRANS == 0 {
+            match self.verbs.modify_mr(mr.0, arg.pd, arg.access) {
+                Ok(()) => return Ok(None),
+                Err(e) if e == EOPNOTSUPP => {}
+                Err(e) => return Err(e),
+            }
         }
         self.register(arg).map(Some)
     }
@@ -294,9 +304,13 @@ impl UContext {
     }
 
     /// `ibv_alloc_dm`: pages of BAR1 for the context, which the provider maps from the uverbs
-    /// file where the response says.
+    /// file where the response says. Device memory is in no address space, so a process that
+    /// shares the file (a fork child) may allocate, map and free it too, as on mlx5 (rdma-core's
+    /// own tests allocate it from several children of the opener at once); it counts against
+    /// the context's share.
     pub(crate) fn alloc_dm(&self, attr: &DmAllocAttr, udata: &mut UData<'_>) -> Result<Dm> {
-        self.owner_only()?;
+        // Bound: a verb on an unbound device fails with EIO, as every other.
+        self.nic.with_bar(|_| ())?;
         udata.read(&mut [])?;
         let mut arg = uapi::AllocDm {
             length: attr.length,

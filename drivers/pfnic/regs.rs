@@ -62,6 +62,9 @@ pub(crate) const ABI_MINOR_ETH: u32 = 16;
 /// The minor version that added `QP_SET_DMAC`: the MAC a QP sends to, as the operating system
 /// resolved it, instead of the device's neighbour cache.
 pub(crate) const ABI_MINOR_DMAC: u32 = 17;
+/// The minor version that added `MR_MODIFY` (an MR's PD and access changed in place, its key
+/// kept) and empty device memory MRs.
+pub(crate) const ABI_MINOR_MR_MODIFY: u32 = 18;
 
 /// Port counters (`PORT_COUNTERS`, docs/wire.md), in the order of
 /// [`uapi::QueryPort::counters`](crate::uapi::QueryPort::counters).

@@ -19,6 +19,7 @@ pub(crate) const MR_QUERY: u32 = 0x03;
 pub(crate) const MTT_WRITE: u32 = 0x04;
 pub(crate) const MTT_INVALIDATE: u32 = 0x05;
 pub(crate) const FAULT_RESUME: u32 = 0x06;
+pub(crate) const MR_MODIFY: u32 = 0x07;
 pub(crate) const CQ_CREATE: u32 = 0x10;
 pub(crate) const CQ_DESTROY: u32 = 0x11;
 pub(crate) const QP_CREATE: u32 = 0x20;

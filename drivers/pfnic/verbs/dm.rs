@@ -245,6 +245,11 @@ impl VerbsFile {
         Some(dmem.map(dm.run.first, dm.run.pages, vma))
     }
 
+    /// Whether `token` is the mapping offset of one of the file's device memory allocations.
+    pub(crate) fn is_dm_token(&self, token: u64) -> bool {
+        self.objects.lock().dms.values().any(|d| d.token == token)
+    }
+
     /// `PFNIC_IOCTL_REG_DM_MR`: an MR over part of an allocation, zero-based.
     pub(crate) fn reg_dm_mr(&self, arg: &mut uapi::RegDmMr) -> Result {
         let verbs = self.nic.verbs()?;
@@ -263,7 +268,13 @@ impl VerbsFile {
         o.pds.get(&arg.pd).ok_or(EINVAL)?;
         let dm = o.dms.get(&arg.dm).ok_or(EINVAL)?;
         let end = arg.dm_offset.checked_add(arg.length).ok_or(EINVAL)?;
-        if arg.length == 0 || end > dm.length || arg.dm_offset % uapi::PFNIC_DM_ALIGN != 0 {
+        // An empty MR (a key that covers no byte, as rdma-core lets a program register) needs
+        // a device that takes one (ABI 1.18).
+        if (arg.length == 0 && !self.nic.has_mr_modify())
+            || end > dm.length
+            || arg.dm_offset >= dm.length
+            || arg.dm_offset % uapi::PFNIC_DM_ALIGN != 0
+        {
             return Err(EINVAL);
         }
         if o.mrs.iter().count() >= self.share(verbs.limits.max_mrs) {

@@ -255,6 +255,48 @@ impl VerbsFile {
         })
     }
 
+    /// Gives MR `handle` the PD `pd` and the access `access` in place (`ibv_rereg_mr` without
+    /// a new translation, as mlx5 and rxe do it): its keys, pages and counters stay.
+    /// `EOPNOTSUPP` where the MR cannot change so (a device without `MR_MODIFY`, device
+    /// memory, or an access that changes whether it is on demand or whether the device may
+    /// write its pages, which were pinned or are mirrored for that): the caller registers it
+    /// again instead. `EINVAL` for an unknown PD or MR or an invalid access.
+    pub(crate) fn modify_mr(&self, handle: u32, pd: u32, access: u32) -> Result {
+        self.nic.verbs()?;
+        if access & uapi::PFNIC_ACCESS_MW_BIND != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        if access & !MR_ACCESS != 0 {
+            return Err(EINVAL);
+        }
+        check_local_write(access)?;
+        let mut o = self.objects.lock();
+        o.pds.get(&pd).ok_or(EINVAL)?;
+        let mr = o.mrs.get(&handle).ok_or(EINVAL)?;
+        let same_kind = |a: u32, b: u32| {
+            (a & uapi::PFNIC_ACCESS_ON_DEMAND) == (b & uapi::PFNIC_ACCESS_ON_DEMAND)
+                && (a & WRITE_ACCESS != 0) == (b & WRITE_ACCESS != 0)
+        };
+        if !self.nic.has_mr_modify() || mr.dm.is_some() || !same_kind(access, mr.access) {
+            return Err(EOPNOTSUPP);
+        }
+        let (index, old_pd) = (mr.index, mr.pd);
+        self.nic.command(cmd::MR_MODIFY, &[index, pd, access])?;
+        if let Some(mr) = o.mrs.get_mut(&handle) {
+            mr.pd = pd;
+            mr.access = access;
+        }
+        if old_pd != pd {
+            if let Some(p) = o.pds.get_mut(&old_pd) {
+                p.mrs -= 1;
+            }
+            if let Some(p) = o.pds.get_mut(&pd) {
+                p.mrs += 1;
+            }
+        }
+        Ok(())
+    }
+
     /// `PFNIC_IOCTL_DEREG_MR`.
     pub(crate) fn dereg_mr(&self, arg: &uapi::MrHandle) -> Result {
         let verbs = self.nic.verbs()?;

@@ -134,6 +134,12 @@ impl Nic {
         self.info.device_abi & 0xffff >= regs::ABI_MINOR_DMAC
     }
 
+    /// Whether an MR's PD and access can change in place (`MR_MODIFY`), and a device memory MR
+    /// may be empty.
+    pub(crate) fn has_mr_modify(&self) -> bool {
+        self.info.device_abi & 0xffff >= regs::ABI_MINOR_MR_MODIFY
+    }
+
     /// Reads the port registers (all zero on a device without them).
     pub(crate) fn port_state(&self) -> Result<PortState> {
         if !self.has_port_registers() {

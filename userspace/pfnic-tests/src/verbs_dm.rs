@@ -245,8 +245,8 @@ fn test_verbs_dm_bad_args() -> TestResult {
     let dm = ctx.alloc_dm(8192, 0)?;
     let pd = ctx.alloc_pd()?;
     for (what, off, len, access) in [
-        ("length 0", 0, 0, ACCESS_LOCAL_WRITE),
         ("past the allocation", 4096, 4097, ACCESS_LOCAL_WRITE),
+        ("an empty one at the end", 8192, 0, ACCESS_LOCAL_WRITE),
         ("an offset that wraps", u64::MAX - 3, 8, ACCESS_LOCAL_WRITE),
         (
             "an offset not a multiple of 4",
@@ -268,6 +268,9 @@ fn test_verbs_dm_bad_args() -> TestResult {
             libc::EINVAL,
         )?;
     }
+    // An empty one is a key that covers no byte (device ABI 1.18), as rdma-core lets a
+    // program register.
+    drop(pd.reg_dm_mr(&dm, 0, 0, ACCESS_LOCAL_WRITE)?);
     let mr = pd.reg_dm_mr(&dm, 0, 8192, ACCESS_ALL)?;
     // The driver refuses to free memory an MR uses, and its PD.
     let handle = {
