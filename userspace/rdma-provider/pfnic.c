@@ -663,12 +663,41 @@ static int pfnic_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
 	return pfnic_rs_post_srq_recv(to_pfnic_srq(srq)->rs, wr, bad_wr);
 }
 
+/*
+ * The completions of @qp still in its CQs go, as mlx5's provider drops
+ * them: a QP reset starts again with none of its earlier life. The device
+ * writes no more for it by then. (Not at destroy, unlike mlx5: the rings
+ * are the device's mappings, which fault once the device is gone, and a
+ * destroy succeeds then too.)
+ */
+static void pfnic_qp_clean_cqs(struct ibv_qp *qp)
+{
+	struct ibv_cq *cqs[2] = { qp->send_cq, qp->recv_cq };
+
+	for (int i = 0; i < 2; i++) {
+		struct pfnic_cq *cq;
+
+		if (!cqs[i] || (i == 1 && cqs[1] == cqs[0]))
+			continue;
+		cq = to_pfnic_cq(cqs[i]);
+		/* Not under an extended poll's start_poll .. end_poll. */
+		pthread_spin_lock(&cq->lock);
+		pfnic_rs_cq_clean(cq->rs, qp->qp_num);
+		pthread_spin_unlock(&cq->lock);
+	}
+}
+
 static int pfnic_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 			   int attr_mask)
 {
 	struct ibv_modify_qp cmd;
+	int ret;
 
-	return ibv_cmd_modify_qp(qp, attr, attr_mask, &cmd, sizeof(cmd));
+	ret = ibv_cmd_modify_qp(qp, attr, attr_mask, &cmd, sizeof(cmd));
+	if (!ret && (attr_mask & IBV_QP_STATE) &&
+	    attr->qp_state == IBV_QPS_RESET)
+		pfnic_qp_clean_cqs(qp);
+	return ret;
 }
 
 static int pfnic_destroy_qp(struct ibv_qp *ibqp)

@@ -28,6 +28,7 @@ struct pfnic_rs_dm;
 
 int pfnic_rs_env_mem_mode(uint32_t *mode);
 int pfnic_rs_env_recv_fault(int wire, uint32_t *flags);
+int pfnic_rs_cq_clean(const struct pfnic_rs_cq *cq, uint32_t qp_num);
 struct pfnic_rs_context *pfnic_rs_context_new(int cmd_fd, uint64_t caps,
 					      uint16_t lid);
 void pfnic_rs_context_free(struct pfnic_rs_context *ctx);

@@ -282,6 +282,18 @@ pub unsafe extern "C" fn pfnic_rs_cq_ring(cq: *const PfnicRsCq) -> *mut c_void {
     unsafe { (*cq).cq.ring_ptr().cast() }
 }
 
+/// Removes QP `qp_num`'s completions from `cq` (the QP was reset); how many.
+///
+/// # Safety
+///
+/// `cq` is from [`pfnic_rs_cq_new`].
+#[no_mangle]
+pub unsafe extern "C" fn pfnic_rs_cq_clean(cq: *const PfnicRsCq, qp_num: u32) -> c_int {
+    // SAFETY: forwarded to the caller.
+    let n = unsafe { &*cq }.cq.clean_qp(qp_num);
+    c_int::try_from(n).unwrap_or(c_int::MAX)
+}
+
 /// `ibv_poll_cq`: up to `num_entries` completions into `wc`; how many, or `-EINVAL`.
 ///
 /// # Safety
@@ -573,8 +585,12 @@ pub unsafe extern "C" fn pfnic_rs_dm_free(dm: *mut PfnicRsDm) {
     unsafe { free_c(dm) }
 }
 
-/// `ibv_memcpy_to_dm`: 0, or `EINVAL` for a range outside the allocation or an offset that is
-/// not a multiple of 4.
+/// The unit of the device memory copies' offsets and lengths, in bytes.
+const DM_GRANULE: usize = pfnic_sys::uapi::PFNIC_DM_ALIGN as usize;
+
+/// `ibv_memcpy_to_dm`: 0, or `EINVAL` for a range outside the allocation, or an offset or a
+/// length that is not a multiple of 4 (what rdma-core's own tests want of any device with
+/// device memory: mlx5's rule).
 ///
 /// # Safety
 ///
@@ -586,6 +602,9 @@ pub unsafe extern "C" fn pfnic_rs_dm_copy_to(
     src: *const c_void,
     len: usize,
 ) -> c_int {
+    if !len.is_multiple_of(DM_GRANULE) {
+        return libc::EINVAL;
+    }
     let data = if len == 0 {
         &[][..]
     } else {
@@ -611,6 +630,9 @@ pub unsafe extern "C" fn pfnic_rs_dm_copy_from(
     offset: u64,
     len: usize,
 ) -> c_int {
+    if !len.is_multiple_of(DM_GRANULE) {
+        return libc::EINVAL;
+    }
     let out = if len == 0 {
         &mut [][..]
     } else {

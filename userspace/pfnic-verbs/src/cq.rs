@@ -221,6 +221,64 @@ impl Cq {
         n
     }
 
+    /// Removes the completions of QP `qp_num` that wait in the CQ, keeping the others in
+    /// their order (what mlx5's provider does when a QP is reset: it starts again with no
+    /// completion of its earlier life). The caller makes sure the device writes no more for
+    /// that QP (it is in RESET) and is still there (the ring is its mapping); completions of
+    /// other QPs the device writes meanwhile land behind the ones looked at. Returns how many
+    /// it removed.
+    pub fn clean_qp(&self, qp_num: u32) -> usize {
+        let inner = &*self.inner;
+        let mut ci = inner.consumer.lock().unwrap_or_else(|e| e.into_inner());
+        let base = inner.ring.as_ptr();
+        let size = inner.cqe_size;
+        let slot = |n: u32| -> *mut u8 {
+            // SAFETY: the slot is `n % entries`, inside the ring at the mapping's start
+            // (checked at creation); the mapping lives as long as `inner`.
+            unsafe { base.add((n & (inner.entries - 1)) as usize * size) }
+        };
+        // The CQEs the device wrote and the consumer has not taken: [ci, prod).
+        let mut prod = *ci;
+        while prod.wrapping_sub(*ci) < inner.entries {
+            let parity = ((prod / inner.entries) & 1) ^ 1;
+            // SAFETY: the owner byte of a CQE in the mapping, written by the device.
+            let owner = unsafe { slot(prod).add(0x1b).read_volatile() };
+            if u32::from(owner & 1) != parity {
+                break;
+            }
+            prod = prod.wrapping_add(1);
+        }
+        fence(Ordering::Acquire);
+        // From the newest back, each kept CQE moves up by the number removed after it, so
+        // the removed ones end up at the front, where the consumer index skips them.
+        let mut removed = 0u32;
+        let mut n = prod;
+        while n != *ci {
+            n = n.wrapping_sub(1);
+            let cqe = slot(n);
+            // SAFETY: a CQE the device finished writing (above), inside the mapping.
+            let qpn = u32::from_le(unsafe { cqe.add(0x10).cast::<u32>().read_volatile() });
+            if qpn == qp_num {
+                removed += 1;
+            } else if removed > 0 {
+                let dest = slot(n.wrapping_add(removed));
+                for off in (0..size).filter(|&o| o != 0x1b) {
+                    // SAFETY: both CQEs are in [ci, prod), written by the device and not
+                    // consumed, so only this function touches them; the owner byte stays
+                    // the destination's, which marks its slot valid.
+                    unsafe { dest.add(off).write_volatile(cqe.add(off).read_volatile()) };
+                }
+            }
+        }
+        if removed > 0 {
+            *ci = ci.wrapping_add(removed);
+            // SAFETY: as in `poll`: the CQ record's consumer index, atomic.
+            let rec = unsafe { AtomicU32::from_ptr(base.add(inner.record_offset).cast()) };
+            rec.store(ci.to_le(), Ordering::Release);
+        }
+        removed as usize
+    }
+
     /// Polls until `n` completions arrived or `timeout` passed; the completions (fewer than
     /// `n` on timeout).
     pub fn poll_wait(&self, n: usize, timeout: Duration) -> Vec<Wc> {

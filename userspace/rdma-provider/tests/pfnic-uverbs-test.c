@@ -549,30 +549,55 @@ static int test_limits(const char *dev)
 	return ret;
 }
 
-/* A fork child cannot use its parent's context: its address space is another. */
+/*
+ * A fork child cannot use its parent's context (PDs, CQs, MRs: its address
+ * space is another), but for device memory, which is in none.
+ */
 static int test_fork_child(const char *dev)
 {
 	struct objs o;
 	int status;
 	pid_t pid;
 
+	struct ibv_device_attr_ex dattr = {};
+
 	if (make_objs(&o, dev))
 		return 1;
+	CHECK(!ibv_query_device_ex(o.ctx, NULL, &dattr), "ibv_query_device_ex");
+	fflush(stdout);
 	pid = fork();
 	if (!pid) {
+		struct ibv_alloc_dm_attr dm_attr = { .length = 64 };
 		struct ibv_pd *pd = ibv_alloc_pd(o.ctx);
+		uint32_t w = 0x5a5aa5a5, r = 0;
+		struct ibv_dm *dm;
+		struct ibv_mr *mr;
 		struct ibv_cq *cq;
 
 		if (pd || errno != EPERM)
 			_exit(1);
 		cq = ibv_create_cq(o.ctx, 4, NULL, NULL, 0);
-		_exit(!cq && errno == EPERM ? 0 : 2);
+		if (cq || errno != EPERM)
+			_exit(2);
+		mr = ibv_reg_mr(o.pd, o.buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+		if (mr || errno != EPERM)
+			_exit(3);
+		if (!dattr.max_dm_size)
+			_exit(0);
+		/* Device memory is in no address space: the child may have some. */
+		dm = ibv_alloc_dm(o.ctx, &dm_attr);
+		if (!dm)
+			_exit(4);
+		if (ibv_memcpy_to_dm(dm, 0, &w, 4) ||
+		    ibv_memcpy_from_dm(&r, dm, 0, 4) || r != w)
+			_exit(5);
+		_exit(ibv_free_dm(dm) ? 6 : 0);
 	}
 	CHECK(pid > 0, "fork: %s", strerror(errno));
 	CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 	      "the child's verbs on the parent's context did not fail with "
-	      "EPERM (status %#x)", status);
+	      "EPERM, or its device memory failed (status %#x)", status);
 	/* The parent's context still works. */
 	{
 		struct ibv_pd *pd = ibv_alloc_pd(o.ctx);
@@ -1164,8 +1189,10 @@ static int test_cross_process_keys(const char *dev)
 
 /*
  * Device memory through the core: ibv_alloc_dm() within max_dm_size,
- * ibv_memcpy_to_dm()/_from_dm() at offsets that are multiples of 4 and
- * within the allocation (EINVAL otherwise), zero-based MRs over it
+ * ibv_memcpy_to_dm()/_from_dm() at offsets and of lengths that are
+ * multiples of 4, within the allocation (EINVAL otherwise, as rdma-core's
+ * own tests want of a device: mlx5's rule), zero-based MRs over it
+ * (a zero-length one too)
  * (EINVAL without IBV_ACCESS_ZERO_BASED or past the end), RDMA WRITE into
  * it and READ back out of it by its MR, EBUSY freeing it under an MR, and
  * a new allocation starts zeroed: no bytes of an earlier one reach it.
@@ -1206,9 +1233,13 @@ static int test_dm(const char *dev)
 	CHECK(!ibv_memcpy_to_dm(dm, 0, in, sizeof(in)), "ibv_memcpy_to_dm");
 	CHECK(!ibv_memcpy_from_dm(out, dm, 0, sizeof(out)) &&
 	      !memcmp(in, out, sizeof(in)), "the bytes did not come back");
-	/* A length that is no multiple of 4 is fine; such an offset is not. */
-	CHECK(!ibv_memcpy_from_dm(out, dm, 96, 3) && !memcmp(out, in + 96, 3),
-	      "3 bytes at 96");
+	/* Offsets and lengths go by 4 bytes. */
+	CHECK(!ibv_memcpy_from_dm(out, dm, 96, 4) && !memcmp(out, in + 96, 4),
+	      "4 bytes at 96");
+	ret = ibv_memcpy_from_dm(out, dm, 96, 3);
+	CHECK(ret == EINVAL, "ibv_memcpy_from_dm of 3 bytes: %d", ret);
+	ret = ibv_memcpy_to_dm(dm, 4, in, 3);
+	CHECK(ret == EINVAL, "ibv_memcpy_to_dm of 3 bytes: %d", ret);
 	ret = ibv_memcpy_to_dm(dm, 2, in, 4);
 	CHECK(ret == EINVAL, "ibv_memcpy_to_dm at offset 2: %d", ret);
 	ret = ibv_memcpy_from_dm(out, dm, 96, 8);
@@ -1224,6 +1255,13 @@ static int test_dm(const char *dev)
 	      mr ? "registered" : strerror(errno));
 	mr = ibv_reg_dm_mr(o.pd, dm, 2, 8, acc);
 	CHECK(!mr && errno == EINVAL, "a DM MR at offset 2: %s",
+	      mr ? "registered" : strerror(errno));
+	/* An empty one is a key that covers no byte (rdma-core registers some). */
+	mr = ibv_reg_dm_mr(o.pd, dm, 4, 0, acc);
+	CHECK(mr && mr->length == 0, "an empty DM MR: %s", strerror(errno));
+	CHECK(!ibv_dereg_mr(mr), "ibv_dereg_mr of the empty DM MR");
+	mr = ibv_reg_dm_mr(o.pd, dm, 100, 0, acc);
+	CHECK(!mr && errno == EINVAL, "an empty DM MR at the end: %s",
 	      mr ? "registered" : strerror(errno));
 	mr = ibv_reg_dm_mr(o.pd, dm, 4, 96, acc);
 	CHECK(mr, "ibv_reg_dm_mr(4, 96): %s", strerror(errno));
@@ -1314,8 +1352,9 @@ static int reconnect(struct ibv_qp *qp)
  * remote write (CHANGE_TRANSLATION | CHANGE_ACCESS) takes an RDMA WRITE by
  * its new rkey into the new buffer; the old rkey reaches nothing. A
  * re-registration that fails (remote write without local write; no flags)
- * leaves the MR as it was. Moved to another PD (CHANGE_PD), the first PD's
- * QP cannot reach it (REM_ACCESS_ERR).
+ * leaves the MR as it was. Moved to another PD (CHANGE_PD), in place with
+ * its keys, the first PD's QP cannot reach it (REM_ACCESS_ERR); moved back,
+ * it can again by the same rkey.
  */
 static int test_rereg_mr(const char *dev)
 {
@@ -1375,12 +1414,29 @@ static int test_rereg_mr(const char *dev)
 
 	pd2 = ibv_alloc_pd(o.ctx);
 	CHECK(pd2, "ibv_alloc_pd: %s", strerror(errno));
+	old_rkey = mr->rkey;
 	ret = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, pd2, NULL, 0, 0);
 	CHECK(!ret && mr->pd == pd2, "ibv_rereg_mr to another PD: %d, %s",
 	      ret, strerror(errno));
+	/* Without a new translation the MR changes in place, keys and all. */
+	CHECK(mr->rkey == old_rkey && mr->lkey == old_rkey,
+	      "CHANGE_PD gave new keys: %#x, was %#x", mr->rkey, old_rkey);
 	st = write_64(&o, (uintptr_t)b, mr->rkey);
 	CHECK(st == IBV_WC_REM_ACCESS_ERR, "WRITE from another PD's QP: %s",
 	      st < 0 ? "no completion" : ibv_wc_status_str(st));
+	if (reconnect(o.qp))
+		return 1;
+	ret = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, o.pd, NULL, 0, 0);
+	CHECK(!ret && mr->pd == o.pd && mr->rkey == old_rkey,
+	      "ibv_rereg_mr back to the first PD: %d, %s", ret, strerror(errno));
+	memset(o.buf, 0x79, 64);
+	st = write_64(&o, (uintptr_t)b, mr->rkey);
+	CHECK(st == IBV_WC_SUCCESS && b[0] == 0x79,
+	      "WRITE by the same rkey, back in the first PD: %s",
+	      st < 0 ? "no completion" : ibv_wc_status_str(st));
+	ret = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, pd2, NULL, 0, 0);
+	CHECK(!ret && mr->pd == pd2, "ibv_rereg_mr to another PD again: %d, %s",
+	      ret, strerror(errno));
 	ret = ibv_dealloc_pd(pd2);
 	CHECK(ret == EBUSY, "ibv_dealloc_pd of the MR's new PD: %d", ret);
 	CHECK(!ibv_dereg_mr(mr), "ibv_dereg_mr");
