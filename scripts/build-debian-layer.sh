@@ -28,6 +28,9 @@ DEBIAN_PACKAGES=(
 	libucx0 ucx-utils libnuma1 libgomp1
 	tcpdump libpcap0.8 libdbus-1-3 libsystemd0 libssl3 libgcrypt20 liblz4-1
 	liblzma5 libzstd1 libgpg-error0
+	python3-pyverbs python3-minimal python3.11-minimal libpython3.11-minimal
+	libpython3.11-stdlib libpython3.11 libexpat1 libffi8 libbz2-1.0 libuuid1
+	libcrypt1
 )
 # What the guest gets (paths as Debian installs them), and rxe's provider.
 DEBIAN_TOOLS=(
@@ -42,6 +45,25 @@ DEBIAN_TOOLS=(
 	usr/bin/tcpdump
 	usr/bin/ucx_info usr/bin/ucx_perftest
 	usr/lib/x86_64-linux-gnu/ucx/libuct_ib.so.0 usr/lib/x86_64-linux-gnu/ucx/libuct_cma.so.0
+	usr/bin/python3
+)
+# Whole trees the guest gets too: Python's standard library, pyverbs (rdma-core's Python
+# bindings) and rdma-core's own test suite, which Debian ships with them
+# (usr/share/doc/rdma-core/tests, gzipped; unpacked below). What the tests do not need is
+# left out (see PRUNE).
+DEBIAN_TREES=(
+	usr/lib/python3.11 usr/lib/python3/dist-packages/pyverbs usr/share/doc/rdma-core/tests
+)
+# Parts of those trees left out (find -path patterns): Python's own tests, GUIs, the
+# build configuration, and the extension modules whose libraries nothing else needs
+# (terminal, database and NIS modules).
+PRUNE=(
+	'*/__pycache__' usr/lib/python3.11/test usr/lib/python3.11/idlelib
+	usr/lib/python3.11/tkinter usr/lib/python3.11/turtledemo usr/lib/python3.11/ensurepip
+	usr/lib/python3.11/lib2to3 usr/lib/python3.11/pydoc_data 'usr/lib/python3.11/config-*'
+	'usr/lib/python3.11/lib-dynload/nis.*' 'usr/lib/python3.11/lib-dynload/_curses*'
+	'usr/lib/python3.11/lib-dynload/readline.*' 'usr/lib/python3.11/lib-dynload/_dbm.*'
+	'usr/lib/python3.11/lib-dynload/_sqlite3.*' 'usr/lib/python3.11/lib-dynload/_gdbm.*'
 )
 
 debs=$DEBIAN_DEBS
@@ -67,6 +89,8 @@ rm -rf "$root.tmp"
 debian_unpack "$debs" "$root.tmp" "${DEBIAN_PACKAGES[@]}"
 rm -rf "$root"
 mv "$root.tmp" "$root"
+# rdma-core's tests are gzipped as documentation; Python reads them plain.
+find "$root/usr/share/doc/rdma-core/tests" -name '*.py.gz' -exec gunzip -f {} +
 
 # The closure: every file to pack (relative to $root), symlinks followed
 # (both the link and its target go in), ELF NEEDED entries resolved in the
@@ -74,10 +98,15 @@ mv "$root.tmp" "$root"
 libdirs=(lib/x86_64-linux-gnu usr/lib/x86_64-linux-gnu)
 declare -A want=()
 queue=("${DEBIAN_TOOLS[@]}" lib64/ld-linux-x86-64.so.2)
+prune=()
+for p in "${PRUNE[@]}"; do prune+=(-path "$root/$p" -prune -o); done
+for t in "${DEBIAN_TREES[@]}"; do
+	mapfile -t -O "${#queue[@]}" queue < <(find "$root/$t" "${prune[@]}" \( -type f -o -type l \) -printf '%P\n' |
+		sed "s|^|$t/|")
+done
 unresolved=()
-while ((${#queue[@]})); do
-	rel=${queue[0]}
-	queue=("${queue[@]:1}")
+for ((qi = 0; qi < ${#queue[@]}; qi++)); do
+	rel=${queue[qi]}
 	[[ -n ${want[$rel]:-} ]] && continue
 	f=$root/$rel
 	[[ -e $f || -L $f ]] || die "Debian package file /$rel is missing (package list in $0)"
