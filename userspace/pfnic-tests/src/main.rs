@@ -22,6 +22,7 @@ mod matrix_uffd;
 mod mem_modes;
 mod perf_tool;
 mod rdma_core;
+mod rdma_core_suite;
 mod security;
 mod tools;
 mod verbs_async;
@@ -64,6 +65,7 @@ fn main() {
         verbs_device::TESTS,
         verbs_port::TESTS,
         rdma_core::TESTS,
+        rdma_core_suite::TESTS,
         verbs_mr::TESTS,
         verbs_qp::TESTS,
         verbs_cq::TESTS,
