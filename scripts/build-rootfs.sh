@@ -55,13 +55,12 @@ provider=$BUILD_DIR/rdma-provider
 [[ -e $provider/.built ]] || die "no provider in $provider; run scripts/build-provider.sh"
 [[ -e $RDMA_EXAMPLES_BUILD/.built ]] || die "no rdma-core examples in $RDMA_EXAMPLES_BUILD; run scripts/build-rdma-examples.sh"
 # The MD5 sums of Debian's libibverbs1 as dpkg keeps them: the guest suite checks that the
-# library its programs load is the package's.
-debs=("$DEBIAN_DEBS"/libibverbs1_*_amd64.deb)
-((${#debs[@]} == 1)) && [[ -e ${debs[0]} ]] ||
-	die "want one libibverbs1 package in $DEBIAN_DEBS, have: ${debs[*]}; run scripts/build-userspace.sh"
+# library its programs load is the package's (the newest .deb, the one debian_unpack takes).
+deb=$(compgen -G "$DEBIAN_DEBS/libibverbs1_*.deb" | sort -V | tail -1) ||
+	die "no libibverbs1 package in $DEBIAN_DEBS; run scripts/build-userspace.sh"
 md5sums=$ROOTFS_BUILD/libibverbs1.md5sums
-dpkg-deb --ctrl-tarfile "${debs[0]}" | tar -xO ./md5sums >"$md5sums" ||
-	die "no md5sums in ${debs[0]}"
+dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./md5sums >"$md5sums" ||
+	die "no md5sums in $deb"
 {
 	for d in usr usr/bin usr/lib usr/lib/x86_64-linux-gnu usr/libexec usr/libexec/rdma-core-examples \
 		usr/lib/x86_64-linux-gnu/libibverbs etc etc/libibverbs.d usr/lib/pfnic; do
