@@ -57,19 +57,24 @@ pub(crate) fn check_local_write(access: u32) -> Result {
     Ok(())
 }
 
+/// Validates an MR's access flags.
+fn check_access(access: u32) -> Result {
+    // Binding memory windows is a capability pfnic lacks, not an invalid flag.
+    if access & uapi::PFNIC_ACCESS_MW_BIND != 0 {
+        return Err(EOPNOTSUPP);
+    }
+    if access & !MR_ACCESS != 0 {
+        return Err(EINVAL);
+    }
+    check_local_write(access)
+}
+
 /// Validates a registration's access flags and range; returns whether it is the implicit MR.
 fn check_reg(arg: &uapi::RegMr) -> Result<bool> {
     if arg.reserved != 0 || arg.mr != 0 || arg.lkey != 0 || arg.rkey != 0 {
         return Err(EINVAL);
     }
-    // Binding memory windows is a capability pfnic lacks, not an invalid flag.
-    if arg.access & uapi::PFNIC_ACCESS_MW_BIND != 0 {
-        return Err(EOPNOTSUPP);
-    }
-    if arg.access & !MR_ACCESS != 0 {
-        return Err(EINVAL);
-    }
-    check_local_write(arg.access)?;
+    check_access(arg.access)?;
     let implicit = arg.addr == 0 && arg.length == u64::MAX;
     if implicit {
         // The whole address space cannot be populated up front.
@@ -263,13 +268,7 @@ impl VerbsFile {
     /// again instead. `EINVAL` for an unknown PD or MR or an invalid access.
     pub(crate) fn modify_mr(&self, handle: u32, pd: u32, access: u32) -> Result {
         self.nic.verbs()?;
-        if access & uapi::PFNIC_ACCESS_MW_BIND != 0 {
-            return Err(EOPNOTSUPP);
-        }
-        if access & !MR_ACCESS != 0 {
-            return Err(EINVAL);
-        }
-        check_local_write(access)?;
+        check_access(access)?;
         let mut o = self.objects.lock();
         o.pds.get(&pd).ok_or(EINVAL)?;
         let mr = o.mrs.get(&handle).ok_or(EINVAL)?;
