@@ -490,17 +490,47 @@ fn test_wire_netdev_missed() -> TestResult {
     let up = UpNetdevs::new()?;
     let [a, b] = &up.0;
     let (sa, sb) = (PacketSocket::new(a)?, PacketSocket::new(b)?);
+    let n = burst(a, b, &sa, &sb, FRAMES)?;
+    outln!(
+        "# {} frames sent, {} received, {} missed by the device, {} dropped by the stack",
+        n.sent,
+        n.received,
+        n.missed,
+        n.dropped
+    );
+    check!(n.sent > 0, "{} sent none of {FRAMES} frames", a.name);
+    check_eq!(n.received + n.missed + n.dropped, n.sent);
+    Ok(())
+}
+
+/// What became of a burst of frames from one netdev to the other.
+struct Burst {
+    sent: u64,
+    received: u64,
+    missed: u64,
+    dropped: u64,
+}
+
+/// Sends `frames` numbered 60-byte frames from `a` to `b` as fast as `a`'s queue takes them,
+/// and receives what arrives (each in order, unchanged); the receiver's counters say what
+/// became of the others.
+fn burst(
+    a: &Netdev,
+    b: &Netdev,
+    sa: &PacketSocket,
+    sb: &PacketSocket,
+    frames: u32,
+) -> Result<Burst, Failure> {
     let tx0 = a.stat("tx_packets")?;
     let (dropped0, missed0) = (b.stat("rx_dropped")?, b.stat("rx_missed_errors")?);
-    for i in 0..FRAMES {
+    for i in 0..frames {
         sa.send_paced(&frame(b.mac, a.mac, i, 60))?;
     }
-    let mut received = 0u64;
-    let mut next = 0u32;
+    let (mut received, mut next) = (0u64, 0u32);
     while let Some(f) = sb.recv(Duration::from_secs(2))? {
         let seq = u32::from_be_bytes(f[14..18].try_into()?);
         check!(
-            seq >= next && seq < FRAMES,
+            seq >= next && seq < frames,
             "frame {seq} arrived after frame {}: out of order or repeated",
             next.wrapping_sub(1)
         );
@@ -511,16 +541,12 @@ fn test_wire_netdev_missed() -> TestResult {
         next = seq + 1;
         received += 1;
     }
-    let sent = a.stat("tx_packets")? - tx0;
-    let dropped = b.stat("rx_dropped")? - dropped0;
-    let missed = b.stat("rx_missed_errors")? - missed0;
-    outln!(
-        "# {sent} frames sent, {received} received, {missed} missed by the device, {dropped} \
-         dropped by the stack"
-    );
-    check!(sent > 0, "{} sent none of {FRAMES} frames", a.name);
-    check_eq!(received + missed + dropped, sent);
-    Ok(())
+    Ok(Burst {
+        sent: a.stat("tx_packets")? - tx0,
+        received,
+        missed: b.stat("rx_missed_errors")? - missed0,
+        dropped: b.stat("rx_dropped")? - dropped0,
+    })
 }
 
 /// The kernel threads of `dev`'s NAPI contexts in threaded mode (`napi/DEV-ID`).
@@ -579,35 +605,21 @@ fn test_wire_netdev_napi() -> TestResult {
             );
             outln!("# {}: threaded NAPI in {}", b.name, threads[0]);
         }
-        let tx0 = a.stat("tx_packets")?;
-        let (dropped0, missed0) = (b.stat("rx_dropped")?, b.stat("rx_missed_errors")?);
-        for i in 0..FRAMES {
-            sa.send_paced(&frame(b.mac, a.mac, i, 60))?;
-        }
-        let (mut received, mut next) = (0u64, 0u32);
-        while let Some(f) = sb.recv(Duration::from_secs(2))? {
-            let seq = u32::from_be_bytes(f[14..18].try_into()?);
-            check!(
-                seq >= next && seq < FRAMES,
-                "frame {seq} arrived after frame {}: out of order or repeated",
-                next.wrapping_sub(1)
-            );
-            check!(
-                f == frame(b.mac, a.mac, seq, 60),
-                "frame {seq} arrived changed"
-            );
-            next = seq + 1;
-            received += 1;
-        }
-        let sent = a.stat("tx_packets")? - tx0;
-        let dropped = b.stat("rx_dropped")? - dropped0;
-        let missed = b.stat("rx_missed_errors")? - missed0;
+        let n = burst(a, b, &sa, &sb, FRAMES)?;
         outln!(
-            "# threaded {threaded}: {sent} frames sent, {received} received, {missed} missed, \
-             {dropped} dropped"
+            "# threaded {threaded}: {} frames sent, {} received, {} missed, {} dropped",
+            n.sent,
+            n.received,
+            n.missed,
+            n.dropped
         );
-        check!(received > 0, "{} received none of {sent} frames", b.name);
-        check_eq!(received + missed + dropped, sent);
+        check!(
+            n.received > 0,
+            "{} received none of {} frames",
+            b.name,
+            n.sent
+        );
+        check_eq!(n.received + n.missed + n.dropped, n.sent);
         drop(mode);
     }
     Ok(())
