@@ -1185,3 +1185,10 @@ void *stranger_qos_before(GString *cmd_line, void *arg)
     pfnic_qos_before(cmd_line, arg);
     return st;
 }
+
+void wire_ctx_no_pasid(int n, uint32_t ip)
+{
+    use_nic(n);
+    reg_write(PFNIC_REG_PORT_IPV4, ip);
+    start_ctx_no_pasid(1, RING_ADDR);
+}

@@ -507,6 +507,9 @@ void wire_setup(uint32_t timeout, uint32_t *key_a, uint32_t *key_b);
 
 uint32_t port_counter(int c);
 
+/* Make pfnic @n current, give its port @ip, start its context 1 (no PASID) */
+void wire_ctx_no_pasid(int n, uint32_t ip);
+
 /* Wait up to @ms of virtual time for the CQE in @slot. */
 PfnicCqe wait_cqe_ms(uint32_t cqn, uint32_t slot, uint32_t ms);
 

@@ -144,14 +144,6 @@ static void wire_tables_start(void *obj, QGuestAllocator *alloc,
     }
 }
 
-/* Make pfnic @n current, give its port @ip, start its context 1 (no PASID) */
-static void wire_ctx_no_pasid(int n, uint32_t ip)
-{
-    use_nic(n);
-    reg_write(PFNIC_REG_PORT_IPV4, ip);
-    start_ctx_no_pasid(1, RING_ADDR);
-}
-
 /*
  * Data on the wire, through tables (ABI 1.8): A's QP 2 and B's QP 3 in
  * contexts without a PASID, each with a table MR over scattered guest
