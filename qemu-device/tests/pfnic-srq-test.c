@@ -79,7 +79,7 @@ static void test_verbs_srq_commands(void *obj, void *data,
     g_assert_cmpint(qp_create_full(2, 1, 7, 1, 1, 4, 4, 0, 1), ==,
                     PFNIC_CMD_BAD_ARG);
     g_assert_cmpint(qp_create_full(2, 1, 7, 1, 1, 4, 4,
-                                   PFNIC_QP_FLAG_SRQ | 4, 1), ==,
+                                   PFNIC_QP_FLAG_SRQ | 8, 1), ==,
                     PFNIC_CMD_BAD_ARG);
     g_assert_cmpint(qp_create_full(2, 1, 7, 1, 1, 4, 4, 8, 0), ==,
                     PFNIC_CMD_BAD_ARG);

@@ -19,12 +19,15 @@ static void test_verbs_limits(void *obj, void *data,
     g_assert_cmphex(reg_read(PFNIC_REG_VERSION), ==, PFNIC_VERSION_VALUE);
     g_assert_cmphex(reg_read(PFNIC_REG_FW_VERSION), ==, PFNIC_FW_VERSION_VALUE);
     /*
-     * ABI 1.18 (MR_MODIFY), model 1.18.0; 1.17's QP_SET_DMAC, 1.16's
+     * ABI 1.19 (UD QPs), model 1.19.0; 1.18's MR_MODIFY, 1.17's
+     * QP_SET_DMAC, 1.16's
      * Ethernet queues (CAPS bit 11 ETH), 1.14's PORT_CHANGE events, 1.13's
      * CAPS bit 10 DM
      */
-    g_assert_cmphex(reg_read(PFNIC_REG_VERSION), ==, 0x00010012);
-    g_assert_cmphex(reg_read(PFNIC_REG_FW_VERSION), ==, 0x01120000);
+    g_assert_cmphex(reg_read(PFNIC_REG_VERSION), ==, 0x00010013);
+    g_assert_cmphex(reg_read(PFNIC_REG_FW_VERSION), ==, 0x01130000);
+    g_assert_cmphex(PFNIC_QP_FLAG_UD, ==, 1u << 2);
+    g_assert_cmphex(PFNIC_WC_GRH, ==, 1);
     g_assert_cmphex(PFNIC_CMD_MR_MODIFY, ==, 0x07);
     g_assert_cmphex(PFNIC_CMD_QP_SET_DMAC, ==, 0x24);
     g_assert_cmphex(PFNIC_CAPS_ETH, ==, 1u << 11);
@@ -218,8 +221,11 @@ static void test_verbs_cq_qp(void *obj, void *data,
     g_assert_cmpint(qp_create(2, 0, 1, 256, 1, 4, 0), ==,
                     PFNIC_CMD_BAD_INDEX);
     g_assert_cmpint(qp_create(2, 0, 1, 1, 1, 13, 0), ==, PFNIC_CMD_BAD_ARG);
-    /* Flag bit 2 is unknown (bit 1, SRQ, is test_verbs_srq_commands') */
-    g_assert_cmpint(qp_create(2, 0, 1, 1, 1, 4, 4), ==, PFNIC_CMD_BAD_ARG);
+    /*
+     * Flag bit 3 is unknown (bit 1, SRQ, is test_verbs_srq_commands', bit
+     * 2, UD, pfnic-ud-test's)
+     */
+    g_assert_cmpint(qp_create(2, 0, 1, 1, 1, 4, 8), ==, PFNIC_CMD_BAD_ARG);
     g_assert_cmpint(qp_create(2, 0, 1, 1, 3, 4, 0), ==, PFNIC_CMD_BAD_STATE);
     /* CQ 2 belongs to context 1. */
     g_assert_cmpint(qp_create(2, 0, 1, 1, 2, 4, 0), ==, PFNIC_CMD_BAD_ARG);

@@ -366,6 +366,8 @@ typedef struct PfnicQp {
     uint32_t gen;               /* bumped by each QP_CREATE at this QPN */
     uint32_t ctx;
     uint32_t pd;
+    bool ud;                    /* ABI 1.19: unreliable datagram */
+    uint32_t qkey;              /* UD: the Q_Key its receives need */
     uint32_t scqn, rcqn;
     uint64_t sq, rq, record;
     uint32_t sq_entries, rq_entries;
@@ -420,6 +422,7 @@ typedef struct PfnicQp {
     uint32_t dest;              /* destination QPN and generation */
     uint32_t dest_gen;
     PfnicWqe rwqe;              /* the claimed receive WQE (SEND, WITH_IMM) */
+    bool grh_done;              /* UD: its 40 bytes are in the receive WQE */
     uint32_t rwqe_requests;     /* page requests on the receive buffers */
     uint32_t rnr_left;
     uint32_t rnr_backoff;       /* RNR waits in a row with rnr_retry 7 */
@@ -788,6 +791,13 @@ static inline bool pfnic_eth_enabled(const PfnicState *s)
 }
 
 /* pfnic_roce.c: RC over RoCEv2 */
+typedef enum {
+    PFNIC_COPY_OK,
+    PFNIC_COPY_WAIT,            /* a page request is out */
+    PFNIC_COPY_FAULT,           /* the OS cannot make the page present */
+    PFNIC_COPY_PROT,            /* a key no longer covers the range */
+} PfnicCopy;
+
 void pfnic_roce_init(PfnicState *s);
 void pfnic_roce_exit(PfnicState *s);
 void pfnic_roce_qp_reset(PfnicState *s, PfnicQp *qp);
@@ -795,5 +805,21 @@ uint32_t pfnic_roce_backup_set(PfnicState *s, uint64_t base, uint32_t size);
 bool pfnic_roce_run(PfnicState *s, PfnicQp *qp);
 bool pfnic_roce_rx(PfnicState *s, uint32_t src_ip, uint8_t *pkt, size_t len);
 void pfnic_roce_timer(void *opaque);
+/* ... and what UD (pfnic_ud.c) shares of it */
+PfnicCopy pfnic_roce_sge_copy(PfnicState *s, PfnicQp *qp, PfnicPageWait *w,
+                              uint32_t pd, const PfnicWqe *wqe, uint64_t off,
+                              uint8_t *buf, uint64_t len, bool to_mem);
+uint8_t *pfnic_bth_put(uint8_t *p, uint8_t op, bool se, uint32_t pad,
+                       uint32_t dqpn, bool ackreq, uint32_t psn);
+
+/* pfnic_ud.c: UD QPs (ABI 1.19) on the wire, and their GRHs */
+#define PFNIC_UD_SEND_WAIT          0xff    /* pfnic_ud_send(): a page */
+bool pfnic_ud_wire(PfnicState *s, const PfnicWqe *w);
+uint32_t pfnic_ud_qkey(const PfnicQp *qp, const PfnicWqe *w);
+void pfnic_ud_grh_loopback(PfnicState *s, const PfnicQp *qp,
+                           const PfnicWqe *w, uint64_t len, uint8_t *grh);
+uint8_t pfnic_ud_send(PfnicState *s, PfnicQp *qp);
+bool pfnic_ud_rx(PfnicState *s, const uint8_t *ip, const uint8_t *pkt,
+                 size_t len);
 
 #endif /* HW_PFNIC_H */

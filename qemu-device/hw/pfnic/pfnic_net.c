@@ -354,6 +354,11 @@ static void pfnic_rx_ipv4(PfnicState *s, uint8_t *f, size_t len)
         return;
     }
     src = ldl_be_p(ip + 12);
+    if ((bth[0] & 0xe0) == 0x60) {
+        /* UD's opcodes (ABI 1.19): a datagram teaches no neighbour. */
+        pfnic_ud_rx(s, ip, bth, pkt_len);
+        return;
+    }
     /*
      * A QP's peer that reached us is on this link: remember its MAC. Only
      * then: a stranger's frame cannot redirect our traffic.

@@ -161,6 +161,20 @@ bool pfnic_wqe_read(PfnicState *s, uint64_t base, uint32_t entries,
     return true;
 }
 
+/*
+ * pfnic_wqe_read() took bytes 0x10..0x2f as an RC WQE's fields: a UD WQE's
+ * are others (ABI 1.19), so take them again.
+ */
+static void pfnic_wqe_ud_fields(PfnicWqe *w)
+{
+    w->remote_addr = cpu_to_le64(w->remote_addr);
+    w->rkey = cpu_to_le32(w->rkey);
+    w->compare_add = cpu_to_le64(w->compare_add);
+    w->ud.remote_qpn = le32_to_cpu(w->ud.remote_qpn) & 0xffffff;
+    w->ud.remote_qkey = le32_to_cpu(w->ud.remote_qkey);
+    w->ud.dest_ip = le32_to_cpu(w->ud.dest_ip);
+}
+
 /* Let senders parked behind @qp's receive queue or RNR timer go on. */
 void pfnic_qp_wake_senders(PfnicState *s, uint32_t qpn)
 {
@@ -585,16 +599,20 @@ static void pfnic_qp_recv_complete(PfnicState *s, PfnicQp *qp, PfnicQp *dest,
                                    uint8_t status)
 {
     uint8_t op = qp->wqe.opcode;
+    /* UD: the first 40 bytes of the receive buffer are the GRH's. */
+    uint32_t grh = qp->ud ? PFNIC_GRH_LEN : 0;
     PfnicCqe cqe = {
         .wr_id = qp->rwqe.wr_id,
-        .byte_len = status == PFNIC_WC_SUCCESS ? qp->len : 0,
+        .byte_len = status == PFNIC_WC_SUCCESS ? grh + qp->len : 0,
         .imm_data = pfnic_op_imm(op) ? qp->wqe.imm_data : 0,
         .qp_num = dest->qpn,
         .src_qp = qp->qpn,
         .status = status,
         .opcode = op == PFNIC_WR_RDMA_WRITE_WITH_IMM ?
                   PFNIC_WC_RECV_RDMA_WITH_IMM : PFNIC_WC_RECV,
-        .wc_flags = pfnic_op_imm(op) ? PFNIC_WC_WITH_IMM : 0,
+        .wc_flags = (pfnic_op_imm(op) ? PFNIC_WC_WITH_IMM : 0) |
+                    (qp->ud && qp->wqe.ud.ah_flags & PFNIC_UD_AH_GRH ?
+                     PFNIC_WC_GRH : 0),
         .vendor_err = qp->rwqe_requests,
     };
 
@@ -613,14 +631,17 @@ static void pfnic_qp_recv_complete(PfnicState *s, PfnicQp *qp, PfnicQp *dest,
     qemu_bh_schedule(s->engine_bh);
 }
 
-/* The receiver failed the message: it completes @rstatus, we @status. */
+/*
+ * The receiver failed the message: it completes @rstatus, we @status (UD:
+ * SUCCESS, a datagram's sender learns nothing of its receiver).
+ */
 static PfnicQpStep pfnic_qp_recv_fail(PfnicState *s, PfnicQp *qp,
                                       PfnicQp *dest, uint8_t rstatus,
                                       uint8_t status)
 {
     pfnic_qp_recv_complete(s, qp, dest, rstatus);
     qp->started = false;        /* nothing left to release */
-    pfnic_qp_complete(s, qp, status);
+    pfnic_qp_complete(s, qp, qp->ud ? PFNIC_WC_SUCCESS : status);
     return PFNIC_QP_DONE;
 }
 
@@ -628,6 +649,18 @@ static PfnicQpStep pfnic_qp_fail(PfnicState *s, PfnicQp *qp, uint8_t status)
 {
     pfnic_qp_complete(s, qp, status);
     return PFNIC_QP_DONE;
+}
+
+/*
+ * UD: the datagram goes nowhere (no such QP, another Q_Key, no receive
+ * WQE, the destination gone): the sender completes it as sent.
+ */
+static PfnicQpStep pfnic_qp_ud_drop(PfnicState *s, PfnicQp *qp,
+                                    const char *why)
+{
+    trace_pfnic_ud_drop(qp->qpn, qp->wqe.ud.remote_qpn, why);
+    pfnic_qp_release_dest(s, qp);
+    return pfnic_qp_fail(s, qp, PFNIC_WC_SUCCESS);
 }
 
 /* --- execution --------------------------------------------------------- */
@@ -656,7 +689,7 @@ static PfnicQp *pfnic_qp_dest(PfnicState *s, PfnicQp *qp)
     PfnicQp *dest = pfnic_qp_get(s, qp->dest);
 
     if (!dest || dest->gen != qp->dest_gen || !pfnic_qp_ready(s, dest) ||
-        !pfnic_qp_is_peer(dest, qp)) {
+        (!qp->ud && !pfnic_qp_is_peer(dest, qp))) {
         return NULL;
     }
     if (qp->started && pfnic_op_recv(qp->wqe.opcode) &&
@@ -783,6 +816,134 @@ uint8_t pfnic_wqe_check(PfnicState *s, PfnicQp *qp, const PfnicWqe *w,
     return PFNIC_WC_SUCCESS;
 }
 
+static bool pfnic_qp_xlate(PfnicState *s, PfnicQp *qp, PfnicContext *ctx,
+                           bool remote, PfnicMr *mr, uint64_t va,
+                           uint64_t len, bool write, hwaddr *pa,
+                           AddressSpace **as);
+
+/*
+ * UD (ABI 1.19): a SEND of at most the port's MTU to the QP its WQE names,
+ * here or on the wire, which takes it if it is a ready UD QP with the
+ * Q_Key the datagram carries and a receive WQE posted; else the datagram
+ * is lost, and the sender completes it as sent either way (C10-93.1.1: a
+ * message larger than the MTU is not sent, and is no error).
+ */
+static PfnicQpStep pfnic_qp_ud_start(PfnicState *s, PfnicQp *qp)
+{
+    PfnicWqe *w = &qp->wqe;
+    PfnicQp *dest;
+    uint64_t rlen = 0;
+    uint8_t st;
+
+    if (!pfnic_op_send(w->opcode) || w->ud.ah_flags & ~PFNIC_UD_AH_MASK) {
+        return pfnic_qp_fail(s, qp, PFNIC_WC_LOC_QP_OP_ERR);
+    }
+    st = pfnic_wqe_check(s, qp, w, &qp->len);
+    if (st != PFNIC_WC_SUCCESS) {
+        return pfnic_qp_fail(s, qp, st);
+    }
+    if (qp->len > PFNIC_UD_MAX_MSG) {
+        return pfnic_qp_ud_drop(s, qp, "larger than the MTU");
+    }
+    if (pfnic_ud_wire(s, w)) {
+        st = pfnic_ud_send(s, qp);
+        if (st == PFNIC_UD_SEND_WAIT) {
+            return PFNIC_QP_WAIT;
+        }
+        return pfnic_qp_fail(s, qp, st);
+    }
+    dest = pfnic_qp_get(s, w->ud.remote_qpn);
+    if (!dest || !dest->ud || !pfnic_qp_ready(s, dest)) {
+        return pfnic_qp_ud_drop(s, qp, "no ready UD QP");
+    }
+    if (pfnic_ud_qkey(qp, w) != dest->qkey) {
+        dest->refused++;
+        return pfnic_qp_ud_drop(s, qp, "Q_Key");
+    }
+    if (dest->rq_owner != PFNIC_QPN_NONE) {
+        /* Another sender fills the head receive WQE: wait for it. */
+        trace_pfnic_qp_blocked(qp->qpn, dest->qpn, dest->rq_owner);
+        return PFNIC_QP_WAIT;
+    }
+    if (pfnic_qp_recv_peek(s, dest, &qp->rwqe) != PFNIC_RECV_OK) {
+        /* Counted where an RC responder counts its RNR NAKs */
+        dest->rnr_naks_sent++;
+        return pfnic_qp_ud_drop(s, qp, "no receive WQE");
+    }
+    dest->rq_owner = qp->qpn;
+    qp->dest = dest->qpn;
+    qp->dest_gen = dest->gen;
+    qp->started = true;
+    qp->grh_done = false;
+    qp->rwqe_requests = 0;
+    if (qp->rwqe.num_sge > PFNIC_MAX_SGE) {
+        return pfnic_qp_recv_fail(s, qp, dest, PFNIC_WC_LOC_QP_OP_ERR, 0);
+    }
+    for (int i = 0; i < qp->rwqe.num_sge; i++) {
+        PfnicWqeSge *g = &qp->rwqe.sge[i];
+
+        rlen += g->length;
+        if (g->length &&
+            !pfnic_mr_lookup(s, g->lkey, dest->ctx, pfnic_qp_recv_pd(s, dest),
+                             g->addr, g->length, PFNIC_ACCESS_LOCAL_WRITE)) {
+            return pfnic_qp_recv_fail(s, qp, dest, PFNIC_WC_LOC_PROT_ERR, 0);
+        }
+    }
+    if (rlen < PFNIC_GRH_LEN + qp->len) {
+        return pfnic_qp_recv_fail(s, qp, dest, PFNIC_WC_LOC_LEN_ERR, 0);
+    }
+    return PFNIC_QP_MORE;
+}
+
+/*
+ * UD: write the GRH into the first 40 bytes of the receive WQE (a page
+ * that is not present waits as any remote page does); with no GRH in the
+ * address handle the 40 bytes are skipped.
+ */
+static PfnicQpStep pfnic_qp_ud_grh(PfnicState *s, PfnicQp *qp, PfnicQp *dest)
+{
+    PfnicContext *dctx = &s->contexts[dest->ctx];
+    uint8_t grh[PFNIC_GRH_LEN];
+    uint64_t off = 0;
+
+    if (!(qp->wqe.ud.ah_flags & PFNIC_UD_AH_GRH)) {
+        qp->grh_done = true;
+        return PFNIC_QP_MORE;
+    }
+    pfnic_ud_grh_loopback(s, qp, &qp->wqe, qp->len, grh);
+    while (off < PFNIC_GRH_LEN) {
+        PfnicWqeSge *g;
+        uint64_t o, va, n;
+        AddressSpace *as;
+        PfnicMr *mr;
+        hwaddr pa;
+        int i;
+
+        if (!pfnic_sge_at(qp->rwqe.sge, qp->rwqe.num_sge, off, &i, &o)) {
+            return pfnic_qp_recv_fail(s, qp, dest, PFNIC_WC_LOC_LEN_ERR, 0);
+        }
+        g = &qp->rwqe.sge[i];
+        mr = pfnic_mr_lookup(s, g->lkey, dest->ctx, pfnic_qp_recv_pd(s, dest),
+                             g->addr, g->length, PFNIC_ACCESS_LOCAL_WRITE);
+        if (!mr) {
+            return pfnic_qp_recv_fail(s, qp, dest, PFNIC_WC_LOC_PROT_ERR, 0);
+        }
+        va = g->addr + o;
+        n = MIN(PFNIC_GRH_LEN - off, g->length - o);
+        n = MIN(n, PFNIC_PAGE_SIZE - (va & ~PFNIC_PAGE_MASK));
+        if (!pfnic_qp_xlate(s, qp, dctx, true, mr, va, n, true, &pa, &as)) {
+            return qp->pw.fault ? PFNIC_QP_MORE : PFNIC_QP_WAIT;
+        }
+        if (address_space_write(as, pa, MEMTXATTRS_UNSPECIFIED, grh + off,
+                                n)) {
+            return pfnic_qp_recv_fail(s, qp, dest, PFNIC_WC_LOC_PROT_ERR, 0);
+        }
+        off += n;
+    }
+    qp->grh_done = true;
+    return PFNIC_QP_MORE;
+}
+
 /*
  * The checks before the first byte moves: WQE format, local keys, the
  * destination, the remote key, and the receive WQE (taken for us).
@@ -795,6 +956,9 @@ static PfnicQpStep pfnic_qp_start(PfnicState *s, PfnicQp *qp)
     uint64_t rlen = 0;
     uint8_t st;
 
+    if (qp->ud) {
+        return pfnic_qp_ud_start(s, qp);
+    }
     st = pfnic_wqe_check(s, qp, w, &qp->len);
     if (st != PFNIC_WC_SUCCESS) {
         return pfnic_qp_fail(s, qp, st);
@@ -1040,8 +1204,18 @@ static PfnicQpStep pfnic_qp_step(PfnicState *s, PfnicQp *qp)
     AddressSpace *las, *ras;
     PfnicMr *lmr, *rmr;
     PfnicQp *dest;
+    /* UD: the payload lands after the GRH's 40 bytes. */
+    uint64_t roff = qp->ud ? PFNIC_GRH_LEN : 0;
     int li, ri;
 
+    if (qp->pw.fault && qp->ud && qp->pw.remote) {
+        /* The receiver's page: its WQE fails, the datagram counts as sent. */
+        dest = qp->started ? pfnic_qp_dest(s, qp) : NULL;
+        if (!dest) {
+            return pfnic_qp_ud_drop(s, qp, "the destination went");
+        }
+        return pfnic_qp_recv_fail(s, qp, dest, PFNIC_WC_LOC_PROT_ERR, 0);
+    }
     if (qp->pw.fault) {
         return pfnic_qp_fail(s, qp, qp->pw.remote ? PFNIC_WC_REM_ACCESS_ERR :
                                                     PFNIC_WC_LOC_PROT_ERR);
@@ -1054,10 +1228,20 @@ static PfnicQpStep pfnic_qp_step(PfnicState *s, PfnicQp *qp)
         }
     }
     dest = pfnic_qp_dest(s, qp);
+    if (!dest && qp->ud) {
+        return pfnic_qp_ud_drop(s, qp, "the destination went");
+    }
     if (!dest) {
         return pfnic_qp_unanswered(s, qp);
     }
     pfnic_qp_answered(qp);
+    if (qp->ud && !qp->grh_done) {
+        PfnicQpStep st = pfnic_qp_ud_grh(s, qp, dest);
+
+        if (st != PFNIC_QP_MORE || !qp->grh_done) {
+            return st;
+        }
+    }
     dctx = &s->contexts[dest->ctx];
     if (pfnic_op_atomic(op)) {
         return pfnic_qp_atomic_step(s, qp, dest);
@@ -1088,7 +1272,7 @@ static PfnicQpStep pfnic_qp_step(PfnicState *s, PfnicQp *qp)
     if (pfnic_op_send(op)) {
         PfnicWqe *r = &qp->rwqe;
 
-        if (!pfnic_sge_at(r->sge, r->num_sge, qp->done, &ri, &ro)) {
+        if (!pfnic_sge_at(r->sge, r->num_sge, roff + qp->done, &ri, &ro)) {
             return pfnic_qp_recv_fail(s, qp, dest, PFNIC_WC_LOC_LEN_ERR,
                                       PFNIC_WC_REM_INV_REQ_ERR);
         }
@@ -1155,6 +1339,9 @@ static bool pfnic_qp_load(PfnicState *s, PfnicQp *qp)
         pfnic_guest_error(s, "send queue unreadable");
         pfnic_qp_enter_err(s, qp, true);
         return false;
+    }
+    if (qp->ud) {
+        pfnic_wqe_ud_fields(&qp->wqe);
     }
     qp->busy = true;
     qp->started = false;

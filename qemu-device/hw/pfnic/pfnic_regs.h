@@ -1,5 +1,5 @@
 /*
- * pfnic register layout (device ABI 1.18)
+ * pfnic register layout (device ABI 1.19)
  *
  * Mirrors docs/registers.md, docs/verbs.md and docs/wire.md, which are the
  * definition;
@@ -186,9 +186,9 @@ typedef enum PfnicCounter {
 /* Register values and fields */
 #define PFNIC_ID_VALUE              0x434e4650 /* "PFNC" in memory order */
 #define PFNIC_ABI_MAJOR             1
-#define PFNIC_ABI_MINOR             18
+#define PFNIC_ABI_MINOR             19
 #define PFNIC_VERSION_VALUE         ((PFNIC_ABI_MAJOR << 16) | PFNIC_ABI_MINOR)
-#define PFNIC_FW_VERSION_VALUE      0x01120000 /* model 1.18.0 */
+#define PFNIC_FW_VERSION_VALUE      0x01130000 /* model 1.19.0 */
 
 #define PFNIC_CAPS_ATS              (1u << 0)
 #define PFNIC_CAPS_PASID            (1u << 1)
@@ -349,7 +349,8 @@ typedef enum PfnicMrCounter {
 #define PFNIC_QPS_ERR               6
 #define PFNIC_QP_FLAG_SIGNAL_ALL    (1u << 0)
 #define PFNIC_QP_FLAG_SRQ           (1u << 1)   /* ABI 1.11: SRQ in a14 */
-#define PFNIC_QP_FLAGS_MASK         0x3u
+#define PFNIC_QP_FLAG_UD            (1u << 2)   /* ABI 1.19: datagrams */
+#define PFNIC_QP_FLAGS_MASK         0x7u
 
 /* Event queue entries */
 #define PFNIC_EQE_SIZE              16
@@ -388,6 +389,30 @@ typedef struct PfnicWqeSge {
     uint32_t lkey;
 } PfnicWqeSge;
 
+/*
+ * ABI 1.19: a UD QP's send WQE carries its address handle where an RC
+ * WQE has its RDMA and atomic fields (bytes 0x10..0x3f).
+ */
+#define PFNIC_UD_AH_GRH             (1u << 0)   /* the receiver gets a GRH */
+#define PFNIC_UD_AH_IPV4            (1u << 1)   /* ... of RoCEv2 over IPv4 */
+#define PFNIC_UD_AH_MASK            0x3u
+#define PFNIC_UD_QKEY_CONTROLLED    (1u << 31)  /* use the QP's own Q_Key */
+#define PFNIC_UD_MAX_MSG            4096        /* the port's largest MTU */
+#define PFNIC_GRH_LEN               40
+
+typedef struct PfnicWqeUd {
+    uint32_t remote_qpn;        /* 24 bits */
+    uint32_t remote_qkey;
+    uint32_t dest_ip;           /* IPv4, 0: this device */
+    uint8_t traffic_class;
+    uint8_t hop_limit;          /* 0: 64 */
+    uint8_t ah_flags;           /* PFNIC_UD_AH_* */
+    uint8_t reserved0;
+    uint8_t dmac[6];            /* zero: the neighbour cache's */
+    uint8_t reserved1[10];
+    uint8_t dgid[16];           /* the destination GID (a GRH's) */
+} PfnicWqeUd;
+
 typedef struct PfnicWqe {
     uint8_t opcode;
     uint8_t flags;
@@ -395,12 +420,17 @@ typedef struct PfnicWqe {
     uint8_t reserved0;
     uint32_t imm_data;          /* as posted */
     uint64_t wr_id;             /* as posted */
-    uint64_t remote_addr;
-    uint32_t rkey;
-    uint32_t reserved1;
-    uint64_t compare_add;
-    uint64_t swap;
-    uint8_t reserved2[16];
+    union {
+        struct {
+            uint64_t remote_addr;
+            uint32_t rkey;
+            uint32_t reserved1;
+            uint64_t compare_add;
+            uint64_t swap;
+            uint8_t reserved2[16];
+        };
+        PfnicWqeUd ud;
+    };
     PfnicWqeSge sge[PFNIC_MAX_SGE];
 } PfnicWqe;
 
@@ -426,6 +456,7 @@ typedef struct PfnicWqe {
 #define PFNIC_WC_FETCH_ADD          4
 #define PFNIC_WC_RECV               128
 #define PFNIC_WC_RECV_RDMA_WITH_IMM 129
+#define PFNIC_WC_GRH                1   /* ABI 1.19: UD receives */
 #define PFNIC_WC_WITH_IMM           2
 
 typedef struct PfnicCqe {

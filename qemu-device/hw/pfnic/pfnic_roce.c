@@ -132,13 +132,6 @@ typedef struct PfnicRocePkt {
     uint32_t plen;
 } PfnicRocePkt;
 
-typedef enum {
-    PFNIC_COPY_OK,
-    PFNIC_COPY_WAIT,            /* a page request is out */
-    PFNIC_COPY_FAULT,           /* the OS cannot make the page present */
-    PFNIC_COPY_PROT,            /* a key no longer covers the range */
-} PfnicCopy;
-
 /* PSNs are 24 bits: a before b when (a - b) is negative in 24 bits. */
 static int32_t psn_diff(uint32_t a, uint32_t b)
 {
@@ -276,10 +269,9 @@ static PfnicCopy pfnic_roce_rw(PfnicState *s, PfnicQp *qp, PfnicPageWait *w,
  * whose keys belong to PD @pd of the QP's context (a receive WQE's: the
  * SRQ's, with one).
  */
-static PfnicCopy pfnic_roce_sge_copy(PfnicState *s, PfnicQp *qp,
-                                     PfnicPageWait *w, uint32_t pd,
-                                     const PfnicWqe *wqe, uint64_t off,
-                                     uint8_t *buf, uint64_t len, bool to_mem)
+PfnicCopy pfnic_roce_sge_copy(PfnicState *s, PfnicQp *qp, PfnicPageWait *w,
+                              uint32_t pd, const PfnicWqe *wqe, uint64_t off,
+                              uint8_t *buf, uint64_t len, bool to_mem)
 {
     while (len) {
         uint64_t o, va, n;
@@ -356,8 +348,8 @@ static PfnicCopy pfnic_roce_mr_copy(PfnicState *s, PfnicQp *qp,
 
 /* --- packets ----------------------------------------------------------- */
 
-static uint8_t *pfnic_bth_put(uint8_t *p, uint8_t op, bool se, uint32_t pad,
-                              uint32_t dqpn, bool ackreq, uint32_t psn)
+uint8_t *pfnic_bth_put(uint8_t *p, uint8_t op, bool se, uint32_t pad,
+                       uint32_t dqpn, bool ackreq, uint32_t psn)
 {
     p[0] = op;
     p[1] = (se ? 0x80 : 0) | (pad & 3) << 4;    /* M 0, TVer 0 */

@@ -27,6 +27,10 @@
 #include "trace.h"
 
 QEMU_BUILD_BUG_ON(sizeof(PfnicWqe) != PFNIC_WQE_SIZE);
+/* ABI 1.19: a UD WQE's address vector, which the driver hands the provider */
+QEMU_BUILD_BUG_ON(offsetof(PfnicWqe, ud.dest_ip) != 0x18);
+QEMU_BUILD_BUG_ON(offsetof(PfnicWqe, ud.dmac) != 0x20);
+QEMU_BUILD_BUG_ON(offsetof(PfnicWqe, ud.dgid) != 0x30);
 QEMU_BUILD_BUG_ON(sizeof(PfnicCqe) != PFNIC_CQE_SIZE);
 QEMU_BUILD_BUG_ON(sizeof(PfnicCqeTs) != PFNIC_CQE_TS_SIZE);
 QEMU_BUILD_BUG_ON(sizeof(PfnicDesc) != PFNIC_DESC_SIZE);
@@ -1370,6 +1374,7 @@ static uint32_t pfnic_cmd_qp_create(PfnicState *s)
         .rq_owner = PFNIC_QPN_NONE,
         .has_srq = srq,
         .srqn = srq ? srqn : 0,
+        .ud = flags & PFNIC_QP_FLAG_UD,
     };
     pfnic_page_wait_reset(s, &qp->pw);
     pfnic_roce_qp_reset(s, qp);
@@ -1419,6 +1424,35 @@ static bool pfnic_wire_peer_taken(PfnicState *s, PfnicQp *self, uint32_t ip,
     return false;
 }
 
+/*
+ * A UD QP (ABI 1.19) has no destination and no transport state: a2 its
+ * access flags, a3 its Q_Key, a8 its send PSN; the other arguments are
+ * ignored. Its WQEs name their destinations.
+ */
+static uint32_t pfnic_cmd_qp_modify_ud(PfnicState *s, PfnicQp *qp)
+{
+    const uint32_t *a = s->cmd_arg;
+    uint32_t state = a[1];
+
+    if (state > PFNIC_QPS_ERR || a[2] & ~PFNIC_QP_ACCESS_MASK ||
+        a[8] > 0xffffff) {
+        return PFNIC_CMD_BAD_ARG;
+    }
+    if (!pfnic_qp_transition_ok(qp->state, state)) {
+        return PFNIC_CMD_BAD_STATE;
+    }
+    qp->access = a[2];
+    qp->qkey = a[3];
+    qp->sq_psn = a[8];
+    if (state == PFNIC_QPS_RTS && qp->state != PFNIC_QPS_RTS) {
+        memset(&qp->req, 0, sizeof(qp->req));
+        qp->req.psn = qp->sq_psn;
+    }
+    trace_pfnic_ud_modify(qp->qpn, qp->state, state, qp->qkey);
+    pfnic_qp_set_state(s, qp, state);
+    return PFNIC_CMD_OK;
+}
+
 static uint32_t pfnic_cmd_qp_modify(PfnicState *s)
 {
     const uint32_t *a = s->cmd_arg;
@@ -1428,6 +1462,9 @@ static uint32_t pfnic_cmd_qp_modify(PfnicState *s)
 
     if (qpn >= PFNIC_MAX_QPS) {
         return PFNIC_CMD_BAD_INDEX;
+    }
+    if (s->qps[qpn].valid && s->qps[qpn].ud) {
+        return pfnic_cmd_qp_modify_ud(s, &s->qps[qpn]);
     }
     wire = a[7] && a[7] != s->port_ipv4;
     /* On the wire the peer's QPN is any 24-bit number of another device. */
