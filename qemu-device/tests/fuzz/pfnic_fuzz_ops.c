@@ -761,9 +761,14 @@ static void check_contexts(PfnicFuzz *f)
         reg_write(f, PFNIC_REG_CTX_SELECT, side + 1);
         st = reg_read(f, PFNIC_REG_CTX_STATUS);
         head = reg_read(f, PFNIC_REG_CTX_HEAD);
+        /* NO_PASID (ABI 1.8): a context an input started without one */
         PFZ_CHECK(f, !(st & ~(PFNIC_CTX_STATUS_ACTIVE |
-                              PFNIC_CTX_STATUS_WAITING)),
+                              PFNIC_CTX_STATUS_WAITING |
+                              PFNIC_CTX_STATUS_NO_PASID)),
                   "context %d: CTX_STATUS %x", side + 1, st);
+        PFZ_CHECK(f, !(st & PFNIC_CTX_STATUS_NO_PASID) ||
+                     (st & PFNIC_CTX_STATUS_ACTIVE),
+                  "context %d: no PASID while stopped (%x)", side + 1, st);
         PFZ_CHECK(f, !(st & PFNIC_CTX_STATUS_WAITING) ||
                      (st & PFNIC_CTX_STATUS_ACTIVE),
                   "context %d: waits while stopped (%x)", side + 1, st);
