@@ -28,7 +28,7 @@ use kernel::{
             PortProtocol, PortState,
         },
         dm::{DmAllocAttr, DmMrAttr},
-        qp::{QpAttr, QpInitAttr, QpQuery, SrqAttr},
+        qp::{AhAttr, QpAttr, QpInitAttr, QpQuery, SrqAttr},
         udata::UData,
         CqInitAttr, CqNotifier, GidEntry, MrKeys, ObjectEvents, UserMr,
     },
@@ -166,6 +166,7 @@ impl rdma::Operations for PfnicIbDevice {
     type Qp = ib_uverbs::Qp;
     type Srq = ib_uverbs::Srq;
     type Dm = ib_uverbs::Dm;
+    type Ah = ib_uverbs::Ah;
     const UVERBS_ABI_VERSION: u32 = uapi::PFNIC_IB_ABI_VERSION;
 
     /// Creates the process's hardware context in the memory mode the provider asked for and
@@ -328,6 +329,19 @@ impl rdma::Operations for PfnicIbDevice {
 
     fn destroy_srq(uctx: &Self::UContext, srq: &Self::Srq) -> Result {
         uctx.destroy_srq(srq)
+    }
+
+    fn create_ah(
+        uctx: &Self::UContext,
+        pd: &Self::Pd,
+        attr: &AhAttr,
+        udata: &mut UData<'_>,
+    ) -> Result<Self::Ah> {
+        uctx.create_ah(pd, attr, udata)
+    }
+
+    fn destroy_ah(uctx: &Self::UContext, ah: &Self::Ah) -> Result {
+        uctx.destroy_ah(ah)
     }
 
     fn query_qp(uctx: &Self::UContext, qp: &Self::Qp) -> Result<QpQuery> {

@@ -9,7 +9,12 @@
 //! core destroys the context's objects, then disassociates the context: its mappings are
 //! removed from the processes and the ring memory is freed before the device is unbound.
 
-use crate::{context::Context, nic::Nic, uapi, verbs::file::VerbsFile};
+use crate::{
+    context::Context,
+    nic::Nic,
+    uapi,
+    verbs::{file::VerbsFile, port::gid_ipv4, PORT_LID},
+};
 use kernel::{
     fs::file::FileMappings,
     mm::virt::VmaNew,
@@ -17,9 +22,7 @@ use kernel::{
     prelude::*,
     rdma::{
         dm::{DmAllocAttr, DmMrAttr},
-        qp::{
-            attr_mask, qp_type, AhAttr, GlobalRoute, QpAttr, QpCap, QpInitAttr, QpQuery, SrqAttr,
-        },
+        qp::{qp_type, AhAttr, GlobalRoute, QpAttr, QpCap, QpInitAttr, QpQuery, SrqAttr},
         rereg,
         udata::UData,
         CqInitAttr, CqNotifier, MrKeys, ObjectEvents, Sge, UserMr,
@@ -67,6 +70,8 @@ pub(crate) struct Qp(u32);
 pub(crate) struct Srq(u32);
 /// A device memory allocation: its handle in the context's objects.
 pub(crate) struct Dm(u32);
+/// An address handle: nothing of the device's (its address vector is the provider's copy).
+pub(crate) struct Ah;
 
 impl UContext {
     /// A user context for the calling process on `nic`: a hardware context in its address
@@ -373,15 +378,17 @@ impl UContext {
         if req.reserved != 0 || attr.create_flags != 0 {
             return Err(EINVAL);
         }
-        if attr.qp_type != qp_type::RC {
-            return Err(EOPNOTSUPP);
-        }
+        let qp_type = match attr.qp_type {
+            qp_type::RC => uapi::PFNIC_QPT_RC,
+            qp_type::UD => uapi::PFNIC_QPT_UD,
+            _ => return Err(EOPNOTSUPP),
+        };
         let c = attr.cap;
         let mut arg = uapi::CreateQp {
             pd: pd.0,
             send_cq: attr.send_cq.0,
             recv_cq: attr.recv_cq.0,
-            qp_type: uapi::PFNIC_QPT_RC,
+            qp_type,
             sq_sig_all: u32::from(attr.sq_sig_all),
             flags: req.flags & uapi::PFNIC_QP_CREATE_RECV_FAULT_BACKUP,
             cap: uapi::QpCap {
@@ -424,10 +431,6 @@ impl UContext {
     ) -> Result {
         self.owner_only()?;
         udata.read(&mut [])?;
-        // Q_Keys are for datagram QPs, which pfnic does not have.
-        if mask & attr_mask::QKEY != 0 {
-            return Err(EINVAL);
-        }
         let grh = a.ah.grh.unwrap_or_default();
         let arg = uapi::ModifyQp {
             qpn: qp.0,
@@ -461,8 +464,46 @@ impl UContext {
                 reserved: [0; 2],
             },
         };
-        // The MAC the core resolved for a RoCE address vector (all zeroes otherwise).
-        self.verbs.modify_qp_to(&arg, Some(a.ah.dmac))
+        // The MAC the core resolved for a RoCE address vector (all zeroes otherwise); the
+        // Q_Key of a UD QP (an RC QP refuses `IB_QP_QKEY` in its mask).
+        self.verbs.modify_qp_to(&arg, Some(a.ah.dmac), a.qkey)
+    }
+
+    /// An address handle: the address vector a UD work request carries, as the device reads it
+    /// (`uapi::IbCreateAhResp`), for the provider to copy into the work requests.
+    pub(crate) fn create_ah(&self, _pd: &Pd, a: &AhAttr, udata: &mut UData<'_>) -> Result<Ah> {
+        self.owner_only()?;
+        udata.read(&mut [])?;
+        if a.port_num != 1 {
+            return Err(EINVAL);
+        }
+        let mut resp = uapi::IbCreateAhResp::new_zeroed();
+        if let Some(g) = a.grh {
+            let attr = uapi::QpAttr {
+                is_global: 1,
+                sgid_index: g.sgid_index.into(),
+                dgid: g.dgid,
+                ..Default::default()
+            };
+            resp.dest_ip = self.nic.resolve_dest(&attr)?;
+            resp.traffic_class = g.traffic_class;
+            resp.hop_limit = g.hop_limit;
+            resp.ah_flags = uapi::PFNIC_AH_FLAG_GRH;
+            if gid_ipv4(&g.dgid).is_some() {
+                resp.ah_flags |= uapi::PFNIC_AH_FLAG_IPV4;
+            }
+            resp.dgid = g.dgid;
+            resp.dmac = a.dmac;
+        } else if a.dlid != PORT_LID {
+            // A port without a wire reaches only itself (its LID).
+            return Err(EINVAL);
+        }
+        udata.write(resp.as_bytes())?;
+        Ok(Ah)
+    }
+
+    pub(crate) fn destroy_ah(&self, _ah: &Ah) -> Result {
+        Ok(())
     }
 
     pub(crate) fn create_srq(
@@ -547,7 +588,7 @@ impl UContext {
                 qp_state: a.qp_state,
                 cur_qp_state: a.cur_qp_state,
                 path_mtu: a.path_mtu,
-                qkey: 0,
+                qkey: self.verbs.qp_qkey(qp.0)?,
                 rq_psn: a.rq_psn,
                 sq_psn: a.sq_psn,
                 dest_qp_num: a.dest_qp_num,

@@ -65,6 +65,9 @@ pub(crate) const ABI_MINOR_DMAC: u32 = 17;
 /// The minor version that added `MR_MODIFY` (an MR's PD and access changed in place, its key
 /// kept) and empty device memory MRs.
 pub(crate) const ABI_MINOR_MR_MODIFY: u32 = 18;
+/// The minor version that added UD QPs: `QP_CREATE`'s `UD` flag, address vectors in the send
+/// work queue entries, GRHs in the receives.
+pub(crate) const ABI_MINOR_UD: u32 = 19;
 
 /// Port counters (`PORT_COUNTERS`, docs/wire.md), in the order of
 /// [`uapi::QueryPort::counters`](crate::uapi::QueryPort::counters).

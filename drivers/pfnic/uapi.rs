@@ -731,6 +731,8 @@ pub struct QpCap {
 
 /// `IBV_QPT_RC`.
 pub const PFNIC_QPT_RC: u32 = 2;
+/// `IBV_QPT_UD`: through the RDMA core only (its address handles name the destinations).
+pub const PFNIC_QPT_UD: u32 = 4;
 
 /// Argument of [`PFNIC_IOCTL_CREATE_QP`]. Map `mmap_len` bytes at `mmap_offset`: the send queue
 /// at offset 0, the receive queue at `rq_offset`, the QP record at `record_offset`.
@@ -1348,6 +1350,35 @@ pub struct IbAllocDmResp {
     /// Bytes to map: the length asked for, rounded up to pages.
     pub mmap_len: u64,
 }
+
+/// The driver's part of the answer to `ibv_create_ah()`: the address vector a UD send work
+/// queue entry carries at bytes 0x18..0x3f (docs/verbs.md, "Work queue entry"), as the device
+/// reads it; the provider copies it into each work request to the address handle.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct IbCreateAhResp {
+    /// The destination's IPv4 address; 0: this device.
+    pub dest_ip: u32,
+    /// The GRH's traffic class (IPv4 TOS on the wire).
+    pub traffic_class: u8,
+    /// The GRH's hop limit (IPv4 TTL on the wire); 0: 64.
+    pub hop_limit: u8,
+    /// `PFNIC_AH_FLAG_*`.
+    pub ah_flags: u8,
+    /// Reserved, zero.
+    pub reserved0: u8,
+    /// The destination's MAC on the wire, as the core resolved it (zero: none).
+    pub dmac: [u8; 6],
+    /// Reserved, zero.
+    pub reserved1: [u8; 10],
+    /// The destination GID (the receiver's GRH).
+    pub dgid: [u8; 16],
+}
+
+/// [`IbCreateAhResp::ah_flags`]: the receiver gets a GRH.
+pub const PFNIC_AH_FLAG_GRH: u8 = 1 << 0;
+/// [`IbCreateAhResp::ah_flags`]: of RoCEv2 over IPv4 (an IPv4 header).
+pub const PFNIC_AH_FLAG_IPV4: u8 = 1 << 1;
 
 impl CreateCq {
     /// The ring layout of the CQ this creation made, as the RDMA core's provider gets it.

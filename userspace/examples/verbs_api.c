@@ -230,7 +230,7 @@ static void test_device(void)
 static void test_bad_calls(void)
 {
     struct ibv_comp_channel *ch;
-    struct ibv_qp_init_attr init = { .qp_type = IBV_QPT_UD };
+    struct ibv_qp_init_attr init = { .qp_type = IBV_QPT_UC };
     struct ibv_qp_attr attr;
     struct ibv_cq *cq;
     struct ibv_qp *qp;
@@ -269,7 +269,7 @@ static void test_bad_calls(void)
     init.recv_cq = cq;
     errno = 0;
     CHECK(!ibv_create_qp(pd, &init) && errno == EOPNOTSUPP,
-          "UD QP: errno %d", errno);
+          "UC QP: errno %d", errno);
     init.qp_type = IBV_QPT_RC;
     init.cap.max_send_wr = init.cap.max_recv_wr = 1;
     init.cap.max_send_sge = init.cap.max_recv_sge = 1;

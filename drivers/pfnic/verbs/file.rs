@@ -120,6 +120,10 @@ pub(crate) struct Qp {
     /// The peer's MAC the device sends to (`QP_SET_DMAC`); all zeroes: the device's neighbour
     /// cache finds it.
     pub(crate) dmac: [u8; 6],
+    /// A UD QP ([`uapi::PFNIC_QPT_UD`]): its work requests name their destinations.
+    pub(crate) ud: bool,
+    /// A UD QP's Q_Key.
+    pub(crate) qkey: u32,
 }
 
 /// Everything one file created.

@@ -85,7 +85,7 @@ pub(crate) fn ipv4_mapped_gid(addr: u32) -> [u8; 16] {
 }
 
 /// The IPv4 address an IPv4-mapped GID names.
-fn gid_ipv4(gid: &[u8; 16]) -> Option<u32> {
+pub(crate) fn gid_ipv4(gid: &[u8; 16]) -> Option<u32> {
     if gid[..10].iter().all(|&b| b == 0) && gid[10] == 0xff && gid[11] == 0xff {
         Some(u32::from_be_bytes([gid[12], gid[13], gid[14], gid[15]]))
     } else {
@@ -138,6 +138,11 @@ impl Nic {
     /// may be empty.
     pub(crate) fn has_mr_modify(&self) -> bool {
         self.info.device_abi & 0xffff >= regs::ABI_MINOR_MR_MODIFY
+    }
+
+    /// Whether the device has UD QPs (device ABI 1.19).
+    pub(crate) fn has_ud(&self) -> bool {
+        self.info.device_abi & 0xffff >= regs::ABI_MINOR_UD
     }
 
     /// Reads the port registers (all zero on a device without them).

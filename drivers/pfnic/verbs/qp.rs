@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! RC queue pairs: creation with their send and receive queues and record in one coherent
-//! allocation the process maps, the RESET/INIT/RTR/RTS/ERR state machine with libibverbs'
-//! rules on the attributes of each transition, query and destruction. The driver keeps each
-//! QP's attributes and gives the device the whole set at every transition, with the address
-//! vector resolved to a destination IPv4 address (docs/wire.md).
+//! Queue pairs, RC and (through the RDMA core) UD: creation with their send and receive queues
+//! and record in one coherent allocation the process maps, the RESET/INIT/RTR/RTS/ERR state
+//! machine with libibverbs' rules on the attributes of each transition, query and destruction.
+//! The driver keeps each QP's attributes and gives the device the whole set at every
+//! transition, with an RC QP's address vector resolved to a destination IPv4 address
+//! (docs/wire.md); a UD QP has a Q_Key instead, its work requests' address handles the rest.
 
 use super::{
     async_events::ObjectKind,
@@ -45,6 +46,10 @@ const PSN_MASK: u32 = 0xff_ffff;
 /// `QP_CREATE` a13: every send WQE is signalled; the QP takes receives from SRQ a14.
 const QP_CREATE_SIGNAL_ALL: u32 = 1 << 0;
 const QP_CREATE_SRQ: u32 = 1 << 1;
+/// `QP_CREATE` a13: an unreliable datagram QP (device ABI 1.19).
+const QP_CREATE_UD: u32 = 1 << 2;
+/// `IBV_QP_QKEY`: a UD QP's attribute.
+const QP_ATTR_QKEY: u32 = 1 << 6;
 
 /// Every attribute bit the driver knows.
 const ALL_ATTRS: u32 = PFNIC_QP_STATE
@@ -98,6 +103,21 @@ fn transition(cur: u32, next: u32) -> Option<(u32, u32)> {
         (QPS_INIT, QPS_RTR) => Some((rtr_required, PFNIC_QP_ACCESS_FLAGS | PFNIC_QP_PKEY_INDEX)),
         (QPS_RTR, QPS_RTS) => Some((rts_required, rts_optional)),
         (QPS_RTS, QPS_RTS) => Some((0, rts_optional)),
+        _ => None,
+    }
+}
+
+/// [`transition`] for a UD QP (the kernel's table again): no address vector, no transport
+/// attributes, a Q_Key.
+fn transition_ud(cur: u32, next: u32) -> Option<(u32, u32)> {
+    let init_attrs = PFNIC_QP_PKEY_INDEX | PFNIC_QP_PORT | QP_ATTR_QKEY;
+    match (cur, next) {
+        (_, QPS_RESET) | (_, QPS_ERR) => Some((0, 0)),
+        (QPS_RESET, QPS_INIT) => Some((init_attrs, 0)),
+        (QPS_INIT, QPS_INIT) => Some((0, init_attrs)),
+        (QPS_INIT, QPS_RTR) => Some((0, PFNIC_QP_PKEY_INDEX | QP_ATTR_QKEY)),
+        (QPS_RTR, QPS_RTS) => Some((PFNIC_QP_SQ_PSN, PFNIC_QP_CUR_STATE | QP_ATTR_QKEY)),
+        (QPS_RTS, QPS_RTS) => Some((0, PFNIC_QP_CUR_STATE | QP_ATTR_QKEY)),
         _ => None,
     }
 }
@@ -219,7 +239,17 @@ impl VerbsFile {
         let owner = self.async_events()?.clone();
         let l = verbs.limits;
         let known = PFNIC_QP_CREATE_RECV_FAULT_BACKUP | PFNIC_QP_CREATE_SRQ;
-        if arg.flags & !known != 0 || arg.qp_type != PFNIC_QPT_RC || arg.reserved != 0 {
+        // UD through the RDMA core only: the address handles its work requests name are the
+        // core's.
+        let ud = arg.qp_type == PFNIC_QPT_UD && core.is_some();
+        if arg.flags & !known != 0 || (arg.qp_type != PFNIC_QPT_RC && !ud) || arg.reserved != 0 {
+            return Err(EINVAL);
+        }
+        if ud && !self.nic.has_ud() {
+            return Err(EOPNOTSUPP);
+        }
+        if ud && arg.flags & PFNIC_QP_CREATE_RECV_FAULT_BACKUP != 0 {
+            // The backup buffer serves RC's responder; a datagram that faults is lost.
             return Err(EINVAL);
         }
         let srq = if arg.flags & PFNIC_QP_CREATE_SRQ != 0 {
@@ -292,6 +322,9 @@ impl VerbsFile {
         if srq.is_some() {
             create_flags |= QP_CREATE_SRQ;
         }
+        if ud {
+            create_flags |= QP_CREATE_UD;
+        }
         self.nic.command(
             cmd::QP_CREATE,
             &[
@@ -340,6 +373,8 @@ impl VerbsFile {
             backup,
             ring: token,
             dmac: [0; 6],
+            ud,
+            qkey: 0,
         };
         if let Err(e) = o.qps.try_create_and_insert(qpn, qp, GFP_KERNEL) {
             o.remove_ring(token);
@@ -378,7 +413,7 @@ impl VerbsFile {
 
     /// `PFNIC_IOCTL_MODIFY_QP`.
     pub(crate) fn modify_qp(&self, arg: &ModifyQp) -> Result {
-        self.modify_qp_to(arg, None)
+        self.modify_qp_to(arg, None, 0)
     }
 
     /// Sets the MAC the device sends the QP's packets to (all zeroes: its neighbour cache's).
@@ -392,32 +427,17 @@ impl VerbsFile {
     /// MAC `dmac` as the RDMA core resolved it from the netdev's neighbours (all zeroes where
     /// the core has none), so that the device needs no ARP of its own. On a device without
     /// `QP_SET_DMAC` the MAC is left to the device. The old MAC is put back if the
-    /// modification fails.
-    pub(crate) fn modify_qp_to(&self, arg: &ModifyQp, dmac: Option<[u8; 6]>) -> Result {
+    /// modification fails. A UD QP takes `qkey` with `IBV_QP_QKEY` in the mask.
+    pub(crate) fn modify_qp_to(&self, arg: &ModifyQp, dmac: Option<[u8; 6]>, qkey: u32) -> Result {
         self.nic.verbs()?;
         let mask = arg.attr_mask;
         let a = &arg.attr;
-        if mask & !ALL_ATTRS != 0 || a.reserved != [0; 2] {
-            return Err(EINVAL);
-        }
         let mut o = self.objects.lock();
         let qp = o.qps.get_mut(&arg.qpn).ok_or(EINVAL)?;
-        let cur = self.device_qp_state(arg.qpn)?[0];
-        if mask & PFNIC_QP_CUR_STATE != 0 && a.cur_qp_state != cur {
-            return Err(EINVAL);
+        if qp.ud {
+            return self.modify_ud_qp(arg, qp, qkey);
         }
-        let next = if mask & PFNIC_QP_STATE != 0 {
-            a.qp_state
-        } else {
-            cur
-        };
-        if next > QPS_MAX {
-            return Err(EINVAL);
-        }
-        let (required, optional) = transition(cur, next).ok_or(EINVAL)?;
-        if mask & required != required || mask & !(required | optional | PFNIC_QP_STATE) != 0 {
-            return Err(EINVAL);
-        }
+        let next = self.next_state(arg, ALL_ATTRS, transition)?;
         check_values(mask, a)?;
         let mut attr = qp.attr;
         merge(mask, a, &mut attr);
@@ -476,6 +496,78 @@ impl VerbsFile {
             qp.dmac = m;
         }
         Ok(())
+    }
+
+    /// The state a modification takes the QP to, once its mask holds only `known` attributes
+    /// and those that `table`'s transition from the device's current state requires and
+    /// allows (`EINVAL` otherwise).
+    fn next_state(
+        &self,
+        arg: &ModifyQp,
+        known: u32,
+        table: fn(u32, u32) -> Option<(u32, u32)>,
+    ) -> Result<u32> {
+        let mask = arg.attr_mask;
+        let a = &arg.attr;
+        if mask & !known != 0 || a.reserved != [0; 2] {
+            return Err(EINVAL);
+        }
+        let cur = self.device_qp_state(arg.qpn)?[0];
+        if mask & PFNIC_QP_CUR_STATE != 0 && a.cur_qp_state != cur {
+            return Err(EINVAL);
+        }
+        let next = if mask & PFNIC_QP_STATE != 0 {
+            a.qp_state
+        } else {
+            cur
+        };
+        if next > QPS_MAX {
+            return Err(EINVAL);
+        }
+        let (required, optional) = table(cur, next).ok_or(EINVAL)?;
+        if mask & required != required || mask & !(required | optional | PFNIC_QP_STATE) != 0 {
+            return Err(EINVAL);
+        }
+        Ok(next)
+    }
+
+    /// [`VerbsFile::modify_qp_to`] of a UD QP `qp` (its objects locked): the state, with the
+    /// Q_Key, port and P_Key index the kernel's table asks for, and the send PSN.
+    fn modify_ud_qp(&self, arg: &ModifyQp, qp: &mut Qp, qkey: u32) -> Result {
+        let mask = arg.attr_mask;
+        let a = &arg.attr;
+        let known = PFNIC_QP_STATE
+            | PFNIC_QP_CUR_STATE
+            | PFNIC_QP_PKEY_INDEX
+            | PFNIC_QP_PORT
+            | QP_ATTR_QKEY
+            | PFNIC_QP_SQ_PSN;
+        let next = self.next_state(arg, known, transition_ud)?;
+        check_values(mask, a)?;
+        let mut attr = qp.attr;
+        merge(mask, a, &mut attr);
+        let qkey = if mask & QP_ATTR_QKEY != 0 {
+            qkey
+        } else {
+            qp.qkey
+        };
+        // Device ABI 1.19: a UD QP's a3 is its Q_Key, a8 its send PSN; the rest is ignored.
+        let mut args = [0u32; 16];
+        args[0] = arg.qpn;
+        args[1] = next;
+        args[3] = qkey;
+        args[8] = attr.sq_psn;
+        self.nic.command(cmd::QP_MODIFY, &args)?;
+        attr.qp_state = next;
+        qp.attr = attr;
+        qp.qkey = qkey;
+        Ok(())
+    }
+
+    /// A UD QP's Q_Key, for the RDMA core's `query_qp` (the private interface has no UD QPs).
+    pub(crate) fn qp_qkey(&self, qpn: u32) -> Result<u32> {
+        let o = self.objects.lock();
+        Ok(o.qps.get(&qpn).ok_or(EINVAL)?.qkey)
     }
 
     /// `PFNIC_IOCTL_QUERY_QP`.

@@ -105,4 +105,23 @@ struct pfnic_ib_alloc_dm_resp {
 	__aligned_u64 mmap_len;	/* the length, rounded up to pages */
 };
 
+/*
+ * The driver's part of the answer to ibv_create_ah(): the address vector
+ * a UD send work queue entry carries at bytes 0x18..0x3f (docs/verbs.md),
+ * as the device reads it. The provider copies it into each work request.
+ */
+#define PFNIC_AH_FLAG_GRH 1		/* the receiver gets a GRH */
+#define PFNIC_AH_FLAG_IPV4 2		/* ... of RoCEv2 over IPv4 */
+
+struct pfnic_ib_create_ah_resp {
+	__u32 dest_ip;		/* IPv4, 0: this device */
+	__u8 traffic_class;
+	__u8 hop_limit;		/* 0: 64 */
+	__u8 ah_flags;		/* PFNIC_AH_FLAG_* */
+	__u8 reserved0;
+	__u8 dmac[6];		/* zero: none resolved */
+	__u8 reserved1[10];
+	__u8 dgid[16];
+};
+
 #endif /* PFNIC_ABI_USER_H */

@@ -9,8 +9,9 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::uapi::{
-    IbAllocDmResp, IbAllocUcontextReq, IbAllocUcontextResp, IbCreateCqReq, IbCreateCqResp,
-    IbCreateQpReq, IbCreateQpResp, IbCreateSrqResp, PFNIC_IB_ABI_VERSION, PFNIC_MMAP_DOORBELL,
+    IbAllocDmResp, IbAllocUcontextReq, IbAllocUcontextResp, IbCreateAhResp, IbCreateCqReq,
+    IbCreateCqResp, IbCreateQpReq, IbCreateQpResp, IbCreateSrqResp, PFNIC_AH_FLAG_GRH,
+    PFNIC_AH_FLAG_IPV4, PFNIC_IB_ABI_VERSION, PFNIC_MMAP_DOORBELL,
 };
 
 /// Every size and field offset of a structure, for [`assertions`].
@@ -112,6 +113,23 @@ fn assertions() -> String {
         IbAllocDmResp,
         [mmap_offset, mmap_len]
     );
+    layout!(
+        check,
+        "pfnic_ib_create_ah_resp",
+        IbCreateAhResp,
+        [
+            dest_ip,
+            traffic_class,
+            hop_limit,
+            ah_flags,
+            reserved0,
+            dmac,
+            reserved1,
+            dgid
+        ]
+    );
+    check("PFNIC_AH_FLAG_GRH".into(), PFNIC_AH_FLAG_GRH.into());
+    check("PFNIC_AH_FLAG_IPV4".into(), PFNIC_AH_FLAG_IPV4.into());
     let s = "struct pfnic_ib_alloc_ucontext_resp";
     check(format!("sizeof({s})"), size_of::<IbAllocUcontextResp>());
     for (field, off) in [
