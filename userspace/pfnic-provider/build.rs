@@ -206,6 +206,7 @@ const WR_UNION: &[(&str, &str, &[&str])] = &[
         "ibv_send_wr_atomic",
         &["remote_addr", "compare_add", "swap", "rkey"],
     ),
+    ("ud", "ibv_send_wr_ud", &["ah", "remote_qpn", "remote_qkey"]),
 ];
 
 /// The C program: one printf per check, each printing a Rust `const` assertion.

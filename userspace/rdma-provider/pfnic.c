@@ -484,7 +484,8 @@ static int pfnic_qp_setup(struct ibv_pd *pd, struct pfnic_qp *qp,
 	qp->rs = pfnic_rs_qp_new(to_pfnic_cq(send_cq)->rs,
 				 to_pfnic_cq(recv_cq)->rs,
 				 srq ? to_pfnic_srq(srq)->rs : NULL,
-				 qp->vqp.qp.qp_num, cap, sq_sig_all, layout);
+				 qp->vqp.qp.qp_num, cap, sq_sig_all,
+				 qp->vqp.qp.qp_type == IBV_QPT_UD, layout);
 	if (!qp->rs) {
 		err = errno;
 		goto err_destroy;
@@ -511,10 +512,11 @@ struct pfnic_rs_qp *pfnic_qp_ex_rs(struct ibv_qp_ex *qpx)
 }
 
 /*
- * ibv_create_qp_ex() (and ibv_create_qp(), below): an RC QP, with the work
- * request builder (ibv_wr_*) when IBV_QP_INIT_ATTR_SEND_OPS_FLAGS asks for
- * it; the attribute rules are pfnic's library's (Rust). @attr->cap gets the
- * capabilities the driver granted.
+ * ibv_create_qp_ex() (and ibv_create_qp(), below): an RC or UD QP, with
+ * the work request builder (ibv_wr_*, RC only) when
+ * IBV_QP_INIT_ATTR_SEND_OPS_FLAGS asks for it; the attribute rules are
+ * pfnic's library's (Rust). @attr->cap gets the capabilities the driver
+ * granted.
  */
 static struct ibv_qp *pfnic_create_qp_ex(struct ibv_context *context,
 					 struct ibv_qp_init_attr_ex *attr)
@@ -589,6 +591,47 @@ static struct ibv_qp *pfnic_create_qp(struct ibv_pd *pd,
 	if (qp)
 		attr->cap = ex.cap;
 	return qp;
+}
+
+struct pfnic_create_ah_resp {
+	struct ib_uverbs_create_ah_resp ibv_resp;
+	struct pfnic_ib_create_ah_resp drv;
+};
+
+/* ibv_create_ah(): the driver resolves the address vector for the device. */
+static struct ibv_ah *pfnic_create_ah(struct ibv_pd *pd,
+				      struct ibv_ah_attr *attr)
+{
+	struct pfnic_create_ah_resp resp = {};
+	struct pfnic_ah *ah;
+
+	ah = calloc(1, sizeof(*ah));
+	if (!ah)
+		return NULL;
+	errno = ibv_cmd_create_ah(pd, &ah->ibv_ah, attr, &resp.ibv_resp,
+				  sizeof(resp));
+	if (errno) {
+		free(ah);
+		return NULL;
+	}
+	ah->av = resp.drv;
+	return &ah->ibv_ah;
+}
+
+static int pfnic_destroy_ah(struct ibv_ah *ibah)
+{
+	int ret = ibv_cmd_destroy_ah(ibah);
+
+	if (ret)
+		return ret;
+	free(container_of(ibah, struct pfnic_ah, ibv_ah));
+	return 0;
+}
+
+/* Where a UD work request (Rust) finds its address handle's vector. */
+const struct pfnic_ib_create_ah_resp *pfnic_ah_av(const struct ibv_ah *ah)
+{
+	return &container_of(ah, struct pfnic_ah, ibv_ah)->av;
 }
 
 /* ibv_query_rt_values_ex(): the device clock, from the doorbell page. */
@@ -824,6 +867,8 @@ static const struct verbs_context_ops pfnic_context_ops = {
 	.destroy_cq = pfnic_destroy_cq,
 	.create_qp = pfnic_create_qp,
 	.create_qp_ex = pfnic_create_qp_ex,
+	.create_ah = pfnic_create_ah,
+	.destroy_ah = pfnic_destroy_ah,
 	.query_rt_values = pfnic_query_rt_values,
 	.modify_qp = pfnic_modify_qp,
 	.query_qp = pfnic_query_qp,

@@ -55,7 +55,7 @@ struct pfnic_rs_qp *pfnic_rs_qp_new(const struct pfnic_rs_cq *send_cq,
 				    const struct pfnic_rs_cq *recv_cq,
 				    const struct pfnic_rs_srq *srq,
 				    uint32_t qpn, const struct ibv_qp_cap *cap,
-				    int sq_sig_all,
+				    int sq_sig_all, int ud,
 				    const struct pfnic_ib_create_qp_resp *layout);
 void pfnic_rs_qp_free(struct pfnic_rs_qp *qp);
 size_t pfnic_rs_qp_inline_bytes(const struct pfnic_rs_qp *qp);
@@ -140,6 +140,17 @@ static inline void pfnic_vqp_set_ex(struct verbs_qp *vqp)
 
 	*comp_mask44 |= VERBS_QP_EX;
 }
+
+/*
+ * An address handle: the driver's answer to its creation is the address
+ * vector a UD work request carries, copied into each (pfnic_ah_av()).
+ */
+struct pfnic_ah {
+	struct ibv_ah ibv_ah;
+	struct pfnic_ib_create_ah_resp av;
+};
+
+const struct pfnic_ib_create_ah_resp *pfnic_ah_av(const struct ibv_ah *ah);
 
 static inline struct pfnic_dm *to_pfnic_dm(struct ibv_dm *ibdm)
 {

@@ -190,13 +190,28 @@ pub struct ibv_send_wr_atomic {
     pub rkey: u32,
 }
 
-/// The `wr` union of `struct ibv_send_wr`, but its `ud` member (pfnic has RC QPs only), no
-/// larger than `atomic`: the union's size is checked.
+/// `wr.ud` of `struct ibv_send_wr`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_send_wr_ud {
+    pub ah: *mut ibv_ah,
+    pub remote_qpn: u32,
+    pub remote_qkey: u32,
+}
+
+/// `struct ibv_ah`, which the provider's `pfnic_ah` begins with (`pfnic.c`); opaque here.
+#[repr(C)]
+pub struct ibv_ah {
+    _private: [u8; 0],
+}
+
+/// The `wr` union of `struct ibv_send_wr`: the union's size is checked.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub union ibv_send_wr_wr {
     pub rdma: ibv_send_wr_rdma,
     pub atomic: ibv_send_wr_atomic,
+    pub ud: ibv_send_wr_ud,
 }
 
 #[repr(C)]

@@ -61,6 +61,8 @@ pub struct PfnicRsQp {
     qp: Qp,
     inline: Option<InlineRing>,
     wr: WrBuilder,
+    /// A UD QP: its work requests name address handles.
+    ud: bool,
 }
 
 extern "C" {
@@ -431,8 +433,8 @@ pub unsafe extern "C" fn pfnic_rs_post_srq_recv(
     }
 }
 
-/// Maps the queues of an RC QP the core created with number `qpn` and capabilities `cap` on
-/// these CQs (and SRQ, or NULL), `layout` the driver's answer.
+/// Maps the queues of a QP (RC, or UD if `ud`) the core created with number `qpn` and
+/// capabilities `cap` on these CQs (and SRQ, or NULL), `layout` the driver's answer.
 ///
 /// # Safety
 ///
@@ -446,6 +448,7 @@ pub unsafe extern "C" fn pfnic_rs_qp_new(
     qpn: u32,
     cap: *const ibv_qp_cap,
     sq_sig_all: c_int,
+    ud: c_int,
     layout: *const IbCreateQpResp,
 ) -> *mut PfnicRsQp {
     // SAFETY: forwarded to the caller.
@@ -467,6 +470,7 @@ pub unsafe extern "C" fn pfnic_rs_qp_new(
         qp,
         inline: None,
         wr: WrBuilder::default(),
+        ud: ud != 0,
     }))
 }
 
@@ -529,7 +533,9 @@ pub unsafe extern "C" fn pfnic_rs_post_send(
     let rs = unsafe { qp.as_ref() };
     let ring = rs.and_then(|r| r.inline.as_ref());
     // SAFETY: forwarded to the caller.
-    unsafe { post_send_on(rs.map(|r| &r.qp), ring, wr, bad_wr) }
+    let ud = rs.is_some_and(|r| r.ud);
+    // SAFETY: forwarded to the caller.
+    unsafe { post_send_on(rs.map(|r| &r.qp), ring, ud, wr, bad_wr) }
 }
 
 /// `ibv_post_recv`: as [`pfnic_rs_post_send`], for the receive queue.

@@ -3,9 +3,9 @@
 
 use core::ffi::c_int;
 
-use pfnic_verbs::{PostError, Qp, RecvWr, SendWr, Sge, WrOpcode};
+use pfnic_verbs::{PostError, Qp, RecvWr, SendWr, Sge, UdDest, WrOpcode};
 
-use crate::ffi::{ibv_qp_init_attr_ex, ibv_recv_wr, ibv_send_wr, ibv_sge};
+use crate::ffi::{ibv_ah, ibv_qp_init_attr_ex, ibv_recv_wr, ibv_send_wr, ibv_sge};
 use crate::inline::{InlinePost, InlineRing, SEND_INLINE};
 use crate::qp_ex::SEND_OPS_SUPPORTED;
 
@@ -15,11 +15,19 @@ const QP_INIT_ATTR_PD: u32 = 1;
 const QP_INIT_ATTR_CREATE_FLAGS: u32 = 1 << 2;
 const QP_INIT_ATTR_SEND_OPS_FLAGS: u32 = 1 << 6;
 const QP_INIT_ATTR_ALL: u32 = (1 << 7) - 1;
+/// `IBV_QPT_UD`.
+const QPT_UD: c_int = 4;
+
+extern "C" {
+    /// The address vector of an address handle of the provider (`pfnic.c`): the 40 bytes a
+    /// UD work queue entry carries, as the driver answered the AH's creation.
+    fn pfnic_ah_av(ah: *const ibv_ah) -> *const [u8; 40];
+}
 
 /// The rules of `ibv_create_qp_ex`'s attributes beyond the PD: whether the QP is extended
 /// (`IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`), `EINVAL` for `comp_mask` bits libibverbs does not
 /// define, `EOPNOTSUPP` for what pfnic does not have (XRC, TSO, RSS, creation flags, send
-/// operations beyond `ibv_post_send`'s).
+/// operations beyond `ibv_post_send`'s, the work request builder on a UD QP).
 pub(crate) fn check_qp_init_attr_ex(a: &ibv_qp_init_attr_ex) -> Result<bool, c_int> {
     if a.comp_mask & !QP_INIT_ATTR_ALL != 0 {
         return Err(libc::EINVAL);
@@ -29,6 +37,7 @@ pub(crate) fn check_qp_init_attr_ex(a: &ibv_qp_init_attr_ex) -> Result<bool, c_i
     if a.comp_mask & !supported != 0
         || (a.comp_mask & QP_INIT_ATTR_CREATE_FLAGS != 0 && a.create_flags != 0)
         || (extended && a.send_ops_flags & !SEND_OPS_SUPPORTED != 0)
+        || (extended && a.qp_type == QPT_UD)
     {
         return Err(libc::EOPNOTSUPP);
     }
@@ -99,6 +108,7 @@ pub(crate) unsafe fn post_list<N, W, T>(
 pub(crate) unsafe fn post_send_on(
     q: Option<&Qp>,
     ring: Option<&InlineRing>,
+    ud: bool,
     wr: *mut ibv_send_wr,
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
@@ -106,11 +116,11 @@ pub(crate) unsafe fn post_send_on(
         // SAFETY: the caller passes a valid list or NULL.
         if unsafe { has_inline(wr) } {
             // SAFETY: forwarded to the caller.
-            return unsafe { post_send_inline(q, ring, wr, bad_wr) };
+            return unsafe { post_send_inline(q, ring, ud, wr, bad_wr) };
         }
     }
-    // SAFETY: the caller's work requests and their SGE lists.
-    let convert = |w: &ibv_send_wr| unsafe { send_wr_of(w) };
+    // SAFETY: the caller's work requests, their SGE lists and address handles.
+    let convert = |w: &ibv_send_wr| unsafe { send_wr_of(w, ud) };
     // SAFETY: the caller passes a valid list or NULL, and NULL or a writable `bad_wr`.
     unsafe {
         post_list(
@@ -140,14 +150,15 @@ unsafe fn has_inline(mut wr: *const ibv_send_wr) -> bool {
     false
 }
 
-/// A C work request as the uAPI's (`None`: an opcode the device does not have, or a bad SGE
-/// list).
+/// A C work request as the uAPI's, of a UD QP's if `ud` (`None`: an opcode the device does not
+/// have, a bad SGE list, no address handle).
 ///
 /// # Safety
 ///
 /// `w.sg_list` holds `w.num_sge` readable entries (or `num_sge` is 0), which outlive the
-/// returned work request (`'a`, the caller's to choose, as for [`sges`]).
-unsafe fn send_wr_of<'a>(w: &ibv_send_wr) -> Option<SendWr<'a>> {
+/// returned work request (`'a`, the caller's to choose, as for [`sges`]); with `ud`, `w.wr.ud.ah`
+/// is NULL or a live address handle of this provider.
+unsafe fn send_wr_of<'a>(w: &ibv_send_wr, ud: bool) -> Option<SendWr<'a>> {
     let opcode = u32::try_from(w.opcode).ok().and_then(WrOpcode::from_raw)?;
     // SAFETY: forwarded to the caller.
     let sg_list = unsafe { sges(w.sg_list, w.num_sge) }.ok()?;
@@ -163,6 +174,22 @@ unsafe fn send_wr_of<'a>(w: &ibv_send_wr) -> Option<SendWr<'a>> {
             (r.remote_addr, r.rkey, 0, 0)
         }
     };
+    let ud = if ud {
+        // SAFETY: a UD QP's work requests use the `ud` member of the union.
+        let u = unsafe { w.wr.ud };
+        if u.ah.is_null() {
+            return None;
+        }
+        Some(UdDest {
+            remote_qpn: u.remote_qpn,
+            remote_qkey: u.remote_qkey,
+            // SAFETY: the caller passes a live address handle of this provider, whose address
+            // vector lives as long as it does.
+            av: unsafe { *pfnic_ah_av(u.ah) },
+        })
+    } else {
+        None
+    };
     Some(SendWr {
         wr_id: w.wr_id,
         opcode,
@@ -173,6 +200,7 @@ unsafe fn send_wr_of<'a>(w: &ibv_send_wr) -> Option<SendWr<'a>> {
         rkey,
         compare_add,
         swap,
+        ud,
     })
 }
 
@@ -185,6 +213,7 @@ unsafe fn send_wr_of<'a>(w: &ibv_send_wr) -> Option<SendWr<'a>> {
 unsafe fn post_send_inline(
     q: &Qp,
     ring: &InlineRing,
+    ud: bool,
     first: *mut ibv_send_wr,
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
@@ -194,8 +223,8 @@ unsafe fn post_send_inline(
     // SAFETY: the caller passes a valid NULL-terminated list, not changed during the post.
     while let Some(w) = unsafe { p.as_ref() } {
         p = w.next;
-        // SAFETY: the caller's work request and SGE list.
-        let wr = unsafe { send_wr_of(w) };
+        // SAFETY: the caller's work request, SGE list and address handle.
+        let wr = unsafe { send_wr_of(w, ud) };
         // An inline payload is the work request's own SGEs, which the CPU reads.
         let payload = wr
             .as_ref()

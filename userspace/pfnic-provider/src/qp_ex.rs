@@ -186,6 +186,8 @@ fn send_wr(p: &Pending) -> SendWr<'_> {
         rkey: p.rkey,
         compare_add: p.compare_add,
         swap: p.swap,
+        // The builder is for RC QPs only (`check_qp_init_attr_ex`).
+        ud: None,
     }
 }
 

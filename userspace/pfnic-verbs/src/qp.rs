@@ -481,6 +481,13 @@ fn send_wqe(wr: &SendWr<'_>) -> Wqe {
     wqe[3] = u64::from(wr.rkey);
     wqe[4] = wr.compare_add;
     wqe[5] = wr.swap;
+    if let Some(ud) = &wr.ud {
+        // A UD WQE's address vector where an RC WQE has its RDMA and atomic fields.
+        wqe[2] = u64::from(ud.remote_qpn) | u64::from(ud.remote_qkey) << 32;
+        for (w, b) in wqe[3..8].iter_mut().zip(ud.av.chunks_exact(8)) {
+            *w = u64::from_le_bytes(b.try_into().unwrap_or_default());
+        }
+    }
     put_sges(&mut wqe, wr.sg_list);
     wqe
 }
@@ -504,6 +511,30 @@ mod tests {
 
     fn bytes(w: &[u64; WQE_SIZE / 8]) -> Vec<u8> {
         w.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn ud_send_wqe_layout() {
+        let sge = [Sge {
+            addr: 0x1000,
+            length: 8,
+            lkey: 7,
+        }];
+        let mut av = [0u8; 40];
+        for (i, b) in av.iter_mut().enumerate() {
+            *b = 0x80 + i as u8;
+        }
+        let mut wr = SendWr::new(5, WrOpcode::Send, &sge);
+        wr.ud = Some(crate::UdDest {
+            remote_qpn: 0x12_3456,
+            remote_qkey: 0x8000_0011,
+            av,
+        });
+        let b = bytes(&send_wqe(&wr));
+        assert_eq!(b[0x10..0x14], 0x12_3456u32.to_le_bytes());
+        assert_eq!(b[0x14..0x18], 0x8000_0011u32.to_le_bytes());
+        assert_eq!(b[0x18..0x40], av);
+        assert_eq!(b[0x40..0x48], 0x1000u64.to_le_bytes());
     }
 
     #[test]

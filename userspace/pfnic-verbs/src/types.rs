@@ -342,6 +342,16 @@ pub struct Wc {
     pub completion_ts: u64,
 }
 
+/// A UD work request's destination (device ABI 1.19): the QP, the Q_Key, and the address
+/// vector of the address handle as the driver answered its creation (`IbCreateAhResp`): the
+/// work queue entry's bytes 0x18..0x3f (docs/verbs.md, "Work queue entry").
+#[derive(Clone, Copy, Debug)]
+pub struct UdDest {
+    pub remote_qpn: u32,
+    pub remote_qkey: u32,
+    pub av: [u8; 40],
+}
+
 /// A send work request (`struct ibv_send_wr` without the list link: post a slice instead).
 #[derive(Clone, Copy, Debug)]
 pub struct SendWr<'a> {
@@ -361,6 +371,8 @@ pub struct SendWr<'a> {
     pub compare_add: u64,
     /// Swap value (compare-and-swap).
     pub swap: u64,
+    /// A UD QP's destination (`None` on an RC QP).
+    pub ud: Option<UdDest>,
 }
 
 impl<'a> SendWr<'a> {
@@ -376,6 +388,7 @@ impl<'a> SendWr<'a> {
             rkey: 0,
             compare_add: 0,
             swap: 0,
+            ud: None,
         }
     }
 
