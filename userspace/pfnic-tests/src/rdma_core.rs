@@ -368,4 +368,4 @@ fn test_rdma_core_uverbs_objects() -> TestResult {
 /// The cases `pfnic-uverbs-test` has: objects, qp_states, refused, fork_child, limits,
 /// srq_limit_event, inline, mem_modes, recv_fault_env, cq_ex, advise_mr, rdma_cgroup,
 /// cross_process_keys, dm, rereg_mr.
-const UVERBS_TEST_CASES: usize = 15;
+const UVERBS_TEST_CASES: usize = 16;

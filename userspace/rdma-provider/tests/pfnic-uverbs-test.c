@@ -2,7 +2,7 @@
 /*
  * pfnic's verbs objects through the RDMA core, as a program built against
  * rdma-core's <infiniband/verbs.h> sees them on Debian's own libibverbs.so.1
- * and the pfnic provider: PDs, MRs, CQs and RC QPs are created, taken
+ * and the pfnic provider: PDs, MRs, CQs, RC and UD QPs and AHs are created, taken
  * through their states and destroyed through /dev/infiniband/uverbsN, and
  * the verbs a device without them would refuse fail with the errno
  * libibverbs users expect.
@@ -365,11 +365,144 @@ static int test_inline(const char *dev)
 	return 0;
 }
 
+/*
+ * UD QPs and address handles: the kernel's UD attribute rules and the
+ * Q_Key in a query, an AH the port cannot reach refused, datagrams from
+ * the QP to itself (the payload after the GRH's 40 bytes, a GRH when the
+ * AH has a global route), one with another Q_Key lost, and no work
+ * request builder on a UD QP.
+ */
+static int test_ud(const char *dev)
+{
+	struct ibv_qp_init_attr init = {
+		.qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_qp_init_attr_ex initx = {};
+	struct ibv_recv_wr rwr = {}, *bad_r;
+	struct ibv_send_wr swr = {}, *bad_s;
+	struct ibv_qp_init_attr got;
+	struct ibv_ah_attr aha = {};
+	struct ibv_qp_attr attr = {};
+	struct ibv_sge rsge, ssge;
+	struct ibv_port_attr port;
+	struct ibv_wc wc[2];
+	struct ibv_ah *ah;
+	struct ibv_qp *qp;
+	struct objs o;
+	char *buf;
+	int global;
+
+	if (make_objs(&o, dev))
+		return 1;
+	CHECK(!ibv_query_port(o.ctx, 1, &port), "ibv_query_port");
+	global = port.link_layer == IBV_LINK_LAYER_ETHERNET;
+	init.send_cq = o.cq;
+	init.recv_cq = o.cq;
+	qp = ibv_create_qp(o.pd, &init);
+	CHECK(qp, "ibv_create_qp(UD): %s", strerror(errno));
+	attr.qp_state = IBV_QPS_INIT;
+	attr.port_num = 1;
+	attr.qkey = 0x1234;
+	CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			    IBV_QP_PORT) == EINVAL, "INIT without a Q_Key");
+	CHECK(!ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			     IBV_QP_PORT | IBV_QP_QKEY), "INIT");
+	attr.qp_state = IBV_QPS_RTR;
+	CHECK(!ibv_modify_qp(qp, &attr, IBV_QP_STATE), "RTR");
+	attr.qp_state = IBV_QPS_RTS;
+	attr.sq_psn = 0x42;
+	CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE) == EINVAL,
+	      "RTS without the send PSN");
+	CHECK(!ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN), "RTS");
+	memset(&attr, 0, sizeof(attr));
+	CHECK(!ibv_query_qp(qp, &attr, IBV_QP_STATE | IBV_QP_QKEY, &got) &&
+	      attr.qp_state == IBV_QPS_RTS && attr.qkey == 0x1234 &&
+	      got.qp_type == IBV_QPT_UD,
+	      "query: state %d Q_Key 0x%x type %d", attr.qp_state, attr.qkey,
+	      got.qp_type);
+
+	aha.port_num = 1;
+	if (global) {
+		aha.is_global = 1;
+		aha.grh.sgid_index = 1;
+		aha.grh.hop_limit = 64;
+		CHECK(!ibv_query_gid(o.ctx, 1, 1, &aha.grh.dgid), "GID 1");
+	} else {
+		aha.dlid = port.lid + 1;
+		errno = 0;
+		CHECK(!ibv_create_ah(o.pd, &aha) && errno == EINVAL,
+		      "an AH to LID %u: errno %d", aha.dlid, errno);
+		aha.dlid = port.lid;
+	}
+	ah = ibv_create_ah(o.pd, &aha);
+	CHECK(ah, "ibv_create_ah: %s", strerror(errno));
+
+	buf = o.buf;
+	memset(buf, 0, 4096);
+	strcpy(buf + 2048, "datagram");
+	rsge = (struct ibv_sge){ (uintptr_t)buf, 40 + 64, o.mr->lkey };
+	rwr.wr_id = 1;
+	rwr.sg_list = &rsge;
+	rwr.num_sge = 1;
+	CHECK(!ibv_post_recv(qp, &rwr, &bad_r), "ibv_post_recv");
+	ssge = (struct ibv_sge){ (uintptr_t)buf + 2048, 9, o.mr->lkey };
+	swr.wr_id = 2;
+	swr.sg_list = &ssge;
+	swr.num_sge = 1;
+	swr.opcode = IBV_WR_SEND;
+	swr.send_flags = IBV_SEND_SIGNALED;
+	swr.wr.ud.ah = ah;
+	swr.wr.ud.remote_qpn = qp->qp_num;
+	swr.wr.ud.remote_qkey = 0x4321;
+	CHECK(!ibv_post_send(qp, &swr, &bad_s), "ibv_post_send");
+	CHECK(poll_n(o.cq, wc, 1) == 1 && wc[0].wr_id == 2 &&
+	      wc[0].status == IBV_WC_SUCCESS && wc[0].opcode == IBV_WC_SEND,
+	      "another Q_Key: the send completes");
+	usleep(100000);
+	CHECK(ibv_poll_cq(o.cq, 1, wc) == 0, "another Q_Key: received");
+	swr.wr_id = 3;
+	swr.wr.ud.remote_qkey = 0x1234;
+	CHECK(!ibv_post_send(qp, &swr, &bad_s), "ibv_post_send");
+	CHECK(poll_n(o.cq, wc, 2) == 2, "two completions");
+	/* The receive, wherever it is of the two */
+	if (wc[0].wr_id == 1)
+		wc[1] = wc[0];
+	CHECK(wc[1].wr_id == 1 && wc[1].status == IBV_WC_SUCCESS &&
+	      wc[1].opcode == IBV_WC_RECV && wc[1].byte_len == 40 + 9 &&
+	      wc[1].src_qp == qp->qp_num &&
+	      !!(wc[1].wc_flags & IBV_WC_GRH) == global,
+	      "receive: wr_id %llu status %d byte_len %u src_qp %u flags 0x%x",
+	      (unsigned long long)wc[1].wr_id, wc[1].status, wc[1].byte_len,
+	      wc[1].src_qp, wc[1].wc_flags);
+	CHECK(!strcmp(buf + 40, "datagram"), "received %.9s", buf + 40);
+	/* A GRH of RoCEv2 over IPv4: its IPv4 header in the last 20 bytes */
+	CHECK(!global || (buf[20] == 0x45 && buf[29] == 17),
+	      "GRH: 0x%02x, protocol %d", buf[20] & 0xff, buf[29]);
+
+	initx.qp_type = IBV_QPT_UD;
+	initx.send_cq = o.cq;
+	initx.recv_cq = o.cq;
+	initx.cap = init.cap;
+	initx.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	initx.pd = o.pd;
+	initx.send_ops_flags = IBV_QP_EX_WITH_SEND;
+	errno = 0;
+	CHECK(!ibv_create_qp_ex(o.ctx, &initx) && errno == EOPNOTSUPP,
+	      "ibv_wr_* on a UD QP: errno %d", errno);
+
+	CHECK(!ibv_destroy_ah(ah), "ibv_destroy_ah");
+	CHECK(!ibv_destroy_qp(qp), "ibv_destroy_qp");
+	free_objs(&o);
+	return 0;
+}
+
 /* What pfnic does not have is refused with the errno libibverbs users expect. */
 static int test_refused(const char *dev)
 {
 	struct ibv_qp_init_attr init = {
-		.qp_type = IBV_QPT_UD,
+		.qp_type = IBV_QPT_UC,
 		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
 			 .max_send_sge = 1, .max_recv_sge = 1 },
 	};
@@ -385,7 +518,7 @@ static int test_refused(const char *dev)
 	init.send_cq = o.cq;
 	init.recv_cq = o.cq;
 	qp = ibv_create_qp(o.pd, &init);
-	CHECK(!qp && errno == EOPNOTSUPP, "UD QP: %p, %s", (void *)qp,
+	CHECK(!qp && errno == EOPNOTSUPP, "UC QP: %p, %s", (void *)qp,
 	      strerror(errno));
 	/* More than the device has. */
 	init.qp_type = IBV_QPT_RC;
@@ -1725,7 +1858,7 @@ int main(int argc, char **argv)
 			argv[0]);
 		return 2;
 	}
-	printf("TAP version 13\n1..15\n");
+	printf("TAP version 13\n1..16\n");
 	report("objects", test_objects(argv[1]));
 	report("qp_states", test_qp_states(argv[1]));
 	report("refused", test_refused(argv[1]));
@@ -1741,5 +1874,6 @@ int main(int argc, char **argv)
 	report("cross_process_keys", test_cross_process_keys(argv[1]));
 	report("dm", test_dm(argv[1]));
 	report("rereg_mr", test_rereg_mr(argv[1]));
+	report("ud", test_ud(argv[1]));
 	return failed ? 1 : 0;
 }
