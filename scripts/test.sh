@@ -398,8 +398,9 @@ core_perf_tests=debian_lib_write_bw,debian_lib_read_bw,debian_lib_send_bw,debian
 # ucx_put_bw_odp: the same with UCX_IB_REG_METHODS=odp (UCX's own crash at
 # exit when its implicit MR's lkey is odd is told apart: rootfs/pair-test).
 # ucx_tag_bw: UCX's protocol layer (UCP tag matching) on rc_verbs, wired up
-# through ud_verbs (pfnic's UD QPs).
-ucx_tests=ucx_put_bw,ucx_put_bw_odp,ucx_tag_bw
+# through ud_verbs (pfnic's UD QPs); ucx_tag_bw_odp with on-demand
+# registration.
+ucx_tests=ucx_put_bw,ucx_put_bw_odp,ucx_tag_bw,ucx_tag_bw_odp
 # Between two pfnic guests, receive faults parked in the driver's backup buffer
 # through the provider's PFNIC_RECV_FAULT=backup (rootfs/pair-test).
 backup_tests=rc_pingpong_backup
