@@ -790,6 +790,19 @@ static inline bool pfnic_eth_enabled(const PfnicState *s)
     return s->eth_ctrl & PFNIC_ETH_CTRL_ENABLE;
 }
 
+/* RoCEv2 framing (docs/wire.md): header sizes the port, RC and UD share */
+#define IPV4_HLEN                   20
+#define UDP_HLEN                    8
+#define BTH_LEN                     12
+#define IMM_LEN                     4
+#define ICRC_LEN                    4
+
+/* Pad bytes after a payload of @plen bytes (to 4) */
+static inline uint32_t pfnic_pad(uint64_t plen)
+{
+    return (4 - (plen & 3)) & 3;
+}
+
 /* pfnic_roce.c: RC over RoCEv2 */
 typedef enum {
     PFNIC_COPY_OK,

@@ -29,10 +29,6 @@
 #include "trace.h"
 
 #define ETH_HLEN            14
-#define IPV4_HLEN           20
-#define UDP_HLEN            8
-#define BTH_LEN             12
-#define ICRC_LEN            4
 #define ROCE_HDRS           (ETH_HLEN + IPV4_HLEN + UDP_HLEN)
 #define ROCE_UDP_PORT       4791
 #define ARP_LEN             28

@@ -105,10 +105,8 @@ enum {
 #define AETH_NAK_REM_OP     0x63
 #define AETH_TYPE(syn)      ((syn) & 0xe0)
 
-#define BTH_LEN             12
 #define RETH_LEN            16
 #define AETH_LEN            4
-#define IMM_LEN             4
 #define ATOMIC_LEN          28
 #define ATOMICACK_LEN       8
 #define PSN_MASK            0xffffffu
@@ -388,11 +386,6 @@ static bool pfnic_roce_xmit(PfnicState *s, PfnicQp *qp, uint8_t *pkt,
                                qp->dmac_set ? qp->dmac : NULL, qp->qpn,
                                qp->traffic_class, qp->hop_limit, pkt,
                                end + pad - pkt);
-}
-
-static uint32_t pfnic_pad(uint32_t plen)
-{
-    return (4 - (plen & 3)) & 3;
 }
 
 /* The responder's ACK, RNR NAK or NAK for @psn. */

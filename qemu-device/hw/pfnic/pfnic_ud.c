@@ -27,12 +27,7 @@
 
 #define OP_UD_SEND_ONLY         0x64
 #define OP_UD_SEND_ONLY_IMM     0x65
-#define BTH_LEN                 12
 #define DETH_LEN                8
-#define IMM_LEN                 4
-#define ICRC_LEN                4
-#define IPV4_HLEN               20
-#define UDP_HLEN                8
 #define GRH_NEXT_HEADER_IB      0x1b
 
 /* Whether @w goes on the wire: an IPv4 destination other than ours. */
@@ -48,17 +43,12 @@ uint32_t pfnic_ud_qkey(const PfnicQp *qp, const PfnicWqe *w)
                                                           w->ud.remote_qkey;
 }
 
-static uint32_t pfnic_ud_pad(uint64_t len)
-{
-    return (4 - (len & 3)) & 3;
-}
-
 /* BTH to ICRC of the packet that carries @len bytes of @w */
 static uint32_t pfnic_ud_pkt_len(const PfnicWqe *w, uint64_t len)
 {
     return BTH_LEN + DETH_LEN +
            (w->opcode == PFNIC_WR_SEND_WITH_IMM ? IMM_LEN : 0) + len +
-           pfnic_ud_pad(len) + ICRC_LEN;
+           pfnic_pad(len) + ICRC_LEN;
 }
 
 /*
@@ -109,7 +99,7 @@ uint8_t pfnic_ud_send(PfnicState *s, PfnicQp *qp)
     static const uint8_t zero_mac[6];
     const PfnicWqe *w = &qp->wqe;
     bool imm = w->opcode == PFNIC_WR_SEND_WITH_IMM;
-    uint32_t pad = pfnic_ud_pad(qp->len);
+    uint32_t pad = pfnic_pad(qp->len);
     PfnicCopy c;
 
     p = pfnic_bth_put(pkt, imm ? OP_UD_SEND_ONLY_IMM : OP_UD_SEND_ONLY,
