@@ -151,13 +151,32 @@ apt_install() {
 		die "apt-get install failed for: ${missing[*]} (is Debian's archive reachable?)"
 }
 
+# debian_lock DIR MODE COMMAND...: COMMAND holding DIR's lock, exclusive
+# (MODE -x) or shared (-s). Builds run side by side (scripts/build-all.sh)
+# and fetch some of the same packages: a .deb another build is writing is
+# missing or torn for a reader, so downloads take the lock alone and
+# unpacking shares it. Appending opens the lock file without changing its
+# time, which the steps' freshness checks look at.
+debian_lock() {
+	local dir=$1 mode=$2
+	shift 2
+	mkdir -p "$dir"
+	(
+		flock "$mode" 9
+		"$@"
+	) 9>>"$dir/.lock"
+}
+
 # debian_download DIR PACKAGE...: the .deb of each package not in DIR yet,
 # from the host's apt (Debian bookworm), into DIR; updates the host's package
 # lists once if a download fails (a new machine has none).
 debian_download() {
+	debian_lock "$1" -x debian_download_locked "$@"
+}
+
+debian_download_locked() {
 	local dir=$1 p missing=()
 	shift
-	mkdir -p "$dir"
 	for p in "$@"; do
 		compgen -G "$dir/${p}_*.deb" >/dev/null || missing+=("$p")
 	done
@@ -176,11 +195,15 @@ debian_download() {
 # debian_unpack DIR DEST PACKAGE...: dpkg -x each package's newest .deb in DIR
 # into DEST.
 debian_unpack() {
+	debian_lock "$1" -s debian_unpack_locked "$@"
+}
+
+debian_unpack_locked() {
 	local dir=$1 dest=$2 p deb
 	shift 2
 	mkdir -p "$dest"
 	for p in "$@"; do
-		deb=$(compgen -G "$dir/${p}_*.deb" | sort -V | tail -1)
+		deb=$(compgen -G "$dir/${p}_*.deb" | sort -V | tail -1) || true
 		[[ -n $deb ]] || die "no $p package in $dir"
 		dpkg -x "$deb" "$dest" || die "dpkg -x $deb failed"
 	done
