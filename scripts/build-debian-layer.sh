@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Pack the Debian layer: Debian bookworm's own rdma-core and iproute2
-# binaries, unmodified, with every shared library they need, as an initramfs
+# binaries, UCX, Open MPI and dropbear (an SSH server and client for
+# mpirun), unmodified, with every shared library they need, as an initramfs
 # archive that the two-guest harness (scripts/run-pair.sh) appends to the
 # guest's. An rxe guest uses it for the interop tools; a pfnic guest of a
-# pair gets it too.
+# pair gets it too. With them goes pfnic's MPI ping-pong
+# (userspace/examples/mpi_pingpong.c), built here against the packages'
+# Open MPI (its headers from libopenmpi-dev, which is not packed).
 #
 # The packages come from the host's apt (bookworm): `apt-get download` into
 # $PFNIC_CACHE/debs, `dpkg -x`, then only the files the tools need are
@@ -31,6 +34,9 @@ DEBIAN_PACKAGES=(
 	python3-pyverbs python3-minimal python3.11-minimal libpython3.11-minimal
 	libpython3.11-stdlib libpython3.11 libexpat1 libffi8 libbz2-1.0 libuuid1
 	libcrypt1
+	openmpi-bin libopenmpi3 openmpi-common libopenmpi-dev libpmix2 libhwloc15
+	libevent-core-2.1-7 libevent-pthreads-2.1-7 libstdc++6 libgcc-s1
+	dropbear-bin libtomcrypt1 libtommath1 libgmp10 libmunge2
 )
 # What the guest gets (paths as Debian installs them), and rxe's provider.
 DEBIAN_TOOLS=(
@@ -46,13 +52,19 @@ DEBIAN_TOOLS=(
 	usr/bin/ucx_info usr/bin/ucx_perftest
 	usr/lib/x86_64-linux-gnu/ucx/libuct_ib.so.0 usr/lib/x86_64-linux-gnu/ucx/libuct_cma.so.0
 	usr/bin/python3
+	usr/bin/mpirun.openmpi usr/bin/orterun usr/bin/orted usr/bin/ompi_info
+	usr/sbin/dropbear usr/bin/dbclient usr/bin/dropbearkey
+	usr/bin/pfnic-mpi-pingpong
 )
 # Whole trees the guest gets too: Python's standard library, pyverbs (rdma-core's Python
 # bindings) and rdma-core's own test suite, which Debian ships with them
-# (usr/share/doc/rdma-core/tests, gzipped; unpacked below). What the tests do not need is
-# left out (see PRUNE).
+# (usr/share/doc/rdma-core/tests, gzipped; unpacked below); Open MPI's and
+# PMIx's components (loaded at run time), help texts and configuration. What
+# the tests do not need is left out (see PRUNE).
 DEBIAN_TREES=(
 	usr/lib/python3.11 usr/lib/python3/dist-packages/pyverbs usr/share/doc/rdma-core/tests
+	usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3 usr/lib/x86_64-linux-gnu/pmix2
+	usr/share/openmpi etc/openmpi
 )
 # Parts of those trees left out (find -path patterns): Python's own tests, GUIs, the
 # build configuration, and the extension modules whose libraries nothing else needs
@@ -64,6 +76,14 @@ PRUNE=(
 	'usr/lib/python3.11/lib-dynload/nis.*' 'usr/lib/python3.11/lib-dynload/_curses*'
 	'usr/lib/python3.11/lib-dynload/readline.*' 'usr/lib/python3.11/lib-dynload/_dbm.*'
 	'usr/lib/python3.11/lib-dynload/_sqlite3.*' 'usr/lib/python3.11/lib-dynload/_gdbm.*'
+	'usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/mca_*_ofi.so'
+	'usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/mca_mtl_psm*.so'
+	usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/mca_btl_openib.so
+	'usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/mca_s[cp]oll_*.so'
+	'usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/mca_spml_*.so'
+	'usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/mca_sshmem_*.so'
+	'usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/mca_atomic_*.so'
+	'usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/mca_memheap_*.so'
 )
 
 debs=$DEBIAN_DEBS
@@ -79,7 +99,7 @@ gen=$out/gen_init_cpio
 if [[ ! -x $gen || $KERNEL_SRC/usr/gen_init_cpio.c -nt $gen ]]; then
 	cc -O2 -o "$gen" "$KERNEL_SRC/usr/gen_init_cpio.c" || die "cannot build gen_init_cpio"
 fi
-if stamp_fresh "$DEBIAN_LAYER" "$debs" "$0"; then
+if stamp_fresh "$DEBIAN_LAYER" "$debs" "$0" "$PFNIC_ROOT/userspace/examples/mpi_pingpong.c"; then
 	log "Debian layer up to date: $DEBIAN_LAYER"
 	exit 0
 fi
@@ -91,11 +111,19 @@ rm -rf "$root"
 mv "$root.tmp" "$root"
 # rdma-core's tests are gzipped as documentation; Python reads them plain.
 find "$root/usr/share/doc/rdma-core/tests" -name '*.py.gz' -exec gunzip -f {} +
+# pfnic's MPI ping-pong, on the packages' Open MPI (libmpi's own libraries are
+# resolved in the guest).
+mpi=$root/usr/lib/x86_64-linux-gnu/openmpi
+cc -std=gnu11 -O2 -Wall -Wextra -Werror -I "$mpi/include" \
+	-o "$root/usr/bin/pfnic-mpi-pingpong" "$PFNIC_ROOT/userspace/examples/mpi_pingpong.c" \
+	"$root/usr/lib/x86_64-linux-gnu/libmpi.so.40" -Wl,--allow-shlib-undefined ||
+	die "userspace/examples/mpi_pingpong.c does not build"
 
 # The closure: every file to pack (relative to $root), symlinks followed
 # (both the link and its target go in), ELF NEEDED entries resolved in the
-# multiarch library directories, as Debian's ld.so searches them.
-libdirs=(lib/x86_64-linux-gnu usr/lib/x86_64-linux-gnu)
+# multiarch library directories, as Debian's ld.so searches them, and PMIx's
+# own (Open MPI's PMIx component finds it there by its RUNPATH).
+libdirs=(lib/x86_64-linux-gnu usr/lib/x86_64-linux-gnu usr/lib/x86_64-linux-gnu/pmix2/lib)
 declare -A want=()
 queue=("${DEBIAN_TOOLS[@]}" lib64/ld-linux-x86-64.so.2)
 prune=()
