@@ -34,6 +34,7 @@ list=$ROOTFS_BUILD/initramfs.list
 	done
 	echo "file /init $PFNIC_ROOT/rootfs/init 0755 0 0"
 	echo "file /usr/bin/pfnic-pair-test $PFNIC_ROOT/rootfs/pair-test 0755 0 0"
+	echo "file /usr/bin/pfnic-pair-mpi $PFNIC_ROOT/rootfs/pair-mpi 0755 0 0"
 	echo "file /lib/modules/pfnic.ko $module 0644 0 0"
 	# The static programs (Rust); the C ones need Debian's libraries (below).
 	for b in pfnic-test pfnic-info pfnic-perf; do

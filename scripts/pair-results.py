@@ -78,6 +78,17 @@ def numbers(test, lines):
             f = line.split()
             if len(f) >= 5 and all(re.fullmatch(NUM, x) for x in f[:len(cols)]):
                 out.update({c: num(v) for c, v in zip(cols, f)})
+    elif test.startswith("mpi_"):
+        # pfnic-mpi-pingpong: "size BYTES iters N lat_us F bw_MBps F" a size.
+        for line in lines:
+            m = re.match(r"^size ([0-9]+) iters ([0-9]+) lat_us " + NUM + r" bw_MBps " + NUM, line)
+            if m:
+                out.setdefault("sizes", {})[m.group(1)] = {
+                    "iterations": int(m.group(2)), "lat_us": num(m.group(3)),
+                    "bw_MB_s": num(m.group(4))}
+        m = re.search(r"^mpi-pingpong: ok, ([0-9]+) messages checked", text, re.M)
+        if m:
+            out["messages_checked"] = int(m.group(1))
     elif test == "counters":
         for line in lines:
             f = line.split()
@@ -155,6 +166,31 @@ def wire_loss(pcap1, pcap2):
     return bad, counts
 
 
+def mpi_side_by_side(tests):
+    """The MPI jobs of one run side by side: each fabric's latency at 8 bytes and
+    bandwidth at its largest size, and pfnic's against the others' (latency:
+    theirs over pfnic's, so above 1 is pfnic faster; bandwidth: pfnic's over
+    theirs)."""
+    fabrics = {}
+    for test, entry in sorted(tests.items()):
+        sizes = entry.get("client", {}).get("sizes")
+        if not test.startswith("mpi_") or not sizes:
+            continue
+        big = max(sizes, key=int)
+        fabrics[test[4:]] = {"lat_us": sizes.get("8", {}).get("lat_us"),
+                             "bw_MB_s": sizes[big]["bw_MB_s"], "bw_bytes": int(big)}
+    if not fabrics or any(v["lat_us"] is None for v in fabrics.values()):
+        return None
+    out = {"lat_bytes": 8, "bw_bytes": min(v["bw_bytes"] for v in fabrics.values()),
+           "fabrics": fabrics, "ratios": {}}
+    p = fabrics.get("pfnic")
+    for other, v in fabrics.items():
+        if p and other != "pfnic" and p["lat_us"] and v["bw_MB_s"]:
+            out["ratios"][f"pfnic against {other}"] = {
+                "lat": v["lat_us"] / p["lat_us"], "bw": p["bw_MB_s"] / v["bw_MB_s"]}
+    return out
+
+
 def main():
     pair, k1, k2, dest = sys.argv[1:5]
     pcaps = sys.argv[5:7]
@@ -185,6 +221,14 @@ def main():
             print(f"# {pair} {test}: {c['bw_avg_MB_s']} MB/s average, {c['bytes']}-byte messages")
         elif "t_typical_us" in c:
             print(f"# {pair} {test}: {c['t_typical_us']} us typical, {c['bytes']}-byte messages")
+    mpi = mpi_side_by_side(doc["tests"])
+    if mpi:
+        doc["mpi"] = mpi
+        for fabric, v in mpi["fabrics"].items():
+            print(f"# {pair} MPI ping-pong over {fabric}: {v['lat_us']} us ({mpi['lat_bytes']} B), "
+                  f"{v['bw_MB_s']} MB/s ({mpi['bw_bytes']} B)")
+        for name, r in mpi["ratios"].items():
+            print(f"# {pair} MPI {name}: latency x{r['lat']:.2f}, bandwidth x{r['bw']:.2f}")
     for side in ("server", "client"):
         v = cnt.get(side, {})
         if "sent_pkts" in v:

@@ -407,13 +407,18 @@ backup_tests=rc_pingpong_backup
 # A pfnic guest's pfnic0 and an rxe device over its side channel's virtio-net
 # in one process (rootfs/pair-test's two_devices).
 two_device_tests=two_devices
+# Between two pfnic guests, an Open MPI job (pml ucx, launched by mpirun over
+# SSH) on pfnic, and for comparison in the same run on rxe over the side
+# channel's NIC and on TCP (rootfs/pair-mpi; the numbers side by side in
+# pair-pfnic-pfnic.json's "mpi").
+mpi_tests=mpi_pfnic,mpi_rxe,mpi_tcp
 # pair_suites: every pairing, one after another.
 pair_suites() {
 	for pair in ${PFNIC_PAIRS:-rxe-rxe pfnic-pfnic pfnic-rxe rxe-pfnic}; do
 		[[ -z $filter || pair_${pair/-/_} == *"$filter"* ]] || continue
 		tests=$pair_tests,$perf_tests
 		[[ $pair != *pfnic* ]] || tests=$tests,$core_perf_tests
-		[[ $pair != pfnic-pfnic ]] || tests=$tests,$backup_tests,$ucx_tests,$two_device_tests
+		[[ $pair != pfnic-pfnic ]] || tests=$tests,$backup_tests,$ucx_tests,$two_device_tests,$mpi_tests
 		tests=$tests,counters
 		log "booting two guests joined by a wire, $pair (guest 1 the servers, guest 2 the clients): $tests"
 		pair_suite "$pair" "$tests"
