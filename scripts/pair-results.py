@@ -29,6 +29,9 @@ import re
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from svgplot import Panel, document, esc, log_axis, num as plottable  # noqa: E402
+
 NUM = r"([0-9]+(?:\.[0-9]+)?)"
 BW_COLS = ["bytes", "iterations", "bw_peak_MB_s", "bw_avg_MB_s", "msg_rate_Mpps"]
 LAT_COLS = ["bytes", "iterations", "t_min_us", "t_max_us", "t_typical_us",
@@ -191,6 +194,55 @@ def mpi_side_by_side(tests):
     return out
 
 
+def mpi_svg(pair, tests, path):
+    """Two panels, latency and bandwidth against message size, a line a fabric."""
+    lines = {}
+    for test, entry in sorted(tests.items()):
+        sizes = entry.get("client", {}).get("sizes")
+        if test.startswith("mpi_") and sizes:
+            lines[test[4:]] = sorted((int(k), dict(v)) for k, v in sizes.items())
+    if not lines:
+        return False
+    xs = sorted({x for pts in lines.values() for x, _ in pts})
+    colors = {"pfnic": "#1f77b4", "rxe": "#ff7f0e", "tcp": "#2ca02c"}
+    W, H, left, top, pw, ph = 900, 400, 80, 40, 330, 280
+    e = []
+    # Latency in ms: short tick labels.
+    for pts in lines.values():
+        for _, v in pts:
+            v["lat_ms"] = v["lat_us"] / 1000
+    for k, (key, label) in enumerate((("lat_ms", "latency, ms (half round trip)"),
+                                      ("bw_MB_s", "bandwidth, MB/s"))):
+        x0 = left + k * (pw + 110)
+        lo, hi = log_axis([v[key] for pts in lines.values() for _, v in pts])
+        p = Panel(e, x0, top, pw, ph, lo, hi, label)
+
+        def tx(size, x0=x0):
+            return x0 + 15 + (pw - 30) * xs.index(size) / max(1, len(xs) - 1)
+        for size in xs:
+            e.append(f'<text x="{tx(size):.1f}" y="{top + ph + 16}" text-anchor="middle">'
+                     f'{size if size < 1024 else f"{size // 1024}K"}</text>')
+        e.append(f'<text x="{x0 + pw / 2}" y="{top + ph + 34}" text-anchor="middle">'
+                 f'message size, bytes</text>')
+        for fabric, pts in lines.items():
+            pts = [(x, v[key]) for x, v in pts if plottable(v[key])]
+            c = colors.get(fabric, "#888")
+            path_d = " ".join(f"{'M' if i == 0 else 'L'}{tx(x):.1f},{p.ty(v):.1f}"
+                              for i, (x, v) in enumerate(pts))
+            e.append(f'<path d="{path_d}" fill="none" stroke="{c}" stroke-width="2"/>')
+            for x, v in pts:
+                e.append(f'<circle cx="{tx(x):.1f}" cy="{p.ty(v):.1f}" r="3" fill="{c}">'
+                         f'<title>{esc(fabric)} {x} B: {v}</title></circle>')
+    for j, fabric in enumerate(lines):
+        e.append(f'<rect x="{left + j * 110}" y="{H - 22}" width="12" height="12" '
+                 f'fill="{colors.get(fabric, "#888")}"/>')
+        e.append(f'<text x="{left + j * 110 + 16}" y="{H - 12}">{esc(fabric)}</text>')
+    title = f"{pair}: Open MPI ping-pong by fabric, one run, log scales"
+    with open(path, "w") as f:
+        f.write(document(W, H, title, e, font_size=12))
+    return True
+
+
 def main():
     pair, k1, k2, dest = sys.argv[1:5]
     pcaps = sys.argv[5:7]
@@ -210,6 +262,9 @@ def main():
         else:
             bad, doc["wire_frames"] = wire_loss(*pcaps)
     doc["wire_loss"] = bad
+    mpi = mpi_side_by_side(doc["tests"])
+    if mpi:
+        doc["mpi"] = mpi
     with open(dest, "w") as f:
         json.dump(doc, f, indent=2, sort_keys=True)
         f.write("\n")
@@ -221,14 +276,15 @@ def main():
             print(f"# {pair} {test}: {c['bw_avg_MB_s']} MB/s average, {c['bytes']}-byte messages")
         elif "t_typical_us" in c:
             print(f"# {pair} {test}: {c['t_typical_us']} us typical, {c['bytes']}-byte messages")
-    mpi = mpi_side_by_side(doc["tests"])
     if mpi:
-        doc["mpi"] = mpi
         for fabric, v in mpi["fabrics"].items():
             print(f"# {pair} MPI ping-pong over {fabric}: {v['lat_us']} us ({mpi['lat_bytes']} B), "
                   f"{v['bw_MB_s']} MB/s ({mpi['bw_bytes']} B)")
         for name, r in mpi["ratios"].items():
             print(f"# {pair} MPI {name}: latency x{r['lat']:.2f}, bandwidth x{r['bw']:.2f}")
+        plot = re.sub(r"\.json$", "", dest) + "-mpi.svg"
+        if mpi_svg(pair, doc["tests"], plot):
+            print(f"# {pair} MPI plot: {plot}")
     for side in ("server", "client"):
         v = cnt.get(side, {})
         if "sent_pkts" in v:

@@ -132,7 +132,7 @@ int main(int argc, char **argv)
 		double half_rtt = busy / iters / 2;
 
 		if (rank == 0) {
-			printf("size %zu iters %d lat_us %.2f bw_MBps %.2f\n", size, iters,
+			printf("size %zu iters %d lat_us %.2f bw_MBps %.4f\n", size, iters,
 			       half_rtt * 1e6, (double)size / half_rtt / 1e6);
 			fflush(stdout);
 		}
