@@ -3,10 +3,10 @@
 //! Binding to the PCI device: probe brings a pfnic up, unbind quiesces it.
 
 use crate::{
+    auxdev::{self, AuxDevices},
     chardev::{self, NicIndex, PfnicFile},
     doorbells::DoorbellPages,
-    eth::{self, EthPort},
-    ib_device,
+    eth::EthPort,
     irq::{self, VectorRegistration},
     nic::{self, Nic, NicInfo},
     pci_caps::ExtCaps,
@@ -39,18 +39,17 @@ kernel::pci_device_table!(
     [(pci::DeviceId::from_id(PFNIC_VENDOR, PFNIC_DEVICE), ())]
 );
 
-/// Driver data of one bound pfnic. Fields drop in order: the RDMA core's device, the netdev
-/// and the character device go first so nothing new can start, then the interrupt handlers, then the
-/// driver's reference to the [`Nic`] (open files may hold more).
+/// Driver data of one bound pfnic. Fields drop in order: the auxiliary devices (the RDMA
+/// core's device, the netdev) and the character device go first so nothing new can start,
+/// then the interrupt handlers, then the driver's reference to the [`Nic`] (open files may
+/// hold more).
 #[pin_data]
 pub(crate) struct PfnicData<'bound> {
-    /// `pfnicN` in the RDMA core; `None` without verbs, and once unregistered at unbind.
+    /// `pfnic.rdma.N`, whose driver registers `pfnicN` in the RDMA core, and `pfnic.eth.N`,
+    /// whose driver registers the port's netdev (`ethN`); removed at unbind, the RDMA one
+    /// first (the RDMA core holds the netdev while the RDMA device is registered).
     #[pin]
-    ib: Mutex<Option<ib_device::Registration<'bound>>>,
-    /// The port's netdev (`ethN`); `None` without the Ethernet queues, and once unregistered
-    /// at unbind, after `ib` (the RDMA core holds it while the RDMA device is registered).
-    #[pin]
-    netdev: Mutex<Option<eth::Registration>>,
+    aux: Mutex<AuxDevices<'bound>>,
     #[pin]
     misc: MiscDeviceRegistration<PfnicFile>,
     /// `/sys/kernel/debug/pfnicN/stats`. The file keeps its directory.
@@ -250,32 +249,30 @@ impl pci::Driver for PfnicDriver {
                 GFP_KERNEL,
             )?;
 
-            let netdev = if nic.eth.is_some() {
-                eth::register(pdev.as_ref(), &nic)
-                    .inspect_err(|e| dev_warn!(pdev, "no netdev for the port: {:?}\n", e))
-                    .ok()
-            } else {
-                None
+            // The netdev first: the RDMA device ties its port to it. A device whose driver
+            // fails to bind stays, unbound; the NIC works on without it.
+            let eth = nic
+                .eth
+                .is_some()
+                .then(|| auxdev::add(pdev.as_ref(), auxdev::ETH, &index, &nic))
+                .transpose()
+                .inspect_err(|e| dev_warn!(pdev, "no Ethernet auxiliary device: {:?}\n", e))
+                .unwrap_or(None);
+            let rdma = nic
+                .verbs()
+                .is_ok()
+                .then(|| auxdev::add(pdev.as_ref(), auxdev::RDMA, &index, &nic))
+                .transpose()
+                .inspect_err(|e| dev_warn!(pdev, "no RDMA auxiliary device: {:?}\n", e))
+                .unwrap_or(None);
+            // Together at once (nothing in between returns early), so they drop in order.
+            let aux = AuxDevices {
+                _rdma: rdma,
+                _eth: eth,
             };
-            let ib = if nic.verbs().is_ok() {
-                // SAFETY: The netdev is unregistered after the RDMA device, at unbind (and
-                // `PfnicData` drops `ib` before `netdev`).
-                unsafe {
-                    ib_device::register(pdev.as_ref(), &nic, netdev.as_ref().map(|n| n.device()))
-                }
-                .inspect_err(|e| dev_warn!(pdev, "not registered with the RDMA core: {:?}\n", e))
-                .ok()
-            } else {
-                None
-            };
-            // With a netdev the core sends the port's events itself, from the netdev's state.
-            if let (Some(reg), Ok(v), None) = (&ib, nic.verbs(), &netdev) {
-                v.eq.set_core_port_events(Some(reg.port_events()));
-            }
 
             Ok(try_pin_init!(PfnicData {
-                ib <- new_mutex!(ib),
-                netdev <- new_mutex!(netdev),
+                aux <- new_mutex!(aux),
                 misc <- chardev::register(&index, nic.clone()),
                 _stats: stats,
                 irqs,
@@ -287,17 +284,13 @@ impl pci::Driver for PfnicDriver {
     }
 
     fn unbind<'bound>(pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
-        // First, while the device works: the RDMA core destroys the objects of every user
-        // context through the driver and disassociates the contexts, which frees their rings
-        // and stops their hardware contexts.
-        if let Ok(v) = this.nic.verbs() {
-            v.eq.set_core_port_events(None);
-        }
-        let ib = this.ib.lock().take();
-        drop(ib);
-        // Then the netdev, which the RDMA core let go of: it stops its queues.
-        let netdev = this.netdev.lock().take();
-        drop(netdev);
+        // First, while the device works, `pfnic.rdma.N` goes: its driver unregisters
+        // `pfnicN`, and the RDMA core destroys the objects of every user context through the
+        // driver and disassociates the contexts, which frees their rings and stops their
+        // hardware contexts.
+        // Then `pfnic.eth.N`, whose netdev the RDMA core let go of: it stops its queues.
+        let aux = core::mem::take(&mut *this.aux.lock());
+        drop(aux);
         // No file operation uses the device as bound from now on (SVA binds, DMA allocations).
         this.nic.mark_unbound(pdev.as_ref());
         // Quiesce the hardware while its interrupt handlers are still registered: the reset

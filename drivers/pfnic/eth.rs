@@ -15,9 +15,10 @@
 //! (NAPI), so a burst of frames costs one interrupt, and frames reach the stack in softirq
 //! context, through GRO.
 
-use crate::{nic::Nic, regs};
+use crate::{auxdev, nic::Nic, regs};
 use kernel::{
-    device::{Bound, Device as KDevice},
+    auxiliary,
+    device::{Bound, Core, Device as KDevice},
     devres::Devres,
     dma::{Coherent, DmaAddress},
     io::{io_project, io_read, Io},
@@ -131,6 +132,10 @@ pub(crate) struct EthPort {
     /// the order it added them; the first is the port's `PORT_IPV4`.
     #[pin]
     pub(crate) addresses: Mutex<KVec<(u16, u32)>>,
+    /// The netdev, from the Ethernet auxiliary driver's probe to its unbind ([`EthDriver`]).
+    /// It holds the [`Nic`] (its driver data) that holds this: the unbind breaks the cycle.
+    #[pin]
+    pub(crate) netdev: Mutex<Option<Registration>>,
 }
 
 impl EthPort {
@@ -161,6 +166,7 @@ impl EthPort {
                 promisc: false,
             }),
             addresses <- new_mutex!(KVec::new()),
+            netdev <- new_mutex!(None),
             counters: EthCounters {
                 rx_packets: Atomic::new(0),
                 rx_bytes: Atomic::new(0),
@@ -530,7 +536,7 @@ impl netdev::Operations for PfnicNetdev {
 pub(crate) type Registration = netdev::Registration<PfnicNetdev>;
 
 /// Registers the netdev (`ethN`) of `nic`'s port.
-pub(crate) fn register(dev: &KDevice<Bound>, nic: &Arc<Nic>) -> Result<Registration> {
+fn register(dev: &KDevice<Bound>, nic: &Arc<Nic>) -> Result<Registration> {
     let port = PfnicNetdev::port(nic)?;
     netdev::Registration::new(
         dev,
@@ -540,4 +546,56 @@ pub(crate) fn register(dev: &KDevice<Bound>, nic: &Arc<Nic>) -> Result<Registrat
         },
         Ok::<_, Error>(nic.clone()),
     )
+}
+
+/// The driver of `pfnic.eth.N` ([`crate::auxdev`]): the port's netdev.
+pub(crate) struct EthDriver;
+
+kernel::auxiliary_device_table!(
+    ETH_TABLE,
+    <EthDriver as auxiliary::Driver>::IdInfo,
+    [(auxdev::id(auxdev::ETH), ())]
+);
+
+/// A bound `pfnic.eth.N`: its netdev is in the port's [`EthPort::netdev`] until the unbind.
+pub(crate) struct EthBinding {
+    nic: Arc<Nic>,
+}
+
+impl auxiliary::Driver for EthDriver {
+    type IdInfo = ();
+    type Data<'bound> = EthBinding;
+    const ID_TABLE: auxiliary::IdTable<Self::IdInfo> = &ETH_TABLE;
+    // The RDMA device ties its port to the netdev: only the PCI driver, which removes the
+    // RDMA device first, unbinds this one.
+    const SUPPRESS_BIND_ATTRS: bool = true;
+
+    fn probe<'bound>(
+        adev: &'bound auxiliary::Device<Core<'_>>,
+        _info: &'bound Self::IdInfo,
+    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
+        EthBinding::new(adev)
+    }
+}
+
+impl EthBinding {
+    /// Registers the netdev of `adev`'s NIC and keeps it in its [`EthPort::netdev`].
+    fn new(adev: &auxiliary::Device<Core<'_>>) -> Result<Self> {
+        let nic = auxdev::nic(adev)?;
+        let port = PfnicNetdev::port(&nic)?;
+        let reg = register(adev.parent(), &nic)
+            .inspect_err(|e| dev_warn!(adev.parent(), "no netdev for the port: {:?}\n", e))?;
+        *port.netdev.lock() = Some(reg);
+        Ok(Self { nic })
+    }
+}
+
+impl Drop for EthBinding {
+    fn drop(&mut self) {
+        // Unregistered outside the lock: the netdev's `stop` runs meanwhile.
+        if let Ok(port) = PfnicNetdev::port(&self.nic) {
+            let reg = port.netdev.lock().take();
+            drop(reg);
+        }
+    }
 }

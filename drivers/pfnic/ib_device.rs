@@ -12,13 +12,15 @@
 //! netdev's (up, with its carrier), and the core sends its events.
 
 use crate::{
+    auxdev,
     ib_uverbs::{self, UContext},
     nic::Nic,
     uapi,
     verbs::{MAX_QP_RD_ATOM, PORT_LID},
 };
 use kernel::{
-    device::{Bound, Device},
+    auxiliary,
+    device::{Bound, Core, Device},
     mm::virt::VmaNew,
     prelude::*,
     rdma::{
@@ -86,7 +88,7 @@ pub(crate) type Registration<'a> = rdma::Registration<'a, PfnicIbDevice>;
 /// # Safety
 ///
 /// `netdev`, the port's, stays registered until the returned registration is dropped.
-pub(crate) unsafe fn register<'a>(
+unsafe fn register<'a>(
     parent: &'a Device<Bound>,
     nic: &Arc<Nic>,
     netdev: Option<&kernel::net::dev::Device>,
@@ -530,5 +532,67 @@ impl rdma::Operations for PfnicIbDevice {
     ) -> core::fmt::Result {
         let v = nic.info.fw_version;
         write!(out, "{}.{}.{}", v >> 24, (v >> 16) & 0xff, v & 0xffff)
+    }
+}
+
+/// The driver of `pfnic.rdma.N` ([`crate::auxdev`]): the NIC in the RDMA core.
+pub(crate) struct RdmaDriver;
+
+kernel::auxiliary_device_table!(
+    RDMA_TABLE,
+    <RdmaDriver as auxiliary::Driver>::IdInfo,
+    [(auxdev::id(auxdev::RDMA), ())]
+);
+
+/// A bound `pfnic.rdma.N`: `pfnicN` registered, its port tied to the port's netdev if the
+/// Ethernet driver registered one.
+pub(crate) struct RdmaBinding<'bound> {
+    _reg: Registration<'bound>,
+    nic: Arc<Nic>,
+}
+
+impl auxiliary::Driver for RdmaDriver {
+    type IdInfo = ();
+    type Data<'bound> = RdmaBinding<'bound>;
+    const ID_TABLE: auxiliary::IdTable<Self::IdInfo> = &RDMA_TABLE;
+
+    fn probe<'bound>(
+        adev: &'bound auxiliary::Device<Core<'_>>,
+        _info: &'bound Self::IdInfo,
+    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
+        RdmaBinding::new(adev)
+    }
+
+    fn unbind<'bound>(_adev: &'bound auxiliary::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
+        // The core's device goes with the data; the device's own port events stop first.
+        if let Ok(v) = this.nic.verbs() {
+            v.eq.set_core_port_events(None);
+        }
+    }
+}
+
+impl<'bound> RdmaBinding<'bound> {
+    fn new(adev: &'bound auxiliary::Device<Core<'_>>) -> Result<Self> {
+        let nic = auxdev::nic(adev)?;
+        let parent = adev.parent();
+        let netdev = nic.eth.as_ref().map(|port| port.netdev.lock());
+        let reg = {
+            let netdev = netdev.as_ref().and_then(|n| n.as_ref()).map(|r| r.device());
+            // SAFETY: The port's netdev stays registered until `pfnic.eth.N` is unbound, which
+            // happens only when the PCI driver removes it (its driver suppresses sysfs unbinds,
+            // `crate::auxdev`), after it removed `pfnic.rdma.N`, which unbinds this driver
+            // and drops the registration; the module unregisters the PCI driver before this
+            // one.
+            unsafe { register(parent, &nic, netdev) }.inspect_err(|e| {
+                dev_warn!(parent, "not registered with the RDMA core: {:?}\n", e)
+            })?
+        };
+        // With a netdev the core sends the port's events itself, from the netdev's state.
+        let with_netdev = netdev.as_ref().is_some_and(|n| n.is_some());
+        drop(netdev);
+        if let (Ok(v), false) = (nic.verbs(), with_netdev) {
+            v.eq.set_core_port_events(Some(reg.port_events()));
+        }
+        Ok(Self { _reg: reg, nic })
     }
 }

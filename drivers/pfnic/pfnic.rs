@@ -4,9 +4,11 @@
 //! ATS, PASID and PRI (see docs/ in the pfnic repository for the device and its interfaces).
 //!
 //! The driver binds the device, checks its identity and ABI, proves its MSI-X interrupt path
-//! and exposes `/dev/pfnicN`. Every open file owns a hardware context bound to the opener's
-//! address space through the IOMMU (SVA), with the PASID programmed into the device, and the
-//! RDMA verbs objects (PDs, MRs, CQs, RC QPs) it creates, whose rings it maps (`verbs/`).
+//! and exposes `/dev/pfnicN`. The port's netdev and the RDMA core's device are auxiliary
+//! devices of the PCI function, each with a driver of its own ([`auxdev`]). Every open file
+//! owns a hardware context bound to the opener's address space through the IOMMU (SVA), with
+//! the PASID programmed into the device, and the RDMA verbs objects (PDs, MRs, CQs, RC QPs)
+//! it creates, whose rings it maps (`verbs/`).
 //!
 //! # Lock order
 //!
@@ -39,6 +41,7 @@
 //! no lock across `hmm_range_fault()`. At unbind, `contexts` is released before any file's
 //! `objects` is taken.
 
+mod auxdev;
 mod chardev;
 mod context;
 mod doorbells;
@@ -54,8 +57,39 @@ mod ring;
 pub mod uapi;
 mod verbs;
 
-kernel::module_pci_driver! {
-    type: driver::PfnicDriver,
+use kernel::prelude::*;
+
+/// The module: the PCI driver and the two auxiliary drivers of what it splits off
+/// ([`auxdev`]).
+#[pin_data]
+struct PfnicModule {
+    // Fields drop in declaration order: the PCI driver first, which removes its auxiliary
+    // devices (the RDMA one before the Ethernet one), then the auxiliary drivers.
+    #[pin]
+    _pci: kernel::driver::Registration<kernel::pci::Adapter<driver::PfnicDriver>>,
+    #[pin]
+    _rdma: kernel::driver::Registration<kernel::auxiliary::Adapter<ib_device::RdmaDriver>>,
+    #[pin]
+    _eth: kernel::driver::Registration<kernel::auxiliary::Adapter<eth::EthDriver>>,
+}
+
+impl kernel::InPlaceModule for PfnicModule {
+    fn init(module: &'static kernel::ThisModule) -> impl PinInit<Self, Error> {
+        // Initialized in the order written: the auxiliary drivers first, so that the devices
+        // the PCI driver adds at probe are bound at once, the Ethernet one before the RDMA one.
+        try_pin_init!(Self {
+            _eth <- kernel::driver::Registration::new(auxdev::ETH_DRIVER, module),
+            _rdma <- kernel::driver::Registration::new(auxdev::RDMA_DRIVER, module),
+            _pci <- kernel::driver::Registration::new(
+                <Self as kernel::ModuleMetadata>::NAME,
+                module
+            ),
+        })
+    }
+}
+
+module! {
+    type: PfnicModule,
     name: "pfnic",
     authors: ["pfnic authors"],
     description: "pfnic RDMA NIC with ATS, PASID and PRI",

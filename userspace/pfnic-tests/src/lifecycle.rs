@@ -67,7 +67,7 @@ fn loaded() -> bool {
 }
 
 /// The lifecycle tests reload the module: without its file there is nothing to reload.
-fn need_module() -> TestResult {
+pub(crate) fn need_module() -> TestResult {
     if !Path::new(&module_path()).exists() {
         skip!("no module file at {} (set PFNIC_MODULE)", module_path());
     }
@@ -87,7 +87,7 @@ fn rmmod() -> TestResult {
 }
 
 /// A working device: bound, its node present, query and an interrupt round trip work.
-fn check_working() -> TestResult {
+pub(crate) fn check_working() -> TestResult {
     let n = nic()?;
     check_eq!(pci::driver(&n.bdf).as_deref(), Some("pfnic"));
     let c = cookie();
@@ -434,9 +434,20 @@ fn test_unbind_bind_cycles() -> TestResult {
 /// rings and device memory (the uverbs file's four mappings) raise SIGBUS, and it closes
 /// everything without an error; the device comes back working.
 fn test_unbind_open_uverbs_context() -> TestResult {
-    use std::io::{BufRead, BufReader};
     need_module()?;
     let bdf = nic()?.bdf.clone();
+    uverbs_context_across(|| unbind(&bdf), || bind(&bdf))
+}
+
+/// A process holds a user context with its objects and mappings of the RDMA device `pfnicN`
+/// while `detach` takes the RDMA device away (and `attach` brings it back): the context is
+/// disassociated (its verbs fail, its mappings raise SIGBUS), it closes everything without
+/// an error, and the device comes back under its name, working.
+pub(crate) fn uverbs_context_across(
+    detach: impl FnOnce() -> Result<(), Failure>,
+    attach: impl FnOnce() -> Result<(), Failure>,
+) -> TestResult {
+    use std::io::{BufRead, BufReader};
     let name = crate::rdma_core::ib_name()?;
     let mut child = crate::rdma_core::uverbs_test(&[&name, "hold"])?
         .stdin(std::process::Stdio::piped())
@@ -457,15 +468,15 @@ fn test_unbind_open_uverbs_context() -> TestResult {
             "the holder said {first:?}, not ready"
         )));
     }
-    let unbound = unbind(&bdf);
+    let detached = detach();
     writeln!(stdin, "go")?;
     let after = lines.next().transpose()?.unwrap_or_default();
     let closed = lines.next().transpose()?.unwrap_or_default();
     let status = child.wait()?;
-    if unbound.is_ok() {
-        bind(&bdf)?;
+    if detached.is_ok() {
+        attach()?;
     }
-    unbound?;
+    detached?;
     check_eq!(
         after,
         format!("after: alloc_pd Input/output error, {maps} mappings, {maps} raise SIGBUS")

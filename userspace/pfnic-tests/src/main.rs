@@ -5,6 +5,7 @@
 
 #[macro_use]
 mod ktap;
+mod aux_devices;
 mod bad_input;
 mod c_programs;
 mod common;
@@ -86,6 +87,7 @@ fn main() {
         c_programs::TESTS,
         debian_tools::TESTS,
         tools::TESTS,
+        aux_devices::TESTS,
         lifecycle::TESTS,
     ]
     .concat();

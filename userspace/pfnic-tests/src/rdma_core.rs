@@ -102,7 +102,7 @@ fn gid_text(gid: &[u8; 16]) -> String {
 }
 
 /// Runs Debian's `rdma` tool; its standard output.
-fn rdma(args: &[&str]) -> Result<String, Failure> {
+pub(crate) fn rdma(args: &[&str]) -> Result<String, Failure> {
     if !Path::new(RDMA).exists() {
         skip!("no {RDMA} (the guest has no Debian layer)");
     }
