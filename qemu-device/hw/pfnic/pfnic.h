@@ -26,6 +26,7 @@ OBJECT_DECLARE_SIMPLE_TYPE(PfnicState, PFNIC)
 #include "hw/pci/pci.h"
 #include "net/net.h"
 #include "pfnic_regs.h"
+#include "pfnic_cmd.h"
 
 typedef struct PfnicStats {
     uint32_t count[PFNIC_CNT_NR];   /* PfnicCounter; register order */
@@ -546,7 +547,7 @@ struct PfnicState {
     PfnicStats stats;
 
     /* Verbs (pfnic_verbs.c, pfnic_qp.c): docs/verbs.md */
-    uint32_t cmd_arg[PFNIC_CMD_ARGS];
+    PfnicCmdArgs cmd;       /* the CMD_ARG registers (pfnic_cmd.h) */
     uint32_t cmd_status;
     uint64_t eq_base;
     uint32_t eq_size;

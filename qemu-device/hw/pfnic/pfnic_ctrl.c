@@ -313,7 +313,7 @@ static uint64_t pfnic_ctrl_read(void *opaque, hwaddr addr, unsigned size)
         val = s->stats.group_pages[(addr - PFNIC_REG_STAT_GROUP_PAGES) / 4];
         break;
     case PFNIC_REG_CMD_ARG ... PFNIC_REG_CMD_ARG + 4 * (PFNIC_CMD_ARGS - 1):
-        val = s->cmd_arg[(addr - PFNIC_REG_CMD_ARG) / 4];
+        val = s->cmd.word[(addr - PFNIC_REG_CMD_ARG) / 4];
         break;
     case PFNIC_REG_CMD_OP:
         val = 0;
@@ -450,7 +450,7 @@ static void pfnic_ctrl_write(void *opaque, hwaddr addr, uint64_t val,
         break;
     }
     case PFNIC_REG_CMD_ARG ... PFNIC_REG_CMD_ARG + 4 * (PFNIC_CMD_ARGS - 1):
-        s->cmd_arg[(addr - PFNIC_REG_CMD_ARG) / 4] = val;
+        s->cmd.word[(addr - PFNIC_REG_CMD_ARG) / 4] = val;
         break;
     case PFNIC_REG_CMD_OP:
         pfnic_cmd_execute(s, val);

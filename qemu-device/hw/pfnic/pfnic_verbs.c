@@ -176,15 +176,11 @@ void pfnic_mr_invalidate(PfnicContext *ctx, uint64_t start, uint64_t last)
     }
 }
 
-static uint64_t pfnic_arg64(PfnicState *s, int n)
+/* Store @val in the result words @lo and @hi */
+static void pfnic_cmd_set_u64(uint32_t *lo, uint32_t *hi, uint64_t val)
 {
-    return s->cmd_arg[n] | (uint64_t)s->cmd_arg[n + 1] << 32;
-}
-
-static void pfnic_set_arg64(PfnicState *s, int n, uint64_t val)
-{
-    s->cmd_arg[n] = val;
-    s->cmd_arg[n + 1] = val >> 32;
+    *lo = val;
+    *hi = val >> 32;
 }
 
 /*
@@ -241,9 +237,11 @@ static void pfnic_mtt_free(PfnicState *s, PfnicMr *mr)
 
 static uint32_t pfnic_cmd_mr_set(PfnicState *s)
 {
-    uint32_t index = s->cmd_arg[0], ctx = s->cmd_arg[1], pd = s->cmd_arg[2];
-    uint32_t access = s->cmd_arg[3], flags = s->cmd_arg[8];
-    uint64_t addr = pfnic_arg64(s, 4), len = pfnic_arg64(s, 6);
+    const PfnicCmdMrSet *a = &s->cmd.mr_set;
+    uint32_t index = a->index, ctx = a->ctx, pd = a->pd;
+    uint32_t access = a->access, flags = a->flags;
+    uint64_t addr = pfnic_cmd_u64(a->addr_lo, a->addr_hi);
+    uint64_t len = pfnic_cmd_u64(a->len_lo, a->len_hi);
     bool implicit = addr == 0 && len == UINT64_MAX;
     bool table = flags & PFNIC_MR_FLAG_TABLE;
     bool fault = flags & PFNIC_MR_FLAG_FAULT;
@@ -323,7 +321,7 @@ static uint32_t pfnic_cmd_mr_set(PfnicState *s)
     g_hash_table_insert(s->keys, GUINT_TO_POINTER(v),
                         GUINT_TO_POINTER(index + 1));
     c->mrs++;
-    s->cmd_arg[0] = mr->key;
+    s->cmd.mr_set_reply.key = mr->key;
     if (dm) {
         trace_pfnic_mr_set_dm(index, mr->key, ctx, pd, access, addr, len);
     } else {
@@ -340,7 +338,8 @@ static uint32_t pfnic_cmd_mr_set(PfnicState *s)
  */
 static uint32_t pfnic_cmd_mr_modify(PfnicState *s)
 {
-    uint32_t index = s->cmd_arg[0], pd = s->cmd_arg[1], access = s->cmd_arg[2];
+    const PfnicCmdMrModify *a = &s->cmd.mr_modify;
+    uint32_t index = a->index, pd = a->pd, access = a->access;
     PfnicMr *mr;
 
     if (index >= PFNIC_MAX_MRS) {
@@ -362,7 +361,7 @@ static uint32_t pfnic_cmd_mr_modify(PfnicState *s)
 
 static uint32_t pfnic_cmd_mr_clear(PfnicState *s)
 {
-    uint32_t index = s->cmd_arg[0];
+    uint32_t index = s->cmd.index.index;
 
     if (index >= PFNIC_MAX_MRS) {
         return PFNIC_CMD_BAD_INDEX;
@@ -388,7 +387,7 @@ static uint32_t pfnic_cmd_mr_clear(PfnicState *s)
 
 static uint32_t pfnic_cmd_mr_query(PfnicState *s)
 {
-    uint32_t index = s->cmd_arg[0];
+    uint32_t index = s->cmd.index.index;
 
     if (index >= PFNIC_MAX_MRS) {
         return PFNIC_CMD_BAD_INDEX;
@@ -396,22 +395,23 @@ static uint32_t pfnic_cmd_mr_query(PfnicState *s)
     if (!s->mrs[index].valid) {
         return PFNIC_CMD_BAD_STATE;
     }
+    /* The reply's pairs of words are the counters in their order. */
+    QEMU_BUILD_BUG_ON(sizeof(PfnicCmdMrQueryReply) !=
+                      PFNIC_MR_CNT_NR * sizeof(uint64_t));
     for (int c = 0; c < PFNIC_MR_CNT_NR; c++) {
-        pfnic_set_arg64(s, 2 * c, s->mrs[index].count[c]);
+        pfnic_cmd_set_u64(&s->cmd.word[2 * c], &s->cmd.word[2 * c + 1],
+                          s->mrs[index].count[c]);
     }
     return PFNIC_CMD_OK;
 }
 
 /*
- * MTT_WRITE and MTT_INVALIDATE: the table MR a0 and its entries
- * [first, first + a2), 1..@max of them, all in the table; first is a1, with
- * (ABI 1.10) argument @hi its high 32 bits.
+ * MTT_WRITE and MTT_INVALIDATE: the table MR @index and its entries
+ * [first, first + @count), 1..@max of them, all in the table.
  */
-static uint32_t pfnic_mtt_range(PfnicState *s, uint32_t max, int hi,
-                                PfnicMr **mrp, uint64_t *firstp)
+static uint32_t pfnic_mtt_range(PfnicState *s, uint32_t index, uint64_t first,
+                                uint32_t count, uint32_t max, PfnicMr **mrp)
 {
-    uint32_t index = s->cmd_arg[0], count = s->cmd_arg[2];
-    uint64_t first = s->cmd_arg[1] | (uint64_t)s->cmd_arg[hi] << 32;
     PfnicMr *mr;
 
     if (index >= PFNIC_MAX_MRS) {
@@ -426,7 +426,6 @@ static uint32_t pfnic_mtt_range(PfnicState *s, uint32_t max, int hi,
         return PFNIC_CMD_BAD_ARG;
     }
     *mrp = mr;
-    *firstp = first;
     return PFNIC_CMD_OK;
 }
 
@@ -472,11 +471,14 @@ static uint32_t pfnic_sparse_write(PfnicState *s, PfnicMr *mr, uint64_t first,
  */
 static uint32_t pfnic_cmd_mtt_write(PfnicState *s)
 {
-    uint32_t count = s->cmd_arg[2];
-    uint64_t src = pfnic_arg64(s, 3), first = 0;
+    const PfnicCmdMttWrite *a = &s->cmd.mtt_write;
+    uint32_t count = a->count;
+    uint64_t src = pfnic_cmd_u64(a->entries_lo, a->entries_hi);
+    uint64_t first = pfnic_cmd_u64(a->first, a->first_hi);
     uint64_t e[PFNIC_MTT_WRITE_MAX];
     PfnicMr *mr = NULL;
-    uint32_t st = pfnic_mtt_range(s, PFNIC_MTT_WRITE_MAX, 5, &mr, &first);
+    uint32_t st = pfnic_mtt_range(s, a->index, first, count,
+                                  PFNIC_MTT_WRITE_MAX, &mr);
 
     if (st != PFNIC_CMD_OK) {
         return st;
@@ -497,7 +499,7 @@ static uint32_t pfnic_cmd_mtt_write(PfnicState *s)
     } else {
         memcpy(&mr->mtt[first], e, count * sizeof(e[0]));
     }
-    trace_pfnic_mtt_write(s->cmd_arg[0], first, count, src);
+    trace_pfnic_mtt_write(a->index, first, count, src);
     return st;
 }
 
@@ -517,10 +519,11 @@ static gboolean pfnic_sparse_in_range(gpointer key, gpointer value,
 /* The device reads the table for every page it moves: nothing to flush. */
 static uint32_t pfnic_cmd_mtt_invalidate(PfnicState *s)
 {
-    uint32_t count = s->cmd_arg[2];
-    uint64_t first = 0;
+    const PfnicCmdMttInvalidate *a = &s->cmd.mtt_invalidate;
+    uint32_t count = a->count;
+    uint64_t first = pfnic_cmd_u64(a->first, a->first_hi);
     PfnicMr *mr = NULL;
-    uint32_t st = pfnic_mtt_range(s, UINT32_MAX, 3, &mr, &first);
+    uint32_t st = pfnic_mtt_range(s, a->index, first, count, UINT32_MAX, &mr);
 
     if (st != PFNIC_CMD_OK) {
         return st;
@@ -545,21 +548,23 @@ static uint32_t pfnic_cmd_mtt_invalidate(PfnicState *s)
             mr->mtt[first + i] &= ~PFNIC_MTT_VALID;
         }
     }
-    trace_pfnic_mtt_invalidate(s->cmd_arg[0], first, count);
+    trace_pfnic_mtt_invalidate(a->index, first, count);
     return PFNIC_CMD_OK;
 }
 
 /* Refused remote accesses to a context; re-arms its ACCESS_ERROR event. */
 static uint32_t pfnic_cmd_ctx_query(PfnicState *s)
 {
-    uint32_t index = s->cmd_arg[0];
+    uint32_t index = s->cmd.index.index;
     PfnicContext *ctx;
 
     if (index >= s->num_contexts) {
         return PFNIC_CMD_BAD_INDEX;
     }
     ctx = &s->contexts[index];
-    pfnic_set_arg64(s, 0, ctx->remote_access_errors);
+    pfnic_cmd_set_u64(&s->cmd.ctx_query_reply.access_errors_lo,
+                      &s->cmd.ctx_query_reply.access_errors_hi,
+                      ctx->remote_access_errors);
     ctx->access_alert_armed = true;
     return PFNIC_CMD_OK;
 }
@@ -579,13 +584,14 @@ static bool pfnic_cq_used(PfnicState *s, uint32_t cqn)
 }
 
 /*
- * CQ_CREATE: 2^a4 CQEs at a2/a3, the record at a5/a6, for context a1; a7
+ * CQ_CREATE: 2^log2_entries CQEs at the ring, the record, for a context;
  * flags (ABI 1.12: TIMESTAMP, 64-byte CQEs carrying the device clock).
  */
 static uint32_t pfnic_cmd_cq_create(PfnicState *s)
 {
-    uint32_t cqn = s->cmd_arg[0], ctx = s->cmd_arg[1], log2 = s->cmd_arg[4];
-    uint32_t flags = s->cmd_arg[7];
+    const PfnicCmdCqCreate *a = &s->cmd.cq_create;
+    uint32_t cqn = a->cqn, ctx = a->ctx, log2 = a->log2_entries;
+    uint32_t flags = a->flags;
     PfnicCq *cq;
 
     if (cqn >= PFNIC_MAX_CQS || ctx >= s->num_contexts) {
@@ -601,9 +607,9 @@ static uint32_t pfnic_cmd_cq_create(PfnicState *s)
     *cq = (PfnicCq) {
         .valid = true,
         .ctx = ctx,
-        .ring = pfnic_arg64(s, 2),
+        .ring = pfnic_cmd_u64(a->ring_lo, a->ring_hi),
         .entries = 1u << log2,
-        .record = pfnic_arg64(s, 5),
+        .record = pfnic_cmd_u64(a->record_lo, a->record_hi),
         .timestamp = flags & PFNIC_CQ_FLAG_TIMESTAMP,
     };
     trace_pfnic_cq_create(cqn, ctx, cq->ring, cq->entries, cq->record,
@@ -613,7 +619,7 @@ static uint32_t pfnic_cmd_cq_create(PfnicState *s)
 
 static uint32_t pfnic_cmd_cq_destroy(PfnicState *s)
 {
-    uint32_t cqn = s->cmd_arg[0];
+    uint32_t cqn = s->cmd.index.index;
 
     if (cqn >= PFNIC_MAX_CQS) {
         return PFNIC_CMD_BAD_INDEX;
@@ -1163,9 +1169,10 @@ void pfnic_mr_faults_ctx_stop(PfnicState *s, uint32_t ctx)
  */
 static uint32_t pfnic_cmd_fault_resume(PfnicState *s)
 {
-    uint32_t index = s->cmd_arg[0];
-    uint64_t first = s->cmd_arg[1] | (uint64_t)s->cmd_arg[4] << 32;
-    uint32_t count = s->cmd_arg[2], status = s->cmd_arg[3];
+    const PfnicCmdFaultResume *a = &s->cmd.fault_resume;
+    uint32_t index = a->index;
+    uint64_t first = pfnic_cmd_u64(a->first, a->first_hi);
+    uint32_t count = a->count, status = a->status;
     uint64_t handled = 0;
     uint32_t woken;
     PfnicMr *mr;
@@ -1217,9 +1224,10 @@ static uint32_t pfnic_cmd_fault_resume(PfnicState *s)
  */
 static uint32_t pfnic_cmd_srq_create(PfnicState *s)
 {
-    const uint32_t *a = s->cmd_arg;
-    uint32_t srqn = a[0], ctx = a[1], log2 = a[5], zero = 0;
-    uint64_t ring = pfnic_arg64(s, 3), record = pfnic_arg64(s, 6);
+    const PfnicCmdSrqCreate *a = &s->cmd.srq_create;
+    uint32_t srqn = a->srqn, ctx = a->ctx, log2 = a->log2_entries, zero = 0;
+    uint64_t ring = pfnic_cmd_u64(a->ring_lo, a->ring_hi);
+    uint64_t record = pfnic_cmd_u64(a->record_lo, a->record_hi);
     PfnicSrq *srq;
 
     if (srqn >= PFNIC_MAX_SRQS || ctx >= s->num_contexts) {
@@ -1241,7 +1249,7 @@ static uint32_t pfnic_cmd_srq_create(PfnicState *s)
     *srq = (PfnicSrq) {
         .valid = true,
         .ctx = ctx,
-        .pd = a[2],
+        .pd = a->pd,
         .ring = ring,
         .entries = 1u << log2,
         .record = record,
@@ -1250,10 +1258,10 @@ static uint32_t pfnic_cmd_srq_create(PfnicState *s)
     return PFNIC_CMD_OK;
 }
 
-/* The valid SRQ a0 names in *@srq: OK, BAD_INDEX or BAD_STATE. */
+/* The valid SRQ the command names in *@srq: OK, BAD_INDEX or BAD_STATE. */
 static uint32_t pfnic_cmd_srq_arg(PfnicState *s, PfnicSrq **srq)
 {
-    uint32_t srqn = s->cmd_arg[0];
+    uint32_t srqn = s->cmd.index.index;
 
     if (srqn >= PFNIC_MAX_SRQS) {
         return PFNIC_CMD_BAD_INDEX;
@@ -1262,10 +1270,10 @@ static uint32_t pfnic_cmd_srq_arg(PfnicState *s, PfnicSrq **srq)
     return (*srq)->valid ? PFNIC_CMD_OK : PFNIC_CMD_BAD_STATE;
 }
 
-/* SRQ_MODIFY: arm SRQ a0 with limit a1 (1..entries), or disarm it (0). */
+/* SRQ_MODIFY: arm an SRQ with a limit (1..entries), or disarm it (0). */
 static uint32_t pfnic_cmd_srq_modify(PfnicState *s)
 {
-    uint32_t srqn = s->cmd_arg[0], limit = s->cmd_arg[1];
+    uint32_t srqn = s->cmd.srq_modify.srqn, limit = s->cmd.srq_modify.limit;
     PfnicSrq *srq;
     uint32_t st = pfnic_cmd_srq_arg(s, &srq);
 
@@ -1288,17 +1296,19 @@ static uint32_t pfnic_cmd_srq_query(PfnicState *s)
     if (st != PFNIC_CMD_OK) {
         return st;
     }
-    s->cmd_arg[0] = srq->limit;
-    s->cmd_arg[1] = srq->head;
-    s->cmd_arg[2] = srq->tail;
-    s->cmd_arg[3] = srq->users;
-    s->cmd_arg[4] = srq->limit_events;
+    s->cmd.srq_query_reply = (PfnicCmdSrqQueryReply) {
+        .limit = srq->limit,
+        .head = srq->head,
+        .tail = srq->tail,
+        .users = srq->users,
+        .limit_events = srq->limit_events,
+    };
     return PFNIC_CMD_OK;
 }
 
 static uint32_t pfnic_cmd_srq_destroy(PfnicState *s)
 {
-    uint32_t srqn = s->cmd_arg[0];
+    uint32_t srqn = s->cmd.index.index;
     PfnicSrq *srq;
     uint32_t st = pfnic_cmd_srq_arg(s, &srq);
 
@@ -1323,9 +1333,9 @@ static uint32_t pfnic_cmd_srq_destroy(PfnicState *s)
  */
 static uint32_t pfnic_cmd_qp_create(PfnicState *s)
 {
-    const uint32_t *a = s->cmd_arg;
-    uint32_t qpn = a[0], ctx = a[1], scqn = a[3], rcqn = a[4];
-    uint32_t flags = a[13], srqn = a[14];
+    const PfnicCmdQpCreate *a = &s->cmd.qp_create;
+    uint32_t qpn = a->qpn, ctx = a->ctx, scqn = a->send_cqn;
+    uint32_t rcqn = a->recv_cqn, flags = a->flags, srqn = a->srqn;
     bool srq = flags & PFNIC_QP_FLAG_SRQ;
     PfnicQp *qp;
 
@@ -1334,7 +1344,8 @@ static uint32_t pfnic_cmd_qp_create(PfnicState *s)
         rcqn >= PFNIC_MAX_CQS) {
         return PFNIC_CMD_BAD_INDEX;
     }
-    if (a[7] > PFNIC_MAX_LOG2 || (!srq && a[10] > PFNIC_MAX_LOG2) ||
+    if (a->sq_log2 > PFNIC_MAX_LOG2 ||
+        (!srq && a->rq_log2 > PFNIC_MAX_LOG2) ||
         flags & ~PFNIC_QP_FLAGS_MASK) {
         return PFNIC_CMD_BAD_ARG;
     }
@@ -1360,14 +1371,14 @@ static uint32_t pfnic_cmd_qp_create(PfnicState *s)
         .qpn = qpn,
         .gen = qp->gen + 1,
         .ctx = ctx,
-        .pd = a[2],
+        .pd = a->pd,
         .scqn = scqn,
         .rcqn = rcqn,
-        .sq = pfnic_arg64(s, 5),
-        .sq_entries = 1u << a[7],
-        .rq = srq ? 0 : pfnic_arg64(s, 8),
-        .rq_entries = srq ? 1 : 1u << a[10],
-        .record = pfnic_arg64(s, 11),
+        .sq = pfnic_cmd_u64(a->sq_lo, a->sq_hi),
+        .sq_entries = 1u << a->sq_log2,
+        .rq = srq ? 0 : pfnic_cmd_u64(a->rq_lo, a->rq_hi),
+        .rq_entries = srq ? 1 : 1u << a->rq_log2,
+        .record = pfnic_cmd_u64(a->record_lo, a->record_hi),
         .flags = flags,
         .state = PFNIC_QPS_RESET,
         .dest_qpn = PFNIC_QPN_NONE,
@@ -1425,25 +1436,25 @@ static bool pfnic_wire_peer_taken(PfnicState *s, PfnicQp *self, uint32_t ip,
 }
 
 /*
- * A UD QP (ABI 1.19) has no destination and no transport state: a2 its
- * access flags, a3 its Q_Key, a8 its send PSN; the other arguments are
+ * A UD QP (ABI 1.19) has no destination and no transport state: its access
+ * flags, its Q_Key (in dest_qpn) and its send PSN; the other arguments are
  * ignored. Its WQEs name their destinations.
  */
 static uint32_t pfnic_cmd_qp_modify_ud(PfnicState *s, PfnicQp *qp)
 {
-    const uint32_t *a = s->cmd_arg;
-    uint32_t state = a[1];
+    const PfnicCmdQpModify *a = &s->cmd.qp_modify;
+    uint32_t state = a->state;
 
-    if (state > PFNIC_QPS_ERR || a[2] & ~PFNIC_QP_ACCESS_MASK ||
-        a[8] > 0xffffff) {
+    if (state > PFNIC_QPS_ERR || a->access & ~PFNIC_QP_ACCESS_MASK ||
+        a->sq_psn > 0xffffff) {
         return PFNIC_CMD_BAD_ARG;
     }
     if (!pfnic_qp_transition_ok(qp->state, state)) {
         return PFNIC_CMD_BAD_STATE;
     }
-    qp->access = a[2];
-    qp->qkey = a[3];
-    qp->sq_psn = a[8];
+    qp->access = a->access;
+    qp->qkey = a->dest_qpn;
+    qp->sq_psn = a->sq_psn;
     if (state == PFNIC_QPS_RTS && qp->state != PFNIC_QPS_RTS) {
         memset(&qp->req, 0, sizeof(qp->req));
         qp->req.psn = qp->sq_psn;
@@ -1455,8 +1466,8 @@ static uint32_t pfnic_cmd_qp_modify_ud(PfnicState *s, PfnicQp *qp)
 
 static uint32_t pfnic_cmd_qp_modify(PfnicState *s)
 {
-    const uint32_t *a = s->cmd_arg;
-    uint32_t qpn = a[0], state = a[1];
+    const PfnicCmdQpModify *a = &s->cmd.qp_modify;
+    uint32_t qpn = a->qpn, state = a->state;
     PfnicQp *qp;
     bool wire;
 
@@ -1466,15 +1477,18 @@ static uint32_t pfnic_cmd_qp_modify(PfnicState *s)
     if (s->qps[qpn].valid && s->qps[qpn].ud) {
         return pfnic_cmd_qp_modify_ud(s, &s->qps[qpn]);
     }
-    wire = a[7] && a[7] != s->port_ipv4;
+    wire = a->dest_ip && a->dest_ip != s->port_ipv4;
     /* On the wire the peer's QPN is any 24-bit number of another device. */
-    if (state > PFNIC_QPS_ERR || a[2] & ~PFNIC_QP_ACCESS_MASK ||
-        (!wire && a[3] >= PFNIC_MAX_QPS && a[3] != PFNIC_QPN_NONE) ||
-        (wire && a[3] > 0xffffff) ||
-        a[4] > 31 || a[5] > 7 || a[6] > 7 || a[8] > 0xffffff ||
-        a[9] > 0xffffff || a[10] > 5 || a[11] > 31 ||
-        a[12] > PFNIC_ROCE_MAX_RES || a[13] > 0xffff ||
-        a[14] > PFNIC_ROCE_MAX_INFLIGHT || a[15] & ~PFNIC_QP_WIRE_BACKUP) {
+    if (state > PFNIC_QPS_ERR || a->access & ~PFNIC_QP_ACCESS_MASK ||
+        (!wire && a->dest_qpn >= PFNIC_MAX_QPS &&
+         a->dest_qpn != PFNIC_QPN_NONE) ||
+        (wire && a->dest_qpn > 0xffffff) ||
+        a->min_rnr_timer > 31 || a->rnr_retry > 7 || a->retry_cnt > 7 ||
+        a->sq_psn > 0xffffff || a->rq_psn > 0xffffff || a->path_mtu > 5 ||
+        a->timeout > 31 || a->max_dest_rd_atomic > PFNIC_ROCE_MAX_RES ||
+        a->hop_limit_tclass > 0xffff ||
+        a->max_rd_atomic > PFNIC_ROCE_MAX_INFLIGHT ||
+        a->wire_flags & ~PFNIC_QP_WIRE_BACKUP) {
         return PFNIC_CMD_BAD_ARG;
     }
     qp = &s->qps[qpn];
@@ -1482,26 +1496,28 @@ static uint32_t pfnic_cmd_qp_modify(PfnicState *s)
         return PFNIC_CMD_BAD_STATE;
     }
     if (wire && state != PFNIC_QPS_RESET && state != PFNIC_QPS_ERR &&
-        pfnic_wire_peer_taken(s, qp, a[7], a[3])) {
+        pfnic_wire_peer_taken(s, qp, a->dest_ip, a->dest_qpn)) {
         return PFNIC_CMD_BUSY;
     }
     if (qp->busy || (qp->wire && qp->req.fl_count)) {
         /* Where a QP sends cannot change under work in flight. */
-        if (wire != qp->wire || a[7] != qp->dest_ip) {
+        if (wire != qp->wire || a->dest_ip != qp->dest_ip) {
             return PFNIC_CMD_BUSY;
         }
     }
     qp->wire = wire;
-    qp->dest_ip = wire ? a[7] : 0;
-    qp->sq_psn = a[8];
-    qp->rq_psn = a[9];
-    qp->mtu = 128u << (a[10] ? a[10] : 3);     /* IBV_MTU_*; 0: 1024 */
-    qp->timeout = a[11];
-    qp->max_dest_rd_atomic = a[12];
-    qp->hop_limit = a[13] & 0xff ? a[13] & 0xff : 64;
-    qp->traffic_class = a[13] >> 8;
-    qp->max_rd_atomic = a[14];
-    qp->backup = a[15] & PFNIC_QP_WIRE_BACKUP;
+    qp->dest_ip = wire ? a->dest_ip : 0;
+    qp->sq_psn = a->sq_psn;
+    qp->rq_psn = a->rq_psn;
+    /* IBV_MTU_*; 0: 1024 */
+    qp->mtu = 128u << (a->path_mtu ? a->path_mtu : 3);
+    qp->timeout = a->timeout;
+    qp->max_dest_rd_atomic = a->max_dest_rd_atomic;
+    qp->hop_limit = a->hop_limit_tclass & 0xff ?
+                    a->hop_limit_tclass & 0xff : 64;
+    qp->traffic_class = a->hop_limit_tclass >> 8;
+    qp->max_rd_atomic = a->max_rd_atomic;
+    qp->backup = a->wire_flags & PFNIC_QP_WIRE_BACKUP;
     if (state == PFNIC_QPS_RTR && qp->state != PFNIC_QPS_RTR) {
         /* From INIT: nothing received or sent yet. */
         pfnic_roce_qp_reset(s, qp);
@@ -1511,21 +1527,22 @@ static uint32_t pfnic_cmd_qp_modify(PfnicState *s)
         memset(&qp->req, 0, sizeof(qp->req));
         qp->req.psn = qp->req.high = qp->sq_psn;
     }
-    qp->req.retry_left = a[6];
-    qp->req.rnr_left = a[5];
-    qp->access = a[2];
-    if (state == PFNIC_QPS_RTR || a[3] != qp->dest_qpn) {
+    qp->req.retry_left = a->retry_cnt;
+    qp->req.rnr_left = a->rnr_retry;
+    qp->access = a->access;
+    if (state == PFNIC_QPS_RTR || a->dest_qpn != qp->dest_qpn) {
         /*
          * The connection is to the QP that has this number now: a QP
          * created later at the same number is not our peer.
          */
-        qp->peer_gen = a[3] < PFNIC_MAX_QPS && s->qps[a[3]].valid ?
-                       s->qps[a[3]].gen : 0;
+        qp->peer_gen = a->dest_qpn < PFNIC_MAX_QPS &&
+                       s->qps[a->dest_qpn].valid ?
+                       s->qps[a->dest_qpn].gen : 0;
     }
-    qp->dest_qpn = a[3];
-    qp->min_rnr_timer = a[4];
-    qp->rnr_retry = a[5];
-    qp->retry_cnt = a[6];
+    qp->dest_qpn = a->dest_qpn;
+    qp->min_rnr_timer = a->min_rnr_timer;
+    qp->rnr_retry = a->rnr_retry;
+    qp->retry_cnt = a->retry_cnt;
     trace_pfnic_qp_modify(qpn, qp->state, state, qp->access, qp->dest_qpn);
     pfnic_qp_set_state(s, qp, state);
     return PFNIC_CMD_OK;
@@ -1533,7 +1550,8 @@ static uint32_t pfnic_cmd_qp_modify(PfnicState *s)
 
 static uint32_t pfnic_cmd_qp_query(PfnicState *s)
 {
-    uint32_t qpn = s->cmd_arg[0];
+    uint32_t qpn = s->cmd.index.index;
+    PfnicCmdQpQueryReply *r = &s->cmd.qp_query_reply;
     PfnicQp *qp;
 
     if (qpn >= PFNIC_MAX_QPS) {
@@ -1543,27 +1561,29 @@ static uint32_t pfnic_cmd_qp_query(PfnicState *s)
     if (!qp->valid) {
         return PFNIC_CMD_BAD_STATE;
     }
-    s->cmd_arg[0] = qp->state;
-    s->cmd_arg[1] = qp->sq_head;
-    s->cmd_arg[2] = qp->rq_head;
-    s->cmd_arg[3] = qp->page_requests;
-    s->cmd_arg[4] = qp->rnr_waits;
-    s->cmd_arg[5] = qp->wqes_completed;
-    pfnic_set_arg64(s, 6, qp->bytes);
-    s->cmd_arg[8] = qp->refused;
-    s->cmd_arg[9] = qp->wire ? qp->req.psn : 0;
-    s->cmd_arg[10] = qp->wire ? qp->resp.epsn : 0;
-    s->cmd_arg[11] = qp->retransmits;
-    s->cmd_arg[12] = qp->rnr_naks_sent;
-    s->cmd_arg[13] = qp->rnr_naks_rcvd;
-    s->cmd_arg[14] = qp->seq_naks_sent;
-    s->cmd_arg[15] = qp->duplicates;
+    *r = (PfnicCmdQpQueryReply) {
+        .state = qp->state,
+        .sq_head = qp->sq_head,
+        .rq_head = qp->rq_head,
+        .page_requests = qp->page_requests,
+        .rnr_waits = qp->rnr_waits,
+        .completed = qp->wqes_completed,
+        .refused = qp->refused,
+        .next_psn = qp->wire ? qp->req.psn : 0,
+        .expected_psn = qp->wire ? qp->resp.epsn : 0,
+        .retransmits = qp->retransmits,
+        .rnr_naks_sent = qp->rnr_naks_sent,
+        .rnr_naks_received = qp->rnr_naks_rcvd,
+        .seq_naks_sent = qp->seq_naks_sent,
+        .duplicates = qp->duplicates,
+    };
+    pfnic_cmd_set_u64(&r->bytes_lo, &r->bytes_hi, qp->bytes);
     return PFNIC_CMD_OK;
 }
 
 static uint32_t pfnic_cmd_qp_destroy(PfnicState *s)
 {
-    uint32_t qpn = s->cmd_arg[0], gen;
+    uint32_t qpn = s->cmd.index.index, gen;
     PfnicQp *qp;
 
     if (qpn >= PFNIC_MAX_QPS) {
@@ -1592,23 +1612,23 @@ static uint32_t pfnic_cmd_qp_destroy(PfnicState *s)
  * QP_SET_DMAC (ABI 1.17): the MAC the QP's packets go to, as the operating
  * system resolved it for the QP's peer (the RDMA core's address handle),
  * instead of the device's neighbour cache; all zeroes goes back to the
- * cache. a[1] holds MAC bytes 0-3 (byte 0 in bits 31:24), a[2] bytes 4-5
- * in bits 31:16, its bits 15:0 zero.
+ * cache. mac_hi holds MAC bytes 0-3 (byte 0 in bits 31:24), mac_lo bytes
+ * 4-5 in bits 31:16, its bits 15:0 zero.
  */
 static uint32_t pfnic_cmd_qp_set_dmac(PfnicState *s)
 {
-    const uint32_t *a = s->cmd_arg;
-    uint32_t qpn = a[0];
+    const PfnicCmdQpSetDmac *a = &s->cmd.qp_set_dmac;
+    uint32_t qpn = a->qpn;
     uint8_t mac[ETH_ALEN];
     PfnicQp *qp;
 
     if (qpn >= PFNIC_MAX_QPS) {
         return PFNIC_CMD_BAD_INDEX;
     }
-    stl_be_p(mac, a[1]);
-    stw_be_p(mac + 4, a[2] >> 16);
+    stl_be_p(mac, a->mac_hi);
+    stw_be_p(mac + 4, a->mac_lo >> 16);
     /* A multicast address names no peer. */
-    if (a[2] & 0xffff || mac[0] & 1) {
+    if (a->mac_lo & 0xffff || mac[0] & 1) {
         return PFNIC_CMD_BAD_ARG;
     }
     qp = &s->qps[qpn];
@@ -1616,8 +1636,8 @@ static uint32_t pfnic_cmd_qp_set_dmac(PfnicState *s)
         return PFNIC_CMD_BAD_STATE;
     }
     memcpy(qp->dmac, mac, ETH_ALEN);
-    qp->dmac_set = !!(a[1] | a[2]);
-    trace_pfnic_qp_set_dmac(qpn, a[1], a[2] >> 16);
+    qp->dmac_set = !!(a->mac_hi | a->mac_lo);
+    trace_pfnic_qp_set_dmac(qpn, a->mac_hi, a->mac_lo >> 16);
     return PFNIC_CMD_OK;
 }
 
@@ -1639,6 +1659,10 @@ static bool pfnic_inject_destroy_busy(PfnicState *s, uint32_t op)
 
 static uint32_t pfnic_cmd_dispatch(PfnicState *s, uint32_t op)
 {
+    /* Every command's structure is the argument registers, no more. */
+    QEMU_BUILD_BUG_ON(sizeof(PfnicCmdArgs) !=
+                      PFNIC_CMD_ARGS * sizeof(uint32_t));
+
     uint32_t st;
 
     switch (op) {
@@ -1687,9 +1711,13 @@ static uint32_t pfnic_cmd_dispatch(PfnicState *s, uint32_t op)
     case PFNIC_CMD_CTX_QUERY:
         st = pfnic_cmd_ctx_query(s);
         break;
-    case PFNIC_CMD_BACKUP_SET:
-        st = pfnic_roce_backup_set(s, pfnic_arg64(s, 0), s->cmd_arg[2]);
+    case PFNIC_CMD_BACKUP_SET: {
+        const PfnicCmdBackupSet *a = &s->cmd.backup_set;
+
+        st = pfnic_roce_backup_set(s, pfnic_cmd_u64(a->addr_lo, a->addr_hi),
+                                   a->bytes);
         break;
+    }
     case PFNIC_CMD_SRQ_CREATE:
         st = pfnic_cmd_srq_create(s);
         break;
@@ -1747,7 +1775,7 @@ void pfnic_verbs_reset(PfnicState *s)
         s->contexts[i].remote_access_errors = 0;
         s->contexts[i].access_alert_armed = true;
     }
-    memset(s->cmd_arg, 0, sizeof(s->cmd_arg));
+    memset(&s->cmd, 0, sizeof(s->cmd));
     s->cmd_status = 0;
     s->eq_base = 0;
     s->eq_size = s->eq_prod = s->eq_cons = 0;
