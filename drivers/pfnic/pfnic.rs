@@ -43,6 +43,7 @@
 
 mod auxdev;
 mod chardev;
+pub mod cmd_abi;
 mod context;
 mod doorbells;
 mod driver;

@@ -2,8 +2,10 @@
 
 //! The admin command mailbox (docs/verbs.md, "Admin command mailbox"): sixteen argument
 //! registers, an opcode register whose write executes the command, and a status. One mutex
-//! serializes the commands of the whole device.
+//! serializes the commands of the whole device. The commands themselves are typed, in
+//! [`crate::cmd_abi`].
 
+pub(crate) use crate::cmd_abi::*;
 use crate::{nic::Nic, regs};
 use kernel::{
     io::register::Array,
@@ -11,28 +13,9 @@ use kernel::{
     prelude::*,
     time::{Delta, Instant, Monotonic},
 };
+use zerocopy::{FromBytes, IntoBytes};
 
-/// Opcodes.
-pub(crate) const MR_SET: u32 = 0x01;
-pub(crate) const MR_CLEAR: u32 = 0x02;
-pub(crate) const MR_QUERY: u32 = 0x03;
-pub(crate) const MTT_WRITE: u32 = 0x04;
-pub(crate) const MTT_INVALIDATE: u32 = 0x05;
-pub(crate) const FAULT_RESUME: u32 = 0x06;
-pub(crate) const MR_MODIFY: u32 = 0x07;
-pub(crate) const CQ_CREATE: u32 = 0x10;
-pub(crate) const CQ_DESTROY: u32 = 0x11;
-pub(crate) const QP_CREATE: u32 = 0x20;
-pub(crate) const QP_MODIFY: u32 = 0x21;
-pub(crate) const QP_QUERY: u32 = 0x22;
-pub(crate) const QP_DESTROY: u32 = 0x23;
-pub(crate) const QP_SET_DMAC: u32 = 0x24;
-pub(crate) const CTX_QUERY: u32 = 0x30;
-pub(crate) const BACKUP_SET: u32 = 0x31;
-pub(crate) const SRQ_CREATE: u32 = 0x40;
-pub(crate) const SRQ_MODIFY: u32 = 0x41;
-pub(crate) const SRQ_QUERY: u32 = 0x42;
-pub(crate) const SRQ_DESTROY: u32 = 0x43;
+const _: () = assert!(CMD_WORDS == regs::CMD_ARGS_NR);
 
 /// Statuses.
 const STATUS_OK: u32 = 0;
@@ -42,19 +25,6 @@ const STATUS_BAD_STATE: u32 = 3;
 const STATUS_BUSY: u32 = 4;
 const STATUS_BAD_OP: u32 = 5;
 const STATUS_NO_SPACE: u32 = 6;
-
-/// Arguments and results of one command.
-pub(crate) type Args = [u32; regs::CMD_ARGS_NR];
-
-/// Splits a 64-bit argument into its two words, low first.
-pub(crate) fn split(value: u64) -> [u32; 2] {
-    [value as u32, (value >> 32) as u32]
-}
-
-/// Joins two result words, low first.
-pub(crate) fn join(lo: u32, hi: u32) -> u64 {
-    u64::from(lo) | (u64::from(hi) << 32)
-}
 
 /// The errno of a command status. The driver validates every argument before it issues a
 /// command, so a failure other than `BUSY` means the device disagrees with the driver's view
@@ -80,29 +50,30 @@ fn status_to_result(nic: &Nic, op: u32, status: u32) -> Result {
 }
 
 impl Nic {
-    /// Executes admin command `op` with `args` (the rest zero) and returns the argument
-    /// registers as the device left them (the command's results).
-    pub(crate) fn command(&self, op: u32, args: &[u32]) -> Result<Args> {
-        if args.len() > regs::CMD_ARGS_NR {
-            return Err(EINVAL);
-        }
+    /// Executes admin command `c` and returns its results.
+    pub(crate) fn command<C: Command>(&self, c: &C) -> Result<C::Reply> {
         let verbs = self.verbs()?;
         let mut state = verbs.cmd_lock.lock();
         self.report_access_alerts(&mut state);
-        self.execute(op, args)
+        self.execute(c)
     }
 
     /// Executes one command; the caller holds the command lock.
-    pub(super) fn execute(&self, op: u32, args: &[u32]) -> Result<Args> {
-        let (status, results) = self.with_bar(|bar| -> Result<(u32, Args)> {
-            for i in 0..regs::CMD_ARGS_NR {
-                let value = args.get(i).copied().unwrap_or(0);
+    pub(super) fn execute<C: Command>(&self, c: &C) -> Result<C::Reply> {
+        let mut args = [0u32; CMD_WORDS];
+        let bytes = c.as_bytes();
+        args.as_mut_bytes()
+            .get_mut(..bytes.len())
+            .ok_or(EINVAL)?
+            .copy_from_slice(bytes);
+        let (status, results) = self.with_bar(|bar| -> Result<(u32, [u32; CMD_WORDS])> {
+            for (i, value) in args.iter().enumerate() {
                 let loc = regs::CMD_ARG::try_at(i).ok_or(EINVAL)?;
-                bar.write(loc, regs::CMD_ARG::zeroed().with_value(value));
+                bar.write(loc, regs::CMD_ARG::zeroed().with_value(*value));
             }
-            bar.write_reg(regs::CMD_OP::zeroed().with_op(op));
+            bar.write_reg(regs::CMD_OP::zeroed().with_op(C::OP));
             let status = bar.read(regs::CMD_STATUS).status().get();
-            let mut results = [0u32; regs::CMD_ARGS_NR];
+            let mut results = [0u32; CMD_WORDS];
             if status == STATUS_OK {
                 for (i, r) in results.iter_mut().enumerate() {
                     let loc = regs::CMD_ARG::try_at(i).ok_or(EINVAL)?;
@@ -111,8 +82,10 @@ impl Nic {
             }
             Ok((status, results))
         })??;
-        status_to_result(self, op, status)?;
-        Ok(results)
+        status_to_result(self, C::OP, status)?;
+        C::Reply::read_from_prefix(results.as_bytes())
+            .map(|(reply, _)| reply)
+            .map_err(|_| EINVAL)
     }
 
     /// Refused remote accesses of context `index` so far (`CTX_QUERY`); also re-arms the
@@ -120,8 +93,8 @@ impl Nic {
     pub(crate) fn remote_access_errors(&self, index: u32) -> Result<u64> {
         let verbs = self.verbs()?;
         let _state = verbs.cmd_lock.lock();
-        let r = self.execute(CTX_QUERY, &[index])?;
-        Ok(join(r[0], r[1]))
+        let r = self.execute(&CtxQuery { index })?;
+        Ok(join(r.access_errors_lo, r.access_errors_hi))
     }
 
     /// Logs the contexts whose `ACCESS_ERROR` event arrived since the last report, with their
@@ -149,10 +122,10 @@ impl Nic {
     /// Logs the refused remote accesses of context `index` (and re-arms its event); the
     /// caller holds the command lock.
     fn log_access_errors(&self, index: u32) {
-        let Ok(r) = self.execute(CTX_QUERY, &[index]) else {
+        let Ok(r) = self.execute(&CtxQuery { index }) else {
             return;
         };
-        let count = join(r[0], r[1]);
+        let count = join(r.access_errors_lo, r.access_errors_hi);
         if count != 0 {
             dev_warn!(
                 self.device(),

@@ -89,12 +89,18 @@ impl VerbsFile {
         let [ring_lo, ring_hi] = cmd::split(ring);
         let [rec_lo, rec_hi] = cmd::split(record);
         let flags = if timestamp { CQ_CREATE_TIMESTAMP } else { 0 };
-        self.nic.command(
-            cmd::CQ_CREATE,
-            &[cqn, self.ctx, ring_lo, ring_hi, log2, rec_lo, rec_hi, flags],
-        )?;
+        self.nic.command(&cmd::CqCreate {
+            cqn,
+            ctx: self.ctx,
+            ring_lo,
+            ring_hi,
+            log2_entries: log2,
+            record_lo: rec_lo,
+            record_hi: rec_hi,
+            flags,
+        })?;
         let destroy = ScopeGuard::new(|| {
-            let _ = self.nic.command(cmd::CQ_DESTROY, &[cqn]);
+            let _ = self.nic.command(&cmd::CqDestroy { index: cqn });
         });
         // A clone: on failure, `mem` outlives the guards that destroy the object in the device.
         let token = o.add_ring(mem.clone())?;
@@ -138,7 +144,13 @@ impl VerbsFile {
         let ring = cq.ring;
         // One the device does not let go of is quarantined (its ring and CQN kept).
         let cq = o.cqs.remove(&arg.num);
-        let released = verbs.destroy_queue(&self.nic, &mut o, cmd::CQ_DESTROY, "CQ", arg.num, ring);
+        let released = verbs.destroy_queue(
+            &self.nic,
+            &mut o,
+            &cmd::CqDestroy { index: arg.num },
+            "CQ",
+            ring,
+        );
         drop(verbs.eq.set_route(arg.num, None));
         // The queued events go without the object lock: purging waits for readers, which may
         // fault on `mmap_lock`, which `mmap()` holds while it takes the object lock. The CQN

@@ -283,15 +283,7 @@ impl VerbsFile {
         let start = u64::from(dm.run.first) * DM_PAGE as u64 + arg.dm_offset;
         let index = verbs.ids.lock().mrs.alloc()?;
         let free_index = ScopeGuard::new(|| verbs.ids.lock().mrs.free(index));
-        let [start_lo, start_hi] = cmd::split(start);
-        let [len_lo, len_hi] = cmd::split(arg.length);
-        let res = self.nic.command(
-            cmd::MR_SET,
-            &[
-                index, self.ctx, arg.pd, arg.access, start_lo, start_hi, len_lo, len_hi, MR_FLAG_DM,
-            ],
-        )?;
-        let key = res[0];
+        let key = self.mr_set(index, arg.pd, arg.access, start, arg.length, MR_FLAG_DM)?;
         let handle = o.new_handle();
         let mr = Mr {
             index,
@@ -306,7 +298,7 @@ impl VerbsFile {
             dm: Some(arg.dm),
         };
         if o.insert_mr(handle, mr, node).is_err() {
-            let _ = self.nic.command(cmd::MR_CLEAR, &[index]);
+            let _ = self.nic.command(&cmd::MrClear { index });
             return Err(EEXIST);
         }
         free_index.dismiss();

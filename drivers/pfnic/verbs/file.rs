@@ -508,21 +508,39 @@ impl VerbsFile {
         while let Some((qpn, ring)) = o.qps.iter().next().map(|(n, q)| (*n, q.ring)) {
             o.qps.remove(&qpn);
             drop(verbs.eq.set_qp_owner(qpn, None));
-            if verbs.destroy_queue(&self.nic, &mut o, cmd::QP_DESTROY, "QP", qpn, ring) {
+            if verbs.destroy_queue(
+                &self.nic,
+                &mut o,
+                &cmd::QpDestroy { index: qpn },
+                "QP",
+                ring,
+            ) {
                 verbs.ids.lock().qpns.free(qpn);
             }
         }
         while let Some((srqn, ring)) = o.srqs.iter().next().map(|(n, s)| (*n, s.ring)) {
             o.srqs.remove(&srqn);
             drop(verbs.eq.set_srq_owner(srqn, None));
-            if verbs.destroy_queue(&self.nic, &mut o, cmd::SRQ_DESTROY, "SRQ", srqn, ring) {
+            if verbs.destroy_queue(
+                &self.nic,
+                &mut o,
+                &cmd::SrqDestroy { index: srqn },
+                "SRQ",
+                ring,
+            ) {
                 verbs.ids.lock().srqns.free(srqn);
             }
         }
         while let Some((cqn, ring)) = o.cqs.iter().next().map(|(n, c)| (*n, c.ring)) {
             o.cqs.remove(&cqn);
             drop(verbs.eq.set_route(cqn, None));
-            if verbs.destroy_queue(&self.nic, &mut o, cmd::CQ_DESTROY, "CQ", cqn, ring) {
+            if verbs.destroy_queue(
+                &self.nic,
+                &mut o,
+                &cmd::CqDestroy { index: cqn },
+                "CQ",
+                ring,
+            ) {
                 verbs.ids.lock().cqns.free(cqn);
             }
         }

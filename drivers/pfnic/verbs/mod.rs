@@ -223,7 +223,11 @@ impl Nic {
             return Ok(());
         };
         let [lo, hi] = cmd::split(verbs.backup_base);
-        self.command(cmd::BACKUP_SET, &[lo, hi, BACKUP_BYTES as u32])?;
+        self.command(&cmd::BackupSet {
+            addr_lo: lo,
+            addr_hi: hi,
+            bytes: BACKUP_BYTES as u32,
+        })?;
         Ok(())
     }
 

@@ -90,6 +90,33 @@ fn check_reg(arg: &uapi::RegMr) -> Result<bool> {
 }
 
 impl VerbsFile {
+    /// Fills MR table entry `index` of this file's context (`MR_SET`: `flags` its kind) and
+    /// returns the key the device drew for it.
+    pub(super) fn mr_set(
+        &self,
+        index: u32,
+        pd: u32,
+        access: u32,
+        addr: u64,
+        length: u64,
+        flags: u32,
+    ) -> Result<u32> {
+        let [addr_lo, addr_hi] = cmd::split(addr);
+        let [len_lo, len_hi] = cmd::split(length);
+        let reply = self.nic.command(&cmd::MrSet {
+            index,
+            ctx: self.ctx,
+            pd,
+            access,
+            addr_lo,
+            addr_hi,
+            len_lo,
+            len_hi,
+            flags,
+        })?;
+        Ok(reply.key)
+    }
+
     /// Runs `PREFETCH` descriptors over `[addr, addr + len)` with `key` and waits for them all;
     /// `EFAULT` unless every one succeeded.
     fn prefetch_sync(&self, key: u32, addr: u64, len: u64, flags: u8) -> Result {
@@ -155,8 +182,6 @@ impl VerbsFile {
         } else {
             None
         };
-        let [addr_lo, addr_hi] = cmd::split(arg.addr);
-        let [len_lo, len_hi] = cmd::split(arg.length);
         let flags = if pinned.is_some() {
             MR_FLAG_TABLE
         } else if odp.is_some() {
@@ -164,17 +189,11 @@ impl VerbsFile {
         } else {
             0
         };
-        let res = self.nic.command(
-            cmd::MR_SET,
-            &[
-                index, self.ctx, arg.pd, arg.access, addr_lo, addr_hi, len_lo, len_hi, flags,
-            ],
-        )?;
-        let key = res[0];
+        let key = self.mr_set(index, arg.pd, arg.access, arg.addr, arg.length, flags)?;
         let cleared = ScopeGuard::new(|| {
             let _ = match &odp {
                 Some(odp) => odp::retire(odp),
-                None => self.nic.command(cmd::MR_CLEAR, &[index]).map(|_| ()),
+                None => self.nic.command(&cmd::MrClear { index }),
             };
         });
         // Page-fault events for the MR find it from now on.
@@ -280,7 +299,7 @@ impl VerbsFile {
             return Err(EOPNOTSUPP);
         }
         let (index, old_pd) = (mr.index, mr.pd);
-        self.nic.command(cmd::MR_MODIFY, &[index, pd, access])?;
+        self.nic.command(&cmd::MrModify { index, pd, access })?;
         if let Some(mr) = o.mrs.get_mut(&handle) {
             mr.pd = pd;
             mr.access = access;
@@ -341,14 +360,17 @@ impl VerbsFile {
         }
         let o = self.objects.lock();
         let mr = o.mrs.get(&arg.mr).ok_or(EINVAL)?;
-        let r = self.nic.command(cmd::MR_QUERY, &[mr.index])?;
-        arg.page_faults = cmd::join(r[0], r[1]);
-        arg.page_faults_handled = cmd::join(r[2], r[3]);
-        arg.page_invalidations = cmd::join(r[4], r[5]);
-        arg.page_invalidations_handled = cmd::join(r[6], r[7]);
-        arg.page_prefetch = cmd::join(r[8], r[9]);
-        arg.remote_access_errors = cmd::join(r[10], r[11]);
-        arg.page_fault_groups = cmd::join(r[12], r[13]);
+        let r = self.nic.command(&cmd::MrQuery { index: mr.index })?;
+        arg.page_faults = cmd::join(r.page_faults_lo, r.page_faults_hi);
+        arg.page_faults_handled = cmd::join(r.page_faults_handled_lo, r.page_faults_handled_hi);
+        arg.page_invalidations = cmd::join(r.page_invalidations_lo, r.page_invalidations_hi);
+        arg.page_invalidations_handled = cmd::join(
+            r.page_invalidations_handled_lo,
+            r.page_invalidations_handled_hi,
+        );
+        arg.page_prefetch = cmd::join(r.page_prefetch_lo, r.page_prefetch_hi);
+        arg.remote_access_errors = cmd::join(r.remote_access_errors_lo, r.remote_access_errors_hi);
+        arg.page_fault_groups = cmd::join(r.page_fault_groups_lo, r.page_fault_groups_hi);
         arg.pages_pinned = mr.pinned.as_ref().map_or(0, |p| p.pages());
         arg.pages_mapped = arg.pages_pinned;
         if let Some(odp) = &mr.odp {
@@ -483,7 +505,7 @@ impl Mr {
                 }
             }
             None => {
-                nic.command(cmd::MR_CLEAR, &[self.index])?;
+                nic.command(&cmd::MrClear { index: self.index })?;
             }
         }
         Ok(())

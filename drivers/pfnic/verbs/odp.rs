@@ -165,10 +165,12 @@ impl Table {
             if !dead {
                 let [lo32, hi32] = cmd::split((at + lo) as u64);
                 // Fails only once the device is gone, reset: it uses no entry any more.
-                let _ = mr.nic.command(
-                    cmd::MTT_INVALIDATE,
-                    &[mr.index, lo32, (hi - lo) as u32, hi32],
-                );
+                let _ = mr.nic.command(&cmd::MttInvalidate {
+                    index: mr.index,
+                    first: lo32,
+                    count: (hi - lo) as u32,
+                    first_hi: hi32,
+                });
             }
             for entry in slots[lo..hi].iter_mut().filter_map(Option::take) {
                 // SAFETY: Entries in the table are current (see `chunks`), and the table lock
@@ -291,10 +293,13 @@ impl Mirror {
     /// holds the table lock and saw the MR alive.
     fn resume(&self, first: usize, count: usize, status: u32) -> Result {
         let [lo, hi] = cmd::split(first as u64);
-        self.nic.command(
-            cmd::FAULT_RESUME,
-            &[self.index, lo, count as u32, status, hi],
-        )?;
+        self.nic.command(&cmd::FaultResume {
+            index: self.index,
+            first: lo,
+            count: count as u32,
+            status,
+            first_hi: hi,
+        })?;
         Ok(())
     }
 
@@ -435,9 +440,9 @@ pub(crate) fn retire(mr: &OdpMr) -> Result {
     let m = mr.data();
     let mut t = m.table.lock();
     if !t.dead {
-        match m.nic.command(cmd::MR_CLEAR, &[m.index]) {
+        match m.nic.command(&cmd::MrClear { index: m.index }) {
             // Gone with the device's reset.
-            Ok(_) => {}
+            Ok(()) => {}
             Err(e) if e == ENODEV => {}
             Err(e) => return Err(e),
         }

@@ -325,32 +325,29 @@ impl VerbsFile {
         if ud {
             create_flags |= QP_CREATE_UD;
         }
-        self.nic.command(
-            cmd::QP_CREATE,
-            &[
-                qpn,
-                self.ctx,
-                arg.pd,
-                arg.send_cq,
-                arg.recv_cq,
-                sq_lo,
-                sq_hi,
-                sq_entries.trailing_zeros(),
-                if srq.is_some() { 0 } else { rq_lo },
-                if srq.is_some() { 0 } else { rq_hi },
-                if srq.is_some() {
-                    0
-                } else {
-                    rq_entries.trailing_zeros()
-                },
-                rec_lo,
-                rec_hi,
-                create_flags,
-                srq.unwrap_or(0),
-            ],
-        )?;
+        self.nic.command(&cmd::QpCreate {
+            qpn,
+            ctx: self.ctx,
+            pd: arg.pd,
+            send_cqn: arg.send_cq,
+            recv_cqn: arg.recv_cq,
+            sq_lo,
+            sq_hi,
+            sq_log2: sq_entries.trailing_zeros(),
+            rq_lo: if srq.is_some() { 0 } else { rq_lo },
+            rq_hi: if srq.is_some() { 0 } else { rq_hi },
+            rq_log2: if srq.is_some() {
+                0
+            } else {
+                rq_entries.trailing_zeros()
+            },
+            record_lo: rec_lo,
+            record_hi: rec_hi,
+            flags: create_flags,
+            srqn: srq.unwrap_or(0),
+        })?;
         let destroy = ScopeGuard::new(|| {
-            let _ = self.nic.command(cmd::QP_DESTROY, &[qpn]);
+            let _ = self.nic.command(&cmd::QpDestroy { index: qpn });
         });
         let actual = QpCap {
             max_send_wr: sq_entries,
@@ -407,8 +404,8 @@ impl VerbsFile {
     }
 
     /// The QP's state as the device has it (the device moves QPs to ERR by itself).
-    fn device_qp_state(&self, qpn: u32) -> Result<cmd::Args> {
-        self.nic.command(cmd::QP_QUERY, &[qpn])
+    fn device_qp_state(&self, qpn: u32) -> Result<cmd::QpQueryReply> {
+        self.nic.command(&cmd::QpQuery { index: qpn })
     }
 
     /// `PFNIC_IOCTL_MODIFY_QP`.
@@ -418,9 +415,13 @@ impl VerbsFile {
 
     /// Sets the MAC the device sends the QP's packets to (all zeroes: its neighbour cache's).
     fn set_qp_dmac(&self, qpn: u32, mac: [u8; 6]) -> Result {
-        let hi = u32::from_be_bytes([mac[0], mac[1], mac[2], mac[3]]);
-        let lo = u32::from(u16::from_be_bytes([mac[4], mac[5]])) << 16;
-        self.nic.command(cmd::QP_SET_DMAC, &[qpn, hi, lo]).map(drop)
+        self.nic
+            .command(&cmd::QpSetDmac {
+                qpn,
+                mac_hi: u32::from_be_bytes([mac[0], mac[1], mac[2], mac[3]]),
+                mac_lo: u32::from(u16::from_be_bytes([mac[4], mac[5]])) << 16,
+            })
+            .map(drop)
     }
 
     /// [`VerbsFile::modify_qp`] that, with an address vector, also gives the device the peer's
@@ -449,33 +450,36 @@ impl VerbsFile {
         if mask & (PFNIC_QP_AV | PFNIC_QP_DEST_QPN) != 0 && next != QPS_RESET {
             check_dest_qpn(self, dest_ipv4, attr.dest_qp_num)?;
         }
-        let args = [
-            arg.qpn,
-            next,
-            attr.qp_access_flags,
-            attr.dest_qp_num,
-            attr.min_rnr_timer,
-            attr.rnr_retry,
-            attr.retry_cnt,
-            // Device ABI 1.5 (docs/wire.md): the rest of the connection.
-            dest_ipv4,
-            attr.sq_psn,
-            attr.rq_psn,
-            if attr.path_mtu == 0 {
-                MTU_UNSET
-            } else {
-                attr.path_mtu
-            },
-            attr.timeout,
-            attr.max_dest_rd_atomic,
-            attr.hop_limit | (attr.traffic_class << 8),
-            attr.max_rd_atomic,
-            if qp.backup { QP_WIRE_BACKUP } else { 0 },
-        ];
+        let local = cmd::QpModify {
+            qpn: arg.qpn,
+            state: next,
+            access: attr.qp_access_flags,
+            dest_qpn: attr.dest_qp_num,
+            min_rnr_timer: attr.min_rnr_timer,
+            rnr_retry: attr.rnr_retry,
+            retry_cnt: attr.retry_cnt,
+            ..Default::default()
+        };
+        // Device ABI 1.5 (docs/wire.md): the rest of the connection.
         let args = if self.nic.has_port_registers() {
-            &args[..]
+            cmd::QpModify {
+                dest_ip: dest_ipv4,
+                sq_psn: attr.sq_psn,
+                rq_psn: attr.rq_psn,
+                path_mtu: if attr.path_mtu == 0 {
+                    MTU_UNSET
+                } else {
+                    attr.path_mtu
+                },
+                timeout: attr.timeout,
+                max_dest_rd_atomic: attr.max_dest_rd_atomic,
+                hop_limit_tclass: attr.hop_limit | (attr.traffic_class << 8),
+                max_rd_atomic: attr.max_rd_atomic,
+                wire_flags: if qp.backup { QP_WIRE_BACKUP } else { 0 },
+                ..local
+            }
         } else {
-            &args[..7]
+            local
         };
         let old_dmac = qp.dmac;
         let new_dmac =
@@ -483,7 +487,7 @@ impl VerbsFile {
         if let Some(m) = new_dmac {
             self.set_qp_dmac(arg.qpn, m)?;
         }
-        if let Err(e) = self.nic.command(cmd::QP_MODIFY, args) {
+        if let Err(e) = self.nic.command(&args) {
             if new_dmac.is_some() {
                 let _ = self.set_qp_dmac(arg.qpn, old_dmac);
             }
@@ -512,7 +516,7 @@ impl VerbsFile {
         if mask & !known != 0 || a.reserved != [0; 2] {
             return Err(EINVAL);
         }
-        let cur = self.device_qp_state(arg.qpn)?[0];
+        let cur = self.device_qp_state(arg.qpn)?.state;
         if mask & PFNIC_QP_CUR_STATE != 0 && a.cur_qp_state != cur {
             return Err(EINVAL);
         }
@@ -551,13 +555,15 @@ impl VerbsFile {
         } else {
             qp.qkey
         };
-        // Device ABI 1.19: a UD QP's a3 is its Q_Key, a8 its send PSN; the rest is ignored.
-        let mut args = [0u32; 16];
-        args[0] = arg.qpn;
-        args[1] = next;
-        args[3] = qkey;
-        args[8] = attr.sq_psn;
-        self.nic.command(cmd::QP_MODIFY, &args)?;
+        // Device ABI 1.19: a UD QP's Q_Key goes where RC's destination QPN does, and of the
+        // rest only the send PSN counts.
+        self.nic.command(&cmd::QpModify {
+            qpn: arg.qpn,
+            state: next,
+            dest_qpn: qkey,
+            sq_psn: attr.sq_psn,
+            ..Default::default()
+        })?;
         attr.qp_state = next;
         qp.attr = attr;
         qp.qkey = qkey;
@@ -581,26 +587,26 @@ impl VerbsFile {
         let r = self.device_qp_state(arg.qpn)?;
         arg.sq_sig_all = u32::from(qp.sq_sig_all);
         arg.attr = qp.attr;
-        arg.attr.qp_state = r[0];
-        arg.attr.cur_qp_state = r[0];
+        arg.attr.qp_state = r.state;
+        arg.attr.cur_qp_state = r.state;
         arg.cap = qp.cap;
         arg.stats = QpStats {
-            page_requests: u64::from(r[3]),
-            rnr_waits: u64::from(r[4]),
-            wqes: u64::from(r[5]),
-            bytes: cmd::join(r[6], r[7]),
-            refused: u64::from(r[8]),
+            page_requests: u64::from(r.page_requests),
+            rnr_waits: u64::from(r.rnr_waits),
+            wqes: u64::from(r.completed),
+            bytes: cmd::join(r.bytes_lo, r.bytes_hi),
+            refused: u64::from(r.refused),
             ..Default::default()
         };
         if self.nic.has_port_registers() {
             let s = &mut arg.stats;
-            s.next_send_psn = r[9];
-            s.expected_recv_psn = r[10];
-            s.retransmits = u64::from(r[11]);
-            s.rnr_naks_sent = u64::from(r[12]);
-            s.rnr_naks_received = u64::from(r[13]);
-            s.seq_naks_sent = u64::from(r[14]);
-            s.duplicates = u64::from(r[15]);
+            s.next_send_psn = r.next_psn;
+            s.expected_recv_psn = r.expected_psn;
+            s.retransmits = u64::from(r.retransmits);
+            s.rnr_naks_sent = u64::from(r.rnr_naks_sent);
+            s.rnr_naks_received = u64::from(r.rnr_naks_received);
+            s.seq_naks_sent = u64::from(r.seq_naks_sent);
+            s.duplicates = u64::from(r.duplicates);
         }
         Ok(())
     }
@@ -618,8 +624,13 @@ impl VerbsFile {
         let Some(qp) = o.qps.remove(&arg.num) else {
             return Err(EINVAL);
         };
-        let released =
-            verbs.destroy_queue(&self.nic, &mut o, cmd::QP_DESTROY, "QP", arg.num, qp.ring);
+        let released = verbs.destroy_queue(
+            &self.nic,
+            &mut o,
+            &cmd::QpDestroy { index: arg.num },
+            "QP",
+            qp.ring,
+        );
         if let Some(pd) = o.pds.get_mut(&qp.pd) {
             pd.qps -= 1;
         }

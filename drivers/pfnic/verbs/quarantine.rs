@@ -7,7 +7,10 @@
 //! succeeds: there is nothing the owner could do about it, and the RDMA core treats a failed
 //! destroy at close as a driver bug.
 
-use super::{file, Verbs};
+use super::{
+    cmd::{Command, Index},
+    file, Verbs,
+};
 use crate::nic::Nic;
 use kernel::{prelude::*, sync::atomic::Relaxed};
 
@@ -36,20 +39,20 @@ pub(crate) fn refused<T>(nic: &Nic, r: &Result<T>) -> bool {
 }
 
 impl Verbs {
-    /// Destroys queue `num` of `kind` (a QP, SRQ or CQ of the file whose objects are `o`) with
-    /// the device's destroy command `op`, and returns whether the device let go of it: then its
-    /// ring (`ring`, its token) is retired, else the ring is quarantined with it and the caller
-    /// leaves the number allocated.
-    pub(crate) fn destroy_queue(
+    /// Destroys a queue of `kind` (a QP, SRQ or CQ of the file whose objects are `o`) with
+    /// the device's destroy command `destroy`, and returns whether the device let go of it:
+    /// then its ring (`ring`, its token) is retired, else the ring is quarantined with it and
+    /// the caller leaves the number allocated.
+    pub(crate) fn destroy_queue<C: Command<Reply = ()> + Index>(
         &self,
         nic: &Nic,
         o: &mut file::Objects,
-        op: u32,
+        destroy: &C,
         kind: &str,
-        num: u32,
         ring: u64,
     ) -> bool {
-        if refused(nic, &nic.command(op, &[num])) {
+        let num = destroy.index();
+        if refused(nic, &nic.command(destroy)) {
             let mem = o.rings.remove(&ring).map(Quarantined::ring);
             self.quarantine(nic, o, kind, num, mem);
             false

@@ -78,24 +78,24 @@ impl VerbsFile {
         let ring = mem.dma_address();
         let [ring_lo, ring_hi] = cmd::split(ring);
         let [rec_lo, rec_hi] = cmd::split(ring + record_offset as u64);
-        self.nic.command(
-            cmd::SRQ_CREATE,
-            &[
-                srqn,
-                self.ctx,
-                arg.pd,
-                ring_lo,
-                ring_hi,
-                entries.trailing_zeros(),
-                rec_lo,
-                rec_hi,
-            ],
-        )?;
+        self.nic.command(&cmd::SrqCreate {
+            srqn,
+            ctx: self.ctx,
+            pd: arg.pd,
+            ring_lo,
+            ring_hi,
+            log2_entries: entries.trailing_zeros(),
+            record_lo: rec_lo,
+            record_hi: rec_hi,
+        })?;
         let destroy = ScopeGuard::new(|| {
-            let _ = self.nic.command(cmd::SRQ_DESTROY, &[srqn]);
+            let _ = self.nic.command(&cmd::SrqDestroy { index: srqn });
         });
         if arg.srq_limit != 0 {
-            self.nic.command(cmd::SRQ_MODIFY, &[srqn, arg.srq_limit])?;
+            self.nic.command(&cmd::SrqModify {
+                srqn,
+                limit: arg.srq_limit,
+            })?;
         }
         // A clone: on failure, `mem` outlives the guards that destroy the object in the device.
         let token = o.add_ring(mem.clone())?;
@@ -145,8 +145,10 @@ impl VerbsFile {
         if arg.srq_limit > srq.max_wr {
             return Err(EINVAL);
         }
-        self.nic
-            .command(cmd::SRQ_MODIFY, &[arg.srqn, arg.srq_limit])?;
+        self.nic.command(&cmd::SrqModify {
+            srqn: arg.srqn,
+            limit: arg.srq_limit,
+        })?;
         Ok(())
     }
 
@@ -155,16 +157,16 @@ impl VerbsFile {
         self.nic.verbs()?;
         let o = self.objects.lock();
         let srq = o.srqs.get(&arg.srqn).ok_or(EINVAL)?;
-        let r = self.nic.command(cmd::SRQ_QUERY, &[arg.srqn])?;
+        let r = self.nic.command(&cmd::SrqQuery { index: arg.srqn })?;
         *arg = uapi::QuerySrq {
             srqn: arg.srqn,
             max_wr: srq.max_wr,
             max_sge: srq.max_sge,
-            srq_limit: r[0],
-            head: r[1],
-            tail: r[2],
-            qps: r[3],
-            limit_events: r[4],
+            srq_limit: r.limit,
+            head: r.head,
+            tail: r.tail,
+            qps: r.users,
+            limit_events: r.limit_events,
         };
         Ok(())
     }
@@ -188,9 +190,8 @@ impl VerbsFile {
         let released = verbs.destroy_queue(
             &self.nic,
             &mut o,
-            cmd::SRQ_DESTROY,
+            &cmd::SrqDestroy { index: arg.num },
             "SRQ",
-            arg.num,
             srq.ring,
         );
         if let Some(pd) = o.pds.get_mut(&srq.pd) {

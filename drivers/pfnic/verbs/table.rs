@@ -97,7 +97,14 @@ impl Nic {
                 return Ok(done);
             }
             let [lo, hi] = cmd::split(stage.base);
-            self.execute(cmd::MTT_WRITE, &[index, at, staged as u32, lo, hi, at_hi])?;
+            self.execute(&cmd::MttWrite {
+                index,
+                first: at,
+                count: staged as u32,
+                entries_lo: lo,
+                entries_hi: hi,
+                first_hi: at_hi,
+            })?;
             done += staged as u64;
         }
     }
