@@ -25,6 +25,14 @@ if ! stamp_fresh "$rdma_core/.unpacked" "$DEBIAN_DEBS" "$0"; then
 fi
 export PFNIC_RDMA_CORE_INCLUDE=$rdma_core/usr/include
 
+# --- the ibv crate's bindings of rdma-core's <infiniband/verbs.h> ------------
+# bindgen's Rust declarations of the headers the guest suite is linked against,
+# and a C file that makes their static inline functions (ibv_post_send,
+# ibv_poll_cq, ...) callable, compiled into a static library (ibv_sys_bindings
+# in scripts/lib.sh).
+ibv_sys_bindings "$rdma_core"
+export PFNIC_IBV_SYS=$IBV_SYS
+
 log "building userspace (cargo, static)"
 cargo_checkout "$BUILD_DIR/userspace"
 (cd "$PFNIC_ROOT/userspace" && CARGO_TARGET_DIR=$BUILD_DIR/userspace cargo build --release --locked -q) ||

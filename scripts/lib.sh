@@ -127,6 +127,29 @@ cargo_checkout() {
 	fi
 }
 
+# ibv_sys_bindings RDMA_CORE: the ibv crate's bindings (userspace/ibv) of the
+# <infiniband/verbs.h> unpacked under RDMA_CORE (Debian's libibverbs-dev) in
+# $IBV_SYS: bindgen's bindings.rs, and libibv_static_fns.a with the header's
+# static inline functions made callable (bindgen's --wrap-static-fns).
+IBV_SYS=$BUILD_DIR/ibv-sys
+ibv_sys_bindings() {
+	local inc=$1/usr/include
+	stamp_fresh "$IBV_SYS/.built" "$1/.unpacked" "${BASH_SOURCE[0]}" && return 0
+	need bindgen "Run scripts/setup-host.sh tools (bindgen-cli in the cache)."
+	log "generating the ibv crate's bindings of rdma-core's verbs.h (bindgen)"
+	rm -rf "$IBV_SYS" && mkdir -p "$IBV_SYS"
+	# ___ibv_query_port is what verbs.h's ibv_query_port() macro calls.
+	bindgen "$inc/infiniband/verbs.h" --allowlist-function 'ibv_.*|___ibv_query_port' \
+		--allowlist-type 'ibv_.*' --allowlist-var 'IBV_.*' --no-layout-tests \
+		--wrap-static-fns --wrap-static-fns-path "$IBV_SYS/static_fns.c" \
+		-o "$IBV_SYS/bindings.rs" -- -I "$inc" ||
+		die "bindgen of $inc/infiniband/verbs.h failed"
+	cc -O2 -fPIC -Wall -Werror -I "$inc" -c -o "$IBV_SYS/static_fns.o" "$IBV_SYS/static_fns.c" ||
+		die "cannot compile bindgen's static_fns.c"
+	ar rcs "$IBV_SYS/libibv_static_fns.a" "$IBV_SYS/static_fns.o" || die "ar failed"
+	touch "$IBV_SYS/.built"
+}
+
 # stamp NAME INPUT...: succeed when the stamp is newer than every input file.
 stamp_fresh() {
 	local stamp=$1

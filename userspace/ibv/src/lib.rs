@@ -1,0 +1,208 @@
+//! Safe Rust over rdma-core's `libibverbs.so.1`.
+//!
+//! The guest suite drives pfnic the way every RDMA program does: through Debian's own,
+//! unmodified libibverbs, which loads pfnic's provider (`libpfnic-rdmav34.so`) and reaches the
+//! driver through the RDMA core's uverbs file. Nothing here knows pfnic: any RDMA device (rxe,
+//! say) works alike.
+//!
+//! Objects are layered as in libibverbs: a [`Context`] (`ibv_open_device`), [`Pd`]s, [`Mr`]s
+//! in a PD, [`Cq`]s (with [`CompChannel`]s for their events), and [`Qp`]s in a PD using two
+//! CQs. Every object keeps what it depends on alive, so dropping them in any order is safe:
+//! libibverbs sees them destroyed in dependency order. The explicit destroys (`Pd::dealloc`,
+//! `Mr::dereg`, `Cq::destroy`, `Qp::destroy`) report libibverbs' errno and give the object
+//! back on failure.
+//!
+//! The work request and completion types are `pfnic-verbs`' (libibverbs' numbers and names),
+//! so one test reads the same whichever way it reaches the device.
+//!
+//! Errors are `std::io::Error`s carrying the errno libibverbs returned.
+
+use std::ffi::CStr;
+use std::io;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+mod cq;
+mod mr;
+mod qp;
+pub mod sys;
+
+pub use cq::{CompChannel, Cq, CqEvent};
+pub use mr::{Mr, Pd};
+pub use pfnic_verbs::{
+    gid_from_ipv4, gid_to_ipv4, Buffer, ConnectAttr, Gid, GlobalRoute, PostError, QpAttr, QpCap,
+    QpState, RecvWr, SendWr, Sge, Wc, WcOpcode, WcStatus, WrOpcode, ACCESS_LOCAL_WRITE,
+    ACCESS_ON_DEMAND, ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE, SEND_FENCE,
+    SEND_SIGNALED, SEND_SOLICITED, WC_WITH_IMM,
+};
+pub use qp::{Qp, QpInitAttr, QpType};
+
+/// `ibv_qp_attr_mask` bits ([`Qp::modify`]): the numbers are libibverbs'.
+pub use pfnic_verbs::qp_attr;
+
+/// A libibverbs call's `int` result: 0, or an errno (positive, or -1 with `errno` set).
+pub(crate) fn check(rc: libc::c_int) -> io::Result<()> {
+    match rc {
+        0 => Ok(()),
+        rc if rc > 0 => Err(io::Error::from_raw_os_error(rc)),
+        _ => Err(last_error()),
+    }
+}
+
+/// `errno` after a libibverbs call that failed; `EIO` if the library set none.
+pub(crate) fn last_error() -> io::Error {
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(0) | None => io::Error::from_raw_os_error(libc::EIO),
+        _ => e,
+    }
+}
+
+/// A pointer libibverbs returned, or its errno.
+pub(crate) fn non_null<T>(p: *mut T) -> io::Result<NonNull<T>> {
+    NonNull::new(p).ok_or_else(last_error)
+}
+
+/// The RDMA devices libibverbs finds (`ibv_get_device_list`), by name.
+pub fn device_names() -> io::Result<Vec<String>> {
+    let mut n = 0;
+    // SAFETY: `n` is writable; the list is freed below.
+    let list = non_null(unsafe { sys::ibv_get_device_list(&mut n) })?;
+    let names = (0..n.max(0) as usize)
+        .map(|i| {
+            // SAFETY: the list has `n` device pointers; each device's name is a C string
+            // that lives as long as the list.
+            unsafe { CStr::from_ptr(sys::ibv_get_device_name(*list.as_ptr().add(i))) }
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    // SAFETY: the list came from ibv_get_device_list and is not used after this.
+    unsafe { sys::ibv_free_device_list(list.as_ptr()) };
+    Ok(names)
+}
+
+/// An open device context (`ibv_context`), closed when the last handle and every object made
+/// in it are gone.
+struct ContextInner {
+    ptr: NonNull<sys::ibv_context>,
+}
+
+// SAFETY: libibverbs' contexts may be used from any thread (its calls lock what they share).
+unsafe impl Send for ContextInner {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for ContextInner {}
+
+impl Drop for ContextInner {
+    fn drop(&mut self) {
+        // SAFETY: the context is open, and every object of it is gone (they hold `self`).
+        unsafe { sys::ibv_close_device(self.ptr.as_ptr()) };
+    }
+}
+
+/// An open RDMA device: `ibv_context`. Cloning gives another handle on the same context.
+#[derive(Clone)]
+pub struct Context {
+    inner: Arc<ContextInner>,
+}
+
+impl Context {
+    /// Opens the device named `name` (`pfnic0`, `rxe0`): `ENODEV` if libibverbs has none.
+    pub fn open(name: &str) -> io::Result<Self> {
+        let mut n = 0;
+        // SAFETY: `n` is writable; the list is freed below.
+        let list = non_null(unsafe { sys::ibv_get_device_list(&mut n) })?;
+        let mut ctx = Err(io::Error::from_raw_os_error(libc::ENODEV));
+        for i in 0..n.max(0) as usize {
+            // SAFETY: the list has `n` device pointers, alive as long as the list.
+            let dev = unsafe { *list.as_ptr().add(i) };
+            // SAFETY: a device's name is a C string alive as long as the list.
+            if unsafe { CStr::from_ptr(sys::ibv_get_device_name(dev)) }.to_bytes()
+                == name.as_bytes()
+            {
+                // SAFETY: `dev` is a device of the list, which is still alive.
+                ctx = non_null(unsafe { sys::ibv_open_device(dev) });
+                break;
+            }
+        }
+        // SAFETY: the list came from ibv_get_device_list; an open context does not need it.
+        unsafe { sys::ibv_free_device_list(list.as_ptr()) };
+        Ok(Self {
+            inner: Arc::new(ContextInner { ptr: ctx? }),
+        })
+    }
+
+    /// The `ibv_context` pointer, for calls this crate does not wrap.
+    pub fn as_ptr(&self) -> *mut sys::ibv_context {
+        self.inner.ptr.as_ptr()
+    }
+
+    /// The device's name.
+    pub fn name(&self) -> String {
+        // SAFETY: an open context's device and its name live as long as the context.
+        unsafe { CStr::from_ptr(sys::ibv_get_device_name((*self.as_ptr()).device)) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// `ibv_query_device`.
+    pub fn query_device(&self) -> io::Result<sys::ibv_device_attr> {
+        // SAFETY: all-zero bytes are a valid `ibv_device_attr` (integers and arrays).
+        let mut attr: sys::ibv_device_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: the context is open and `attr` writable.
+        check(unsafe { sys::ibv_query_device(self.as_ptr(), &mut attr) })?;
+        Ok(attr)
+    }
+
+    /// `ibv_query_device_ex`: the limits, and the on-demand paging capabilities.
+    pub fn query_device_ex(&self) -> io::Result<sys::ibv_device_attr_ex> {
+        // SAFETY: all-zero bytes are a valid `ibv_device_attr_ex` (integers and arrays).
+        let mut attr: sys::ibv_device_attr_ex = unsafe { std::mem::zeroed() };
+        // SAFETY: the context is open, `attr` writable; no input attributes.
+        check(unsafe { sys::ibv_query_device_ex(self.as_ptr(), std::ptr::null(), &mut attr) })?;
+        Ok(attr)
+    }
+
+    /// `ibv_query_port`.
+    pub fn query_port(&self, port: u8) -> io::Result<sys::ibv_port_attr> {
+        // SAFETY: all-zero bytes are a valid `ibv_port_attr` (integers).
+        let mut attr: sys::ibv_port_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: the context is open and `attr` a whole `ibv_port_attr`, as the macro
+        // `ibv_query_port()` passes it.
+        check(unsafe { sys::___ibv_query_port(self.as_ptr(), port, &mut attr) })?;
+        Ok(attr)
+    }
+
+    /// `ibv_query_gid`.
+    pub fn query_gid(&self, port: u8, index: u32) -> io::Result<Gid> {
+        // SAFETY: all-zero bytes are a valid `ibv_gid` (a byte array).
+        let mut gid: sys::ibv_gid = unsafe { std::mem::zeroed() };
+        let index =
+            libc::c_int::try_from(index).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        // SAFETY: the context is open and `gid` writable.
+        check(unsafe { sys::ibv_query_gid(self.as_ptr(), port, index, &mut gid) })?;
+        // SAFETY: every bit pattern is a valid byte array.
+        Ok(unsafe { gid.raw })
+    }
+
+    /// `ibv_alloc_pd`.
+    pub fn alloc_pd(&self) -> io::Result<Pd> {
+        Pd::alloc(self)
+    }
+
+    /// `ibv_create_comp_channel`.
+    pub fn create_comp_channel(&self) -> io::Result<CompChannel> {
+        CompChannel::create(self)
+    }
+
+    /// `ibv_create_cq` of at least `cqe` entries. `cq_context` comes back with each of its
+    /// completion events, which go to `channel` (with `None`, an armed CQ raises none).
+    pub fn create_cq(
+        &self,
+        cqe: u32,
+        channel: Option<&CompChannel>,
+        cq_context: u64,
+    ) -> io::Result<Cq> {
+        Cq::create(self, cqe, channel, cq_context)
+    }
+}
