@@ -49,7 +49,7 @@ boot() {
 		props=",netdev=w0,mac=52:54:00:00:00:01$props"
 	fi
 	PFNIC_DEVICE_PROPS=$props PFNIC_QEMU_ARGS=$qemu_args "$PFNIC_ROOT/scripts/run-guest.sh" \
-		--mode test --filter no_test_has_this_name --timeout 600 \
+		--mode test --debian --filter no_test_has_this_name --timeout 600 \
 		--log "$out/$i-serial.log" --results "$out/$i.ktap" --stall-report "$out/$i-stall.txt" \
 		>"$out/$i-run.log" 2>&1 || rc=$?
 	[[ -z $wire ]] || rm -rf "$wire"

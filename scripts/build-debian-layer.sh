@@ -125,7 +125,9 @@ cc -std=gnu11 -O2 -Wall -Wextra -Werror -I "$mpi/include" \
 # own (Open MPI's PMIx component finds it there by its RUNPATH).
 libdirs=(lib/x86_64-linux-gnu usr/lib/x86_64-linux-gnu usr/lib/x86_64-linux-gnu/pmix2/lib)
 declare -A want=()
-queue=("${DEBIAN_TOOLS[@]}" lib64/ld-linux-x86-64.so.2)
+# The guest suite (pfnic-test, Rust, linked with libibverbs.so.1) also needs
+# the C library and libgcc_s (Rust's standard library unwinds through it).
+queue=("${DEBIAN_TOOLS[@]}" lib64/ld-linux-x86-64.so.2 lib/x86_64-linux-gnu/libgcc_s.so.1)
 prune=()
 for p in "${PRUNE[@]}"; do prune+=(-path "$root/$p" -prune -o); done
 for t in "${DEBIAN_TREES[@]}"; do

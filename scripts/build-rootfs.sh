@@ -36,8 +36,9 @@ list=$ROOTFS_BUILD/initramfs.list
 	echo "file /usr/bin/pfnic-pair-test $PFNIC_ROOT/rootfs/pair-test 0755 0 0"
 	echo "file /usr/bin/pfnic-pair-mpi $PFNIC_ROOT/rootfs/pair-mpi 0755 0 0"
 	echo "file /lib/modules/pfnic.ko $module 0644 0 0"
-	# The static programs (Rust); the C ones need Debian's libraries (below).
-	for b in pfnic-test pfnic-info pfnic-perf; do
+	# The static programs (Rust); the guest suite and the C programs need Debian's
+	# libraries (below).
+	for b in pfnic-info pfnic-perf; do
 		[[ -x $bins/$b ]] || die "no $bins/$b; run scripts/build-userspace.sh"
 		echo "file /usr/bin/$b $bins/$b 0755 0 0"
 	done
@@ -51,7 +52,8 @@ log "initramfs ready: $INITRAMFS"
 # The provider layer, appended after the Debian layer (whose libibverbs.so.1,
 # Debian's own and unmodified, loads it): pfnic's rdma-core provider where
 # that library looks for providers, and the programs built against it:
-# pfnic's C examples, rdma-core's and the provider's check.
+# pfnic's C examples, rdma-core's and the provider's check, and the guest suite
+# (linked with libibverbs.so.1).
 provider=$BUILD_DIR/rdma-provider
 [[ -e $provider/.built ]] || die "no provider in $provider; run scripts/build-provider.sh"
 [[ -e $RDMA_EXAMPLES_BUILD/.built ]] || die "no rdma-core examples in $RDMA_EXAMPLES_BUILD; run scripts/build-rdma-examples.sh"
@@ -75,6 +77,9 @@ dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./md5sums >"$md5sums" ||
 		[[ -x $bins/$b ]] || die "no $bins/$b; run scripts/build-userspace.sh"
 		echo "file /usr/bin/$b $bins/$b 0755 0 0"
 	done
+	suite=$BUILD_DIR/userspace-dyn/x86_64-unknown-linux-gnu/release/pfnic-test
+	[[ -x $suite ]] || die "no $suite; run scripts/build-userspace.sh"
+	echo "file /usr/bin/pfnic-test $suite 0755 0 0"
 	for t in "$RDMA_EXAMPLES_BUILD"/ibv_*; do
 		echo "file /usr/libexec/rdma-core-examples/${t##*/} $t 0755 0 0"
 	done

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Build the userspace workspace (the guest suite, the tools) as static binaries for the
-# guest, then the C examples as rdma-core's users build them: against rdma-core's headers,
+# Build the userspace workspace: the tools as static binaries for the guest, the guest
+# suite linked with rdma-core's libibverbs.so.1 (Debian's in the guest), then the C
+# examples as rdma-core's users build them: against rdma-core's headers,
 # linked with rdma-core's libibverbs.so.1, which in the guest is Debian's own and reaches
 # pfnic through pfnic's provider (scripts/build-provider.sh).
 #
@@ -35,8 +36,16 @@ export PFNIC_IBV_SYS=$IBV_SYS
 
 log "building userspace (cargo, static)"
 cargo_checkout "$BUILD_DIR/userspace"
-(cd "$PFNIC_ROOT/userspace" && CARGO_TARGET_DIR=$BUILD_DIR/userspace cargo build --release --locked -q) ||
-	die "cargo build of userspace/ failed"
+(cd "$PFNIC_ROOT/userspace" && CARGO_TARGET_DIR=$BUILD_DIR/userspace cargo build --release --locked -q \
+	--workspace --exclude pfnic-tests) || die "cargo build of userspace/ failed"
+# The guest suite drives the device through rdma-core's libibverbs.so.1, Debian's own in
+# the guest (the Debian layer has it and the C library): dynamically linked, in a target
+# directory of its own so that the static build above is not rebuilt each time.
+log "building the guest suite (cargo, linked with libibverbs.so.1)"
+cargo_checkout "$BUILD_DIR/userspace-dyn"
+(cd "$PFNIC_ROOT/userspace" && CARGO_TARGET_DIR=$BUILD_DIR/userspace-dyn \
+	RUSTFLAGS="-C target-feature=-crt-static" PFNIC_IBVERBS_LIB=$rdma_core/usr/lib/x86_64-linux-gnu \
+	cargo build --release --locked -q -p pfnic-tests) || die "cargo build of pfnic-tests failed"
 # The host-side unit tests (scripts/test.sh runs them): pfnic-perf's perftest exchange.
 (cd "$PFNIC_ROOT/userspace" && CARGO_TARGET_DIR=$BUILD_DIR/userspace cargo test --release --locked -q \
 	--no-run -p pfnic-perf) || die "cargo test --no-run of pfnic-perf failed"

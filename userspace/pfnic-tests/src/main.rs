@@ -14,6 +14,7 @@ mod debian_tools;
 mod device;
 mod dma;
 mod fault_path;
+mod ibv_common;
 mod inject;
 mod interrupts;
 mod lifecycle;

@@ -10,7 +10,7 @@ use pfnic_sys::uapi;
 use pfnic_verbs::{
     qp_attr, Buffer, CompChannel, ConnectAttr, Context, Cq, Mr, Pd, Qp, QpAttr, QpInitAttr,
     QpState, RecvWr, SendWr, Sge, Wc, WcOpcode, WcStatus, WrOpcode, ACCESS_LOCAL_WRITE,
-    ACCESS_ON_DEMAND, ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,
+    ACCESS_ON_DEMAND, ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE, SEND_SIGNALED,
 };
 
 pub const PAGE: usize = 4096;
@@ -344,12 +344,6 @@ impl Pair {
         Self::build(&ca, &cb, o)
     }
 
-    /// Two sides in one context, connected.
-    pub fn same_context(o: &PairOpts) -> Result<Self, Failure> {
-        let c = verbs_ctx()?;
-        Self::build(&c, &c, o)
-    }
-
     /// Two sides, each in a new context, with ODP MRs of `len` bytes, connected; skips unless
     /// the device has RC ODP for `rc_caps`.
     pub fn odp(rc_caps: u32, len: usize) -> Result<Self, Failure> {
@@ -394,6 +388,72 @@ impl Pair {
         self.b.buf.dontneed()?;
         Ok(())
     }
+}
+
+/// Keeps a send queue of `sq` entries full of `total` signaled `op`s (RDMA WRITE or READ),
+/// `post(i)` posting the `i`th, and refills every batch of completions `poll` returns right
+/// after the poll; fails if a post finds the queue full. Returns the number of batches of
+/// more than one completion.
+pub fn refill_at_once(
+    sq: usize,
+    op: WrOpcode,
+    total: usize,
+    post: impl Fn(usize) -> std::io::Result<()>,
+    mut poll: impl FnMut(&mut [Wc]) -> usize,
+) -> Result<(usize, usize), Failure> {
+    let post = |i: usize, after: &str| {
+        post(i).map_err(|e| Failure::Fail(format!("{op:?} {i}, right after {after}: {e:?}")))
+    };
+    for i in 0..sq {
+        post(i, "the queue was empty")?;
+    }
+    let (mut posted, mut done, mut bursts) = (sq, 0, 0);
+    let mut wcs = vec![Wc::default(); sq];
+    let start = std::time::Instant::now();
+    while done < total {
+        let n = poll(&mut wcs);
+        for wc in &wcs[..n] {
+            check_wc(wc, WcStatus::SUCCESS, Some(requester_opcode(op)))?;
+        }
+        bursts += usize::from(n > 1);
+        done += n;
+        // Refill at once, with nothing in between: the narrowest window.
+        for _ in 0..n {
+            if posted < total {
+                post(posted, &format!("a batch of {n} completions"))?;
+                posted += 1;
+            }
+        }
+        if start.elapsed() > WC_TIMEOUT {
+            return Err(Failure::Fail(format!(
+                "{done} of {total} {op:?}s after {WC_TIMEOUT:?}"
+            )));
+        }
+    }
+    Ok((sq, bursts))
+}
+
+/// Keeps `p.a`'s send queue full of `total` signaled `op`s into `p.b` ([`refill_at_once`]).
+pub fn send_slots_reused_at_once(
+    p: &Pair,
+    op: WrOpcode,
+    total: usize,
+) -> Result<(usize, usize), Failure> {
+    let sge = [p.a.sge(0, 8)];
+    refill_at_once(
+        p.a.qp.cap().max_send_wr as usize,
+        op,
+        total,
+        |i| {
+            p.a.qp
+                .post_send(&[p
+                    .a
+                    .rdma_wr(i as u64, op, &sge, &p.b, 0)
+                    .flags(SEND_SIGNALED)])
+                .map_err(|e| e.error)
+        },
+        |wcs| p.a.cq.poll(wcs),
+    )
 }
 
 pub fn fail(what: &str, e: impl std::fmt::Display) -> Failure {

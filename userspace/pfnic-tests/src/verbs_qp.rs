@@ -1,19 +1,20 @@
-//! RC queue pairs: state machine, every opcode, scatter/gather, posting limits, error
-//! completions that put only the failing QP in ERR, and two processes (rdma-core's test_qp.py
-//! and test_rdmacm-like traffic).
+//! RC queue pairs through Debian's libibverbs and pfnic's provider: state machine, every
+//! opcode, scatter/gather, posting limits, error completions that put only the failing QP in
+//! ERR, and two processes (rdma-core's test_qp.py and test_rdmacm-like traffic).
 
 use pfnic_cli::{errln, outln};
 use std::io::{Read, Write};
 
 use crate::common::{expect_errno, meminfo_kb, pipe, Child};
+use crate::ibv_common::*;
 use crate::ktap::{Failure, Test, TestResult};
-use crate::verbs_common::*;
-use pfnic_sys::uapi;
-use pfnic_verbs::{
-    qp_attr, ConnectAttr, QpAttr, QpState, RecvWr, SendWr, Sge, Wc, WcOpcode, WcStatus, WrOpcode,
+use crate::verbs_common::{fail, raw_rc_qp, refill_at_once, verbs_ctx, MrKind, ACCESS_ALL, PAGE};
+use ibv::{
+    qp_attr, ConnectAttr, QpAttr, QpState, RecvWr, SendWr, Sge, WcOpcode, WcStatus, WrOpcode,
     ACCESS_LOCAL_WRITE, ACCESS_ON_DEMAND, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE, SEND_SIGNALED,
     SEND_SOLICITED, WC_WITH_IMM,
 };
+use pfnic_sys::uapi;
 
 pub const TESTS: &[&Test] = &[
     &Test {
@@ -98,7 +99,7 @@ pub const TESTS: &[&Test] = &[
 /// required attribute is refused; `IBV_ACCESS_ON_DEMAND` among the access flags is ignored;
 /// ERR and back to RESET; a reset QP reconnects and works.
 fn test_verbs_qp_state_machine() -> TestResult {
-    let ctx = verbs_ctx()?;
+    let ctx = ibv_ctx()?;
     let a = Side::basic(&ctx, PAGE, MrKind::Plain)?;
     let b = Side::basic(&ctx, PAGE, MrKind::Plain)?;
     check_eq!(a.state()?, QpState::Reset);
@@ -207,50 +208,28 @@ fn test_verbs_slot_free_at_completion() -> TestResult {
     Ok(())
 }
 
-/// Keeps `p.a`'s send queue full of `total` signaled `op`s (RDMA WRITE or READ) into `p.b`,
-/// refilling every batch of completions right after the poll; fails if a post finds the
-/// queue full. Returns the send queue's size and the number of batches of more than one.
+/// Keeps `p.a`'s send queue full of `total` signaled `op`s (RDMA WRITE or READ) into `p.b`
+/// ([`refill_at_once`]).
 pub fn send_slots_reused_at_once(
     p: &Pair,
     op: WrOpcode,
     total: usize,
 ) -> Result<(usize, usize), Failure> {
-    let sq = p.a.qp.cap().max_send_wr as usize;
     let sge = [p.a.sge(0, 8)];
-    let post = |i: usize, after: &str| {
-        p.a.post(
-            p.a.rdma_wr(i as u64, op, &sge, &p.b, 0)
-                .flags(SEND_SIGNALED),
-        )
-        .map_err(|e| Failure::Fail(format!("{op:?} {i}, right after {after}: {e:?}")))
-    };
-    for i in 0..sq {
-        post(i, "the queue was empty")?;
-    }
-    let (mut posted, mut done, mut bursts) = (sq, 0, 0);
-    let mut wcs = vec![Wc::default(); sq];
-    let start = std::time::Instant::now();
-    while done < total {
-        let n = p.a.cq.poll(&mut wcs);
-        for wc in &wcs[..n] {
-            check_wc(wc, WcStatus::SUCCESS, Some(requester_opcode(op)))?;
-        }
-        bursts += usize::from(n > 1);
-        done += n;
-        // Refill at once, with nothing in between: the narrowest window.
-        for _ in 0..n {
-            if posted < total {
-                post(posted, &format!("a batch of {n} completions"))?;
-                posted += 1;
-            }
-        }
-        if start.elapsed() > WC_TIMEOUT {
-            return Err(Failure::Fail(format!(
-                "{done} of {total} {op:?}s after {WC_TIMEOUT:?}"
-            )));
-        }
-    }
-    Ok((sq, bursts))
+    refill_at_once(
+        p.a.qp.cap().max_send_wr as usize,
+        op,
+        total,
+        |i| {
+            p.a.qp
+                .post_send(&[p
+                    .a
+                    .rdma_wr(i as u64, op, &sge, &p.b, 0)
+                    .flags(SEND_SIGNALED)])
+                .map_err(|e| e.error)
+        },
+        |wcs| p.a.cq.poll(wcs),
+    )
 }
 
 fn test_verbs_rc_send_recv() -> TestResult {
@@ -287,13 +266,6 @@ fn test_verbs_rc_send_recv() -> TestResult {
             &vec![0; 64.min(16 * PAGE - len)],
         )?;
     }
-    let st = p.a.qp.query()?.stats;
-    check!(st.wqes >= 6, "QP counted {} WQEs", st.wqes);
-    check!(
-        st.bytes >= (1 + 63 + PAGE + PAGE + 1 + 5 * PAGE + 77 + 16 * PAGE) as u64,
-        "QP counted {} bytes",
-        st.bytes
-    );
     Ok(())
 }
 
@@ -461,7 +433,7 @@ fn test_verbs_rc_unsignaled() -> TestResult {
         max_wr: 4,
         ..Default::default()
     })?;
-    let entries = p.a.qp.queue_entries().0 as u64;
+    let entries = u64::from(p.a.qp.cap().max_send_wr);
     p.a.buf.write(0, &pattern(10, 64));
     let sge = [p.a.sge(0, 64)];
     for round in 0..3 * entries {
@@ -489,11 +461,18 @@ fn test_verbs_rc_unsignaled() -> TestResult {
 /// `ibv_post_send`/`ibv_post_recv` errors: too many SGEs and unsupported flags are `EINVAL`,
 /// a full queue is `ENOMEM`; `bad_wr` names the first work request not posted.
 fn test_verbs_post_limits() -> TestResult {
-    let ctx = verbs_ctx()?;
-    let a = Side::new(&ctx, PAGE, ACCESS_ALL, MrKind::Plain, 64, 4)?;
-    let (sq, rq) = a.qp.queue_entries();
+    let ctx = ibv_ctx()?;
+    let a = Side::from_opts(
+        &ctx,
+        &PairOpts {
+            len: PAGE,
+            max_wr: 4,
+            ..Default::default()
+        },
+    )?;
     let cap = a.qp.cap();
-    check!(sq >= 4 && rq >= 4 && sq.is_power_of_two() && rq.is_power_of_two());
+    let (sq, rq) = (cap.max_send_wr, cap.max_recv_wr);
+    check!(sq >= 4 && rq >= 4, "queues of {sq} and {rq} work requests");
     // INIT: work requests queue but do not execute.
     a.modify_to_init(0)?;
     let sges = vec![a.sge(0, 8); cap.max_send_sge as usize + 1];
@@ -571,7 +550,7 @@ fn check_only_a_in_err(p: &Pair, peer_state: QpState) -> TestResult {
 /// A bad local key (wrong key, another PD's key, out of range, missing local write for a
 /// read) completes `LOC_PROT_ERR` and puts only that QP in ERR.
 fn test_verbs_err_local_key() -> TestResult {
-    type Case = fn(&Pair, &pfnic_verbs::Mr) -> (Vec<Sge>, WrOpcode);
+    type Case = fn(&Pair, &ibv::Mr) -> (Vec<Sge>, WrOpcode);
     let cases: [(&str, Case); 4] = [
         ("wrong lkey", |p, _| {
             (
@@ -623,7 +602,7 @@ fn test_verbs_err_remote_key() -> TestResult {
         what: &'static str,
         op: WrOpcode,
         /// (remote address offset, use the wrong key kind)
-        target: fn(&Pair, &pfnic_verbs::Mr, &pfnic_verbs::Mr) -> (u64, u32),
+        target: fn(&Pair, &ibv::Mr, &ibv::Mr) -> (u64, u32),
         qp_access: u32,
     }
     let cases = [
@@ -671,8 +650,8 @@ fn test_verbs_err_remote_key() -> TestResult {
         },
     ];
     for c in &cases {
-        let ca = verbs_ctx()?;
-        let cb = verbs_ctx()?;
+        let ca = ibv_ctx()?;
+        let cb = ibv_ctx()?;
         let a = Side::basic(&ca, 4 * PAGE, MrKind::Plain)?;
         let b = Side::basic(&cb, 4 * PAGE, MrKind::Plain)?;
         a.qp.connect(b.qp.qp_num(), &ConnectAttr::default())?;
@@ -778,8 +757,6 @@ fn test_verbs_err_rnr_retry() -> TestResult {
     p.a.buf.write(0, &pattern(14, 64));
     p.a.post(SendWr::new(1, WrOpcode::Send, &[p.a.sge(0, 64)]))?;
     p.a.wait_wc(WcStatus::RNR_RETRY_EXC_ERR, None)?;
-    let waits = p.a.qp.query()?.stats.rnr_waits;
-    check!(waits >= 1, "{waits} RNR waits counted for 2 retries");
     check_only_a_in_err(&p, QpState::Rts)?;
     // With retries forever, a late receive is found.
     let q = Pair::new(&PairOpts::default())?;
@@ -798,7 +775,7 @@ fn test_verbs_err_rnr_retry() -> TestResult {
 
 /// A destination QP that is not ready (INIT) or gone: `RETRY_EXC_ERR`.
 fn test_verbs_err_dest_not_ready() -> TestResult {
-    let ctx = verbs_ctx()?;
+    let ctx = ibv_ctx()?;
     let a = Side::basic(&ctx, PAGE, MrKind::Plain)?;
     let b = Side::basic(&ctx, PAGE, MrKind::Plain)?;
     a.qp.connect(b.qp.qp_num(), &ConnectAttr::default())?;
@@ -841,7 +818,7 @@ fn recv_u64s(f: &mut std::fs::File, n: usize) -> std::io::Result<Vec<u64>> {
 /// The child's side of [`test_verbs_two_processes`]: 0 on success.
 fn two_processes_child(mut rx: std::fs::File, mut tx: std::fs::File) -> i32 {
     let r = (|| -> Result<(), Failure> {
-        let ctx = verbs_ctx()?;
+        let ctx = ibv_ctx()?;
         let s = Side::basic(&ctx, 4 * PAGE, MrKind::Odp)?;
         s.buf.write(2 * PAGE, &pattern(21, 2 * PAGE));
         s.post_recv(1, 0, 0)?;
@@ -878,11 +855,11 @@ fn two_processes_child(mut rx: std::fs::File, mut tx: std::fs::File) -> i32 {
 /// Two processes, each with its own context, exchange QPN, address and rkey over a pipe and
 /// move data both ways: RDMA WRITE_WITH_IMM into the child, RDMA READ from it.
 fn test_verbs_two_processes() -> TestResult {
-    requires_odp(&verbs_ctx()?, ODP_WRITE | ODP_READ | ODP_RECV, false)?;
+    requires_odp(&ibv_ctx()?, ODP_WRITE | ODP_READ | ODP_RECV, false)?;
     let (mut p_rx, c_tx) = pipe()?;
     let (c_rx, mut p_tx) = pipe()?;
     let child = Child::spawn(move || two_processes_child(c_rx, c_tx))?;
-    let ctx = verbs_ctx()?;
+    let ctx = ibv_ctx()?;
     let s = Side::basic(&ctx, 4 * PAGE, MrKind::Odp)?;
     let v = recv_u64s(&mut p_rx, 3).map_err(|e| fail("from the child", e))?;
     let (peer, addr, rkey) = (v[0] as u32, v[1], v[2] as u32);

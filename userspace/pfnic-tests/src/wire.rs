@@ -134,7 +134,7 @@ fn test_wire_slot_free_at_completion() -> TestResult {
         3,
     )?;
     for (op, total) in [(WrOpcode::RdmaRead, 3000), (WrOpcode::RdmaWrite, 3000)] {
-        let (sq, bursts) = crate::verbs_qp::send_slots_reused_at_once(&p, op, total)?;
+        let (sq, bursts) = send_slots_reused_at_once(&p, op, total)?;
         outln!("# {total} {op:?}s through {sq} send slots, {bursts} batches of completions refilled at once");
     }
     Ok(())

@@ -1,0 +1,309 @@
+//! Verbs resources through Debian's own `libibverbs.so.1` and pfnic's provider, the way every
+//! RDMA program reaches pfnic (the `ibv` crate): a context on `pfnicN`, and the sides and
+//! pairs of [`crate::verbs_common`] built there. Skips when libibverbs lists no `pfnicN` or
+//! a capability is missing.
+//!
+//! The helpers that do not depend on the path (patterns, byte and completion checks, the
+//! attribute masks) are [`crate::verbs_common`]'s.
+
+use std::sync::Arc;
+
+use crate::common::nic;
+use crate::ktap::Failure;
+use crate::verbs_common::{fail, MrKind, ACCESS_ALL, PAGE, WC_TIMEOUT};
+use ibv::{
+    Buffer, ConnectAttr, Context, Cq, Mr, Pd, Qp, QpInitAttr, RecvWr, SendWr, Sge, Wc, WcOpcode,
+    WcStatus, WrOpcode, ACCESS_ON_DEMAND,
+};
+
+pub use crate::verbs_common::{
+    check_bytes, check_wc, filled_buffer, init_attr, pattern, requester_opcode, INIT_MASK,
+    ODP_READ, ODP_RECV, ODP_WRITE, RTR_MASK,
+};
+
+/// The RDMA core's name of the pfnic under test (`pfnicN` of its `/dev/pfnicN`).
+pub fn device_name() -> Result<String, Failure> {
+    let n = nic()?;
+    let path = n.dev.path().to_string_lossy().into_owned();
+    let index = path.trim_start_matches("/dev/pfnic");
+    Ok(format!("pfnic{index}"))
+}
+
+/// A context on the pfnic under test through libibverbs, in the memory mode the driver
+/// chooses (or `PFNIC_MEM_MODE`'s); skips without libibverbs' device or without verbs.
+pub fn ibv_ctx() -> Result<Context, Failure> {
+    let name = device_name()?;
+    let names = ibv::device_names().map_err(|e| fail("ibv_get_device_list", e))?;
+    if !names.contains(&name) {
+        return Err(Failure::Skip(format!(
+            "libibverbs lists no {name} (devices: {names:?})"
+        )));
+    }
+    Context::open(&name).map_err(|e| fail(&format!("ibv_open_device({name})"), e))
+}
+
+/// Skips unless the context's device reports on-demand paging for RC with `rc_caps`
+/// (`IBV_ODP_SUPPORT_*` transport bits), and implicit MRs if `implicit`.
+pub fn requires_odp(ctx: &Context, rc_caps: u32, implicit: bool) -> Result<(), Failure> {
+    let odp = ctx.query_device_ex()?.odp_caps;
+    let general = odp.general_caps as u32;
+    if general & ibv::sys::ibv_odp_general_caps_IBV_ODP_SUPPORT == 0 {
+        return Err(Failure::Skip(
+            "no on-demand paging (IBV_ODP_SUPPORT)".into(),
+        ));
+    }
+    let rc = odp.per_transport_caps.rc_odp_caps;
+    if rc & rc_caps != rc_caps {
+        return Err(Failure::Skip(format!(
+            "RC ODP caps {rc:#x} lack {rc_caps:#x}"
+        )));
+    }
+    if implicit && general & ibv::sys::ibv_odp_general_caps_IBV_ODP_SUPPORT_IMPLICIT == 0 {
+        return Err(Failure::Skip(
+            "no implicit ODP (IBV_ODP_SUPPORT_IMPLICIT)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// One side of a connection: context → PD → CQ → QP, and a registered buffer.
+pub struct Side {
+    pub qp: Qp,
+    pub cq: Cq,
+    pub mr: Mr,
+    pub buf: Arc<Buffer>,
+    pub pd: Pd,
+    pub ctx: Context,
+}
+
+/// How a [`Pair`] is built.
+#[derive(Clone, Copy, Debug)]
+pub struct PairOpts {
+    pub len: usize,
+    pub access: u32,
+    pub kind: MrKind,
+    pub cqe: u32,
+    pub max_wr: u32,
+    pub connect: ConnectAttr,
+}
+
+impl Default for PairOpts {
+    fn default() -> Self {
+        Self {
+            len: 4 * PAGE,
+            access: ACCESS_ALL,
+            kind: MrKind::Plain,
+            cqe: 64,
+            max_wr: 32,
+            connect: ConnectAttr::default(),
+        }
+    }
+}
+
+impl Side {
+    /// A side in `ctx` as `o` describes it: a new PD, a CQ, an RC QP of up to 4 SGEs per work
+    /// request, and a buffer registered with `o.access`.
+    pub fn from_opts(ctx: &Context, o: &PairOpts) -> Result<Self, Failure> {
+        let pd = ctx.alloc_pd().map_err(|e| fail("ibv_alloc_pd", e))?;
+        let cq = ctx
+            .create_cq(o.cqe, None, 0)
+            .map_err(|e| fail("ibv_create_cq", e))?;
+        let qp = pd
+            .create_qp(&QpInitAttr::new(&cq, &cq, o.max_wr, 4))
+            .map_err(|e| fail("ibv_create_qp", e))?;
+        let buf = Arc::new(Buffer::new(o.len)?);
+        let access = match o.kind {
+            MrKind::Plain => {
+                // Plain MRs are made present at registration; give them initialized pages.
+                buf.fill(0);
+                o.access
+            }
+            MrKind::Odp => o.access | ACCESS_ON_DEMAND,
+        };
+        let mr = pd.reg_mr(&buf, access).map_err(|e| fail("ibv_reg_mr", e))?;
+        Ok(Self {
+            qp,
+            cq,
+            mr,
+            buf,
+            pd,
+            ctx: ctx.clone(),
+        })
+    }
+
+    /// A side in `ctx` with a `len`-byte buffer registered with every access, a CQ of 16
+    /// entries and a QP of 8 work requests.
+    pub fn basic(ctx: &Context, len: usize, kind: MrKind) -> Result<Self, Failure> {
+        Self::from_opts(
+            ctx,
+            &PairOpts {
+                len,
+                kind,
+                cqe: 16,
+                max_wr: 8,
+                ..Default::default()
+            },
+        )
+    }
+
+    /// An SGE over `[off, off + len)` of the side's buffer.
+    pub fn sge(&self, off: usize, len: usize) -> Sge {
+        self.mr.sge(off as u64, len as u32)
+    }
+
+    /// Posts one receive into `[off, off + len)` of the buffer.
+    pub fn post_recv(&self, wr_id: u64, off: usize, len: usize) -> Result<(), Failure> {
+        let sge = [self.sge(off, len)];
+        self.qp
+            .post_recv(&[RecvWr {
+                wr_id,
+                sg_list: &sge,
+            }])
+            .map_err(|e| Failure::Fail(format!("ibv_post_recv: {e}")))
+    }
+
+    /// Posts one send work request.
+    pub fn post(&self, wr: SendWr<'_>) -> Result<(), Failure> {
+        self.qp
+            .post_send(&[wr])
+            .map_err(|e| Failure::Fail(format!("ibv_post_send {:?}: {e}", wr.opcode)))
+    }
+
+    /// A work request of `op` gathering `sges`, aimed at `off` bytes into `peer`'s buffer
+    /// through `peer`'s rkey (RDMA and atomics).
+    pub fn rdma_wr<'a>(
+        &self,
+        wr_id: u64,
+        op: WrOpcode,
+        sges: &'a [Sge],
+        peer: &Side,
+        off: usize,
+    ) -> SendWr<'a> {
+        SendWr::new(wr_id, op, sges).remote(peer.buf.addr() + off as u64, peer.mr.rkey())
+    }
+
+    /// Waits for exactly `n` completions on the side's CQ.
+    pub fn wait(&self, n: usize) -> Result<Vec<Wc>, Failure> {
+        wait_cq(&self.cq, n)
+    }
+
+    /// Waits for exactly one completion and checks its status and opcode.
+    pub fn wait_wc(&self, status: WcStatus, opcode: Option<WcOpcode>) -> Result<Wc, Failure> {
+        let wc = self.wait(1)?[0];
+        check_wc(&wc, status, opcode)?;
+        Ok(wc)
+    }
+
+    /// Posts `wr` and waits for its successful completion, of the opcode `wr` asks for.
+    pub fn post_ok(&self, wr: SendWr<'_>) -> Result<Wc, Failure> {
+        self.post(wr)?;
+        self.wait_wc(WcStatus::SUCCESS, Some(requester_opcode(wr.opcode)))
+    }
+
+    /// Posts the SEND `wr` to `peer`, which has a receive posted: both complete successfully.
+    /// Returns the receive's completion.
+    pub fn send_ok(&self, peer: &Side, wr: SendWr<'_>) -> Result<Wc, Failure> {
+        self.post_ok(wr)?;
+        peer.wait_wc(WcStatus::SUCCESS, Some(WcOpcode::RECV))
+    }
+
+    /// The QP's state as the device reports it.
+    pub fn state(&self) -> Result<ibv::QpState, Failure> {
+        Ok(self.qp.state()?)
+    }
+
+    /// Moves the QP to `state` with no other attribute (ERR, RESET).
+    pub fn modify_state(&self, state: ibv::QpState) -> Result<(), Failure> {
+        let attr = ibv::QpAttr {
+            qp_state: state as u32,
+            ..Default::default()
+        };
+        Ok(self.qp.modify(&attr, ibv::qp_attr::STATE)?)
+    }
+
+    /// RESET→INIT on port 1 with remote `access`.
+    pub fn modify_to_init(&self, access: u32) -> Result<(), Failure> {
+        Ok(self.qp.modify(&init_attr(access), INIT_MASK)?)
+    }
+}
+
+/// Two sides connected to each other. Each has its own context (its own uverbs file and
+/// hardware context) unless built with [`Pair::same_context`].
+pub struct Pair {
+    pub a: Side,
+    pub b: Side,
+}
+
+impl Pair {
+    /// Two sides, each in a new context, connected.
+    pub fn new(o: &PairOpts) -> Result<Self, Failure> {
+        Self::build(&ibv_ctx()?, &ibv_ctx()?, o)
+    }
+
+    /// Two sides in one context, connected.
+    pub fn same_context(o: &PairOpts) -> Result<Self, Failure> {
+        let c = ibv_ctx()?;
+        Self::build(&c, &c, o)
+    }
+
+    /// Two sides, each in a new context, with on-demand MRs of `len` bytes, connected; skips
+    /// unless the device has RC ODP for `rc_caps`.
+    pub fn odp(rc_caps: u32, len: usize) -> Result<Self, Failure> {
+        let ctx = ibv_ctx()?;
+        requires_odp(&ctx, rc_caps, false)?;
+        Self::build(
+            &ctx,
+            &ibv_ctx()?,
+            &PairOpts {
+                len,
+                kind: MrKind::Odp,
+                ..Default::default()
+            },
+        )
+    }
+
+    pub fn build(ca: &Context, cb: &Context, o: &PairOpts) -> Result<Self, Failure> {
+        let a = Side::from_opts(ca, o)?;
+        let b = Side::from_opts(cb, o)?;
+        a.qp.connect(b.qp.qp_num(), &o.connect)
+            .map_err(|e| fail("connect a", e))?;
+        b.qp.connect(a.qp.qp_num(), &o.connect)
+            .map_err(|e| fail("connect b", e))?;
+        Ok(Self { a, b })
+    }
+}
+
+/// Waits for exactly `n` completions on `cq` (and checks no extra one follows at once).
+pub fn wait_cq(cq: &Cq, n: usize) -> Result<Vec<Wc>, Failure> {
+    let wcs = cq.poll_wait(n, WC_TIMEOUT);
+    if wcs.len() < n {
+        return Err(Failure::Fail(format!(
+            "CQ {}: {} of {n} completions within {WC_TIMEOUT:?}: {wcs:?}",
+            cq.handle(),
+            wcs.len(),
+        )));
+    }
+    let mut extra = [Wc::default(); 4];
+    let more = cq.poll(&mut extra);
+    if more > 0 {
+        return Err(Failure::Fail(format!(
+            "CQ {}: {more} unexpected completions after {n}: {:?}",
+            cq.handle(),
+            &extra[..more]
+        )));
+    }
+    Ok(wcs)
+}
+
+/// Fails unless `cq` holds no completion.
+pub fn check_cq_empty(cq: &Cq) -> Result<(), Failure> {
+    let mut wc = [Wc::default(); 1];
+    if cq.poll(&mut wc) != 0 {
+        return Err(Failure::Fail(format!(
+            "CQ {}: unexpected completion {:?}",
+            cq.handle(),
+            wc[0]
+        )));
+    }
+    Ok(())
+}
