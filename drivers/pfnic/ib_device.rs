@@ -350,6 +350,22 @@ impl rdma::Operations for PfnicIbDevice {
         uctx.query_qp(qp)
     }
 
+    fn qp_details(
+        uctx: &Self::UContext,
+        qp: &Self::Qp,
+        details: &mut rdma::restrack::DriverDetails<'_>,
+    ) -> Result {
+        uctx.qp_details(qp, details)
+    }
+
+    fn mr_counters(
+        uctx: &Self::UContext,
+        mr: &Self::Mr,
+        counters: &mut rdma::restrack::Counters<'_>,
+    ) -> Result {
+        uctx.mr_counters(mr, counters)
+    }
+
     fn destroy_qp(uctx: &Self::UContext, qp: &Self::Qp) -> Result {
         uctx.destroy_qp(qp)
     }

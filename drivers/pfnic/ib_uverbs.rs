@@ -24,6 +24,7 @@ use kernel::{
         dm::{DmAllocAttr, DmMrAttr},
         qp::{qp_type, AhAttr, GlobalRoute, QpAttr, QpCap, QpInitAttr, QpQuery, SrqAttr},
         rereg,
+        restrack::{Counters, DriverDetails},
         udata::UData,
         CqInitAttr, CqNotifier, MrKeys, ObjectEvents, Sge, UserMr,
     },
@@ -301,6 +302,25 @@ impl UContext {
         Ok(())
     }
 
+    /// The MR's counters for `rdma statistic mr`: mlx5's on-demand paging counters by their
+    /// names, and pfnic's own. Read-only, so for anyone who may see the device's resources
+    /// (the core asks on the `rdma` tool's thread), not only the context's owner.
+    pub(crate) fn mr_counters(&self, mr: &Mr, out: &mut Counters<'_>) -> Result {
+        let mut q = uapi::QueryMr {
+            mr: mr.0,
+            ..Default::default()
+        };
+        self.verbs.query_mr(&mut q)?;
+        out.put(c"page_faults", q.page_faults)?;
+        out.put(c"page_faults_handled", q.page_faults_handled)?;
+        out.put(c"page_invalidations", q.page_invalidations)?;
+        out.put(c"page_invalidations_handled", q.page_invalidations_handled)?;
+        out.put(c"page_prefetch", q.page_prefetch)?;
+        out.put(c"page_fault_groups", q.page_fault_groups)?;
+        out.put(c"remote_access_errors", q.remote_access_errors)?;
+        out.put(c"pages_pinned", q.pages_pinned)
+    }
+
     pub(crate) fn dereg_mr(&self, mr: &Mr) -> Result {
         self.verbs.dereg_mr(&uapi::MrHandle {
             mr: mr.0,
@@ -573,8 +593,10 @@ impl UContext {
     }
 
     /// The QP's attributes as last set, in the device's current state, and its capabilities.
+    /// `ibv_query_qp`, and the core's own query for `rdma resource show qp`: read-only, so
+    /// for anyone who may see the QP (the core asks on the `rdma` tool's thread), not only the
+    /// context's owner.
     pub(crate) fn query_qp(&self, qp: &Qp) -> Result<QpQuery> {
-        self.owner_only()?;
         let mut q = uapi::QueryQp {
             qpn: qp.0,
             ..Default::default()
@@ -624,6 +646,28 @@ impl UContext {
             },
             sq_sig_all: q.sq_sig_all != 0,
         })
+    }
+
+    /// The QP's counters, for `rdma resource show qp -dd`, as [`UContext::query_qp`].
+    pub(crate) fn qp_details(&self, qp: &Qp, out: &mut DriverDetails<'_>) -> Result {
+        let mut q = uapi::QueryQp {
+            qpn: qp.0,
+            ..Default::default()
+        };
+        self.verbs.query_qp(&mut q)?;
+        let s = &q.stats;
+        out.put_u64(c"page_requests", s.page_requests)?;
+        out.put_u64(c"rnr_waits", s.rnr_waits)?;
+        out.put_u64(c"wqes", s.wqes)?;
+        out.put_u64(c"bytes", s.bytes)?;
+        out.put_u64(c"refused", s.refused)?;
+        out.put_u32(c"next_send_psn", s.next_send_psn)?;
+        out.put_u32(c"expected_recv_psn", s.expected_recv_psn)?;
+        out.put_u64(c"retransmits", s.retransmits)?;
+        out.put_u64(c"rnr_naks_sent", s.rnr_naks_sent)?;
+        out.put_u64(c"rnr_naks_received", s.rnr_naks_received)?;
+        out.put_u64(c"seq_naks_sent", s.seq_naks_sent)?;
+        out.put_u64(c"duplicates", s.duplicates)
     }
 
     pub(crate) fn destroy_qp(&self, qp: &Qp) -> Result {

@@ -8,7 +8,6 @@
 
 use std::sync::Arc;
 
-use crate::common::nic;
 use crate::ktap::Failure;
 use crate::verbs_common::{fail, MrKind, ACCESS_ALL, PAGE, WC_TIMEOUT};
 use ibv::{
@@ -21,18 +20,10 @@ pub use crate::verbs_common::{
     ODP_READ, ODP_RECV, ODP_WRITE, RTR_MASK,
 };
 
-/// The RDMA core's name of the pfnic under test (`pfnicN` of its `/dev/pfnicN`).
-pub fn device_name() -> Result<String, Failure> {
-    let n = nic()?;
-    let path = n.dev.path().to_string_lossy().into_owned();
-    let index = path.trim_start_matches("/dev/pfnic");
-    Ok(format!("pfnic{index}"))
-}
-
 /// A context on the pfnic under test through libibverbs, in the memory mode the driver
 /// chooses (or `PFNIC_MEM_MODE`'s); skips without libibverbs' device or without verbs.
 pub fn ibv_ctx() -> Result<Context, Failure> {
-    let name = device_name()?;
+    let name = crate::rdma_core::ib_name()?;
     let names = ibv::device_names().map_err(|e| fail("ibv_get_device_list", e))?;
     if !names.contains(&name) {
         return Err(Failure::Skip(format!(
@@ -40,6 +31,78 @@ pub fn ibv_ctx() -> Result<Context, Failure> {
         )));
     }
     Context::open(&name).map_err(|e| fail(&format!("ibv_open_device({name})"), e))
+}
+
+/// The entries of `rdma -j ARGS` (a JSON array) on the context's device (`ifname`) whose
+/// `key` is `value`.
+fn rdma_entries(
+    ctx: &Context,
+    args: &[&str],
+    key: &str,
+    value: &serde_json::Value,
+) -> Result<Vec<serde_json::Map<String, serde_json::Value>>, Failure> {
+    let name = ctx.name();
+    let mut a = vec!["-j"];
+    a.extend_from_slice(args);
+    let out = crate::rdma_core::rdma(&a)?;
+    let v: serde_json::Value = serde_json::from_str(out.trim())
+        .map_err(|e| fail(&format!("rdma {}: JSON", a.join(" ")), e))?;
+    Ok(v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.as_object())
+        .filter(|e| {
+            e.get("ifname").and_then(|v| v.as_str()) == Some(name.as_str())
+                && e.get(key) == Some(value)
+        })
+        .cloned()
+        .collect())
+}
+
+/// The number `name` of the one entry `entries` should hold.
+fn entry_u64(
+    what: &str,
+    entries: &[serde_json::Map<String, serde_json::Value>],
+    name: &str,
+) -> Result<u64, Failure> {
+    match entries {
+        [e] => e
+            .get(name)
+            .and_then(|v| v.as_u64())
+            .ok_or_else(|| Failure::Fail(format!("{what}: no {name} in {e:?}"))),
+        _ => Err(Failure::Fail(format!(
+            "{what}: {} entries: {entries:?}",
+            entries.len()
+        ))),
+    }
+}
+
+/// A QP's counter `name` from the driver's details the RDMA core reports of it (`rdma
+/// resource show qp -dd`: `drv_NAME`), as a user (or monitoring) sees them.
+pub fn qp_counter(ctx: &Context, qp: &ibv::Qp, name: &str) -> Result<u64, Failure> {
+    let qpn = qp.qp_num();
+    let e = rdma_entries(ctx, &["-dd", "resource", "show", "qp"], "lqpn", &qpn.into())?;
+    entry_u64(
+        &format!("rdma resource show qp, QP {qpn}"),
+        &e,
+        &format!("drv_{name}"),
+    )
+}
+
+/// An MR's counter `name` as `rdma statistic mr` reports it (the MR found by its rkey in
+/// `rdma resource show mr`).
+pub fn mr_counter(ctx: &Context, mr: &ibv::Mr, name: &str) -> Result<u64, Failure> {
+    // The rdma tool's JSON has keys as hexadecimal strings without 0x.
+    let rkey = format!("{:x}", mr.rkey());
+    let res = rdma_entries(
+        ctx,
+        &["resource", "show", "mr"],
+        "rkey",
+        &rkey.clone().into(),
+    )?;
+    let mrn = entry_u64(&format!("rdma resource show mr, rkey {rkey}"), &res, "mrn")?;
+    let e = rdma_entries(ctx, &["statistic", "mr"], "mrn", &mrn.into())?;
+    entry_u64(&format!("rdma statistic mr, MR {mrn}"), &e, name)
 }
 
 /// Skips unless the context's device reports on-demand paging for RC with `rc_caps`

@@ -39,6 +39,10 @@ pub const TESTS: &[&Test] = &[
         name: "test_rdma_core_uverbs_objects",
         run: test_rdma_core_uverbs_objects,
     },
+    &Test {
+        name: "test_rdma_core_object_counters",
+        run: test_rdma_core_object_counters,
+    },
 ];
 
 /// A C program built against rdma-core's `<infiniband/verbs.h>` that drives pfnic's verbs
@@ -369,3 +373,39 @@ fn test_rdma_core_uverbs_objects() -> TestResult {
 /// srq_limit_event, inline, mem_modes, recv_fault_env, cq_ex, advise_mr, rdma_cgroup,
 /// cross_process_keys, dm, rereg_mr.
 const UVERBS_TEST_CASES: usize = 16;
+
+/// What the rdma tool shows of a user's objects, from another process than their owner: a QP's
+/// counters in its driver details (`rdma resource show qp -dd`) and an on-demand MR's page
+/// faults (`rdma statistic mr`, mlx5's counter names), counting the traffic just moved; an
+/// MR populated at registration takes none.
+fn test_rdma_core_object_counters() -> TestResult {
+    use crate::ibv_common::{mr_counter, qp_counter, Pair, PairOpts, ODP_WRITE};
+    use crate::verbs_common::{check_bytes, pattern, MrKind, PAGE};
+    let p = Pair::odp(ODP_WRITE, 8 * PAGE)?;
+    let ctx = &p.a.ctx;
+    check_eq!(qp_counter(ctx, &p.a.qp, "wqes")?, 0);
+    let faults_before = mr_counter(&p.b.ctx, &p.b.mr, "page_faults")?;
+    let data = pattern(3, 8 * PAGE);
+    p.a.buf.write(0, &data);
+    p.b.buf.dontneed()?;
+    let sge = [p.a.sge(0, 8 * PAGE)];
+    p.a.post_ok(p.a.rdma_wr(1, ibv::WrOpcode::RdmaWrite, &sge, &p.b, 0))?;
+    check_bytes("RDMA write", &p.b.buf, 0, &data)?;
+    check_eq!(qp_counter(ctx, &p.a.qp, "wqes")?, 1);
+    check_eq!(qp_counter(ctx, &p.a.qp, "bytes")?, 8 * PAGE as u64);
+    let faults = mr_counter(&p.b.ctx, &p.b.mr, "page_faults")? - faults_before;
+    check!(
+        faults >= 1,
+        "the target MR counted {faults} page faults for 8 dropped pages"
+    );
+    // A plain MR is present from registration: nothing to fault.
+    let q = Pair::new(&PairOpts {
+        kind: MrKind::Plain,
+        ..Default::default()
+    })?;
+    q.a.buf.write(0, &pattern(4, PAGE));
+    let sge = [q.a.sge(0, PAGE)];
+    q.a.post_ok(q.a.rdma_wr(2, ibv::WrOpcode::RdmaWrite, &sge, &q.b, 0))?;
+    check_eq!(mr_counter(&q.b.ctx, &q.b.mr, "page_faults")?, 0);
+    Ok(())
+}

@@ -266,6 +266,14 @@ fn test_verbs_rc_send_recv() -> TestResult {
             &vec![0; 64.min(16 * PAGE - len)],
         )?;
     }
+    // The QP's counters, as the rdma tool shows them.
+    let wqes = qp_counter(&p.a.ctx, &p.a.qp, "wqes")?;
+    check!(wqes >= 6, "QP counted {wqes} WQEs");
+    let bytes = qp_counter(&p.a.ctx, &p.a.qp, "bytes")?;
+    check!(
+        bytes >= (1 + 63 + PAGE + PAGE + 1 + 5 * PAGE + 77 + 16 * PAGE) as u64,
+        "QP counted {bytes} bytes"
+    );
     Ok(())
 }
 
@@ -757,6 +765,8 @@ fn test_verbs_err_rnr_retry() -> TestResult {
     p.a.buf.write(0, &pattern(14, 64));
     p.a.post(SendWr::new(1, WrOpcode::Send, &[p.a.sge(0, 64)]))?;
     p.a.wait_wc(WcStatus::RNR_RETRY_EXC_ERR, None)?;
+    let waits = qp_counter(&p.a.ctx, &p.a.qp, "rnr_waits")?;
+    check!(waits >= 1, "{waits} RNR waits counted for 2 retries");
     check_only_a_in_err(&p, QpState::Rts)?;
     // With retries forever, a late receive is found.
     let q = Pair::new(&PairOpts::default())?;
