@@ -93,11 +93,14 @@ impl CompChannel {
 /// A CQ; destroyed once no QP uses it.
 pub(crate) struct CqInner {
     pub(crate) ptr: NonNull<sys::ibv_cq>,
+    /// The extended CQ of [`Cq::create_timestamped`], polled through it.
+    ex: Option<NonNull<sys::ibv_cq_ex>>,
     _channel: Option<Arc<ChannelInner>>,
     _ctx: Context,
 }
 
-// SAFETY: libibverbs' CQs may be used from any thread (the provider locks its polling).
+// SAFETY: libibverbs' CQs may be used from any thread (the provider locks its polling; a
+// poll of an extended CQ starts and ends within one call here).
 unsafe impl Send for CqInner {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for CqInner {}
@@ -132,10 +135,101 @@ impl Cq {
         Ok(Self {
             inner: Arc::new(CqInner {
                 ptr,
+                ex: None,
                 _channel: channel.map(|c| c.inner.clone()),
                 _ctx: ctx.clone(),
             }),
         })
+    }
+
+    /// `ibv_create_cq_ex` with the standard completion fields and the device clock of each
+    /// completion (`IBV_WC_EX_WITH_COMPLETION_TIMESTAMP`, [`Wc::completion_ts`]).
+    pub(crate) fn create_timestamped(
+        ctx: &Context,
+        cqe: u32,
+        channel: Option<&CompChannel>,
+        cq_context: u64,
+    ) -> io::Result<Self> {
+        let mut attr = sys::ibv_cq_init_attr_ex {
+            cqe,
+            cq_context: cq_context as *mut libc::c_void,
+            channel: channel.map_or(std::ptr::null_mut(), |c| c.inner.ptr.as_ptr()),
+            comp_vector: 0,
+            wc_flags: u64::from(
+                sys::IBV_WC_STANDARD_FLAGS
+                    | sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
+            ),
+            comp_mask: 0,
+            flags: 0,
+            parent_domain: std::ptr::null_mut(),
+        };
+        // SAFETY: the context is open, `attr` complete, its channel one of the context's.
+        let ex = non_null(unsafe { sys::ibv_create_cq_ex(ctx.as_ptr(), &mut attr) })?;
+        // SAFETY: an extended CQ is an `ibv_cq` too.
+        let ptr = non_null(unsafe { sys::ibv_cq_ex_to_cq(ex.as_ptr()) })?;
+        Ok(Self {
+            inner: Arc::new(CqInner {
+                ptr,
+                ex: Some(ex),
+                _channel: channel.map(|c| c.inner.clone()),
+                _ctx: ctx.clone(),
+            }),
+        })
+    }
+
+    /// Whether its completions carry the device clock ([`Context::create_cq_timestamped`]).
+    pub fn timestamps(&self) -> bool {
+        self.inner.ex.is_some()
+    }
+
+    /// Polls an extended CQ (`ibv_start_poll`, `ibv_next_poll`, `ibv_end_poll`).
+    fn try_poll_ex(&self, ex: NonNull<sys::ibv_cq_ex>, wcs: &mut [Wc]) -> io::Result<usize> {
+        if wcs.is_empty() {
+            return Ok(0);
+        }
+        let ex = ex.as_ptr();
+        let mut attr = sys::ibv_poll_cq_attr { comp_mask: 0 };
+        // SAFETY: the CQ exists; `attr` asks for nothing optional.
+        match unsafe { sys::ibv_start_poll(ex, &mut attr) } {
+            0 => {}
+            libc::ENOENT => return Ok(0),
+            e => return Err(io::Error::from_raw_os_error(e)),
+        }
+        let mut got = 0;
+        loop {
+            // SAFETY: a poll is under way, so the current completion's fields may be read.
+            wcs[got] = unsafe {
+                Wc {
+                    wr_id: (*ex).wr_id,
+                    status: WcStatus((*ex).status),
+                    opcode: WcOpcode(sys::ibv_wc_read_opcode(ex)),
+                    vendor_err: sys::ibv_wc_read_vendor_err(ex),
+                    byte_len: sys::ibv_wc_read_byte_len(ex),
+                    imm_data: sys::ibv_wc_read_imm_data(ex),
+                    qp_num: sys::ibv_wc_read_qp_num(ex),
+                    src_qp: sys::ibv_wc_read_src_qp(ex),
+                    wc_flags: sys::ibv_wc_read_wc_flags(ex),
+                    completion_ts: sys::ibv_wc_read_completion_ts(ex),
+                }
+            };
+            got += 1;
+            if got == wcs.len() {
+                break;
+            }
+            // SAFETY: a poll is under way.
+            match unsafe { sys::ibv_next_poll(ex) } {
+                0 => {}
+                libc::ENOENT => break,
+                e => {
+                    // SAFETY: ends the poll started above.
+                    unsafe { sys::ibv_end_poll(ex) };
+                    return Err(io::Error::from_raw_os_error(e));
+                }
+            }
+        }
+        // SAFETY: ends the poll started above.
+        unsafe { sys::ibv_end_poll(ex) };
+        Ok(got)
     }
 
     /// The `ibv_cq` pointer, for calls this crate does not wrap.
@@ -157,6 +251,9 @@ impl Cq {
 
     /// `ibv_poll_cq`: up to `wcs.len()` completions, oldest first, into `wcs`.
     pub fn try_poll(&self, wcs: &mut [Wc]) -> io::Result<usize> {
+        if let Some(ex) = self.inner.ex {
+            return self.try_poll_ex(ex, wcs);
+        }
         // SAFETY: all-zero bytes are a valid `ibv_wc` (integers and an integer union).
         let mut raw = vec![unsafe { std::mem::zeroed::<sys::ibv_wc>() }; wcs.len()];
         let n = i32::try_from(raw.len()).unwrap_or(i32::MAX);

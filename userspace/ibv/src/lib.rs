@@ -205,4 +205,25 @@ impl Context {
     ) -> io::Result<Cq> {
         Cq::create(self, cqe, channel, cq_context)
     }
+
+    /// [`Context::create_cq`] whose completions carry the device clock when they were written
+    /// ([`Wc::completion_ts`]; `ibv_create_cq_ex` with `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP`).
+    pub fn create_cq_timestamped(
+        &self,
+        cqe: u32,
+        channel: Option<&CompChannel>,
+        cq_context: u64,
+    ) -> io::Result<Cq> {
+        Cq::create_timestamped(self, cqe, channel, cq_context)
+    }
+
+    /// The device clock in nanoseconds (`ibv_query_rt_values_ex`'s raw clock).
+    pub fn read_clock(&self) -> io::Result<u64> {
+        // SAFETY: all-zero bytes are a valid `ibv_values_ex` (integers).
+        let mut v: sys::ibv_values_ex = unsafe { std::mem::zeroed() };
+        v.comp_mask = sys::ibv_values_mask_IBV_VALUES_MASK_RAW_CLOCK;
+        // SAFETY: the context is open and `v` writable.
+        check(unsafe { sys::ibv_query_rt_values_ex(self.as_ptr(), &mut v) })?;
+        Ok(v.raw_clock.tv_sec as u64 * 1_000_000_000 + v.raw_clock.tv_nsec as u64)
+    }
 }

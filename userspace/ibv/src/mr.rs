@@ -124,6 +124,7 @@ impl Pd {
             ptr,
             pd: self.inner.clone(),
             buf: None,
+            access,
         })
     }
 
@@ -161,6 +162,8 @@ pub struct Mr {
     pd: Arc<PdInner>,
     /// The buffer of a safe registration, kept mapped while the MR lives.
     buf: Option<Arc<Buffer>>,
+    /// The access flags it was registered with.
+    access: u32,
 }
 
 // SAFETY: libibverbs' MRs may be used from any thread.
@@ -202,6 +205,11 @@ impl Mr {
     /// Whether the range is empty.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The access flags it was registered with (`IBV_ACCESS_*`).
+    pub fn access(&self) -> u32 {
+        self.access
     }
 
     /// The buffer of a safe registration.
