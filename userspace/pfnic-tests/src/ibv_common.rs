@@ -89,9 +89,9 @@ pub fn qp_counter(ctx: &Context, qp: &ibv::Qp, name: &str) -> Result<u64, Failur
     )
 }
 
-/// An MR's counter `name` as `rdma statistic mr` reports it (the MR found by its rkey in
-/// `rdma resource show mr`).
-pub fn mr_counter(ctx: &Context, mr: &ibv::Mr, name: &str) -> Result<u64, Failure> {
+/// An MR's counters as `rdma statistic mr` reports them (the MR found by its rkey in `rdma
+/// resource show mr`), by name.
+pub fn mr_counters(ctx: &Context, mr: &ibv::Mr) -> Result<MrCounters, Failure> {
     // The rdma tool's JSON has keys as hexadecimal strings without 0x.
     let rkey = format!("{:x}", mr.rkey());
     let res = rdma_entries(
@@ -102,7 +102,57 @@ pub fn mr_counter(ctx: &Context, mr: &ibv::Mr, name: &str) -> Result<u64, Failur
     )?;
     let mrn = entry_u64(&format!("rdma resource show mr, rkey {rkey}"), &res, "mrn")?;
     let e = rdma_entries(ctx, &["statistic", "mr"], "mrn", &mrn.into())?;
-    entry_u64(&format!("rdma statistic mr, MR {mrn}"), &e, name)
+    let [e] = e.as_slice() else {
+        fail!("rdma statistic mr, MR {mrn}: {} entries: {e:?}", e.len());
+    };
+    Ok(MrCounters {
+        what: format!("rdma statistic mr, MR {mrn}"),
+        values: e.clone(),
+    })
+}
+
+/// One MR's counters from `rdma statistic mr`.
+pub struct MrCounters {
+    what: String,
+    values: serde_json::Map<String, serde_json::Value>,
+}
+
+impl MrCounters {
+    /// The counter `name` (`page_faults`, `pages_pinned`, ...).
+    pub fn get(&self, name: &str) -> Result<u64, Failure> {
+        self.values
+            .get(name)
+            .and_then(|v| v.as_u64())
+            .ok_or_else(|| Failure::Fail(format!("{}: no {name} in {:?}", self.what, self.values)))
+    }
+}
+
+/// An MR's counter `name` ([`mr_counters`]).
+pub fn mr_counter(ctx: &Context, mr: &ibv::Mr, name: &str) -> Result<u64, Failure> {
+    mr_counters(ctx, mr)?.get(name)
+}
+
+/// The memory mode of the contexts this process opens: `PFNIC_MEM_MODE`'s, which the provider
+/// asks for, or else the driver's default (what a new open of `/dev/pfnicN` gets).
+pub fn mem_mode() -> Result<pfnic_verbs::MemMode, Failure> {
+    match std::env::var(pfnic_verbs::MEM_MODE_ENV) {
+        Ok(name) => pfnic_verbs::MemMode::parse(&name)
+            .map_err(|e| fail(&format!("{}={name}", pfnic_verbs::MEM_MODE_ENV), e)),
+        Err(_) => Ok(crate::verbs_common::verbs_ctx()?.mem_mode()?),
+    }
+}
+
+/// Whether an ordinary (not on-demand) MR pins its pages: in every memory mode but `sva`,
+/// where the device shares the process's address space (docs/uapi.md, "Memory modes").
+pub fn plain_mrs_pin() -> Result<bool, Failure> {
+    Ok(mem_mode()? != pfnic_verbs::MemMode::Sva)
+}
+
+/// Whether `ctx` runs in the `pinned` memory mode: the mode without on-demand paging, so its
+/// device reports none (`IBV_ODP_SUPPORT`), as a program sees it.
+pub fn pinned_mode(ctx: &Context) -> Result<bool, Failure> {
+    let general = ctx.query_device_ex()?.odp_caps.general_caps as u32;
+    Ok(general & ibv::sys::ibv_odp_general_caps_IBV_ODP_SUPPORT == 0)
 }
 
 /// Skips unless the context's device reports on-demand paging for RC with `rc_caps`
