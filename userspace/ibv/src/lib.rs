@@ -23,11 +23,13 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 mod cq;
+mod events;
 mod mr;
 mod qp;
 pub mod sys;
 
 pub use cq::{CompChannel, Cq, CqEvent};
+pub use events::{event_type, AsyncEvent, Element};
 pub use mr::{Mr, Pd};
 pub use pfnic_verbs::{
     gid_from_ipv4, gid_to_ipv4, Buffer, ConnectAttr, Gid, GlobalRoute, PostError, QpAttr, QpCap,
@@ -135,6 +137,13 @@ impl Context {
     /// The `ibv_context` pointer, for calls this crate does not wrap.
     pub fn as_ptr(&self) -> *mut sys::ibv_context {
         self.inner.ptr.as_ptr()
+    }
+
+    /// The file libibverbs reaches the device's driver through (the RDMA core's uverbs file),
+    /// for what this crate does not wrap: a provider's own mappings, say.
+    pub fn cmd_fd(&self) -> std::os::fd::RawFd {
+        // SAFETY: the context is open.
+        unsafe { (*self.as_ptr()).cmd_fd }
     }
 
     /// The device's name.
