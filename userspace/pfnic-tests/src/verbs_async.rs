@@ -1,16 +1,18 @@
 //! Asynchronous events (rdma-core's `ibv_get_async_event`): a QP's fatal error and a CQ's
-//! overflow reach the context that owns them, and only it, naming the object by the handle
-//! given at creation; destroying an object reports the events of it that were read and drops
-//! those that were not. The port's events (a GID table change here; the link's in
-//! `test_wire_port_events`) reach every context of the device.
+//! overflow reach the context that owns them, and only it, naming the object by the context
+//! given at creation, through Debian's libibverbs and pfnic's provider; destroying an object
+//! drops its events nobody read. The private interface's event file, and the port's events
+//! (a GID table change here; the link's in `test_wire_port_events`), which reach every
+//! context of the device.
+
+use std::time::Duration;
 
 use crate::common::expect_errno;
+use crate::ibv_common::{ibv_ctx, Pair, PairOpts, Side};
 use crate::ktap::{Failure, Test, TestResult};
-use crate::verbs_common::*;
-use pfnic_sys::uapi;
-use pfnic_verbs::{
-    event_type, AsyncEvent, AsyncEvents, ConnectAttr, Context, Qp, QpInitAttr, QpState, WrOpcode,
-};
+use crate::verbs_common::{check_bytes, pattern, verbs_ctx, MrKind, PortAddress, PAGE, WC_TIMEOUT};
+use ibv::{event_type, ConnectAttr, Context, Element, Qp, QpInitAttr, QpState, WrOpcode};
+use pfnic_verbs::{AsyncEvent, AsyncEvents};
 
 pub const TESTS: &[&Test] = &[
     &Test {
@@ -43,23 +45,53 @@ const QUIET_MS: i32 = 300;
 /// The send doorbell register in the context's BAR2 page (docs/verbs.md, "User doorbells").
 const DB_SQ: usize = 0x008;
 
-/// Rings QP `qp`'s send doorbell of `ctx` with a tail past the whole queue: the device puts
-/// the QP in ERR and raises `QP_FATAL` (docs/verbs.md).
+/// Rings QP `qp`'s send doorbell in `ctx`'s doorbell page, mapped from the uverbs file where
+/// the provider maps it (`PFNIC_IB_MMAP_DOORBELL`, offset 0), with a tail past any send queue:
+/// the device puts the QP in ERR and raises `QP_FATAL` (docs/verbs.md), as for a provider that
+/// went wrong.
 fn ring_bad_send_tail(ctx: &Context, qp: &Qp) -> TestResult {
-    let db = ctx
-        .device()
-        .mmap(uapi::PFNIC_MMAP_DOORBELL, PAGE)
-        .map_err(|e| fail("map the doorbell page", e))?;
-    let (sq_entries, _) = qp.queue_entries();
-    let tail = (sq_entries + 1) & 0xffff;
-    // SAFETY: the send doorbell is an aligned 32-bit register inside the mapped page, which
-    // lives until `db` drops; device registers take volatile stores.
-    unsafe {
-        core::ptr::write_volatile(
-            db.as_ptr().add(DB_SQ).cast::<u32>(),
-            qp.qp_num() << 16 | tail,
+    // SAFETY: a new shared mapping of one page of the uverbs file, at an address the kernel
+    // picks; unmapped below.
+    let db = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            PAGE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            ctx.cmd_fd(),
+            0,
         )
     };
+    if db == libc::MAP_FAILED {
+        fail!("map the doorbell page: {}", std::io::Error::last_os_error());
+    }
+    // Queues hold at most 2^15 entries: a tail of 2^16 - 1 is past any of them.
+    let tail = 0xffff;
+    // SAFETY: the send doorbell is an aligned 32-bit register inside the mapped page; device
+    // registers take volatile stores; the page is unmapped once, after.
+    unsafe {
+        core::ptr::write_volatile(
+            db.cast::<u8>().add(DB_SQ).cast::<u32>(),
+            qp.qp_num() << 16 | tail,
+        );
+        libc::munmap(db, PAGE);
+    }
+    Ok(())
+}
+
+/// The next event of a context of libibverbs, which must come.
+fn ibv_next_event(ctx: &Context, what: &str) -> Result<ibv::AsyncEvent, Failure> {
+    match ctx.get_async_event(Some(Duration::from_millis(EVENT_MS as u64)))? {
+        Some(ev) => Ok(ev),
+        None => fail!("no asynchronous event within {EVENT_MS} ms after {what}"),
+    }
+}
+
+/// No event of a context of libibverbs within [`QUIET_MS`].
+fn ibv_no_event(ctx: &Context, after: &str) -> TestResult {
+    if let Some(ev) = ctx.get_async_event(Some(Duration::from_millis(QUIET_MS as u64)))? {
+        fail!("unexpected asynchronous event after {after}: {ev:?}");
+    }
     Ok(())
 }
 
@@ -79,43 +111,54 @@ pub(crate) fn no_event(events: &AsyncEvents, after: &str) -> TestResult {
     Ok(())
 }
 
-/// A bad send doorbell makes the QP fatal: one `IBV_EVENT_QP_FATAL` naming the QP by its
-/// `qp_context` and number, to its own context only; another context's QP and event file
-/// stay quiet; destroying the QP reports the one event read.
+/// A bad send doorbell makes the QP fatal: one `IBV_EVENT_QP_FATAL` naming the QP and its
+/// `qp_context`, to its own context only; another context stays quiet; the context's other
+/// QPs work on.
 fn test_verbs_async_qp_fatal() -> TestResult {
     let pair = Pair::new(&PairOpts::default())?;
-    let a_events = pair.a.ctx.async_events()?;
-    let b_events = pair.b.ctx.async_events()?;
     let qp = pair.a.pd.create_qp(&QpInitAttr {
         qp_context: 0xfeed_f00d_0bad_cafe,
         ..QpInitAttr::new(&pair.a.cq, &pair.a.cq, 8, 1)
     })?;
     qp.connect(pair.b.qp.qp_num(), &ConnectAttr::default())?;
-    no_event(&a_events, "connecting")?;
+    ibv_no_event(&pair.a.ctx, "connecting")?;
     ring_bad_send_tail(&pair.a.ctx, &qp)?;
-    let ev = next_event(&a_events, "a bad send doorbell")?;
+    let ev = ibv_next_event(&pair.a.ctx, "a bad send doorbell")?;
     check_eq!(ev.event_type, event_type::QP_FATAL);
-    check_eq!(ev.element, 0xfeed_f00d_0bad_cafe);
-    check_eq!(ev.object, qp.qp_num());
+    check_eq!(
+        ev.element,
+        Element::Qp {
+            qp_num: qp.qp_num(),
+            qp_context: 0xfeed_f00d_0bad_cafe
+        }
+    );
     check_eq!(qp.state()?, QpState::Err);
-    no_event(&a_events, "the QP_FATAL event")?;
-    no_event(&b_events, "a QP of another context became fatal")?;
+    ibv_no_event(&pair.a.ctx, "the QP_FATAL event")?;
+    ibv_no_event(&pair.b.ctx, "a QP of another context became fatal")?;
     // The other QPs of the context work on.
-    pair.write_ok(0x3c, 64, "a write after another QP became fatal")?;
-    check_eq!(qp.destroy().map_err(|(_, e)| e)?, 1);
+    let data = pattern(0x3c, 64);
+    pair.a.buf.write(0, &data);
+    let sge = [pair.a.sge(0, 64)];
+    pair.a
+        .post_ok(pair.a.rdma_wr(1, WrOpcode::RdmaWrite, &sge, &pair.b, 0))?;
+    check_bytes(
+        "a write after another QP became fatal",
+        &pair.b.buf,
+        0,
+        &data,
+    )?;
+    qp.destroy().map_err(|(_, e)| e)?;
     Ok(())
 }
 
-/// A CQ that overflows raises one `IBV_EVENT_CQ_ERR` naming it by its `cq_context` (its QP
-/// enters ERR without a `QP_FATAL` of its own: the error is the CQ's); destroying the CQ
-/// reports the event.
+/// A CQ that overflows raises one `IBV_EVENT_CQ_ERR` naming it and its `cq_context` (its QP
+/// enters ERR without a `QP_FATAL` of its own: the error is the CQ's).
 fn test_verbs_async_cq_error() -> TestResult {
-    let ctx = verbs_ctx()?;
-    let events = ctx.async_events()?;
+    let ctx = ibv_ctx()?;
     let cq = ctx.create_cq(2, None, 0x00c0_ffee)?;
     let n = cq.entries() as usize;
     let s = Side::basic(&ctx, PAGE, MrKind::Plain)?;
-    let d = Side::basic(&verbs_ctx()?, PAGE, MrKind::Plain)?;
+    let d = Side::basic(&ibv_ctx()?, PAGE, MrKind::Plain)?;
     let qp =
         s.pd.create_qp(&QpInitAttr::new(&cq, &cq, (n + 2) as u32, 1))?;
     qp.connect(d.qp.qp_num(), &ConnectAttr::default())?;
@@ -124,22 +167,26 @@ fn test_verbs_async_cq_error() -> TestResult {
     for i in 0..=n as u64 {
         qp.post_send(&[s.rdma_wr(i, WrOpcode::RdmaWrite, &sge, &d, 64)])?;
     }
-    let ev = next_event(&events, "overflowing a CQ")?;
+    let ev = ibv_next_event(&ctx, "overflowing a CQ")?;
     check_eq!(ev.event_type, event_type::CQ_ERR);
-    check_eq!(ev.element, 0x00c0_ffee);
-    check_eq!(ev.object, cq.cqn());
+    check_eq!(
+        ev.element,
+        Element::Cq {
+            handle: cq.handle(),
+            cq_context: 0x00c0_ffee
+        }
+    );
     check_eq!(qp.state()?, QpState::Err);
-    no_event(&events, "the CQ_ERR event")?;
-    check_eq!(qp.destroy().map_err(|(_, e)| e)?, 0);
-    check_eq!(cq.destroy().map_err(|(_, e)| e)?, 1);
+    ibv_no_event(&ctx, "the CQ_ERR event")?;
+    qp.destroy().map_err(|(_, e)| e)?;
+    cq.destroy().map_err(|(_, e)| e)?;
     Ok(())
 }
 
-/// Events nobody read are dropped with their object: its destruction reports none, and the
-/// event file does not return them afterwards (libibverbs would hand out a freed object).
+/// Events nobody read are dropped with their object: the context does not return them after
+/// its destruction (libibverbs would hand out a freed object).
 fn test_verbs_async_unread_dropped() -> TestResult {
     let pair = Pair::new(&PairOpts::default())?;
-    let events = pair.a.ctx.async_events()?;
     let make = |context: u64| {
         pair.a.pd.create_qp(&QpInitAttr {
             qp_context: context,
@@ -161,11 +208,15 @@ fn test_verbs_async_unread_dropped() -> TestResult {
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    check_eq!(unread.destroy().map_err(|(_, e)| e)?, 0);
-    let ev = next_event(&events, "two QPs became fatal")?;
-    check_eq!((ev.event_type, ev.element), (event_type::QP_FATAL, 2));
-    no_event(&events, "the event of the destroyed QP was dropped")?;
-    check_eq!(read.destroy().map_err(|(_, e)| e)?, 1);
+    unread.destroy().map_err(|(_, e)| e)?;
+    let ev = ibv_next_event(&pair.a.ctx, "two QPs became fatal")?;
+    check_eq!(ev.event_type, event_type::QP_FATAL);
+    check!(
+        matches!(ev.element, Element::Qp { qp_context: 2, .. }),
+        "the event is not the remaining QP's: {ev:?}"
+    );
+    ibv_no_event(&pair.a.ctx, "the event of the destroyed QP was dropped")?;
+    read.destroy().map_err(|(_, e)| e)?;
     Ok(())
 }
 
