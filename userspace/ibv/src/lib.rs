@@ -26,6 +26,7 @@ mod cq;
 mod events;
 mod mr;
 mod qp;
+mod srq;
 pub mod sys;
 
 pub use cq::{CompChannel, Cq, CqEvent};
@@ -37,7 +38,8 @@ pub use pfnic_verbs::{
     ACCESS_ON_DEMAND, ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE, SEND_FENCE,
     SEND_SIGNALED, SEND_SOLICITED, WC_WITH_IMM,
 };
-pub use qp::{Qp, QpInitAttr, QpType};
+pub use qp::{Qp, QpInitAttr, QpQuery, QpType};
+pub use srq::{Srq, SrqAttr, SrqInitAttr};
 
 /// `ibv_qp_attr_mask` bits ([`Qp::modify`]): the numbers are libibverbs'.
 pub use pfnic_verbs::qp_attr;

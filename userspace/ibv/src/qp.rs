@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::cq::CqInner;
 use crate::mr::PdInner;
+use crate::srq::{Srq, SrqInner};
 use crate::{
     check, non_null, qp_attr, sys, ConnectAttr, Cq, Pd, PostError, QpAttr, QpCap, QpState, RecvWr,
     SendWr,
@@ -28,6 +29,8 @@ pub struct QpInitAttr<'a> {
     /// Signal every send work request (`sq_sig_all`).
     pub sq_sig_all: bool,
     pub qp_type: QpType,
+    /// The SRQ the QP takes its receives from (its receive capabilities are then ignored).
+    pub srq: Option<&'a Srq>,
     /// Returned with the QP's asynchronous events.
     pub qp_context: u64,
 }
@@ -47,6 +50,7 @@ impl<'a> QpInitAttr<'a> {
             },
             sq_sig_all: false,
             qp_type: QpType::Rc,
+            srq: None,
             qp_context: 0,
         }
     }
@@ -149,6 +153,7 @@ pub struct Qp {
     pd: Arc<PdInner>,
     send_cq: Arc<CqInner>,
     recv_cq: Arc<CqInner>,
+    srq: Option<Arc<SrqInner>>,
 }
 
 // SAFETY: libibverbs' QPs may be used from any thread (the provider locks its queues).
@@ -163,7 +168,7 @@ impl Pd {
             qp_context: attr.qp_context as *mut libc::c_void,
             send_cq: attr.send_cq.as_ptr(),
             recv_cq: attr.recv_cq.as_ptr(),
-            srq: std::ptr::null_mut(),
+            srq: attr.srq.map_or(std::ptr::null_mut(), |s| s.as_ptr()),
             cap: ibv_cap(&attr.cap),
             qp_type: match attr.qp_type {
                 QpType::Rc => sys::ibv_qp_type_IBV_QPT_RC,
@@ -180,6 +185,7 @@ impl Pd {
             pd: self.inner.clone(),
             send_cq: attr.send_cq.inner.clone(),
             recv_cq: attr.recv_cq.inner.clone(),
+            srq: attr.srq.map(|s| s.inner.clone()),
         })
     }
 }
@@ -354,29 +360,10 @@ impl Qp {
 
     /// `ibv_post_recv` of `wrs`, as one list.
     pub fn post_recv(&self, wrs: &[RecvWr<'_>]) -> Result<(), PostError> {
-        let sges: Vec<Vec<sys::ibv_sge>> = wrs.iter().map(|wr| ibv_sges(wr.sg_list)).collect();
-        let mut list: Vec<sys::ibv_recv_wr> = wrs
-            .iter()
-            .zip(&sges)
-            .map(|(wr, s)| sys::ibv_recv_wr {
-                wr_id: wr.wr_id,
-                next: std::ptr::null_mut(),
-                sg_list: s.as_ptr().cast_mut(),
-                num_sge: s.len() as i32,
-            })
-            .collect();
-        if list.is_empty() {
-            return Ok(());
-        }
-        let base = list.as_mut_ptr();
-        for i in 1..list.len() {
-            // SAFETY: `i - 1` and `i` are inside `list`, which does not move until the post.
-            unsafe { (*base.add(i - 1)).next = base.add(i) };
-        }
-        let mut bad = std::ptr::null_mut();
-        // SAFETY: the QP exists; the list and its SGE arrays live until the call returns.
-        let rc = unsafe { sys::ibv_post_recv(self.as_ptr(), base, &mut bad) };
-        post_result(rc, bad.cast_const(), base.cast_const())
+        post_recv_list(wrs, |base, bad| {
+            // SAFETY: the QP exists; the list is valid for the call.
+            unsafe { sys::ibv_post_recv(self.as_ptr(), base, bad) }
+        })
     }
 
     /// `ibv_destroy_qp`; the QP back with the errno on failure.
@@ -390,6 +377,7 @@ impl Qp {
                     drop(std::ptr::read(&this.pd));
                     drop(std::ptr::read(&this.send_cq));
                     drop(std::ptr::read(&this.recv_cq));
+                    drop(std::ptr::read(&this.srq));
                 }
                 Ok(())
             }
@@ -403,6 +391,36 @@ impl Drop for Qp {
         // SAFETY: the QP exists and is not used after this.
         unsafe { sys::ibv_destroy_qp(self.as_ptr()) };
     }
+}
+
+/// Posts `wrs` as one list of `ibv_recv_wr` through `post` (given the list and where to put
+/// the failing one), which must not keep the list.
+pub(crate) fn post_recv_list(
+    wrs: &[RecvWr<'_>],
+    post: impl FnOnce(*mut sys::ibv_recv_wr, *mut *mut sys::ibv_recv_wr) -> libc::c_int,
+) -> Result<(), PostError> {
+    let sges: Vec<Vec<sys::ibv_sge>> = wrs.iter().map(|wr| ibv_sges(wr.sg_list)).collect();
+    let mut list: Vec<sys::ibv_recv_wr> = wrs
+        .iter()
+        .zip(&sges)
+        .map(|(wr, s)| sys::ibv_recv_wr {
+            wr_id: wr.wr_id,
+            next: std::ptr::null_mut(),
+            sg_list: s.as_ptr().cast_mut(),
+            num_sge: s.len() as i32,
+        })
+        .collect();
+    if list.is_empty() {
+        return Ok(());
+    }
+    let base = list.as_mut_ptr();
+    for i in 1..list.len() {
+        // SAFETY: `i - 1` and `i` are inside `list`, which does not move until the post.
+        unsafe { (*base.add(i - 1)).next = base.add(i) };
+    }
+    let mut bad = std::ptr::null_mut();
+    let rc = post(base, &mut bad);
+    post_result(rc, bad.cast_const(), base.cast_const())
 }
 
 fn ibv_sges(sges: &[crate::Sge]) -> Vec<sys::ibv_sge> {
