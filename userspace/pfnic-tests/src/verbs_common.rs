@@ -37,11 +37,6 @@ pub fn verbs_ctx() -> Result<Context, Failure> {
     Context::from_device(n.dev).map_err(|e| Failure::Fail(format!("verbs context: {e}")))
 }
 
-/// Whether `ctx` runs in the `pinned` memory mode (registration pins, no ODP).
-pub fn pinned_mode(ctx: &Context) -> Result<bool, Failure> {
-    Ok(ctx.mem_mode()? == pfnic_verbs::MemMode::Pinned)
-}
-
 /// Whether `ctx` runs in the `sva` memory mode, where page faults are page requests that the
 /// QPs and completions count (in the `odp` mode they are events to the driver, counted only
 /// in the MRs' counters).
