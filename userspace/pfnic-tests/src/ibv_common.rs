@@ -338,6 +338,14 @@ impl Side {
     pub fn modify_to_init(&self, access: u32) -> Result<(), Failure> {
         Ok(self.qp.modify(&init_attr(access), INIT_MASK)?)
     }
+
+    /// Puts a QP that a failed work request left in ERR back in RTS, connected to `peer`.
+    pub fn reconnect(&self, peer: u32) -> Result<(), Failure> {
+        self.modify_state(ibv::QpState::Reset)?;
+        self.qp
+            .connect(peer, &ConnectAttr::default())
+            .map_err(|e| fail("reconnect", e))
+    }
 }
 
 /// Two sides connected to each other. Each has its own context (its own uverbs file and

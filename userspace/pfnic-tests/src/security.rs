@@ -63,17 +63,19 @@ fn random_u32s(n: usize) -> Result<Vec<u32>, Failure> {
         .collect())
 }
 
-/// A third context connects a QP of its own to a connected QP of another context and tries
-/// SEND, RDMA WRITE and RDMA READ with the victim's real address and key: every one completes
-/// `RETRY_EXC_ERR` (the responder drops what is not from its peer, as on a wire), the victim's
-/// memory, receive queue and state are untouched, its QP counts the refusals, and its real
-/// peer still gets through to the receive the intruder could not take.
+/// A third process's context (through libibverbs, as any program) connects a QP of its own
+/// to a connected QP of another context and tries SEND, RDMA WRITE and RDMA READ with the
+/// victim's real address and key: every one completes `RETRY_EXC_ERR` (the responder drops
+/// what is not from its peer, as on a wire), the victim's memory, receive queue and state are
+/// untouched, its QP counts the refusals (`rdma resource show qp -dd`), and its real peer
+/// still gets through to the receive the intruder could not take.
 fn test_sec_qp_only_from_peer() -> TestResult {
-    let p = Pair::new(&PairOpts::default())?;
+    use crate::ibv_common as core;
+    let p = core::Pair::new(&core::PairOpts::default())?;
     let victim = &p.b;
     victim.buf.fill(0x5a);
     victim.post_recv(77, 0, PAGE)?;
-    let intruder = Side::basic(&verbs_ctx()?, 4 * PAGE, MrKind::Plain)?;
+    let intruder = core::Side::basic(&core::ibv_ctx()?, 4 * PAGE, MrKind::Plain)?;
     intruder.buf.fill(0xee);
     intruder
         .qp
@@ -95,9 +97,8 @@ fn test_sec_qp_only_from_peer() -> TestResult {
     check_bytes("the victim's memory", &victim.buf, 0, &[0x5a; 4 * PAGE])?;
     check_bytes("the intruder's read target", &intruder.buf, 0, &[0xee; 64])?;
     check_eq!(victim.state()?, QpState::Rts);
-    check_cq_empty(&victim.cq)?;
-    let q = victim.qp.query().map_err(|e| fail("query_qp", e))?;
-    check_eq!(q.stats.refused, 3);
+    core::check_cq_empty(&victim.cq)?;
+    check_eq!(core::qp_counter(&victim.ctx, &victim.qp, "refused")?, 3);
     // The peer's SEND takes the receive the intruder could not.
     p.a.buf.write(0, &pattern(3, 64));
     p.a.post_ok(SendWr::new(4, WrOpcode::Send, &[p.a.sge(0, 64)]))?;

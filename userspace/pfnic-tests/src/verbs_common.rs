@@ -478,20 +478,6 @@ pub fn wait_cq(cq: &Cq, n: usize) -> Result<Vec<Wc>, Failure> {
     Ok(wcs)
 }
 
-/// Fails unless `cq` holds no completion.
-pub fn check_cq_empty(cq: &Cq) -> Result<(), Failure> {
-    let mut wc = [Wc::default(); 1];
-    let n = cq.poll(&mut wc);
-    if n != 0 {
-        return Err(Failure::Fail(format!(
-            "CQ {}: unexpected completion {:?}",
-            cq.cqn(),
-            wc[0]
-        )));
-    }
-    Ok(())
-}
-
 /// Checks one completion's status and opcode.
 pub fn check_wc(wc: &Wc, status: WcStatus, opcode: Option<WcOpcode>) -> Result<(), Failure> {
     if wc.status != status {
