@@ -127,6 +127,31 @@ impl MrCounters {
     }
 }
 
+/// An MR's counters from `rdma statistic mr` in the shape of the private query's.
+pub trait MrStatsExt {
+    /// The MR's counters now.
+    fn stats(&self) -> Result<pfnic_verbs::MrStats, Failure>;
+}
+
+impl MrStatsExt for ibv::Mr {
+    fn stats(&self) -> Result<pfnic_verbs::MrStats, Failure> {
+        let c = mr_counters(&self.pd().context(), self)?;
+        let pages_pinned = c.get("pages_pinned")?;
+        Ok(pfnic_verbs::MrStats {
+            page_faults: c.get("page_faults")?,
+            page_faults_handled: c.get("page_faults_handled")?,
+            page_invalidations: c.get("page_invalidations")?,
+            page_invalidations_handled: c.get("page_invalidations_handled")?,
+            page_prefetch: c.get("page_prefetch")?,
+            remote_access_errors: c.get("remote_access_errors")?,
+            page_fault_groups: c.get("page_fault_groups")?,
+            pages_pinned,
+            pages_mapped: pages_pinned,
+            ..Default::default()
+        })
+    }
+}
+
 /// An MR's counter `name` ([`mr_counters`]).
 pub fn mr_counter(ctx: &Context, mr: &ibv::Mr, name: &str) -> Result<u64, Failure> {
     mr_counters(ctx, mr)?.get(name)
@@ -140,6 +165,13 @@ pub fn mem_mode() -> Result<pfnic_verbs::MemMode, Failure> {
             .map_err(|e| fail(&format!("{}={name}", pfnic_verbs::MEM_MODE_ENV), e)),
         Err(_) => Ok(crate::verbs_common::verbs_ctx()?.mem_mode()?),
     }
+}
+
+/// Whether the contexts this process opens run in the `sva` memory mode, where page faults
+/// are page requests that the QPs and completions count (in the `odp` mode they are events to
+/// the driver, counted only in the MRs' counters).
+pub fn sva_mode() -> Result<bool, Failure> {
+    Ok(mem_mode()? == pfnic_verbs::MemMode::Sva)
 }
 
 /// Whether an ordinary (not on-demand) MR pins its pages: in every memory mode but `sva`,
@@ -381,6 +413,13 @@ impl Pair {
                 ..Default::default()
             },
         )
+    }
+
+    /// Drops the pages of both sides' buffers (`MADV_DONTNEED`).
+    pub fn dontneed(&self) -> Result<(), Failure> {
+        self.a.buf.dontneed()?;
+        self.b.buf.dontneed()?;
+        Ok(())
     }
 
     pub fn build(ca: &Context, cb: &Context, o: &PairOpts) -> Result<Self, Failure> {
