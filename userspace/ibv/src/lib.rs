@@ -23,6 +23,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 mod cq;
+mod dm;
 mod events;
 mod mr;
 mod qp;
@@ -30,6 +31,7 @@ mod srq;
 pub mod sys;
 
 pub use cq::{CompChannel, Cq, CqEvent};
+pub use dm::Dm;
 pub use events::{event_type, AsyncEvent, Element};
 pub use mr::{Mr, Pd};
 pub use pfnic_verbs::{

@@ -4,6 +4,7 @@ use std::io;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+use crate::dm::DmInner;
 use crate::{check, non_null, sys, Buffer, Context, Sge, ACCESS_ON_DEMAND};
 
 /// An allocated PD; deallocated once nothing made in it is left.
@@ -120,12 +121,7 @@ impl Pd {
         let ptr = non_null(unsafe {
             sys::ibv_reg_mr(self.as_ptr(), addr as *mut libc::c_void, len, access as i32)
         })?;
-        Ok(Mr {
-            ptr,
-            pd: self.inner.clone(),
-            buf: None,
-            access,
-        })
+        Ok(Mr::new(ptr, self, None, None, access))
     }
 
     /// The implicit on-demand MR over the whole address space: `ibv_reg_mr(pd, NULL,
@@ -162,6 +158,8 @@ pub struct Mr {
     pd: Arc<PdInner>,
     /// The buffer of a safe registration, kept mapped while the MR lives.
     buf: Option<Arc<Buffer>>,
+    /// The device memory of an MR over it, kept allocated while the MR lives.
+    dm: Option<Arc<DmInner>>,
     /// The access flags it was registered with.
     access: u32,
 }
@@ -172,6 +170,22 @@ unsafe impl Send for Mr {}
 unsafe impl Sync for Mr {}
 
 impl Mr {
+    pub(crate) fn new(
+        ptr: NonNull<sys::ibv_mr>,
+        pd: &Pd,
+        buf: Option<Arc<Buffer>>,
+        dm: Option<Arc<DmInner>>,
+        access: u32,
+    ) -> Self {
+        Self {
+            ptr,
+            pd: pd.inner.clone(),
+            buf,
+            dm,
+            access,
+        }
+    }
+
     fn mr(&self) -> &sys::ibv_mr {
         // SAFETY: the MR is registered until `self` goes, and libibverbs does not change it.
         unsafe { self.ptr.as_ref() }
@@ -243,6 +257,8 @@ impl Mr {
                 drop(unsafe { std::ptr::read(&this.pd) });
                 // SAFETY: as above.
                 drop(unsafe { std::ptr::read(&this.buf) });
+                // SAFETY: as above.
+                drop(unsafe { std::ptr::read(&this.dm) });
                 Ok(())
             }
             Err(e) => Err((self, e)),
