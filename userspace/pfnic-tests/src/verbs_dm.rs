@@ -1,15 +1,16 @@
 //! Device memory (rdma-core's test_device_memory.py): allocation, CPU copies, MRs over it
-//! used by every kind of work request on either side, and the boundaries: between processes
-//! (pages go zeroed from one to another, never while one still holds them), and bad
-//! arguments.
+//! used by every kind of work request on either side (through Debian's libibverbs and pfnic's
+//! provider), and the boundaries: between processes (pages go zeroed from one to another,
+//! never while one still holds them), and the private interface's bad arguments.
 
 use crate::common::expect_errno;
+use crate::ibv_common::{self as core, ibv_ctx};
 use crate::ktap::{Failure, Test, TestResult};
 use crate::verbs_common::*;
 use pfnic_sys::uapi;
 use pfnic_verbs::{
-    ConnectAttr, Context, Dm, QpInitAttr, RecvWr, SendWr, WcOpcode, WcStatus, WrOpcode,
-    ACCESS_LOCAL_WRITE, ACCESS_ON_DEMAND,
+    ConnectAttr, Context, QpInitAttr, SendWr, WcOpcode, WcStatus, WrOpcode, ACCESS_LOCAL_WRITE,
+    ACCESS_ON_DEMAND,
 };
 
 pub const TESTS: &[&Test] = &[
@@ -31,77 +32,95 @@ pub const TESTS: &[&Test] = &[
     },
 ];
 
-/// A verbs context whose device has device memory (skips otherwise), and its share of it.
-fn dm_ctx() -> Result<(Context, u64), Failure> {
-    let ctx = verbs_ctx()?;
-    if ctx.query_device().caps & uapi::PFNIC_CAP_DM == 0 {
+/// A context through libibverbs whose device has device memory (skips otherwise), and its
+/// share of it (`max_dm_size`).
+fn ibv_dm_ctx() -> Result<(ibv::Context, u64), Failure> {
+    let ctx = ibv_ctx()?;
+    let max = ctx.query_device_ex()?.max_dm_size;
+    if max == 0 {
         expect_errno(
-            "alloc_dm without device memory",
+            "ibv_alloc_dm without device memory",
             ctx.alloc_dm(4096, 0).map(drop),
             libc::EOPNOTSUPP,
         )?;
         return Err(Failure::Skip(
-            "the device has no memory (PFNIC_CAP_DM)".into(),
+            "the device has no memory (max_dm_size 0)".into(),
         ));
     }
-    let max = u64::from(ctx.query_device_ex()?.verbs.max_dm_size);
     Ok((ctx, max))
 }
 
-fn read_dm(dm: &Dm, off: u64, len: usize) -> Result<Vec<u8>, Failure> {
+fn read_dm(dm: &ibv::Dm, off: u64, len: usize) -> Result<Vec<u8>, Failure> {
     let mut v = vec![0u8; len];
-    dm.copy_from(off, &mut v)?;
+    dm.copy_from(off, &mut v)
+        .map_err(|e| fail(&format!("ibv_memcpy_from_dm of {len} bytes at {off}"), e))?;
     Ok(v)
 }
 
 /// `ibv_memcpy_to_dm` / `_from_dm`: new memory reads as zeros, copies round-trip at any
-/// aligned offset and any length inside the allocation, and stop at its end (`EINVAL`); an
-/// offset that is not a multiple of 4 is refused (`EINVAL`, as mlx5 refuses it).
+/// aligned offset and any aligned length inside the allocation (across a page too), and stop
+/// at its end (`EINVAL`); an offset or a length that is not a multiple of 4 is refused
+/// (`EINVAL`, as mlx5 refuses them).
 fn test_verbs_dm_copy() -> TestResult {
-    let (ctx, max) = dm_ctx()?;
-    let dm = ctx.alloc_dm(6000, 0)?;
+    let (ctx, max) = ibv_dm_ctx()?;
+    let dm = ctx
+        .alloc_dm(6000, 0)
+        .map_err(|e| fail("ibv_alloc_dm(6000)", e))?;
     check_eq!(dm.len(), 6000);
     check!(
         read_dm(&dm, 0, 6000)?.iter().all(|&b| b == 0),
         "new device memory is not zeroed"
     );
     let data = pattern(0x5a, 6000);
-    dm.copy_to(0, &data)?;
+    dm.copy_to(0, &data)
+        .map_err(|e| fail("ibv_memcpy_to_dm of 6000 bytes", e))?;
     check_eq!(read_dm(&dm, 0, 6000)?, data);
-    dm.copy_to(4092, &[1, 2, 3, 4, 5, 6, 7])?;
+    dm.copy_to(4092, &[1, 2, 3, 4, 5, 6, 7, 8])
+        .map_err(|e| fail("ibv_memcpy_to_dm of 8 bytes at 4092", e))?;
     check_eq!(
-        read_dm(&dm, 4088, 13)?,
-        [&data[4088..4092], &[1, 2, 3, 4, 5, 6, 7], &data[4099..4101]].concat()
+        read_dm(&dm, 4088, 16)?,
+        [
+            &data[4088..4092],
+            &[1, 2, 3, 4, 5, 6, 7, 8],
+            &data[4100..4104]
+        ]
+        .concat()
     );
-    check_eq!(read_dm(&dm, 4096, 3)?, vec![5, 6, 7]);
-    let mut two = [0u8; 2];
+    check_eq!(read_dm(&dm, 4096, 4)?, vec![5, 6, 7, 8]);
+    let mut four = [0u8; 4];
     for off in 4093..4096 {
         expect_errno(
             &format!("a copy to offset {off}"),
-            dm.copy_to(off, &[0, 0]),
+            dm.copy_to(off, &[0; 4]),
             libc::EINVAL,
         )?;
         expect_errno(
             &format!("a read from offset {off}"),
-            dm.copy_from(off, &mut two),
+            dm.copy_from(off, &mut four),
             libc::EINVAL,
         )?;
     }
+    let mut two = [0u8; 2];
+    expect_errno("a copy of 2 bytes", dm.copy_to(0, &[0; 2]), libc::EINVAL)?;
+    expect_errno("a read of 2 bytes", dm.copy_from(0, &mut two), libc::EINVAL)?;
     expect_errno(
         "a copy past the end",
-        dm.copy_to(5996, &[0; 5]),
+        dm.copy_to(5996, &[0; 8]),
         libc::EINVAL,
     )?;
-    let mut five = [0u8; 5];
+    let mut eight = [0u8; 8];
     expect_errno(
         "a read past the end",
-        dm.copy_from(5996, &mut five),
+        dm.copy_from(5996, &mut eight),
         libc::EINVAL,
     )?;
     // The whole share, in one allocation, beside the first one.
     drop(dm);
-    let all = ctx.alloc_dm(max, 12)?;
-    all.copy_to(max - 4, &[0xee])?;
+    let all = ctx
+        .alloc_dm(max, 12)
+        .map_err(|e| fail(&format!("ibv_alloc_dm({max}, 4 KiB aligned)"), e))?;
+    all.copy_to(max - 4, &[0xee, 0, 0, 0])
+        .map_err(|e| fail("ibv_memcpy_to_dm of the share's last word", e))?;
     check_eq!(read_dm(&all, max - 4, 4)?, vec![0xee, 0, 0, 0]);
     Ok(())
 }
@@ -111,8 +130,8 @@ fn test_verbs_dm_copy() -> TestResult {
 /// (zero-based remote addresses), both atomics on it; the key range is checked against the
 /// MR's length, not the allocation's.
 fn test_verbs_dm_work_requests() -> TestResult {
-    let (ctx, _) = dm_ctx()?;
-    let pair = Pair::build(&ctx, &verbs_ctx()?, &PairOpts::default())?;
+    let (ctx, _) = ibv_dm_ctx()?;
+    let pair = core::Pair::build(&ctx, &ibv_ctx()?, &core::PairOpts::default())?;
     let (a, b) = (&pair.a, &pair.b);
     let dm = ctx.alloc_dm(8192, 0)?;
     // The MR covers 4096 bytes from 1024 on: its address 0 is the allocation's byte 1024.
@@ -148,7 +167,7 @@ fn test_verbs_dm_work_requests() -> TestResult {
     check_eq!(read_dm(&dm, 1024 + 8, 8)?, 99u64.to_le_bytes().to_vec());
     // A SEND into a receive buffer in device memory.
     let sge = [dmr.sge(2048, 512)];
-    a.qp.post_recv(&[RecvWr {
+    a.qp.post_recv(&[ibv::RecvWr {
         wr_id: 7,
         sg_list: &sge,
     }])
@@ -164,8 +183,21 @@ fn test_verbs_dm_work_requests() -> TestResult {
     b.wait_wc(WcStatus::REM_ACCESS_ERR, None)?;
     check_eq!(read_dm(&dm, 1024 + 4088, 8)?, vec![0; 8]);
     // Nothing of it went through page requests.
-    check_eq!(dmr.stats()?.page_faults, 0);
+    check_eq!(core::mr_counter(&ctx, &dmr, "page_faults")?, 0);
     Ok(())
+}
+
+/// A context of the private interface whose device has device memory (skips otherwise), and
+/// its share of it.
+fn dm_ctx() -> Result<(Context, u64), Failure> {
+    let ctx = verbs_ctx()?;
+    if ctx.query_device().caps & uapi::PFNIC_CAP_DM == 0 {
+        return Err(Failure::Skip(
+            "the device has no memory (PFNIC_CAP_DM)".into(),
+        ));
+    }
+    let max = u64::from(ctx.query_device_ex()?.verbs.max_dm_size);
+    Ok((ctx, max))
 }
 
 /// Between processes: a context's freed pages stay its own (its stale mapping keeps seeing
@@ -191,7 +223,8 @@ fn test_verbs_dm_isolation() -> TestResult {
         dev.mmap(arg.mmap_offset, 4096).map(drop),
         libc::EINVAL,
     )?;
-    let (b, _) = dm_ctx()?;
+    // Another process, here through libibverbs as a program would.
+    let (b, _) = ibv_dm_ctx()?;
     let bdm = b.alloc_dm(max, 0)?;
     check!(
         read_dm(&bdm, 0, max as usize)?.iter().all(|&x| x == 0),
