@@ -6,7 +6,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::{check, non_null, sys, Context, Wc, WcOpcode, WcStatus};
+use crate::{check, non_null, sys, wait_readable, Context, Wc, WcOpcode, WcStatus};
 
 /// A completion channel; destroyed once no CQ uses it.
 pub(crate) struct ChannelInner {
@@ -60,17 +60,8 @@ impl CompChannel {
     /// The next event within `timeout` (`None`: waits for ever), acknowledged at once
     /// (`ibv_get_cq_event`, `ibv_ack_cq_events`); `Ok(None)` when none came in time.
     pub fn get_event(&self, timeout: Option<Duration>) -> io::Result<Option<CqEvent>> {
-        let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
-        let mut pfd = libc::pollfd {
-            fd: self.fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: `pfd` is one valid pollfd.
-        match unsafe { libc::poll(&mut pfd, 1, ms) } {
-            0 => return Ok(None),
-            n if n < 0 => return Err(io::Error::last_os_error()),
-            _ => {}
+        if !wait_readable(self.fd(), timeout)? {
+            return Ok(None);
         }
         let mut cq = std::ptr::null_mut();
         let mut cq_context = std::ptr::null_mut();

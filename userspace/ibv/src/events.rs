@@ -3,7 +3,7 @@
 use std::io;
 use std::time::Duration;
 
-use crate::{check, sys, Context};
+use crate::{check, sys, wait_readable, Context};
 
 /// `enum ibv_event_type`'s numbers.
 pub mod event_type {
@@ -51,17 +51,8 @@ impl Context {
     pub fn get_async_event(&self, timeout: Option<Duration>) -> io::Result<Option<AsyncEvent>> {
         // SAFETY: the context is open.
         let fd = unsafe { (*self.as_ptr()).async_fd };
-        let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
-        let mut pfd = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: `pfd` is one valid pollfd.
-        match unsafe { libc::poll(&mut pfd, 1, ms) } {
-            0 => return Ok(None),
-            n if n < 0 => return Err(io::Error::last_os_error()),
-            _ => {}
+        if !wait_readable(fd, timeout)? {
+            return Ok(None);
         }
         // SAFETY: all-zero bytes are a valid `ibv_async_event` (a null pointer and an integer).
         let mut ev: sys::ibv_async_event = unsafe { std::mem::zeroed() };

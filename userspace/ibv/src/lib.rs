@@ -69,6 +69,25 @@ pub(crate) fn non_null<T>(p: *mut T) -> io::Result<NonNull<T>> {
     NonNull::new(p).ok_or_else(last_error)
 }
 
+/// Waits until `fd` is readable, for `timeout` at most (`None`: for ever): whether it is.
+pub(crate) fn wait_readable(
+    fd: std::os::fd::RawFd,
+    timeout: Option<std::time::Duration>,
+) -> io::Result<bool> {
+    let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: `pfd` is one valid pollfd.
+    match unsafe { libc::poll(&mut pfd, 1, ms) } {
+        0 => Ok(false),
+        n if n < 0 => Err(io::Error::last_os_error()),
+        _ => Ok(true),
+    }
+}
+
 /// The RDMA devices libibverbs finds (`ibv_get_device_list`), by name.
 pub fn device_names() -> io::Result<Vec<String>> {
     let mut n = 0;
