@@ -35,6 +35,10 @@ pub const TESTS: &[&Test] = &[
         run: test_sec_channel_isolation,
     },
     &Test {
+        name: "test_sec_uverbs_channel_isolation",
+        run: test_sec_uverbs_channel_isolation,
+    },
+    &Test {
         name: "test_sec_file_quota",
         run: test_sec_file_quota,
     },
@@ -106,6 +110,79 @@ fn test_sec_qp_only_from_peer() -> TestResult {
     check_eq!(wc.wr_id, 77);
     check_eq!(wc.src_qp, p.a.qp.qp_num());
     check_bytes("sent by the peer", &victim.buf, 0, &pattern(3, 64))?;
+    Ok(())
+}
+
+/// Completion channels of contexts opened through libibverbs: a channel carries only its own
+/// CQs' events (two channels and a CQ without one, each armed, each completing), and another
+/// process's context cannot make a CQ on it: the RDMA core looks the channel up in the
+/// caller's own uverbs file (`EBADF`), and the channel works on.
+fn test_sec_uverbs_channel_isolation() -> TestResult {
+    use crate::ibv_common as core;
+    let ctx = core::ibv_ctx()?;
+    let peer = core::ibv_ctx()?;
+    let (ch1, ch2) = (ctx.create_comp_channel()?, ctx.create_comp_channel()?);
+    check!(
+        ch1.fd() != ch2.fd() && ch1.fd() != ctx.cmd_fd(),
+        "channels share a file"
+    );
+    let s = core::Side::basic(&ctx, PAGE, MrKind::Plain)?;
+    let cq1 = ctx.create_cq(16, Some(&ch1), 1)?;
+    let cq2 = ctx.create_cq(16, Some(&ch2), 2)?;
+    let qp1 = s.pd.create_qp(&ibv::QpInitAttr::new(&cq1, &cq1, 8, 1))?;
+    let qp2 = s.pd.create_qp(&ibv::QpInitAttr::new(&cq2, &cq2, 8, 1))?;
+    let d = [
+        core::Side::basic(&peer, PAGE, MrKind::Plain)?,
+        core::Side::basic(&peer, PAGE, MrKind::Plain)?,
+        core::Side::basic(&peer, PAGE, MrKind::Plain)?,
+    ];
+    for (qp, b) in [(&qp1, &d[0]), (&qp2, &d[1]), (&s.qp, &d[2])] {
+        qp.connect(b.qp.qp_num(), &ConnectAttr::default())?;
+        b.qp.connect(qp.qp_num(), &ConnectAttr::default())?;
+    }
+    let sge = [s.sge(0, 8)];
+    for (i, (qp, cq, dst)) in [
+        (&qp1, &cq1, &d[0]),
+        (&qp2, &cq2, &d[1]),
+        (&s.qp, &s.cq, &d[2]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        cq.req_notify(false)?;
+        qp.post_send(&[s.rdma_wr(i as u64, WrOpcode::RdmaWrite, &sge, dst, 0)])?;
+        let wc = core::wait_cq(cq, 1)?[0];
+        check_eq!((wc.wr_id, wc.status), (i as u64, WcStatus::SUCCESS));
+    }
+    for (name, ch, cq, context) in [("first", &ch1, &cq1, 1), ("second", &ch2, &cq2, 2)] {
+        let ev = ch
+            .get_event(Some(WC_TIMEOUT))?
+            .ok_or_else(|| Failure::Fail(format!("no event on the {name} channel")))?;
+        check_eq!((ev.cq_handle, ev.cq_context), (cq.handle(), context));
+    }
+    // Every event has had time to arrive; none more on either channel (the channel-less CQ's
+    // included).
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    for ch in [&ch1, &ch2] {
+        let ev = ch.get_event(Some(std::time::Duration::ZERO))?;
+        check!(ev.is_none(), "an event of another CQ on a channel: {ev:?}");
+    }
+    // Borrowing: the channel's descriptor is valid in this process, but the RDMA core finds
+    // no channel of the other context's file behind it (EBADF).
+    expect_errno(
+        "ibv_create_cq on another context's channel",
+        peer.create_cq(4, Some(&ch1), 0).map(drop),
+        libc::EBADF,
+    )?;
+    // The channel and the peer's context work on.
+    cq1.req_notify(false)?;
+    qp1.post_send(&[s.rdma_wr(9, WrOpcode::RdmaWrite, &sge, &d[0], 0)])?;
+    check_eq!(core::wait_cq(&cq1, 1)?[0].status, WcStatus::SUCCESS);
+    check!(
+        ch1.get_event(Some(WC_TIMEOUT))?
+            .is_some_and(|ev| ev.cq_handle == cq1.handle()),
+        "no event on the channel after the attempt"
+    );
     Ok(())
 }
 
