@@ -88,6 +88,8 @@ pub(crate) struct CqInner {
     ex: Option<NonNull<sys::ibv_cq_ex>>,
     _channel: Option<Arc<ChannelInner>>,
     _ctx: Context,
+    /// Not yet destroyed by [`Cq::destroy`].
+    live: bool,
 }
 
 // SAFETY: libibverbs' CQs may be used from any thread (the provider locks its polling; a
@@ -98,9 +100,11 @@ unsafe impl Sync for CqInner {}
 
 impl Drop for CqInner {
     fn drop(&mut self) {
-        // SAFETY: the CQ exists and no QP uses it any more (they hold `self`); its events
-        // were acknowledged as they were read.
-        unsafe { sys::ibv_destroy_cq(self.ptr.as_ptr()) };
+        if self.live {
+            // SAFETY: the CQ exists and no QP uses it any more (they hold `self`); its events
+            // were acknowledged as they were read.
+            unsafe { sys::ibv_destroy_cq(self.ptr.as_ptr()) };
+        }
     }
 }
 
@@ -129,6 +133,7 @@ impl Cq {
                 ex: None,
                 _channel: channel.map(|c| c.inner.clone()),
                 _ctx: ctx.clone(),
+                live: true,
             }),
         })
     }
@@ -164,6 +169,7 @@ impl Cq {
                 ex: Some(ex),
                 _channel: channel.map(|c| c.inner.clone()),
                 _ctx: ctx.clone(),
+                live: true,
             }),
         })
     }
@@ -306,19 +312,15 @@ impl Cq {
 
     /// `ibv_destroy_cq`: `EBUSY` (and the CQ back) while a QP uses it.
     pub fn destroy(self) -> Result<(), (Cq, io::Error)> {
-        let inner = match Arc::try_unwrap(self.inner) {
+        let mut inner = match Arc::try_unwrap(self.inner) {
             Ok(inner) => inner,
             Err(inner) => return Err((Cq { inner }, io::Error::from_raw_os_error(libc::EBUSY))),
         };
         // SAFETY: the CQ exists and no other handle on it is left.
         match check(unsafe { sys::ibv_destroy_cq(inner.ptr.as_ptr()) }) {
             Ok(()) => {
-                let inner = std::mem::ManuallyDrop::new(inner);
-                // SAFETY: each field is read once and `inner` is never dropped.
-                unsafe {
-                    drop(std::ptr::read(&inner._channel));
-                    drop(std::ptr::read(&inner._ctx));
-                }
+                // Destroyed: the drop lets go of the rest only.
+                inner.live = false;
                 Ok(())
             }
             Err(e) => Err((

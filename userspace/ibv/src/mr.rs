@@ -11,6 +11,8 @@ use crate::{check, non_null, sys, Buffer, Context, Sge, ACCESS_ON_DEMAND};
 pub(crate) struct PdInner {
     pub(crate) ptr: NonNull<sys::ibv_pd>,
     pub(crate) ctx: Context,
+    /// Not yet deallocated by [`Pd::dealloc`].
+    live: bool,
 }
 
 // SAFETY: libibverbs' PDs may be used from any thread.
@@ -20,8 +22,10 @@ unsafe impl Sync for PdInner {}
 
 impl Drop for PdInner {
     fn drop(&mut self) {
-        // SAFETY: the PD is allocated, and every object in it is gone (they hold `self`).
-        unsafe { sys::ibv_dealloc_pd(self.ptr.as_ptr()) };
+        if self.live {
+            // SAFETY: the PD is allocated, and every object in it is gone (they hold `self`).
+            unsafe { sys::ibv_dealloc_pd(self.ptr.as_ptr()) };
+        }
     }
 }
 
@@ -39,6 +43,7 @@ impl Pd {
             inner: Arc::new(PdInner {
                 ptr,
                 ctx: ctx.clone(),
+                live: true,
             }),
         })
     }
@@ -62,17 +67,15 @@ impl Pd {
     /// `ibv_dealloc_pd`: `EBUSY` (and the PD back) while this handle is not the last one or
     /// an MR or QP is still in it.
     pub fn dealloc(self) -> Result<(), (Pd, io::Error)> {
-        let inner = match Arc::try_unwrap(self.inner) {
+        let mut inner = match Arc::try_unwrap(self.inner) {
             Ok(inner) => inner,
             Err(inner) => return Err((Pd { inner }, io::Error::from_raw_os_error(libc::EBUSY))),
         };
         // SAFETY: the PD is allocated, and no handle on it is left but this one.
         match check(unsafe { sys::ibv_dealloc_pd(inner.ptr.as_ptr()) }) {
             Ok(()) => {
-                // Deallocated: the drop must not deallocate it again.
-                let inner = std::mem::ManuallyDrop::new(inner);
-                // SAFETY: the field is read once and `inner` is never dropped.
-                drop(unsafe { std::ptr::read(&inner.ctx) });
+                // Deallocated: the drop lets go of the rest only.
+                inner.live = false;
                 Ok(())
             }
             Err(e) => Err((
@@ -159,9 +162,11 @@ pub struct Mr {
     /// The buffer of a safe registration, kept mapped while the MR lives.
     buf: Option<Arc<Buffer>>,
     /// The device memory of an MR over it, kept allocated while the MR lives.
-    dm: Option<Arc<DmInner>>,
+    _dm: Option<Arc<DmInner>>,
     /// The access flags it was registered with.
     access: u32,
+    /// Not yet deregistered by [`Mr::dereg`].
+    live: bool,
 }
 
 // SAFETY: libibverbs' MRs may be used from any thread.
@@ -181,8 +186,9 @@ impl Mr {
             ptr,
             pd: pd.inner.clone(),
             buf,
-            dm,
+            _dm: dm,
             access,
+            live: true,
         }
     }
 
@@ -248,17 +254,12 @@ impl Mr {
     }
 
     /// `ibv_dereg_mr`; the MR back with the errno on failure.
-    pub fn dereg(self) -> Result<(), (Mr, io::Error)> {
-        // SAFETY: the MR is registered; on success it is not used again (forgotten below).
+    pub fn dereg(mut self) -> Result<(), (Mr, io::Error)> {
+        // SAFETY: the MR is registered; on success it is not used again (dropped below).
         match check(unsafe { sys::ibv_dereg_mr(self.ptr.as_ptr()) }) {
             Ok(()) => {
-                let this = std::mem::ManuallyDrop::new(self);
-                // SAFETY: the fields are read once and `this` is never dropped.
-                drop(unsafe { std::ptr::read(&this.pd) });
-                // SAFETY: as above.
-                drop(unsafe { std::ptr::read(&this.buf) });
-                // SAFETY: as above.
-                drop(unsafe { std::ptr::read(&this.dm) });
+                // Deregistered: the drop lets go of the rest only.
+                self.live = false;
                 Ok(())
             }
             Err(e) => Err((self, e)),
@@ -268,7 +269,9 @@ impl Mr {
 
 impl Drop for Mr {
     fn drop(&mut self) {
-        // SAFETY: the MR is registered and not used after this.
-        unsafe { sys::ibv_dereg_mr(self.ptr.as_ptr()) };
+        if self.live {
+            // SAFETY: the MR is registered and not used after this.
+            unsafe { sys::ibv_dereg_mr(self.ptr.as_ptr()) };
+        }
     }
 }

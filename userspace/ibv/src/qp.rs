@@ -151,9 +151,11 @@ pub struct Qp {
     ptr: NonNull<sys::ibv_qp>,
     cap: QpCap,
     pd: Arc<PdInner>,
-    send_cq: Arc<CqInner>,
-    recv_cq: Arc<CqInner>,
-    srq: Option<Arc<SrqInner>>,
+    _send_cq: Arc<CqInner>,
+    _recv_cq: Arc<CqInner>,
+    _srq: Option<Arc<SrqInner>>,
+    /// Not yet destroyed by [`Qp::destroy`].
+    live: bool,
 }
 
 // SAFETY: libibverbs' QPs may be used from any thread (the provider locks its queues).
@@ -183,9 +185,10 @@ impl Pd {
             ptr,
             cap: cap_of(&init.cap),
             pd: self.inner.clone(),
-            send_cq: attr.send_cq.inner.clone(),
-            recv_cq: attr.recv_cq.inner.clone(),
-            srq: attr.srq.map(|s| s.inner.clone()),
+            _send_cq: attr.send_cq.inner.clone(),
+            _recv_cq: attr.recv_cq.inner.clone(),
+            _srq: attr.srq.map(|s| s.inner.clone()),
+            live: true,
         })
     }
 }
@@ -367,18 +370,12 @@ impl Qp {
     }
 
     /// `ibv_destroy_qp`; the QP back with the errno on failure.
-    pub fn destroy(self) -> Result<(), (Qp, io::Error)> {
-        // SAFETY: the QP exists; on success it is not used again (forgotten below).
+    pub fn destroy(mut self) -> Result<(), (Qp, io::Error)> {
+        // SAFETY: the QP exists; on success it is not used again (dropped below).
         match check(unsafe { sys::ibv_destroy_qp(self.as_ptr()) }) {
             Ok(()) => {
-                let this = std::mem::ManuallyDrop::new(self);
-                // SAFETY: each field is read once and `this` is never dropped.
-                unsafe {
-                    drop(std::ptr::read(&this.pd));
-                    drop(std::ptr::read(&this.send_cq));
-                    drop(std::ptr::read(&this.recv_cq));
-                    drop(std::ptr::read(&this.srq));
-                }
+                // Destroyed: the drop lets go of the rest only.
+                self.live = false;
                 Ok(())
             }
             Err(e) => Err((self, e)),
@@ -388,8 +385,10 @@ impl Qp {
 
 impl Drop for Qp {
     fn drop(&mut self) {
-        // SAFETY: the QP exists and is not used after this.
-        unsafe { sys::ibv_destroy_qp(self.as_ptr()) };
+        if self.live {
+            // SAFETY: the QP exists and is not used after this.
+            unsafe { sys::ibv_destroy_qp(self.as_ptr()) };
+        }
     }
 }
 

@@ -33,6 +33,8 @@ pub struct SrqAttr {
 pub(crate) struct SrqInner {
     pub(crate) ptr: NonNull<sys::ibv_srq>,
     _pd: Arc<PdInner>,
+    /// Not yet destroyed by [`Srq::destroy`].
+    live: bool,
 }
 
 // SAFETY: libibverbs' SRQs may be used from any thread (the provider locks its queue).
@@ -42,8 +44,10 @@ unsafe impl Sync for SrqInner {}
 
 impl Drop for SrqInner {
     fn drop(&mut self) {
-        // SAFETY: the SRQ exists and no QP takes from it any more (they hold `self`).
-        unsafe { sys::ibv_destroy_srq(self.ptr.as_ptr()) };
+        if self.live {
+            // SAFETY: the SRQ exists and no QP takes from it any more (they hold `self`).
+            unsafe { sys::ibv_destroy_srq(self.ptr.as_ptr()) };
+        }
     }
 }
 
@@ -69,6 +73,7 @@ impl Pd {
             inner: Arc::new(SrqInner {
                 ptr,
                 _pd: self.inner.clone(),
+                live: true,
             }),
         })
     }
@@ -128,16 +133,15 @@ impl Srq {
 
     /// `ibv_destroy_srq`: `EBUSY` (and the SRQ back) while a QP takes from it.
     pub fn destroy(self) -> Result<(), (Srq, io::Error)> {
-        let inner = match Arc::try_unwrap(self.inner) {
+        let mut inner = match Arc::try_unwrap(self.inner) {
             Ok(inner) => inner,
             Err(inner) => return Err((Srq { inner }, io::Error::from_raw_os_error(libc::EBUSY))),
         };
         // SAFETY: the SRQ exists and no other handle on it is left.
         match check(unsafe { sys::ibv_destroy_srq(inner.ptr.as_ptr()) }) {
             Ok(()) => {
-                let inner = std::mem::ManuallyDrop::new(inner);
-                // SAFETY: the field is read once and `inner` is never dropped.
-                drop(unsafe { std::ptr::read(&inner._pd) });
+                // Destroyed: the drop lets go of the rest only.
+                inner.live = false;
                 Ok(())
             }
             Err(e) => Err((
