@@ -358,6 +358,13 @@ impl rdma::Operations for PfnicIbDevice {
         uctx.qp_details(qp, details)
     }
 
+    fn ctx_details(
+        uctx: &Self::UContext,
+        details: &mut rdma::restrack::DriverDetails<'_>,
+    ) -> Result {
+        uctx.ctx_details(details)
+    }
+
     fn mr_counters(
         uctx: &Self::UContext,
         mr: &Self::Mr,

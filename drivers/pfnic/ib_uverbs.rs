@@ -108,6 +108,44 @@ impl UContext {
         Ok((self.verbs.mem_mode(), v.odp_general_caps, v.odp_rc_caps))
     }
 
+    /// The context's memory mode, hardware context, PASID and translation counters, for `rdma
+    /// resource show ctx -dd`, on the thread of whoever asks (not the owner's).
+    pub(crate) fn ctx_details(&self, out: &mut DriverDetails<'_>) -> Result {
+        let mode = match self.verbs.mem_mode() {
+            uapi::PFNIC_MEM_MODE_SVA => c"sva",
+            uapi::PFNIC_MEM_MODE_PINNED => c"pinned",
+            uapi::PFNIC_MEM_MODE_ODP => c"odp",
+            _ => c"unknown",
+        };
+        out.put_str(c"mem_mode", mode)?;
+        // A context whose device is gone (unbound, the context disassociated) has nothing
+        // more to show.
+        let Ok(q) = self.ctx.query() else {
+            return Ok(());
+        };
+        out.put_u32(c"context", q.context)?;
+        out.put_u32(c"pasid", q.pasid)?;
+        let t = &q.translation;
+        for (name, value) in [
+            (c"page_requests", t.page_requests),
+            (c"pri_success", t.pri_success),
+            (c"pri_failed", t.pri_failed),
+            (c"atc_hits", t.atc_hits),
+            (c"atc_misses", t.atc_misses),
+            (c"invalidations", t.invalidations),
+            (c"prq_full", t.prq_full),
+            (c"prq_held", t.prq_held),
+            (c"page_request_groups", t.page_request_groups),
+            (c"page_request_groups_max", t.page_request_groups_max),
+            (c"lookahead_pages", t.lookahead_pages),
+            (c"lookahead_used", t.lookahead_used),
+            (c"lookahead_wasted", t.lookahead_wasted),
+        ] {
+            out.put_u32(name, value)?;
+        }
+        out.put_u64(c"remote_access_errors", q.remote_access_errors)
+    }
+
     /// Every verb fails for another process than the one that opened the context (a child
     /// that inherited the file across fork): the device works in the opener's address space.
     /// Device memory is the exception ([`Self::alloc_dm`]): it is in no address space.
@@ -318,7 +356,8 @@ impl UContext {
         out.put(c"page_prefetch", q.page_prefetch)?;
         out.put(c"page_fault_groups", q.page_fault_groups)?;
         out.put(c"remote_access_errors", q.remote_access_errors)?;
-        out.put(c"pages_pinned", q.pages_pinned)
+        out.put(c"pages_pinned", q.pages_pinned)?;
+        out.put(c"pages_mapped", q.pages_mapped)
     }
 
     pub(crate) fn dereg_mr(&self, mr: &Mr) -> Result {
