@@ -3,11 +3,11 @@
 //! after one that waits, a failed group failing only the work that needs its pages, and a
 //! small PRI allocation that holds requests back without losing any.
 
+use crate::ibv_common::*;
 use crate::ktap::{Failure, Test, TestResult};
-use crate::verbs_common::*;
+use crate::verbs_common::{fail, ACCESS_ALL, PAGE};
+use ibv::{SendWr, Sge, WcStatus, WrOpcode, ACCESS_ON_DEMAND};
 use pfnic_cli::outln;
-use pfnic_sys::uapi::TranslationStats;
-use pfnic_verbs::{Context, SendWr, WcStatus, WrOpcode, ACCESS_ON_DEMAND};
 
 pub const TESTS: &[&Test] = &[
     &Test {
@@ -44,12 +44,8 @@ fn cold_pair(len: usize) -> Result<Pair, Failure> {
     Ok(p)
 }
 
-fn translation(ctx: &Context) -> Result<TranslationStats, Failure> {
-    Ok(ctx.device().query_context()?.translation)
-}
-
 /// An RDMA WRITE of `len` bytes at `off` of `a`'s buffer to the same offset of `b`'s.
-fn write_wr<'a>(p: &Pair, wr_id: u64, sge: &'a [pfnic_verbs::Sge], off: usize) -> SendWr<'a> {
+fn write_wr<'a>(p: &Pair, wr_id: u64, sge: &'a [Sge], off: usize) -> SendWr<'a> {
     SendWr::new(wr_id, WrOpcode::RdmaWrite, sge).remote(p.b.buf.addr() + off as u64, p.b.mr.rkey())
 }
 
@@ -62,7 +58,8 @@ fn test_fault_path_groups_in_flight() -> TestResult {
     p.b.buf.dontneed()?;
     p.a.buf.write(0, &data);
     // The target's faults count for its context (its PASID's page requests).
-    let before = translation(&p.b.ctx)?;
+    let target = CtxDetails::of(&p.b.ctx)?;
+    let before = target.translation()?;
     let sge = [p.a.sge(0, LEN)];
     check_wc(
         &p.a.post_ok(write_wr(&p, 1, &sge, 0))?,
@@ -70,7 +67,7 @@ fn test_fault_path_groups_in_flight() -> TestResult {
         None,
     )?;
     check_bytes("the cold 1 MiB WRITE", &p.b.buf, 0, &data)?;
-    let t = translation(&p.b.ctx)?;
+    let t = target.translation()?;
     outln!(
         "# {} page requests in {} groups, at most {} out at once",
         t.page_requests - before.page_requests,
@@ -96,7 +93,8 @@ fn test_fault_path_lookahead() -> TestResult {
     let data = pattern(0x42, N * CHUNK);
     p.b.buf.dontneed()?;
     p.a.buf.write(0, &data);
-    let before = translation(&p.a.ctx)?;
+    let requester = CtxDetails::of(&p.a.ctx)?;
+    let before = requester.translation()?;
     let sges: Vec<_> = (0..N).map(|i| [p.a.sge(i * CHUNK, CHUNK)]).collect();
     let wrs: Vec<_> = (0..N)
         .map(|i| write_wr(&p, i as u64, &sges[i], i * CHUNK))
@@ -109,7 +107,7 @@ fn test_fault_path_lookahead() -> TestResult {
         check_wc(wc, WcStatus::SUCCESS, None)?;
     }
     check_bytes("four cold WRITEs", &p.b.buf, 0, &data)?;
-    let t = translation(&p.a.ctx)?;
+    let t = requester.translation()?;
     let (ahead, used, wasted) = (
         t.lookahead_pages - before.lookahead_pages,
         t.lookahead_used - before.lookahead_used,
@@ -182,7 +180,8 @@ fn test_fault_path_lookahead_failure_fails_nothing() -> TestResult {
     let data = pattern(0x53, CHUNK);
     p.b.buf.dontneed()?;
     p.a.buf.write(0, &data);
-    let before = translation(&p.a.ctx)?;
+    let requester = CtxDetails::of(&p.a.ctx)?;
+    let before = requester.translation()?;
     let sge = [p.a.sge(0, CHUNK)];
     let wrs = [
         write_wr(&p, 1, &sge, 0),
@@ -193,7 +192,7 @@ fn test_fault_path_lookahead_failure_fails_nothing() -> TestResult {
     check_wc(&wcs[0], WcStatus::SUCCESS, None)?;
     check_bytes("the WRITE before the bad one", &p.b.buf, 0, &data)?;
     check_wc(&wcs[1], WcStatus::REM_ACCESS_ERR, None)?;
-    let t = translation(&p.a.ctx)?;
+    let t = requester.translation()?;
     let (ahead, wasted) = (
         t.lookahead_pages - before.lookahead_pages,
         t.lookahead_wasted - before.lookahead_wasted,
@@ -251,7 +250,8 @@ fn test_fault_path_failed_group_fails_only_its_work() -> TestResult {
     .map_err(|e| fail("reg_mr", e))?;
     let data = pattern(0x64, LEN);
     p.a.buf.write(0, &data);
-    let before = translation(&p.b.ctx)?;
+    let target = CtxDetails::of(&p.b.ctx)?;
+    let before = target.translation()?;
     let sge = [p.a.sge(0, LEN)];
     p.a.post(SendWr::new(1, WrOpcode::RdmaWrite, &sge).remote(region.addr(), mr.rkey()))?;
     let wc = wait_cq(&p.a.cq, 1)?[0];
@@ -265,7 +265,7 @@ fn test_fault_path_failed_group_fails_only_its_work() -> TestResult {
         got == data[..GOOD],
         "the 24 good pages before the bad ones were not all written"
     );
-    let t = translation(&p.b.ctx)?;
+    let t = target.translation()?;
     check!(
         t.pri_failed > before.pri_failed,
         "no failed page response counted: {t:?}"
@@ -294,6 +294,10 @@ fn test_fault_path_small_pri_allocation() -> TestResult {
     let pairs = (0..PAIRS)
         .map(|_| cold_pair(LEN))
         .collect::<Result<Vec<_>, _>>()?;
+    let targets = pairs
+        .iter()
+        .map(|p| CtxDetails::of(&p.b.ctx))
+        .collect::<Result<Vec<_>, _>>()?;
     let sges: Vec<_> = pairs.iter().map(|p| [p.a.sge(0, LEN)]).collect();
     // Whether the device runs enough QPs at once to exhaust the allocation depends on how the
     // host schedules its threads: a loaded host ran them one after another in one round
@@ -315,7 +319,7 @@ fn test_fault_path_small_pri_allocation() -> TestResult {
                 0,
                 &pattern(i as u8 ^ round, LEN),
             )?;
-            let t = translation(&p.b.ctx)?;
+            let t = targets[i].translation()?;
             held += t.prq_held;
             check_eq!(t.pri_failed, 0);
         }
@@ -323,7 +327,8 @@ fn test_fault_path_small_pri_allocation() -> TestResult {
             break;
         }
     }
-    let dev = pairs[0].a.ctx.device().query_stats()?;
+    // The device's own counters are on its device file (docs/uapi.md).
+    let dev = crate::common::nic()?.dev.query_stats()?;
     outln!(
         "# {held} page requests held back; groups by pages (log2): {:?}",
         dev.group_pages_log2

@@ -17,7 +17,7 @@ use ibv::{
 
 pub use crate::verbs_common::{
     check_bytes, check_wc, filled_buffer, init_attr, pattern, requester_opcode, INIT_MASK,
-    ODP_READ, ODP_RECV, ODP_WRITE, RTR_MASK,
+    ODP_READ, ODP_RECV, ODP_SEND, ODP_WRITE, RTR_MASK,
 };
 
 /// A context on the pfnic under test through libibverbs, in the memory mode the driver
@@ -31,6 +31,55 @@ pub fn ibv_ctx() -> Result<Context, Failure> {
         )));
     }
     Context::open(&name).map_err(|e| fail(&format!("ibv_open_device({name})"), e))
+}
+
+/// Opens the pfnic under test with `PFNIC_MEM_MODE` set to `mode`, as a program started with
+/// it does (pfnic's provider asks the driver for that memory mode when it opens the device),
+/// and gives the environment back as it was. libibverbs' answer, as it is: the driver
+/// refuses a mode the platform lacks with `EOPNOTSUPP`, the provider a name it does not know
+/// with `EINVAL`.
+pub fn ibv_open_with_mem_mode(mode: &str) -> Result<std::io::Result<Context>, Failure> {
+    ibv_open_with(
+        &crate::rdma_core::ib_name()?,
+        &[(pfnic_verbs::MEM_MODE_ENV, mode)],
+    )
+}
+
+/// Opens RDMA device `name` with the environment variables `env` set, as a program started
+/// with them does (pfnic's provider reads `PFNIC_MEM_MODE` and `PFNIC_RECV_FAULT` when it
+/// opens the device), and gives the environment back as it was; libibverbs' answer, as it is.
+pub fn ibv_open_with(
+    name: &str,
+    env: &[(&str, &str)],
+) -> Result<std::io::Result<Context>, Failure> {
+    let saved: Vec<_> = env.iter().map(|(k, _)| (*k, std::env::var_os(k))).collect();
+    // The suite runs one test at a time on its main thread, and no other thread it has
+    // reads the environment, so changing it here races with nothing.
+    for (k, v) in env {
+        std::env::set_var(k, v);
+    }
+    let ctx = Context::open(name);
+    for (k, v) in saved {
+        match v {
+            Some(v) => std::env::set_var(k, v),
+            None => std::env::remove_var(k),
+        }
+    }
+    Ok(ctx)
+}
+
+/// A context on the pfnic under test in memory mode `mode` ([`ibv_open_with_mem_mode`]), or
+/// `None` where the platform lacks it.
+pub fn ibv_ctx_in_mode(mode: pfnic_verbs::MemMode) -> Result<Option<Context>, Failure> {
+    match ibv_open_with_mem_mode(mode.name())? {
+        Ok(ctx) => Ok(Some(ctx)),
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Ok(None),
+        Err(e) => fail!(
+            "ibv_open_device with {}={}: {e}",
+            pfnic_verbs::MEM_MODE_ENV,
+            mode.name()
+        ),
+    }
 }
 
 /// The entries of `rdma -j ARGS` (a JSON array) on the context's device (`ifname`) whose
@@ -89,9 +138,9 @@ pub fn qp_counter(ctx: &Context, qp: &ibv::Qp, name: &str) -> Result<u64, Failur
     )
 }
 
-/// An MR's counters as `rdma statistic mr` reports them (the MR found by its rkey in `rdma
-/// resource show mr`), by name.
-pub fn mr_counters(ctx: &Context, mr: &ibv::Mr) -> Result<MrCounters, Failure> {
+/// The number `name` (`mrn`, `pdn`) of MR `mr`'s entry in `rdma resource show mr`, found by
+/// its rkey.
+fn mr_entry(ctx: &Context, mr: &ibv::Mr, name: &str) -> Result<u64, Failure> {
     // The rdma tool's JSON has keys as hexadecimal strings without 0x.
     let rkey = format!("{:x}", mr.rkey());
     let res = rdma_entries(
@@ -100,7 +149,13 @@ pub fn mr_counters(ctx: &Context, mr: &ibv::Mr) -> Result<MrCounters, Failure> {
         "rkey",
         &rkey.clone().into(),
     )?;
-    let mrn = entry_u64(&format!("rdma resource show mr, rkey {rkey}"), &res, "mrn")?;
+    entry_u64(&format!("rdma resource show mr, rkey {rkey}"), &res, name)
+}
+
+/// An MR's counters as `rdma statistic mr` reports them (the MR found by its rkey in `rdma
+/// resource show mr`), by name.
+pub fn mr_counters(ctx: &Context, mr: &ibv::Mr) -> Result<MrCounters, Failure> {
+    let mrn = mr_entry(ctx, mr, "mrn")?;
     let e = rdma_entries(ctx, &["statistic", "mr"], "mrn", &mrn.into())?;
     let [e] = e.as_slice() else {
         fail!("rdma statistic mr, MR {mrn}: {} entries: {e:?}", e.len());
@@ -136,7 +191,6 @@ pub trait MrStatsExt {
 impl MrStatsExt for ibv::Mr {
     fn stats(&self) -> Result<pfnic_verbs::MrStats, Failure> {
         let c = mr_counters(&self.pd().context(), self)?;
-        let pages_pinned = c.get("pages_pinned")?;
         Ok(pfnic_verbs::MrStats {
             page_faults: c.get("page_faults")?,
             page_faults_handled: c.get("page_faults_handled")?,
@@ -145,11 +199,101 @@ impl MrStatsExt for ibv::Mr {
             page_prefetch: c.get("page_prefetch")?,
             remote_access_errors: c.get("remote_access_errors")?,
             page_fault_groups: c.get("page_fault_groups")?,
-            pages_pinned,
-            pages_mapped: pages_pinned,
+            pages_pinned: c.get("pages_pinned")?,
+            pages_mapped: c.get("pages_mapped")?,
             ..Default::default()
         })
     }
+}
+
+/// A user context as the RDMA core reports it (`rdma resource show ctx -dd`): the driver's
+/// details of it (`drv_mem_mode`, `drv_pasid`, the translation counters), as a user sees them.
+pub struct CtxDetails<'a> {
+    ctx: &'a Context,
+    /// The core's number for the context (`ctxn`).
+    pub ctxn: u64,
+}
+
+impl<'a> CtxDetails<'a> {
+    /// Finds `ctx` among the core's contexts: libibverbs shows no number of a context, but an
+    /// MR's rkey names the MR (`rdma resource show mr`), the MR its PD and the PD its context.
+    pub fn of(ctx: &'a Context) -> Result<Self, Failure> {
+        let pd = ctx.alloc_pd().map_err(|e| fail("ibv_alloc_pd", e))?;
+        let buf = Arc::new(Buffer::new(PAGE).map_err(|e| fail("mmap", e))?);
+        let mr = pd
+            .reg_mr(&buf, ibv::ACCESS_LOCAL_WRITE)
+            .map_err(|e| fail("ibv_reg_mr", e))?;
+        let pdn = mr_entry(ctx, &mr, "pdn")?;
+        let pds = rdma_entries(ctx, &["resource", "show", "pd"], "pdn", &pdn.into())?;
+        let ctxn = entry_u64(&format!("rdma resource show pd, PD {pdn}"), &pds, "ctxn")?;
+        Ok(Self { ctx, ctxn })
+    }
+
+    /// The context's entry now.
+    fn entry(&self) -> Result<serde_json::Map<String, serde_json::Value>, Failure> {
+        let what = format!("rdma resource show ctx, context {}", self.ctxn);
+        match rdma_entries(
+            self.ctx,
+            &["-dd", "resource", "show", "ctx"],
+            "ctxn",
+            &self.ctxn.into(),
+        )?
+        .as_slice()
+        {
+            [e] => Ok(e.clone()),
+            e => fail!("{what}: {} entries: {e:?}", e.len()),
+        }
+    }
+
+    /// The detail `drv_NAME` now, a number.
+    pub fn get(&self, name: &str) -> Result<u64, Failure> {
+        let e = self.entry()?;
+        detail_u64(&e, name).ok_or_else(|| Failure::Fail(format!("no drv_{name} in {e:?}")))
+    }
+
+    /// The context's memory mode (`drv_mem_mode`).
+    pub fn mem_mode(&self) -> Result<pfnic_verbs::MemMode, Failure> {
+        let e = self.entry()?;
+        let name = e.get("drv_mem_mode").and_then(|v| v.as_str());
+        name.and_then(|n| pfnic_verbs::MemMode::parse(n).ok())
+            .ok_or_else(|| Failure::Fail(format!("no memory mode in {e:?}")))
+    }
+
+    /// The PASID the device tags the context's DMA with, 0 for none (`drv_pasid`).
+    pub fn pasid(&self) -> Result<u32, Failure> {
+        Ok(self.get("pasid")? as u32)
+    }
+
+    /// The context's translation counters, in the shape of `/dev/pfnicN`'s.
+    pub fn translation(&self) -> Result<pfnic_sys::uapi::TranslationStats, Failure> {
+        let e = self.entry()?;
+        let get = |name: &str| {
+            detail_u64(&e, name)
+                .map(|v| v as u32)
+                .ok_or_else(|| Failure::Fail(format!("no drv_{name} in {e:?}")))
+        };
+        Ok(pfnic_sys::uapi::TranslationStats {
+            page_requests: get("page_requests")?,
+            pri_success: get("pri_success")?,
+            pri_failed: get("pri_failed")?,
+            atc_hits: get("atc_hits")?,
+            atc_misses: get("atc_misses")?,
+            invalidations: get("invalidations")?,
+            prq_full: get("prq_full")?,
+            prq_held: get("prq_held")?,
+            page_request_groups: get("page_request_groups")?,
+            page_request_groups_max: get("page_request_groups_max")?,
+            lookahead_pages: get("lookahead_pages")?,
+            lookahead_used: get("lookahead_used")?,
+            lookahead_wasted: get("lookahead_wasted")?,
+            reserved: 0,
+        })
+    }
+}
+
+/// The number `drv_NAME` of a driver's details.
+fn detail_u64(e: &serde_json::Map<String, serde_json::Value>, name: &str) -> Option<u64> {
+    e.get(&format!("drv_{name}")).and_then(|v| v.as_u64())
 }
 
 /// An MR's counter `name` ([`mr_counters`]).
@@ -158,12 +302,12 @@ pub fn mr_counter(ctx: &Context, mr: &ibv::Mr, name: &str) -> Result<u64, Failur
 }
 
 /// The memory mode of the contexts this process opens: `PFNIC_MEM_MODE`'s, which the provider
-/// asks for, or else the driver's default (what a new open of `/dev/pfnicN` gets).
+/// asks for, or else the driver's default (what a new context gets).
 pub fn mem_mode() -> Result<pfnic_verbs::MemMode, Failure> {
     match std::env::var(pfnic_verbs::MEM_MODE_ENV) {
         Ok(name) => pfnic_verbs::MemMode::parse(&name)
             .map_err(|e| fail(&format!("{}={name}", pfnic_verbs::MEM_MODE_ENV), e)),
-        Err(_) => Ok(crate::verbs_common::verbs_ctx()?.mem_mode()?),
+        Err(_) => CtxDetails::of(&ibv_ctx()?)?.mem_mode(),
     }
 }
 
@@ -420,6 +564,18 @@ impl Pair {
         self.a.buf.dontneed()?;
         self.b.buf.dontneed()?;
         Ok(())
+    }
+
+    /// RDMA WRITEs `len` bytes of pattern `seed` from the start of `a`'s buffer to the start
+    /// of `b`'s, and checks that they arrived (`what` names the transfer in a failure).
+    pub fn write_ok(&self, seed: u8, len: usize, what: &str) -> Result<(), Failure> {
+        let want = pattern(seed, len);
+        self.a.buf.write(0, &want);
+        self.a.post_ok(
+            SendWr::new(u64::from(seed), WrOpcode::RdmaWrite, &[self.a.sge(0, len)])
+                .remote(self.b.buf.addr(), self.b.mr.rkey()),
+        )?;
+        check_bytes(what, &self.b.buf, 0, &want)
     }
 
     pub fn build(ca: &Context, cb: &Context, o: &PairOpts) -> Result<Self, Failure> {

@@ -4,11 +4,12 @@
 //! elsewhere these tests skip.
 
 use crate::common::{sva_nic, Nic};
+use crate::ibv_common::*;
 use crate::ktap::{Failure, Test, TestResult};
-use crate::verbs_common::*;
+use crate::verbs_common::PAGE;
+use ibv::{Buffer, SendWr, WcStatus, WrOpcode};
 use pfnic_cli::outln;
 use pfnic_sys::uapi;
-use pfnic_verbs::{SendWr, WcStatus, WrOpcode};
 
 pub const TESTS: &[&Test] = &[
     &Test {
@@ -45,11 +46,7 @@ fn requires_injection(what: &str) -> TestResult {
 }
 
 /// A cold FILL of `pages` pages through SUBMIT: its status.
-fn cold_fill(
-    dev: &pfnic_sys::Device,
-    buf: &pfnic_verbs::Buffer,
-    pages: usize,
-) -> Result<u32, Failure> {
+fn cold_fill(dev: &pfnic_sys::Device, buf: &Buffer, pages: usize) -> Result<u32, Failure> {
     buf.dontneed()?;
     let mut op = uapi::Submit {
         opcode: uapi::PFNIC_OP_FILL,
@@ -67,6 +64,7 @@ fn cold_fill(
 fn test_inject_prq_full() -> TestResult {
     requires_injection("prq-full")?;
     let p = Pair::odp(ODP_WRITE, 16 * PAGE)?;
+    let target = CtxDetails::of(&p.b.ctx)?;
     for i in 0..10u8 {
         p.dontneed()?;
         let want = pattern(i, 16 * PAGE);
@@ -77,12 +75,12 @@ fn test_inject_prq_full() -> TestResult {
         )?;
         check_bytes(&format!("write {i}"), &p.b.buf, 0, &want)?;
     }
-    let t = p.b.ctx.device().query_context()?.translation;
+    let t = target.translation()?;
     check!(t.prq_full > 0, "no refused page request counted: {t:?}");
     check_eq!(t.pri_failed, 0);
     // The descriptor ring's faults are retried the same way.
     let n = sva_nic()?;
-    let buf = pfnic_verbs::Buffer::new(16 * PAGE)?;
+    let buf = Buffer::new(16 * PAGE)?;
     for _ in 0..4 {
         check_eq!(cold_fill(&n.dev, &buf, 16)?, uapi::PFNIC_STATUS_SUCCESS);
         check_bytes("filled", &buf, 0, &[0x6b; 16 * PAGE])?;
@@ -101,6 +99,7 @@ fn test_inject_prq_full() -> TestResult {
 fn test_inject_pri_failure() -> TestResult {
     requires_injection("pri-failure")?;
     let p = Pair::odp(ODP_WRITE, 4 * PAGE)?;
+    let target = CtxDetails::of(&p.b.ctx)?;
     let (mut ok, mut failed) = (0, 0);
     for i in 0..30u8 {
         p.b.buf.dontneed()?;
@@ -130,11 +129,11 @@ fn test_inject_pri_failure() -> TestResult {
         "{ok} writes succeeded and {failed} failed: expected both"
     );
     check!(
-        p.b.ctx.device().query_context()?.translation.pri_failed > 0,
+        target.translation()?.pri_failed > 0,
         "no failed response counted"
     );
     let n = sva_nic()?;
-    let buf = pfnic_verbs::Buffer::new(PAGE)?;
+    let buf = Buffer::new(PAGE)?;
     let mut statuses = Vec::new();
     for _ in 0..6 {
         statuses.push(cold_fill(&n.dev, &buf, 1)?);
@@ -219,7 +218,7 @@ fn test_inject_destroy_busy() -> TestResult {
     let stats = n.dev.query_stats()?;
     let (before, active) = (stats.objects_quarantined, stats.contexts_active);
     let log_before = crate::common::dmesg()?.lines().count();
-    let ctx = verbs_ctx()?;
+    let ctx = ibv_ctx()?;
     for _ in 0..4 {
         drop(Side::from_opts(&ctx, &PairOpts::default())?);
     }
@@ -239,7 +238,7 @@ fn test_inject_destroy_busy() -> TestResult {
     );
     check_eq!(said as u64, quarantined);
     // A quarantined QPN stays taken.
-    let ctx = verbs_ctx()?;
+    let ctx = ibv_ctx()?;
     let sides = (0..8)
         .map(|_| Side::from_opts(&ctx, &PairOpts::default()))
         .collect::<Result<Vec<_>, _>>()?;

@@ -538,22 +538,24 @@ fn test_sec_page_request_share() -> TestResult {
     const PAIRS: usize = 12;
     // A group of 64 pages per QP: 12 of them are far beyond a context's share.
     const LEN: usize = 64 * PAGE;
-    let hog = verbs_ctx()?;
-    requires_odp(&hog, ODP_WRITE, false)?;
-    let o = PairOpts {
+    use crate::ibv_common as core;
+    let hog = core::ibv_ctx()?;
+    core::requires_odp(&hog, ODP_WRITE, false)?;
+    let o = core::PairOpts {
         len: LEN,
         kind: MrKind::Odp,
         ..Default::default()
     };
     let pairs = (0..PAIRS)
-        .map(|_| Pair::build(&hog, &hog, &o))
+        .map(|_| core::Pair::build(&hog, &hog, &o))
         .collect::<Result<Vec<_>, _>>()?;
-    let other = Pair::odp(ODP_WRITE, LEN)?;
+    let other = core::Pair::odp(ODP_WRITE, LEN)?;
+    let details = core::CtxDetails::of(&hog)?;
     // Whether the hog's groups are all out at once depends on how fast the IOMMU answers: a
     // burst may find the first answered before the last is sent. Bursts until one reached
     // the share (a few at most).
     const BURSTS: u64 = 8;
-    let mut t = hog.device().query_context()?.translation;
+    let mut t = details.translation()?;
     for burst in 0..BURSTS {
         for (i, p) in pairs.iter().enumerate() {
             p.dontneed()?;
@@ -565,12 +567,12 @@ fn test_sec_page_request_share() -> TestResult {
         // All at once: every QP faults on its first page.
         for (i, p) in pairs.iter().enumerate() {
             p.a.post(
-                SendWr::new(i as u64, WrOpcode::RdmaWrite, &[p.a.sge(0, LEN)])
+                ibv::SendWr::new(i as u64, WrOpcode::RdmaWrite, &[p.a.sge(0, LEN)])
                     .remote(p.b.buf.addr(), p.b.mr.rkey()),
             )?;
         }
         other.a.post_ok(
-            SendWr::new(99, WrOpcode::RdmaWrite, &[other.a.sge(0, LEN)])
+            ibv::SendWr::new(99, WrOpcode::RdmaWrite, &[other.a.sge(0, LEN)])
                 .remote(other.b.buf.addr(), other.b.mr.rkey()),
         )?;
         check_bytes(
@@ -580,11 +582,11 @@ fn test_sec_page_request_share() -> TestResult {
             &pattern(0x77, LEN),
         )?;
         for (i, p) in pairs.iter().enumerate() {
-            check_wc(&wait_cq(&p.a.cq, 1)?[0], WcStatus::SUCCESS, None)?;
+            check_wc(&core::wait_cq(&p.a.cq, 1)?[0], WcStatus::SUCCESS, None)?;
             let want = pattern(i as u8 ^ burst as u8, LEN);
             check_bytes(&format!("burst {burst}, pair {i}"), &p.b.buf, 0, &want)?;
         }
-        t = hog.device().query_context()?.translation;
+        t = details.translation()?;
         if t.prq_held > 0 {
             outln!("# burst {burst} reached the context's share");
             break;
