@@ -76,7 +76,7 @@ fn test_verbs_query_device() -> TestResult {
         // Implicit ODP: the IOMMU's page tables (`sva`), or a sparse device table (`odp`,
         // device ABI 1.10 on).
         let implicit = if mem_mode()? == pfnic_verbs::MemMode::Sva
-            || crate::mem_modes::implicit_tables(&dev)
+            || crate::mem_modes::implicit_tables(&dev.query_device())
         {
             uapi::PFNIC_ODP_SUPPORT_IMPLICIT
         } else {
