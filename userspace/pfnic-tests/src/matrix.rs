@@ -11,9 +11,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::common::{pipe, Child};
+use crate::ibv_common::*;
 use crate::ktap::{Failure, Test, TestResult};
-use crate::verbs_common::*;
-use pfnic_verbs::{SendWr, Sge, WcStatus, WrOpcode};
+use crate::verbs_common::{fail, MrKind, PAGE};
+use ibv::{Buffer, SendWr, Sge, WcStatus, WrOpcode};
 use std::io::{Read, Write};
 
 pub const TESTS: &[&Test] = &[
@@ -88,12 +89,7 @@ pub fn span(i: usize) -> (usize, usize) {
 }
 
 /// Fails unless the 8 bytes on each side of `[off, off + len)` of `buf` still hold the sentinel.
-pub fn check_sentinels(
-    what: &str,
-    buf: &pfnic_verbs::Buffer,
-    off: usize,
-    len: usize,
-) -> TestResult {
+pub fn check_sentinels(what: &str, buf: &Buffer, off: usize, len: usize) -> TestResult {
     for (side, at) in [("before", off - 8), ("after", off + len)] {
         let got = buf.to_vec(at, 8);
         check!(
@@ -106,7 +102,7 @@ pub fn check_sentinels(
 
 /// Fills the first and the last page of a `LEN`-byte buffer with the sentinel (transfers with
 /// wider edges reach further into them).
-pub fn reset_sentinels(buf: &pfnic_verbs::Buffer) {
+pub fn reset_sentinels(buf: &Buffer) {
     buf.write(0, &[SENTINEL; PAGE]);
     buf.write(LEN - PAGE, &[SENTINEL; PAGE]);
 }
@@ -156,7 +152,7 @@ impl Drop for Racer {
 }
 
 /// The interior pages of `buf` (all but the first and the last), as an address and length.
-pub fn interior(buf: &pfnic_verbs::Buffer) -> (usize, usize) {
+pub fn interior(buf: &Buffer) -> (usize, usize) {
     (buf.addr() as usize + PAGE, LEN - 2 * PAGE)
 }
 
@@ -405,7 +401,7 @@ const MPOL_MF_MOVE: libc::c_int = 1 << 1;
 /// `move_pages(2)` on the interior pages of `buf` to `node` (or, with `None`, only where they
 /// are): the node of each page after the call (negative: an errno, e.g. `-ENOENT` for a page
 /// not present).
-fn move_pages(buf: &pfnic_verbs::Buffer, node: Option<i32>) -> Result<Vec<i32>, Failure> {
+fn move_pages(buf: &Buffer, node: Option<i32>) -> Result<Vec<i32>, Failure> {
     let (addr, len) = interior(buf);
     let pages: Vec<*mut libc::c_void> = (0..len / PAGE)
         .map(|i| (addr + i * PAGE) as *mut libc::c_void)
@@ -511,10 +507,7 @@ struct ForkWitness {
 }
 
 impl ForkWitness {
-    fn spawn(
-        buf: Arc<pfnic_verbs::Buffer>,
-        wrong: impl FnOnce(&[u8]) -> bool,
-    ) -> Result<Self, Failure> {
+    fn spawn(buf: Arc<Buffer>, wrong: impl FnOnce(&[u8]) -> bool) -> Result<Self, Failure> {
         let (verdict, tx) = pipe()?;
         let child = Child::spawn(move || {
             let mut tx = tx;
@@ -657,9 +650,9 @@ fn test_matrix_thp() -> TestResult {
         std::fs::write(thp, "madvise")?;
     }
     const HUGE: usize = 2 << 20;
-    let ctx = verbs_ctx()?;
+    let ctx = ibv_ctx()?;
     requires_odp(&ctx, ODP_WRITE, false)?;
-    let cb = verbs_ctx()?;
+    let cb = ibv_ctx()?;
     let o = PairOpts {
         len: 3 * HUGE,
         kind: MrKind::Odp,
@@ -761,7 +754,7 @@ fn test_matrix_ksm() -> TestResult {
         skip!("no {KSM}: the kernel has no KSM (CONFIG_KSM)");
     }
     let p = Pair::odp(ODP_WRITE | ODP_READ, K * PAGE)?;
-    let twin = pfnic_verbs::Buffer::new(K * PAGE)?;
+    let twin = Buffer::new(K * PAGE)?;
     let orig: Vec<u8> = (0..K).flat_map(|i| pattern(0xc0 ^ i as u8, PAGE)).collect();
     twin.write(0, &orig);
     p.a.buf.write(0, &orig);
@@ -847,7 +840,7 @@ fn test_matrix_ksm() -> TestResult {
 /// are freed, the next pair works).
 fn test_matrix_kill_mid_rdma() -> TestResult {
     let kills = crate::common::iterations(20, 1000);
-    requires_odp(&verbs_ctx()?, ODP_WRITE, false)?;
+    requires_odp(&ibv_ctx()?, ODP_WRITE, false)?;
     let n = crate::common::nic()?;
     let before = n.dev.query_stats()?.contexts_active;
     for k in 0..kills {
@@ -903,46 +896,64 @@ pub fn table_usage() -> Result<[u64; 4], Failure> {
     ])
 }
 
-/// 1000 opens, each with a PD, a CQ, a QP and an MR (and the CQ's rings mapped), closed
-/// without destroying anything: the release must. The device's tables and contexts come back
-/// to where they were.
+/// Contexts (200; 1000 in a soak run) opened by processes that each make a PD, a CQ (its
+/// rings mapped), a QP and an MR and exit without destroying anything: the RDMA core's
+/// cleanup of the closed uverbs file must, with the driver. The device's tables and
+/// contexts come back to where they were.
 fn test_matrix_open_close_cycles() -> TestResult {
-    use pfnic_sys::uapi;
-    const CYCLES: usize = 1000;
-    verbs_ctx()?;
+    let cycles = crate::common::iterations(200, 1000);
+    requires_odp(&ibv_ctx()?, ODP_WRITE, false)?;
     let before = table_usage()?;
-    let buf = pfnic_verbs::Buffer::new(PAGE)?;
-    for i in 0..CYCLES {
-        let dev = pfnic_sys::Device::open("/dev/pfnic0")?;
-        let pd = dev.alloc_pd()?;
-        let mut cq = uapi::CreateCq {
-            cqe: 4,
-            channel: -1,
-            ..Default::default()
-        };
-        dev.create_cq(&mut cq)?;
-        let ring = dev.mmap(cq.mmap_offset, cq.mmap_len as usize)?;
-        let mut qp = raw_rc_qp(pd, cq.cqn, cq.cqn, 4);
-        dev.create_qp(&mut qp)?;
-        let mut mr = uapi::RegMr {
-            pd,
-            access: ACCESS_ALL | pfnic_verbs::ACCESS_ON_DEMAND,
-            addr: buf.addr(),
-            length: PAGE as u64,
-            ..Default::default()
-        };
-        dev.reg_mr(&mut mr)?;
+    for i in 0..cycles {
+        let (mut rx, tx) = pipe()?;
+        let child = Child::spawn(move || {
+            let mut tx = tx;
+            let r = (|| -> Result<(), Failure> {
+                let side = Side::from_opts(
+                    &ibv_ctx()?,
+                    &PairOpts {
+                        len: PAGE,
+                        kind: MrKind::Odp,
+                        ..Default::default()
+                    },
+                )?;
+                // The first child sees its objects in the device's tables.
+                if i == 0 {
+                    let during = table_usage()?;
+                    check_eq!(during, before.map(|n| n + 1));
+                }
+                let _ = tx.write_all(&[1]);
+                // Gone without a destroy: the process ends here.
+                std::mem::forget(side);
+                Ok(())
+            })();
+            if let Err(e) = &r {
+                pfnic_cli::errln!("# cycle {i}: {e:?}");
+            }
+            i32::from(r.is_err())
+        })?;
+        let mut ready = [0u8];
+        // A child that failed before writing closes the pipe: read_exact fails.
+        rx.read_exact(&mut ready)
+            .map_err(|e| fail(&format!("cycle {i}: the child made no objects"), e))?;
+        check_eq!(child.wait()?, 0);
         if i == 0 {
-            let during = table_usage()?;
-            check_eq!(
-                during,
-                [before[0] + 1, before[1] + 1, before[2] + 1, before[3] + 1]
-            );
+            wait_tables(before, "after the first cycle")?;
         }
-        // Closed with everything in it (the ring mapping goes last).
-        drop(dev);
-        drop(ring);
     }
-    check_eq!(table_usage()?, before);
+    wait_tables(before, &format!("after {cycles} cycles"))
+}
+
+/// Waits (10 s at most) until the device's tables are back at `before`.
+fn wait_tables(before: [u64; 4], when: &str) -> TestResult {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while table_usage()? != before {
+        check!(
+            Instant::now() < deadline,
+            "tables (QPs, CQs, MRs, contexts) {:?} {when}, {before:?} before",
+            table_usage()?
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     Ok(())
 }
