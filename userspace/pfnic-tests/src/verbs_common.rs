@@ -10,7 +10,7 @@ use pfnic_sys::uapi;
 use pfnic_verbs::{
     qp_attr, Buffer, CompChannel, ConnectAttr, Context, Cq, Mr, Pd, Qp, QpAttr, QpInitAttr,
     QpState, RecvWr, SendWr, Sge, Wc, WcOpcode, WcStatus, WrOpcode, ACCESS_LOCAL_WRITE,
-    ACCESS_ON_DEMAND, ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE, SEND_SIGNALED,
+    ACCESS_ON_DEMAND, ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,
 };
 
 pub const PAGE: usize = 4096;
@@ -90,7 +90,6 @@ pub struct Side {
     pub mr: Mr,
     pub buf: Arc<Buffer>,
     pub pd: Pd,
-    pub ctx: Context,
 }
 
 impl Side {
@@ -155,7 +154,6 @@ impl Side {
             mr,
             buf,
             pd,
-            ctx: ctx.clone(),
         })
     }
 
@@ -231,26 +229,9 @@ impl Side {
         Ok(self.qp.state()?)
     }
 
-    /// Moves the QP to `state` with no other attribute (ERR, RESET).
-    pub fn modify_state(&self, state: QpState) -> Result<(), Failure> {
-        let attr = QpAttr {
-            qp_state: state as u32,
-            ..Default::default()
-        };
-        Ok(self.qp.modify(&attr, qp_attr::STATE)?)
-    }
-
     /// RESET→INIT on port 1 with remote `access`.
     pub fn modify_to_init(&self, access: u32) -> Result<(), Failure> {
         Ok(self.qp.modify(&init_attr(access), INIT_MASK)?)
-    }
-
-    /// Puts a QP that a failed work request left in ERR back in RTS, connected to `peer`.
-    pub fn reconnect(&self, peer: u32) -> Result<(), Failure> {
-        self.modify_state(QpState::Reset)?;
-        self.qp
-            .connect(peer, &ConnectAttr::default())
-            .map_err(|e| fail("reconnect", e))
     }
 }
 
@@ -376,13 +357,6 @@ impl Pair {
         )?;
         check_bytes(what, &self.b.buf, 0, &want)
     }
-
-    /// Drops the pages of both sides' buffers (`MADV_DONTNEED`).
-    pub fn dontneed(&self) -> Result<(), Failure> {
-        self.a.buf.dontneed()?;
-        self.b.buf.dontneed()?;
-        Ok(())
-    }
 }
 
 /// Keeps a send queue of `sq` entries full of `total` signaled `op`s (RDMA WRITE or READ),
@@ -426,29 +400,6 @@ pub fn refill_at_once(
         }
     }
     Ok((sq, bursts))
-}
-
-/// Keeps `p.a`'s send queue full of `total` signaled `op`s into `p.b` ([`refill_at_once`]).
-pub fn send_slots_reused_at_once(
-    p: &Pair,
-    op: WrOpcode,
-    total: usize,
-) -> Result<(usize, usize), Failure> {
-    let sge = [p.a.sge(0, 8)];
-    refill_at_once(
-        p.a.qp.cap().max_send_wr as usize,
-        op,
-        total,
-        |i| {
-            p.a.qp
-                .post_send(&[p
-                    .a
-                    .rdma_wr(i as u64, op, &sge, &p.b, 0)
-                    .flags(SEND_SIGNALED)])
-                .map_err(|e| e.error)
-        },
-        |wcs| p.a.cq.poll(wcs),
-    )
 }
 
 pub fn fail(what: &str, e: impl std::fmt::Display) -> Failure {

@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::sh;
 use crate::ktap::{Failure, Test, TestResult};
-use crate::verbs_common::*;
-use pfnic_verbs::Context;
+use crate::verbs_common::fail;
 
 pub const TESTS: &[&Test] = &[
     &Test {
@@ -54,6 +53,70 @@ impl Netdev {
         std::fs::read_to_string(format!("/sys/class/net/{}/carrier", self.name))
             .is_ok_and(|c| c.trim() == "1")
     }
+}
+
+impl Netdev {
+    /// The interface's MAC.
+    pub(crate) fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+}
+
+/// The netdev the RDMA core ties port 1 of RDMA device `ib` to (`rdma link show`), or `None`
+/// for a port without one (no wire).
+pub(crate) fn netdev_of(ib: &str) -> Result<Option<Netdev>, Failure> {
+    let out = crate::rdma_core::rdma(&["-j", "link", "show", &format!("{ib}/1")])?;
+    let v: serde_json::Value = serde_json::from_str(out.trim())
+        .map_err(|e| fail(&format!("rdma link show {ib}/1: JSON"), e))?;
+    let Some(name) = v
+        .as_array()
+        .and_then(|a| a.first())
+        .and_then(|l| l.get("netdev"))
+        .and_then(|n| n.as_str())
+    else {
+        return Ok(None);
+    };
+    let dir = std::path::Path::new("/sys/class/net").join(name);
+    let text = std::fs::read_to_string(dir.join("address"))?;
+    let mut mac = [0u8; 6];
+    for (i, b) in text.trim().split(':').enumerate() {
+        *mac.get_mut(i)
+            .ok_or_else(|| Failure::Fail(format!("{name}'s address {text:?}")))? =
+            u8::from_str_radix(b, 16)?;
+    }
+    Ok(Some(Netdev {
+        name: name.to_string(),
+        mac,
+        ifindex: std::fs::read_to_string(dir.join("ifindex"))?
+            .trim()
+            .parse()?,
+    }))
+}
+
+/// The netdevs of the first two RDMA devices of pfnics (`pfnic0`, `pfnic1`: the wire
+/// guest's two ports); skips unless both have one.
+pub(crate) fn wire_netdevs() -> Result<[(String, Netdev); 2], Failure> {
+    let mut names: Vec<String> = ibv::device_names()
+        .map_err(|e| fail("ibv_get_device_list", e))?
+        .into_iter()
+        .filter(|n| n.starts_with("pfnic"))
+        .collect();
+    names.sort();
+    if names.len() < 2 {
+        skip!(
+            "{} pfnic RDMA device(s): the wire tests need two joined by a wire",
+            names.len()
+        );
+    }
+    let mut out = Vec::new();
+    for name in names.into_iter().take(2) {
+        match netdev_of(&name)? {
+            Some(n) => out.push((name, n)),
+            None => skip!("{name}'s port has no netdev (no wire)"),
+        }
+    }
+    out.try_into()
+        .map_err(|_| Failure::Fail("two netdevs".into()))
 }
 
 /// The interface whose address is `mac`.
@@ -102,7 +165,7 @@ pub(crate) fn wait_carrier(dev: &Netdev, on: bool) -> TestResult {
 pub(crate) struct UpNetdev<'a>(&'a Netdev);
 
 /// `ip link set DEV up|down`.
-fn set_link(dev: &Netdev, up: bool) -> TestResult {
+pub(crate) fn set_link(dev: &Netdev, up: bool) -> TestResult {
     let state = if up { "up" } else { "down" };
     let (ok, out) = sh("ip", &["link", "set", &dev.name, state])?;
     check!(ok, "ip link set {} {state}: {out}", dev.name);
@@ -153,25 +216,7 @@ struct UpNetdevs([Netdev; 2]);
 
 impl UpNetdevs {
     fn new() -> Result<Self, Failure> {
-        let paths = pfnic_sys::devices()?;
-        if paths.len() < 2 {
-            skip!(
-                "{} pfnic(s): the netdev tests need two joined by a wire",
-                paths.len()
-            );
-        }
-        let mut devs = Vec::new();
-        for path in &paths[..2] {
-            let ctx = Context::open_path(path).map_err(|e| fail(&format!("open {path:?}"), e))?;
-            let port = ctx.port_attr()?;
-            if !port.has_wire() {
-                skip!("{path:?} has no wire");
-            }
-            devs.push(netdev_by_mac(port.mac())?);
-        }
-        let [a, b]: [Netdev; 2] = devs
-            .try_into()
-            .map_err(|_| Failure::Fail("two netdevs".into()))?;
+        let [(_, a), (_, b)] = wire_netdevs()?;
         let up = Self([a, b]);
         for d in &up.0 {
             set_link(d, true)?;
