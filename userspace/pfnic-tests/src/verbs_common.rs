@@ -9,8 +9,8 @@ use crate::ktap::Failure;
 use pfnic_sys::uapi;
 use pfnic_verbs::{
     qp_attr, Buffer, CompChannel, ConnectAttr, Context, Cq, Mr, Pd, Qp, QpAttr, QpInitAttr,
-    QpState, RecvWr, SendWr, Sge, Wc, WcOpcode, WcStatus, WrOpcode, ACCESS_LOCAL_WRITE,
-    ACCESS_ON_DEMAND, ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,
+    QpState, SendWr, Sge, Wc, WcOpcode, WcStatus, WrOpcode, ACCESS_LOCAL_WRITE, ACCESS_ON_DEMAND,
+    ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,
 };
 
 pub const PAGE: usize = 4096;
@@ -168,17 +168,6 @@ impl Side {
         self.mr.sge(off as u64, len as u32)
     }
 
-    /// Posts one receive into `[off, off + len)` of the buffer.
-    pub fn post_recv(&self, wr_id: u64, off: usize, len: usize) -> Result<(), Failure> {
-        let sge = [self.sge(off, len)];
-        self.qp
-            .post_recv(&[RecvWr {
-                wr_id,
-                sg_list: &sge,
-            }])
-            .map_err(|e| Failure::Fail(format!("post_recv: {e}")))
-    }
-
     /// Posts one send work request.
     pub fn post(&self, wr: SendWr<'_>) -> Result<(), Failure> {
         self.qp
@@ -215,23 +204,6 @@ impl Side {
     pub fn post_ok(&self, wr: SendWr<'_>) -> Result<Wc, Failure> {
         self.post(wr)?;
         self.wait_wc(WcStatus::SUCCESS, Some(requester_opcode(wr.opcode)))
-    }
-
-    /// Posts the SEND `wr` to `peer`, which has a receive posted: both complete successfully.
-    /// Returns the receive's completion.
-    pub fn send_ok(&self, peer: &Side, wr: SendWr<'_>) -> Result<Wc, Failure> {
-        self.post_ok(wr)?;
-        peer.wait_wc(WcStatus::SUCCESS, Some(WcOpcode::RECV))
-    }
-
-    /// The QP's state as the device reports it.
-    pub fn state(&self) -> Result<QpState, Failure> {
-        Ok(self.qp.state()?)
-    }
-
-    /// RESET→INIT on port 1 with remote `access`.
-    pub fn modify_to_init(&self, access: u32) -> Result<(), Failure> {
-        Ok(self.qp.modify(&init_attr(access), INIT_MASK)?)
     }
 }
 
