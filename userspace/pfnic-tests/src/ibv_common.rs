@@ -302,13 +302,19 @@ pub fn mr_counter(ctx: &Context, mr: &ibv::Mr, name: &str) -> Result<u64, Failur
 }
 
 /// The memory mode of the contexts this process opens: `PFNIC_MEM_MODE`'s, which the provider
-/// asks for, or else the driver's default (what a new context gets).
+/// asks for, or else the driver's default (what a new context gets, as its details in the
+/// RDMA core say). Found once: neither changes while the suite runs.
 pub fn mem_mode() -> Result<pfnic_verbs::MemMode, Failure> {
-    match std::env::var(pfnic_verbs::MEM_MODE_ENV) {
-        Ok(name) => pfnic_verbs::MemMode::parse(&name)
-            .map_err(|e| fail(&format!("{}={name}", pfnic_verbs::MEM_MODE_ENV), e)),
-        Err(_) => CtxDetails::of(&ibv_ctx()?)?.mem_mode(),
+    static MODE: std::sync::OnceLock<pfnic_verbs::MemMode> = std::sync::OnceLock::new();
+    if let Some(m) = MODE.get() {
+        return Ok(*m);
     }
+    let m = match std::env::var(pfnic_verbs::MEM_MODE_ENV) {
+        Ok(name) => pfnic_verbs::MemMode::parse(&name)
+            .map_err(|e| fail(&format!("{}={name}", pfnic_verbs::MEM_MODE_ENV), e))?,
+        Err(_) => CtxDetails::of(&ibv_ctx()?)?.mem_mode()?,
+    };
+    Ok(*MODE.get_or_init(|| m))
 }
 
 /// Whether the contexts this process opens run in the `sva` memory mode, where page faults

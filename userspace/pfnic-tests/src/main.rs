@@ -107,12 +107,7 @@ fn main() {
         std::process::exit(2);
     }
     // The memory mode verbs contexts get (the driver's default, or PFNIC_MEM_MODE's).
-    let mem_mode = pfnic_sys::devices()
-        .ok()
-        .and_then(|d| d.into_iter().next())
-        .and_then(|path| pfnic_verbs::Context::open_path(&path).ok())
-        .and_then(|ctx| ctx.mem_mode().ok())
-        .map(|m| m.name());
+    let mem_mode = ibv_common::mem_mode().ok().map(|m| m.name());
     let failed = ktap::run(&selected, mem_mode);
     std::process::exit(i32::from(failed > 0));
 }

@@ -9,11 +9,11 @@ use std::sync::Arc;
 
 use crate::common::{in_child, Child};
 use crate::ibv_common::{
-    check_bytes, ibv_ctx, ibv_ctx_in_mode, pattern, requires_odp, CtxDetails, MrStatsExt, Pair,
-    PairOpts, Side, ODP_WRITE,
+    check_bytes, ibv_ctx, ibv_ctx_in_mode, ibv_open_with_mem_mode, pattern, requires_odp,
+    CtxDetails, MrStatsExt, Pair, PairOpts, Side, ODP_WRITE,
 };
 use crate::ktap::{Failure, Test, TestResult};
-use crate::verbs_common::{MrKind, ACCESS_ALL, PAGE};
+use crate::verbs_common::{fail, MrKind, ACCESS_ALL, PAGE};
 use ibv::{
     Buffer, Context, QpInitAttr, SendWr, WcStatus, WrOpcode, ACCESS_LOCAL_WRITE, ACCESS_ON_DEMAND,
     ACCESS_REMOTE_READ,
@@ -72,22 +72,32 @@ pub const TESTS: &[&Test] = &[
     },
 ];
 
-/// A context in memory mode `mode`; skips where the platform lacks it (named `what`).
-fn mode_ctx(mode: MemMode, what: &str) -> Result<Context, Failure> {
-    match ibv_ctx_in_mode(mode)? {
-        Some(ctx) => Ok(ctx),
-        None => skip!("the device has no {what}"),
+/// A context in memory mode `mode`; skips on a device without `cap` (named `what`), which
+/// the mode needs. With it, the mode must open.
+fn mode_ctx(mode: MemMode, cap: u64, what: &str) -> Result<Context, Failure> {
+    if device()?.caps & cap == 0 {
+        skip!("the device has no {what}");
     }
+    ibv_open_with_mem_mode(mode.name())?
+        .map_err(|e| Failure::Fail(format!("PFNIC_MEM_MODE={}: {e}", mode.name())))
 }
 
 /// A context in the `pinned` mode; skips on a device without translation tables.
 pub fn pinned_ctx() -> Result<Context, Failure> {
-    mode_ctx(MemMode::Pinned, "translation tables (PFNIC_CAP_TABLES)")
+    mode_ctx(
+        MemMode::Pinned,
+        uapi::PFNIC_CAP_TABLES,
+        "translation tables (PFNIC_CAP_TABLES)",
+    )
 }
 
 /// A context in the `odp` mode; skips on a device without driver-managed faults.
 pub fn odp_ctx() -> Result<Context, Failure> {
-    mode_ctx(MemMode::Odp, "driver-managed faults (PFNIC_CAP_FAULTS)")
+    mode_ctx(
+        MemMode::Odp,
+        uapi::PFNIC_CAP_FAULTS,
+        "driver-managed faults (PFNIC_CAP_FAULTS)",
+    )
 }
 
 /// Whether the device (its identity, `/dev/pfnicN`'s query) may give the implicit MR a table
@@ -178,12 +188,12 @@ fn test_mode_choice_rules() -> TestResult {
     let refused = |name: &str| -> Result<i32, Failure> {
         errno_of(
             &format!("PFNIC_MEM_MODE={name}"),
-            crate::ibv_common::ibv_open_with_mem_mode(name)?,
+            ibv_open_with_mem_mode(name)?,
         )
     };
     check_eq!(refused("bogus")?, libc::EINVAL);
     if sva {
-        let ctx = mode_ctx(MemMode::Sva, "SVA")?;
+        let ctx = ibv_open_with_mem_mode("sva")?.map_err(|e| fail("PFNIC_MEM_MODE=sva", e))?;
         let d = CtxDetails::of(&ctx)?;
         check_eq!(d.mem_mode()?, MemMode::Sva);
         check!(d.pasid()? != 0, "an sva context without a PASID");
