@@ -11,7 +11,7 @@
 
 use crate::{
     context::Context,
-    nic::Nic,
+    nic::{stats::translation_named, Nic},
     uapi,
     verbs::{file::VerbsFile, port::gid_ipv4, PORT_LID},
 };
@@ -125,22 +125,7 @@ impl UContext {
         };
         out.put_u32(c"context", q.context)?;
         out.put_u32(c"pasid", q.pasid)?;
-        let t = &q.translation;
-        for (name, value) in [
-            (c"page_requests", t.page_requests),
-            (c"pri_success", t.pri_success),
-            (c"pri_failed", t.pri_failed),
-            (c"atc_hits", t.atc_hits),
-            (c"atc_misses", t.atc_misses),
-            (c"invalidations", t.invalidations),
-            (c"prq_full", t.prq_full),
-            (c"prq_held", t.prq_held),
-            (c"page_request_groups", t.page_request_groups),
-            (c"page_request_groups_max", t.page_request_groups_max),
-            (c"lookahead_pages", t.lookahead_pages),
-            (c"lookahead_used", t.lookahead_used),
-            (c"lookahead_wasted", t.lookahead_wasted),
-        ] {
+        for (name, value) in translation_named(&q.translation) {
             out.put_u32(name, value)?;
         }
         out.put_u64(c"remote_access_errors", q.remote_access_errors)

@@ -13,7 +13,7 @@
 
 mod contexts;
 mod interrupts;
-mod stats;
+pub(crate) mod stats;
 mod submit;
 
 use contexts::ContextTable;

@@ -30,28 +30,36 @@ fn translation_stats(read: impl Fn(usize) -> u32) -> uapi::TranslationStats {
     }
 }
 
+/// The counters by name, in [`uapi::TranslationStats`] order: what debugfs and the RDMA
+/// core's resource tracking (a user context's details) show.
+pub(crate) fn translation_named(t: &uapi::TranslationStats) -> [(&'static CStr, u32); 13] {
+    [
+        (c"page_requests", t.page_requests),
+        (c"pri_success", t.pri_success),
+        (c"pri_failed", t.pri_failed),
+        (c"atc_hits", t.atc_hits),
+        (c"atc_misses", t.atc_misses),
+        (c"invalidations", t.invalidations),
+        (c"prq_full", t.prq_full),
+        (c"prq_held", t.prq_held),
+        (c"page_request_groups", t.page_request_groups),
+        (c"page_request_groups_max", t.page_request_groups_max),
+        (c"lookahead_pages", t.lookahead_pages),
+        (c"lookahead_used", t.lookahead_used),
+        (c"lookahead_wasted", t.lookahead_wasted),
+    ]
+}
+
 /// Writes counters as `name value` pairs joined by `sep`, ending the line.
 fn write_translation(
     f: &mut kernel::fmt::Formatter<'_>,
     t: &uapi::TranslationStats,
     sep: &str,
 ) -> kernel::fmt::Result {
-    write!(f, "page_requests {}", t.page_requests)?;
-    for (name, value) in [
-        ("pri_success", t.pri_success),
-        ("pri_failed", t.pri_failed),
-        ("atc_hits", t.atc_hits),
-        ("atc_misses", t.atc_misses),
-        ("invalidations", t.invalidations),
-        ("prq_full", t.prq_full),
-        ("prq_held", t.prq_held),
-        ("page_request_groups", t.page_request_groups),
-        ("page_request_groups_max", t.page_request_groups_max),
-        ("lookahead_pages", t.lookahead_pages),
-        ("lookahead_used", t.lookahead_used),
-        ("lookahead_wasted", t.lookahead_wasted),
-    ] {
-        write!(f, "{sep}{name} {value}")?;
+    for (i, (name, value)) in translation_named(t).into_iter().enumerate() {
+        let sep = if i == 0 { "" } else { sep };
+        // The kernel's `Display` of a C string, through its adapter.
+        write!(f, "{sep}{} {value}", kernel::fmt::Adapter(name))?;
     }
     writeln!(f)
 }
