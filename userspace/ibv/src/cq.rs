@@ -6,7 +6,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::{check, non_null, sys, wait_readable, Context, Wc, WcOpcode, WcStatus};
+use crate::{check, destroy_shared, non_null, sys, wait_readable, Context, Wc, WcOpcode, WcStatus};
 
 /// A completion channel; destroyed once no CQ uses it.
 pub(crate) struct ChannelInner {
@@ -97,6 +97,12 @@ pub(crate) struct CqInner {
 unsafe impl Send for CqInner {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for CqInner {}
+
+impl crate::Destroyable for CqInner {
+    fn destroyed(&mut self) {
+        self.live = false;
+    }
+}
 
 impl Drop for CqInner {
     fn drop(&mut self) {
@@ -312,23 +318,11 @@ impl Cq {
 
     /// `ibv_destroy_cq`: `EBUSY` (and the CQ back) while a QP uses it.
     pub fn destroy(self) -> Result<(), (Cq, io::Error)> {
-        let mut inner = match Arc::try_unwrap(self.inner) {
-            Ok(inner) => inner,
-            Err(inner) => return Err((Cq { inner }, io::Error::from_raw_os_error(libc::EBUSY))),
-        };
-        // SAFETY: the CQ exists and no other handle on it is left.
-        match check(unsafe { sys::ibv_destroy_cq(inner.ptr.as_ptr()) }) {
-            Ok(()) => {
-                // Destroyed: the drop lets go of the rest only.
-                inner.live = false;
-                Ok(())
-            }
-            Err(e) => Err((
-                Cq {
-                    inner: Arc::new(inner),
-                },
-                e,
-            )),
-        }
+        destroy_shared(
+            self.inner,
+            |inner| Cq { inner },
+            // SAFETY: the CQ exists and no other handle on it is left.
+            |inner| unsafe { sys::ibv_destroy_cq(inner.ptr.as_ptr()) },
+        )
     }
 }

@@ -55,6 +55,34 @@ pub(crate) fn check(rc: libc::c_int) -> io::Result<()> {
     }
 }
 
+/// An object that other handles may share (`Arc`), destroyed by its drop unless an explicit
+/// destroy did it first.
+pub(crate) trait Destroyable {
+    /// Says the object is destroyed: its drop lets go of what it holds only.
+    fn destroyed(&mut self);
+}
+
+/// The explicit destroy of the shared object `inner` (`ibv_dealloc_pd`, `ibv_destroy_cq`,
+/// ...): `EBUSY`, and the object back (`wrap`), while another handle on it is left; else
+/// `destroy`'s result, the object back if it failed.
+pub(crate) fn destroy_shared<I: Destroyable, T>(
+    inner: Arc<I>,
+    wrap: impl Fn(Arc<I>) -> T,
+    destroy: impl FnOnce(&I) -> libc::c_int,
+) -> Result<(), (T, io::Error)> {
+    let mut inner = match Arc::try_unwrap(inner) {
+        Ok(inner) => inner,
+        Err(inner) => return Err((wrap(inner), io::Error::from_raw_os_error(libc::EBUSY))),
+    };
+    match check(destroy(&inner)) {
+        Ok(()) => {
+            inner.destroyed();
+            Ok(())
+        }
+        Err(e) => Err((wrap(Arc::new(inner)), e)),
+    }
+}
+
 /// `errno` after a libibverbs call that failed; `EIO` if the library set none.
 pub(crate) fn last_error() -> io::Error {
     let e = io::Error::last_os_error();

@@ -5,7 +5,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use crate::dm::DmInner;
-use crate::{check, non_null, sys, Buffer, Context, Sge, ACCESS_ON_DEMAND};
+use crate::{check, destroy_shared, non_null, sys, Buffer, Context, Sge, ACCESS_ON_DEMAND};
 
 /// An allocated PD; deallocated once nothing made in it is left.
 pub(crate) struct PdInner {
@@ -19,6 +19,12 @@ pub(crate) struct PdInner {
 unsafe impl Send for PdInner {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for PdInner {}
+
+impl crate::Destroyable for PdInner {
+    fn destroyed(&mut self) {
+        self.live = false;
+    }
+}
 
 impl Drop for PdInner {
     fn drop(&mut self) {
@@ -67,24 +73,12 @@ impl Pd {
     /// `ibv_dealloc_pd`: `EBUSY` (and the PD back) while this handle is not the last one or
     /// an MR or QP is still in it.
     pub fn dealloc(self) -> Result<(), (Pd, io::Error)> {
-        let mut inner = match Arc::try_unwrap(self.inner) {
-            Ok(inner) => inner,
-            Err(inner) => return Err((Pd { inner }, io::Error::from_raw_os_error(libc::EBUSY))),
-        };
-        // SAFETY: the PD is allocated, and no handle on it is left but this one.
-        match check(unsafe { sys::ibv_dealloc_pd(inner.ptr.as_ptr()) }) {
-            Ok(()) => {
-                // Deallocated: the drop lets go of the rest only.
-                inner.live = false;
-                Ok(())
-            }
-            Err(e) => Err((
-                Pd {
-                    inner: Arc::new(inner),
-                },
-                e,
-            )),
-        }
+        destroy_shared(
+            self.inner,
+            |inner| Pd { inner },
+            // SAFETY: the PD is allocated, and no handle on it is left but this one.
+            |inner| unsafe { sys::ibv_dealloc_pd(inner.ptr.as_ptr()) },
+        )
     }
 
     /// `ibv_reg_mr` of all of `buf`, which the MR keeps alive.

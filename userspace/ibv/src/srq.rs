@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::mr::PdInner;
 use crate::qp::post_recv_list;
-use crate::{check, non_null, sys, Pd, PostError, RecvWr};
+use crate::{check, destroy_shared, non_null, sys, Pd, PostError, RecvWr};
 
 /// `ibv_srq_init_attr`.
 #[derive(Clone, Copy, Debug)]
@@ -41,6 +41,12 @@ pub(crate) struct SrqInner {
 unsafe impl Send for SrqInner {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for SrqInner {}
+
+impl crate::Destroyable for SrqInner {
+    fn destroyed(&mut self) {
+        self.live = false;
+    }
+}
 
 impl Drop for SrqInner {
     fn drop(&mut self) {
@@ -133,23 +139,11 @@ impl Srq {
 
     /// `ibv_destroy_srq`: `EBUSY` (and the SRQ back) while a QP takes from it.
     pub fn destroy(self) -> Result<(), (Srq, io::Error)> {
-        let mut inner = match Arc::try_unwrap(self.inner) {
-            Ok(inner) => inner,
-            Err(inner) => return Err((Srq { inner }, io::Error::from_raw_os_error(libc::EBUSY))),
-        };
-        // SAFETY: the SRQ exists and no other handle on it is left.
-        match check(unsafe { sys::ibv_destroy_srq(inner.ptr.as_ptr()) }) {
-            Ok(()) => {
-                // Destroyed: the drop lets go of the rest only.
-                inner.live = false;
-                Ok(())
-            }
-            Err(e) => Err((
-                Srq {
-                    inner: Arc::new(inner),
-                },
-                e,
-            )),
-        }
+        destroy_shared(
+            self.inner,
+            |inner| Srq { inner },
+            // SAFETY: the SRQ exists and no other handle on it is left.
+            |inner| unsafe { sys::ibv_destroy_srq(inner.ptr.as_ptr()) },
+        )
     }
 }
