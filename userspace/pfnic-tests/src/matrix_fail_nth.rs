@@ -344,7 +344,11 @@ fn test_matrix_fail_nth() -> TestResult {
     tables_are(base)?;
     drop(knobs);
     // The process still does RDMA, with every allocation allowed again.
-    Pair::odp(ODP_WRITE, 16 * PAGE)?.write_ok(0x3b, 16 * PAGE, "after the injected failures")?;
+    crate::ibv_common::Pair::odp(ODP_WRITE, 16 * PAGE)?.write_ok(
+        0x3b,
+        16 * PAGE,
+        "after the injected failures",
+    )?;
     tables_are(base)?;
     outln!(
         "# {} injected failures returned ENOMEM, {} were survived; tables back to {base:?}",

@@ -292,22 +292,6 @@ impl Pair {
         Self::build(&ca, &cb, o)
     }
 
-    /// Two sides, each in a new context, with ODP MRs of `len` bytes, connected; skips unless
-    /// the device has RC ODP for `rc_caps`.
-    pub fn odp(rc_caps: u32, len: usize) -> Result<Self, Failure> {
-        let ctx = verbs_ctx()?;
-        requires_odp(&ctx, rc_caps, false)?;
-        Self::build(
-            &ctx,
-            &verbs_ctx()?,
-            &PairOpts {
-                len,
-                kind: MrKind::Odp,
-                ..Default::default()
-            },
-        )
-    }
-
     pub fn build(ca: &Context, cb: &Context, o: &PairOpts) -> Result<Self, Failure> {
         let a = Side::from_opts(ca, o)?;
         let b = Side::from_opts(cb, o)?;
@@ -316,18 +300,6 @@ impl Pair {
         b.qp.connect(a.qp.qp_num(), &o.connect)
             .map_err(|e| fail("connect b", e))?;
         Ok(Self { a, b })
-    }
-
-    /// RDMA WRITEs `len` bytes of pattern `seed` from the start of `a`'s buffer to the start
-    /// of `b`'s, and checks that they arrived (`what` names the transfer in a failure).
-    pub fn write_ok(&self, seed: u8, len: usize, what: &str) -> Result<(), Failure> {
-        let want = pattern(seed, len);
-        self.a.buf.write(0, &want);
-        self.a.post_ok(
-            SendWr::new(u64::from(seed), WrOpcode::RdmaWrite, &[self.a.sge(0, len)])
-                .remote(self.b.buf.addr(), self.b.mr.rkey()),
-        )?;
-        check_bytes(what, &self.b.buf, 0, &want)
     }
 }
 
