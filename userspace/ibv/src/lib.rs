@@ -185,6 +185,27 @@ impl Context {
         })
     }
 
+    /// Opens the device named `name` with the environment variables `env` set, as a program
+    /// started with them opens it (providers read their knobs when they open a device: pfnic's
+    /// `PFNIC_MEM_MODE`, say), and puts the environment back as it was.
+    ///
+    /// The environment is the process's: call this where no other thread reads or changes it
+    /// at the same time (a tool's start, a test suite's main thread).
+    pub fn open_with_env(name: &str, env: &[(&str, &str)]) -> io::Result<Self> {
+        let saved: Vec<_> = env.iter().map(|(k, _)| (*k, std::env::var_os(k))).collect();
+        for (k, v) in env {
+            std::env::set_var(k, v);
+        }
+        let ctx = Self::open(name);
+        for (k, v) in saved {
+            match v {
+                Some(v) => std::env::set_var(k, v),
+                None => std::env::remove_var(k),
+            }
+        }
+        ctx
+    }
+
     /// The `ibv_context` pointer, for calls this crate does not wrap.
     pub fn as_ptr(&self) -> *mut sys::ibv_context {
         self.inner.ptr.as_ptr()

@@ -52,20 +52,9 @@ pub fn ibv_open_with(
     name: &str,
     env: &[(&str, &str)],
 ) -> Result<std::io::Result<Context>, Failure> {
-    let saved: Vec<_> = env.iter().map(|(k, _)| (*k, std::env::var_os(k))).collect();
     // The suite runs one test at a time on its main thread, and no other thread it has
-    // reads the environment, so changing it here races with nothing.
-    for (k, v) in env {
-        std::env::set_var(k, v);
-    }
-    let ctx = Context::open(name);
-    for (k, v) in saved {
-        match v {
-            Some(v) => std::env::set_var(k, v),
-            None => std::env::remove_var(k),
-        }
-    }
-    Ok(ctx)
+    // reads the environment, so changing it races with nothing.
+    Ok(Context::open_with_env(name, env))
 }
 
 /// A context on the pfnic under test in memory mode `mode` ([`ibv_open_with_mem_mode`]), or
