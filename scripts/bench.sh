@@ -46,7 +46,7 @@ if ((perftest)); then
 	((${#args[@]})) || args=(--odp)
 	log "benchmark in the guest (TCG): pfnic-perf ${args[*]}, warm then --cold; up to ${limit}s"
 	cmd="echo '=== warm ===' && pfnic-perf ${args[*]} && echo && echo '=== cold ===' && pfnic-perf --cold ${args[*]}"
-	exec "$PFNIC_ROOT/scripts/run-guest.sh" --timeout "$limit" --cmd "$cmd"
+	exec "$PFNIC_ROOT/scripts/run-guest.sh" --debian --timeout "$limit" --cmd "$cmd"
 fi
 
 need python3 "Install python3."

@@ -36,12 +36,10 @@ list=$ROOTFS_BUILD/initramfs.list
 	echo "file /usr/bin/pfnic-pair-test $PFNIC_ROOT/rootfs/pair-test 0755 0 0"
 	echo "file /usr/bin/pfnic-pair-mpi $PFNIC_ROOT/rootfs/pair-mpi 0755 0 0"
 	echo "file /lib/modules/pfnic.ko $module 0644 0 0"
-	# The static programs (Rust); the guest suite and the C programs need Debian's
-	# libraries (below).
-	for b in pfnic-info pfnic-perf; do
-		[[ -x $bins/$b ]] || die "no $bins/$b; run scripts/build-userspace.sh"
-		echo "file /usr/bin/$b $bins/$b 0755 0 0"
-	done
+	# The static program (Rust); the guest suite, pfnic-perf and the C programs need
+	# Debian's libraries (below).
+	[[ -x $bins/pfnic-info ]] || die "no $bins/pfnic-info; run scripts/build-userspace.sh"
+	echo "file /usr/bin/pfnic-info $bins/pfnic-info 0755 0 0"
 } >"$list.tmp"
 mv "$list.tmp" "$list"
 
@@ -77,9 +75,11 @@ dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./md5sums >"$md5sums" ||
 		[[ -x $bins/$b ]] || die "no $bins/$b; run scripts/build-userspace.sh"
 		echo "file /usr/bin/$b $bins/$b 0755 0 0"
 	done
-	suite=$BUILD_DIR/userspace-dyn/x86_64-unknown-linux-gnu/release/pfnic-test
-	[[ -x $suite ]] || die "no $suite; run scripts/build-userspace.sh"
-	echo "file /usr/bin/pfnic-test $suite 0755 0 0"
+	for b in pfnic-test pfnic-perf; do
+		dyn=$BUILD_DIR/userspace-dyn/x86_64-unknown-linux-gnu/release/$b
+		[[ -x $dyn ]] || die "no $dyn; run scripts/build-userspace.sh"
+		echo "file /usr/bin/$b $dyn 0755 0 0"
+	done
 	for t in "$RDMA_EXAMPLES_BUILD"/ibv_*; do
 		echo "file /usr/libexec/rdma-core-examples/${t##*/} $t 0755 0 0"
 	done

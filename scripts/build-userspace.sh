@@ -37,18 +37,18 @@ export PFNIC_IBV_SYS=$IBV_SYS
 log "building userspace (cargo, static)"
 cargo_checkout "$BUILD_DIR/userspace"
 (cd "$PFNIC_ROOT/userspace" && CARGO_TARGET_DIR=$BUILD_DIR/userspace cargo build --release --locked -q \
-	--workspace --exclude pfnic-tests) || die "cargo build of userspace/ failed"
-# The guest suite drives the device through rdma-core's libibverbs.so.1, Debian's own in
-# the guest (the Debian layer has it and the C library): dynamically linked, in a target
-# directory of its own so that the static build above is not rebuilt each time.
-log "building the guest suite (cargo, linked with libibverbs.so.1)"
+	--workspace --exclude pfnic-tests --exclude pfnic-perf) || die "cargo build of userspace/ failed"
+# The guest suite and pfnic-perf drive the device through rdma-core's libibverbs.so.1,
+# Debian's own in the guest (the Debian layer has it and the C library): dynamically linked
+# (cargo_dyn in scripts/lib.sh).
+log "building the guest suite and pfnic-perf (cargo, linked with libibverbs.so.1)"
 cargo_checkout "$BUILD_DIR/userspace-dyn"
-(cd "$PFNIC_ROOT/userspace" && CARGO_TARGET_DIR=$BUILD_DIR/userspace-dyn \
-	RUSTFLAGS="-C target-feature=-crt-static" PFNIC_IBVERBS_LIB=$rdma_core/usr/lib/x86_64-linux-gnu \
-	cargo build --release --locked -q -p pfnic-tests) || die "cargo build of pfnic-tests failed"
-# The host-side unit tests (scripts/test.sh runs them): pfnic-perf's perftest exchange.
-(cd "$PFNIC_ROOT/userspace" && CARGO_TARGET_DIR=$BUILD_DIR/userspace cargo test --release --locked -q \
-	--no-run -p pfnic-perf) || die "cargo test --no-run of pfnic-perf failed"
+cargo_dyn build --release --locked -q -p pfnic-tests -p pfnic-perf ||
+	die "cargo build of pfnic-tests and pfnic-perf failed"
+# The host-side unit tests (scripts/test.sh runs them): pfnic-perf's perftest exchange and
+# the RDMA netlink messages.
+cargo_dyn test --release --locked -q --no-run -p pfnic-perf -p rdma-nl ||
+	die "cargo test --no-run of pfnic-perf and rdma-nl failed"
 
 # The C examples, with warnings as errors: against rdma-core's headers (with rdma-core's
 # inline verbs), linked with rdma-core's libibverbs.so.1 (so their symbol versions are

@@ -150,6 +150,20 @@ ibv_sys_bindings() {
 	touch "$IBV_SYS/.built"
 }
 
+# cargo_dyn ARG...: cargo in userspace/ for what links rdma-core's
+# libibverbs.so.1 (the guest suite, pfnic-perf): dynamically linked against the
+# library Debian's libibverbs1 has (unpacked under $BUILD_DIR/rdma-core by
+# scripts/build-userspace.sh, which the guests load as their own), in a target
+# directory of its own so that the static build of the other programs is not
+# rebuilt each time. Host tests of these crates run with that library too.
+cargo_dyn() {
+	local lib=$BUILD_DIR/rdma-core/usr/lib/x86_64-linux-gnu
+	(cd "$PFNIC_ROOT/userspace" && CARGO_TARGET_DIR=$BUILD_DIR/userspace-dyn \
+		RUSTFLAGS="-C target-feature=-crt-static" PFNIC_IBV_SYS=$IBV_SYS PFNIC_IBVERBS_LIB=$lib \
+		PFNIC_RDMA_CORE_INCLUDE=$BUILD_DIR/rdma-core/usr/include \
+		LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} cargo "$@")
+}
+
 # stamp NAME INPUT...: succeed when the stamp is newer than every input file.
 stamp_fresh() {
 	local stamp=$1

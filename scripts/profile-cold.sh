@@ -41,7 +41,7 @@ mkdir -p "$out"
 stat='grep "^cpu" /proc/stat; grep -E "prq|pfnic" /proc/interrupts'
 cmd="echo PROFILE-STAT-BEFORE; $stat; echo PROFILE-START; pfnic-perf --compare ${args[*]}; echo PROFILE-STAT-AFTER; $stat; echo PROFILE-END"
 log "booting the guest: pfnic-perf --compare ${args[*]}"
-PFNIC_QEMU_ARGS="${PFNIC_QEMU_ARGS:-} -perfmap" "$PFNIC_ROOT/scripts/run-guest.sh" --timeout 1800 \
+PFNIC_QEMU_ARGS="${PFNIC_QEMU_ARGS:-} -perfmap" "$PFNIC_ROOT/scripts/run-guest.sh" --debian --timeout 1800 \
 	--cmd "$cmd" >"$out/console.log" 2>&1 &
 guest=$!
 until grep -q PROFILE-START "$out/console.log" 2>/dev/null; do

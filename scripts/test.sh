@@ -161,15 +161,20 @@ qtests() {
 
 # --- host unit tests ------------------------------------------------------------
 # Userspace code that needs no device: pfnic-perf's perftest exchange, both sides
-# over a real TCP connection and against perftest's message formats; the uAPI's
+# over a real TCP connection and against perftest's message formats; the RDMA
+# netlink messages pfnic-perf reads the MR counters with (rdma-nl); the uAPI's
 # layouts against the syzkaller descriptions' C mirror (pfnic-sys).
 host_unit() {
 	local rc=0
 	[[ -z $filter || host_unit == *"$filter"* ]] || return 0
-	log "running the host unit tests (cargo test -p pfnic-perf -p pfnic-sys)"
-	(cd "$PFNIC_ROOT/userspace" && CARGO_TARGET_DIR=$BUILD_DIR/userspace cargo test --release \
-		--locked -q -p pfnic-perf -p pfnic-sys) >"$run_dir/host-unit.log" 2>&1 || rc=$?
-	expect host-unit-tests "cargo test -p pfnic-perf -p pfnic-sys failed (see $run_dir/host-unit.log)" test "$rc" -eq 0
+	log "running the host unit tests (cargo test -p pfnic-perf -p rdma-nl -p pfnic-sys)"
+	{
+		cargo_dyn test --release --locked -q -p pfnic-perf -p rdma-nl &&
+			(cd "$PFNIC_ROOT/userspace" && CARGO_TARGET_DIR=$BUILD_DIR/userspace cargo test \
+				--release --locked -q -p pfnic-sys)
+	} >"$run_dir/host-unit.log" 2>&1 || rc=$?
+	expect host-unit-tests "cargo test -p pfnic-perf -p rdma-nl -p pfnic-sys failed (see $run_dir/host-unit.log)" \
+		test "$rc" -eq 0
 }
 
 # --- guest suites -------------------------------------------------------------

@@ -46,7 +46,7 @@ echo 0 > \$T/tracing_on
 grep overrun \$T/per_cpu/cpu*/stats
 gzip -c \$T/trace | base64 > /dev/ttyS1"
 log "booting the trace guest: pfnic-perf --compare ${args[*]}"
-"$PFNIC_ROOT/scripts/run-guest.sh" --timeout 1800 --results "$out/trace.b64" --cmd "$cmd" \
+"$PFNIC_ROOT/scripts/run-guest.sh" --debian --timeout 1800 --results "$out/trace.b64" --cmd "$cmd" \
 	>"$out/console.log" 2>&1 || { tail -20 "$out/console.log" >&2; die "the guest failed; see $out/console.log"; }
 tr -d '\r' <"$out/trace.b64" | base64 -d | gzip -dc >"$out/trace.txt" ||
 	die "the trace did not come out whole; see $out/console.log"

@@ -78,9 +78,14 @@ pub(crate) struct Cli {
     /// madvise(MADV_DONTNEED) the buffers before every iteration (loopback)
     #[arg(long, conflicts_with = "compare")]
     cold: bool,
-    /// Use /dev/pfnicN
-    #[arg(short = 'd', long = "ib-dev", value_name = "N", default_value_t = 0)]
-    device: u32,
+    /// The RDMA device (libibverbs' name, as perftest's -d)
+    #[arg(
+        short = 'd',
+        long = "ib-dev",
+        value_name = "NAME",
+        default_value = "pfnic0"
+    )]
+    device: String,
     /// Warm against cold in one process (below)
     #[arg(long)]
     compare: bool,
@@ -199,7 +204,7 @@ impl Cli {
                 gid_index: self.gid_index,
                 qp_timeout: self.qp_timeout,
                 odp: self.odp,
-                device: self.device,
+                device: self.device.clone(),
             }));
         }
 
@@ -220,7 +225,7 @@ impl Cli {
             tx_depth: self.tx_depth.unwrap_or(32),
             odp: self.odp,
             cold: self.cold,
-            device: self.device,
+            device: self.device.clone(),
             reps: self.reps,
             json: self.json,
             waits,

@@ -26,12 +26,13 @@
 
 use pfnic_cli::outln;
 use std::io;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::counters::{MrCounters, MrStats};
 use crate::{err, poll_cq, Bench, Buffers, Options, Verb, Wait, PAGE_SIZE, STUCK};
-use pfnic_verbs::{Cq, MrStats, Wc, WcStatus};
+use ibv::{Cq, Wc, WcStatus};
 
 /// The fewest pages each repetition times for each kind of CPU first touch.
 const MIN_TOUCH_PAGES: usize = 64;
@@ -103,8 +104,8 @@ struct Counts {
 }
 
 impl Counts {
-    fn read(verb: Verb, bufs: &Buffers) -> io::Result<Self> {
-        let (a, b): (MrStats, MrStats) = (bufs.mr_a.stats()?, bufs.mr_b.stats()?);
+    fn read(verb: Verb, bufs: &Buffers, counters: &MrCounters) -> io::Result<Self> {
+        let (a, b): (MrStats, MrStats) = (counters.read(&bufs.mr_a)?, counters.read(&bufs.mr_b)?);
         // RDMA READ moves B's bytes into A; WRITE and SEND move A's into B.
         let (src, dst) = if verb == Verb::Read { (b, a) } else { (a, b) };
         Ok(Self {
@@ -226,7 +227,8 @@ impl Bench {
                 }
             }
             // An event for this CQ or the other (or one left from an earlier arm): poll again.
-            if channel.get_event_timeout(1000)?.is_none() && start.elapsed() > STUCK {
+            if channel.get_event(Some(Duration::from_secs(1)))?.is_none() && start.elapsed() > STUCK
+            {
                 return Err(err(format!("{what}: no completion within {STUCK:?}")));
             }
         }
@@ -270,14 +272,15 @@ impl Bench {
             }
             self.one_message(verb, &bufs, msg)?;
             msg += 1;
-            let before = Counts::read(verb, &bufs)?;
+            let before = Counts::read(verb, &bufs, &self.counters)?;
             for _ in 0..o.iters {
                 r.warm.push(self.one_message(verb, &bufs, msg)?);
                 msg += 1;
             }
-            r.warm_counts.add(Counts::read(verb, &bufs)?.since(before));
+            r.warm_counts
+                .add(Counts::read(verb, &bufs, &self.counters)?.since(before));
 
-            let before = Counts::read(verb, &bufs)?;
+            let before = Counts::read(verb, &bufs, &self.counters)?;
             for _ in 0..o.iters {
                 let t0 = Instant::now();
                 drop_both(&bufs)?;
@@ -285,7 +288,8 @@ impl Bench {
                 r.cold.push(self.one_message(verb, &bufs, msg)?);
                 msg += 1;
             }
-            r.cold_counts.add(Counts::read(verb, &bufs)?.since(before));
+            r.cold_counts
+                .add(Counts::read(verb, &bufs, &self.counters)?.since(before));
         }
         Ok(r)
     }
@@ -443,7 +447,7 @@ fn table(
 
 fn print_tables(o: &Options, rows: &[(RowResult, Derived)], clock: f64) {
     outln!(
-        "pfnic-perf --compare: pfnic{}, RC loopback (two QPs of one process), {}, one message \
+        "pfnic-perf --compare: {}, RC loopback (two QPs of one process), {}, one message \
          in flight; wait: poll spins on the CQ, events sleeps on a completion channel",
         o.device,
         if o.odp {
@@ -550,7 +554,7 @@ pub(crate) fn run(o: &Options) -> io::Result<()> {
         let doc = json!({
             "tool": "pfnic-perf --compare",
             "format": 1,
-            "device": format!("pfnic{}", o.device),
+            "device": o.device,
             "odp": o.odp,
             "waits": o.waits.iter().map(|w| w.name()).collect::<Vec<_>>(),
             "iters": o.iters,

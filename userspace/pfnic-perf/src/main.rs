@@ -31,17 +31,19 @@
 
 mod cli;
 mod compare;
+mod counters;
 mod exchange;
 mod modes;
 mod peer;
 
+use counters::MrCounters;
 use pfnic_cli::{errln, outln};
 use std::io;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pfnic_verbs::{
+use ibv::{
     Buffer, CompChannel, ConnectAttr, Context, Cq, Mr, Pd, Qp, QpInitAttr, RecvWr, SendWr, Sge, Wc,
     WcOpcode, WcStatus, WrOpcode, ACCESS_LOCAL_WRITE, ACCESS_ON_DEMAND, ACCESS_REMOTE_READ,
     ACCESS_REMOTE_WRITE, SEND_SIGNALED,
@@ -137,7 +139,7 @@ struct Options {
     tx_depth: u32,
     odp: bool,
     cold: bool,
-    device: u32,
+    device: String,
     /// `--compare`: repetitions per row, and where the JSON goes.
     reps: usize,
     json: Option<String>,
@@ -197,6 +199,8 @@ struct Bench {
     events: Option<CompChannel>,
     /// How messages wait for their completions now (the first of `--waits` unless changed).
     wait: Wait,
+    /// Where the MRs' fault counters are read.
+    counters: MrCounters,
 }
 
 /// One size's buffers: A's (local) and B's (remote), registered, each of `slots` messages
@@ -213,8 +217,8 @@ struct Buffers {
 
 impl Buffers {
     /// Page faults of both MRs so far.
-    fn faults(&self) -> io::Result<u64> {
-        Ok(self.mr_a.stats()?.page_faults + self.mr_b.stats()?.page_faults)
+    fn faults(&self, counters: &MrCounters) -> io::Result<u64> {
+        Ok(counters.read(&self.mr_a)?.page_faults + counters.read(&self.mr_b)?.page_faults)
     }
 
     /// Offset of message `i`'s slot.
@@ -250,15 +254,15 @@ fn err(msg: String) -> io::Error {
 
 impl Bench {
     fn new(o: &Options) -> io::Result<Self> {
-        let ctx = Context::open(o.device)
-            .map_err(|e| err(format!("cannot open /dev/pfnic{}: {e}", o.device)))?;
+        let ctx =
+            Context::open(&o.device).map_err(|e| err(format!("cannot open {}: {e}", o.device)))?;
         Self::with_context(&ctx, o)
     }
 
     /// The bench's QPs and CQs in `ctx`, which the caller opened (in the memory mode it chose).
     fn with_context(ctx: &Context, o: &Options) -> io::Result<Self> {
         let attr = ctx.query_device_ex()?;
-        let depth = o.tx_depth.min(attr.verbs.max_qp_wr);
+        let depth = o.tx_depth.min(attr.orig_attr.max_qp_wr as u32);
         let pd = ctx.alloc_pd()?;
         let events = if o.waits.contains(&Wait::Events) {
             Some(ctx.create_comp_channel()?)
@@ -271,7 +275,7 @@ impl Bench {
         let qp_a = pd.create_qp(&QpInitAttr::new(&cq_a, &cq_a, depth, 1))?;
         let qp_b = pd.create_qp(&QpInitAttr::new(&cq_b, &cq_b, depth, 1))?;
         let c = ConnectAttr {
-            max_rd_atomic: attr.verbs.max_qp_rd_atom.clamp(1, 16),
+            max_rd_atomic: (attr.orig_attr.max_qp_rd_atom as u32).clamp(1, 16),
             ..ConnectAttr::default()
         };
         qp_a.connect(qp_b.qp_num(), &c)?;
@@ -287,6 +291,7 @@ impl Bench {
             cold: o.cold,
             events,
             wait: o.waits.first().copied().unwrap_or(Wait::Poll),
+            counters: MrCounters::of(ctx)?,
         })
     }
 
@@ -594,7 +599,7 @@ fn drive_bw(
 fn print_header(t: Test, o: &Options, depth: u32) {
     outln!("{RESULT_LINE}");
     outln!("                    {}", t.title());
-    outln!(" Device          : pfnic{}", o.device);
+    outln!(" Device          : {}", o.device);
     outln!(" Connection type : RC, loopback (two QPs of one process)");
     if t.kind == Kind::Bw {
         outln!(" TX depth        : {depth}");
@@ -665,13 +670,13 @@ fn run(o: &Options) -> io::Result<()> {
         print_header(t, o, bench.depth);
         for &size in &o.sizes {
             let bufs = bench.buffers(size, t.kind)?;
-            let before = bufs.faults()?;
+            let before = bufs.faults(&bench.counters)?;
             let row = match t.kind {
                 Kind::Bw => bench.run_bw(t.verb, &bufs, o.iters),
                 Kind::Lat => bench.run_lat(t.verb, &bufs, o.iters),
             }
             .map_err(|e| err(format!("{} {size} bytes: {e}", t.name())))?;
-            let faults = (bufs.faults()? - before) as f64 / o.iters as f64;
+            let faults = (bufs.faults(&bench.counters)? - before) as f64 / o.iters as f64;
             print_row(size, o.iters, &row, faults);
         }
         outln!("{RESULT_LINE}");

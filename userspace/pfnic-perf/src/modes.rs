@@ -28,10 +28,10 @@ use serde_json::{json, Value};
 
 use crate::compare::{drop_both, micros, num, size_name, spread, verb_name, Summary};
 use crate::{err, Bench, Buffers, Kind, Options, Verb};
-use pfnic_verbs::{
-    Buffer, Context, MemMode, ACCESS_LOCAL_WRITE, ACCESS_ON_DEMAND, ACCESS_REMOTE_READ,
-    ACCESS_REMOTE_WRITE,
+use ibv::{
+    Buffer, Context, ACCESS_LOCAL_WRITE, ACCESS_ON_DEMAND, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,
 };
+use pfnic_verbs::{MemMode, MEM_MODE_ENV};
 
 /// The registrations timed: 4 KiB to 1 GiB (half the guest's memory).
 const REG_SIZES: [usize; 6] = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30];
@@ -64,15 +64,19 @@ struct RegRow {
 
 /// A context of `o.device` in `mode`, or `None` (with a note) where the platform cannot run it.
 fn open_in(o: &Options, mode: MemMode) -> io::Result<Option<Context>> {
-    let ctx = Context::open(o.device)
-        .map_err(|e| err(format!("cannot open /dev/pfnic{}: {e}", o.device)))?;
-    match ctx.set_mem_mode(mode) {
-        Ok(()) => Ok(Some(ctx)),
+    // pfnic's provider takes a context's memory mode from the environment when it opens the
+    // device; this process has no other thread yet.
+    match Context::open_with_env(&o.device, &[(MEM_MODE_ENV, mode.name())]) {
+        Ok(ctx) => Ok(Some(ctx)),
         Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
             outln!("note: the {} mode is not available here: {e}", mode.name());
             Ok(None)
         }
-        Err(e) => Err(err(format!("set_mem_mode({}): {e}", mode.name()))),
+        Err(e) => Err(err(format!(
+            "cannot open {} with {MEM_MODE_ENV}={}: {e}",
+            o.device,
+            mode.name()
+        ))),
     }
 }
 

@@ -26,11 +26,12 @@ use std::io;
 use std::sync::Arc;
 use std::time::Instant;
 
-use pfnic_verbs::{
+use ibv::{
     Buffer, ConnectAttr, Context, Cq, GlobalRoute, Mr, Pd, Qp, QpInitAttr, RecvWr, Wc, WcOpcode,
     ACCESS_LOCAL_WRITE, ACCESS_ON_DEMAND, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,
 };
 
+use crate::counters::MrCounters;
 use crate::exchange::{self, BwReport, Comm, Dest};
 use crate::{err, poll_cq, print_row, Kind, Meter, Row, Test, Verb, PAGE_SIZE, RESULT_LINE, STUCK};
 
@@ -52,7 +53,7 @@ pub struct PeerOptions {
     /// The local ACK timeout, 4.096 us * 2^N (perftest's -u; its default 14, 67 ms).
     pub qp_timeout: u32,
     pub odp: bool,
-    pub device: u32,
+    pub device: String,
 }
 
 /// This side's verbs objects.
@@ -69,6 +70,7 @@ struct Side {
     depth: usize,
     rx: usize,
     my: Dest,
+    counters: MrCounters,
 }
 
 impl Side {
@@ -95,7 +97,7 @@ impl Side {
     }
 
     fn faults(&self) -> io::Result<u64> {
-        Ok(self.mr.stats()?.page_faults)
+        Ok(self.counters.read(&self.mr)?.page_faults)
     }
 }
 
@@ -117,20 +119,20 @@ fn random_psn() -> u32 {
 
 /// Opens the device and creates this side's objects; the QP is not connected yet.
 fn open(o: &PeerOptions) -> io::Result<(Side, u32)> {
-    let ctx = Context::open(o.device)
-        .map_err(|e| err(format!("cannot open /dev/pfnic{}: {e}", o.device)))?;
+    let ctx =
+        Context::open(&o.device).map_err(|e| err(format!("cannot open {}: {e}", o.device)))?;
     let port = ctx.query_port(1)?;
     let gid = ctx
         .query_gid(1, o.gid_index)
         .map_err(|e| err(format!("GID index {}: {e}", o.gid_index)))?;
     if gid == [0; 16] {
         return Err(err(format!(
-            "GID {} of pfnic{} is empty: give the port an address (pfnic-info --set-ipv4)",
+            "GID {} of {} is empty: give the port's netdev an IPv4 address",
             o.gid_index, o.device
         )));
     }
     let attr = ctx.query_device_ex()?;
-    let max_wr = attr.verbs.max_qp_wr;
+    let max_wr = attr.orig_attr.max_qp_wr as u32;
     let depth = o.tx_depth.min(max_wr).max(1);
     let rx = o.rx_depth.min(max_wr).min(o.iters as u32).max(1);
     let pd = ctx.alloc_pd()?;
@@ -147,7 +149,7 @@ fn open(o: &PeerOptions) -> io::Result<(Side, u32)> {
         | ACCESS_REMOTE_READ
         | if o.odp { ACCESS_ON_DEMAND } else { 0 };
     let mr = pd.reg_mr(&buf, access)?;
-    let out_reads = attr.verbs.max_qp_rd_atom.clamp(1, MAX_OUT_READS);
+    let out_reads = (attr.orig_attr.max_qp_rd_atom as u32).clamp(1, MAX_OUT_READS);
     let my = Dest {
         lid: port.lid,
         out_reads: out_reads as u16,
@@ -169,6 +171,7 @@ fn open(o: &PeerOptions) -> io::Result<(Side, u32)> {
         depth: depth as usize,
         rx: rx as usize,
         my,
+        counters: MrCounters::of(&ctx)?,
     };
     Ok((side, port.active_mtu))
 }
@@ -215,7 +218,7 @@ pub fn run(o: &PeerOptions) -> io::Result<()> {
 
     outln!("{RESULT_LINE}");
     outln!("                    {}", t.title());
-    outln!(" Device          : pfnic{}", o.device);
+    outln!(" Device          : {}", o.device);
     outln!(
         " Connection type : RC, {} of a perftest exchange (version {}, peer {peer_version})",
         if server { "server" } else { "client" },

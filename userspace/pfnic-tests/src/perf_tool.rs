@@ -6,8 +6,9 @@ use pfnic_cli::outln;
 use serde_json::Value;
 
 use crate::common::sh;
+use crate::ibv_common::{ibv_ctx, requires_odp};
 use crate::ktap::{Failure, Test, TestResult};
-use crate::verbs_common::{requires_odp, verbs_ctx, ODP_READ, ODP_WRITE};
+use crate::verbs_common::{ODP_READ, ODP_WRITE};
 
 const PERF: &str = "/usr/bin/pfnic-perf";
 const JSON: &str = "/tmp/pfnic-perf-compare.json";
@@ -30,7 +31,7 @@ fn number(row: &Value, path: &[&str]) -> Result<f64, Failure> {
 /// that order, each with every page of both buffers faulted in every cold iteration and none
 /// in the warm ones, a device cost and a CPU reference that exist.
 fn test_perf_compare_waits() -> TestResult {
-    requires_odp(&verbs_ctx()?, ODP_WRITE | ODP_READ, false)?;
+    requires_odp(&ibv_ctx()?, ODP_WRITE | ODP_READ, false)?;
     let json = format!("--json={JSON}");
     let (ok, out) = sh(
         PERF,
