@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::common::{nic, Nic};
 use crate::ktap::{Failure, Test, TestResult};
 use crate::lifecycle::{check_working, need_module, uverbs_context_across};
-use crate::verbs_common::verbs_ctx;
+use crate::verbs_common::port_attr;
 use pfnic_cli::outln;
 
 pub const TESTS: &[&Test] = &[
@@ -31,7 +31,7 @@ pub const TESTS: &[&Test] = &[
 
 /// The wire guest's run of a test: a pfnic with a wire has the netdev's auxiliary device too.
 fn with_wire(test: fn() -> TestResult) -> TestResult {
-    if !verbs_ctx()?.port_attr()?.has_wire() {
+    if !port_attr()?.has_wire() {
         skip!("the device has no wire");
     }
     test()
@@ -86,7 +86,7 @@ fn check_aux_device(n: &Nic, kind: &str, index: u32) -> TestResult {
 fn test_aux_devices() -> TestResult {
     let n = nic()?;
     let index = index()?;
-    let port = verbs_ctx()?.port_attr()?;
+    let port = port_attr()?;
     check_aux_device(&n, "rdma", index)?;
     let pci = canonical(&Path::new("/sys/bus/pci/devices").join(&n.bdf))?;
     let ib = crate::rdma_core::ib_sysfs(&crate::rdma_core::ib_name()?);
@@ -140,7 +140,7 @@ fn test_aux_rdma_unbind() -> TestResult {
     let index = index()?;
     let device = format!("pfnic.rdma.{index}");
     let ib = crate::rdma_core::ib_sysfs(&crate::rdma_core::ib_name()?);
-    let port = verbs_ctx()?.port_attr()?;
+    let port = port_attr()?;
     let netdev = if port.has_wire() {
         Some(crate::wire_netdev::netdev_by_mac(port.mac())?)
     } else {

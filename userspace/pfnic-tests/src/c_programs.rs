@@ -13,9 +13,10 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::{sh, tcp_listening};
+use crate::ibv_common::{ibv_ctx, requires_odp, sva_mode};
 use crate::ktap::{Failure, Test, TestResult};
-use crate::verbs_common::{requires_odp, verbs_ctx, ODP_RECV, ODP_SEND};
-use crate::verbs_port::{port_with_addresses, RestoreIpv4, TEST_ADDR};
+use crate::verbs_common::{port_attr, PortAddress, ODP_RECV, ODP_SEND};
+use crate::verbs_port::{port_with_addresses, TEST_ADDR};
 
 /// The ping-pong in the guest's root file system.
 const PINGPONG: &str = "/usr/bin/pfnic-rc-pingpong";
@@ -89,7 +90,7 @@ fn run(args: &[&str]) -> Result<Output, Failure> {
 /// layer).
 fn run_bin(bin: &str, args: &[&str]) -> Result<Output, Failure> {
     // Skip (not fail) where the device has no verbs; the context is closed before the run.
-    drop(verbs_ctx()?);
+    drop(ibv_ctx()?);
     if !std::path::Path::new(LOADER).exists() {
         return Err(Failure::Skip(format!(
             "no {LOADER} for {bin}: the guest has no Debian layer (scripts/run-guest.sh --debian)"
@@ -125,7 +126,7 @@ fn run_ok(args: &[&str], expect: &str) -> Result<Report, Failure> {
 fn run_ok_bin(bin: &str, args: &[&str], expect: &str) -> Result<Report, Failure> {
     let implicit = args.contains(&"--implicit");
     if implicit || args.contains(&"--odp") {
-        requires_odp(&verbs_ctx()?, ODP_SEND | ODP_RECV, implicit)?;
+        requires_odp(&ibv_ctx()?, ODP_SEND | ODP_RECV, implicit)?;
     }
     let out = run_bin(bin, args)?;
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -175,7 +176,7 @@ fn test_c_pingpong_fork() -> TestResult {
 /// requests) in the `sva` mode; in the `odp` mode, where faults are events to the driver that
 /// completions do not count, the pages the driver faulted in for the device (debugfs).
 fn faults_during(f: impl FnOnce() -> Result<Report, Failure>) -> Result<(u64, Report), Failure> {
-    let sva = crate::verbs_common::sva_mode(&verbs_ctx()?)?;
+    let sva = sva_mode()?;
     if sva {
         let r = f()?;
         return Ok((r.page_requests, r));
@@ -268,12 +269,8 @@ fn test_c_pingpong_gid() -> TestResult {
         &["-n", ITERS, "-g", "0"],
         "20 iterations of 4096 bytes, 1 process",
     )?;
-    let ctx = verbs_ctx()?;
-    port_with_addresses(&ctx)?;
-    let _restore = RestoreIpv4::new(&ctx)?;
-    if ctx.port_attr()?.ipv4().is_none() {
-        ctx.set_port_ipv4(Some(TEST_ADDR))?;
-    }
+    port_with_addresses()?;
+    let _address = PortAddress::set(Some(port_attr()?.ipv4().unwrap_or(TEST_ADDR)))?;
     run_ok(
         &["-n", ITERS, "-g", "1", "-m", "2048", "--fork", "-s", "6000"],
         "20 iterations of 6000 bytes, 2 processes",
@@ -292,11 +289,9 @@ fn test_c_pingpong_gid() -> TestResult {
 /// connects its QP with a global route to the other's GID (the port's own: loopback on one
 /// device), and 20 checked round trips follow. Each side prints the other's address.
 fn test_c_pingpong_tcp() -> TestResult {
-    let ctx = verbs_ctx()?;
-    port_with_addresses(&ctx)?;
-    let _restore = RestoreIpv4::new(&ctx)?;
-    let addr = ctx.port_attr()?.ipv4().unwrap_or(TEST_ADDR);
-    ctx.set_port_ipv4(Some(addr))?;
+    port_with_addresses()?;
+    let addr = port_attr()?.ipv4().unwrap_or(TEST_ADDR);
+    let _address = PortAddress::set(Some(addr))?;
     let (ok, out) = sh("ip", &["link", "set", "lo", "up"])?;
     check!(ok, "ip link set lo up: {out}");
     const PORT: u16 = 18516;

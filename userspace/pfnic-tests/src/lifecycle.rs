@@ -458,7 +458,7 @@ pub(crate) fn uverbs_context_across(
     let first = lines.next().transpose()?.unwrap_or_default();
     // The doorbell page, the CQ's ring and the QP's queues, and device memory where the
     // device has it, readable.
-    let dm = crate::verbs_common::verbs_ctx()?.query_device().caps & uapi::PFNIC_CAP_DM != 0;
+    let dm = crate::common::nic()?.dev.query()?.caps & uapi::PFNIC_CAP_DM != 0;
     let maps = 3 + usize::from(dm);
     if first != format!("ready: {maps} mappings, 0 raise SIGBUS") {
         let _ = child.kill();

@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::common::nic;
+use crate::ibv_common::ibv_ctx;
 use crate::ktap::{Failure, Test, TestResult};
-use crate::verbs_common::verbs_ctx;
+use crate::verbs_common::port_attr;
 use pfnic_cli::outln;
 use pfnic_sys::uapi;
 use pfnic_verbs::{LINK_LAYER_ETHERNET, LINK_LAYER_INFINIBAND};
@@ -134,14 +135,11 @@ fn test_rdma_core_device() -> TestResult {
         parent.file_name().and_then(|f| f.to_str()),
         Some(n.bdf.as_str())
     );
-    let ctx = verbs_ctx()?;
-    let q = ctx.query_device_ex()?;
-    check_eq!(attr(&dir.join("node_guid"))?, guid_text(q.verbs.node_guid));
-    check_eq!(
-        attr(&dir.join("sys_image_guid"))?,
-        guid_text(q.verbs.node_guid)
-    );
-    let fw = q.device.fw_version;
+    // libibverbs' node GUID is big-endian, as on the wire.
+    let guid = u64::from_be(ibv_ctx()?.query_device()?.node_guid);
+    check_eq!(attr(&dir.join("node_guid"))?, guid_text(guid));
+    check_eq!(attr(&dir.join("sys_image_guid"))?, guid_text(guid));
+    let fw = n.dev.query()?.fw_version;
     check_eq!(
         attr(&dir.join("fw_ver"))?,
         format!("{}.{}.{}", fw >> 24, (fw >> 16) & 0xff, fw & 0xffff)
@@ -161,8 +159,8 @@ fn test_rdma_core_device() -> TestResult {
 fn test_rdma_core_port() -> TestResult {
     let name = ib_name()?;
     let port = ib_sysfs(&name).join("ports/1");
-    let ctx = verbs_ctx()?;
-    let q = ctx.port_attr()?.0;
+    let ctx = ibv_ctx()?;
+    let q = port_attr()?.0;
     let link_layer = attr(&port.join("link_layer"))?;
     match q.link_layer {
         LINK_LAYER_INFINIBAND => check_eq!(link_layer, "InfiniBand"),
@@ -206,13 +204,13 @@ fn test_rdma_core_rdma_tool() -> TestResult {
         .lines()
         .find(|l| l.split_whitespace().nth(1) == Some(&format!("{name}:")))
         .ok_or_else(|| Failure::Fail(format!("`rdma dev show` lists no {name}:\n{devs}")))?;
-    let q = verbs_ctx()?.query_device_ex()?;
+    let guid = u64::from_be(ibv_ctx()?.query_device()?.node_guid);
     check!(
-        line.contains(&format!("node_guid {}", guid_text(q.verbs.node_guid))),
+        line.contains(&format!("node_guid {}", guid_text(guid))),
         "{line}"
     );
     let links = rdma(&["link", "show", &format!("{name}/1")])?;
-    let state = if verbs_ctx()?.port_attr()?.0.state == 4 {
+    let state = if port_attr()?.0.state == 4 {
         "state ACTIVE physical_state LINK_UP"
     } else {
         "state DOWN physical_state DISABLED"
@@ -228,7 +226,7 @@ fn test_rdma_core_rdma_tool() -> TestResult {
 /// With a wire, port 1 is a RoCE v2 port in the core: an Ethernet link layer, active while
 /// the link is up. (Its GIDs come from a netdev, which the port does not have yet.)
 fn test_wire_rdma_core_roce_port() -> TestResult {
-    let p = verbs_ctx()?.port_attr()?;
+    let p = port_attr()?;
     if !p.has_wire() {
         skip!("the device has no wire");
     }
@@ -255,7 +253,7 @@ fn test_wire_rdma_core_roce_port() -> TestResult {
 
 /// Every counter of the port, named, from the device's own queries.
 fn private_counters() -> Result<Vec<(String, u64)>, Failure> {
-    let port = verbs_ctx()?.port_attr()?.0;
+    let port = port_attr()?.0;
     let t = nic()?.dev.query_stats()?.translation;
     let mut all: Vec<(String, u64)> = uapi::PFNIC_PORT_COUNTER_NAMES
         .iter()

@@ -1,18 +1,16 @@
 //! Asynchronous events (rdma-core's `ibv_get_async_event`): a QP's fatal error and a CQ's
 //! overflow reach the context that owns them, and only it, naming the object by the context
 //! given at creation, through Debian's libibverbs and pfnic's provider; destroying an object
-//! drops its events nobody read. The private interface's event file, and the port's events
-//! (a GID table change here; the link's in `test_wire_port_events`), which reach every
-//! context of the device.
+//! drops its events nobody read. The port's events (a GID table change here; the link's in
+//! `test_wire_port_events`) reach every context of the device.
 
 use std::time::Duration;
 
-use crate::common::expect_errno;
+use crate::common::nic;
 use crate::ibv_common::{ibv_ctx, Pair, PairOpts, Side};
 use crate::ktap::{Failure, Test, TestResult};
-use crate::verbs_common::{check_bytes, pattern, verbs_ctx, MrKind, PortAddress, PAGE, WC_TIMEOUT};
+use crate::verbs_common::{check_bytes, pattern, port_attr, MrKind, PortAddress, PAGE, WC_TIMEOUT};
 use ibv::{event_type, ConnectAttr, Context, Element, Qp, QpInitAttr, QpState, WrOpcode};
-use pfnic_verbs::{AsyncEvent, AsyncEvents};
 
 pub const TESTS: &[&Test] = &[
     &Test {
@@ -26,10 +24,6 @@ pub const TESTS: &[&Test] = &[
     &Test {
         name: "test_verbs_async_unread_dropped",
         run: test_verbs_async_unread_dropped,
-    },
-    &Test {
-        name: "test_verbs_async_file",
-        run: test_verbs_async_file,
     },
     &Test {
         name: "test_verbs_async_gid_change",
@@ -90,22 +84,6 @@ fn ibv_next_event(ctx: &Context, what: &str) -> Result<ibv::AsyncEvent, Failure>
 /// No event of a context of libibverbs within [`QUIET_MS`].
 fn ibv_no_event(ctx: &Context, after: &str) -> TestResult {
     if let Some(ev) = ctx.get_async_event(Some(Duration::from_millis(QUIET_MS as u64)))? {
-        fail!("unexpected asynchronous event after {after}: {ev:?}");
-    }
-    Ok(())
-}
-
-/// The next event within `ms`, which must come.
-pub(crate) fn next_event(events: &AsyncEvents, what: &str) -> Result<AsyncEvent, Failure> {
-    match events.get_event_timeout(EVENT_MS)? {
-        Some(ev) => Ok(ev),
-        None => fail!("no asynchronous event within {EVENT_MS} ms after {what}"),
-    }
-}
-
-/// No event within [`QUIET_MS`].
-pub(crate) fn no_event(events: &AsyncEvents, after: &str) -> TestResult {
-    if let Some(ev) = events.get_event_timeout(QUIET_MS)? {
         fail!("unexpected asynchronous event after {after}: {ev:?}");
     }
     Ok(())
@@ -220,74 +198,45 @@ fn test_verbs_async_unread_dropped() -> TestResult {
     Ok(())
 }
 
-/// The event file: one per context (`EBUSY` for a second), non-blocking reads fail with
-/// `EAGAIN` when nothing is queued, and a buffer too small for one event is `EINVAL`.
-fn test_verbs_async_file() -> TestResult {
-    let ctx = verbs_ctx()?;
-    let events = ctx.async_events()?;
-    expect_errno(
-        "a second event file",
-        ctx.async_events().map(drop),
-        libc::EBUSY,
-    )?;
-    events.set_nonblocking(true)?;
-    expect_errno(
-        "a non-blocking read of nothing",
-        events.get_event(),
-        libc::EAGAIN,
-    )?;
-    let mut small = [0u8; 8];
-    // SAFETY: reads at most 8 bytes into `small`.
-    let n = unsafe { libc::read(events.fd(), small.as_mut_ptr().cast(), small.len()) };
-    check_eq!(n, -1);
-    check_eq!(
-        std::io::Error::last_os_error().raw_os_error(),
-        Some(libc::EINVAL)
-    );
-    // Another context has its own.
-    let other = verbs_ctx()?;
-    drop(other.async_events()?);
-    Ok(())
-}
-
-/// The next event of `events` is the port event `kind` for port 1, and nothing follows it.
-pub(crate) fn port_event(events: &AsyncEvents, kind: u32, after: &str) -> TestResult {
-    let ev = next_event(events, after)?;
+/// The next event of `ctx` is the port event `kind` for port 1, and nothing follows it.
+fn port_event(ctx: &Context, kind: u32, after: &str) -> TestResult {
+    let ev = ibv_next_event(ctx, after)?;
     check!(
-        ev.event_type == kind && ev.element == 1 && ev.object == 1,
+        ev.event_type == kind && ev.element == Element::Port(1),
         "after {after}: {ev:?}, expected event type {kind} for port 1"
     );
-    no_event(events, after)
+    ibv_no_event(ctx, after)
 }
 
-/// Setting the port's IPv4 address changes GID 1: each of two contexts of the device (two
-/// files) gets one `IBV_EVENT_GID_CHANGE` for port 1, and only one; setting the address the
-/// port already has changes nothing and raises nothing; clearing it raises one more.
+/// Setting the port's IPv4 address (the device file's knob of a port without a wire) changes
+/// GID 1: each of two contexts of the device gets one `IBV_EVENT_GID_CHANGE` for port 1, and
+/// only one, and reads the new GID; setting the address the port already has changes nothing
+/// and raises nothing; clearing it raises one more.
 fn test_verbs_async_gid_change() -> TestResult {
-    let a = verbs_ctx()?;
-    let b = verbs_ctx()?;
-    let (ea, eb) = (a.async_events()?, b.async_events()?);
-    let (set, first) = PortAddress::change(&a)?;
-    port_event(&ea, event_type::GID_CHANGE, "setting the port's address")?;
-    port_event(
-        &eb,
-        event_type::GID_CHANGE,
-        "another file set the port's address",
-    )?;
-    check_eq!(b.query_gid(1, 1)?, pfnic_verbs::gid_from_ipv4(first));
-    b.set_port_ipv4(Some(first))?;
-    no_event(&ea, "setting the address the port has")?;
-    no_event(&eb, "setting the address the port has")?;
-    a.set_port_ipv4(None)?;
-    port_event(&ea, event_type::GID_CHANGE, "clearing the port's address")?;
-    port_event(&eb, event_type::GID_CHANGE, "clearing the port's address")?;
-    check_eq!(a.port_attr()?.ipv4(), None);
+    if port_attr()?.has_wire() {
+        skip!("a RoCE port's GIDs are its netdev's addresses (test_wire_netdev_*)");
+    }
+    let a = ibv_ctx()?;
+    let b = ibv_ctx()?;
+    let (set, first) = PortAddress::change()?;
+    port_event(&a, event_type::GID_CHANGE, "setting the port's address")?;
+    port_event(&b, event_type::GID_CHANGE, "setting the port's address")?;
+    check_eq!(b.query_gid(1, 1)?, ibv::gid_from_ipv4(first));
+    let dev = nic()?.dev;
+    dev.set_port_ipv4(Some(first))?;
+    ibv_no_event(&a, "setting the address the port has")?;
+    ibv_no_event(&b, "setting the address the port has")?;
+    dev.set_port_ipv4(None)?;
+    port_event(&a, event_type::GID_CHANGE, "clearing the port's address")?;
+    port_event(&b, event_type::GID_CHANGE, "clearing the port's address")?;
+    check_eq!(port_attr()?.ipv4(), None);
+    check_eq!(a.query_gid(1, 1)?, [0u8; 16]);
     // Putting the address back is a change too, when there was one.
     let had = set.before();
     drop(set);
     if had.is_some() {
-        port_event(&ea, event_type::GID_CHANGE, "restoring the port's address")?;
+        port_event(&a, event_type::GID_CHANGE, "restoring the port's address")?;
     }
-    check_eq!(a.port_attr()?.ipv4(), had);
+    check_eq!(port_attr()?.ipv4(), had);
     Ok(())
 }

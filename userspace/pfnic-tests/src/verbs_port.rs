@@ -4,13 +4,14 @@
 use pfnic_cli::outln;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use crate::common::expect_errno;
+use crate::common::{expect_errno, nic};
+use crate::ibv_common::ibv_ctx;
 use crate::ktap::{Failure, Test, TestResult};
 use crate::verbs_common::*;
 use pfnic_sys::uapi;
 use pfnic_verbs::{
-    gid_from_ipv4, set_global_route, ConnectAttr, Context, GlobalRoute, PortAttr, QpAttr, QpState,
-    SendWr, WcOpcode, WrOpcode, LINK_LAYER_ETHERNET, LINK_LAYER_INFINIBAND,
+    gid_from_ipv4, set_global_route, ConnectAttr, GlobalRoute, PortAttr, QpAttr, QpState, SendWr,
+    WcOpcode, WrOpcode, LINK_LAYER_ETHERNET, LINK_LAYER_INFINIBAND,
 };
 
 pub const TESTS: &[&Test] = &[
@@ -43,37 +44,14 @@ pub const TESTS: &[&Test] = &[
 /// An address for the tests, from TEST-NET-2 (RFC 5737): no real network uses it.
 pub const TEST_ADDR: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 7);
 
-/// The port, skipping the test on a device without the port registers (ABI 1.4).
-pub fn port_with_addresses(ctx: &Context) -> Result<PortAttr, Failure> {
-    let p = ctx.port_attr()?;
+/// The port's attributes from the device file, skipping the test on a device without the
+/// port registers (ABI 1.4).
+pub fn port_with_addresses() -> Result<PortAttr, Failure> {
+    let p = port_attr()?;
     if !p.has_addresses() {
         skip!("the device has no port registers (device ABI 1.4)");
     }
     Ok(p)
-}
-
-/// Puts the port's IPv4 address back as it was when dropped (the guest's init may have set
-/// one for the wire).
-pub struct RestoreIpv4 {
-    ctx: Context,
-    addr: Option<Ipv4Addr>,
-}
-
-impl RestoreIpv4 {
-    pub fn new(ctx: &Context) -> Result<Self, Failure> {
-        Ok(Self {
-            ctx: ctx.clone(),
-            addr: ctx.port_attr()?.ipv4(),
-        })
-    }
-}
-
-impl Drop for RestoreIpv4 {
-    fn drop(&mut self) {
-        if let Err(e) = self.ctx.set_port_ipv4(self.addr) {
-            outln!("# could not restore the port's IPv4 address: {e}");
-        }
-    }
 }
 
 /// `ibv_query_port(1)` on a device without a wire (every guest of this suite): the
@@ -81,8 +59,8 @@ impl Drop for RestoreIpv4 {
 /// link-local prefix and the node GUID. A device with the port registers has a second GID
 /// (the IPv4-mapped address) and reports a MAC; indexes beyond the table are refused.
 fn test_verbs_port_no_wire() -> TestResult {
-    let ctx = verbs_ctx()?;
-    let p = ctx.port_attr()?;
+    let ctx = ibv_ctx()?;
+    let p = port_attr()?;
     if p.has_wire() {
         skip!("the device has a wire");
     }
@@ -94,10 +72,10 @@ fn test_verbs_port_no_wire() -> TestResult {
     check!(q.lid != 0, "LID 0");
     check_eq!(q.sm_lid, q.lid);
     check_eq!(q.port_flags & uapi::PFNIC_PORT_LINK_UP, 0);
-    let guid = ctx.query_device_ex()?.verbs.node_guid;
+    let guid = ctx.query_device()?.node_guid;
     let gid0 = ctx.query_gid(1, 0)?;
     check_eq!(gid0[..8], [0xfe, 0x80, 0, 0, 0, 0, 0, 0]);
-    check_eq!(gid0[8..], guid.to_be_bytes());
+    check_eq!(gid0[8..], guid.to_ne_bytes());
     if p.has_addresses() {
         check_eq!(q.gid_tbl_len, 2);
         let gid1 = ctx.query_gid(1, 1)?;
@@ -130,13 +108,14 @@ fn test_verbs_port_no_wire() -> TestResult {
 /// `ibv_query_gid`; clearing it zeroes GID 1. The register exists on every ABI 1.5 device,
 /// wire or not. On a RoCE port GID 0 is the EUI-64 of the MAC, whatever the address.
 fn test_verbs_port_set_ipv4() -> TestResult {
-    let ctx = verbs_ctx()?;
-    port_with_addresses(&ctx)?;
-    let _restore = RestoreIpv4::new(&ctx)?;
+    let ctx = ibv_ctx()?;
+    let dev = nic()?.dev;
+    port_with_addresses()?;
+    let _restore = PortAddress::keep()?;
     let gid0 = ctx.query_gid(1, 0)?;
     for addr in [TEST_ADDR, Ipv4Addr::new(10, 0, 0, 1)] {
-        ctx.set_port_ipv4(Some(addr))?;
-        let p = ctx.port_attr()?;
+        dev.set_port_ipv4(Some(addr))?;
+        let p = port_attr()?;
         check_eq!(p.ipv4(), Some(addr));
         check_eq!(p.0.ipv4, u32::from(addr));
         let want: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff]
@@ -155,8 +134,8 @@ fn test_verbs_port_set_ipv4() -> TestResult {
             check_eq!(gid0[8..], eui);
         }
     }
-    ctx.set_port_ipv4(None)?;
-    let p = ctx.port_attr()?;
+    dev.set_port_ipv4(None)?;
+    let p = port_attr()?;
     check_eq!(p.ipv4(), None);
     check_eq!(ctx.query_gid(1, 1)?, [0u8; 16]);
     Ok(())
@@ -165,10 +144,10 @@ fn test_verbs_port_set_ipv4() -> TestResult {
 /// Addresses no host can have are refused with `EINVAL` and change nothing: 0.x, loopback,
 /// multicast, reserved and broadcast; so is a nonzero reserved field.
 fn test_verbs_port_set_ipv4_bad() -> TestResult {
-    let ctx = verbs_ctx()?;
-    port_with_addresses(&ctx)?;
-    let _restore = RestoreIpv4::new(&ctx)?;
-    ctx.set_port_ipv4(Some(TEST_ADDR))?;
+    let dev = nic()?.dev;
+    port_with_addresses()?;
+    let _restore = PortAddress::keep()?;
+    dev.set_port_ipv4(Some(TEST_ADDR))?;
     for bad in [
         Ipv4Addr::new(0, 1, 2, 3),
         Ipv4Addr::new(127, 0, 0, 1),
@@ -180,22 +159,19 @@ fn test_verbs_port_set_ipv4_bad() -> TestResult {
     ] {
         expect_errno(
             &format!("set_port_ipv4({bad})"),
-            ctx.set_port_ipv4(Some(bad)),
+            dev.set_port_ipv4(Some(bad)),
             libc::EINVAL,
         )?;
-        check_eq!(ctx.port_attr()?.ipv4(), Some(TEST_ADDR));
+        check_eq!(port_attr()?.ipv4(), Some(TEST_ADDR));
     }
     let mut arg = uapi::PortIpv4 {
         ipv4: u32::from(Ipv4Addr::new(10, 1, 2, 3)),
         reserved: 1,
     };
     // SAFETY: `arg` is a valid `PortIpv4`, the size the ioctl number encodes.
-    let r = unsafe {
-        ctx.device()
-            .ioctl(uapi::PFNIC_IOCTL_SET_PORT_IPV4, (&raw mut arg).cast())
-    };
+    let r = unsafe { dev.ioctl(uapi::PFNIC_IOCTL_SET_PORT_IPV4, (&raw mut arg).cast()) };
     expect_errno("reserved field set", r, libc::EINVAL)?;
-    check_eq!(ctx.port_attr()?.ipv4(), Some(TEST_ADDR));
+    check_eq!(port_attr()?.ipv4(), Some(TEST_ADDR));
     Ok(())
 }
 
@@ -244,17 +220,17 @@ fn drop_net_admin_in_this_thread() -> std::io::Result<()> {
 /// Setting the address needs `CAP_NET_ADMIN`: a thread without it gets `EPERM`, and the
 /// address stays; the same call succeeds with it.
 fn test_verbs_port_set_ipv4_needs_net_admin() -> TestResult {
-    let ctx = verbs_ctx()?;
-    port_with_addresses(&ctx)?;
-    let _restore = RestoreIpv4::new(&ctx)?;
-    match ctx.set_port_ipv4(Some(TEST_ADDR)) {
+    let dev = nic()?.dev;
+    port_with_addresses()?;
+    let _restore = PortAddress::keep()?;
+    match dev.set_port_ipv4(Some(TEST_ADDR)) {
         Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
             skip!("the suite runs without CAP_NET_ADMIN")
         }
         r => r?,
     }
     let other = Ipv4Addr::new(10, 9, 8, 7);
-    let c = ctx.clone();
+    let c = dev.try_clone()?;
     let r = std::thread::spawn(move || -> std::io::Result<std::io::Result<()>> {
         drop_net_admin_in_this_thread()?;
         Ok(c.set_port_ipv4(Some(other)))
@@ -263,9 +239,9 @@ fn test_verbs_port_set_ipv4_needs_net_admin() -> TestResult {
     .map_err(|_| fail("thread", "panicked"))?
     .map_err(|e| fail("capset", e))?;
     expect_errno("set_port_ipv4 without CAP_NET_ADMIN", r, libc::EPERM)?;
-    check_eq!(ctx.port_attr()?.ipv4(), Some(TEST_ADDR));
-    ctx.set_port_ipv4(Some(other))?;
-    check_eq!(ctx.port_attr()?.ipv4(), Some(other));
+    check_eq!(port_attr()?.ipv4(), Some(TEST_ADDR));
+    dev.set_port_ipv4(Some(other))?;
+    check_eq!(port_attr()?.ipv4(), Some(other));
     Ok(())
 }
 
@@ -275,11 +251,8 @@ fn test_verbs_port_set_ipv4_needs_net_admin() -> TestResult {
 /// returns the route as set.
 fn test_verbs_qp_av_own_gid_loopback() -> TestResult {
     use crate::ibv_common as core;
-    let ctx = verbs_ctx()?;
-    port_with_addresses(&ctx)?;
-    let _restore = RestoreIpv4::new(&ctx)?;
-    let addr = ctx.port_attr()?.ipv4().unwrap_or(TEST_ADDR);
-    ctx.set_port_ipv4(Some(addr))?;
+    port_with_addresses()?;
+    let _address = PortAddress::set(Some(port_attr()?.ipv4().unwrap_or(TEST_ADDR)))?;
     let ib = core::ibv_ctx()?;
     for (index, what) in [(1u8, "GID 1"), (0, "GID 0")] {
         let grh = GlobalRoute {
@@ -354,7 +327,7 @@ fn rtr_attr(ctx: &ibv::Context, dest: u32) -> Result<QpAttr, Failure> {
 /// taken as its low 20 bits, as other devices take UCX's all ones.)
 fn test_verbs_qp_av_bad() -> TestResult {
     use crate::ibv_common as core;
-    let port = verbs_ctx()?.port_attr()?;
+    let port = port_attr()?;
     let ctx = core::ibv_ctx()?;
     let a = core::Side::basic(&ctx, PAGE, MrKind::Plain)?;
     let b = core::Side::basic(&ctx, PAGE, MrKind::Plain)?;

@@ -8,13 +8,12 @@ use std::io::{Read, Write};
 use crate::common::{expect_errno, meminfo_kb, pipe, Child};
 use crate::ibv_common::*;
 use crate::ktap::{Failure, Test, TestResult};
-use crate::verbs_common::{fail, raw_rc_qp, refill_at_once, verbs_ctx, MrKind, ACCESS_ALL, PAGE};
+use crate::verbs_common::{fail, refill_at_once, MrKind, ACCESS_ALL, PAGE};
 use ibv::{
     qp_attr, ConnectAttr, QpAttr, QpState, RecvWr, SendWr, Sge, WcOpcode, WcStatus, WrOpcode,
     ACCESS_LOCAL_WRITE, ACCESS_ON_DEMAND, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE, SEND_SIGNALED,
     SEND_SOLICITED, WC_WITH_IMM,
 };
-use pfnic_sys::uapi;
 
 pub const TESTS: &[&Test] = &[
     &Test {
@@ -900,48 +899,26 @@ fn test_verbs_two_processes() -> TestResult {
     Ok(())
 }
 
-/// Destroying a CQ or QP lets go of its ring memory rather than keeping it until the file is
-/// closed: a mapping made before still works (it holds the memory), the object's offset no
-/// longer maps, and creating and destroying large QPs in a loop on one file does not eat the
-/// guest's memory.
+/// Destroying a QP lets go of its ring memory rather than keeping it until the context is
+/// closed: creating and destroying 64 QPs of the largest send and receive queues in a loop on
+/// one context does not eat the guest's memory.
 fn test_verbs_destroy_frees_rings() -> TestResult {
-    let ctx = verbs_ctx()?;
-    let dev = ctx.device();
-    let max_wr = ctx.query_device_ex()?.verbs.max_qp_wr;
-    let mut cq = uapi::CreateCq {
-        cqe: 4,
-        channel: -1,
-        ..Default::default()
+    let ctx = ibv_ctx()?;
+    let max_wr = ctx.query_device()?.max_qp_wr as u32;
+    let pd = ctx.alloc_pd()?;
+    let cq = ctx.create_cq(4, None, 0)?;
+    // Each QP's rings: a send and a receive queue of `max_wr` WQEs of 128 bytes
+    // (docs/verbs.md).
+    let rings = |qp: &ibv::Qp| {
+        let c = qp.cap();
+        u64::from(c.max_send_wr + c.max_recv_wr) * 128
     };
-    dev.create_cq(&mut cq)?;
-    let map = dev.mmap(cq.mmap_offset, cq.mmap_len as usize)?;
-    dev.destroy_cq(cq.cqn)?;
-    let record = cq.record_offset as usize;
-    check!(record + 4 <= map.len(), "CQ record outside the mapping");
-    // SAFETY: the consumer index, inside the mapping (checked above), 4-byte aligned.
-    let ci = unsafe { core::ptr::read_volatile(map.as_ptr().add(record).cast::<u32>()) };
-    check_eq!(ci, 0);
-    drop(map);
-    expect_errno(
-        "mmap of a destroyed CQ's rings",
-        dev.mmap(cq.mmap_offset, cq.mmap_len as usize),
-        libc::EINVAL,
-    )?;
-
-    let pd = dev.alloc_pd()?;
-    let mut cq = uapi::CreateCq {
-        cqe: 4,
-        channel: -1,
-        ..Default::default()
-    };
-    dev.create_cq(&mut cq)?;
     let mut created = 0;
     let before = meminfo_kb("MemFree:")? * 1024;
     for _ in 0..64 {
-        let mut qp = raw_rc_qp(pd, cq.cqn, cq.cqn, max_wr);
-        dev.create_qp(&mut qp)?;
-        created += qp.mmap_len;
-        dev.destroy_qp(qp.qpn)?;
+        let qp = pd.create_qp(&ibv::QpInitAttr::new(&cq, &cq, max_wr, 1))?;
+        created += rings(&qp);
+        qp.destroy().map_err(|(_, e)| fail("ibv_destroy_qp", e))?;
     }
     let lost = before.saturating_sub(meminfo_kb("MemFree:")? * 1024);
     check!(

@@ -10,12 +10,11 @@ use std::time::Duration;
 use crate::common::expect_errno;
 use crate::ibv_common::*;
 use crate::ktap::{Failure, Test, TestResult};
-use crate::verbs_common::{fail, raw_rc_qp, verbs_ctx, MrKind, ACCESS_ALL, PAGE};
+use crate::verbs_common::{fail, MrKind, ACCESS_ALL, PAGE};
 use ibv::{
     event_type, AsyncEvent, Buffer, ConnectAttr, Context, Cq, Element, Mr, Qp, QpInitAttr, QpState,
     RecvWr, SendWr, Srq, SrqInitAttr, WcOpcode, WcStatus, WrOpcode,
 };
-use pfnic_sys::uapi;
 
 pub const TESTS: &[&Test] = &[
     &Test {
@@ -383,83 +382,5 @@ fn test_verbs_srq_bad_args() -> TestResult {
         r.as_ref().is_err_and(|e| e.errno() == libc::EINVAL),
         "a receive with 5 SGEs: {r:?}"
     );
-    private_ioctl_bad_args()
-}
-
-/// The private interface's SRQ arguments, while its ioctls exist.
-fn private_ioctl_bad_args() -> TestResult {
-    let ctx = verbs_ctx()?;
-    let attr = |max_wr, max_sge, srq_limit| pfnic_verbs::SrqInitAttr {
-        max_wr,
-        max_sge,
-        srq_limit,
-        srq_context: 0,
-    };
-    let pd = ctx.alloc_pd()?;
-    let srq = pd.create_srq(&attr(4, 1, 0))?;
-    expect_errno(
-        "an unknown SRQ attribute",
-        srq.modify(1 << 5, 0, 0),
-        libc::EINVAL,
-    )?;
-    let dev = ctx.device();
-    let cq = ctx.create_cq(4, None, 0)?;
-    let mut qp = raw_rc_qp(pd.handle(), cq.cqn(), cq.cqn(), 4);
-    // Without the flag the field is reserved: any SRQ number but 0 is refused (0 is a valid
-    // SRQ number too, the first one handed out, which is why the flag exists).
-    qp.srq = srq.srq_num().max(1);
-    expect_errno(
-        "an SRQ without the SRQ flag",
-        dev.create_qp(&mut qp),
-        libc::EINVAL,
-    )?;
-    qp.flags = uapi::PFNIC_QP_CREATE_SRQ;
-    qp.srq = 0xffff;
-    expect_errno(
-        "an SRQ that does not exist",
-        dev.create_qp(&mut qp),
-        libc::EINVAL,
-    )?;
-    // Another context's SRQ is not this file's.
-    let other = verbs_ctx()?;
-    let other_srq = other.alloc_pd()?.create_srq(&attr(4, 1, 0))?;
-    qp.srq = other_srq.srq_num();
-    expect_errno(
-        "another context's SRQ",
-        dev.create_qp(&mut qp),
-        libc::EINVAL,
-    )?;
-    qp.srq = srq.srq_num();
-    dev.create_qp(&mut qp)?;
-    check_eq!(qp.rq_entries, 0);
-    expect_errno(
-        "destroying an SRQ a QP uses",
-        dev.destroy_srq(srq.srq_num()),
-        libc::EBUSY,
-    )?;
-    let pd_handle = pd.handle();
-    expect_errno(
-        "freeing the PD of an SRQ",
-        dev.dealloc_pd(pd_handle),
-        libc::EBUSY,
-    )?;
-    expect_errno(
-        "querying another context's SRQ",
-        dev.query_srq(other_srq.srq_num()),
-        libc::EINVAL,
-    )?;
-    dev.destroy_qp(qp.qpn)?;
-    let mut arg = uapi::CreateSrq {
-        pd: 0xdead,
-        max_wr: 4,
-        max_sge: 1,
-        ..Default::default()
-    };
-    expect_errno(
-        "an SRQ of a PD that does not exist",
-        dev.create_srq(&mut arg),
-        libc::EINVAL,
-    )?;
-    check_eq!(srq.destroy().map_err(|(_, e)| e)?, 0);
     Ok(())
 }
