@@ -116,23 +116,69 @@ pub(crate) fn wait_readable(
     }
 }
 
-/// The RDMA devices libibverbs finds (`ibv_get_device_list`), by name.
-pub fn device_names() -> io::Result<Vec<String>> {
-    let mut n = 0;
-    // SAFETY: `n` is writable; the list is freed below.
-    let list = non_null(unsafe { sys::ibv_get_device_list(&mut n) })?;
-    let names = (0..n.max(0) as usize)
-        .map(|i| {
-            // SAFETY: the list has `n` device pointers; each device's name is a C string
-            // that lives as long as the list.
-            unsafe { CStr::from_ptr(sys::ibv_get_device_name(*list.as_ptr().add(i))) }
-                .to_string_lossy()
-                .into_owned()
+/// The RDMA devices libibverbs finds (`ibv_get_device_list`), freed when this drops. Opening
+/// a device from a list the caller made first does nothing but `ibv_open_device` (the list
+/// reads sysfs; a test that counts the kernel's allocations of an open wants only those).
+pub struct DeviceList {
+    list: NonNull<*mut sys::ibv_device>,
+    len: usize,
+}
+
+impl DeviceList {
+    /// `ibv_get_device_list`.
+    pub fn new() -> io::Result<Self> {
+        let mut n = 0;
+        // SAFETY: `n` is writable; the list is freed by `drop`.
+        let list = non_null(unsafe { sys::ibv_get_device_list(&mut n) })?;
+        Ok(Self {
+            list,
+            len: n.max(0) as usize,
         })
-        .collect();
-    // SAFETY: the list came from ibv_get_device_list and is not used after this.
-    unsafe { sys::ibv_free_device_list(list.as_ptr()) };
-    Ok(names)
+    }
+
+    /// The devices, in libibverbs' order.
+    fn devices(&self) -> impl Iterator<Item = *mut sys::ibv_device> + '_ {
+        // SAFETY: the list has `len` device pointers, alive as long as the list.
+        (0..self.len).map(|i| unsafe { *self.list.as_ptr().add(i) })
+    }
+
+    /// The devices' names (`pfnic0`, `rxe0`).
+    pub fn names(&self) -> Vec<String> {
+        self.devices()
+            // SAFETY: a device's name is a C string alive as long as the list.
+            .map(|d| unsafe { CStr::from_ptr(sys::ibv_get_device_name(d)) })
+            .map(|n| n.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    /// `ibv_open_device` of the device named `name`: `ENODEV` if the list has none.
+    pub fn open(&self, name: &str) -> io::Result<Context> {
+        let dev = self
+            .devices()
+            // SAFETY: as in `names`.
+            .find(|&d| {
+                unsafe { CStr::from_ptr(sys::ibv_get_device_name(d)) }.to_bytes() == name.as_bytes()
+            })
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENODEV))?;
+        // SAFETY: `dev` is a device of the list, which is alive; an open context does not
+        // need the list.
+        let ptr = non_null(unsafe { sys::ibv_open_device(dev) })?;
+        Ok(Context {
+            inner: Arc::new(ContextInner { ptr }),
+        })
+    }
+}
+
+impl Drop for DeviceList {
+    fn drop(&mut self) {
+        // SAFETY: the list came from ibv_get_device_list and is not used after this.
+        unsafe { sys::ibv_free_device_list(self.list.as_ptr()) };
+    }
+}
+
+/// The RDMA devices libibverbs finds, by name.
+pub fn device_names() -> io::Result<Vec<String>> {
+    Ok(DeviceList::new()?.names())
 }
 
 /// An open device context (`ibv_context`), closed when the last handle and every object made
@@ -162,27 +208,7 @@ pub struct Context {
 impl Context {
     /// Opens the device named `name` (`pfnic0`, `rxe0`): `ENODEV` if libibverbs has none.
     pub fn open(name: &str) -> io::Result<Self> {
-        let mut n = 0;
-        // SAFETY: `n` is writable; the list is freed below.
-        let list = non_null(unsafe { sys::ibv_get_device_list(&mut n) })?;
-        let mut ctx = Err(io::Error::from_raw_os_error(libc::ENODEV));
-        for i in 0..n.max(0) as usize {
-            // SAFETY: the list has `n` device pointers, alive as long as the list.
-            let dev = unsafe { *list.as_ptr().add(i) };
-            // SAFETY: a device's name is a C string alive as long as the list.
-            if unsafe { CStr::from_ptr(sys::ibv_get_device_name(dev)) }.to_bytes()
-                == name.as_bytes()
-            {
-                // SAFETY: `dev` is a device of the list, which is still alive.
-                ctx = non_null(unsafe { sys::ibv_open_device(dev) });
-                break;
-            }
-        }
-        // SAFETY: the list came from ibv_get_device_list; an open context does not need it.
-        unsafe { sys::ibv_free_device_list(list.as_ptr()) };
-        Ok(Self {
-            inner: Arc::new(ContextInner { ptr: ctx? }),
-        })
+        DeviceList::new()?.open(name)
     }
 
     /// Opens the device named `name` with the environment variables `env` set, as a program
