@@ -1,12 +1,19 @@
-//! Allocation failures in the driver's ioctls, forced with fail-nth
+//! Allocation failures under the verbs, forced with fail-nth
 //! (Documentation/fault-injection/fault-injection.rst) on the debug kernel, which has failslab
-//! and fail_page_alloc: every allocating call (open, which binds the address space, alloc PD,
-//! create CQ and QP, register an ODP and a plain MR, and each QP transition) runs with its
-//! first, then second, then third ... allocation failing, until it runs through without
-//! reaching the armed one. Each failure must be a clean `ENOMEM` that leaves the device's
-//! tables (and the QP's state) as they were; afterwards the process still does RDMA and the
-//! tables come back to where they started. The calls go straight to the ioctls: nothing
-//! between arming and the call may allocate (the test's own heap included).
+//! and fail_page_alloc: every verb that allocates in the kernel (`ibv_open_device`, which makes
+//! a user context of the RDMA core and binds the address space, alloc PD, create CQ and QP,
+//! register an on-demand and an ordinary MR, and each QP transition), called through Debian's
+//! libibverbs and pfnic's provider as a program calls it, runs with the kernel's first, then
+//! second, then third ... allocation of the thread failing, until it runs through without
+//! reaching the armed one. Each failure must come back from libibverbs as a clean `ENOMEM` (an
+//! open: what libibverbs and the kernel make of some failures, [`OPEN_ERRNOS`]) that leaves
+//! the device's tables (and the QP's state) as they were: the RDMA core, the driver and the
+//! provider each undo what they began. Afterwards the process still does RDMA and the
+//! tables come back to where they started.
+//!
+//! Only the verb runs between arming and disarming. The library allocates in the process's own
+//! heap too, whose first touch of a new page would be an allocation of the thread's: the whole
+//! sequence runs once unarmed first, so that the heap has its pages.
 
 use pfnic_cli::outln;
 use std::fs::File;
@@ -16,8 +23,7 @@ use std::path::Path;
 use crate::ktap::{Failure, Test, TestResult};
 use crate::matrix::table_usage;
 use crate::verbs_common::*;
-use pfnic_sys::{uapi, Device};
-use pfnic_verbs::{qp_attr, QpAttr, QpState};
+use ibv::{qp_attr, Context, DeviceList, QpAttr, QpInitAttr, QpState, ACCESS_ON_DEMAND};
 
 pub const TESTS: &[&Test] = &[&Test {
     name: "test_matrix_fail_nth",
@@ -25,6 +31,14 @@ pub const TESTS: &[&Test] = &[&Test {
 }];
 
 const FAIL_NTH: &str = "/proc/thread-self/fail-nth";
+/// What a verb whose allocation failed must answer: `ENOMEM`.
+const ENOMEM_ONLY: &[i32] = &[libc::ENOMEM];
+/// `ibv_open_device` too, or what others make of it: libibverbs of a failed `open()` of the
+/// uverbs file (it then looks for the device node another way, rdma-core's
+/// `open_cdev_robust`, whose failure is `ENOSYS`), and the kernel of a failed allocation in
+/// `remap_pfn_range()` of the doorbell page (`pfnmap_track_ctx_alloc()` answers any error of
+/// the PAT memtype reservation with `EINVAL`).
+const OPEN_ERRNOS: &[i32] = &[libc::ENOMEM, libc::ENOSYS, libc::EINVAL];
 /// Enough for any of the calls: one that still fails at this depth does not converge.
 const MAX_NTH: u32 = 2000;
 
@@ -83,11 +97,12 @@ struct Outcome {
 
 /// Runs `call` with the n-th allocation failing, for n = 1, 2, ... until a run does not reach
 /// the armed one; returns that run's result. Each injected failure must come back as
-/// `ENOMEM` (or be survived: then `undo` takes the result back), and `clean` must hold after
+/// one of `errnos` (or be survived: then `undo` takes the result back), and `clean` must hold after
 /// it: whatever the failed call began is undone.
 fn each_failure<T>(
     f: &FailNth,
     what: &str,
+    errnos: &[i32],
     mut call: impl FnMut() -> std::io::Result<T>,
     mut undo: impl FnMut(T) -> TestResult,
     clean: impl Fn() -> TestResult,
@@ -101,7 +116,7 @@ fn each_failure<T>(
         if left != 0 {
             let v = r.map_err(|e| fail(&format!("{what} with nothing injected"), e))?;
             outln!(
-                "# {what}: {} allocations; {} failed with ENOMEM, {} survived",
+                "# {what}: {} allocations; {} failed cleanly, {} survived",
                 n - 1,
                 out.failed,
                 out.absorbed
@@ -109,8 +124,8 @@ fn each_failure<T>(
             return Ok((v, out));
         }
         match r {
-            Err(e) if e.raw_os_error() == Some(libc::ENOMEM) => out.failed += 1,
-            Err(e) => fail!("{what} with allocation {n} failing: {e}, expected ENOMEM"),
+            Err(e) if e.raw_os_error().is_some_and(|e| errnos.contains(&e)) => out.failed += 1,
+            Err(e) => fail!("{what} with allocation {n} failing: {e}, expected one of {errnos:?}"),
             Ok(v) => {
                 out.absorbed += 1;
                 undo(v)?;
@@ -135,14 +150,14 @@ fn plus(base: [u64; 4], d: [u64; 4]) -> [u64; 4] {
     std::array::from_fn(|i| base[i] + d[i])
 }
 
-/// The QP's state as the device reports it.
-fn qp_state(dev: &Device, qpn: u32) -> Result<u32, Failure> {
-    Ok(dev.query_qp(qpn)?.attr.qp_state)
+/// The QP's state, as `ibv_query_qp` reports it.
+fn qp_state(qp: &ibv::Qp) -> Result<QpState, Failure> {
+    Ok(qp.state()?)
 }
 
-/// The transitions RESET→INIT→RTR→RTS of QP `qpn` connected to `dest` (libibverbs' attribute
-/// masks), for the port `port`.
-fn transitions(qpn: u32, dest: u32, port: &pfnic_verbs::QueryPort) -> [uapi::ModifyQp; 3] {
+/// The transitions RESET→INIT→RTR→RTS of a QP connected to `dest` (libibverbs' attribute
+/// masks) on port 1, whose attributes are `port`.
+fn transitions(dest: u32, port: &ibv::sys::ibv_port_attr) -> [(QpAttr, u32); 3] {
     let init = QpAttr {
         qp_state: QpState::Init as u32,
         port_num: 1,
@@ -165,42 +180,44 @@ fn transitions(qpn: u32, dest: u32, port: &pfnic_verbs::QueryPort) -> [uapi::Mod
         max_rd_atomic: 1,
         ..rtr
     };
-    [
-        uapi::ModifyQp {
-            qpn,
-            attr_mask: INIT_MASK,
-            attr: init,
-        },
-        uapi::ModifyQp {
-            qpn,
-            attr_mask: RTR_MASK,
-            attr: rtr,
-        },
-        uapi::ModifyQp {
-            qpn,
-            attr_mask: RTS_MASK,
-            attr: rts,
-        },
-    ]
+    [(init, INIT_MASK), (rtr, RTR_MASK), (rts, RTS_MASK)]
 }
 
-/// The `CREATE_QP` argument of an RC QP of PD `pd` with `max_wr` work requests of one SGE
-/// each way, for tests that drive the ioctls directly.
-fn raw_rc_qp(pd: u32, send_cq: u32, recv_cq: u32, max_wr: u32) -> uapi::CreateQp {
-    uapi::CreateQp {
-        pd,
-        send_cq,
-        recv_cq,
-        qp_type: uapi::PFNIC_QPT_RC,
-        cap: uapi::QpCap {
-            max_send_wr: max_wr,
-            max_recv_wr: max_wr,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-        },
-        ..Default::default()
+/// What one run of the sequence made, kept alive together (fields drop in order: the QPs and
+/// MRs before their PD and CQ, all before the context).
+struct Objects {
+    _qp: ibv::Qp,
+    _peer: ibv::Qp,
+    _mrs: Vec<ibv::Mr>,
+    _cq: ibv::Cq,
+    _pd: ibv::Pd,
+    _ctx: Context,
+}
+
+/// The sequence once, nothing armed: the library's and the provider's heap gets its pages.
+fn warm_up(devices: &DeviceList, name: &str, buf: &std::sync::Arc<ibv::Buffer>) -> TestResult {
+    let ctx = devices.open(name)?;
+    let pd = ctx.alloc_pd()?;
+    let cq = ctx.create_cq(16, None, 0)?;
+    let qp = pd.create_qp(&QpInitAttr::new(&cq, &cq, 8, 1))?;
+    let peer = pd.create_qp(&QpInitAttr::new(&cq, &cq, 8, 1))?;
+    let mrs = vec![
+        pd.reg_mr(buf, ACCESS_ALL | ACCESS_ON_DEMAND)?,
+        pd.reg_mr(buf, ACCESS_ALL)?,
+    ];
+    let port = ctx.query_port(1)?;
+    for (a, mask) in transitions(peer.qp_num(), &port) {
+        qp.modify(&a, mask)?;
     }
+    drop(Objects {
+        _qp: qp,
+        _peer: peer,
+        _mrs: mrs,
+        _cq: cq,
+        _pd: pd,
+        _ctx: ctx,
+    });
+    Ok(())
 }
 
 fn test_matrix_fail_nth() -> TestResult {
@@ -234,18 +251,23 @@ fn test_matrix_fail_nth() -> TestResult {
     let bind_msgs_before = bind_msgs()?;
     let base = table_usage()?;
     let buf = filled_buffer(4 * PAGE, 0x5a)?;
+    let name = crate::rdma_core::ib_name()?;
+    // Listed before any arming: the list reads sysfs, which is not the verbs' business.
+    let devices = DeviceList::new()?;
+    warm_up(&devices, &name, &buf)?;
     let mut totals = Outcome::default();
     let mut add = |o: Outcome| {
         totals.failed += o.failed;
         totals.absorbed += o.absorbed;
     };
     {
-        let (dev, o) = each_failure(
+        let (ctx, o) = each_failure(
             &f,
-            "open",
-            || Device::open("/dev/pfnic0"),
-            |d| {
-                drop(d);
+            "ibv_open_device",
+            OPEN_ERRNOS,
+            || devices.open(&name),
+            |c| {
+                drop(c);
                 Ok(())
             },
             || tables_are(base),
@@ -254,112 +276,102 @@ fn test_matrix_fail_nth() -> TestResult {
         let opened = plus(base, [0, 0, 0, 1]);
         let (pd, o) = each_failure(
             &f,
-            "alloc PD",
-            || dev.alloc_pd(),
-            |pd| Ok(dev.dealloc_pd(pd)?),
+            "ibv_alloc_pd",
+            ENOMEM_ONLY,
+            || ctx.alloc_pd(),
+            |pd| Ok(pd.dealloc().map_err(|(_, e)| e)?),
             || tables_are(opened),
         )?;
         add(o);
         let (cq, o) = each_failure(
             &f,
-            "create CQ",
-            || {
-                let mut cq = uapi::CreateCq {
-                    cqe: 16,
-                    channel: -1,
-                    ..Default::default()
-                };
-                dev.create_cq(&mut cq).map(|()| cq)
-            },
-            |cq| Ok(dev.destroy_cq(cq.cqn).map(drop)?),
+            "ibv_create_cq",
+            ENOMEM_ONLY,
+            || ctx.create_cq(16, None, 0),
+            |cq| Ok(cq.destroy().map_err(|(_, e)| e)?),
             || tables_are(opened),
         )?;
         add(o);
         let with_cq = plus(opened, [0, 1, 0, 0]);
         let (qp, o) = each_failure(
             &f,
-            "create QP",
-            || {
-                let mut qp = raw_rc_qp(pd, cq.cqn, cq.cqn, 8);
-                dev.create_qp(&mut qp).map(|()| qp)
-            },
-            |qp| Ok(dev.destroy_qp(qp.qpn).map(drop)?),
+            "ibv_create_qp",
+            ENOMEM_ONLY,
+            || pd.create_qp(&QpInitAttr::new(&cq, &cq, 8, 1)),
+            |qp| Ok(qp.destroy().map_err(|(_, e)| e)?),
             || tables_are(with_cq),
         )?;
         add(o);
-        let mut peer = raw_rc_qp(pd, cq.cqn, cq.cqn, 8);
-        dev.create_qp(&mut peer)?;
+        let peer = pd.create_qp(&QpInitAttr::new(&cq, &cq, 8, 1))?;
         let with_qps = plus(with_cq, [2, 0, 0, 0]);
         let mut mrs = Vec::new();
-        for (name, access) in [
-            ("reg ODP MR", ACCESS_ALL | pfnic_verbs::ACCESS_ON_DEMAND),
-            ("reg MR", ACCESS_ALL),
+        for (what, access) in [
+            ("ibv_reg_mr, on demand", ACCESS_ALL | ACCESS_ON_DEMAND),
+            ("ibv_reg_mr", ACCESS_ALL),
         ] {
             let with_mrs = plus(with_qps, [0, 0, mrs.len() as u64, 0]);
             let (mr, o) = each_failure(
                 &f,
-                name,
-                || {
-                    let mut mr = uapi::RegMr {
-                        pd,
-                        access,
-                        addr: buf.addr(),
-                        length: buf.len() as u64,
-                        ..Default::default()
-                    };
-                    dev.reg_mr(&mut mr).map(|()| mr)
-                },
-                |mr| Ok(dev.dereg_mr(mr.mr)?),
+                what,
+                ENOMEM_ONLY,
+                || pd.reg_mr(&buf, access),
+                |mr| Ok(mr.dereg().map_err(|(_, e)| e)?),
                 || tables_are(with_mrs),
             )?;
             add(o);
             mrs.push(mr);
         }
-        let port = dev.query_port()?;
-        let steps = transitions(qp.qpn, peer.qpn, &port);
-        for (i, (name, step)) in ["modify QP to INIT", "modify QP to RTR", "modify QP to RTS"]
-            .into_iter()
-            .zip(&steps)
-            .enumerate()
+        let port = ctx.query_port(1)?;
+        let steps = transitions(peer.qp_num(), &port);
+        for (i, (what, (attr, mask))) in [
+            "ibv_modify_qp to INIT",
+            "ibv_modify_qp to RTR",
+            "ibv_modify_qp to RTS",
+        ]
+        .into_iter()
+        .zip(&steps)
+        .enumerate()
         {
-            let from = qp_state(&dev, qp.qpn)?;
+            let from = qp_state(&qp)?;
             let ((), o) = each_failure(
                 &f,
-                name,
-                || dev.modify_qp(step),
+                what,
+                ENOMEM_ONLY,
+                || qp.modify(attr, *mask),
                 // Survived: back to RESET, and through the steps before this one again.
                 |()| {
-                    let reset = uapi::ModifyQp {
-                        qpn: qp.qpn,
-                        attr_mask: qp_attr::STATE,
-                        attr: QpAttr {
-                            qp_state: QpState::Reset as u32,
-                            ..Default::default()
-                        },
+                    let reset = QpAttr {
+                        qp_state: QpState::Reset as u32,
+                        ..Default::default()
                     };
-                    dev.modify_qp(&reset)?;
-                    for s in &steps[..i] {
-                        dev.modify_qp(s)?;
+                    qp.modify(&reset, qp_attr::STATE)?;
+                    for (a, m) in &steps[..i] {
+                        qp.modify(a, *m)?;
                     }
                     Ok(())
                 },
                 || {
-                    check_eq!(qp_state(&dev, qp.qpn)?, from);
+                    check_eq!(qp_state(&qp)?, from);
                     Ok(())
                 },
             )?;
             add(o);
         }
-        for s in &transitions(peer.qpn, qp.qpn, &port) {
-            dev.modify_qp(s)?;
+        for (a, m) in &transitions(qp.qp_num(), &port) {
+            peer.modify(a, *m)?;
         }
-        check_eq!(qp_state(&dev, qp.qpn)?, QpState::Rts as u32);
-        check_eq!(qp_state(&dev, peer.qpn)?, QpState::Rts as u32);
-        for mr in &mrs {
-            check_eq!(dev.query_mr(mr.mr)?.mr, mr.mr);
-        }
+        check_eq!(qp_state(&qp)?, QpState::Rts);
+        check_eq!(qp_state(&peer)?, QpState::Rts);
         tables_are(plus(with_qps, [0, 0, 2, 0]))?;
-        // Closed with everything in it, as a process that dies would.
+        // Closed with everything in it, as a process that exits would.
+        drop(Objects {
+            _qp: qp,
+            _peer: peer,
+            _mrs: mrs,
+            _cq: cq,
+            _pd: pd,
+            _ctx: ctx,
+        });
     }
     tables_are(base)?;
     drop(knobs);
@@ -371,7 +383,7 @@ fn test_matrix_fail_nth() -> TestResult {
     )?;
     tables_are(base)?;
     outln!(
-        "# {} injected failures returned ENOMEM, {} were survived; tables back to {base:?}",
+        "# {} injected failures failed cleanly, {} were survived; tables back to {base:?}",
         totals.failed,
         totals.absorbed
     );
