@@ -13,7 +13,6 @@ use crate::{
     uapi,
 };
 use kernel::{
-    fs::file::FileMappings,
     iommu::sva::SvaBond,
     mm::{
         mmu_notifier::{self, MmuNotifier},
@@ -84,15 +83,7 @@ impl Context {
     /// Fails with `EOPNOTSUPP` when neither works (no ATS, PASID or PRI, or an IOMMU that does
     /// not bind the process, and no translation tables), with `ENOMEM`, and with `EBUSY` when
     /// every hardware context is in use.
-    ///
-    /// `mappings` are the shared mappings of the file the context is for, which unbinding the
-    /// device removes; `None` for a context that removes its mappings itself before it is
-    /// dropped (a user context of the RDMA device, which the RDMA core disassociates).
-    pub(crate) fn new(
-        nic: &Arc<Nic>,
-        mm: &MmWithUser,
-        mappings: impl Fn() -> Option<FileMappings>,
-    ) -> Result<Self> {
+    pub(crate) fn new(nic: &Arc<Nic>, mm: &MmWithUser) -> Result<Self> {
         let failed = ScopeGuard::new(|| {
             nic.counters.context_failures.fetch_add(1, Relaxed);
         });
@@ -128,7 +119,7 @@ impl Context {
                 }
             };
             let pasid = bond.pasid();
-            match nic.start_context(Some(bond), mappings()) {
+            match nic.start_context(Some(bond)) {
                 Ok(index) => Ok(Some((pasid, index))),
                 // The IOMMU bound the process but did not enable page requests.
                 Err(e) if e == EOPNOTSUPP && tables => Ok(None),
@@ -137,7 +128,7 @@ impl Context {
         })?;
         let (pasid, index) = match started {
             Some((pasid, index)) => (Some(pasid), index),
-            None => (None, nic.start_context(None, mappings())?),
+            None => (None, nic.start_context(None)?),
         };
         let started = ScopeGuard::new(|| nic.stop_context(index));
         let exit_stop = KBox::pin_init(

@@ -5,8 +5,8 @@
 //!
 //! The answers are the ones `/dev/pfnicN`'s queries give ([`Nic::query_verbs`],
 //! [`Nic::query_port`]), so both views of the device agree. A port with a wire is a RoCE v2
-//! port; without one it is the InfiniBand-style port alone on its subnet that the private
-//! interface presents (a LID, GID 0 made of the node GUID). A RoCE port with the port's netdev
+//! port; without one it is an InfiniBand-style port alone on its subnet (a LID, GID 0 made of
+//! the node GUID). A RoCE port with the port's netdev
 //! ([`crate::eth`]) is the netdev's, as on every RoCE device: the core builds its GID table
 //! from the netdev's addresses (the first IPv4 one becomes the device's), its state is the
 //! netdev's (up, with its carrier), and the core sends its events.
@@ -41,7 +41,7 @@ use zerocopy::{FromZeros, IntoBytes};
 
 /// pfnic's only port.
 const PORT: u32 = 1;
-/// `IBV_MTU_*` values of the private interface are the core's `IB_MTU_*`.
+/// The `IBV_MTU_*` values the verbs engine takes are the core's `IB_MTU_*`.
 const MTUS: [Mtu; 5] = [
     Mtu::Mtu256,
     Mtu::Mtu512,
@@ -69,7 +69,7 @@ const COUNTERS: [&str; uapi::PFNIC_PORT_COUNTERS + uapi::PFNIC_TRANSLATION_COUNT
     all
 };
 
-// The core's `ibv_advise_mr` advice and flag reach the private interface's unchanged.
+// The core's `ibv_advise_mr` advice and flag reach the verbs engine unchanged.
 const _: () = {
     assert!(rdma::advise::PREFETCH == uapi::PFNIC_ADVISE_PREFETCH);
     assert!(rdma::advise::PREFETCH_WRITE == uapi::PFNIC_ADVISE_PREFETCH_WRITE);
@@ -117,7 +117,7 @@ unsafe fn register<'a>(
 /// SVA (the device faults in the process's address space), without implicit MRs where only
 /// the device's own translation tables fault and cannot cover the whole address space, none
 /// where only pinned tables exist. The core checks these at every `IB_ACCESS_ON_DEMAND`
-/// registration; the context's mode still decides (`/dev/pfnicN` may choose another).
+/// registration; the context's mode still decides (`PFNIC_MEM_MODE` may choose another).
 fn odp_caps(nic: &Nic, v: &uapi::QueryVerbs) -> (u64, u32) {
     let sva = uapi::PFNIC_CAP_ATS | uapi::PFNIC_CAP_PASID | uapi::PFNIC_CAP_PRI;
     let caps = nic.info.caps;
@@ -249,7 +249,7 @@ impl rdma::Operations for PfnicIbDevice {
         uctx.rereg_user_mr(mr, flags, region, pd, udata)
     }
 
-    /// The core's advice values and flag are `ibv_advise_mr`'s, as the private interface's.
+    /// The core's advice values and flag are `ibv_advise_mr`'s, as the verbs engine's.
     fn advise_mr(
         uctx: &Self::UContext,
         pd: &Self::Pd,
@@ -394,7 +394,7 @@ impl rdma::Operations for PfnicIbDevice {
             vendor_part_id: u32::from(i.device_id),
             hw_ver: u32::from(i.revision),
             device_cap_flags: DEVICE_CAP_FLAGS,
-            // `IBV_ATOMIC_HCA` in the private interface's answer.
+            // `IBV_ATOMIC_HCA` in the device's answer.
             atomic_cap: if v.atomic_cap == 1 {
                 AtomicCap::Hca
             } else {

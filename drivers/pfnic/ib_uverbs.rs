@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! User verbs through the RDMA core (`/dev/infiniband/uverbsN`): a user context owns a
-//! hardware context and its verbs objects, as an open `/dev/pfnicN` does, and the core's
-//! PDs, MRs, CQs and QPs are the ones [`VerbsFile`] keeps for it.
+//! hardware context and its verbs objects, and the core's PDs, MRs, CQs and QPs are the ones
+//! [`VerbsFile`] keeps for it.
 //!
 //! The provider maps the context's doorbell page (offset 0) and each CQ's and QP's ring memory
 //! (at the offset its creation answered) from the uverbs file. When the device goes away, the
@@ -81,10 +81,10 @@ impl UContext {
     pub(crate) fn new(nic: &Arc<Nic>, mem_mode: u32) -> Result<Pin<KBox<Self>>> {
         let task = kernel::current!();
         let mm = task.mm().ok_or(EINVAL)?;
-        let ctx = Context::new(nic, mm, || None)?;
+        let ctx = Context::new(nic, mm)?;
         // No per-file share of the device's tables: the core charges the context's objects to
         // the process's rdma cgroup (`rdma.max`), and the device's limits are what it reports.
-        let verbs = VerbsFile::new(nic, ctx.index(), ctx.has_pasid(), false)?;
+        let verbs = VerbsFile::new(nic, ctx.index(), ctx.has_pasid())?;
         if mem_mode != 0 {
             verbs.set_mem_mode(&uapi::MemMode {
                 mode: mem_mode,
@@ -302,8 +302,8 @@ impl UContext {
         self.register(arg).map(Some)
     }
 
-    /// `ibv_advise_mr` on ranges of the PD's on-demand MRs, eight at a time (the private
-    /// interface's batch); with `FLUSH`, every range is present when it returns.
+    /// `ibv_advise_mr` on ranges of the PD's on-demand MRs, eight at a time (the verbs
+    /// engine's batch); with `FLUSH`, every range is present when it returns.
     pub(crate) fn advise_mr(&self, pd: &Pd, advice: u32, flags: u32, sges: &[Sge]) -> Result {
         self.owner_only()?;
         for batch in sges.chunks(uapi::PFNIC_ADVISE_MAX_SGE) {
@@ -627,7 +627,7 @@ impl UContext {
         };
         self.verbs.query_qp(&mut q)?;
         let a = &q.attr;
-        // The private interface keeps them as set: they fit the core's narrower fields.
+        // The verbs engine keeps them as set: they fit the core's narrower fields.
         let narrow = |v: u32| u8::try_from(v).unwrap_or(u8::MAX);
         Ok(QpQuery {
             attr: QpAttr {

@@ -18,7 +18,7 @@
 use zerocopy_derive::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// Version of this interface, reported by [`PFNIC_IOCTL_QUERY_DEVICE`]. Bumped for every change.
-pub const PFNIC_UAPI_VERSION: u32 = 20;
+pub const PFNIC_UAPI_VERSION: u32 = 21;
 
 /// The ioctl "type" byte of every pfnic ioctl.
 pub const PFNIC_IOCTL_MAGIC: u32 = 0xf5;
@@ -37,17 +37,17 @@ pub const PFNIC_CAP_VERBS: u64 = 1 << 4;
 /// An Ethernet port speaking RoCEv2 (docs/wire.md): QPs can connect to other machines.
 pub const PFNIC_CAP_WIRE: u64 = 1 << 5;
 /// Translation tables the driver fills (docs/verbs.md): the `pinned` memory mode, and contexts
-/// without a PASID on platforms without SVA ([`PFNIC_IOCTL_SET_MEM_MODE`]).
+/// without a PASID on platforms without SVA (`PFNIC_MEM_MODE`).
 pub const PFNIC_CAP_TABLES: u64 = 1 << 6;
 /// Translation tables whose misses the driver serves (docs/verbs.md, "Driver-managed faults"):
 /// the `odp` memory mode ([`PFNIC_MEM_MODE_ODP`]).
 pub const PFNIC_CAP_FAULTS: u64 = 1 << 7;
-/// Shared receive queues ([`PFNIC_IOCTL_CREATE_SRQ`]; docs/verbs.md, "Shared receive queues").
+/// Shared receive queues (`ibv_create_srq`; docs/verbs.md, "Shared receive queues").
 pub const PFNIC_CAP_SRQ: u64 = 1 << 8;
 /// Completion timestamps ([`PFNIC_CQ_CREATE_TIMESTAMP`]) from the device clock, which the
 /// doorbell page reads ([`PFNIC_DB_CLOCK_LO`]; docs/verbs.md, "The device clock").
 pub const PFNIC_CAP_TIMESTAMPS: u64 = 1 << 9;
-/// Device memory ([`PFNIC_IOCTL_ALLOC_DM`]; docs/verbs.md, "Device memory").
+/// Device memory (`ibv_alloc_dm`; docs/verbs.md, "Device memory").
 pub const PFNIC_CAP_DM: u64 = 1 << 10;
 
 /// Argument of [`PFNIC_IOCTL_QUERY_DEVICE`] (output only).
@@ -344,7 +344,7 @@ pub struct QueryVerbs {
     pub max_srq_wr: u32,
     /// Scatter/gather entries per SRQ work request.
     pub max_srq_sge: u32,
-    /// Bytes of device memory one file may allocate ([`PFNIC_IOCTL_ALLOC_DM`]; 0: none).
+    /// Bytes of device memory one user context may allocate (`ibv_alloc_dm`; 0: none).
     pub max_dm_size: u32,
     /// The bits of a completion timestamp (0: the device has none, [`PFNIC_CAP_TIMESTAMPS`]).
     pub completion_timestamp_mask: u64,
@@ -496,7 +496,7 @@ pub struct PortIpv4 {
     pub reserved: u32,
 }
 
-/// Argument of [`PFNIC_IOCTL_ALLOC_PD`] (output) and [`PFNIC_IOCTL_DEALLOC_PD`] (input).
+/// Argument of `ibv_alloc_pd` (output) and `ibv_dealloc_pd` (input).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct PdHandle {
@@ -506,7 +506,7 @@ pub struct PdHandle {
     pub reserved: u32,
 }
 
-/// Argument of [`PFNIC_IOCTL_REG_MR`]: register `[addr, addr + length)` of the caller's address
+/// Argument of `ibv_reg_mr`: register `[addr, addr + length)` of the caller's address
 /// space. Nothing is pinned. Without `ON_DEMAND` the range is made present at registration
 /// (`EFAULT` if it cannot be); with it, pages fault in when the device first touches them.
 /// `addr == 0` with `length == u64::MAX` and `ON_DEMAND` is the implicit MR (the whole address
@@ -532,7 +532,7 @@ pub struct RegMr {
     pub reserved: u32,
 }
 
-/// Argument of [`PFNIC_IOCTL_DEREG_MR`].
+/// Argument of `ibv_dereg_mr`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct MrHandle {
@@ -565,7 +565,7 @@ pub struct Sge {
     pub lkey: u32,
 }
 
-/// Argument of [`PFNIC_IOCTL_ADVISE_MR`]: prefetch ranges of ODP MRs.
+/// Argument of `ibv_advise_mr`: prefetch ranges of ODP MRs.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct AdviseMr {
@@ -581,7 +581,7 @@ pub struct AdviseMr {
     pub sge: [Sge; PFNIC_ADVISE_MAX_SGE],
 }
 
-/// Argument of [`PFNIC_IOCTL_QUERY_MR`]: mlx5's ODP counters of one MR, since registration.
+/// Argument of `rdma statistic mr`: mlx5's ODP counters of one MR, since registration.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct QueryMr {
@@ -614,7 +614,7 @@ pub struct QueryMr {
     pub pages_mapped: u64,
 }
 
-/// Memory modes ([`PFNIC_IOCTL_SET_MEM_MODE`]): how an open file's MRs reach its memory.
+/// Memory modes (`PFNIC_MEM_MODE`): how a user context's MRs reach its memory.
 ///
 /// `SVA`: through the IOMMU in the process's PASID; ODP MRs fault pages in with page
 /// requests, other MRs are made present at registration and never pinned. Needs ATS, PASID and
@@ -628,14 +628,14 @@ pub const PFNIC_MEM_MODE_PINNED: u32 = 2;
 /// `ODP`: the driver fills the device's translation table on demand, as mlx5's on-demand
 /// paging does: the device reports a missing page to the driver, which faults it in
 /// (`hmm_range_fault()`), maps it for DMA and writes its entry; an `mmu_interval_notifier`
-/// removes entries before the kernel changes the mappings behind them. Nothing is pinned. ODP
-/// MRs are filled only by faults and prefetches, other MRs once at registration (and again
-/// on demand after the kernel reclaimed their pages). The implicit ODP MR needs device ABI
+/// removes entries before the kernel changes the mappings behind them. ODP MRs pin nothing
+/// and are filled only by faults and prefetches; other MRs are pinned, as in `PINNED` (as
+/// every RDMA device pins them). The implicit ODP MR needs device ABI
 /// 1.10 (a sparse table; `EOPNOTSUPP` before). Needs [`PFNIC_CAP_FAULTS`], not PRI (the default
 /// where SVA does not work).
 pub const PFNIC_MEM_MODE_ODP: u32 = 3;
 
-/// Argument of [`PFNIC_IOCTL_SET_MEM_MODE`] (input only).
+/// The memory mode a user context asks for (`PFNIC_MEM_MODE`), as the verbs engine takes it.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct MemMode {
@@ -645,16 +645,14 @@ pub struct MemMode {
     pub reserved: u32,
 }
 
-/// Argument of [`PFNIC_IOCTL_CREATE_CQ`]. Map `mmap_len` bytes at `mmap_offset` to get the
+/// Argument of `ibv_create_cq`. Map `mmap_len` bytes at `mmap_offset` to get the
 /// ring (`entries` CQEs of 32 bytes) followed, at `record_offset`, by the CQ record.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct CreateCq {
     /// In: minimum CQEs, 1..=max_cqe.
     pub cqe: u32,
-    /// In: the completion channel ([`PFNIC_IOCTL_CREATE_COMP_CHANNEL`]) that gets the CQ's
-    /// completion events, or -1 for none (an armed CQ then queues no event). A descriptor that
-    /// is not open is `EBADF`; one that is not a channel of this file, `EINVAL`.
+    /// In: -1 (the RDMA core's completion channel gets the CQ's completion events).
     pub channel: i32,
     /// In: returned with each completion event of this CQ (the library's CQ pointer).
     pub cq_context: u64,
@@ -686,30 +684,14 @@ pub const PFNIC_DB_CLOCK_LO: usize = 0x020;
 /// See [`PFNIC_DB_CLOCK_LO`].
 pub const PFNIC_DB_CLOCK_HI: usize = 0x024;
 
-/// Argument of [`PFNIC_IOCTL_CREATE_COMP_CHANNEL`] (output only).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct CompChannel {
-    /// Out: the channel's file descriptor. Closing it does not end the channel while CQs use
-    /// it; the channel lives until the file that made it is closed.
-    pub fd: i32,
-    /// Reserved, zero.
-    pub reserved: u32,
-}
-
-/// Completion channels one file may create.
-pub const PFNIC_MAX_COMP_CHANNELS: usize = 64;
-
-/// Argument of [`PFNIC_IOCTL_DESTROY_CQ`], [`PFNIC_IOCTL_DESTROY_QP`] and
-/// [`PFNIC_IOCTL_DESTROY_SRQ`].
+/// Argument of `ibv_destroy_cq`, `ibv_destroy_qp` and
+/// `ibv_destroy_srq`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct ObjectNumber {
     /// In: the CQN, QPN or SRQN.
     pub num: u32,
-    /// In: zero. Out: the asynchronous events of the object that `read()` on the file's event
-    /// file returned ([`PFNIC_IOCTL_GET_ASYNC_FD`]); those still queued are dropped. libibverbs
-    /// waits for as many `ibv_ack_async_event` calls before it frees the object.
+    /// In: zero. Out: zero (the RDMA core counts the asynchronous events a process read).
     pub events_reported: u32,
 }
 
@@ -734,7 +716,7 @@ pub const PFNIC_QPT_RC: u32 = 2;
 /// `IBV_QPT_UD`: through the RDMA core only (its address handles name the destinations).
 pub const PFNIC_QPT_UD: u32 = 4;
 
-/// Argument of [`PFNIC_IOCTL_CREATE_QP`]. Map `mmap_len` bytes at `mmap_offset`: the send queue
+/// Argument of `ibv_create_qp`. Map `mmap_len` bytes at `mmap_offset`: the send queue
 /// at offset 0, the receive queue at `rq_offset`, the QP record at `record_offset`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
@@ -874,7 +856,7 @@ pub struct QpAttr {
     pub reserved: [u32; 2],
 }
 
-/// Argument of [`PFNIC_IOCTL_MODIFY_QP`]: `ibv_modify_qp`, with libibverbs' rules on which
+/// Argument of `ibv_modify_qp`: `ibv_modify_qp`, with libibverbs' rules on which
 /// attributes each RC transition requires and allows (`EINVAL` otherwise).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
@@ -917,7 +899,7 @@ pub struct QpStats {
     pub duplicates: u64,
 }
 
-/// Argument of [`PFNIC_IOCTL_QUERY_QP`].
+/// Argument of `ibv_query_qp`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct QueryQp {
@@ -933,30 +915,6 @@ pub struct QueryQp {
     pub reserved: u32,
     /// Out: the QP's counters.
     pub stats: QpStats,
-}
-
-/// What `read()` on a completion channel returns: one completion event per 16 bytes (`EAGAIN`
-/// with `O_NONBLOCK` when none is queued; `poll()` reports `POLLIN` when one is; `EIO` once the
-/// channel's file is closed or its device unbound, and nothing is left to read).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct CqEvent {
-    /// [`CreateCq::cq_context`] of the CQ.
-    pub cq_context: u64,
-    /// The CQ number.
-    pub cqn: u32,
-    /// Reserved, zero.
-    pub reserved: u32,
-}
-
-/// Argument of [`PFNIC_IOCTL_GET_ASYNC_FD`] (output only).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct AsyncFd {
-    /// Out: the file's event file descriptor (close-on-exec).
-    pub fd: i32,
-    /// Reserved, zero.
-    pub reserved: u32,
 }
 
 /// `IBV_EVENT_CQ_ERR`: a CQ overflowed; its QPs entered ERR.
@@ -979,25 +937,7 @@ pub const PFNIC_EVENT_SRQ_LIMIT_REACHED: u32 = 15;
 /// `IBV_EVENT_QP_LAST_WQE_REACHED`: a QP with an SRQ entered ERR; it takes no more receives.
 pub const PFNIC_EVENT_QP_LAST_WQE_REACHED: u32 = 16;
 
-/// What `read()` on the event file ([`PFNIC_IOCTL_GET_ASYNC_FD`]) returns: one asynchronous
-/// event per 16 bytes, in the order the device raised them (`EAGAIN` with `O_NONBLOCK` when
-/// none is queued; `poll()` reports `POLLIN` when one is; `EIO` once the file is closed or the
-/// device unbound, and nothing is left to read).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct AsyncEvent {
-    /// The object's [`CreateCq::cq_context`], [`CreateQp::qp_context`] or
-    /// [`CreateSrq::srq_context`]; for a port event, the port's number (1); 0 for
-    /// [`PFNIC_EVENT_DEVICE_FATAL`].
-    pub element: u64,
-    /// `PFNIC_EVENT_*` (libibverbs' `enum ibv_event_type`).
-    pub event_type: u32,
-    /// The CQN, QPN or SRQN; for a port event, the port's number (1); 0 for
-    /// [`PFNIC_EVENT_DEVICE_FATAL`].
-    pub object: u32,
-}
-
-/// Argument of [`PFNIC_IOCTL_ALLOC_DM`]. Map `mmap_len` bytes at `mmap_offset` to reach the
+/// Argument of `ibv_alloc_dm`. Map `mmap_len` bytes at `mmap_offset` to reach the
 /// memory from the CPU.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
@@ -1014,11 +954,11 @@ pub struct AllocDm {
     pub mmap_len: u64,
 }
 
-/// Argument of [`PFNIC_IOCTL_FREE_DM`] (input only).
+/// Argument of `ibv_free_dm` (input only).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct DmHandle {
-    /// The handle [`PFNIC_IOCTL_ALLOC_DM`] returned.
+    /// The handle `ibv_alloc_dm` returned.
     pub dm: u32,
     /// Reserved, zero.
     pub reserved: u32,
@@ -1028,9 +968,9 @@ pub struct DmHandle {
 /// MR's `dm_offset` are multiples of this (`EINVAL` otherwise, as on mlx5); lengths are free.
 pub const PFNIC_DM_ALIGN: u64 = 4;
 
-/// Argument of [`PFNIC_IOCTL_REG_DM_MR`]: an MR over `[dm_offset, dm_offset + length)` of a
+/// Argument of `ibv_reg_dm_mr`: an MR over `[dm_offset, dm_offset + length)` of a
 /// device memory allocation, zero-based (`IBV_ACCESS_ZERO_BASED`: an address `x` with its key
-/// is byte `dm_offset + x` of the allocation). Deregistered with [`PFNIC_IOCTL_DEREG_MR`].
+/// is byte `dm_offset + x` of the allocation). Deregistered with `ibv_dereg_mr`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct RegDmMr {
@@ -1056,7 +996,7 @@ pub struct RegDmMr {
     pub reserved2: u32,
 }
 
-/// Argument of [`PFNIC_IOCTL_CREATE_SRQ`]. Map `mmap_len` bytes at `mmap_offset`: the queue
+/// Argument of `ibv_create_srq`. Map `mmap_len` bytes at `mmap_offset`: the queue
 /// (`entries` receive WQEs of 128 bytes) at offset 0, the SRQ record at `record_offset`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
@@ -1088,7 +1028,7 @@ pub const PFNIC_SRQ_MAX_WR: u32 = 1 << 0;
 /// `IBV_SRQ_LIMIT`: arm the limit.
 pub const PFNIC_SRQ_LIMIT: u32 = 1 << 1;
 
-/// Argument of [`PFNIC_IOCTL_MODIFY_SRQ`] (input only): `ibv_modify_srq`.
+/// Argument of `ibv_modify_srq` (input only): `ibv_modify_srq`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct ModifySrq {
@@ -1102,7 +1042,7 @@ pub struct ModifySrq {
     pub srq_limit: u32,
 }
 
-/// Argument of [`PFNIC_IOCTL_QUERY_SRQ`]: `ibv_query_srq`, and the device's view.
+/// Argument of `ibv_query_srq`: `ibv_query_srq`, and the device's view.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct QuerySrq {
@@ -1129,87 +1069,16 @@ pub const PFNIC_IOCTL_QUERY_VERBS: u32 = ioc(IOC_READ, 0x05, core::mem::size_of:
 /// `ibv_query_port`/`ibv_query_gid` of port 1, with its addresses and counters:
 /// `_IOR(0xf5, 0x06, struct pfnic_query_port)`.
 pub const PFNIC_IOCTL_QUERY_PORT: u32 = ioc(IOC_READ, 0x06, core::mem::size_of::<QueryPort>());
-/// `_IOR(0xf5, 0x07, struct pfnic_pd_handle)`.
-pub const PFNIC_IOCTL_ALLOC_PD: u32 = ioc(IOC_READ, 0x07, core::mem::size_of::<PdHandle>());
-/// `_IOW(0xf5, 0x08, struct pfnic_pd_handle)`: `EBUSY` while MRs or QPs use it.
-pub const PFNIC_IOCTL_DEALLOC_PD: u32 = ioc(IOC_WRITE, 0x08, core::mem::size_of::<PdHandle>());
-/// `_IOWR(0xf5, 0x09, struct pfnic_reg_mr)`.
-pub const PFNIC_IOCTL_REG_MR: u32 = ioc(IOC_READ | IOC_WRITE, 0x09, core::mem::size_of::<RegMr>());
-/// `_IOW(0xf5, 0x0a, struct pfnic_mr_handle)`.
-pub const PFNIC_IOCTL_DEREG_MR: u32 = ioc(IOC_WRITE, 0x0a, core::mem::size_of::<MrHandle>());
-/// `_IOW(0xf5, 0x0b, struct pfnic_advise_mr)`.
-pub const PFNIC_IOCTL_ADVISE_MR: u32 = ioc(IOC_WRITE, 0x0b, core::mem::size_of::<AdviseMr>());
-/// `_IOWR(0xf5, 0x0c, struct pfnic_query_mr)`.
-pub const PFNIC_IOCTL_QUERY_MR: u32 =
-    ioc(IOC_READ | IOC_WRITE, 0x0c, core::mem::size_of::<QueryMr>());
-/// `_IOWR(0xf5, 0x0d, struct pfnic_create_cq)`.
-pub const PFNIC_IOCTL_CREATE_CQ: u32 =
-    ioc(IOC_READ | IOC_WRITE, 0x0d, core::mem::size_of::<CreateCq>());
-/// `_IOWR(0xf5, 0x0e, struct pfnic_object_number)`: `EBUSY` while a QP uses it.
-pub const PFNIC_IOCTL_DESTROY_CQ: u32 = ioc(
-    IOC_READ | IOC_WRITE,
-    0x0e,
-    core::mem::size_of::<ObjectNumber>(),
-);
-/// `_IOWR(0xf5, 0x0f, struct pfnic_create_qp)`.
-pub const PFNIC_IOCTL_CREATE_QP: u32 =
-    ioc(IOC_READ | IOC_WRITE, 0x0f, core::mem::size_of::<CreateQp>());
-/// `_IOW(0xf5, 0x10, struct pfnic_modify_qp)`.
-pub const PFNIC_IOCTL_MODIFY_QP: u32 = ioc(IOC_WRITE, 0x10, core::mem::size_of::<ModifyQp>());
-/// `_IOWR(0xf5, 0x11, struct pfnic_query_qp)`.
-pub const PFNIC_IOCTL_QUERY_QP: u32 =
-    ioc(IOC_READ | IOC_WRITE, 0x11, core::mem::size_of::<QueryQp>());
-/// `_IOWR(0xf5, 0x12, struct pfnic_object_number)`.
-pub const PFNIC_IOCTL_DESTROY_QP: u32 = ioc(
-    IOC_READ | IOC_WRITE,
-    0x12,
-    core::mem::size_of::<ObjectNumber>(),
-);
+// The verbs objects' ioctls of uAPI 8 to 20 (numbers 0x07..0x12 and 0x14..0x1d: PDs, MRs,
+// CQs, QPs, completion channels, the memory mode, the event file, SRQs, device memory) are
+// retired in uAPI 21: verbs are the RDMA core's, through uverbs and pfnic's rdma-core
+// provider. Their numbers are not reused; `/dev/pfnicN` answers them `ENOTTY`. The structures
+// of this section stay as the verbs engine's arguments, which the driver's uverbs operations
+// fill.
+
 /// Sets or clears the port's IPv4 address (`CAP_NET_ADMIN`):
 /// `_IOW(0xf5, 0x13, struct pfnic_port_ipv4)`.
 pub const PFNIC_IOCTL_SET_PORT_IPV4: u32 = ioc(IOC_WRITE, 0x13, core::mem::size_of::<PortIpv4>());
-/// `ibv_create_comp_channel`: a new file (close-on-exec) that reads the completion events of
-/// the CQs created with it: `_IOR(0xf5, 0x14, struct pfnic_comp_channel)`. `EDQUOT` beyond
-/// [`PFNIC_MAX_COMP_CHANNELS`] channels per file.
-pub const PFNIC_IOCTL_CREATE_COMP_CHANNEL: u32 =
-    ioc(IOC_READ, 0x14, core::mem::size_of::<CompChannel>());
-/// Chooses the file's memory mode, `PFNIC_MEM_MODE_*`: `_IOW(0xf5, 0x15, struct
-/// pfnic_mem_mode)`. Only before the file's first MR (`EBUSY` after); `EOPNOTSUPP` for a mode
-/// the device or platform cannot run (`SVA` without a PASID, `PINNED` without
-/// [`PFNIC_CAP_TABLES`]); `EINVAL` for an unknown mode.
-pub const PFNIC_IOCTL_SET_MEM_MODE: u32 = ioc(IOC_WRITE, 0x15, core::mem::size_of::<MemMode>());
-/// The file's asynchronous events (`ibv_get_async_event`): a new descriptor (close-on-exec)
-/// that reads them as [`AsyncEvent`] records: `_IOR(0xf5, 0x16, struct pfnic_async_fd)`.
-/// One per file: `EBUSY` for a second.
-pub const PFNIC_IOCTL_GET_ASYNC_FD: u32 = ioc(IOC_READ, 0x16, core::mem::size_of::<AsyncFd>());
-/// `ibv_create_srq`: `_IOWR(0xf5, 0x17, struct pfnic_create_srq)`. `EOPNOTSUPP` without
-/// [`PFNIC_CAP_SRQ`].
-pub const PFNIC_IOCTL_CREATE_SRQ: u32 = ioc(
-    IOC_READ | IOC_WRITE,
-    0x17,
-    core::mem::size_of::<CreateSrq>(),
-);
-/// `ibv_modify_srq`: `_IOW(0xf5, 0x18, struct pfnic_modify_srq)`.
-pub const PFNIC_IOCTL_MODIFY_SRQ: u32 = ioc(IOC_WRITE, 0x18, core::mem::size_of::<ModifySrq>());
-/// `ibv_query_srq`: `_IOWR(0xf5, 0x19, struct pfnic_query_srq)`.
-pub const PFNIC_IOCTL_QUERY_SRQ: u32 =
-    ioc(IOC_READ | IOC_WRITE, 0x19, core::mem::size_of::<QuerySrq>());
-/// `ibv_destroy_srq`: `_IOWR(0xf5, 0x1a, struct pfnic_object_number)`; `EBUSY` while a QP
-/// uses it.
-pub const PFNIC_IOCTL_DESTROY_SRQ: u32 = ioc(
-    IOC_READ | IOC_WRITE,
-    0x1a,
-    core::mem::size_of::<ObjectNumber>(),
-);
-/// `ibv_alloc_dm`: `_IOWR(0xf5, 0x1b, struct pfnic_alloc_dm)`. `EOPNOTSUPP` without
-/// [`PFNIC_CAP_DM`].
-pub const PFNIC_IOCTL_ALLOC_DM: u32 =
-    ioc(IOC_READ | IOC_WRITE, 0x1b, core::mem::size_of::<AllocDm>());
-/// `ibv_free_dm`: `_IOW(0xf5, 0x1c, struct pfnic_dm_handle)`; `EBUSY` while an MR uses it.
-pub const PFNIC_IOCTL_FREE_DM: u32 = ioc(IOC_WRITE, 0x1c, core::mem::size_of::<DmHandle>());
-/// `ibv_reg_dm_mr`: `_IOWR(0xf5, 0x1d, struct pfnic_reg_dm_mr)`.
-pub const PFNIC_IOCTL_REG_DM_MR: u32 =
-    ioc(IOC_READ | IOC_WRITE, 0x1d, core::mem::size_of::<RegDmMr>());
 
 // --- The RDMA core's device `pfnicN`: the driver data of its verbs -------------------------
 //

@@ -4,14 +4,13 @@
 //! stopping them, and revoking them (and every mapping of the device) at unbind.
 
 use super::{Bar0, Nic};
-use crate::{regs, ring, uapi, verbs::file::Objects};
+use crate::{regs, ring, uapi};
 use kernel::{
-    fs::file::FileMappings,
     io::{poll::read_poll_timeout, Io},
     iommu::sva::SvaBond,
     num::Bounded,
     prelude::*,
-    sync::{atomic::Relaxed, Arc, Mutex},
+    sync::atomic::Relaxed,
     time::Delta,
 };
 
@@ -41,13 +40,6 @@ pub(super) struct Slot {
     /// The address space binding, unbound when the slot is emptied; `None` for a context
     /// without a PASID, which reaches memory only through translation tables.
     pub(super) bond: Option<SvaBond>,
-    /// The shared mappings of the file that owns the context (its doorbell page and rings),
-    /// revoked at unbind; `None` for an RDMA user context, which the RDMA core tears down
-    /// before the device is unbound.
-    pub(super) mappings: Option<FileMappings>,
-    /// The file's verbs objects, whose rings are freed and channels closed at unbind (once
-    /// attached).
-    pub(super) objects: Option<Arc<Mutex<Objects>>>,
     /// Position of the next descriptor to post in the context's ring (free-running).
     pub(super) tail: u32,
     /// Oldest posted descriptor not yet known to be done and released; `tail - head`
@@ -85,11 +77,7 @@ impl Nic {
     ///
     /// Fails with `EOPNOTSUPP` when the device refuses the context: the IOMMU did not enable
     /// ATS, PASID and PRI for it, or (without a bond) the device has no translation tables.
-    pub(crate) fn start_context(
-        &self,
-        bond: Option<SvaBond>,
-        mappings: Option<FileMappings>,
-    ) -> Result<u32> {
+    pub(crate) fn start_context(&self, bond: Option<SvaBond>) -> Result<u32> {
         // The IOMMU never hands out PASIDs wider than the device advertised.
         let pasid = match &bond {
             Some(bond) => Some(Bounded::<u32, 20>::try_new(bond.pasid()).ok_or(EINVAL)?),
@@ -139,22 +127,12 @@ impl Nic {
         }
         table.slots[index] = Some(Slot {
             bond,
-            mappings,
-            objects: None,
             tail: 0,
             head: 0,
             claimed: [false; ring::RING_SIZE as usize],
             kept: false,
         });
         Ok(index_u32)
-    }
-
-    /// Lets unbinding free the ring memory of `objects`, the verbs objects of the file that owns
-    /// context `index`. `ENODEV` if the device was unbound meanwhile.
-    pub(crate) fn attach_objects(&self, index: u32, objects: Arc<Mutex<Objects>>) -> Result {
-        let mut table = self.contexts.lock();
-        table.slot_mut(index).ok_or(ENODEV)?.objects = Some(objects);
-        Ok(())
     }
 
     /// Stops hardware context `index` without freeing it: its owner's address space is going
@@ -237,37 +215,21 @@ impl Nic {
     /// stopped every context) and before the driver core detaches the device's IOMMU domain.
     /// Open files keep their `Context`, which finds its slot empty.
     pub(crate) fn revoke_contexts(&self) {
-        // No mapping is made from now on; those made before are removed below, so no process
+        // No mapping is made from now on. Those made before were user contexts' of the RDMA
+        // core, which removed them when it disassociated the contexts, before this: no process
         // keeps a doorbell page that, after a rebind, would ring another process's queues.
         *self.mappings_revoked.lock() = true;
         let mut table = self.contexts.lock();
         table.revoked = true;
         let mut bonds = KVec::new();
-        let mut files = KVec::new();
         for slot in table.slots.iter_mut() {
-            if let Some(slot) = slot.take() {
-                // A touch of a revoked page raises SIGBUS: the device is gone.
-                if let Some(mappings) = &slot.mappings {
-                    mappings.unmap_all();
-                }
-                // On allocation failure the bond drops here, which unbinds it just the same.
-                if let Some(bond) = slot.bond {
-                    let _ = bonds.push(bond, GFP_KERNEL);
-                }
-                if let Some(objects) = slot.objects {
-                    // On allocation failure the rings live on until the file closes.
-                    let _ = files.push(objects, GFP_KERNEL);
-                }
+            // On allocation failure the bond drops here, which unbinds it just the same.
+            if let Some(bond) = slot.take().and_then(|slot| slot.bond) {
+                let _ = bonds.push(bond, GFP_KERNEL);
             }
         }
         drop(table);
         drop(bonds);
-        // The device was reset and uses no ring; no process maps one any more.
-        for objects in &files {
-            // SAFETY: `unmap_all()` above removed every mapping of the file, and none is made
-            // from now on (`mappings_revoked`, under which every mapping is made, is set).
-            unsafe { objects.lock().revoke() };
-        }
         // Wake every waiter at once: they find the table revoked and fail with ENODEV.
         self.ring_progressed();
     }

@@ -1,14 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Completion queues: a ring of 32-byte CQEs (64-byte ones with timestamps) followed by a
-//! 16-byte record, in one coherent allocation the process maps; completion events go to the
-//! completion channel it was created with, `CQ_ERROR` events to the file's asynchronous
-//! events.
+//! 16-byte record, in one coherent allocation the process maps; completion events and
+//! `CQ_ERROR` events go to the RDMA core's CQ (its completion channel, its context's
+//! asynchronous events).
 
 use super::{
-    async_events::ObjectKind,
     cmd,
-    eq::{CompletionTarget, Route},
+    eq::Route,
     file::{ring_bytes, Cq, VerbsFile},
 };
 use crate::uapi;
@@ -25,20 +24,14 @@ const CQ_CREATE_TIMESTAMP: u32 = 1 << 0;
 const RECORD_SIZE: usize = 16;
 
 impl VerbsFile {
-    /// `PFNIC_IOCTL_CREATE_CQ`.
-    pub(crate) fn create_cq(&self, arg: &mut uapi::CreateCq) -> Result {
-        self.create_cq_for(arg, None)
-    }
-
-    /// [`VerbsFile::create_cq`], with the completion events of a CQ of the RDMA core going to
-    /// `core` (the argument's channel must then be -1).
+    /// `ibv_create_cq`: a CQ whose completion events go to `core`, the RDMA core's completion
+    /// channel of the CQ (`None`: nowhere; the argument's channel must be -1).
     pub(crate) fn create_cq_for(
         &self,
         arg: &mut uapi::CreateCq,
         core: Option<CqNotifier>,
     ) -> Result {
         let verbs = self.nic.verbs()?;
-        let owner = self.async_events()?.clone();
         if arg.cqe == 0
             || arg.cqe > verbs.limits.max_cqes
             || arg.flags & !uapi::PFNIC_CQ_CREATE_TIMESTAMP != 0
@@ -62,28 +55,14 @@ impl VerbsFile {
         let mem = SharedCoherent::new(self.nic.alloc_coherent(bytes)?)?;
 
         let mut o = self.objects.lock();
-        let channel = VerbsFile::channel_of(&o.channels, arg.channel)?;
-        let target = match (core, &channel) {
-            (None, None) => None,
-            (None, Some(events)) => Some(CompletionTarget::Channel(events.clone())),
-            (Some(notifier), None) => Some(CompletionTarget::Core(notifier)),
-            (Some(_), Some(_)) => return Err(EINVAL),
-        };
-        if o.cqs.iter().count() >= self.share(verbs.limits.max_cqs) {
-            return Err(EDQUOT);
+        if arg.channel != -1 {
+            return Err(EINVAL);
         }
         let cqn = verbs.ids.lock().cqns.alloc()?;
         let free_cqn = ScopeGuard::new(|| verbs.ids.lock().cqns.free(cqn));
         // Route events before the CQ exists, so none is lost.
-        drop(verbs.eq.set_route(
-            cqn,
-            Some(Route {
-                events: target,
-                cq_context: arg.cq_context,
-                owner,
-            }),
-        ));
-        let unroute = ScopeGuard::new(|| drop(verbs.eq.set_route(cqn, None)));
+        verbs.eq.set_route(cqn, Some(Route { events: core }));
+        let unroute = ScopeGuard::new(|| verbs.eq.set_route(cqn, None));
         let ring = mem.dma_address();
         let record = ring + record_offset as u64;
         let [ring_lo, ring_hi] = cmd::split(ring);
@@ -109,7 +88,6 @@ impl VerbsFile {
             Cq {
                 qps: 0,
                 ring: token,
-                channel,
             },
             GFP_KERNEL,
         ) {
@@ -128,9 +106,8 @@ impl VerbsFile {
         Ok(())
     }
 
-    /// `PFNIC_IOCTL_DESTROY_CQ`: `EBUSY` while a QP uses it. Its queued events are dropped, and
-    /// its ring memory once no mapping uses it; `events_reported` says how many of its
-    /// asynchronous events the process read.
+    /// `ibv_destroy_cq`: `EBUSY` while a QP uses it. Its ring memory goes once no mapping uses
+    /// it. (The RDMA core counts the events a process read; `events_reported` stays 0.)
     pub(crate) fn destroy_cq(&self, arg: &mut uapi::ObjectNumber) -> Result {
         let verbs = self.nic.verbs()?;
         if arg.events_reported != 0 {
@@ -151,15 +128,9 @@ impl VerbsFile {
             "CQ",
             ring,
         );
-        drop(verbs.eq.set_route(arg.num, None));
-        // The queued events go without the object lock: purging waits for readers, which may
-        // fault on `mmap_lock`, which `mmap()` holds while it takes the object lock. The CQN
-        // is still taken, so no new CQ's events are purged with them.
-        drop(o);
-        if let Some(channel) = cq.and_then(|cq| cq.channel) {
-            channel.purge_cq(arg.num);
-        }
-        arg.events_reported = self.forget_events(ObjectKind::Cq, arg.num);
+        verbs.eq.set_route(arg.num, None);
+        drop((o, cq));
+        arg.events_reported = 0;
         if released {
             verbs.ids.lock().cqns.free(arg.num);
         }

@@ -135,7 +135,7 @@ impl VerbsFile {
         o.dms.values().map(|d| d.run.pages as usize).sum::<usize>() + set_bits(&o.dm_spare).count()
     }
 
-    /// `PFNIC_IOCTL_ALLOC_DM`. The run may reuse the file's spare pages (its own, kept as they
+    /// `ibv_alloc_dm`. The run may reuse the file's spare pages (its own, kept as they
     /// are) and take free ones from the device (zeroed first).
     pub(crate) fn alloc_dm(&self, arg: &mut uapi::AllocDm) -> Result {
         let verbs = self.nic.verbs()?;
@@ -212,7 +212,7 @@ impl VerbsFile {
         }
     }
 
-    /// `PFNIC_IOCTL_FREE_DM`: `EBUSY` while an MR uses it. Its pages stay the file's (see the
+    /// `ibv_free_dm`: `EBUSY` while an MR uses it. Its pages stay the file's (see the
     /// module documentation).
     pub(crate) fn free_dm(&self, arg: &uapi::DmHandle) -> Result {
         self.nic.verbs()?;
@@ -250,7 +250,7 @@ impl VerbsFile {
         self.objects.lock().dms.values().any(|d| d.token == token)
     }
 
-    /// `PFNIC_IOCTL_REG_DM_MR`: an MR over part of an allocation, zero-based.
+    /// `ibv_reg_dm_mr`: an MR over part of an allocation, zero-based.
     pub(crate) fn reg_dm_mr(&self, arg: &mut uapi::RegDmMr) -> Result {
         let verbs = self.nic.verbs()?;
         if arg.reserved != 0
@@ -276,9 +276,6 @@ impl VerbsFile {
             || arg.dm_offset % uapi::PFNIC_DM_ALIGN != 0
         {
             return Err(EINVAL);
-        }
-        if o.mrs.iter().count() >= self.share(verbs.limits.max_mrs) {
-            return Err(EDQUOT);
         }
         let start = u64::from(dm.run.first) * DM_PAGE as u64 + arg.dm_offset;
         let index = verbs.ids.lock().mrs.alloc()?;

@@ -2,13 +2,13 @@
 
 //! The device's event queue (docs/verbs.md, "Event queue"): driver memory the device writes
 //! 16-byte entries into, signalled on one MSI-X vector. The handler consumes entries by their
-//! owner parity, routes `COMPLETION` events to the channel of the CQ, the asynchronous events
-//! (`QP_FATAL`, `CQ_ERROR`, `SRQ_LIMIT`, `LAST_WQE_REACHED`) to the file that owns their object
-//! and `PORT_CHANGE` to every open file (as `IBV_EVENT_PORT_ACTIVE` or `IBV_EVENT_PORT_ERR`),
+//! owner parity, routes `COMPLETION` events to the RDMA core's completion channel of the CQ,
+//! the asynchronous events (`QP_FATAL`, `CQ_ERROR`, `SRQ_LIMIT`, `LAST_WQE_REACHED`) to the
+//! core for the object they name, and `PORT_CHANGE` to the core's device (as
+//! `IBV_EVENT_PORT_ACTIVE` or `IBV_EVENT_PORT_ERR`),
 //! queues `PAGE_FAULT` events for the interrupt's thread (which may sleep to serve them,
 //! [`super::odp`]) and advances `EQ_HEAD`.
 
-use super::{async_events::AsyncEvents, events::CompletionEvents};
 use crate::{nic::Bar0, regs, uapi};
 use kernel::rdma::{CqNotifier, ObjectEvents, PortEvents};
 use kernel::{
@@ -22,7 +22,7 @@ use kernel::{
     sync::{
         atomic::{Atomic, Relaxed},
         barrier::{dma_mb, Read},
-        Arc, SpinLockIrq,
+        SpinLockIrq,
     },
 };
 use zerocopy_derive::{FromBytes as ZFromBytes, Immutable, IntoBytes as ZIntoBytes};
@@ -79,29 +79,16 @@ unsafe impl kernel::transmute::FromBytes for Eqe {}
 // SAFETY: as above: no padding, so every byte of an `Eqe` is initialized.
 unsafe impl kernel::transmute::AsBytes for Eqe {}
 
-/// Where the completion events of one CQ go.
-pub(crate) enum CompletionTarget {
-    /// A completion channel of `/dev/pfnicN` (`PFNIC_IOCTL_CREATE_COMP_CHANNEL`).
-    Channel(Arc<CompletionEvents>),
-    /// The RDMA core, for a CQ of one of its user contexts: the core's completion channel.
-    Core(CqNotifier),
-}
-
 /// Where the events of one CQ go.
 pub(crate) struct Route {
-    /// `None`: the CQ has no channel, and its completion events go nowhere.
-    pub(crate) events: Option<CompletionTarget>,
-    pub(crate) cq_context: u64,
-    /// Its file's asynchronous events (`CQ_ERROR`).
-    pub(crate) owner: Arc<AsyncEvents>,
+    /// The RDMA core's completion channel of the CQ; `None`: the CQ has none, and its
+    /// completion events go nowhere.
+    pub(crate) events: Option<CqNotifier>,
 }
 
-/// Where the asynchronous events of one QP or SRQ go: its file, with the handle the process
-/// gave at creation; or, for an object of the RDMA core, the core.
+/// Where the asynchronous events of one QP or SRQ go: the RDMA core's object (`None`:
+/// nowhere, and they are counted as dropped).
 pub(crate) struct OwnerRoute {
-    pub(crate) owner: Arc<AsyncEvents>,
-    pub(crate) element: u64,
-    /// Set for an object of the RDMA core: its events go there instead.
     pub(crate) core: Option<ObjectEvents>,
 }
 
@@ -157,7 +144,10 @@ impl FaultQueue {
             self.stalled = true;
             return false;
         }
-        self.slots[(self.head + self.len) % n] = fault;
+        // `n` is not 0 here (`len` < `n`): no division by zero, and no panic path in the
+        // interrupt handler this is inlined into.
+        let slot = (self.head + self.len).checked_rem(n).unwrap_or(0);
+        self.slots[slot] = fault;
         self.len += 1;
         true
     }
@@ -167,7 +157,7 @@ impl FaultQueue {
             return None;
         }
         let fault = self.slots[self.head];
-        self.head = (self.head + 1) % self.slots.len();
+        self.head = (self.head + 1).checked_rem(self.slots.len()).unwrap_or(0);
         self.len -= 1;
         Some(fault)
     }
@@ -229,10 +219,6 @@ pub(crate) struct EventQueue {
     /// Slot `srqn` says which file gets the SRQ's asynchronous events.
     #[pin]
     srq_owners: SpinLockIrq<KVec<Option<OwnerRoute>>>,
-    /// Slot `ctx`: the asynchronous events of the file of context `ctx`, which get the port's
-    /// events.
-    #[pin]
-    port_listeners: SpinLockIrq<KVec<Option<Arc<AsyncEvents>>>>,
     /// The RDMA core's device, which gets the port's events for its user contexts (and its
     /// caches and clients), while it is registered.
     #[pin]
@@ -259,7 +245,6 @@ impl EventQueue {
         let routes = empty_table(limits.max_cqs)?;
         let qp_owners = empty_table(limits.max_qps)?;
         let srq_owners = empty_table(limits.max_srqs)?;
-        let port_listeners = empty_table(num_contexts)?;
         Ok(try_pin_init!(Self {
             mem,
             base,
@@ -267,7 +252,6 @@ impl EventQueue {
             routes <- new_spinlock_irq!(routes),
             qp_owners <- new_spinlock_irq!(qp_owners),
             srq_owners <- new_spinlock_irq!(srq_owners),
-            port_listeners <- new_spinlock_irq!(port_listeners),
             core_port <- new_spinlock_irq!(None),
             faults <- new_spinlock_irq!(FaultQueue::new()?),
             alerts,
@@ -298,31 +282,19 @@ impl EventQueue {
         bar.write_reg(regs::EQ_SIZE::zeroed().with_entries(EQ_ENTRIES));
     }
 
-    /// Routes the events of `cqn` to `route` (`None`: nowhere). Returns the previous route,
-    /// which the caller drops outside the interrupt-disabled section.
-    pub(crate) fn set_route(&self, cqn: u32, route: Option<Route>) -> Option<Route> {
-        replace_slot(&mut self.routes.lock(), cqn, route)
+    /// Routes the events of `cqn` to `route` (`None`: nowhere).
+    pub(crate) fn set_route(&self, cqn: u32, route: Option<Route>) {
+        replace_slot(&mut self.routes.lock(), cqn, route);
     }
 
-    /// Routes the asynchronous events of QP `qpn` to `route` (`None`: nowhere); returns the
-    /// previous route, for the caller to drop.
-    pub(crate) fn set_qp_owner(&self, qpn: u32, route: Option<OwnerRoute>) -> Option<OwnerRoute> {
-        replace_slot(&mut self.qp_owners.lock(), qpn, route)
+    /// Routes the asynchronous events of QP `qpn` to `route` (`None`: nowhere).
+    pub(crate) fn set_qp_owner(&self, qpn: u32, route: Option<OwnerRoute>) {
+        replace_slot(&mut self.qp_owners.lock(), qpn, route);
     }
 
     /// Routes the asynchronous events of SRQ `srqn` (see [`EventQueue::set_qp_owner`]).
-    pub(crate) fn set_srq_owner(&self, srqn: u32, route: Option<OwnerRoute>) -> Option<OwnerRoute> {
-        replace_slot(&mut self.srq_owners.lock(), srqn, route)
-    }
-
-    /// Makes `events` (`None`: nobody) get the port's events as context `ctx`'s file; returns
-    /// what was there, for the caller to drop.
-    pub(crate) fn set_port_listener(
-        &self,
-        ctx: u32,
-        events: Option<Arc<AsyncEvents>>,
-    ) -> Option<Arc<AsyncEvents>> {
-        replace_slot(&mut self.port_listeners.lock(), ctx, events)
+    pub(crate) fn set_srq_owner(&self, srqn: u32, route: Option<OwnerRoute>) {
+        replace_slot(&mut self.srq_owners.lock(), srqn, route);
     }
 
     /// Makes the RDMA core's device get the port's events (`None`: no more; before it is
@@ -331,24 +303,18 @@ impl EventQueue {
         *self.core_port.lock() = events;
     }
 
-    /// Queues the port event `event_type` for every open file, and for the RDMA core; counts
-    /// each file whose queue was full as a drop.
+    /// Dispatches the port event `event_type` to the RDMA core, which passes it on to every
+    /// user context (and its other clients).
     pub(crate) fn port_event(&self, event_type: u32) {
         if let Some(core) = &*self.core_port.lock() {
             // SAFETY: The driver removes it under this lock before it unregisters the device.
-            // The private event numbers are libibverbs', which are the core's.
+            // The driver's event numbers are libibverbs', which are the core's.
             unsafe { core.dispatch(PORT_NUM, event_type) };
-        }
-        let listeners = self.port_listeners.lock();
-        for events in listeners.iter().flatten() {
-            if !events.push(u64::from(PORT_NUM), event_type, PORT_NUM) {
-                self.counters.async_dropped.add(1, Relaxed);
-            }
         }
     }
 
-    /// Queues an asynchronous event for the owner `owners[object]`; counts it as dropped when
-    /// it has none (destroyed meanwhile) or its queue is full.
+    /// Passes an asynchronous event on to the RDMA core's object `owners[object]`; counts it as
+    /// dropped when there is none (destroyed meanwhile).
     fn deliver(
         &self,
         owners: &SpinLockIrq<KVec<Option<OwnerRoute>>>,
@@ -362,12 +328,12 @@ impl EventQueue {
             .is_some_and(|r| match &r.core {
                 Some(events) => {
                     // SAFETY: Destroying the object removes its route, under the lock held
-                    // here, before the driver's destroy operation returns. The private
-                    // interface's event numbers are libibverbs', which are the core's.
+                    // here, before the driver's destroy operation returns. The driver's event
+                    // numbers are libibverbs', which are the core's.
                     unsafe { events.notify(event_type) };
                     true
                 }
-                None => r.owner.push(r.element, event_type, object),
+                None => false,
             });
         if !delivered {
             self.counters.async_dropped.add(1, Relaxed);
@@ -451,12 +417,7 @@ impl EventQueue {
                     .get(entry.object as usize)
                     .and_then(Option::as_ref)
                     .is_some_and(|route| match &route.events {
-                        Some(CompletionTarget::Channel(events)) => events.push(uapi::CqEvent {
-                            cq_context: route.cq_context,
-                            cqn: entry.object,
-                            reserved: 0,
-                        }),
-                        Some(CompletionTarget::Core(notifier)) => {
+                        Some(notifier) => {
                             // SAFETY: Destroying the CQ removes its route, under the lock
                             // held here, before the driver's `destroy_cq` returns.
                             unsafe { notifier.notify() };
@@ -498,14 +459,12 @@ impl EventQueue {
                     .get(entry.object as usize)
                     .and_then(Option::as_ref)
                     .is_some_and(|r| match &r.events {
-                        Some(CompletionTarget::Core(notifier)) => {
+                        Some(notifier) => {
                             // SAFETY: As for the completion events above.
                             unsafe { notifier.error() };
                             true
                         }
-                        _ => r
-                            .owner
-                            .push(r.cq_context, uapi::PFNIC_EVENT_CQ_ERR, entry.object),
+                        None => false,
                     });
                 if !delivered {
                     self.counters.async_dropped.add(1, Relaxed);
@@ -559,11 +518,9 @@ fn empty_table<R>(entries: u32) -> Result<KVec<Option<R>>> {
     Ok(table)
 }
 
-/// Puts `route` in slot `index` of `table`; returns what was there (or `route` itself when the
-/// index is out of range).
-fn replace_slot<R>(table: &mut KVec<Option<R>>, index: u32, route: Option<R>) -> Option<R> {
-    match table.get_mut(index as usize) {
-        Some(slot) => core::mem::replace(slot, route),
-        None => route,
+/// Puts `route` in slot `index` of `table` (nothing when the index is out of range).
+fn replace_slot<R>(table: &mut KVec<Option<R>>, index: u32, route: Option<R>) {
+    if let Some(slot) = table.get_mut(index as usize) {
+        *slot = route;
     }
 }

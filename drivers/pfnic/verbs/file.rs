@@ -1,29 +1,26 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The verbs objects of one open file: PDs, MRs, CQs, SRQs and QPs, the ring memory it may
-//! map, its completion channels and its asynchronous events.
+//! The verbs objects of one user context of the RDMA core: PDs, MRs, CQs, SRQs and QPs, the
+//! ring memory its process maps, and its objects' asynchronous events.
 //!
-//! Every ioctl validates its whole argument under the file's object lock before it changes
+//! Every verb validates its whole argument under the context's object lock before it changes
 //! anything, and fails with a precise errno. Nothing waits for the device's page faults while
 //! holding that lock (faulting takes the address space's lock, which `mmap()` holds while it
 //! takes ours).
 //!
-//! The file keeps an object's ring memory, for `mmap()`, until the object is destroyed, and
-//! after that while a mapping of it remains, so a process may keep the mapping after
-//! `DESTROY_*` and the memory goes with the last mapping. When the device is unbound, all of it
-//! is freed at once, after its mappings were removed ([`Objects::revoke`]): DMA memory
-//! does not outlive the device, even while the file stays open.
+//! The context keeps an object's ring memory, for `mmap()`, until the object is destroyed, and
+//! after that while a mapping of it remains, so a process may keep the mapping after the
+//! destroy and the memory goes with the last mapping. When the device is unbound, all of it is
+//! freed at once, after its mappings were removed ([`Objects::revoke`]): DMA memory does not
+//! outlive the device, even while the uverbs file stays open.
 
 use super::{
-    async_events::{self, AsyncEvents, ObjectCounts, ObjectKind},
-    channel::Channel,
     cmd,
     dm::{self, Dm},
-    events::CompletionEvents,
     odp::OdpMr,
     pinned::PinnedMr,
     quarantine::{refused, Quarantined},
-    Limits, MAX_PDS,
+    MAX_PDS,
 };
 use crate::{nic::Nic, regs, uapi};
 use kernel::{
@@ -83,8 +80,6 @@ pub(crate) struct Cq {
     pub(crate) qps: u32,
     /// `mmap()` token of its ring memory.
     pub(crate) ring: u64,
-    /// The channel its completion events go to.
-    pub(crate) channel: Option<Arc<CompletionEvents>>,
 }
 
 /// A shared receive queue.
@@ -154,12 +149,6 @@ pub(crate) struct Objects {
     retired: KVec<RingMem>,
     /// Set when the device is unbound and the rings were freed: no ring is added any more.
     rings_revoked: bool,
-    /// The completion channels the file created.
-    pub(crate) channels: KVec<Channel>,
-    /// The event file of the asynchronous events was opened (one per file).
-    async_fd_open: bool,
-    /// The file's asynchronous events, to close them at unbind.
-    async_events: Option<Arc<AsyncEvents>>,
     /// `uapi::PFNIC_MEM_MODE_*`: how the file's MRs reach its memory.
     pub(crate) mem_mode: u32,
     /// Set by the first MR registration: the memory mode no longer changes.
@@ -231,9 +220,9 @@ impl Objects {
         }
     }
 
-    /// The device is being unbound (and was reset, so it uses no ring): frees every ring's
-    /// memory, and closes the completion channels and the asynchronous events (after
-    /// `IBV_EVENT_DEVICE_FATAL`), whose readers stop waiting for events that cannot come.
+    /// The device is going away and the context is disassociated (its CQs and QPs destroyed,
+    /// so the device uses no ring of it): frees every ring's memory, and closes the
+    /// asynchronous events.
     ///
     /// # Safety
     ///
@@ -245,31 +234,30 @@ impl Objects {
             // rings are mapped, and no new one can be made.
             unsafe { mem.revoke() };
         }
-        for channel in self.channels.iter() {
-            channel.events.close();
-        }
-        if let Some(events) = &self.async_events {
-            events.device_gone();
-        }
     }
 }
 
-/// The verbs state of one open file.
+/// The verbs state of one user context of the RDMA core.
 pub(crate) struct VerbsFile {
     pub(crate) nic: Arc<Nic>,
     /// The file's hardware context.
     pub(crate) ctx: u32,
     /// Whether the context has a PASID (SVA); without, only translation tables reach memory.
     pub(crate) sva: bool,
-    /// Shared with the device's context table, which frees the rings at unbind.
+    /// The context's objects, which disassociating it frees ([`Objects::revoke`]).
     pub(crate) objects: Arc<Mutex<Objects>>,
-    /// The file's asynchronous events; `None` on a device without verbs.
-    pub(crate) async_events: Option<Arc<AsyncEvents>>,
-    /// A `/dev/pfnicN` file, not a user context of the RDMA core: it may hold only a share of
-    /// each device table ([`super::FILE_SHARE`]; the core charges a context's objects to the
-    /// process's rdma cgroup instead, and the device's limits are what it reports), and it
-    /// gets the port's events itself (the core gets them for its contexts).
-    private: bool,
+}
+
+/// The memory mode (`uapi::PFNIC_MEM_MODE_*`) of a context that asks for none: `sva` where it
+/// has a PASID, else `odp` on a device that faults to the driver, else `pinned`.
+pub(crate) fn default_mem_mode(nic: &Nic, sva: bool) -> u32 {
+    if sva {
+        uapi::PFNIC_MEM_MODE_SVA
+    } else if nic.info.caps & uapi::PFNIC_CAP_FAULTS != 0 {
+        uapi::PFNIC_MEM_MODE_ODP
+    } else {
+        uapi::PFNIC_MEM_MODE_PINNED
+    }
 }
 
 /// The ring memory of a CQ or QP: device memory the process maps.
@@ -281,20 +269,12 @@ pub(crate) fn ring_bytes(bytes: usize) -> Result<usize> {
 }
 
 impl VerbsFile {
-    pub(crate) fn new(nic: &Arc<Nic>, ctx: u32, sva: bool, private: bool) -> Result<Self> {
+    pub(crate) fn new(nic: &Arc<Nic>, ctx: u32, sva: bool) -> Result<Self> {
         let dm_pages = nic
             .verbs()
             .ok()
             .and_then(|v| v.dm.as_ref())
             .map_or(0, |d| d.pages() as usize);
-        let async_events = match nic.verbs() {
-            Ok(v) => Some(AsyncEvents::new(ObjectCounts {
-                qps: v.limits.max_qps,
-                cqs: v.limits.max_cqs,
-                srqs: v.limits.max_srqs,
-            })?),
-            Err(_) => None,
-        };
         let objects = Objects {
             device_keeps_objects: false,
             next_handle: 1,
@@ -309,16 +289,7 @@ impl VerbsFile {
             rings: RBTree::new(),
             retired: KVec::new(),
             rings_revoked: false,
-            channels: KVec::new(),
-            async_fd_open: false,
-            async_events: async_events.clone(),
-            mem_mode: if sva {
-                uapi::PFNIC_MEM_MODE_SVA
-            } else if nic.info.caps & uapi::PFNIC_CAP_FAULTS != 0 {
-                uapi::PFNIC_MEM_MODE_ODP
-            } else {
-                uapi::PFNIC_MEM_MODE_PINNED
-            },
+            mem_mode: default_mem_mode(nic, sva),
             mem_mode_fixed: false,
         };
         let file = Self {
@@ -326,59 +297,11 @@ impl VerbsFile {
             ctx,
             sva,
             objects: Arc::pin_init(new_mutex!(objects), GFP_KERNEL)?,
-            async_events,
-            private,
         };
-        // From here on, dropping the file takes this back.
-        if let (Ok(v), Some(events), true) = (nic.verbs(), &file.async_events, private) {
-            drop(v.eq.set_port_listener(ctx, Some(events.clone())));
-        }
         Ok(file)
     }
 
-    /// Whether this is a `/dev/pfnicN` file rather than a user context of the RDMA core.
-    pub(crate) fn private(&self) -> bool {
-        self.private
-    }
-
-    /// How many of a table of `entries` the file may hold ([`VerbsFile::private`]).
-    pub(crate) fn share(&self, entries: u32) -> usize {
-        if self.private {
-            Limits::file_share(entries)
-        } else {
-            usize::MAX
-        }
-    }
-
-    /// The file's asynchronous events (`EOPNOTSUPP` on a device without verbs).
-    pub(crate) fn async_events(&self) -> Result<&Arc<AsyncEvents>> {
-        self.async_events.as_ref().ok_or(EOPNOTSUPP)
-    }
-
-    /// `PFNIC_IOCTL_GET_ASYNC_FD`: `publish` copies the argument out; `EBUSY` if the file has
-    /// its event file already.
-    pub(crate) fn get_async_fd(&self, publish: impl FnOnce(&uapi::AsyncFd) -> Result) -> Result {
-        let events = self.async_events()?;
-        {
-            let mut o = self.objects.lock();
-            if o.async_fd_open {
-                return Err(EBUSY);
-            }
-            o.async_fd_open = true;
-        }
-        async_events::open_event_file(events, publish)
-            .inspect_err(|_| self.objects.lock().async_fd_open = false)
-    }
-
-    /// Drops the queued events of an object being destroyed, whose events are no longer
-    /// routed; returns how many of them the process read ([`uapi::ObjectNumber`]).
-    pub(crate) fn forget_events(&self, kind: ObjectKind, num: u32) -> u32 {
-        self.async_events
-            .as_ref()
-            .map_or(0, |events| events.forget(kind, num))
-    }
-
-    /// `PFNIC_IOCTL_SET_MEM_MODE`: only before the first MR registration (`EBUSY` after).
+    /// The memory mode the user context asks for (`PFNIC_MEM_MODE`): only before the first MR registration (`EBUSY` after).
     pub(crate) fn set_mem_mode(&self, arg: &uapi::MemMode) -> Result {
         self.nic.verbs()?;
         if arg.reserved != 0 {
@@ -406,7 +329,7 @@ impl VerbsFile {
         self.objects.lock().mem_mode
     }
 
-    /// `PFNIC_IOCTL_QUERY_VERBS`: the device's verbs, with on-demand paging only in a mode that
+    /// `ibv_query_device_ex`: the device's verbs, with on-demand paging only in a mode that
     /// has it (implicit MRs in `odp` only on a device whose implicit MR may have a table).
     pub(crate) fn query_verbs(&self) -> Result<uapi::QueryVerbs> {
         let mut q = self.nic.query_verbs()?;
@@ -422,7 +345,7 @@ impl VerbsFile {
         Ok(q)
     }
 
-    /// `PFNIC_IOCTL_ALLOC_PD`.
+    /// `ibv_alloc_pd`.
     pub(crate) fn alloc_pd(&self) -> Result<uapi::PdHandle> {
         self.nic.verbs()?;
         let mut o = self.objects.lock();
@@ -442,7 +365,7 @@ impl VerbsFile {
         Ok(uapi::PdHandle { pd, reserved: 0 })
     }
 
-    /// `PFNIC_IOCTL_DEALLOC_PD`: `EBUSY` while MRs, SRQs or QPs use it.
+    /// `ibv_dealloc_pd`: `EBUSY` while MRs, SRQs or QPs use it.
     pub(crate) fn dealloc_pd(&self, arg: &uapi::PdHandle) -> Result {
         self.nic.verbs()?;
         if arg.reserved != 0 {
@@ -507,7 +430,7 @@ impl VerbsFile {
         // ring memory and number stay out of use.
         while let Some((qpn, ring)) = o.qps.iter().next().map(|(n, q)| (*n, q.ring)) {
             o.qps.remove(&qpn);
-            drop(verbs.eq.set_qp_owner(qpn, None));
+            verbs.eq.set_qp_owner(qpn, None);
             if verbs.destroy_queue(
                 &self.nic,
                 &mut o,
@@ -520,7 +443,7 @@ impl VerbsFile {
         }
         while let Some((srqn, ring)) = o.srqs.iter().next().map(|(n, s)| (*n, s.ring)) {
             o.srqs.remove(&srqn);
-            drop(verbs.eq.set_srq_owner(srqn, None));
+            verbs.eq.set_srq_owner(srqn, None);
             if verbs.destroy_queue(
                 &self.nic,
                 &mut o,
@@ -533,7 +456,7 @@ impl VerbsFile {
         }
         while let Some((cqn, ring)) = o.cqs.iter().next().map(|(n, c)| (*n, c.ring)) {
             o.cqs.remove(&cqn);
-            drop(verbs.eq.set_route(cqn, None));
+            verbs.eq.set_route(cqn, None);
             if verbs.destroy_queue(
                 &self.nic,
                 &mut o,
@@ -578,18 +501,11 @@ impl VerbsFile {
 
 impl Drop for VerbsFile {
     fn drop(&mut self) {
-        if let Ok(v) = self.nic.verbs() {
-            drop(v.eq.set_port_listener(self.ctx, None));
-        }
         self.destroy_all();
         // The objects the device keeps name this context: the next owner of its slot must not
         // reach them (the context stops right after this, as the file's owner drops it).
         if self.objects.lock().device_keeps_objects {
             self.nic.keep_context(self.ctx);
-        }
-        // Nothing will come any more: a reader of a duplicated event file gets `EIO`.
-        if let Some(events) = &self.async_events {
-            events.close();
         }
     }
 }

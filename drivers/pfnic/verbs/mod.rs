@@ -5,11 +5,8 @@
 //! - [`cmd`]: the admin command mailbox;
 //! - [`eq`]: the event queue and its interrupt handling;
 //! - [`alloc`]: QPN, CQN and memory key index allocation;
-//! - [`channel`]: completion channels, a file each (`ibv_create_comp_channel`);
-//! - [`dm`]: device memory (BAR1), handed out to files, and MRs over it;
-//! - [`events`]: a queue of events a file reads (`read()`, `poll()`);
-//! - [`async_events`]: the asynchronous events of one open file (`ibv_get_async_event`);
-//! - [`file`]: the objects of one open file (PDs, MRs, CQs, SRQs, QPs) and their ioctls, with
+//! - [`dm`]: device memory (BAR1), handed out to user contexts, and MRs over it;
+//! - [`file`]: the objects of one user context of the RDMA core (PDs, MRs, CQs, SRQs, QPs), with
 //!   [`mr`], [`cq`], [`srq`] and [`qp`] for each kind of object;
 //! - [`port`]: port 1, its addresses and GIDs (docs/wire.md);
 //! - [`quarantine`]: objects the device refused to destroy, kept until it is reset;
@@ -17,13 +14,10 @@
 //!   them in the `pinned` and `odp` memory modes.
 
 pub(crate) mod alloc;
-pub(crate) mod async_events;
-pub(crate) mod channel;
 pub(crate) mod cmd;
 pub(crate) mod cq;
 pub(crate) mod dm;
 pub(crate) mod eq;
-pub(crate) mod events;
 pub(crate) mod file;
 pub(crate) mod mr;
 pub(crate) mod odp;
@@ -66,8 +60,9 @@ pub(crate) const MAX_MSG_SZ: u32 = 1 << 31;
 /// The page size the device translates.
 const PAGE_SIZE_CAP: u64 = 1 << 12;
 
-/// One open file may hold at most this fraction (1/N) of each device table (QPs, CQs, memory
-/// keys), so that one process cannot take the device from the others; beyond it, `EDQUOT`.
+/// One user context may hold at most this fraction (1/N) of the device memory, so that one
+/// process cannot take it from the others; beyond it, `EDQUOT`. (A process's share of the
+/// device's tables is its rdma cgroup's, which the RDMA core charges.)
 pub(crate) const FILE_SHARE: u32 = 4;
 
 /// The device's table sizes (read-only registers).
@@ -84,7 +79,7 @@ pub(crate) struct Limits {
 }
 
 impl Limits {
-    /// What one file may hold of a table of `entries` ([`FILE_SHARE`]).
+    /// What one user context may hold of `entries` pages of device memory ([`FILE_SHARE`]).
     pub(crate) fn file_share(entries: u32) -> usize {
         (entries / FILE_SHARE).max(1) as usize
     }
@@ -246,7 +241,7 @@ impl Nic {
             | u64::from(i.pci_rid)
     }
 
-    /// The answer to `PFNIC_IOCTL_QUERY_VERBS`.
+    /// The answer to `PFNIC_IOCTL_QUERY_VERBS` and, per memory mode, `ibv_query_device_ex`.
     pub(crate) fn query_verbs(&self) -> Result<uapi::QueryVerbs> {
         let l = self.verbs()?.limits;
         self.with_bar(|_| ())?;

@@ -4,14 +4,13 @@
 //! prefetch (`ibv_advise_mr`) and mlx5's ODP counters.
 //!
 //! In the `sva` memory mode nothing is pinned. An ordinary (non-ODP) MR is made present once,
-//! at registration, by `PREFETCH` descriptors on the file's own ring; afterwards the kernel may
+//! at registration, by `PREFETCH` descriptors on the context's own ring; afterwards the kernel may
 //! reclaim its pages like any others and the device faults them back in. An ODP MR is
 //! populated only by faults and prefetches. In the `pinned` mode an MR's pages are pinned and
 //! translated by a table ([`PinnedMr`]); ODP MRs are not supported there. In the `odp` mode
 //! every ODP MR is translated by a table the driver fills on demand ([`odp`]), the implicit MR
-//! by a sparse table (device ABI 1.10); an ordinary MR is pinned, as in the `pinned` mode, when
-//! it comes through the RDMA core (as every RDMA device pins them), and filled at registration
-//! like an ODP MR when it comes through `/dev/pfnicN`.
+//! by a sparse table (device ABI 1.10); an ordinary MR is pinned, as in the `pinned` mode (as
+//! every RDMA device pins them).
 
 use super::{
     cmd,
@@ -133,17 +132,13 @@ impl VerbsFile {
         Ok(())
     }
 
-    /// `PFNIC_IOCTL_REG_MR`.
+    /// `ibv_reg_mr`.
     pub(crate) fn reg_mr(&self, arg: &mut uapi::RegMr) -> Result {
         let verbs = self.nic.verbs()?;
         let implicit = check_reg(arg)?;
-        let share = self.share(verbs.limits.max_mrs);
         let mode = {
             let mut o = self.objects.lock();
             o.pds.get(&arg.pd).ok_or(EINVAL)?;
-            if o.mrs.iter().count() >= share {
-                return Err(EDQUOT);
-            }
             o.mem_mode_fixed = true;
             o.mem_mode
         };
@@ -152,11 +147,11 @@ impl VerbsFile {
         if mode == uapi::PFNIC_MEM_MODE_PINNED && on_demand {
             return Err(EOPNOTSUPP);
         }
-        // Through the RDMA core, ordinary MRs of the `odp` mode are pinned, as on every other
-        // RDMA device: a registration larger than `RLIMIT_MEMLOCK` fails at once instead of
-        // faulting in more than the memory holds.
-        let pin = mode == uapi::PFNIC_MEM_MODE_PINNED
-            || (mode == uapi::PFNIC_MEM_MODE_ODP && !on_demand && !self.private());
+        // Ordinary MRs of the `odp` mode are pinned, as on every other RDMA device: a
+        // registration larger than `RLIMIT_MEMLOCK` fails at once instead of faulting in more
+        // than the memory holds.
+        let pin =
+            mode == uapi::PFNIC_MEM_MODE_PINNED || (mode == uapi::PFNIC_MEM_MODE_ODP && !on_demand);
         let pinned = if pin {
             // Pinned before the device knows the MR, without holding the object lock.
             Some(PinnedMr::pin(&self.nic, arg.addr, arg.length, write)?)
@@ -222,10 +217,6 @@ impl VerbsFile {
         }
         let mut o = self.objects.lock();
         // The PD may have gone while the lock was dropped (another thread of the process).
-        // Counted again: other threads may have registered while the lock was dropped.
-        if o.mrs.iter().count() >= share {
-            return Err(EDQUOT);
-        }
         let pd = o.pds.get_mut(&arg.pd).ok_or(EINVAL)?;
         pd.mrs += 1;
         // The handle is taken under the same lock as the insertion, so no other registration
@@ -315,7 +306,7 @@ impl VerbsFile {
         Ok(())
     }
 
-    /// `PFNIC_IOCTL_DEREG_MR`.
+    /// `ibv_dereg_mr`.
     pub(crate) fn dereg_mr(&self, arg: &uapi::MrHandle) -> Result {
         let verbs = self.nic.verbs()?;
         if arg.reserved != 0 {
@@ -352,7 +343,7 @@ impl VerbsFile {
         Ok(())
     }
 
-    /// `PFNIC_IOCTL_QUERY_MR`.
+    /// The MR's counters, for `rdma statistic mr`.
     pub(crate) fn query_mr(&self, arg: &mut uapi::QueryMr) -> Result {
         self.nic.verbs()?;
         if arg.reserved != 0 {
@@ -384,15 +375,10 @@ impl VerbsFile {
         Ok(())
     }
 
-    /// `PFNIC_IOCTL_ADVISE_MR`: prefetches ranges of this file's ODP MRs. With `FLUSH` it
-    /// returns once the pages are present (`EFAULT` if some could not be made present);
-    /// without, once the prefetches are queued on the file's ring.
-    pub(crate) fn advise_mr(&self, arg: &uapi::AdviseMr) -> Result {
-        self.advise_mr_of(arg, None)
-    }
-
-    /// [`VerbsFile::advise_mr`] of the MRs of the PD `pd` only (`EINVAL` for a key of another
-    /// PD's MR, as mlx5 refuses it), or of any of the file's MRs.
+    /// `ibv_advise_mr`: prefetches ranges of the context's on-demand MRs, of the PD `pd` only
+    /// (`EINVAL` for a key of another PD's MR, as mlx5 refuses it), or of any of its MRs. With
+    /// `FLUSH` it returns once the pages are present (`EFAULT` if some could not be made
+    /// present); without, once the prefetches are queued on the context's ring.
     pub(crate) fn advise_mr_of(&self, arg: &uapi::AdviseMr, pd: Option<u32>) -> Result {
         self.nic.verbs()?;
         let flags = match arg.advice {

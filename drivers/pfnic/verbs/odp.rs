@@ -452,7 +452,7 @@ pub(crate) fn retire(mr: &OdpMr) -> Result {
     Ok(())
 }
 
-/// An ODP MR's counters for `PFNIC_IOCTL_QUERY_MR`.
+/// An ODP MR's counters for `rdma statistic mr`.
 pub(crate) struct OdpMrCounters {
     pub(crate) prefetched: u64,
     pub(crate) invalidated: u64,

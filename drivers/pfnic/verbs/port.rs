@@ -252,8 +252,8 @@ impl Nic {
         self.write_port_ipv4(arg.ipv4)
     }
 
-    /// Writes `PORT_IPV4`; every open file hears of a real change only (GID 1 appears, goes
-    /// or moves).
+    /// Writes `PORT_IPV4`; the RDMA core hears of a real change only (GID 1 appears, goes or
+    /// moves), and passes it on to every user context.
     fn write_port_ipv4(&self, addr: u32) -> Result {
         let verbs = self.verbs()?;
         let changed = self.with_bar(|bar| {

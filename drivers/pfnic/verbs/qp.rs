@@ -8,7 +8,6 @@
 //! (docs/wire.md); a UD QP has a Q_Key instead, its work requests' address handles the rest.
 
 use super::{
-    async_events::ObjectKind,
     cmd,
     eq::OwnerRoute,
     file::{ring_bytes, Qp, VerbsFile},
@@ -227,16 +226,10 @@ fn queue_entries(wr: u32, max: u32) -> Result<u32> {
 }
 
 impl VerbsFile {
-    /// `PFNIC_IOCTL_CREATE_QP`.
-    pub(crate) fn create_qp(&self, arg: &mut CreateQp) -> Result {
-        self.create_qp_for(arg, None)
-    }
-
-    /// [`VerbsFile::create_qp`], with the asynchronous events of a QP of the RDMA core going to
-    /// `core`.
+    /// `ibv_create_qp`, with the asynchronous events of the QP going to `core`, the RDMA
+    /// core's.
     pub(crate) fn create_qp_for(&self, arg: &mut CreateQp, core: Option<ObjectEvents>) -> Result {
         let verbs = self.nic.verbs()?;
-        let owner = self.async_events()?.clone();
         let l = verbs.limits;
         let known = PFNIC_QP_CREATE_RECV_FAULT_BACKUP | PFNIC_QP_CREATE_SRQ;
         // UD through the RDMA core only: the address handles its work requests name are the
@@ -298,21 +291,11 @@ impl VerbsFile {
         if !objects_exist(&o) {
             return Err(EINVAL);
         }
-        if o.qps.iter().count() >= self.share(verbs.limits.max_qps) {
-            return Err(EDQUOT);
-        }
         let qpn = verbs.ids.lock().qpns.alloc()?;
         let free_qpn = ScopeGuard::new(|| verbs.ids.lock().qpns.free(qpn));
         // Route events before the QP exists, so none is lost.
-        drop(verbs.eq.set_qp_owner(
-            qpn,
-            Some(OwnerRoute {
-                owner,
-                element: arg.qp_context,
-                core,
-            }),
-        ));
-        let unroute = ScopeGuard::new(|| drop(verbs.eq.set_qp_owner(qpn, None)));
+        verbs.eq.set_qp_owner(qpn, Some(OwnerRoute { core }));
+        let unroute = ScopeGuard::new(|| verbs.eq.set_qp_owner(qpn, None));
         let sq = mem.dma_address();
         let [sq_lo, sq_hi] = cmd::split(sq);
         let [rq_lo, rq_hi] = cmd::split(sq + rq_offset as u64);
@@ -406,11 +389,6 @@ impl VerbsFile {
     /// The QP's state as the device has it (the device moves QPs to ERR by itself).
     fn device_qp_state(&self, qpn: u32) -> Result<cmd::QpQueryReply> {
         self.nic.command(&cmd::QpQuery { index: qpn })
-    }
-
-    /// `PFNIC_IOCTL_MODIFY_QP`.
-    pub(crate) fn modify_qp(&self, arg: &ModifyQp) -> Result {
-        self.modify_qp_to(arg, None, 0)
     }
 
     /// Sets the MAC the device sends the QP's packets to (all zeroes: its neighbour cache's).
@@ -570,13 +548,13 @@ impl VerbsFile {
         Ok(())
     }
 
-    /// A UD QP's Q_Key, for the RDMA core's `query_qp` (the private interface has no UD QPs).
+    /// A UD QP's Q_Key, for the RDMA core's `query_qp` (`QueryQp` has no field for it).
     pub(crate) fn qp_qkey(&self, qpn: u32) -> Result<u32> {
         let o = self.objects.lock();
         Ok(o.qps.get(&qpn).ok_or(EINVAL)?.qkey)
     }
 
-    /// `PFNIC_IOCTL_QUERY_QP`.
+    /// `ibv_query_qp`.
     pub(crate) fn query_qp(&self, arg: &mut QueryQp) -> Result {
         self.nic.verbs()?;
         if arg.reserved != 0 {
@@ -611,8 +589,8 @@ impl VerbsFile {
         Ok(())
     }
 
-    /// `PFNIC_IOCTL_DESTROY_QP`. Its ring memory goes once no mapping uses it; its queued
-    /// asynchronous events are dropped, and `events_reported` says how many the process read.
+    /// `ibv_destroy_qp`. Its ring memory goes once no mapping uses it. (The RDMA core counts
+    /// the events a process read; `events_reported` stays 0.)
     pub(crate) fn destroy_qp(&self, arg: &mut ObjectNumber) -> Result {
         let verbs = self.nic.verbs()?;
         if arg.events_reported != 0 {
@@ -642,10 +620,10 @@ impl VerbsFile {
         if let Some(srq) = qp.srq.and_then(|srqn| o.srqs.get_mut(&srqn)) {
             srq.qps -= 1;
         }
-        drop(verbs.eq.set_qp_owner(arg.num, None));
+        verbs.eq.set_qp_owner(arg.num, None);
         // Without the object lock, the QPN still taken: see `destroy_cq`.
         drop(o);
-        arg.events_reported = self.forget_events(ObjectKind::Qp, arg.num);
+        arg.events_reported = 0;
         if released {
             verbs.ids.lock().qpns.free(arg.num);
         }

@@ -2,11 +2,10 @@
 
 //! Shared receive queues (docs/verbs.md, "Shared receive queues"): a ring of receive WQEs
 //! followed by a 16-byte record, in one coherent allocation the process maps; QPs of the same
-//! file take their receives from it. Its `SRQ_LIMIT` events go to the file's asynchronous
-//! events.
+//! user context take their receives from it. Its `SRQ_LIMIT` events go to the RDMA core's
+//! SRQ.
 
 use super::{
-    async_events::ObjectKind,
     cmd,
     eq::OwnerRoute,
     file::{ring_bytes, Srq, VerbsFile},
@@ -22,20 +21,14 @@ const WQE_SIZE: usize = 128;
 const RECORD_SIZE: usize = 16;
 
 impl VerbsFile {
-    /// `PFNIC_IOCTL_CREATE_SRQ`.
-    pub(crate) fn create_srq(&self, arg: &mut uapi::CreateSrq) -> Result {
-        self.create_srq_for(arg, None)
-    }
-
-    /// [`VerbsFile::create_srq`], with the asynchronous events of an SRQ of the RDMA core going
-    /// to `core`.
+    /// `ibv_create_srq`, with the asynchronous events of the SRQ going to `core`, the RDMA
+    /// core's.
     pub(crate) fn create_srq_for(
         &self,
         arg: &mut uapi::CreateSrq,
         core: Option<ObjectEvents>,
     ) -> Result {
         let verbs = self.nic.verbs()?;
-        let owner = self.async_events()?.clone();
         let l = verbs.limits;
         if l.max_srqs == 0 {
             return Err(EOPNOTSUPP);
@@ -60,21 +53,11 @@ impl VerbsFile {
         if o.pds.get(&arg.pd).is_none() {
             return Err(EINVAL);
         }
-        if o.srqs.iter().count() >= self.share(l.max_srqs) {
-            return Err(EDQUOT);
-        }
         let srqn = verbs.ids.lock().srqns.alloc()?;
         let free_srqn = ScopeGuard::new(|| verbs.ids.lock().srqns.free(srqn));
         // Route events before the SRQ exists, so none is lost.
-        drop(verbs.eq.set_srq_owner(
-            srqn,
-            Some(OwnerRoute {
-                owner,
-                element: arg.srq_context,
-                core,
-            }),
-        ));
-        let unroute = ScopeGuard::new(|| drop(verbs.eq.set_srq_owner(srqn, None)));
+        verbs.eq.set_srq_owner(srqn, Some(OwnerRoute { core }));
+        let unroute = ScopeGuard::new(|| verbs.eq.set_srq_owner(srqn, None));
         let ring = mem.dma_address();
         let [ring_lo, ring_hi] = cmd::split(ring);
         let [rec_lo, rec_hi] = cmd::split(ring + record_offset as u64);
@@ -127,7 +110,7 @@ impl VerbsFile {
         Ok(())
     }
 
-    /// `PFNIC_IOCTL_MODIFY_SRQ`: arms or disarms the limit; resizing is `EOPNOTSUPP`.
+    /// `ibv_modify_srq`: arms or disarms the limit; resizing is `EOPNOTSUPP`.
     pub(crate) fn modify_srq(&self, arg: &uapi::ModifySrq) -> Result {
         self.nic.verbs()?;
         let known = uapi::PFNIC_SRQ_MAX_WR | uapi::PFNIC_SRQ_LIMIT;
@@ -152,7 +135,7 @@ impl VerbsFile {
         Ok(())
     }
 
-    /// `PFNIC_IOCTL_QUERY_SRQ`.
+    /// `ibv_query_srq`.
     pub(crate) fn query_srq(&self, arg: &mut uapi::QuerySrq) -> Result {
         self.nic.verbs()?;
         let o = self.objects.lock();
@@ -171,8 +154,8 @@ impl VerbsFile {
         Ok(())
     }
 
-    /// `PFNIC_IOCTL_DESTROY_SRQ`: `EBUSY` while a QP uses it. Its ring memory goes once no
-    /// mapping uses it; `events_reported` says how many of its events the process read.
+    /// `ibv_destroy_srq`: `EBUSY` while a QP uses it. Its ring memory goes once no mapping
+    /// uses it. (The RDMA core counts the events a process read; `events_reported` stays 0.)
     pub(crate) fn destroy_srq(&self, arg: &mut uapi::ObjectNumber) -> Result {
         let verbs = self.nic.verbs()?;
         if arg.events_reported != 0 {
@@ -197,10 +180,10 @@ impl VerbsFile {
         if let Some(pd) = o.pds.get_mut(&srq.pd) {
             pd.srqs -= 1;
         }
-        drop(verbs.eq.set_srq_owner(arg.num, None));
+        verbs.eq.set_srq_owner(arg.num, None);
         // Without the object lock, the SRQN still taken: see `destroy_cq`.
         drop(o);
-        arg.events_reported = self.forget_events(ObjectKind::Srq, arg.num);
+        arg.events_reported = 0;
         if released {
             verbs.ids.lock().srqns.free(arg.num);
         }

@@ -5,11 +5,9 @@
 use std::ffi::c_void;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 
-use rustix::event::{poll, PollFd, PollFlags, Timespec};
-use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
 use rustix::io::Errno;
 use rustix::ioctl::{Ioctl, IoctlOutput, Opcode};
 use rustix::mm::{mmap, munmap, MapFlags, ProtFlags};
@@ -25,9 +23,9 @@ mod cmd_abi_check;
 mod rdma_abi_check;
 
 pub use uapi::{
-    AdviseMr, AllocDm, AsyncEvent, CqEvent, CreateCq, CreateQp, CreateSrq, DeviceStats, ModifyQp,
-    ModifySrq, PortIpv4, QpAttr, QpCap, QpStats, QueryContext, QueryDevice, QueryMr, QueryPort,
-    QueryQp, QuerySrq, QueryVerbs, RegMr, Selftest, Sge, Submit,
+    AdviseMr, AllocDm, CreateCq, CreateQp, CreateSrq, DeviceStats, ModifyQp, ModifySrq, PortIpv4,
+    QpAttr, QpCap, QpStats, QueryContext, QueryDevice, QueryMr, QueryPort, QueryQp, QuerySrq,
+    QueryVerbs, RegMr, Selftest, Sge, Submit,
 };
 
 /// An open `/dev/pfnicN`.
@@ -125,16 +123,6 @@ impl Device {
         })
     }
 
-    /// `PFNIC_IOCTL_CREATE_COMP_CHANNEL`: a new completion channel of this file.
-    pub fn create_comp_channel(&self) -> io::Result<CompChannel> {
-        let mut arg = uapi::CompChannel::default();
-        // SAFETY: `arg` is a valid, writable `CompChannel`, the size the ioctl number encodes.
-        unsafe { self.ioctl(uapi::PFNIC_IOCTL_CREATE_COMP_CHANNEL, (&raw mut arg).cast()) }?;
-        // SAFETY: the driver just installed `arg.fd` for us; nothing else owns it.
-        let file = unsafe { File::from_raw_fd(arg.fd) };
-        Ok(EventFile::new(file))
-    }
-
     /// `PFNIC_IOCTL_QUERY_VERBS`: the verbs limits and on-demand-paging capabilities.
     pub fn query_verbs(&self) -> io::Result<QueryVerbs> {
         let mut out = QueryVerbs::default();
@@ -161,189 +149,6 @@ impl Device {
         // SAFETY: `arg` is a valid `PortIpv4`, the size the ioctl number encodes.
         unsafe { self.ioctl(uapi::PFNIC_IOCTL_SET_PORT_IPV4, (&raw mut arg).cast()) }?;
         Ok(())
-    }
-
-    /// `PFNIC_IOCTL_ALLOC_PD`: a new protection domain; its handle.
-    pub fn alloc_pd(&self) -> io::Result<u32> {
-        let mut out = uapi::PdHandle::default();
-        // SAFETY: `out` is a valid, writable `PdHandle`, the size the ioctl number encodes.
-        unsafe { self.ioctl(uapi::PFNIC_IOCTL_ALLOC_PD, (&raw mut out).cast()) }?;
-        Ok(out.pd)
-    }
-
-    /// `PFNIC_IOCTL_DEALLOC_PD` (`EBUSY` while MRs or QPs use it).
-    pub fn dealloc_pd(&self, pd: u32) -> io::Result<()> {
-        let mut arg = uapi::PdHandle { pd, reserved: 0 };
-        // SAFETY: `arg` is a valid `PdHandle`, the size the ioctl number encodes.
-        unsafe { self.ioctl(uapi::PFNIC_IOCTL_DEALLOC_PD, (&raw mut arg).cast()) }?;
-        Ok(())
-    }
-
-    /// `PFNIC_IOCTL_REG_MR`: fills `mr`, `lkey` and `rkey` of `arg`.
-    pub fn reg_mr(&self, arg: &mut RegMr) -> io::Result<()> {
-        // SAFETY: `arg` is a valid, writable `RegMr`, the size the ioctl number encodes.
-        unsafe { self.ioctl(uapi::PFNIC_IOCTL_REG_MR, (arg as *mut RegMr).cast()) }?;
-        Ok(())
-    }
-
-    /// `PFNIC_IOCTL_SET_MEM_MODE`: `uapi::PFNIC_MEM_MODE_*`, before the first MR.
-    pub fn set_mem_mode(&self, mode: u32) -> io::Result<()> {
-        let mut arg = uapi::MemMode { mode, reserved: 0 };
-        // SAFETY: `arg` is a valid `MemMode`, the size the ioctl number encodes.
-        unsafe { self.ioctl(uapi::PFNIC_IOCTL_SET_MEM_MODE, (&raw mut arg).cast()) }?;
-        Ok(())
-    }
-
-    /// `PFNIC_IOCTL_DEREG_MR`.
-    pub fn dereg_mr(&self, mr: u32) -> io::Result<()> {
-        let mut arg = uapi::MrHandle { mr, reserved: 0 };
-        // SAFETY: `arg` is a valid `MrHandle`, the size the ioctl number encodes.
-        unsafe { self.ioctl(uapi::PFNIC_IOCTL_DEREG_MR, (&raw mut arg).cast()) }?;
-        Ok(())
-    }
-
-    /// `PFNIC_IOCTL_ADVISE_MR`: prefetch ranges of on-demand MRs.
-    pub fn advise_mr(&self, arg: &AdviseMr) -> io::Result<()> {
-        let mut arg = *arg;
-        // SAFETY: `arg` is a valid `AdviseMr`, the size the ioctl number encodes.
-        unsafe { self.ioctl(uapi::PFNIC_IOCTL_ADVISE_MR, (&raw mut arg).cast()) }?;
-        Ok(())
-    }
-
-    /// `PFNIC_IOCTL_QUERY_MR`: the MR's page fault counters.
-    pub fn query_mr(&self, mr: u32) -> io::Result<QueryMr> {
-        let mut out = QueryMr {
-            mr,
-            ..Default::default()
-        };
-        // SAFETY: `out` is a valid, writable `QueryMr`, the size the ioctl number encodes.
-        unsafe { self.ioctl(uapi::PFNIC_IOCTL_QUERY_MR, (&raw mut out).cast()) }?;
-        Ok(out)
-    }
-
-    /// `PFNIC_IOCTL_CREATE_CQ`: fills the outputs of `arg`.
-    pub fn create_cq(&self, arg: &mut CreateCq) -> io::Result<()> {
-        // SAFETY: `arg` is a valid, writable `CreateCq`, the size the ioctl number encodes.
-        unsafe { self.ioctl(uapi::PFNIC_IOCTL_CREATE_CQ, (arg as *mut CreateCq).cast()) }?;
-        Ok(())
-    }
-
-    /// `PFNIC_IOCTL_DESTROY_CQ` (`EBUSY` while a QP uses it): the CQ's asynchronous events the
-    /// file read.
-    pub fn destroy_cq(&self, cqn: u32) -> io::Result<u32> {
-        self.destroy_object(uapi::PFNIC_IOCTL_DESTROY_CQ, cqn)
-    }
-
-    /// A `DESTROY_*` ioctl of object `num`: its asynchronous events the file read.
-    fn destroy_object(&self, cmd: u32, num: u32) -> io::Result<u32> {
-        let mut arg = uapi::ObjectNumber {
-            num,
-            events_reported: 0,
-        };
-        // SAFETY: `arg` is a valid, writable `ObjectNumber`, the size every `DESTROY_*` ioctl
-        // number encodes.
-        unsafe { self.ioctl(cmd, (&raw mut arg).cast()) }?;
-        Ok(arg.events_reported)
-    }
-
-    /// `PFNIC_IOCTL_CREATE_QP`: fills the outputs of `arg`.
-    pub fn create_qp(&self, arg: &mut CreateQp) -> io::Result<()> {
-        // SAFETY: `arg` is a valid, writable `CreateQp`, the size the ioctl number encodes.
-        unsafe { self.ioctl(uapi::PFNIC_IOCTL_CREATE_QP, (arg as *mut CreateQp).cast()) }?;
-        Ok(())
-    }
-
-    /// `PFNIC_IOCTL_MODIFY_QP`.
-    pub fn modify_qp(&self, arg: &ModifyQp) -> io::Result<()> {
-        let mut arg = *arg;
-        // SAFETY: `arg` is a valid `ModifyQp`, the size the ioctl number encodes.
-        unsafe { self.ioctl(uapi::PFNIC_IOCTL_MODIFY_QP, (&raw mut arg).cast()) }?;
-        Ok(())
-    }
-
-    /// `PFNIC_IOCTL_QUERY_QP`: attributes, capabilities and counters of QP `qpn`.
-    pub fn query_qp(&self, qpn: u32) -> io::Result<QueryQp> {
-        let mut out = QueryQp {
-            qpn,
-            ..Default::default()
-        };
-        // SAFETY: `out` is a valid, writable `QueryQp`, the size the ioctl number encodes.
-        unsafe { self.ioctl(uapi::PFNIC_IOCTL_QUERY_QP, (&raw mut out).cast()) }?;
-        Ok(out)
-    }
-
-    /// `PFNIC_IOCTL_DESTROY_QP`: the QP's asynchronous events the file read.
-    pub fn destroy_qp(&self, qpn: u32) -> io::Result<u32> {
-        self.destroy_object(uapi::PFNIC_IOCTL_DESTROY_QP, qpn)
-    }
-
-    /// `PFNIC_IOCTL_CREATE_SRQ`: fills the outputs of `arg`.
-    pub fn create_srq(&self, arg: &mut CreateSrq) -> io::Result<()> {
-        // SAFETY: `arg` is a valid, writable `CreateSrq`, the size the ioctl number encodes.
-        unsafe { self.ioctl(uapi::PFNIC_IOCTL_CREATE_SRQ, (arg as *mut CreateSrq).cast()) }?;
-        Ok(())
-    }
-
-    /// `PFNIC_IOCTL_MODIFY_SRQ`.
-    pub fn modify_srq(&self, arg: &ModifySrq) -> io::Result<()> {
-        let mut arg = *arg;
-        // SAFETY: `arg` is a valid `ModifySrq`, the size the ioctl number encodes.
-        unsafe { self.ioctl(uapi::PFNIC_IOCTL_MODIFY_SRQ, (&raw mut arg).cast()) }?;
-        Ok(())
-    }
-
-    /// `PFNIC_IOCTL_QUERY_SRQ`: attributes and the device's view of SRQ `srqn`.
-    pub fn query_srq(&self, srqn: u32) -> io::Result<QuerySrq> {
-        let mut out = QuerySrq {
-            srqn,
-            ..Default::default()
-        };
-        // SAFETY: `out` is a valid, writable `QuerySrq`, the size the ioctl number encodes.
-        unsafe { self.ioctl(uapi::PFNIC_IOCTL_QUERY_SRQ, (&raw mut out).cast()) }?;
-        Ok(out)
-    }
-
-    /// `PFNIC_IOCTL_DESTROY_SRQ` (`EBUSY` while a QP uses it): the SRQ's asynchronous events
-    /// the file read.
-    pub fn destroy_srq(&self, srqn: u32) -> io::Result<u32> {
-        self.destroy_object(uapi::PFNIC_IOCTL_DESTROY_SRQ, srqn)
-    }
-
-    /// `PFNIC_IOCTL_ALLOC_DM`: fills the outputs of `arg`.
-    pub fn alloc_dm(&self, arg: &mut AllocDm) -> io::Result<()> {
-        // SAFETY: `arg` is a valid, writable `AllocDm`, the size the ioctl number encodes.
-        unsafe { self.ioctl(uapi::PFNIC_IOCTL_ALLOC_DM, (arg as *mut AllocDm).cast()) }?;
-        Ok(())
-    }
-
-    /// `PFNIC_IOCTL_FREE_DM` (`EBUSY` while an MR uses it).
-    pub fn free_dm(&self, dm: u32) -> io::Result<()> {
-        let mut arg = uapi::DmHandle { dm, reserved: 0 };
-        // SAFETY: `arg` is a valid `DmHandle`, the size the ioctl number encodes.
-        unsafe { self.ioctl(uapi::PFNIC_IOCTL_FREE_DM, (&raw mut arg).cast()) }?;
-        Ok(())
-    }
-
-    /// `PFNIC_IOCTL_REG_DM_MR`: fills the outputs of `arg`.
-    pub fn reg_dm_mr(&self, arg: &mut uapi::RegDmMr) -> io::Result<()> {
-        // SAFETY: `arg` is a valid, writable `RegDmMr`, the size the ioctl number encodes.
-        unsafe {
-            self.ioctl(
-                uapi::PFNIC_IOCTL_REG_DM_MR,
-                (arg as *mut uapi::RegDmMr).cast(),
-            )
-        }?;
-        Ok(())
-    }
-
-    /// `PFNIC_IOCTL_GET_ASYNC_FD`: the file that reads this file's asynchronous events
-    /// ([`AsyncEvent`] records); `EBUSY` for a second one.
-    pub fn get_async_fd(&self) -> io::Result<AsyncEventFile> {
-        let mut arg = uapi::AsyncFd::default();
-        // SAFETY: `arg` is a valid, writable `AsyncFd`, the size the ioctl number encodes.
-        unsafe { self.ioctl(uapi::PFNIC_IOCTL_GET_ASYNC_FD, (&raw mut arg).cast()) }?;
-        // SAFETY: the driver just installed `arg.fd` for us; nothing else owns it.
-        Ok(EventFile::new(unsafe { File::from_raw_fd(arg.fd) }))
     }
 
     /// Maps `len` bytes of the file at `offset` (shared, read/write): the doorbell page
@@ -410,100 +215,6 @@ unsafe impl Ioctl for RawIoctl {
     }
 }
 
-/// A record an event file returns: plain bytes, any bit pattern valid.
-pub trait Event: zerocopy::FromBytes + zerocopy::IntoBytes + Default {}
-impl Event for CqEvent {}
-impl Event for AsyncEvent {}
-
-/// A file that reads events of type `E`, one record per `read()`.
-#[derive(Debug)]
-pub struct EventFile<E> {
-    file: File,
-    _event: core::marker::PhantomData<E>,
-}
-
-/// A completion channel (`PFNIC_IOCTL_CREATE_COMP_CHANNEL`): a file of its own that reads the
-/// completion events of the CQs created with it.
-pub type CompChannel = EventFile<CqEvent>;
-
-/// The asynchronous events of a device file (`PFNIC_IOCTL_GET_ASYNC_FD`).
-pub type AsyncEventFile = EventFile<AsyncEvent>;
-
-impl<E: Event> EventFile<E> {
-    fn new(file: File) -> Self {
-        Self {
-            file,
-            _event: core::marker::PhantomData,
-        }
-    }
-
-    /// Reads one event. Blocks until one is queued unless the file is non-blocking
-    /// ([`EventFile::set_nonblocking`]), in which case `Ok(None)` means none is queued.
-    pub fn read_event(&self) -> io::Result<Option<E>> {
-        let mut ev = E::default();
-        let size = core::mem::size_of::<E>();
-        loop {
-            match rustix::io::read(&self.file, ev.as_mut_bytes()) {
-                Err(Errno::INTR) => continue,
-                Err(Errno::AGAIN) => return Ok(None),
-                Err(e) => return Err(e.into()),
-                Ok(n) if n != size => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!("read {n} bytes of an event, expected {size}"),
-                    ))
-                }
-                Ok(_) => return Ok(Some(ev)),
-            }
-        }
-    }
-
-    /// Sets or clears `O_NONBLOCK` on the file (shared by every handle of it): whether it was
-    /// set before.
-    pub fn set_nonblocking(&self, on: bool) -> io::Result<bool> {
-        let mut fl = fcntl_getfl(&self.file)?;
-        let was = fl.contains(OFlags::NONBLOCK);
-        fl.set(OFlags::NONBLOCK, on);
-        fcntl_setfl(&self.file, fl)?;
-        Ok(was)
-    }
-
-    /// Waits up to `timeout_ms` (negative: forever) for an event to be readable:
-    /// whether one is.
-    pub fn poll_event(&self, timeout_ms: i32) -> io::Result<bool> {
-        let timeout = (timeout_ms >= 0).then(|| Timespec {
-            tv_sec: i64::from(timeout_ms / 1000),
-            tv_nsec: i64::from(timeout_ms % 1000) * 1_000_000,
-        });
-        let mut fds = [PollFd::new(&self.file, PollFlags::IN)];
-        loop {
-            match poll(&mut fds, timeout.as_ref()) {
-                Err(Errno::INTR) => continue,
-                Err(e) => return Err(e.into()),
-                Ok(n) => {
-                    let revents = fds[0].revents();
-                    if revents.intersects(PollFlags::ERR | PollFlags::HUP | PollFlags::NVAL) {
-                        return Err(io::Error::other(format!("poll: revents {revents:?}")));
-                    }
-                    return Ok(n > 0 && revents.contains(PollFlags::IN));
-                }
-            }
-        }
-    }
-}
-
-impl<E> AsFd for EventFile<E> {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.file.as_fd()
-    }
-}
-
-impl<E> AsRawFd for EventFile<E> {
-    fn as_raw_fd(&self) -> RawFd {
-        self.file.as_raw_fd()
-    }
-}
-
 impl AsRawFd for Device {
     fn as_raw_fd(&self) -> RawFd {
         self.file.as_raw_fd()
@@ -560,24 +271,14 @@ mod tests {
     /// (and its ioctl numbers encode): a change here needs that header updated too.
     #[test]
     fn layouts_match_the_c_mirror() {
-        assert_eq!(size_of::<TranslationStats>(), 56);
-        assert_eq!(size_of::<QueryContext>(), 80);
-        assert_eq!(size_of::<DeviceStats>(), 208);
         assert_eq!(size_of::<QueryDevice>(), 88);
+        assert_eq!(size_of::<Selftest>(), 32);
+        assert_eq!(size_of::<QueryContext>(), 80);
+        assert_eq!(size_of::<TranslationStats>(), 56);
+        assert_eq!(size_of::<DeviceStats>(), 208);
         assert_eq!(size_of::<Submit>(), 64);
-        assert_eq!(size_of::<CreateCq>(), 56);
-        assert_eq!(size_of::<QueryMr>(), 80);
-        assert_eq!(size_of::<MemMode>(), 8);
         assert_eq!(size_of::<QueryVerbs>(), 104);
-        assert_eq!(size_of::<ObjectNumber>(), 8);
-        assert_eq!(size_of::<CreateQp>(), 104);
-        assert_eq!(size_of::<AsyncFd>(), 8);
-        assert_eq!(size_of::<AsyncEvent>(), 16);
-        assert_eq!(size_of::<CreateSrq>(), 56);
-        assert_eq!(size_of::<ModifySrq>(), 16);
-        assert_eq!(size_of::<QuerySrq>(), 32);
-        assert_eq!(size_of::<AllocDm>(), 32);
-        assert_eq!(size_of::<DmHandle>(), 8);
-        assert_eq!(size_of::<RegDmMr>(), 48);
+        assert_eq!(size_of::<QueryPort>(), 176);
+        assert_eq!(size_of::<PortIpv4>(), 8);
     }
 }

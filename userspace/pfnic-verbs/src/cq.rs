@@ -1,7 +1,7 @@
 //! Completion queues, polled in user space.
 
 use std::io;
-use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{fence, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,22 +20,10 @@ pub(crate) struct CqInner {
     entries: u32,
     /// 32, or 64 with timestamps.
     cqe_size: usize,
-    cq_context: u64,
     ring: Mapping,
     record_offset: usize,
     /// CQEs consumed: the free-running consumer index.
     consumer: Mutex<u32>,
-    destroyed: AtomicBool,
-}
-
-impl Drop for CqInner {
-    fn drop(&mut self) {
-        if !self.destroyed.load(Ordering::Relaxed) {
-            // No QP of ours uses it any more (they hold this `Arc`); the file's release
-            // destroys it anyway if this fails.
-            let _ = self.ctx.dev.destroy_cq(self.cqn);
-        }
-    }
 }
 
 /// A completion queue: `ibv_cq`.
@@ -44,31 +32,6 @@ pub struct Cq {
 }
 
 impl Cq {
-    pub(crate) fn create(
-        ctx: &Arc<Ctx>,
-        cqe: u32,
-        channel: Option<std::os::fd::RawFd>,
-        cq_context: u64,
-        timestamps: bool,
-    ) -> io::Result<Self> {
-        let mut arg = uapi::CreateCq {
-            cqe,
-            channel: channel.unwrap_or(-1),
-            cq_context,
-            flags: if timestamps {
-                uapi::PFNIC_CQ_CREATE_TIMESTAMP
-            } else {
-                0
-            },
-            ..Default::default()
-        };
-        ctx.dev.create_cq(&mut arg)?;
-        let layout = arg.layout();
-        Self::map(ctx, &layout, cqe, timestamps, cq_context, true).inspect_err(|_| {
-            let _ = ctx.dev.destroy_cq(arg.cqn);
-        })
-    }
-
     /// A CQ of `cqe` entries or more that the RDMA core created for a user context of
     /// [`crate::Context::from_core`]; `layout` is the driver's answer (with timestamps if its
     /// CQEs are 64 bytes). The core destroys it: dropping this only unmaps the ring.
@@ -78,18 +41,15 @@ impl Cq {
         cqe: u32,
     ) -> io::Result<Self> {
         let timestamps = layout.cqe_size as usize == CQE_SIZE_TIMESTAMP;
-        Self::map(&ctx.inner, layout, cqe, timestamps, 0, false)
+        Self::map(&ctx.inner, layout, cqe, timestamps)
     }
 
-    /// Checks the driver's `layout` and maps the ring; `owned`: dropping the last reference
-    /// destroys the CQ through the private interface.
+    /// Checks the driver's `layout` and maps the ring.
     fn map(
         ctx: &Arc<Ctx>,
         layout: &uapi::IbCreateCqResp,
         cqe: u32,
         timestamps: bool,
-        cq_context: u64,
-        owned: bool,
     ) -> io::Result<Self> {
         let want = if timestamps {
             CQE_SIZE_TIMESTAMP
@@ -121,11 +81,9 @@ impl Cq {
                 cqn: layout.cqn,
                 entries,
                 cqe_size: want,
-                cq_context,
                 ring,
                 record_offset: layout.record_offset as usize,
                 consumer: Mutex::new(0),
-                destroyed: AtomicBool::new(!owned),
             }),
         })
     }
@@ -148,11 +106,6 @@ impl Cq {
     /// Whether its completions carry the device clock ([`Wc::completion_ts`]).
     pub fn timestamps(&self) -> bool {
         self.inner.cqe_size == CQE_SIZE_TIMESTAMP
-    }
-
-    /// The `cq_context` given at creation, which its completion events carry.
-    pub fn cq_context(&self) -> u64 {
-        self.inner.cq_context
     }
 
     /// `ibv_poll_cq`: moves up to `wcs.len()` completions into `wcs`; how many.
@@ -305,17 +258,5 @@ impl Cq {
             .ctx
             .ring(DB_CQ_ARM, self.inner.cqn << 16 | u32::from(solicited_only));
         Ok(())
-    }
-
-    /// `ibv_destroy_cq`: `EBUSY` (and the CQ back) while a QP uses it; on success, the CQ's
-    /// asynchronous events the context read.
-    pub fn destroy(self) -> Result<u32, (Cq, io::Error)> {
-        match self.inner.ctx.dev.destroy_cq(self.inner.cqn) {
-            Ok(events) => {
-                self.inner.destroyed.store(true, Ordering::Relaxed);
-                Ok(events)
-            }
-            Err(e) => Err((self, e)),
-        }
     }
 }

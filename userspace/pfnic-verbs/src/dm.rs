@@ -1,18 +1,16 @@
 //! Device memory: `ibv_dm`. Memory on the device (BAR1), mapped into the process, which
-//! work requests reach through MRs over it ([`crate::Pd::reg_dm_mr`]), zero-based.
+//! work requests reach through MRs over it (`ibv_reg_dm_mr`), zero-based.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use pfnic_sys::uapi;
 use pfnic_sys::{Device, Mapping};
 
-use crate::{errno, Ctx, Mr, Pd};
+use crate::errno;
 
 /// Device memory mapped into the process: `length` bytes, reached by copies checked against
-/// them. An allocation of the private interface ([`Dm`]) has one, and so has one of the RDMA
-/// core's, which its provider maps ([`DmMap::from_core`]).
+/// them: an allocation of the RDMA core's, which its provider maps ([`DmMap::from_core`]).
 pub struct DmMap {
     map: Mapping,
     length: u64,
@@ -94,108 +92,5 @@ impl DmMap {
             *b = unsafe { p.add(i).read_volatile() };
         }
         Ok(())
-    }
-}
-
-pub(crate) struct DmInner {
-    ctx: Arc<Ctx>,
-    pub(crate) handle: u32,
-    map: DmMap,
-    freed: AtomicBool,
-}
-
-impl Drop for DmInner {
-    fn drop(&mut self) {
-        if !self.freed.load(Ordering::Relaxed) {
-            // No MR of ours uses it (they hold this `Arc`); the file's release takes it back
-            // anyway if this fails.
-            let _ = self.ctx.dev.free_dm(self.handle);
-        }
-    }
-}
-
-/// A device memory allocation: `ibv_dm`. Freed when it and its MRs are dropped.
-pub struct Dm {
-    pub(crate) inner: Arc<DmInner>,
-}
-
-impl Dm {
-    pub(crate) fn alloc(ctx: &Arc<Ctx>, length: u64, log_align_req: u32) -> io::Result<Self> {
-        let mut arg = uapi::AllocDm {
-            length,
-            log_align_req,
-            ..Default::default()
-        };
-        ctx.dev.alloc_dm(&mut arg)?;
-        let map = match DmMap::new(&ctx.dev, arg.mmap_offset, arg.mmap_len, length) {
-            Ok(m) => m,
-            Err(e) => {
-                let _ = ctx.dev.free_dm(arg.dm);
-                return Err(e);
-            }
-        };
-        Ok(Self {
-            inner: Arc::new(DmInner {
-                ctx: ctx.clone(),
-                handle: arg.dm,
-                map,
-                freed: AtomicBool::new(false),
-            }),
-        })
-    }
-
-    /// Bytes allocated.
-    pub fn len(&self) -> u64 {
-        self.inner.map.len()
-    }
-
-    /// Whether it has no bytes (never: an allocation has at least one).
-    pub fn is_empty(&self) -> bool {
-        self.inner.map.is_empty()
-    }
-
-    /// `ibv_memcpy_to_dm`: copies `data` to `offset` ([`DmMap::copy_to`]).
-    pub fn copy_to(&self, offset: u64, data: &[u8]) -> io::Result<()> {
-        self.inner.map.copy_to(offset, data)
-    }
-
-    /// `ibv_memcpy_from_dm`: copies `out.len()` bytes from `offset` ([`DmMap::copy_from`]).
-    pub fn copy_from(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
-        self.inner.map.copy_from(offset, out)
-    }
-
-    /// `ibv_free_dm`: `EBUSY` (and the allocation back) while an MR of this process uses it.
-    #[allow(clippy::result_large_err)]
-    pub fn free(self) -> Result<(), (Dm, io::Error)> {
-        if Arc::strong_count(&self.inner) > 1 {
-            return Err((self, errno(libc::EBUSY)));
-        }
-        match self.inner.ctx.dev.free_dm(self.inner.handle) {
-            Ok(()) => {
-                self.inner.freed.store(true, Ordering::Relaxed);
-                Ok(())
-            }
-            Err(e) => Err((self, e)),
-        }
-    }
-}
-
-impl Pd {
-    /// `ibv_reg_dm_mr`: an MR over `dm[offset..offset + len]`, zero-based (its addresses are
-    /// offsets into the MR); it keeps `dm` allocated. `access` without `ON_DEMAND`.
-    pub fn reg_dm_mr(&self, dm: &Dm, offset: u64, len: u64, access: u32) -> io::Result<Mr> {
-        if !Arc::ptr_eq(&dm.inner.ctx, &self.inner.ctx) {
-            return Err(errno(libc::EINVAL));
-        }
-        let mut arg = uapi::RegDmMr {
-            pd: self.inner.handle,
-            dm: dm.inner.handle,
-            access,
-            dm_offset: offset,
-            length: len,
-            ..Default::default()
-        };
-        self.inner.ctx.dev.reg_dm_mr(&mut arg)?;
-        Ok(Mr::from_dm(self, &arg, dm.inner.clone()))
     }
 }

@@ -12,8 +12,8 @@ use crate::queue::{
     map_queue, put_sges, record_word, write_wqe, Poster, Wqe, WQE_MAX_SGE, WQE_SIZE,
 };
 use crate::srq::{Srq, SrqInner};
-use crate::types::{PostError, QpState, RecvWr, SendWr, SEND_FLAGS_SUPPORTED};
-use crate::{errno, qp_attr, Cq, Ctx, Pd, PdInner, QpAttr, QpCap, QueryQp, DB_RQ, DB_SQ};
+use crate::types::{PostError, RecvWr, SendWr, SEND_FLAGS_SUPPORTED};
+use crate::{errno, Cq, Ctx, QpAttr, QpCap, DB_RQ, DB_SQ};
 
 /// `ibv_qp_init_attr` for an RC QP.
 #[derive(Clone, Copy)]
@@ -30,7 +30,7 @@ pub struct QpInitAttr<'a> {
     /// The SRQ the QP takes its receives from (the receive capabilities are then ignored,
     /// and [`Qp::post_recv`] fails with `EINVAL`).
     pub srq: Option<&'a Srq>,
-    /// Returned with the QP's asynchronous events ([`crate::AsyncEvent::element`]).
+    /// Returned with the QP's asynchronous events.
     pub qp_context: u64,
 }
 
@@ -126,11 +126,10 @@ struct WorkQueue {
     tail: u32,
 }
 
-/// An RC queue pair: `ibv_qp`. Destroyed on drop.
+/// A queue pair of the RDMA core (`ibv_qp`), as the provider posts to it. The core destroys
+/// it: dropping this only unmaps the queues.
 pub struct Qp {
     ctx: Arc<Ctx>,
-    /// `None` for a QP the RDMA core created (it holds the PD).
-    _pd: Option<Arc<PdInner>>,
     _send_cq: Arc<CqInner>,
     _recv_cq: Arc<CqInner>,
     /// Kept alive while the QP takes receives from it.
@@ -145,48 +144,9 @@ pub struct Qp {
     record_offset: usize,
     sq: Mutex<WorkQueue>,
     rq: Mutex<WorkQueue>,
-    live: bool,
 }
 
 impl Qp {
-    pub(crate) fn create(pd: &Pd, attr: &QpInitAttr<'_>) -> io::Result<Self> {
-        let ctx = &pd.inner.ctx;
-        if !Arc::ptr_eq(&attr.send_cq.inner.ctx, ctx)
-            || !Arc::ptr_eq(&attr.recv_cq.inner.ctx, ctx)
-            || attr.srq.is_some_and(|s| !Arc::ptr_eq(s.inner.ctx(), ctx))
-        {
-            return Err(errno(libc::EINVAL));
-        }
-        let mut flags = if attr.recv_fault_backup {
-            uapi::PFNIC_QP_CREATE_RECV_FAULT_BACKUP
-        } else {
-            0
-        };
-        if attr.srq.is_some() {
-            flags |= uapi::PFNIC_QP_CREATE_SRQ;
-        }
-        let mut arg = uapi::CreateQp {
-            pd: pd.inner.handle,
-            send_cq: attr.send_cq.inner.cqn,
-            recv_cq: attr.recv_cq.inner.cqn,
-            qp_type: uapi::PFNIC_QPT_RC,
-            sq_sig_all: u32::from(attr.sq_sig_all),
-            flags,
-            cap: attr.cap,
-            qp_context: attr.qp_context,
-            srq: attr.srq.map_or(0, Srq::srq_num),
-            ..Default::default()
-        };
-        ctx.dev.create_qp(&mut arg)?;
-        let layout = arg.layout();
-        let mut qp = Self::map(ctx, attr, arg.qpn, arg.cap, &layout).inspect_err(|_| {
-            let _ = ctx.dev.destroy_qp(arg.qpn);
-        })?;
-        qp._pd = Some(pd.inner.clone());
-        qp.live = true;
-        Ok(qp)
-    }
-
     /// An RC QP the RDMA core created for a user context of [`crate::Context::from_core`],
     /// with number `qpn` and the capabilities `cap` it granted; `layout` is the driver's
     /// answer. `attr`'s CQs and SRQ are the ones it was created with. The core destroys it:
@@ -206,8 +166,7 @@ impl Qp {
         Self::map(&attr.send_cq.inner.ctx.clone(), attr, qpn, cap, layout)
     }
 
-    /// Checks the driver's `layout` and maps the queues; the QP is not `live` (dropping it
-    /// does not destroy it) and has no PD until the caller says so.
+    /// Checks the driver's `layout` and maps the queues.
     fn map(
         ctx: &Arc<Ctx>,
         attr: &QpInitAttr<'_>,
@@ -239,7 +198,6 @@ impl Qp {
         let queues = map_queue(ctx, consistent, l.mmap_offset, l.mmap_len, || {})?;
         Ok(Self {
             ctx: ctx.clone(),
-            _pd: None,
             _send_cq: attr.send_cq.inner.clone(),
             _recv_cq: attr.recv_cq.inner.clone(),
             srq: attr.srq.map(|s| s.inner.clone()),
@@ -253,7 +211,6 @@ impl Qp {
             record_offset: l.record_offset as usize,
             sq: Mutex::new(WorkQueue { tail: 0 }),
             rq: Mutex::new(WorkQueue { tail: 0 }),
-            live: false,
         })
     }
 
@@ -275,96 +232,6 @@ impl Qp {
     /// Entries of the send and receive queues.
     pub fn queue_entries(&self) -> (u32, u32) {
         (self.sq_entries, self.rq_entries)
-    }
-
-    /// `ibv_modify_qp`: `attr_mask` is made of [`qp_attr`] bits.
-    pub fn modify(&self, attr: &QpAttr, attr_mask: u32) -> io::Result<()> {
-        let arg = uapi::ModifyQp {
-            qpn: self.qpn,
-            attr_mask,
-            attr: *attr,
-        };
-        // Hold both queues: no post may interleave with a reset of them. RESET empties them:
-        // the device's heads jump to our tails and it writes them to the record
-        // (docs/verbs.md), so the free space we compute from it is the whole queue again.
-        let _sq = self.sq.lock().unwrap_or_else(|e| e.into_inner());
-        let _rq = self.rq.lock().unwrap_or_else(|e| e.into_inner());
-        self.ctx.dev.modify_qp(&arg)?;
-        Ok(())
-    }
-
-    /// `ibv_query_qp`: attributes (with the device's current state), capabilities, counters.
-    pub fn query(&self) -> io::Result<QueryQp> {
-        self.ctx.dev.query_qp(self.qpn)
-    }
-
-    /// The device's current state of the QP.
-    pub fn state(&self) -> io::Result<QpState> {
-        let q = self.query()?;
-        QpState::from_raw(q.attr.qp_state).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("unknown QP state {}", q.attr.qp_state),
-            )
-        })
-    }
-
-    /// Takes the QP from RESET through INIT and RTR to RTS, connected to QP `dest_qpn`, with
-    /// libibverbs' required attributes for each transition: on this device (loopback)
-    /// without a global route, or at the GID of `c.grh`.
-    pub fn connect(&self, dest_qpn: u32, c: &ConnectAttr) -> io::Result<()> {
-        let port = self.ctx.dev.query_port()?;
-        let mut a = QpAttr {
-            qp_state: QpState::Init as u32,
-            pkey_index: 0,
-            port_num: 1,
-            qp_access_flags: c.access,
-            ..Default::default()
-        };
-        self.modify(
-            &a,
-            qp_attr::STATE | qp_attr::PKEY_INDEX | qp_attr::PORT | qp_attr::ACCESS_FLAGS,
-        )?;
-        a.qp_state = QpState::Rtr as u32;
-        a.path_mtu = if c.path_mtu == 0 {
-            port.active_mtu
-        } else {
-            c.path_mtu
-        };
-        a.dest_qp_num = dest_qpn;
-        a.rq_psn = c.rq_psn;
-        a.max_dest_rd_atomic = c.max_dest_rd_atomic.unwrap_or(c.max_rd_atomic);
-        a.min_rnr_timer = c.min_rnr_timer;
-        a.dlid = port.lid.into();
-        a.sl = 0;
-        if let Some(g) = &c.grh {
-            set_global_route(&mut a, g);
-        }
-        self.modify(
-            &a,
-            qp_attr::STATE
-                | qp_attr::AV
-                | qp_attr::PATH_MTU
-                | qp_attr::DEST_QPN
-                | qp_attr::RQ_PSN
-                | qp_attr::MAX_DEST_RD_ATOMIC
-                | qp_attr::MIN_RNR_TIMER,
-        )?;
-        a.qp_state = QpState::Rts as u32;
-        a.sq_psn = c.sq_psn;
-        a.timeout = c.timeout;
-        a.retry_cnt = c.retry_cnt;
-        a.rnr_retry = c.rnr_retry;
-        a.max_rd_atomic = c.max_rd_atomic;
-        self.modify(
-            &a,
-            qp_attr::STATE
-                | qp_attr::TIMEOUT
-                | qp_attr::RETRY_CNT
-                | qp_attr::RNR_RETRY
-                | qp_attr::SQ_PSN
-                | qp_attr::MAX_QP_RD_ATOMIC,
-        )
     }
 
     /// The 32-bit word at `offset` of the QP record (0: send head, 4: receive head).
@@ -442,29 +309,6 @@ impl Qp {
             self.ctx.ring(DB_RQ, self.qpn << 16 | (rq.tail & 0xffff));
         }
         result
-    }
-
-    /// `ibv_destroy_qp`, reporting the error (and giving the QP back) if it fails; on success, the
-    /// QP's asynchronous events the context read ([`Context::async_events`](crate::Context::async_events)).
-    // The QP comes back by value, as `ibv_destroy_qp` leaves it usable on failure.
-    #[allow(clippy::result_large_err)]
-    pub fn destroy(mut self) -> Result<u32, (Qp, io::Error)> {
-        match self.ctx.dev.destroy_qp(self.qpn) {
-            Ok(events) => {
-                self.live = false;
-                Ok(events)
-            }
-            Err(e) => Err((self, e)),
-        }
-    }
-}
-
-impl Drop for Qp {
-    fn drop(&mut self) {
-        if self.live {
-            // The file's release destroys it anyway if this fails.
-            let _ = self.ctx.dev.destroy_qp(self.qpn);
-        }
     }
 }
 

@@ -2,7 +2,6 @@
 //! mapped from the driver, as a QP's are; the QPs created with the SRQ take them in order.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use pfnic_sys::uapi;
@@ -10,7 +9,7 @@ use pfnic_sys::Mapping;
 
 use crate::queue::{map_queue, record_word, write_wqe, Poster, WQE_MAX_SGE, WQE_SIZE};
 use crate::types::{PostError, RecvWr};
-use crate::{errno, Ctx, Pd, PdInner, DB_SRQ};
+use crate::{Ctx, DB_SRQ};
 
 /// `ibv_srq_init_attr`.
 #[derive(Clone, Copy, Debug, Default)]
@@ -21,7 +20,7 @@ pub struct SrqInitAttr {
     pub max_sge: u32,
     /// The limit to arm at once (0: none): see [`Srq::arm_limit`].
     pub srq_limit: u32,
-    /// Returned with the SRQ's asynchronous events ([`crate::AsyncEvent::element`]).
+    /// Returned with the SRQ's asynchronous events.
     pub srq_context: u64,
 }
 
@@ -30,8 +29,6 @@ pub type SrqAttr = uapi::QuerySrq;
 
 pub(crate) struct SrqInner {
     ctx: Arc<Ctx>,
-    /// `None` for an SRQ the RDMA core created (it holds the PD).
-    _pd: Option<Arc<PdInner>>,
     pub(crate) srqn: u32,
     max_wr: u32,
     max_sge: u32,
@@ -39,7 +36,6 @@ pub(crate) struct SrqInner {
     record_offset: usize,
     /// Work requests posted (free-running; the doorbell carries the low 16 bits).
     tail: Mutex<u32>,
-    destroyed: AtomicBool,
 }
 
 impl SrqInner {
@@ -48,43 +44,13 @@ impl SrqInner {
     }
 }
 
-impl Drop for SrqInner {
-    fn drop(&mut self) {
-        if !self.destroyed.load(Ordering::Relaxed) {
-            // Every QP that used it held this `Arc`, so none does now; the file's release
-            // destroys it anyway if this fails.
-            let _ = self.ctx.dev.destroy_srq(self.srqn);
-        }
-    }
-}
-
-/// A shared receive queue. Destroyed when it and every QP created with it are dropped.
+/// A shared receive queue of the RDMA core (`ibv_srq`), as the provider posts to it. The core
+/// destroys it: dropping this only unmaps the queue.
 pub struct Srq {
     pub(crate) inner: Arc<SrqInner>,
 }
 
 impl Srq {
-    pub(crate) fn create(pd: &Pd, attr: &SrqInitAttr) -> io::Result<Self> {
-        let ctx = &pd.inner.ctx;
-        let mut arg = uapi::CreateSrq {
-            pd: pd.inner.handle,
-            max_wr: attr.max_wr,
-            max_sge: attr.max_sge,
-            srq_limit: attr.srq_limit,
-            srq_context: attr.srq_context,
-            ..Default::default()
-        };
-        ctx.dev.create_srq(&mut arg)?;
-        let layout = arg.layout();
-        let mut srq = Self::map(ctx, &layout, arg.max_wr, arg.max_sge).inspect_err(|_| {
-            let _ = ctx.dev.destroy_srq(arg.srqn);
-        })?;
-        let inner = Arc::get_mut(&mut srq.inner).expect("just made");
-        inner._pd = Some(pd.inner.clone());
-        inner.destroyed = AtomicBool::new(false);
-        Ok(srq)
-    }
-
     /// An SRQ the RDMA core created for a user context of [`crate::Context::from_core`], of
     /// `max_wr` work requests of `max_sge` SGEs (as it granted them); `layout` is the driver's
     /// answer. The core destroys it: dropping this only unmaps the queue.
@@ -97,8 +63,7 @@ impl Srq {
         Self::map(&ctx.inner, layout, max_wr, max_sge)
     }
 
-    /// Checks the driver's `layout` and maps the queue; the SRQ is not destroyed on drop and
-    /// has no PD until the caller says so.
+    /// Checks the driver's `layout` and maps the queue.
     fn map(
         ctx: &Arc<Ctx>,
         l: &uapi::IbCreateSrqResp,
@@ -121,14 +86,12 @@ impl Srq {
         Ok(Self {
             inner: Arc::new(SrqInner {
                 ctx: ctx.clone(),
-                _pd: None,
                 srqn: l.srqn,
                 max_wr,
                 max_sge,
                 queue,
                 record_offset: l.record_offset as usize,
                 tail: Mutex::new(0),
-                destroyed: AtomicBool::new(true),
             }),
         })
     }
@@ -140,33 +103,6 @@ impl Srq {
     /// Work requests it holds, and SGEs per work request.
     pub fn cap(&self) -> (u32, u32) {
         (self.inner.max_wr, self.inner.max_sge)
-    }
-
-    /// `ibv_modify_srq` with `IBV_SRQ_LIMIT`: the next time a QP's take leaves fewer than
-    /// `limit` work requests, the SRQ raises `IBV_EVENT_SRQ_LIMIT_REACHED` once and disarms
-    /// (0 disarms it now). `EINVAL` above the SRQ's size.
-    pub fn arm_limit(&self, limit: u32) -> io::Result<()> {
-        self.inner.ctx.dev.modify_srq(&uapi::ModifySrq {
-            srqn: self.inner.srqn,
-            attr_mask: uapi::PFNIC_SRQ_LIMIT,
-            max_wr: 0,
-            srq_limit: limit,
-        })
-    }
-
-    /// `ibv_modify_srq` with the raw attribute mask (`PFNIC_SRQ_*`): resizing is `EOPNOTSUPP`.
-    pub fn modify(&self, attr_mask: u32, max_wr: u32, srq_limit: u32) -> io::Result<()> {
-        self.inner.ctx.dev.modify_srq(&uapi::ModifySrq {
-            srqn: self.inner.srqn,
-            attr_mask,
-            max_wr,
-            srq_limit,
-        })
-    }
-
-    /// `ibv_query_srq`, with the device's head, tail and counters.
-    pub fn query(&self) -> io::Result<SrqAttr> {
-        self.inner.ctx.dev.query_srq(self.inner.srqn)
     }
 
     /// `ibv_post_srq_recv`: as [`crate::Qp::post_recv`], into the shared queue.
@@ -198,22 +134,5 @@ impl Srq {
             s.ctx.ring(DB_SRQ, s.srqn << 16 | (*tail & 0xffff));
         }
         result
-    }
-
-    /// `ibv_destroy_srq`: `EBUSY` (and the SRQ back) while a QP uses it; on success, the
-    /// SRQ's asynchronous events the context read. A QP created with it holds it, so this
-    /// fails with `EBUSY` while such a QP is alive in this process.
-    #[allow(clippy::result_large_err)]
-    pub fn destroy(self) -> Result<u32, (Srq, io::Error)> {
-        if Arc::strong_count(&self.inner) > 1 {
-            return Err((self, errno(libc::EBUSY)));
-        }
-        match self.inner.ctx.dev.destroy_srq(self.inner.srqn) {
-            Ok(events) => {
-                self.inner.destroyed.store(true, Ordering::Relaxed);
-                Ok(events)
-            }
-            Err(e) => Err((self, e)),
-        }
     }
 }
