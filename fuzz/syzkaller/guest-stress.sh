@@ -30,7 +30,7 @@ mkdir -p /tmp && cd /tmp
 # syz-executor connects to syz-execprog over TCP on localhost.
 ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
 ls -l /dev/pfnic*
-SYSCALLS='openat$pfnic,syz_open_dev$pfnic,ioctl$PFNIC*,mmap$pfnic*,read$pfnic*,close,dup,dup3,poll,ppoll,munmap,mremap,madvise,syz_clone,socketpair$unix,sendmsg$unix,recvmsg$unix'
+SYSCALLS='openat$pfnic,syz_open_dev$pfnic,ioctl$PFNIC*,close,dup,dup3,poll,ppoll,syz_clone,socketpair$unix,sendmsg$unix,recvmsg$unix'
 echo "syz-execprog -stress: $SYZ_SECONDS s"
 # -repeat=0: without it -stress stops after one program. -output prints every
 # program before it runs, so the console log holds the reproducer of a crash.
