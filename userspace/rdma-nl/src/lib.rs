@@ -77,22 +77,25 @@ struct Attr<'a> {
 }
 
 impl<'a> Attr<'a> {
+    /// The first `N` bytes of the payload; an error if it is shorter.
+    fn bytes<const N: usize>(&self) -> io::Result<[u8; N]> {
+        self.data
+            .get(..N)
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(|| {
+                bad(&format!(
+                    "an attribute of {} bytes, {N} wanted",
+                    self.data.len()
+                ))
+            })
+    }
+
     fn u32(&self) -> io::Result<u32> {
-        Ok(u32::from_ne_bytes(
-            self.data
-                .get(..4)
-                .and_then(|b| b.try_into().ok())
-                .ok_or_else(|| bad("a 32-bit attribute shorter than 4 bytes"))?,
-        ))
+        self.bytes().map(u32::from_ne_bytes)
     }
 
     fn u64(&self) -> io::Result<u64> {
-        Ok(u64::from_ne_bytes(
-            self.data
-                .get(..8)
-                .and_then(|b| b.try_into().ok())
-                .ok_or_else(|| bad("a 64-bit attribute shorter than 8 bytes"))?,
-        ))
+        self.bytes().map(u64::from_ne_bytes)
     }
 
     /// A string attribute, without its terminating NUL.
