@@ -39,22 +39,12 @@ pub fn ibv_ctx() -> Result<Context, Failure> {
 /// refuses a mode the platform lacks with `EOPNOTSUPP`, the provider a name it does not know
 /// with `EINVAL`.
 pub fn ibv_open_with_mem_mode(mode: &str) -> Result<std::io::Result<Context>, Failure> {
-    ibv_open_with(
-        &crate::rdma_core::ib_name()?,
-        &[(pfnic_verbs::MEM_MODE_ENV, mode)],
-    )
-}
-
-/// Opens RDMA device `name` with the environment variables `env` set, as a program started
-/// with them does (pfnic's provider reads `PFNIC_MEM_MODE` and `PFNIC_RECV_FAULT` when it
-/// opens the device), and gives the environment back as it was; libibverbs' answer, as it is.
-pub fn ibv_open_with(
-    name: &str,
-    env: &[(&str, &str)],
-) -> Result<std::io::Result<Context>, Failure> {
     // The suite runs one test at a time on its main thread, and no other thread it has
     // reads the environment, so changing it races with nothing.
-    Ok(Context::open_with_env(name, env))
+    Ok(Context::open_with_env(
+        &crate::rdma_core::ib_name()?,
+        &[(pfnic_verbs::MEM_MODE_ENV, mode)],
+    ))
 }
 
 /// A context on the pfnic under test in memory mode `mode` ([`ibv_open_with_mem_mode`]), or

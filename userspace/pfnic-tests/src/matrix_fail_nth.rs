@@ -23,7 +23,7 @@ use std::path::Path;
 use crate::ktap::{Failure, Test, TestResult};
 use crate::matrix::table_usage;
 use crate::verbs_common::*;
-use ibv::{qp_attr, Context, DeviceList, QpAttr, QpInitAttr, QpState, ACCESS_ON_DEMAND};
+use ibv::{qp_attr, DeviceList, QpAttr, QpInitAttr, QpState, ACCESS_ON_DEMAND};
 
 pub const TESTS: &[&Test] = &[&Test {
     name: "test_matrix_fail_nth",
@@ -183,17 +183,6 @@ fn transitions(dest: u32, port: &ibv::sys::ibv_port_attr) -> [(QpAttr, u32); 3] 
     [(init, INIT_MASK), (rtr, RTR_MASK), (rts, RTS_MASK)]
 }
 
-/// What one run of the sequence made, kept alive together (fields drop in order: the QPs and
-/// MRs before their PD and CQ, all before the context).
-struct Objects {
-    _qp: ibv::Qp,
-    _peer: ibv::Qp,
-    _mrs: Vec<ibv::Mr>,
-    _cq: ibv::Cq,
-    _pd: ibv::Pd,
-    _ctx: Context,
-}
-
 /// The sequence once, nothing armed: the library's and the provider's heap gets its pages.
 fn warm_up(devices: &DeviceList, name: &str, buf: &std::sync::Arc<ibv::Buffer>) -> TestResult {
     let ctx = devices.open(name)?;
@@ -209,14 +198,8 @@ fn warm_up(devices: &DeviceList, name: &str, buf: &std::sync::Arc<ibv::Buffer>) 
     for (a, mask) in transitions(peer.qp_num(), &port) {
         qp.modify(&a, mask)?;
     }
-    drop(Objects {
-        _qp: qp,
-        _peer: peer,
-        _mrs: mrs,
-        _cq: cq,
-        _pd: pd,
-        _ctx: ctx,
-    });
+    // A tuple drops in order: the QPs and MRs before their PD and CQ, all before the context.
+    drop((qp, peer, mrs, cq, pd, ctx));
     Ok(())
 }
 
@@ -363,15 +346,8 @@ fn test_matrix_fail_nth() -> TestResult {
         check_eq!(qp_state(&qp)?, QpState::Rts);
         check_eq!(qp_state(&peer)?, QpState::Rts);
         tables_are(plus(with_qps, [0, 0, 2, 0]))?;
-        // Closed with everything in it, as a process that exits would.
-        drop(Objects {
-            _qp: qp,
-            _peer: peer,
-            _mrs: mrs,
-            _cq: cq,
-            _pd: pd,
-            _ctx: ctx,
-        });
+        // Closed with everything in it, as a process that exits would (in dependency order).
+        drop((qp, peer, mrs, cq, pd, ctx));
     }
     tables_are(base)?;
     drop(knobs);

@@ -127,7 +127,9 @@ impl Wire {
         let names = [na, nb];
         let gid_index = [gid_of(&names[0], IP[0])?, gid_of(&names[1], IP[1])?];
         let open = |name: &str| -> Result<Context, Failure> {
-            ibv_open_with(name, env)?.map_err(|e| fail(&format!("ibv_open_device({name})"), e))
+            // One test at a time, on the suite's main thread: nothing else reads the environment.
+            Context::open_with_env(name, env)
+                .map_err(|e| fail(&format!("ibv_open_device({name})"), e))
         };
         let ctx = [open(&names[0])?, open(&names[1])?];
         for (c, n) in ctx.iter().zip(&names) {
