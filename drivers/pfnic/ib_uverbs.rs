@@ -241,20 +241,23 @@ impl UContext {
         if region.iova != region.start {
             return Err(EOPNOTSUPP);
         }
-        self.register(uapi::RegMr {
-            pd: pd.0,
-            // Optional access flags (relaxed ordering) are hints a device may ignore, as the
-            // core defines them: perftest's bandwidth tests ask for relaxed ordering.
-            access: region.access & !ACCESS_OPTIONAL_RANGE,
-            addr: region.start,
-            length: region.length,
-            ..Default::default()
-        })
+        self.register(
+            uapi::RegMr {
+                pd: pd.0,
+                // Optional access flags (relaxed ordering) are hints a device may ignore, as
+                // the core defines them: perftest's bandwidth tests ask for relaxed ordering.
+                access: region.access & !ACCESS_OPTIONAL_RANGE,
+                addr: region.start,
+                length: region.length,
+                ..Default::default()
+            },
+            udata,
+        )
     }
 
-    /// Registers `arg`'s MR.
-    fn register(&self, mut arg: uapi::RegMr) -> Result<(Mr, MrKeys)> {
-        self.verbs.reg_mr(&mut arg)?;
+    /// Registers `arg`'s MR, in the verb `udata` belongs to.
+    fn register(&self, mut arg: uapi::RegMr, udata: &UData<'_>) -> Result<(Mr, MrKeys)> {
+        self.verbs.reg_mr(&mut arg, udata)?;
         Ok((
             Mr(arg.mr),
             MrKeys {
@@ -299,7 +302,7 @@ impl UContext {
                 Err(e) => return Err(e),
             }
         }
-        self.register(arg).map(Some)
+        self.register(arg, udata).map(Some)
     }
 
     /// `ibv_advise_mr` on ranges of the PD's on-demand MRs, eight at a time (the verbs

@@ -25,7 +25,9 @@ use crate::{
     ring::{self, Desc},
     uapi,
 };
-use kernel::{prelude::*, rbtree::RBTreeNodeReservation, sync::Arc, types::ScopeGuard};
+use kernel::{
+    prelude::*, rbtree::RBTreeNodeReservation, rdma::udata::UData, sync::Arc, types::ScopeGuard,
+};
 
 /// Every `IBV_ACCESS_*` bit an MR may have.
 const MR_ACCESS: u32 = uapi::PFNIC_ACCESS_LOCAL_WRITE
@@ -132,8 +134,8 @@ impl VerbsFile {
         Ok(())
     }
 
-    /// `ibv_reg_mr`.
-    pub(crate) fn reg_mr(&self, arg: &mut uapi::RegMr) -> Result {
+    /// `ibv_reg_mr`, in the verb `udata` belongs to (the pinned modes pin through it).
+    pub(crate) fn reg_mr(&self, arg: &mut uapi::RegMr, udata: &UData<'_>) -> Result {
         let verbs = self.nic.verbs()?;
         let implicit = check_reg(arg)?;
         let mode = {
@@ -154,7 +156,7 @@ impl VerbsFile {
             mode == uapi::PFNIC_MEM_MODE_PINNED || (mode == uapi::PFNIC_MEM_MODE_ODP && !on_demand);
         let pinned = if pin {
             // Pinned before the device knows the MR, without holding the object lock.
-            Some(PinnedMr::pin(&self.nic, arg.addr, arg.length, write)?)
+            Some(PinnedMr::pin(udata, arg.addr, arg.length, arg.access)?)
         } else {
             None
         };
