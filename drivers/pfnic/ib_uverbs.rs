@@ -13,7 +13,7 @@ use crate::{
     context::Context,
     nic::{stats::translation_named, Nic},
     uapi,
-    verbs::{file::VerbsFile, port::gid_ipv4, PORT_LID},
+    verbs::{args, file::VerbsFile, port::gid_ipv4, PORT_LID},
 };
 use kernel::{
     fs::file::FileMappings,
@@ -86,7 +86,7 @@ impl UContext {
         // the process's rdma cgroup (`rdma.max`), and the device's limits are what it reports.
         let verbs = VerbsFile::new(nic, ctx.index(), ctx.has_pasid())?;
         if mem_mode != 0 {
-            verbs.set_mem_mode(&uapi::MemMode {
+            verbs.set_mem_mode(&args::MemMode {
                 mode: mem_mode,
                 reserved: 0,
             })?;
@@ -178,7 +178,7 @@ impl UContext {
     }
 
     pub(crate) fn dealloc_pd(&self, pd: &Pd) -> Result {
-        self.verbs.dealloc_pd(&uapi::PdHandle {
+        self.verbs.dealloc_pd(&args::PdHandle {
             pd: pd.0,
             reserved: 0,
         })
@@ -205,7 +205,7 @@ impl UContext {
         if attr.flags & CQ_FLAGS_TIMESTAMP_COMPLETION != 0 {
             flags |= uapi::PFNIC_CQ_CREATE_TIMESTAMP;
         }
-        let mut arg = uapi::CreateCq {
+        let mut arg = args::CreateCq {
             cqe: attr.cqe,
             // Completion events go to the core, which has the channel.
             channel: -1,
@@ -223,7 +223,7 @@ impl UContext {
     }
 
     pub(crate) fn destroy_cq(&self, cq: &Cq) -> Result {
-        self.verbs.destroy_cq(&mut uapi::ObjectNumber {
+        self.verbs.destroy_cq(&mut args::ObjectNumber {
             num: cq.0,
             events_reported: 0,
         })
@@ -242,7 +242,7 @@ impl UContext {
             return Err(EOPNOTSUPP);
         }
         self.register(
-            uapi::RegMr {
+            args::RegMr {
                 pd: pd.0,
                 // Optional access flags (relaxed ordering) are hints a device may ignore, as
                 // the core defines them: perftest's bandwidth tests ask for relaxed ordering.
@@ -256,7 +256,7 @@ impl UContext {
     }
 
     /// Registers `arg`'s MR, in the verb `udata` belongs to.
-    fn register(&self, mut arg: uapi::RegMr, udata: &UData<'_>) -> Result<(Mr, MrKeys)> {
+    fn register(&self, mut arg: args::RegMr, udata: &UData<'_>) -> Result<(Mr, MrKeys)> {
         self.verbs.reg_mr(&mut arg, udata)?;
         Ok((
             Mr(arg.mr),
@@ -310,14 +310,14 @@ impl UContext {
     pub(crate) fn advise_mr(&self, pd: &Pd, advice: u32, flags: u32, sges: &[Sge]) -> Result {
         self.owner_only()?;
         for batch in sges.chunks(uapi::PFNIC_ADVISE_MAX_SGE) {
-            let mut arg = uapi::AdviseMr {
+            let mut arg = args::AdviseMr {
                 advice,
                 flags,
                 num_sge: batch.len() as u32,
                 ..Default::default()
             };
             for (to, from) in arg.sge.iter_mut().zip(batch) {
-                *to = uapi::Sge {
+                *to = args::Sge {
                     addr: from.addr,
                     length: from.length,
                     lkey: from.lkey,
@@ -332,7 +332,7 @@ impl UContext {
     /// names, and pfnic's own. Read-only, so for anyone who may see the device's resources
     /// (the core asks on the `rdma` tool's thread), not only the context's owner.
     pub(crate) fn mr_counters(&self, mr: &Mr, out: &mut Counters<'_>) -> Result {
-        let mut q = uapi::QueryMr {
+        let mut q = args::QueryMr {
             mr: mr.0,
             ..Default::default()
         };
@@ -349,7 +349,7 @@ impl UContext {
     }
 
     pub(crate) fn dereg_mr(&self, mr: &Mr) -> Result {
-        self.verbs.dereg_mr(&uapi::MrHandle {
+        self.verbs.dereg_mr(&args::MrHandle {
             mr: mr.0,
             reserved: 0,
         })
@@ -364,7 +364,7 @@ impl UContext {
         // Bound: a verb on an unbound device fails with EIO, as every other.
         self.nic.with_bar(|_| ())?;
         udata.read(&mut [])?;
-        let mut arg = uapi::AllocDm {
+        let mut arg = args::AllocDm {
             length: attr.length,
             log_align_req: attr.log_align,
             ..Default::default()
@@ -383,7 +383,7 @@ impl UContext {
     }
 
     pub(crate) fn dealloc_dm(&self, dm: &Dm) -> Result {
-        self.verbs.free_dm(&uapi::DmHandle {
+        self.verbs.free_dm(&args::DmHandle {
             dm: dm.0,
             reserved: 0,
         })
@@ -394,7 +394,7 @@ impl UContext {
     /// memory MR of pfnic is).
     pub(crate) fn reg_dm_mr(&self, pd: &Pd, dm: &Dm, attr: &DmMrAttr) -> Result<(Mr, MrKeys)> {
         self.owner_only()?;
-        let mut arg = uapi::RegDmMr {
+        let mut arg = args::RegDmMr {
             pd: pd.0,
             dm: dm.0,
             access: attr.access & !(ACCESS_ZERO_BASED | ACCESS_OPTIONAL_RANGE),
@@ -431,14 +431,14 @@ impl UContext {
             _ => return Err(EOPNOTSUPP),
         };
         let c = attr.cap;
-        let mut arg = uapi::CreateQp {
+        let mut arg = args::CreateQp {
             pd: pd.0,
             send_cq: attr.send_cq.0,
             recv_cq: attr.recv_cq.0,
             qp_type,
             sq_sig_all: u32::from(attr.sq_sig_all),
             flags: req.flags & uapi::PFNIC_QP_CREATE_RECV_FAULT_BACKUP,
-            cap: uapi::QpCap {
+            cap: args::QpCap {
                 max_send_wr: c.max_send_wr,
                 max_recv_wr: c.max_recv_wr,
                 max_send_sge: c.max_send_sge,
@@ -479,10 +479,10 @@ impl UContext {
         self.owner_only()?;
         udata.read(&mut [])?;
         let grh = a.ah.grh.unwrap_or_default();
-        let arg = uapi::ModifyQp {
+        let arg = args::ModifyQp {
             qpn: qp.0,
             attr_mask: mask,
-            attr: uapi::QpAttr {
+            attr: args::QpAttr {
                 qp_state: a.qp_state,
                 cur_qp_state: a.cur_qp_state,
                 path_mtu: a.path_mtu,
@@ -526,7 +526,7 @@ impl UContext {
         }
         let mut resp = uapi::IbCreateAhResp::new_zeroed();
         if let Some(g) = a.grh {
-            let attr = uapi::QpAttr {
+            let attr = args::QpAttr {
                 is_global: 1,
                 sgid_index: g.sgid_index.into(),
                 dgid: g.dgid,
@@ -562,7 +562,7 @@ impl UContext {
     ) -> Result<Srq> {
         self.owner_only()?;
         udata.read(&mut [])?;
-        let mut arg = uapi::CreateSrq {
+        let mut arg = args::CreateSrq {
             pd: pd.0,
             max_wr: attr.max_wr,
             max_sge: attr.max_sge,
@@ -590,17 +590,16 @@ impl UContext {
     ) -> Result {
         self.owner_only()?;
         udata.read(&mut [])?;
-        self.verbs.modify_srq(&uapi::ModifySrq {
+        self.verbs.modify_srq(&args::ModifySrq {
             srqn: srq.0,
             attr_mask: mask,
-            max_wr: attr.max_wr,
             srq_limit: attr.srq_limit,
         })
     }
 
     pub(crate) fn query_srq(&self, srq: &Srq) -> Result<SrqAttr> {
         self.owner_only()?;
-        let mut q = uapi::QuerySrq {
+        let mut q = args::QuerySrq {
             srqn: srq.0,
             ..Default::default()
         };
@@ -613,7 +612,7 @@ impl UContext {
     }
 
     pub(crate) fn destroy_srq(&self, srq: &Srq) -> Result {
-        self.verbs.destroy_srq(&mut uapi::ObjectNumber {
+        self.verbs.destroy_srq(&mut args::ObjectNumber {
             num: srq.0,
             events_reported: 0,
         })
@@ -624,7 +623,7 @@ impl UContext {
     /// for anyone who may see the QP (the core asks on the `rdma` tool's thread), not only the
     /// context's owner.
     pub(crate) fn query_qp(&self, qp: &Qp) -> Result<QpQuery> {
-        let mut q = uapi::QueryQp {
+        let mut q = args::QueryQp {
             qpn: qp.0,
             ..Default::default()
         };
@@ -677,7 +676,7 @@ impl UContext {
 
     /// The QP's counters, for `rdma resource show qp -dd`, as [`UContext::query_qp`].
     pub(crate) fn qp_details(&self, qp: &Qp, out: &mut DriverDetails<'_>) -> Result {
-        let mut q = uapi::QueryQp {
+        let mut q = args::QueryQp {
             qpn: qp.0,
             ..Default::default()
         };
@@ -698,7 +697,7 @@ impl UContext {
     }
 
     pub(crate) fn destroy_qp(&self, qp: &Qp) -> Result {
-        self.verbs.destroy_qp(&mut uapi::ObjectNumber {
+        self.verbs.destroy_qp(&mut args::ObjectNumber {
             num: qp.0,
             events_reported: 0,
         })

@@ -285,7 +285,7 @@ pub const PFNIC_IOCTL_SELFTEST: u32 =
 /// `mmap()` offset of the context's doorbell page (one page, shared, read/write).
 pub const PFNIC_MMAP_DOORBELL: u64 = 0;
 
-/// `IBV_ACCESS_*` bits accepted by [`RegMr::access`] and [`QpAttr::qp_access_flags`].
+/// `IBV_ACCESS_*` bits of an MR and of a QP's `qp_access_flags`, as the verbs take them.
 pub const PFNIC_ACCESS_LOCAL_WRITE: u32 = 1;
 /// `IBV_ACCESS_REMOTE_WRITE` (requires `LOCAL_WRITE` in an MR).
 pub const PFNIC_ACCESS_REMOTE_WRITE: u32 = 2;
@@ -496,52 +496,6 @@ pub struct PortIpv4 {
     pub reserved: u32,
 }
 
-/// Argument of `ibv_alloc_pd` (output) and `ibv_dealloc_pd` (input).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct PdHandle {
-    /// The PD's handle in this file.
-    pub pd: u32,
-    /// Reserved, zero.
-    pub reserved: u32,
-}
-
-/// Argument of `ibv_reg_mr`: register `[addr, addr + length)` of the caller's address
-/// space. Nothing is pinned. Without `ON_DEMAND` the range is made present at registration
-/// (`EFAULT` if it cannot be); with it, pages fault in when the device first touches them.
-/// `addr == 0` with `length == u64::MAX` and `ON_DEMAND` is the implicit MR (the whole address
-/// space).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct RegMr {
-    /// In: the PD handle.
-    pub pd: u32,
-    /// In: `PFNIC_ACCESS_*` bits.
-    pub access: u32,
-    /// In: start address.
-    pub addr: u64,
-    /// In: bytes, nonzero.
-    pub length: u64,
-    /// Out: the MR's handle in this file.
-    pub mr: u32,
-    /// Out: local key.
-    pub lkey: u32,
-    /// Out: remote key (equal to `lkey`).
-    pub rkey: u32,
-    /// Reserved, zero.
-    pub reserved: u32,
-}
-
-/// Argument of `ibv_dereg_mr`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct MrHandle {
-    /// The MR's handle.
-    pub mr: u32,
-    /// Reserved, zero.
-    pub reserved: u32,
-}
-
 /// `ibv_advise_mr` advice: `IBV_ADVISE_MR_ADVICE_PREFETCH`.
 pub const PFNIC_ADVISE_PREFETCH: u32 = 0;
 /// `IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE`.
@@ -550,69 +504,8 @@ pub const PFNIC_ADVISE_PREFETCH_WRITE: u32 = 1;
 pub const PFNIC_ADVISE_PREFETCH_NO_FAULT: u32 = 2;
 /// `IBV_ADVISE_MR_FLAG_FLUSH`: return after the pages are present.
 pub const PFNIC_ADVISE_FLAG_FLUSH: u32 = 1;
-/// Entries in [`AdviseMr::sge`].
+/// Entries in `AdviseMr::sge`.
 pub const PFNIC_ADVISE_MAX_SGE: usize = 8;
-
-/// A scatter/gather entry, as `ibv_sge`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct Sge {
-    /// Start address.
-    pub addr: u64,
-    /// Bytes.
-    pub length: u32,
-    /// Local key of an MR of this file covering the range.
-    pub lkey: u32,
-}
-
-/// Argument of `ibv_advise_mr`: prefetch ranges of ODP MRs.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct AdviseMr {
-    /// `PFNIC_ADVISE_*` advice.
-    pub advice: u32,
-    /// `PFNIC_ADVISE_FLAG_*`.
-    pub flags: u32,
-    /// Entries used in `sge`, 1..=8.
-    pub num_sge: u32,
-    /// Reserved, zero.
-    pub reserved: u32,
-    /// The ranges.
-    pub sge: [Sge; PFNIC_ADVISE_MAX_SGE],
-}
-
-/// Argument of `rdma statistic mr`: mlx5's ODP counters of one MR, since registration.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct QueryMr {
-    /// In: the MR's handle.
-    pub mr: u32,
-    /// Reserved, zero.
-    pub reserved: u32,
-    /// Out: pages the device found missing: page requests sent for the MR's pages
-    /// ([`PFNIC_MEM_MODE_SVA`]), or table entries its page-fault events named
-    /// ([`PFNIC_MEM_MODE_ODP`]).
-    pub page_faults: u64,
-    /// Out: those made present (answered with success).
-    pub page_faults_handled: u64,
-    /// Out: IOMMU invalidations overlapping the MR (`SVA`), or table entries the driver
-    /// invalidated because the process's mappings changed (`ODP`).
-    pub page_invalidations: u64,
-    /// Out: those applied by the device.
-    pub page_invalidations_handled: u64,
-    /// Out: pages made present by prefetch (`ODP`: also by the registration of an MR without
-    /// `ON_DEMAND`).
-    pub page_prefetch: u64,
-    /// Out: remote uses of the MR's key the device refused (range, access or PD).
-    pub remote_access_errors: u64,
-    /// Out: page request groups (`SVA`) or page-fault events (`ODP`) those faults went out in.
-    pub page_fault_groups: u64,
-    /// Out: pages the registration pinned ([`PFNIC_MEM_MODE_PINNED`]; 0 otherwise).
-    pub pages_pinned: u64,
-    /// Out: pages the device's translation table maps now (`PINNED`: every page; `ODP`: those
-    /// faulted in or prefetched and not invalidated since; `SVA`: 0, the IOMMU translates).
-    pub pages_mapped: u64,
-}
 
 /// Memory modes (`PFNIC_MEM_MODE`): how a user context's MRs reach its memory.
 ///
@@ -635,44 +528,7 @@ pub const PFNIC_MEM_MODE_PINNED: u32 = 2;
 /// where SVA does not work).
 pub const PFNIC_MEM_MODE_ODP: u32 = 3;
 
-/// The memory mode a user context asks for (`PFNIC_MEM_MODE`), as the verbs engine takes it.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct MemMode {
-    /// `PFNIC_MEM_MODE_*`.
-    pub mode: u32,
-    /// Reserved, zero.
-    pub reserved: u32,
-}
-
-/// Argument of `ibv_create_cq`. Map `mmap_len` bytes at `mmap_offset` to get the
-/// ring (`entries` CQEs of 32 bytes) followed, at `record_offset`, by the CQ record.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct CreateCq {
-    /// In: minimum CQEs, 1..=max_cqe.
-    pub cqe: u32,
-    /// In: -1 (the RDMA core's completion channel gets the CQ's completion events).
-    pub channel: i32,
-    /// In: returned with each completion event of this CQ (the library's CQ pointer).
-    pub cq_context: u64,
-    /// Out: the CQ number.
-    pub cqn: u32,
-    /// Out: CQEs in the ring (a power of 2).
-    pub entries: u32,
-    /// Out: `mmap()` offset of the ring.
-    pub mmap_offset: u64,
-    /// Out: bytes to map.
-    pub mmap_len: u64,
-    /// Out: offset of the CQ record in the mapping.
-    pub record_offset: u64,
-    /// In: `PFNIC_CQ_CREATE_*` flags.
-    pub flags: u32,
-    /// Out: bytes per CQE: 32, or 64 with [`PFNIC_CQ_CREATE_TIMESTAMP`].
-    pub cqe_size: u32,
-}
-
-/// [`CreateCq::flags`]: 64-byte CQEs that carry the device clock when the completion was
+/// `CreateCq::flags`: 64-byte CQEs that carry the device clock when the completion was
 /// written (docs/verbs.md, "Completion queue entry"). `EOPNOTSUPP` without
 /// [`PFNIC_CAP_TIMESTAMPS`].
 pub const PFNIC_CQ_CREATE_TIMESTAMP: u32 = 1 << 0;
@@ -684,90 +540,21 @@ pub const PFNIC_DB_CLOCK_LO: usize = 0x020;
 /// See [`PFNIC_DB_CLOCK_LO`].
 pub const PFNIC_DB_CLOCK_HI: usize = 0x024;
 
-/// Argument of `ibv_destroy_cq`, `ibv_destroy_qp` and
-/// `ibv_destroy_srq`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct ObjectNumber {
-    /// In: the CQN, QPN or SRQN.
-    pub num: u32,
-    /// In: zero. Out: zero (the RDMA core counts the asynchronous events a process read).
-    pub events_reported: u32,
-}
-
-/// QP capabilities, as `ibv_qp_cap`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct QpCap {
-    /// Send work requests.
-    pub max_send_wr: u32,
-    /// Receive work requests.
-    pub max_recv_wr: u32,
-    /// SGEs per send work request.
-    pub max_send_sge: u32,
-    /// SGEs per receive work request.
-    pub max_recv_sge: u32,
-    /// Inline data (0: not supported).
-    pub max_inline_data: u32,
-}
-
 /// `IBV_QPT_RC`.
 pub const PFNIC_QPT_RC: u32 = 2;
 /// `IBV_QPT_UD`: through the RDMA core only (its address handles name the destinations).
 pub const PFNIC_QPT_UD: u32 = 4;
 
-/// Argument of `ibv_create_qp`. Map `mmap_len` bytes at `mmap_offset`: the send queue
-/// at offset 0, the receive queue at `rq_offset`, the QP record at `record_offset`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct CreateQp {
-    /// In: PD handle.
-    pub pd: u32,
-    /// In: send CQN (a CQ of this file).
-    pub send_cq: u32,
-    /// In: receive CQN.
-    pub recv_cq: u32,
-    /// In: [`PFNIC_QPT_RC`].
-    pub qp_type: u32,
-    /// In: nonzero to signal every send work request.
-    pub sq_sig_all: u32,
-    /// In: `PFNIC_QP_CREATE_*` flags.
-    pub flags: u32,
-    /// In: requested capabilities; out: the actual ones (at least those requested).
-    pub cap: QpCap,
-    /// Out: the QP number.
-    pub qpn: u32,
-    /// Out: send queue entries (a power of 2).
-    pub sq_entries: u32,
-    /// Out: receive queue entries (a power of 2).
-    pub rq_entries: u32,
-    /// Out: `mmap()` offset of the queues.
-    pub mmap_offset: u64,
-    /// Out: bytes to map.
-    pub mmap_len: u64,
-    /// Out: offset of the receive queue in the mapping.
-    pub rq_offset: u64,
-    /// Out: offset of the QP record in the mapping.
-    pub record_offset: u64,
-    /// In: returned with the QP's asynchronous events (the library's QP pointer).
-    pub qp_context: u64,
-    /// In: with [`PFNIC_QP_CREATE_SRQ`], the SRQ (of this file) the QP takes its receive work
-    /// requests from; else zero. The QP then has no receive queue (`rq_entries` 0).
-    pub srq: u32,
-    /// Reserved, zero.
-    pub reserved: u32,
-}
-
-/// [`CreateQp::flags`]: the QP takes its receives from [`CreateQp::srq`] (an SRQ of this file;
+/// `CreateQp::flags`: the QP takes its receives from `CreateQp::srq` (an SRQ of this file;
 /// `EINVAL` otherwise). `cap.max_recv_wr` and `cap.max_recv_sge` are ignored.
 pub const PFNIC_QP_CREATE_SRQ: u32 = 1 << 1;
 
-/// [`CreateQp::flags`]: when a page where a request lands is not present, park the payload
+/// `CreateQp::flags`: when a page where a request lands is not present, park the payload
 /// in the driver's backup buffer and acknowledge it, instead of answering RNR NAK (a wire QP
 /// only; docs/wire.md, "Receive faults"). `EOPNOTSUPP` on a device without a wire.
 pub const PFNIC_QP_CREATE_RECV_FAULT_BACKUP: u32 = 1 << 0;
 
-/// `ibv_qp_attr_mask` bits the driver accepts in [`ModifyQp::attr_mask`].
+/// `ibv_qp_attr_mask` bits the driver accepts in `ModifyQp::attr_mask`.
 pub const PFNIC_QP_STATE: u32 = 1 << 0;
 /// `IBV_QP_CUR_STATE`.
 pub const PFNIC_QP_CUR_STATE: u32 = 1 << 1;
@@ -800,123 +587,6 @@ pub const PFNIC_QP_MAX_DEST_RD_ATOMIC: u32 = 1 << 17;
 /// `IBV_QP_DEST_QPN`.
 pub const PFNIC_QP_DEST_QPN: u32 = 1 << 20;
 
-/// QP attributes, as the fields of `ibv_qp_attr` an RC QP uses.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct QpAttr {
-    /// `IBV_QPS_*`.
-    pub qp_state: u32,
-    /// `IBV_QPS_*`: the state the caller believes the QP is in (with `CUR_STATE`).
-    pub cur_qp_state: u32,
-    /// `IBV_MTU_*`.
-    pub path_mtu: u32,
-    /// `IBV_ACCESS_REMOTE_*` bits: what peers may do through this QP.
-    pub qp_access_flags: u32,
-    /// Partition key index (0).
-    pub pkey_index: u32,
-    /// Port (1).
-    pub port_num: u32,
-    /// The connected QP's number.
-    pub dest_qp_num: u32,
-    /// Receive PSN (24 bits).
-    pub rq_psn: u32,
-    /// Send PSN (24 bits).
-    pub sq_psn: u32,
-    /// RNR NAK timer, IB encoding 0..31.
-    pub min_rnr_timer: u32,
-    /// Local ACK timeout, IB encoding 0..31.
-    pub timeout: u32,
-    /// Retries on timeout, 0..7.
-    pub retry_cnt: u32,
-    /// Retries on RNR NAK, 0..7 (7: forever).
-    pub rnr_retry: u32,
-    /// Outstanding RDMA READ/atomics as initiator.
-    pub max_rd_atomic: u32,
-    /// Outstanding RDMA READ/atomics as responder.
-    pub max_dest_rd_atomic: u32,
-    /// Address vector: destination LID.
-    pub dlid: u32,
-    /// Address vector: service level.
-    pub sl: u32,
-    /// Address vector: nonzero if `dgid` and the other global route fields are given
-    /// (`ah_attr.is_global`). A RoCE address vector always has them.
-    pub is_global: u32,
-    /// Global route: index of the source GID in the port's table.
-    pub sgid_index: u32,
-    /// Global route: hop limit (IPv4 TTL; 0 is 64).
-    pub hop_limit: u32,
-    /// Global route: traffic class (IPv4 TOS).
-    pub traffic_class: u32,
-    /// Global route: flow label (20 bits; not used on IPv4).
-    pub flow_label: u32,
-    /// Global route: the destination GID, network order. `::ffff:a.b.c.d` names the IPv4
-    /// address of the peer; one of the port's own GIDs means loopback.
-    pub dgid: [u8; 16],
-    /// Reserved, zero.
-    pub reserved: [u32; 2],
-}
-
-/// Argument of `ibv_modify_qp`: `ibv_modify_qp`, with libibverbs' rules on which
-/// attributes each RC transition requires and allows (`EINVAL` otherwise).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct ModifyQp {
-    /// The QP number (a QP of this file).
-    pub qpn: u32,
-    /// `PFNIC_QP_*` bits: which attributes to change.
-    pub attr_mask: u32,
-    /// The attributes.
-    pub attr: QpAttr,
-}
-
-/// Per-QP counters ([`QueryQp::stats`]).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct QpStats {
-    /// Page requests the QP's work caused, either side.
-    pub page_requests: u64,
-    /// Waits for the receiver: no receive WQE, or a receive-side page fault.
-    pub rnr_waits: u64,
-    /// WQEs completed (send and receive).
-    pub wqes: u64,
-    /// Bytes moved.
-    pub bytes: u64,
-    /// Requests the QP refused because they came from a QP that is not its connected peer.
-    pub refused: u64,
-    /// Wire QPs (docs/wire.md): the PSN of the next new packet the QP sends.
-    pub next_send_psn: u32,
-    /// Wire QPs: the PSN the QP expects next as responder.
-    pub expected_recv_psn: u32,
-    /// Wire QPs: packets retransmitted.
-    pub retransmits: u64,
-    /// Wire QPs: RNR NAKs sent (no receive WQE, or a receive page not present).
-    pub rnr_naks_sent: u64,
-    /// Wire QPs: RNR NAKs received.
-    pub rnr_naks_received: u64,
-    /// Wire QPs: PSN sequence error NAKs sent.
-    pub seq_naks_sent: u64,
-    /// Wire QPs: duplicate requests received.
-    pub duplicates: u64,
-}
-
-/// Argument of `ibv_query_qp`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct QueryQp {
-    /// In: the QP number (a QP of this file).
-    pub qpn: u32,
-    /// Out: nonzero if every send work request is signalled.
-    pub sq_sig_all: u32,
-    /// Out: the attributes (`qp_state` is the device's current state).
-    pub attr: QpAttr,
-    /// Out: the capabilities.
-    pub cap: QpCap,
-    /// Reserved, zero.
-    pub reserved: u32,
-    /// Out: the QP's counters.
-    pub stats: QpStats,
-}
-
 /// `IBV_EVENT_CQ_ERR`: a CQ overflowed; its QPs entered ERR.
 pub const PFNIC_EVENT_CQ_ERR: u32 = 0;
 /// `IBV_EVENT_QP_FATAL`: a QP entered ERR for an error no completion reports (a bad
@@ -937,132 +607,14 @@ pub const PFNIC_EVENT_SRQ_LIMIT_REACHED: u32 = 15;
 /// `IBV_EVENT_QP_LAST_WQE_REACHED`: a QP with an SRQ entered ERR; it takes no more receives.
 pub const PFNIC_EVENT_QP_LAST_WQE_REACHED: u32 = 16;
 
-/// Argument of `ibv_alloc_dm`. Map `mmap_len` bytes at `mmap_offset` to reach the
-/// memory from the CPU.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct AllocDm {
-    /// In: bytes, 1..=`max_dm_size`; the allocation is whole pages.
-    pub length: u64,
-    /// In: log2 of the alignment the caller needs (up to the device memory's size).
-    pub log_align_req: u32,
-    /// Out: the handle.
-    pub dm: u32,
-    /// Out: `mmap()` offset of the memory.
-    pub mmap_offset: u64,
-    /// Out: bytes to map (the length rounded up to pages).
-    pub mmap_len: u64,
-}
-
-/// Argument of `ibv_free_dm` (input only).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct DmHandle {
-    /// The handle `ibv_alloc_dm` returned.
-    pub dm: u32,
-    /// Reserved, zero.
-    pub reserved: u32,
-}
-
 /// Device memory is reached in aligned words: `ibv_memcpy_to_dm`/`_from_dm` offsets and an
 /// MR's `dm_offset` are multiples of this (`EINVAL` otherwise, as on mlx5); lengths are free.
 pub const PFNIC_DM_ALIGN: u64 = 4;
-
-/// Argument of `ibv_reg_dm_mr`: an MR over `[dm_offset, dm_offset + length)` of a
-/// device memory allocation, zero-based (`IBV_ACCESS_ZERO_BASED`: an address `x` with its key
-/// is byte `dm_offset + x` of the allocation). Deregistered with `ibv_dereg_mr`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct RegDmMr {
-    /// In: PD handle.
-    pub pd: u32,
-    /// In: the device memory handle.
-    pub dm: u32,
-    /// In: `IBV_ACCESS_*` (not `ON_DEMAND`).
-    pub access: u32,
-    /// Reserved, zero.
-    pub reserved: u32,
-    /// In: where the MR starts in the allocation, a multiple of [`PFNIC_DM_ALIGN`].
-    pub dm_offset: u64,
-    /// In: bytes, at least 1.
-    pub length: u64,
-    /// Out: the MR handle.
-    pub mr: u32,
-    /// Out: the local key.
-    pub lkey: u32,
-    /// Out: the remote key.
-    pub rkey: u32,
-    /// Reserved, zero.
-    pub reserved2: u32,
-}
-
-/// Argument of `ibv_create_srq`. Map `mmap_len` bytes at `mmap_offset`: the queue
-/// (`entries` receive WQEs of 128 bytes) at offset 0, the SRQ record at `record_offset`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct CreateSrq {
-    /// In: PD handle.
-    pub pd: u32,
-    /// In: work requests, 1..=max_srq_wr; out: the actual number.
-    pub max_wr: u32,
-    /// In: SGEs per work request, ..=max_srq_sge; out: the actual number.
-    pub max_sge: u32,
-    /// In: the limit to arm (0: not armed), at most `max_wr`.
-    pub srq_limit: u32,
-    /// In: returned with the SRQ's asynchronous events (the library's SRQ pointer).
-    pub srq_context: u64,
-    /// Out: the SRQ number.
-    pub srqn: u32,
-    /// Out: entries in the queue (a power of 2).
-    pub entries: u32,
-    /// Out: `mmap()` offset of the queue.
-    pub mmap_offset: u64,
-    /// Out: bytes to map.
-    pub mmap_len: u64,
-    /// Out: offset of the SRQ record in the mapping.
-    pub record_offset: u64,
-}
 
 /// `IBV_SRQ_MAX_WR`: resizing, which pfnic does not do (`EOPNOTSUPP`).
 pub const PFNIC_SRQ_MAX_WR: u32 = 1 << 0;
 /// `IBV_SRQ_LIMIT`: arm the limit.
 pub const PFNIC_SRQ_LIMIT: u32 = 1 << 1;
-
-/// Argument of `ibv_modify_srq` (input only): `ibv_modify_srq`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct ModifySrq {
-    /// The SRQ number (an SRQ of this file).
-    pub srqn: u32,
-    /// `PFNIC_SRQ_*` bits.
-    pub attr_mask: u32,
-    /// With [`PFNIC_SRQ_MAX_WR`].
-    pub max_wr: u32,
-    /// With [`PFNIC_SRQ_LIMIT`]: 1..=the SRQ's work requests arms it, 0 disarms it.
-    pub srq_limit: u32,
-}
-
-/// Argument of `ibv_query_srq`: `ibv_query_srq`, and the device's view.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-pub struct QuerySrq {
-    /// In: the SRQ number (an SRQ of this file).
-    pub srqn: u32,
-    /// Out: work requests.
-    pub max_wr: u32,
-    /// Out: SGEs per work request.
-    pub max_sge: u32,
-    /// Out: the armed limit; 0 when disarmed, or once it fired.
-    pub srq_limit: u32,
-    /// Out: work requests the device took (16-bit counter).
-    pub head: u32,
-    /// Out: work requests posted, as the device last saw the doorbell (16-bit counter).
-    pub tail: u32,
-    /// Out: QPs that take receives from it.
-    pub qps: u32,
-    /// Out: limit events the device raised for it.
-    pub limit_events: u32,
-}
 
 /// `ibv_query_device_ex` and friends: `_IOR(0xf5, 0x05, struct pfnic_query_verbs)`.
 pub const PFNIC_IOCTL_QUERY_VERBS: u32 = ioc(IOC_READ, 0x05, core::mem::size_of::<QueryVerbs>());
@@ -1072,9 +624,8 @@ pub const PFNIC_IOCTL_QUERY_PORT: u32 = ioc(IOC_READ, 0x06, core::mem::size_of::
 // The verbs objects' ioctls of uAPI 8 to 20 (numbers 0x07..0x12 and 0x14..0x1d: PDs, MRs,
 // CQs, QPs, completion channels, the memory mode, the event file, SRQs, device memory) are
 // retired in uAPI 21: verbs are the RDMA core's, through uverbs and pfnic's rdma-core
-// provider. Their numbers are not reused; `/dev/pfnicN` answers them `ENOTTY`. The structures
-// of this section stay as the verbs engine's arguments, which the driver's uverbs operations
-// fill.
+// provider. Their numbers are not reused; `/dev/pfnicN` answers them `ENOTTY`. Their argument
+// structures are now the verbs engine's, inside the driver (`verbs/args.rs`).
 
 /// Sets or clears the port's IPv4 address (`CAP_NET_ADMIN`):
 /// `_IOW(0xf5, 0x13, struct pfnic_port_ipv4)`.
@@ -1139,7 +690,7 @@ pub struct IbCreateCqReq {
 
 /// The driver's part of the answer to `ibv_create_cq()`: map `mmap_len` bytes of the uverbs
 /// file at `mmap_offset` for the ring, with the CQ record at `record_offset` of the mapping
-/// (as [`CreateCq`]'s).
+/// (as `CreateCq`'s).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct IbCreateCqResp {
@@ -1171,7 +722,7 @@ pub struct IbCreateQpReq {
 
 /// The driver's part of the answer to `ibv_create_qp()`: map `mmap_len` bytes of the uverbs
 /// file at `mmap_offset`: the send queue at offset 0, the receive queue at `rq_offset`, the
-/// QP record at `record_offset` (as [`CreateQp`]'s). The QP number and capabilities are in
+/// QP record at `record_offset` (as `CreateQp`'s). The QP number and capabilities are in
 /// the core's part of the answer.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
@@ -1192,7 +743,7 @@ pub struct IbCreateQpResp {
 
 /// The driver's part of the answer to `ibv_create_srq()`: map `mmap_len` bytes of the uverbs
 /// file at `mmap_offset` for the queue, with the SRQ record at `record_offset` (as
-/// [`CreateSrq`]'s). The granted work requests and SGEs are in the core's part.
+/// `CreateSrq`'s). The granted work requests and SGEs are in the core's part.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct IbCreateSrqResp {
@@ -1248,45 +799,3 @@ pub struct IbCreateAhResp {
 pub const PFNIC_AH_FLAG_GRH: u8 = 1 << 0;
 /// [`IbCreateAhResp::ah_flags`]: of RoCEv2 over IPv4 (an IPv4 header).
 pub const PFNIC_AH_FLAG_IPV4: u8 = 1 << 1;
-
-impl CreateCq {
-    /// The ring layout of the CQ this creation made, as the RDMA core's provider gets it.
-    pub fn layout(&self) -> IbCreateCqResp {
-        IbCreateCqResp {
-            cqn: self.cqn,
-            entries: self.entries,
-            mmap_offset: self.mmap_offset,
-            mmap_len: self.mmap_len,
-            record_offset: self.record_offset,
-            cqe_size: self.cqe_size,
-            reserved: 0,
-        }
-    }
-}
-
-impl CreateQp {
-    /// The queue layout of the QP this creation made, as the RDMA core's provider gets it.
-    pub fn layout(&self) -> IbCreateQpResp {
-        IbCreateQpResp {
-            sq_entries: self.sq_entries,
-            rq_entries: self.rq_entries,
-            mmap_offset: self.mmap_offset,
-            mmap_len: self.mmap_len,
-            rq_offset: self.rq_offset,
-            record_offset: self.record_offset,
-        }
-    }
-}
-
-impl CreateSrq {
-    /// The queue layout of the SRQ this creation made, as the RDMA core's provider gets it.
-    pub fn layout(&self) -> IbCreateSrqResp {
-        IbCreateSrqResp {
-            srqn: self.srqn,
-            entries: self.entries,
-            mmap_offset: self.mmap_offset,
-            mmap_len: self.mmap_len,
-            record_offset: self.record_offset,
-        }
-    }
-}

@@ -6,7 +6,7 @@
 //! asynchronous events).
 
 use super::{
-    cmd,
+    args, cmd,
     eq::Route,
     file::{ring_bytes, Cq, VerbsFile},
 };
@@ -28,7 +28,7 @@ impl VerbsFile {
     /// channel of the CQ (`None`: nowhere; the argument's channel must be -1).
     pub(crate) fn create_cq_for(
         &self,
-        arg: &mut uapi::CreateCq,
+        arg: &mut args::CreateCq,
         core: Option<CqNotifier>,
     ) -> Result {
         let verbs = self.nic.verbs()?;
@@ -108,7 +108,7 @@ impl VerbsFile {
 
     /// `ibv_destroy_cq`: `EBUSY` while a QP uses it. Its ring memory goes once no mapping uses
     /// it. (The RDMA core counts the events a process read; `events_reported` stays 0.)
-    pub(crate) fn destroy_cq(&self, arg: &mut uapi::ObjectNumber) -> Result {
+    pub(crate) fn destroy_cq(&self, arg: &mut args::ObjectNumber) -> Result {
         let verbs = self.nic.verbs()?;
         if arg.events_reported != 0 {
             return Err(EINVAL);

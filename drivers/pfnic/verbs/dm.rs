@@ -8,7 +8,7 @@
 //! allocation's pages stay the file's, for its next allocations: a process that keeps a
 //! mapping of them after `ibv_free_dm` reaches only its own memory, never another process's.
 
-use super::{cmd, file::Mr, file::VerbsFile, mr::check_local_write, Limits};
+use super::{args, cmd, file::Mr, file::VerbsFile, mr::check_local_write, Limits};
 use crate::uapi;
 use kernel::{
     bitmap::BitmapVec, device::Bound, io::Io, mm::virt::VmaNew, pci, prelude::*,
@@ -137,7 +137,7 @@ impl VerbsFile {
 
     /// `ibv_alloc_dm`. The run may reuse the file's spare pages (its own, kept as they
     /// are) and take free ones from the device (zeroed first).
-    pub(crate) fn alloc_dm(&self, arg: &mut uapi::AllocDm) -> Result {
+    pub(crate) fn alloc_dm(&self, arg: &mut args::AllocDm) -> Result {
         let verbs = self.nic.verbs()?;
         let dmem = verbs.dm.as_ref().ok_or(EOPNOTSUPP)?;
         if arg.dm != 0 || arg.mmap_offset != 0 || arg.mmap_len != 0 {
@@ -214,7 +214,7 @@ impl VerbsFile {
 
     /// `ibv_free_dm`: `EBUSY` while an MR uses it. Its pages stay the file's (see the
     /// module documentation).
-    pub(crate) fn free_dm(&self, arg: &uapi::DmHandle) -> Result {
+    pub(crate) fn free_dm(&self, arg: &args::DmHandle) -> Result {
         self.nic.verbs()?;
         if arg.reserved != 0 {
             return Err(EINVAL);
@@ -251,7 +251,7 @@ impl VerbsFile {
     }
 
     /// `ibv_reg_dm_mr`: an MR over part of an allocation, zero-based.
-    pub(crate) fn reg_dm_mr(&self, arg: &mut uapi::RegDmMr) -> Result {
+    pub(crate) fn reg_dm_mr(&self, arg: &mut args::RegDmMr) -> Result {
         let verbs = self.nic.verbs()?;
         if arg.reserved != 0
             || arg.reserved2 != 0

@@ -15,7 +15,7 @@
 //! outlive the device, even while the uverbs file stays open.
 
 use super::{
-    cmd,
+    args, cmd,
     dm::{self, Dm},
     odp::OdpMr,
     pinned::PinnedMr,
@@ -102,11 +102,11 @@ pub(crate) struct Qp {
     pub(crate) send_cq: u32,
     pub(crate) recv_cq: u32,
     pub(crate) sq_sig_all: bool,
-    pub(crate) cap: uapi::QpCap,
+    pub(crate) cap: args::QpCap,
     /// `mmap()` token of its ring memory.
     pub(crate) ring: u64,
     /// The attributes as last set (the state is the device's).
-    pub(crate) attr: uapi::QpAttr,
+    pub(crate) attr: args::QpAttr,
     /// The destination IPv4 address the address vector resolved to (docs/wire.md); 0: this
     /// device (loopback).
     pub(crate) dest_ipv4: u32,
@@ -302,7 +302,7 @@ impl VerbsFile {
     }
 
     /// The memory mode the user context asks for (`PFNIC_MEM_MODE`): only before the first MR registration (`EBUSY` after).
-    pub(crate) fn set_mem_mode(&self, arg: &uapi::MemMode) -> Result {
+    pub(crate) fn set_mem_mode(&self, arg: &args::MemMode) -> Result {
         self.nic.verbs()?;
         if arg.reserved != 0 {
             return Err(EINVAL);
@@ -346,7 +346,7 @@ impl VerbsFile {
     }
 
     /// `ibv_alloc_pd`.
-    pub(crate) fn alloc_pd(&self) -> Result<uapi::PdHandle> {
+    pub(crate) fn alloc_pd(&self) -> Result<args::PdHandle> {
         self.nic.verbs()?;
         let mut o = self.objects.lock();
         if o.pds.iter().count() >= MAX_PDS as usize {
@@ -362,11 +362,11 @@ impl VerbsFile {
             },
             GFP_KERNEL,
         )?;
-        Ok(uapi::PdHandle { pd, reserved: 0 })
+        Ok(args::PdHandle { pd, reserved: 0 })
     }
 
     /// `ibv_dealloc_pd`: `EBUSY` while MRs, SRQs or QPs use it.
-    pub(crate) fn dealloc_pd(&self, arg: &uapi::PdHandle) -> Result {
+    pub(crate) fn dealloc_pd(&self, arg: &args::PdHandle) -> Result {
         self.nic.verbs()?;
         if arg.reserved != 0 {
             return Err(EINVAL);

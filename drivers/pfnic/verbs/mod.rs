@@ -14,6 +14,7 @@
 //!   them in the `pinned` and `odp` memory modes.
 
 pub(crate) mod alloc;
+pub(crate) mod args;
 pub(crate) mod cmd;
 pub(crate) mod cq;
 pub(crate) mod dm;

@@ -13,7 +13,7 @@
 //! every RDMA device pins them).
 
 use super::{
-    cmd,
+    args, cmd,
     file::Mr,
     file::VerbsFile,
     odp,
@@ -71,7 +71,7 @@ fn check_access(access: u32) -> Result {
 }
 
 /// Validates a registration's access flags and range; returns whether it is the implicit MR.
-fn check_reg(arg: &uapi::RegMr) -> Result<bool> {
+fn check_reg(arg: &args::RegMr) -> Result<bool> {
     if arg.reserved != 0 || arg.mr != 0 || arg.lkey != 0 || arg.rkey != 0 {
         return Err(EINVAL);
     }
@@ -135,7 +135,7 @@ impl VerbsFile {
     }
 
     /// `ibv_reg_mr`, in the verb `udata` belongs to (the pinned modes pin through it).
-    pub(crate) fn reg_mr(&self, arg: &mut uapi::RegMr, udata: &UData<'_>) -> Result {
+    pub(crate) fn reg_mr(&self, arg: &mut args::RegMr, udata: &UData<'_>) -> Result {
         let verbs = self.nic.verbs()?;
         let implicit = check_reg(arg)?;
         let mode = {
@@ -257,13 +257,13 @@ impl VerbsFile {
 
     /// A registration of MR `handle` as it is (its PD, access and range), for re-registering
     /// it with some of them changed; `EINVAL` for an MR over device memory.
-    pub(crate) fn mr_registration(&self, handle: u32) -> Result<uapi::RegMr> {
+    pub(crate) fn mr_registration(&self, handle: u32) -> Result<args::RegMr> {
         let o = self.objects.lock();
         let mr = o.mrs.get(&handle).ok_or(EINVAL)?;
         if mr.dm.is_some() {
             return Err(EINVAL);
         }
-        Ok(uapi::RegMr {
+        Ok(args::RegMr {
             pd: mr.pd,
             access: mr.access,
             addr: mr.addr,
@@ -309,7 +309,7 @@ impl VerbsFile {
     }
 
     /// `ibv_dereg_mr`.
-    pub(crate) fn dereg_mr(&self, arg: &uapi::MrHandle) -> Result {
+    pub(crate) fn dereg_mr(&self, arg: &args::MrHandle) -> Result {
         let verbs = self.nic.verbs()?;
         if arg.reserved != 0 {
             return Err(EINVAL);
@@ -346,7 +346,7 @@ impl VerbsFile {
     }
 
     /// The MR's counters, for `rdma statistic mr`.
-    pub(crate) fn query_mr(&self, arg: &mut uapi::QueryMr) -> Result {
+    pub(crate) fn query_mr(&self, arg: &mut args::QueryMr) -> Result {
         self.nic.verbs()?;
         if arg.reserved != 0 {
             return Err(EINVAL);
@@ -381,7 +381,7 @@ impl VerbsFile {
     /// (`EINVAL` for a key of another PD's MR, as mlx5 refuses it), or of any of its MRs. With
     /// `FLUSH` it returns once the pages are present (`EFAULT` if some could not be made
     /// present); without, once the prefetches are queued on the context's ring.
-    pub(crate) fn advise_mr_of(&self, arg: &uapi::AdviseMr, pd: Option<u32>) -> Result {
+    pub(crate) fn advise_mr_of(&self, arg: &args::AdviseMr, pd: Option<u32>) -> Result {
         self.nic.verbs()?;
         let flags = match arg.advice {
             uapi::PFNIC_ADVISE_PREFETCH => 0,
@@ -452,7 +452,7 @@ impl VerbsFile {
 /// (with or without `FLUSH`). The device's pages are the process's: with `NO_FAULT` (make present
 /// only what needs no fault) there is nothing to take that a fault would not, and it is a no-op.
 fn advise_odp(
-    sges: &[uapi::Sge],
+    sges: &[args::Sge],
     mrs: &[Option<Arc<odp::OdpMr>>],
     flags: u8,
     advise_flags: u32,

@@ -12,7 +12,7 @@
 //! core keeps its own table, built from the netdev's addresses, and the first IPv4 address it
 //! adds becomes the port's (`PORT_IPV4`).
 
-use super::{MAX_MSG_SZ, PORT_LID};
+use super::{args, MAX_MSG_SZ, PORT_LID};
 use crate::{nic::Nic, regs, uapi};
 use kernel::{
     cred::{self, Capability},
@@ -304,7 +304,7 @@ impl Nic {
     /// port's own), the address an IPv4-mapped GID names otherwise. `EINVAL` for a source GID
     /// index outside the table, another kind of GID (real IPv6), an address no host can have,
     /// or a remote destination the port cannot reach (no wire, or no address of its own).
-    pub(crate) fn resolve_dest(&self, a: &uapi::QpAttr) -> Result<u32> {
+    pub(crate) fn resolve_dest(&self, a: &args::QpAttr) -> Result<u32> {
         let port = self.port_state()?;
         if a.is_global == 0 {
             return Ok(0);

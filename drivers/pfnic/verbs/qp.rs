@@ -7,6 +7,7 @@
 //! transition, with an RC QP's address vector resolved to a destination IPv4 address
 //! (docs/wire.md); a UD QP has a Q_Key instead, its work requests' address handles the rest.
 
+use super::args::{CreateQp, ModifyQp, ObjectNumber, QpAttr, QpCap, QpStats, QueryQp};
 use super::{
     cmd,
     eq::OwnerRoute,

@@ -6,7 +6,7 @@
 //! SRQ.
 
 use super::{
-    cmd,
+    args, cmd,
     eq::OwnerRoute,
     file::{ring_bytes, Srq, VerbsFile},
 };
@@ -25,7 +25,7 @@ impl VerbsFile {
     /// core's.
     pub(crate) fn create_srq_for(
         &self,
-        arg: &mut uapi::CreateSrq,
+        arg: &mut args::CreateSrq,
         core: Option<ObjectEvents>,
     ) -> Result {
         let verbs = self.nic.verbs()?;
@@ -111,7 +111,7 @@ impl VerbsFile {
     }
 
     /// `ibv_modify_srq`: arms or disarms the limit; resizing is `EOPNOTSUPP`.
-    pub(crate) fn modify_srq(&self, arg: &uapi::ModifySrq) -> Result {
+    pub(crate) fn modify_srq(&self, arg: &args::ModifySrq) -> Result {
         self.nic.verbs()?;
         let known = uapi::PFNIC_SRQ_MAX_WR | uapi::PFNIC_SRQ_LIMIT;
         if arg.attr_mask & !known != 0 {
@@ -136,27 +136,23 @@ impl VerbsFile {
     }
 
     /// `ibv_query_srq`.
-    pub(crate) fn query_srq(&self, arg: &mut uapi::QuerySrq) -> Result {
+    pub(crate) fn query_srq(&self, arg: &mut args::QuerySrq) -> Result {
         self.nic.verbs()?;
         let o = self.objects.lock();
         let srq = o.srqs.get(&arg.srqn).ok_or(EINVAL)?;
         let r = self.nic.command(&cmd::SrqQuery { index: arg.srqn })?;
-        *arg = uapi::QuerySrq {
+        *arg = args::QuerySrq {
             srqn: arg.srqn,
             max_wr: srq.max_wr,
             max_sge: srq.max_sge,
             srq_limit: r.limit,
-            head: r.head,
-            tail: r.tail,
-            qps: r.users,
-            limit_events: r.limit_events,
         };
         Ok(())
     }
 
     /// `ibv_destroy_srq`: `EBUSY` while a QP uses it. Its ring memory goes once no mapping
     /// uses it. (The RDMA core counts the events a process read; `events_reported` stays 0.)
-    pub(crate) fn destroy_srq(&self, arg: &mut uapi::ObjectNumber) -> Result {
+    pub(crate) fn destroy_srq(&self, arg: &mut args::ObjectNumber) -> Result {
         let verbs = self.nic.verbs()?;
         if arg.events_reported != 0 {
             return Err(EINVAL);

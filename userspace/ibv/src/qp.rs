@@ -142,7 +142,6 @@ fn attr_of(r: &sys::ibv_qp_attr) -> QpAttr {
         flow_label: r.ah_attr.grh.flow_label,
         // SAFETY: every bit pattern is a valid byte array.
         dgid: unsafe { r.ah_attr.grh.dgid.raw },
-        ..Default::default()
     }
 }
 

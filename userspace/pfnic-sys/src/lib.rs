@@ -23,9 +23,7 @@ mod cmd_abi_check;
 mod rdma_abi_check;
 
 pub use uapi::{
-    AdviseMr, AllocDm, CreateCq, CreateQp, CreateSrq, DeviceStats, ModifyQp, ModifySrq, PortIpv4,
-    QpAttr, QpCap, QpStats, QueryContext, QueryDevice, QueryMr, QueryPort, QueryQp, QuerySrq,
-    QueryVerbs, RegMr, Selftest, Sge, Submit,
+    DeviceStats, PortIpv4, QueryContext, QueryDevice, QueryPort, QueryVerbs, Selftest, Submit,
 };
 
 /// An open `/dev/pfnicN`.

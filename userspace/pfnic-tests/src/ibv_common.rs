@@ -161,16 +161,41 @@ impl MrCounters {
     }
 }
 
-/// An MR's counters from `rdma statistic mr` in the shape of the private query's.
+/// An MR's counters as `rdma statistic mr` shows them: mlx5's on-demand paging counters by
+/// their names, and pfnic's own (docs/uapi.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MrStats {
+    /// Pages the device found missing: page requests (`sva`) or page-fault events' pages
+    /// (`odp`).
+    pub page_faults: u64,
+    /// Those made present.
+    pub page_faults_handled: u64,
+    /// Invalidations overlapping the MR.
+    pub page_invalidations: u64,
+    /// Those the device applied.
+    pub page_invalidations_handled: u64,
+    /// Pages made present by prefetch.
+    pub page_prefetch: u64,
+    /// Remote uses of the MR's key the device refused.
+    pub remote_access_errors: u64,
+    /// Page request groups or page-fault events the faults went out in.
+    pub page_fault_groups: u64,
+    /// Pages the registration pinned.
+    pub pages_pinned: u64,
+    /// Pages the device's translation table maps now.
+    pub pages_mapped: u64,
+}
+
+/// An MR's counters from `rdma statistic mr`.
 pub trait MrStatsExt {
     /// The MR's counters now.
-    fn stats(&self) -> Result<pfnic_verbs::MrStats, Failure>;
+    fn stats(&self) -> Result<MrStats, Failure>;
 }
 
 impl MrStatsExt for ibv::Mr {
-    fn stats(&self) -> Result<pfnic_verbs::MrStats, Failure> {
+    fn stats(&self) -> Result<MrStats, Failure> {
         let c = mr_counters(&self.pd().context(), self)?;
-        Ok(pfnic_verbs::MrStats {
+        Ok(MrStats {
             page_faults: c.get("page_faults")?,
             page_faults_handled: c.get("page_faults_handled")?,
             page_invalidations: c.get("page_invalidations")?,
@@ -180,7 +205,6 @@ impl MrStatsExt for ibv::Mr {
             page_fault_groups: c.get("page_fault_groups")?,
             pages_pinned: c.get("pages_pinned")?,
             pages_mapped: c.get("pages_mapped")?,
-            ..Default::default()
         })
     }
 }

@@ -13,7 +13,7 @@ use crate::ktap::{Failure, Test, TestResult};
 use crate::verbs_common::{ACCESS_ALL, ODP_ATOMIC, ODP_SEND, PAGE};
 use ibv::{Buffer, Mr, RecvWr, SendWr, Sge, WrOpcode, ACCESS_ON_DEMAND};
 use pfnic_verbs::{
-    MrStats, ADVISE_FLAG_FLUSH, ADVISE_PREFETCH, ADVISE_PREFETCH_NO_FAULT, ADVISE_PREFETCH_WRITE,
+    ADVISE_FLAG_FLUSH, ADVISE_PREFETCH, ADVISE_PREFETCH_NO_FAULT, ADVISE_PREFETCH_WRITE,
 };
 
 pub const TESTS: &[&Test] = &[

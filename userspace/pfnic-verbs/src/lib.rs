@@ -21,7 +21,7 @@ use std::sync::Arc;
 pub use pfnic_sys;
 use pfnic_sys::uapi;
 use pfnic_sys::{Device, Mapping};
-pub use pfnic_sys::{QpAttr, QpCap, QpStats, QueryDevice, QueryPort, QueryQp, QueryVerbs};
+pub use pfnic_sys::{QueryDevice, QueryPort, QueryVerbs};
 
 mod buffer;
 mod cq;
@@ -35,11 +35,8 @@ pub use buffer::Buffer;
 pub use cq::Cq;
 pub use dm::DmMap;
 pub use qp::{set_global_route, ConnectAttr, GlobalRoute, Qp, QpInitAttr};
-pub use srq::{Srq, SrqAttr, SrqInitAttr};
+pub use srq::{Srq, SrqInitAttr};
 pub use types::*;
-
-/// The MR counters of mlx5 ODP (`page_faults`, ...), as [`Mr::stats`] returns them.
-pub type MrStats = pfnic_sys::QueryMr;
 
 /// `ibv_qp_attr_mask` bits ([`Qp::modify`]).
 pub mod qp_attr {

@@ -24,9 +24,6 @@ pub struct SrqInitAttr {
     pub srq_context: u64,
 }
 
-/// What `ibv_query_srq` reports, with the device's view of the queue.
-pub type SrqAttr = uapi::QuerySrq;
-
 pub(crate) struct SrqInner {
     ctx: Arc<Ctx>,
     pub(crate) srqn: u32,

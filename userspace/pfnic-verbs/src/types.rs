@@ -3,7 +3,84 @@
 use core::fmt;
 use std::io;
 
-pub use pfnic_sys::uapi::Sge;
+/// QP capabilities, as `ibv_qp_cap`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QpCap {
+    /// Send work requests.
+    pub max_send_wr: u32,
+    /// Receive work requests.
+    pub max_recv_wr: u32,
+    /// SGEs per send work request.
+    pub max_send_sge: u32,
+    /// SGEs per receive work request.
+    pub max_recv_sge: u32,
+    /// Inline data (0: not supported).
+    pub max_inline_data: u32,
+}
+
+/// QP attributes, as the fields of `ibv_qp_attr` pfnic's QPs use (`ibv_modify_qp`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QpAttr {
+    /// `IBV_QPS_*`.
+    pub qp_state: u32,
+    /// `IBV_QPS_*`: the state the caller believes the QP is in (with `CUR_STATE`).
+    pub cur_qp_state: u32,
+    /// `IBV_MTU_*`.
+    pub path_mtu: u32,
+    /// `IBV_ACCESS_REMOTE_*` bits: what peers may do through this QP.
+    pub qp_access_flags: u32,
+    /// Partition key index (0).
+    pub pkey_index: u32,
+    /// Port (1).
+    pub port_num: u32,
+    /// The connected QP's number.
+    pub dest_qp_num: u32,
+    /// Receive PSN (24 bits).
+    pub rq_psn: u32,
+    /// Send PSN (24 bits).
+    pub sq_psn: u32,
+    /// RNR NAK timer, IB encoding 0..31.
+    pub min_rnr_timer: u32,
+    /// Local ACK timeout, IB encoding 0..31.
+    pub timeout: u32,
+    /// Retries on timeout, 0..7.
+    pub retry_cnt: u32,
+    /// Retries on RNR NAK, 0..7 (7: forever).
+    pub rnr_retry: u32,
+    /// Outstanding RDMA READ/atomics as initiator.
+    pub max_rd_atomic: u32,
+    /// Outstanding RDMA READ/atomics as responder.
+    pub max_dest_rd_atomic: u32,
+    /// Address vector: destination LID.
+    pub dlid: u32,
+    /// Address vector: service level.
+    pub sl: u32,
+    /// Address vector: nonzero if `dgid` and the other global route fields are given
+    /// (`ah_attr.is_global`). A RoCE address vector always has them.
+    pub is_global: u32,
+    /// Global route: index of the source GID in the port's table.
+    pub sgid_index: u32,
+    /// Global route: hop limit (IPv4 TTL; 0 is 64).
+    pub hop_limit: u32,
+    /// Global route: traffic class (IPv4 TOS).
+    pub traffic_class: u32,
+    /// Global route: flow label (20 bits; not used on IPv4).
+    pub flow_label: u32,
+    /// Global route: the destination GID, network order. `::ffff:a.b.c.d` names the IPv4
+    /// address of the peer; one of the port's own GIDs means loopback.
+    pub dgid: [u8; 16],
+}
+
+/// A scatter/gather entry, as `ibv_sge`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sge {
+    /// Start address.
+    pub addr: u64,
+    /// Bytes.
+    pub length: u32,
+    /// Local key of an MR covering the range.
+    pub lkey: u32,
+}
 
 /// `IBV_ACCESS_LOCAL_WRITE`.
 pub const ACCESS_LOCAL_WRITE: u32 = pfnic_sys::uapi::PFNIC_ACCESS_LOCAL_WRITE;
