@@ -420,8 +420,11 @@ static int end_close(struct end *e)
 /*
  * RESET -> INIT -> RTR -> RTS, sending from PSN `my_psn` to the QP `d`
  * names: at its LID, and with a global route to its GID when it has one
- * (rdma-core's rule: a nonzero interface ID), as rdma-core's pp_connect_ctx.
+ * (rdma-core's rule: a nonzero interface ID), as rdma-core's pp_connect_ctx;
+ * the first receive is posted in INIT.
  */
+static int post_recv(struct end *e);
+
 static int end_connect(struct end *e, uint32_t my_psn, const struct dest *d)
 {
     const struct options *opt = e->proc->opt;
@@ -438,6 +441,10 @@ static int end_connect(struct end *e, uint32_t my_psn, const struct dest *d)
                         IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
     if (ret) {
         err("%s: ibv_modify_qp to INIT: %s", e->name, strerror(ret));
+        return -1;
+    }
+    /* The first receive, once out of RESET (which takes no work request). */
+    if (post_recv(e)) {
         return -1;
     }
 
@@ -733,9 +740,6 @@ static int run_one_process(const struct options *opt)
     if (end_open(&a, &p, "client") || end_open(&b, &p, "server")) {
         goto out;
     }
-    if (post_recv(&a) || post_recv(&b)) {
-        goto out;
-    }
     {
         struct dest da = { .lid = p.lid, .qpn = a.qp->qp_num, .psn = 0x1234,
                            .gid = p.gid };
@@ -830,7 +834,7 @@ static int run_side(const struct options *opt, bool client, int rfd, int wfd,
 
     memset(&e, 0, sizeof(e));
     if (proc_open(&p, opt, client ? "client" : "server") ||
-        end_open(&e, &p, client ? "client" : "server") || post_recv(&e)) {
+        end_open(&e, &p, client ? "client" : "server")) {
         goto out;
     }
     me.dest.qpn = e.qp->qp_num;
@@ -1131,7 +1135,7 @@ static int run_network(const struct options *opt)
     signal(SIGPIPE, SIG_IGN);
     memset(&e, 0, sizeof(e));
     if (proc_open(&p, opt, client ? "client" : "server") ||
-        end_open(&e, &p, client ? "client" : "server") || post_recv(&e)) {
+        end_open(&e, &p, client ? "client" : "server")) {
         goto out;
     }
     memset(&me, 0, sizeof(me));

@@ -772,15 +772,29 @@ static int pfnic_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 	return ret;
 }
 
+/*
+ * A work request posted to a QP in the RESET state is an immediate error
+ * (C10-97.2.1), as rxe and mlx5 answer it; libibverbs keeps qp->state.
+ */
 static int pfnic_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 			   struct ibv_send_wr **bad_wr)
 {
+	if (qp->state == IBV_QPS_RESET) {
+		if (bad_wr)
+			*bad_wr = wr;
+		return EINVAL;
+	}
 	return pfnic_rs_post_send(to_pfnic_qp(qp)->rs, wr, bad_wr);
 }
 
 static int pfnic_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 			   struct ibv_recv_wr **bad_wr)
 {
+	if (qp->state == IBV_QPS_RESET) {
+		if (bad_wr)
+			*bad_wr = wr;
+		return EINVAL;
+	}
 	return pfnic_rs_post_recv(to_pfnic_qp(qp)->rs, wr, bad_wr);
 }
 

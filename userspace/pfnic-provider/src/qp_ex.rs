@@ -22,6 +22,9 @@ use pfnic_verbs::{Qp, SendWr, Sge, WrOpcode};
 use crate::ffi::{ibv_data_buf, ibv_qp_ex, ibv_sge};
 use crate::inline::{carries_payload, InlinePost, InlineRing, MAX_INLINE_DATA, SEND_INLINE};
 
+/// `IBV_QPS_RESET`.
+const QPS_RESET: c_int = 0;
+
 /// `enum ibv_qp_create_send_ops_flags` that pfnic has: the opcodes of `ibv_post_send`.
 pub(crate) const SEND_OPS_SUPPORTED: u64 = 0x7f;
 
@@ -164,8 +167,12 @@ fn finish<H: QpExHost>(w: &H, b: &mut Builder) {
 unsafe extern "C" fn wr_complete<H: QpExHost>(qp: *mut ibv_qp_ex) -> c_int {
     // SAFETY: the caller's QP, which it builds on.
     let (w, b) = unsafe { builder::<H>(qp) };
+    // SAFETY: libibverbs keeps the QP's state in its `ibv_qp`, read between its verbs.
+    let reset = unsafe { (*qp).qp_base.state } == QPS_RESET;
     let r = match w.send_qp() {
         _ if b.error != 0 => b.error,
+        // A QP in the RESET state takes no work request (C10-97.2.1).
+        _ if reset => libc::EINVAL,
         Some(q) => post(w, q, &b.wrs),
         None => libc::EINVAL,
     };

@@ -830,7 +830,6 @@ fn two_processes_child(mut rx: std::fs::File, mut tx: std::fs::File) -> i32 {
         let ctx = ibv_ctx()?;
         let s = Side::basic(&ctx, 4 * PAGE, MrKind::Odp)?;
         s.buf.write(2 * PAGE, &pattern(21, 2 * PAGE));
-        s.post_recv(1, 0, 0)?;
         send_u64s(
             &mut tx,
             &[
@@ -841,6 +840,8 @@ fn two_processes_child(mut rx: std::fs::File, mut tx: std::fs::File) -> i32 {
         )?;
         let peer = recv_u64s(&mut rx, 1)?[0] as u32;
         s.qp.connect(peer, &ConnectAttr::default())?;
+        // Out of RESET, where a QP takes no work request, before the parent writes.
+        s.post_recv(1, 0, 0)?;
         send_u64s(&mut tx, &[1])?;
         // The parent writes our first pages with an immediate, then reads our last ones.
         let wc = s.wait_wc(WcStatus::SUCCESS, Some(WcOpcode::RECV_RDMA_WITH_IMM))?;

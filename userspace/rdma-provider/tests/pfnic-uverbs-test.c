@@ -227,15 +227,25 @@ static int to_rts(struct ibv_qp *qp, uint32_t dest_qpn)
 	return to_rts_av(qp, dest_qpn, -1);
 }
 
-/* RESET -> INIT -> RTR -> RTS, connected to itself by the port's LID. */
+/*
+ * No work request in RESET; RESET -> INIT -> RTR -> RTS, connected to itself
+ * by the port's LID.
+ */
 static int test_qp_states(const char *dev)
 {
+	struct ibv_send_wr swr = { .opcode = IBV_WR_SEND }, *bad_s = NULL;
+	struct ibv_recv_wr rwr = {}, *bad_r = NULL;
 	struct ibv_qp_attr a = {};
 	struct objs o;
 	int ret;
 
 	if (make_objs(&o, dev))
 		return 1;
+	/* A QP in RESET takes no work request (C10-97.2.1). */
+	ret = ibv_post_recv(o.qp, &rwr, &bad_r);
+	CHECK(ret == EINVAL && bad_r == &rwr, "receive in RESET: %d", ret);
+	ret = ibv_post_send(o.qp, &swr, &bad_s);
+	CHECK(ret == EINVAL && bad_s == &swr, "send in RESET: %d", ret);
 	/* Not to RTS from RESET. */
 	a.qp_state = IBV_QPS_RTS;
 	ret = ibv_modify_qp(o.qp, &a, IBV_QP_STATE);
