@@ -153,7 +153,7 @@ pub struct ibv_qp_ex {
     pub wr_send_imm: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32)>,
     pub wr_send_inv: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32)>,
     pub wr_send_tso: Option<unsafe extern "C" fn(*mut ibv_qp_ex, *mut c_void, u16, u16)>,
-    pub wr_set_ud_addr: Option<unsafe extern "C" fn(*mut ibv_qp_ex, *mut c_void, u32, u32)>,
+    pub wr_set_ud_addr: Option<unsafe extern "C" fn(*mut ibv_qp_ex, *mut ibv_ah, u32, u32)>,
     pub wr_set_xrc_srqn: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32)>,
     pub wr_set_inline_data: Option<unsafe extern "C" fn(*mut ibv_qp_ex, *mut c_void, usize)>,
     pub wr_set_inline_data_list:

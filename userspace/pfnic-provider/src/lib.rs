@@ -88,6 +88,10 @@ impl QpExHost for PfnicRsQp {
     fn inline_ring(&self) -> Option<&InlineRing> {
         self.inline.as_ref()
     }
+
+    fn ud(&self) -> bool {
+        self.ud
+    }
 }
 
 /// An SRQ's queue.

@@ -18,16 +18,36 @@ const QP_INIT_ATTR_ALL: u32 = (1 << 7) - 1;
 /// `IBV_QPT_UD`.
 const QPT_UD: c_int = 4;
 
+/// `IBV_QP_EX_WITH_SEND` and `IBV_QP_EX_WITH_SEND_WITH_IMM`: the builder's operations on a UD
+/// QP.
+const SEND_OPS_UD: u64 = (1 << 2) | (1 << 3);
+
 extern "C" {
     /// The address vector of an address handle of the provider (`pfnic.c`): the 40 bytes a
     /// UD work queue entry carries, as the driver answered the AH's creation.
     fn pfnic_ah_av(ah: *const ibv_ah) -> *const [u8; 40];
 }
 
+/// The destination of a UD work request to `ah`.
+///
+/// # Safety
+///
+/// `ah` is a live address handle of this provider.
+pub(crate) unsafe fn ud_dest(ah: *const ibv_ah, remote_qpn: u32, remote_qkey: u32) -> UdDest {
+    UdDest {
+        remote_qpn,
+        remote_qkey,
+        // SAFETY: the caller passes a live address handle of this provider, whose address
+        // vector lives as long as it does.
+        av: unsafe { *pfnic_ah_av(ah) },
+    }
+}
+
 /// The rules of `ibv_create_qp_ex`'s attributes beyond the PD: whether the QP is extended
 /// (`IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`), `EINVAL` for `comp_mask` bits libibverbs does not
 /// define, `EOPNOTSUPP` for what pfnic does not have (XRC, TSO, RSS, creation flags, send
-/// operations beyond `ibv_post_send`'s, the work request builder on a UD QP).
+/// operations beyond `ibv_post_send`'s; on a UD QP, the builder's operations other than SEND
+/// and SEND with immediate).
 pub(crate) fn check_qp_init_attr_ex(a: &ibv_qp_init_attr_ex) -> Result<bool, c_int> {
     if a.comp_mask & !QP_INIT_ATTR_ALL != 0 {
         return Err(libc::EINVAL);
@@ -37,7 +57,7 @@ pub(crate) fn check_qp_init_attr_ex(a: &ibv_qp_init_attr_ex) -> Result<bool, c_i
     if a.comp_mask & !supported != 0
         || (a.comp_mask & QP_INIT_ATTR_CREATE_FLAGS != 0 && a.create_flags != 0)
         || (extended && a.send_ops_flags & !SEND_OPS_SUPPORTED != 0)
-        || (extended && a.qp_type == QPT_UD)
+        || (extended && a.qp_type == QPT_UD && a.send_ops_flags & !SEND_OPS_UD != 0)
     {
         return Err(libc::EOPNOTSUPP);
     }
@@ -180,13 +200,8 @@ unsafe fn send_wr_of<'a>(w: &ibv_send_wr, ud: bool) -> Option<SendWr<'a>> {
         if u.ah.is_null() {
             return None;
         }
-        Some(UdDest {
-            remote_qpn: u.remote_qpn,
-            remote_qkey: u.remote_qkey,
-            // SAFETY: the caller passes a live address handle of this provider, whose address
-            // vector lives as long as it does.
-            av: unsafe { *pfnic_ah_av(u.ah) },
-        })
+        // SAFETY: the caller passes a live address handle of this provider.
+        Some(unsafe { ud_dest(u.ah, u.remote_qpn, u.remote_qkey) })
     } else {
         None
     };

@@ -1,6 +1,7 @@
 //! The extended QP: libibverbs' work request builder (`ibv_wr_start`, one `ibv_wr_<opcode>`
 //! per work request with its `ibv_wr_set_sge`/`ibv_wr_set_sge_list`, `ibv_wr_complete` or
-//! `ibv_wr_abort`) over the QP's send queue.
+//! `ibv_wr_abort`) over the QP's send queue: on RC QPs every operation of `ibv_post_send`, on
+//! UD QPs SEND and SEND with immediate to the destination `ibv_wr_set_ud_addr` names.
 //!
 //! A batch is built in the QP's data path and handed to the send queue at `ibv_wr_complete`,
 //! as `ibv_post_send` hands a list. The builder belongs to one thread from `ibv_wr_start` to
@@ -17,10 +18,11 @@ use core::cell::UnsafeCell;
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use pfnic_verbs::{Qp, SendWr, Sge, WrOpcode};
+use pfnic_verbs::{Qp, SendWr, Sge, UdDest, WrOpcode};
 
-use crate::ffi::{ibv_data_buf, ibv_qp_ex, ibv_sge};
+use crate::ffi::{ibv_ah, ibv_data_buf, ibv_qp_ex, ibv_sge};
 use crate::inline::{carries_payload, InlinePost, InlineRing, MAX_INLINE_DATA, SEND_INLINE};
+use crate::qp::ud_dest;
 
 /// `IBV_QPS_RESET`.
 const QPS_RESET: c_int = 0;
@@ -55,6 +57,9 @@ pub(crate) trait QpExHost {
     fn send_qp(&self) -> Option<&Qp>;
     /// The QP's inline slots, if it was created with `max_inline_data`.
     fn inline_ring(&self) -> Option<&InlineRing>;
+    /// Whether it is a UD QP, whose work requests name their destination
+    /// (`ibv_wr_set_ud_addr`).
+    fn ud(&self) -> bool;
 }
 
 /// One work request of a batch.
@@ -71,6 +76,8 @@ struct Pending {
     sges: Vec<Sge>,
     /// The payload set with `wr_set_inline_data(_list)`, copied at posting.
     inline: Option<Vec<u8>>,
+    /// A UD QP's destination, set with `wr_set_ud_addr`.
+    ud: Option<UdDest>,
 }
 
 /// The batch being built.
@@ -129,6 +136,7 @@ unsafe fn push<H: QpExHost>(qp: *mut ibv_qp_ex, opcode: WrOpcode, f: impl FnOnce
         swap: 0,
         sges: Vec::new(),
         inline: None,
+        ud: None,
     };
     f(&mut p);
     b.wrs.push(p);
@@ -173,6 +181,14 @@ unsafe extern "C" fn wr_complete<H: QpExHost>(qp: *mut ibv_qp_ex) -> c_int {
         _ if b.error != 0 => b.error,
         // A QP in the RESET state takes no work request (C10-97.2.1).
         _ if reset => libc::EINVAL,
+        // A UD work request is a SEND that goes nowhere without its destination.
+        _ if w.ud()
+            && b.wrs.iter().any(|p| {
+                p.ud.is_none() || !matches!(p.opcode, WrOpcode::Send | WrOpcode::SendWithImm)
+            }) =>
+        {
+            libc::EINVAL
+        }
         Some(q) => post(w, q, &b.wrs),
         None => libc::EINVAL,
     };
@@ -193,8 +209,7 @@ fn send_wr(p: &Pending) -> SendWr<'_> {
         rkey: p.rkey,
         compare_add: p.compare_add,
         swap: p.swap,
-        // The builder is for RC QPs only (`check_qp_init_attr_ex`).
-        ud: None,
+        ud: p.ud,
     }
 }
 
@@ -489,6 +504,35 @@ unsafe extern "C" fn wr_set_inline_data_list<H: QpExHost>(
     unsafe { set_inline::<H>(qp, &bufs) };
 }
 
+/// `ibv_qp_ex.wr_set_ud_addr`: the destination of the last work request of a UD QP (`ah`,
+/// the remote QP and its Q_Key). `EINVAL` at completion without a work request or an AH,
+/// `EOPNOTSUPP` on a QP of another type.
+///
+/// # Safety
+///
+/// As [`wr_complete`]; `ah` is NULL or a live address handle of this provider, until the
+/// batch is completed or aborted (as for `ibv_post_send`).
+unsafe extern "C" fn wr_set_ud_addr<H: QpExHost>(
+    qp: *mut ibv_qp_ex,
+    ah: *mut ibv_ah,
+    remote_qpn: u32,
+    remote_qkey: u32,
+) {
+    // SAFETY: the caller's QP, which it builds on.
+    let (w, b) = unsafe { builder::<H>(qp) };
+    if !w.ud() {
+        return b.fail(libc::EOPNOTSUPP);
+    }
+    if ah.is_null() {
+        return b.fail(libc::EINVAL);
+    }
+    match b.wrs.last_mut() {
+        // SAFETY: the caller passes a live address handle of this provider.
+        Some(p) => p.ud = Some(unsafe { ud_dest(ah, remote_qpn, remote_qkey) }),
+        None => b.fail(libc::EINVAL),
+    }
+}
+
 /// Defines builder entries for what pfnic does not have: each makes `ibv_wr_complete` fail
 /// with `EOPNOTSUPP` (a QP that asked for them was refused at creation, so only a program
 /// calling them anyway gets here).
@@ -511,7 +555,6 @@ unsupported! {
     wr_local_inv(rkey: u32);
     wr_send_inv(rkey: u32);
     wr_send_tso(hdr: *mut c_void, hdr_sz: u16, mss: u16);
-    wr_set_ud_addr(ah: *mut c_void, qpn: u32, qkey: u32);
     wr_set_xrc_srqn(srqn: u32);
     wr_atomic_write(rkey: u32, addr: u64, data: *const c_void);
 }

@@ -379,8 +379,8 @@ static int test_inline(const char *dev)
  * UD QPs and address handles: the kernel's UD attribute rules and the
  * Q_Key in a query, an AH the port cannot reach refused, datagrams from
  * the QP to itself (the payload after the GRH's 40 bytes, a GRH when the
- * AH has a global route), one with another Q_Key lost, and no work
- * request builder on a UD QP.
+ * AH has a global route), one with another Q_Key lost, and the work
+ * request builder's SEND with immediate to the AH (none without it).
  */
 static int test_ud(const char *dev)
 {
@@ -398,8 +398,9 @@ static int test_ud(const char *dev)
 	struct ibv_sge rsge, ssge;
 	struct ibv_port_attr port;
 	struct ibv_wc wc[2];
+	struct ibv_qp *qp, *xqp;
+	struct ibv_qp_ex *qpx;
 	struct ibv_ah *ah;
-	struct ibv_qp *qp;
 	struct objs o;
 	char *buf;
 	int global;
@@ -491,16 +492,73 @@ static int test_ud(const char *dev)
 	CHECK(!global || (buf[20] == 0x45 && buf[29] == 17),
 	      "GRH: 0x%02x, protocol %d", buf[20] & 0xff, buf[29]);
 
+	/* The work request builder on a UD QP: SEND and SEND with immediate */
 	initx.qp_type = IBV_QPT_UD;
 	initx.send_cq = o.cq;
 	initx.recv_cq = o.cq;
 	initx.cap = init.cap;
 	initx.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
 	initx.pd = o.pd;
-	initx.send_ops_flags = IBV_QP_EX_WITH_SEND;
+	initx.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE;
 	errno = 0;
 	CHECK(!ibv_create_qp_ex(o.ctx, &initx) && errno == EOPNOTSUPP,
-	      "ibv_wr_* on a UD QP: errno %d", errno);
+	      "ibv_wr_rdma_write on a UD QP: errno %d", errno);
+	initx.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
+	xqp = ibv_create_qp_ex(o.ctx, &initx);
+	CHECK(xqp, "ibv_create_qp_ex(UD): %s", strerror(errno));
+	qpx = ibv_qp_to_qp_ex(xqp);
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IBV_QPS_INIT;
+	attr.port_num = 1;
+	attr.qkey = 0x5678;
+	CHECK(!ibv_modify_qp(xqp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			     IBV_QP_PORT | IBV_QP_QKEY), "extended: INIT");
+	attr.qp_state = IBV_QPS_RTR;
+	CHECK(!ibv_modify_qp(xqp, &attr, IBV_QP_STATE), "extended: RTR");
+	attr.qp_state = IBV_QPS_RTS;
+	CHECK(!ibv_modify_qp(xqp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN),
+	      "extended: RTS");
+	memset(buf, 0, 2048);
+	CHECK(!ibv_post_recv(qp, &rwr, &bad_r), "ibv_post_recv");
+	ibv_wr_start(qpx);
+	qpx->wr_id = 4;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send_imm(qpx, htonl(0x1234abcd));
+	ibv_wr_set_ud_addr(qpx, ah, qp->qp_num, 0x1234);
+	ibv_wr_set_sge(qpx, o.mr->lkey, (uintptr_t)buf + 2048, 9);
+	CHECK(!ibv_wr_complete(qpx), "ibv_wr_complete");
+	CHECK(poll_n(o.cq, wc, 2) == 2, "extended: two completions");
+	/* The send first, then the receive */
+	if (wc[0].wr_id == 1) {
+		struct ibv_wc t = wc[0];
+
+		wc[0] = wc[1];
+		wc[1] = t;
+	}
+	CHECK(wc[0].wr_id == 4 && wc[0].status == IBV_WC_SUCCESS &&
+	      wc[0].opcode == IBV_WC_SEND, "extended: send wr_id %llu status %d",
+	      (unsigned long long)wc[0].wr_id, wc[0].status);
+	CHECK(wc[1].wr_id == 1 && wc[1].status == IBV_WC_SUCCESS &&
+	      wc[1].opcode == IBV_WC_RECV && wc[1].byte_len == 40 + 9 &&
+	      wc[1].src_qp == xqp->qp_num &&
+	      (wc[1].wc_flags & IBV_WC_WITH_IMM) &&
+	      ntohl(wc[1].imm_data) == 0x1234abcd,
+	      "extended: receive wr_id %llu status %d byte_len %u src_qp %u "
+	      "flags 0x%x imm 0x%x", (unsigned long long)wc[1].wr_id,
+	      wc[1].status, wc[1].byte_len, wc[1].src_qp, wc[1].wc_flags,
+	      ntohl(wc[1].imm_data));
+	CHECK(!strcmp(buf + 40, "datagram"), "extended: received %.9s",
+	      buf + 40);
+	/* Without a destination nothing of the batch is posted */
+	ibv_wr_start(qpx);
+	qpx->wr_id = 5;
+	ibv_wr_send(qpx);
+	ibv_wr_set_sge(qpx, o.mr->lkey, (uintptr_t)buf + 2048, 9);
+	CHECK(ibv_wr_complete(qpx) == EINVAL,
+	      "a UD work request without ibv_wr_set_ud_addr");
+	usleep(100000);
+	CHECK(ibv_poll_cq(o.cq, 1, wc) == 0, "the batch without a destination");
+	CHECK(!ibv_destroy_qp(xqp), "ibv_destroy_qp(extended)");
 
 	CHECK(!ibv_destroy_ah(ah), "ibv_destroy_ah");
 	CHECK(!ibv_destroy_qp(qp), "ibv_destroy_qp");
