@@ -149,6 +149,7 @@ fn test_aux_rdma_unbind() -> TestResult {
     let mut gone = false;
     let mut working = Ok(());
     uverbs_context_across(
+        None,
         || {
             write_driver_attr("pfnic.rdma", "unbind", &device)?;
             gone = !ib.exists();

@@ -43,6 +43,10 @@ pub const TESTS: &[&Test] = &[
         run: test_unbind_open_uverbs_context,
     },
     &Test {
+        name: "test_unbind_pinned_context",
+        run: test_unbind_pinned_context,
+    },
+    &Test {
         name: "test_unbind_bind_cycles",
         run: test_unbind_bind_cycles,
     },
@@ -376,20 +380,43 @@ fn test_unbind_bind_cycles() -> TestResult {
 fn test_unbind_open_uverbs_context() -> TestResult {
     need_module()?;
     let bdf = nic()?.bdf.clone();
-    uverbs_context_across(|| unbind(&bdf), || bind(&bdf))
+    uverbs_context_across(None, || unbind(&bdf), || bind(&bdf)).map(|_| ())
 }
 
-/// A process holds a user context with its objects and mappings of the RDMA device `pfnicN`
-/// while `detach` takes the RDMA device away (and `attach` brings it back): the context is
-/// disassociated (its verbs fail, its mappings raise SIGBUS), it closes everything without
-/// an error, and the device comes back under its name, working.
+/// The same with the context in the `pinned` memory mode, whose MR the RDMA core pinned
+/// (`ib_umem`): the disassociation at unbind releases the pins, so the holder's `VmPin` is
+/// back to 0 before it closes anything.
+fn test_unbind_pinned_context() -> TestResult {
+    need_module()?;
+    crate::mem_modes::pinned_ctx()?;
+    let bdf = nic()?.bdf.clone();
+    let pinned = uverbs_context_across(Some("pinned"), || unbind(&bdf), || bind(&bdf))?;
+    check!(
+        pinned > 0,
+        "the holder's MR pinned nothing (VmPin {pinned} kB)"
+    );
+    outln!("# {pinned} kB pinned before the unbind, 0 after");
+    Ok(())
+}
+
+/// A process holds a user context (in the memory mode `mode`, else the default) with its
+/// objects and mappings of the RDMA device `pfnicN` while `detach` takes the RDMA device away
+/// (and `attach` brings it back): the context is disassociated (its verbs fail, its mappings
+/// raise SIGBUS, its pinned pages are released), it closes everything without an error, and
+/// the device comes back under its name, working. Returns the memory the process had pinned
+/// before (`VmPin`, kB).
 pub(crate) fn uverbs_context_across(
+    mode: Option<&str>,
     detach: impl FnOnce() -> Result<(), Failure>,
     attach: impl FnOnce() -> Result<(), Failure>,
-) -> TestResult {
+) -> Result<u64, Failure> {
     use std::io::{BufRead, BufReader};
     let name = crate::rdma_core::ib_name()?;
-    let mut child = crate::rdma_core::uverbs_test(&[&name, "hold"])?
+    let mut cmd = crate::rdma_core::uverbs_test(&[&name, "hold"])?;
+    if let Some(mode) = mode {
+        cmd.env("PFNIC_MEM_MODE", mode);
+    }
+    let mut child = cmd
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -401,13 +428,17 @@ pub(crate) fn uverbs_context_across(
     // device has it, readable.
     let dm = crate::common::nic()?.dev.query()?.caps & uapi::PFNIC_CAP_DM != 0;
     let maps = 3 + usize::from(dm);
-    if first != format!("ready: {maps} mappings, 0 raise SIGBUS") {
+    let pinned = first
+        .strip_prefix(&format!("ready: {maps} mappings, 0 raise SIGBUS, VmPin "))
+        .and_then(|kb| kb.strip_suffix(" kB"))
+        .and_then(|kb| kb.parse::<u64>().ok());
+    let Some(pinned) = pinned else {
         let _ = child.kill();
         let _ = child.wait();
         return Err(Failure::Fail(format!(
             "the holder said {first:?}, not ready"
         )));
-    }
+    };
     let detached = detach();
     writeln!(stdin, "go")?;
     let after = lines.next().transpose()?.unwrap_or_default();
@@ -419,14 +450,17 @@ pub(crate) fn uverbs_context_across(
     detached?;
     check_eq!(
         after,
-        format!("after: alloc_pd Input/output error, {maps} mappings, {maps} raise SIGBUS")
+        format!(
+            "after: alloc_pd Input/output error, {maps} mappings, {maps} raise SIGBUS, VmPin 0 kB"
+        )
     );
     check!(
         closed == "closed" && status.success(),
         "the holder's close: {closed:?}, {status}"
     );
     check_eq!(crate::rdma_core::ib_name()?, name);
-    check_working()
+    check_working()?;
+    Ok(pinned)
 }
 
 fn test_unbind_rdma_core_device() -> TestResult {

@@ -14,7 +14,8 @@
  *   pfnic-uverbs-test DEVICE hold     create objects, print "ready", wait for
  *                                     a line on stdin (the device is unbound
  *                                     meanwhile), then report what verbs and
- *                                     the mapped rings do: "after: ..."
+ *                                     the mapped rings do and the pages the
+ *                                     process has pinned: "after: ..."
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -1899,14 +1900,15 @@ static int hold(const char *dev)
 	if (!ibv_query_device_ex(o.ctx, NULL, &dattr) && dattr.max_dm_size)
 		dm = ibv_alloc_dm(o.ctx, &dm_attr);
 	n = uverbs_mappings(&bus);
-	printf("ready: %d mappings, %d raise SIGBUS\n", n, bus);
+	printf("ready: %d mappings, %d raise SIGBUS, VmPin %ld kB\n", n, bus,
+	       vm_pin_kb());
 	fflush(stdout);
 	if (!fgets(line, sizeof(line), stdin))
 		return 1;
 	pd = ibv_alloc_pd(o.ctx);
 	n = uverbs_mappings(&bus);
-	printf("after: alloc_pd %s, %d mappings, %d raise SIGBUS\n",
-	       pd ? "works" : strerror(errno), n, bus);
+	printf("after: alloc_pd %s, %d mappings, %d raise SIGBUS, VmPin %ld kB\n",
+	       pd ? "works" : strerror(errno), n, bus, vm_pin_kb());
 	/* Closing after the device went away must not fail or hang. */
 	if (dm)
 		ibv_free_dm(dm);
