@@ -86,10 +86,7 @@ impl UContext {
         // the process's rdma cgroup (`rdma.max`), and the device's limits are what it reports.
         let verbs = VerbsFile::new(nic, ctx.index(), ctx.has_pasid())?;
         if mem_mode != 0 {
-            verbs.set_mem_mode(&args::MemMode {
-                mode: mem_mode,
-                reserved: 0,
-            })?;
+            verbs.set_mem_mode(&args::MemMode { mode: mem_mode })?;
         }
         KBox::try_pin_init(
             try_pin_init!(Self {
@@ -178,10 +175,7 @@ impl UContext {
     }
 
     pub(crate) fn dealloc_pd(&self, pd: &Pd) -> Result {
-        self.verbs.dealloc_pd(&args::PdHandle {
-            pd: pd.0,
-            reserved: 0,
-        })
+        self.verbs.dealloc_pd(&args::PdHandle { pd: pd.0 })
     }
 
     pub(crate) fn create_cq(
@@ -349,10 +343,7 @@ impl UContext {
     }
 
     pub(crate) fn dereg_mr(&self, mr: &Mr) -> Result {
-        self.verbs.dereg_mr(&args::MrHandle {
-            mr: mr.0,
-            reserved: 0,
-        })
+        self.verbs.dereg_mr(&args::MrHandle { mr: mr.0 })
     }
 
     /// `ibv_alloc_dm`: pages of BAR1 for the context, which the provider maps from the uverbs
@@ -383,10 +374,7 @@ impl UContext {
     }
 
     pub(crate) fn dealloc_dm(&self, dm: &Dm) -> Result {
-        self.verbs.free_dm(&args::DmHandle {
-            dm: dm.0,
-            reserved: 0,
-        })
+        self.verbs.free_dm(&args::DmHandle { dm: dm.0 })
     }
 
     /// `ibv_reg_dm_mr`: an MR over part of the allocation, zero-based (the core checked the
@@ -508,7 +496,6 @@ impl UContext {
                 // "automatic"), which devices take as its low 20 bits.
                 flow_label: grh.flow_label & FLOW_LABEL_MASK,
                 dgid: grh.dgid,
-                reserved: [0; 2],
             },
         };
         // The MAC the core resolved for a RoCE address vector (all zeroes otherwise); the

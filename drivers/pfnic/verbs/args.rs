@@ -12,8 +12,6 @@ use crate::uapi::{IbCreateCqResp, IbCreateQpResp, IbCreateSrqResp, PFNIC_ADVISE_
 pub(crate) struct PdHandle {
     /// The PD's handle in the context.
     pub(crate) pd: u32,
-    /// Reserved, zero.
-    pub(crate) reserved: u32,
 }
 
 /// Argument of `ibv_reg_mr`: register `[addr, addr + length)` of the caller's address
@@ -37,8 +35,6 @@ pub(crate) struct RegMr {
     pub(crate) lkey: u32,
     /// Out: remote key (equal to `lkey`).
     pub(crate) rkey: u32,
-    /// Reserved, zero.
-    pub(crate) reserved: u32,
 }
 
 /// Argument of `ibv_dereg_mr`.
@@ -46,8 +42,6 @@ pub(crate) struct RegMr {
 pub(crate) struct MrHandle {
     /// The MR's handle.
     pub(crate) mr: u32,
-    /// Reserved, zero.
-    pub(crate) reserved: u32,
 }
 
 /// A scatter/gather entry, as `ibv_sge`.
@@ -70,8 +64,6 @@ pub(crate) struct AdviseMr {
     pub(crate) flags: u32,
     /// Entries used in `sge`, 1..=8.
     pub(crate) num_sge: u32,
-    /// Reserved, zero.
-    pub(crate) reserved: u32,
     /// The ranges.
     pub(crate) sge: [Sge; PFNIC_ADVISE_MAX_SGE],
 }
@@ -81,8 +73,6 @@ pub(crate) struct AdviseMr {
 pub(crate) struct QueryMr {
     /// In: the MR's handle.
     pub(crate) mr: u32,
-    /// Reserved, zero.
-    pub(crate) reserved: u32,
     /// Out: pages the device found missing: page requests sent for the MR's pages
     /// (`PFNIC_MEM_MODE_SVA`), or table entries its page-fault events named
     /// (`PFNIC_MEM_MODE_ODP`).
@@ -113,8 +103,6 @@ pub(crate) struct QueryMr {
 pub(crate) struct MemMode {
     /// `PFNIC_MEM_MODE_*`.
     pub(crate) mode: u32,
-    /// Reserved, zero.
-    pub(crate) reserved: u32,
 }
 
 /// Argument of `ibv_create_cq`. Map `mmap_len` bytes at `mmap_offset` to get the
@@ -201,8 +189,6 @@ pub(crate) struct CreateQp {
     /// In: with `PFNIC_QP_CREATE_SRQ`, the SRQ (of the context) the QP takes its receive work
     /// requests from; else zero. The QP then has no receive queue (`rq_entries` 0).
     pub(crate) srq: u32,
-    /// Reserved, zero.
-    pub(crate) reserved: u32,
 }
 
 /// QP attributes, as the fields of `ibv_qp_attr` an RC QP uses.
@@ -256,8 +242,6 @@ pub(crate) struct QpAttr {
     /// Global route: the destination GID, network order. `::ffff:a.b.c.d` names the IPv4
     /// address of the peer; one of the port's own GIDs means loopback.
     pub(crate) dgid: [u8; 16],
-    /// Reserved, zero.
-    pub(crate) reserved: [u32; 2],
 }
 
 /// Argument of `ibv_modify_qp`: `ibv_modify_qp`, with libibverbs' rules on which
@@ -312,8 +296,6 @@ pub(crate) struct QueryQp {
     pub(crate) attr: QpAttr,
     /// Out: the capabilities.
     pub(crate) cap: QpCap,
-    /// Reserved, zero.
-    pub(crate) reserved: u32,
     /// Out: the QP's counters.
     pub(crate) stats: QpStats,
 }
@@ -339,8 +321,6 @@ pub(crate) struct AllocDm {
 pub(crate) struct DmHandle {
     /// The handle `ibv_alloc_dm` returned.
     pub(crate) dm: u32,
-    /// Reserved, zero.
-    pub(crate) reserved: u32,
 }
 
 /// Argument of `ibv_reg_dm_mr`: an MR over `[dm_offset, dm_offset + length)` of a
@@ -354,8 +334,6 @@ pub(crate) struct RegDmMr {
     pub(crate) dm: u32,
     /// In: `IBV_ACCESS_*` (not `ON_DEMAND`).
     pub(crate) access: u32,
-    /// Reserved, zero.
-    pub(crate) reserved: u32,
     /// In: where the MR starts in the allocation, a multiple of `PFNIC_DM_ALIGN`.
     pub(crate) dm_offset: u64,
     /// In: bytes, at least 1.
@@ -366,8 +344,6 @@ pub(crate) struct RegDmMr {
     pub(crate) lkey: u32,
     /// Out: the remote key.
     pub(crate) rkey: u32,
-    /// Reserved, zero.
-    pub(crate) reserved2: u32,
 }
 
 /// Argument of `ibv_create_srq`. Map `mmap_len` bytes at `mmap_offset`: the queue

@@ -216,9 +216,6 @@ impl VerbsFile {
     /// module documentation).
     pub(crate) fn free_dm(&self, arg: &args::DmHandle) -> Result {
         self.nic.verbs()?;
-        if arg.reserved != 0 {
-            return Err(EINVAL);
-        }
         let mut o = self.objects.lock();
         let dm = o.dms.get(&arg.dm).ok_or(EINVAL)?;
         if dm.mrs != 0 {
@@ -253,13 +250,7 @@ impl VerbsFile {
     /// `ibv_reg_dm_mr`: an MR over part of an allocation, zero-based.
     pub(crate) fn reg_dm_mr(&self, arg: &mut args::RegDmMr) -> Result {
         let verbs = self.nic.verbs()?;
-        if arg.reserved != 0
-            || arg.reserved2 != 0
-            || arg.mr != 0
-            || arg.lkey != 0
-            || arg.rkey != 0
-            || arg.access & !DM_ACCESS != 0
-        {
+        if arg.access & !DM_ACCESS != 0 {
             return Err(EINVAL);
         }
         check_local_write(arg.access)?;

@@ -304,9 +304,6 @@ impl VerbsFile {
     /// The memory mode the user context asks for (`PFNIC_MEM_MODE`): only before the first MR registration (`EBUSY` after).
     pub(crate) fn set_mem_mode(&self, arg: &args::MemMode) -> Result {
         self.nic.verbs()?;
-        if arg.reserved != 0 {
-            return Err(EINVAL);
-        }
         let supported = match arg.mode {
             uapi::PFNIC_MEM_MODE_SVA => self.sva,
             uapi::PFNIC_MEM_MODE_PINNED => self.nic.info.caps & uapi::PFNIC_CAP_TABLES != 0,
@@ -362,15 +359,12 @@ impl VerbsFile {
             },
             GFP_KERNEL,
         )?;
-        Ok(args::PdHandle { pd, reserved: 0 })
+        Ok(args::PdHandle { pd })
     }
 
     /// `ibv_dealloc_pd`: `EBUSY` while MRs, SRQs or QPs use it.
     pub(crate) fn dealloc_pd(&self, arg: &args::PdHandle) -> Result {
         self.nic.verbs()?;
-        if arg.reserved != 0 {
-            return Err(EINVAL);
-        }
         let mut o = self.objects.lock();
         let pd = o.pds.get(&arg.pd).ok_or(EINVAL)?;
         if pd.mrs != 0 || pd.qps != 0 || pd.srqs != 0 {

@@ -72,9 +72,6 @@ fn check_access(access: u32) -> Result {
 
 /// Validates a registration's access flags and range; returns whether it is the implicit MR.
 fn check_reg(arg: &args::RegMr) -> Result<bool> {
-    if arg.reserved != 0 || arg.mr != 0 || arg.lkey != 0 || arg.rkey != 0 {
-        return Err(EINVAL);
-    }
     check_access(arg.access)?;
     let implicit = arg.addr == 0 && arg.length == u64::MAX;
     if implicit {
@@ -311,9 +308,6 @@ impl VerbsFile {
     /// `ibv_dereg_mr`.
     pub(crate) fn dereg_mr(&self, arg: &args::MrHandle) -> Result {
         let verbs = self.nic.verbs()?;
-        if arg.reserved != 0 {
-            return Err(EINVAL);
-        }
         let mut o = self.objects.lock();
         let mr = o.mrs.get(&arg.mr).ok_or(EINVAL)?;
         // One the device does not let go of is quarantined, with its pages and key index.
@@ -348,9 +342,6 @@ impl VerbsFile {
     /// The MR's counters, for `rdma statistic mr`.
     pub(crate) fn query_mr(&self, arg: &mut args::QueryMr) -> Result {
         self.nic.verbs()?;
-        if arg.reserved != 0 {
-            return Err(EINVAL);
-        }
         let o = self.objects.lock();
         let mr = o.mrs.get(&arg.mr).ok_or(EINVAL)?;
         let r = self.nic.command(&cmd::MrQuery { index: mr.index })?;
@@ -389,7 +380,7 @@ impl VerbsFile {
             uapi::PFNIC_ADVISE_PREFETCH_NO_FAULT => ring::PREFETCH_NO_FAULT,
             _ => return Err(EINVAL),
         };
-        if arg.flags & !uapi::PFNIC_ADVISE_FLAG_FLUSH != 0 || arg.reserved != 0 {
+        if arg.flags & !uapi::PFNIC_ADVISE_FLAG_FLUSH != 0 {
             return Err(EINVAL);
         }
         let n = arg.num_sge as usize;

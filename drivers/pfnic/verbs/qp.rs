@@ -236,7 +236,7 @@ impl VerbsFile {
         // UD through the RDMA core only: the address handles its work requests name are the
         // core's.
         let ud = arg.qp_type == PFNIC_QPT_UD && core.is_some();
-        if arg.flags & !known != 0 || (arg.qp_type != PFNIC_QPT_RC && !ud) || arg.reserved != 0 {
+        if arg.flags & !known != 0 || (arg.qp_type != PFNIC_QPT_RC && !ud) {
             return Err(EINVAL);
         }
         if ud && !self.nic.has_ud() {
@@ -492,7 +492,7 @@ impl VerbsFile {
     ) -> Result<u32> {
         let mask = arg.attr_mask;
         let a = &arg.attr;
-        if mask & !known != 0 || a.reserved != [0; 2] {
+        if mask & !known != 0 {
             return Err(EINVAL);
         }
         let cur = self.device_qp_state(arg.qpn)?.state;
@@ -558,9 +558,6 @@ impl VerbsFile {
     /// `ibv_query_qp`.
     pub(crate) fn query_qp(&self, arg: &mut QueryQp) -> Result {
         self.nic.verbs()?;
-        if arg.reserved != 0 {
-            return Err(EINVAL);
-        }
         let o = self.objects.lock();
         let qp = o.qps.get(&arg.qpn).ok_or(EINVAL)?;
         let r = self.device_qp_state(arg.qpn)?;
