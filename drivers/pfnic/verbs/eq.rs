@@ -210,13 +210,13 @@ pub(crate) struct EventQueue {
     /// Entries consumed (free-running), as last written to `EQ_HEAD`.
     #[pin]
     consumed: SpinLockIrq<u32>,
-    /// Slot `cqn` says which file gets the CQ's events.
+    /// Slot `cqn`: where the CQ's events go.
     #[pin]
     routes: SpinLockIrq<KVec<Option<Route>>>,
-    /// Slot `qpn` says which file gets the QP's asynchronous events.
+    /// Slot `qpn`: where the QP's asynchronous events go.
     #[pin]
     qp_owners: SpinLockIrq<KVec<Option<OwnerRoute>>>,
-    /// Slot `srqn` says which file gets the SRQ's asynchronous events.
+    /// Slot `srqn`: where the SRQ's asynchronous events go.
     #[pin]
     srq_owners: SpinLockIrq<KVec<Option<OwnerRoute>>>,
     /// The RDMA core's device, which gets the port's events for its user contexts (and its
