@@ -116,13 +116,16 @@ kmake() {
 # TARGET_DIR. pfnic-sys compiles drivers/pfnic/uapi.rs, outside the cargo
 # workspace, and cargo records such a file by its absolute path: built last
 # from another checkout, cargo would compare that one's times and keep a
-# pfnic-sys with another uAPI. A change of checkout touches pfnic-sys, so
-# that it is compiled again (and records this checkout's file).
+# pfnic-sys with another uAPI. A change of checkout drops pfnic-sys's
+# fingerprint in TARGET_DIR, so that it is compiled again there (and
+# records this checkout's file). (Touching its source instead would make
+# it newer than what the other target directories had built from this
+# checkout: each would compile it again at its next build.)
 cargo_checkout() {
 	local mark=$1/.pfnic-checkout
 	mkdir -p "$1"
 	if [[ $(cat "$mark" 2>/dev/null) != "$PFNIC_ROOT" ]]; then
-		touch "$PFNIC_ROOT/userspace/pfnic-sys/src/lib.rs"
+		find "$1" -path '*/.fingerprint/pfnic-sys-*' -prune -exec rm -rf {} +
 		echo "$PFNIC_ROOT" >"$mark"
 	fi
 }
