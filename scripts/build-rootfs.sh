@@ -43,7 +43,7 @@ list=$ROOTFS_BUILD/initramfs.list
 } >"$list.tmp"
 mv "$list.tmp" "$list"
 
-"$gen" "$list" | gzip -1 >"$INITRAMFS.tmp"
+"$gen" "$list" >"$INITRAMFS.tmp"
 mv "$INITRAMFS.tmp" "$INITRAMFS"
 log "initramfs ready: $INITRAMFS"
 
@@ -84,7 +84,8 @@ dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./md5sums >"$md5sums" ||
 		echo "file /usr/libexec/rdma-core-examples/${t##*/} $t 0755 0 0"
 	done
 } >"$ROOTFS_BUILD/provider.list"
-"$gen" "$ROOTFS_BUILD/provider.list" | gzip -1 >"$PROVIDER_LAYER.tmp"
+"$gen" "$ROOTFS_BUILD/provider.list" >"$PROVIDER_LAYER.tmp"
 mv "$PROVIDER_LAYER.tmp" "$PROVIDER_LAYER"
-rm -f "$ROOTFS_BUILD/libibverbs.list" "$ROOTFS_BUILD/libibverbs.cpio.gz"
+# What older builds left: the retired library's layer, gzipped archives.
+rm -f "$ROOTFS_BUILD/libibverbs.list" "$ROOTFS_BUILD"/*.cpio.gz
 log "provider layer ready: $PROVIDER_LAYER"

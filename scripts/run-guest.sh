@@ -131,7 +131,7 @@ trap 'exit 143' TERM
 
 # The initrd is the base archive plus one with the command and the overlay:
 # the kernel unpacks concatenated archives in order.
-initrd=$work/initrd.cpio.gz
+initrd=$work/initrd.cpio
 {
 	echo "dir /etc 0755 0 0"
 	echo "dir /etc/pfnic 0755 0 0"
@@ -154,7 +154,7 @@ initrd=$work/initrd.cpio.gz
 		done
 	fi
 } >"$work/extra.list"
-"$ROOTFS_BUILD/gen_init_cpio" "$work/extra.list" | gzip -1 >"$work/extra.cpio.gz"
+"$ROOTFS_BUILD/gen_init_cpio" "$work/extra.list" >"$work/extra.cpio"
 layers=("$INITRAMFS")
 ((debian)) && layers+=("$DEBIAN_LAYER")
 # A pfnic guest's Debian libibverbs.so.1 loads pfnic's provider.
@@ -162,7 +162,7 @@ if ((debian)) && [[ $kind == pfnic ]]; then
 	[[ -e $PROVIDER_LAYER ]] || die "no provider layer at $PROVIDER_LAYER; run 'make rootfs'"
 	layers+=("$PROVIDER_LAYER")
 fi
-cat "${layers[@]}" "$work/extra.cpio.gz" >"$initrd"
+cat "${layers[@]}" "$work/extra.cpio" >"$initrd"
 
 # no_timer_check: Linux checks the IO-APIC timer by counting its ticks during a
 # busy-wait; a TCG vCPU on a loaded host (make test's lanes on 2 cores) can miss
