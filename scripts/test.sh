@@ -181,7 +181,7 @@ host_unit() {
 # guest_suite LABEL DEVICE-PROPS FILTER [APPEND]: boot a guest whose pfnic has
 # DEVICE-PROPS (and APPEND on its kernel command line), run the guest tests
 # matching FILTER, and judge the results and the guest kernel's log. With
-# KUNIT=1 also judge the boot's KUnit suites.
+# KUNIT=1 the kernel also runs its KUnit suites at boot, and they are judged.
 guest_suite() {
 	local label=$1 props=$2 filter=$3 append=${4:-} serial ktap rc=0 limit=${PFNIC_TEST_TIMEOUT:-900} t0=$SECONDS
 	serial=$run_dir/$label-serial.log ktap=$run_dir/$label.ktap
@@ -189,7 +189,7 @@ guest_suite() {
 	: >"$ktap"
 	PFNIC_DEVICE_PROPS=$props PFNIC_APPEND=$append "$PFNIC_ROOT/scripts/run-guest.sh" --mode test --debian --timeout "$limit" \
 		--log "$serial" --results "$ktap" --stall-report "$run_dir/$label-stall.txt" \
-		${filter:+--filter "$filter"} || rc=$?
+		${filter:+--filter "$filter"} ${KUNIT:+--kunit} || rc=$?
 	log "$label: $((SECONDS - t0)) s"
 	if ((rc == 124)); then
 		expect "$label-timeout" "the guest did not finish within ${limit}s" false
@@ -206,7 +206,7 @@ guest_suite() {
 	local bad
 	bad=$(kernel_log_bad "$serial")
 	expect "$label-kernel-log" "guest kernel log has: $(head -3 <<<"$bad" | tr '\n' ' ')" test -z "$bad"
-	if ((${KUNIT:-0})); then
+	if [[ -n ${KUNIT:-} ]]; then
 		# KUnit: the suites the guest kernel ran at boot (KTAP on the console).
 		local kunit=$run_dir/kunit.ktap ours
 		sed -E 's/^\[ *[0-9]+\.[0-9]+\] ?//' "$serial" | tr -d '\r' >"$kunit"
