@@ -261,14 +261,29 @@ void assert_no_ats_pri(void)
     }
 }
 
+/*
+ * The arguments go in and come back in one qtest command each; the device
+ * still sees 4-byte accesses, the only size its control BAR takes.
+ */
 uint32_t cmd(uint32_t op, uint32_t *args, int n)
 {
+    uint32_t le[PFNIC_CMD_ARGS];
+
+    g_assert(n <= PFNIC_CMD_ARGS);
     for (int i = 0; i < n; i++) {
-        reg_write(PFNIC_REG_CMD_ARG + 4 * i, args[i]);
+        le[i] = cpu_to_le32(args[i]);
+    }
+    if (n) {
+        qpci_memwrite(&pfnic_nic->dev, pfnic_nic->bar0, PFNIC_REG_CMD_ARG,
+                      le, 4 * n);
     }
     reg_write(PFNIC_REG_CMD_OP, op);
-    for (int i = 0; i < PFNIC_CMD_ARGS && args; i++) {
-        args[i] = reg_read(PFNIC_REG_CMD_ARG + 4 * i);
+    if (args) {
+        qpci_memread(&pfnic_nic->dev, pfnic_nic->bar0, PFNIC_REG_CMD_ARG,
+                     le, sizeof(le));
+        for (int i = 0; i < PFNIC_CMD_ARGS; i++) {
+            args[i] = le32_to_cpu(le[i]);
+        }
     }
     return reg_read(PFNIC_REG_CMD_STATUS);
 }
