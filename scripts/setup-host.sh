@@ -43,8 +43,12 @@ fi
 
 if [[ ! -x $TOOLS_DIR/bin/bindgen ]] ||
 	! "$TOOLS_DIR/bin/bindgen" --version | grep -q " $BINDGEN_VERSION\$"; then
-	log "building bindgen-cli $BINDGEN_VERSION (about 3 minutes)"
-	cargo install -q --locked --root "$TOOLS_DIR" bindgen-cli --version "$BINDGEN_VERSION" ||
+	log "building bindgen-cli $BINDGEN_VERSION (1-3 minutes)"
+	# At opt-level 1: it builds in 60 s instead of 78 (109 CPU-s instead of
+	# 146) on a fresh machine's critical path, and generates the kernel's
+	# bindings as fast (7.6 s against 7.3 s).
+	CARGO_PROFILE_RELEASE_OPT_LEVEL=1 \
+		cargo install -q --locked --root "$TOOLS_DIR" bindgen-cli --version "$BINDGEN_VERSION" ||
 		die "cargo install bindgen-cli failed (is crates.io reachable?)"
 fi
 
