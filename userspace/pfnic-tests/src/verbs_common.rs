@@ -3,13 +3,14 @@
 //! a port without a wire takes from `/dev/pfnicN`). The verbs resources themselves are
 //! [`crate::ibv_common`]'s, through libibverbs.
 
+use std::net::Ipv4Addr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::common::nic;
 use crate::ktap::Failure;
 use pfnic_verbs::{
-    qp_attr, Buffer, PortAttr, QpAttr, QpState, Wc, WcOpcode, WcStatus, WrOpcode,
+    gid_from_ipv4, qp_attr, Buffer, PortAttr, QpAttr, QpState, Wc, WcOpcode, WcStatus, WrOpcode,
     ACCESS_LOCAL_WRITE, ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,
 };
 
@@ -203,7 +204,10 @@ impl PortAddress {
     pub fn set(addr: Option<std::net::Ipv4Addr>) -> Result<Self, Failure> {
         let me = Self::keep()?;
         match me.dev.set_port_ipv4(addr) {
-            Ok(()) => Ok(me),
+            Ok(()) => {
+                core_gid1_is(addr)?;
+                Ok(me)
+            }
             Err(e) if e.raw_os_error() == Some(libc::EPERM) => Err(Failure::Skip(
                 "setting the port's address needs CAP_NET_ADMIN".into(),
             )),
@@ -237,6 +241,42 @@ impl Drop for PortAddress {
     fn drop(&mut self) {
         if let Err(e) = self.dev.set_port_ipv4(self.before) {
             pfnic_cli::outln!("# could not put the port's IPv4 address back: {e}");
+        } else if let Err(Failure::Fail(e)) = core_gid1_is(self.before) {
+            pfnic_cli::outln!("# putting the port's IPv4 address back: {e}");
         }
+    }
+}
+
+/// Waits until the RDMA core's copy of GID 1 of a port without a wire (what `ibv_query_gid`
+/// reads and `ibv_modify_qp` checks a source GID index against) is `addr`'s, or empty without
+/// one. The device's table changes at once; the core reads it again in a work item after the
+/// port event, so a QP connected from GID 1 right after the change could be refused (seen:
+/// `EINVAL` from `test_verbs_qp_av_own_gid_loopback`'s connect). A RoCE port's GIDs are its
+/// netdev's, which this knob does not change: nothing to wait for there.
+fn core_gid1_is(addr: Option<Ipv4Addr>) -> Result<(), Failure> {
+    if port_attr()?.has_wire() {
+        return Ok(());
+    }
+    let want = addr.map_or([0; 16], gid_from_ipv4);
+    let want = want
+        .chunks(2)
+        .map(|c| format!("{:02x}{:02x}", c[0], c[1]))
+        .collect::<Vec<_>>()
+        .join(":");
+    let path = crate::rdma_core::ib_sysfs(&crate::rdma_core::ib_name()?).join("ports/1/gids/1");
+    let start = Instant::now();
+    loop {
+        let now = std::fs::read_to_string(&path).unwrap_or_default();
+        if now.trim() == want {
+            return Ok(());
+        }
+        if start.elapsed() > Duration::from_secs(5) {
+            return Err(Failure::Fail(format!(
+                "{}: {} 5 s after the port's address became {addr:?}, expected {want}",
+                path.display(),
+                now.trim()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
