@@ -68,6 +68,9 @@ pub struct Test {
 /// was.
 const MODE_PREFIXES: [&str; 4] = ["test_verbs", "test_c_", "test_matrix", "test_fault_path"];
 
+/// A test that takes this long or longer says how long, as a KTAP diagnostic.
+const SLOW: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Runs `tests` and prints one KTAP document; returns the number that failed. `mem_mode` is
 /// the memory mode a verbs context opens in here, which the verbs tests say they ran in.
 /// A closed standard output ends the run (`pfnic-test | head`): nobody reads the results.
@@ -80,7 +83,14 @@ pub fn run(tests: &[&Test], mem_mode: Option<&str>) -> usize {
         {
             outln!("# {}: memory mode {mode}", t.name);
         }
+        let started = std::time::Instant::now();
         let result = (t.run)();
+        // The slow ones say so: make test's lanes are bound by the CPU, and this is where a
+        // guest's time goes.
+        let took = started.elapsed();
+        if took >= SLOW {
+            outln!("# {}: took {:.1} s", t.name, took.as_secs_f64());
+        }
         let n = i + 1;
         let line = match result {
             Ok(()) => format!("ok {n} {}", t.name),
