@@ -247,6 +247,15 @@ impl Drop for PortAddress {
     }
 }
 
+/// A GID as sysfs shows it (`/sys/class/infiniband/DEV/ports/N/gids/I`): eight groups of four
+/// hex digits.
+pub fn gid_sysfs(gid: &[u8; 16]) -> String {
+    gid.chunks(2)
+        .map(|c| format!("{:02x}{:02x}", c[0], c[1]))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
 /// Waits until the RDMA core's copy of GID 1 of a port without a wire (what `ibv_query_gid`
 /// reads and `ibv_modify_qp` checks a source GID index against) is `addr`'s, or empty without
 /// one. The device's table changes at once; the core reads it again in a work item after the
@@ -257,12 +266,7 @@ fn core_gid1_is(addr: Option<Ipv4Addr>) -> Result<(), Failure> {
     if port_attr()?.has_wire() {
         return Ok(());
     }
-    let want = addr.map_or([0; 16], gid_from_ipv4);
-    let want = want
-        .chunks(2)
-        .map(|c| format!("{:02x}{:02x}", c[0], c[1]))
-        .collect::<Vec<_>>()
-        .join(":");
+    let want = gid_sysfs(&addr.map_or([0; 16], gid_from_ipv4));
     let path = crate::rdma_core::ib_sysfs(&crate::rdma_core::ib_name()?).join("ports/1/gids/1");
     let start = Instant::now();
     loop {

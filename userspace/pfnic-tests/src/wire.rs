@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crate::common::sh;
 use crate::ibv_common::*;
 use crate::ktap::{Failure, Test, TestResult};
-use crate::verbs_common::{fail, MrKind, PAGE};
+use crate::verbs_common::{fail, gid_sysfs, MrKind, PAGE};
 use crate::wire_netdev::{set_link, wait_carrier, wire_netdevs, Netdev};
 use ibv::{
     event_type, gid_from_ipv4, ConnectAttr, Context, Element, GlobalRoute, QpState, SendWr,
@@ -222,11 +222,7 @@ impl Wire {
 /// The index of `ip`'s GID in the table of port 1 of `ib` (the RDMA core adds it once the
 /// netdev has the address; within 5 s).
 fn gid_of(ib: &str, ip: Ipv4Addr) -> Result<u8, Failure> {
-    let want: String = gid_from_ipv4(ip)
-        .chunks(2)
-        .map(|c| format!("{:02x}{:02x}", c[0], c[1]))
-        .collect::<Vec<_>>()
-        .join(":");
+    let want = gid_sysfs(&gid_from_ipv4(ip));
     let dir = format!("/sys/class/infiniband/{ib}/ports/1/gids");
     let start = Instant::now();
     loop {
