@@ -86,7 +86,7 @@ impl UContext {
         // the process's rdma cgroup (`rdma.max`), and the device's limits are what it reports.
         let verbs = VerbsFile::new(nic, ctx.index(), ctx.has_pasid())?;
         if mem_mode != 0 {
-            verbs.set_mem_mode(&args::MemMode { mode: mem_mode })?;
+            verbs.set_mem_mode(mem_mode)?;
         }
         KBox::try_pin_init(
             try_pin_init!(Self {
@@ -171,11 +171,11 @@ impl UContext {
     pub(crate) fn alloc_pd(&self, udata: &mut UData<'_>) -> Result<Pd> {
         self.owner_only()?;
         udata.read(&mut [])?;
-        Ok(Pd(self.verbs.alloc_pd()?.pd))
+        Ok(Pd(self.verbs.alloc_pd()?))
     }
 
     pub(crate) fn dealloc_pd(&self, pd: &Pd) -> Result {
-        self.verbs.dealloc_pd(&args::PdHandle { pd: pd.0 })
+        self.verbs.dealloc_pd(pd.0)
     }
 
     pub(crate) fn create_cq(
@@ -217,10 +217,7 @@ impl UContext {
     }
 
     pub(crate) fn destroy_cq(&self, cq: &Cq) -> Result {
-        self.verbs.destroy_cq(&mut args::ObjectNumber {
-            num: cq.0,
-            events_reported: 0,
-        })
+        self.verbs.destroy_cq(cq.0)
     }
 
     pub(crate) fn reg_user_mr(
@@ -343,7 +340,7 @@ impl UContext {
     }
 
     pub(crate) fn dereg_mr(&self, mr: &Mr) -> Result {
-        self.verbs.dereg_mr(&args::MrHandle { mr: mr.0 })
+        self.verbs.dereg_mr(mr.0)
     }
 
     /// `ibv_alloc_dm`: pages of BAR1 for the context, which the provider maps from the uverbs
@@ -374,7 +371,7 @@ impl UContext {
     }
 
     pub(crate) fn dealloc_dm(&self, dm: &Dm) -> Result {
-        self.verbs.free_dm(&args::DmHandle { dm: dm.0 })
+        self.verbs.free_dm(dm.0)
     }
 
     /// `ibv_reg_dm_mr`: an MR over part of the allocation, zero-based (the core checked the
@@ -599,10 +596,7 @@ impl UContext {
     }
 
     pub(crate) fn destroy_srq(&self, srq: &Srq) -> Result {
-        self.verbs.destroy_srq(&mut args::ObjectNumber {
-            num: srq.0,
-            events_reported: 0,
-        })
+        self.verbs.destroy_srq(srq.0)
     }
 
     /// The QP's attributes as last set, in the device's current state, and its capabilities.
@@ -684,9 +678,6 @@ impl UContext {
     }
 
     pub(crate) fn destroy_qp(&self, qp: &Qp) -> Result {
-        self.verbs.destroy_qp(&mut args::ObjectNumber {
-            num: qp.0,
-            events_reported: 0,
-        })
+        self.verbs.destroy_qp(qp.0)
     }
 }

@@ -7,13 +7,6 @@
 
 use crate::uapi::{IbCreateCqResp, IbCreateQpResp, IbCreateSrqResp, PFNIC_ADVISE_MAX_SGE};
 
-/// Argument of `ibv_alloc_pd` (output) and `ibv_dealloc_pd` (input).
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct PdHandle {
-    /// The PD's handle in the context.
-    pub(crate) pd: u32,
-}
-
 /// Argument of `ibv_reg_mr`: register `[addr, addr + length)` of the caller's address
 /// space, as the context's memory mode does it (`verbs/mr.rs`): without `ON_DEMAND` the range
 /// is made present (`sva`) or pinned (`pinned`, `odp`) at registration (`EFAULT` if it cannot
@@ -35,13 +28,6 @@ pub(crate) struct RegMr {
     pub(crate) lkey: u32,
     /// Out: remote key (equal to `lkey`).
     pub(crate) rkey: u32,
-}
-
-/// Argument of `ibv_dereg_mr`.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct MrHandle {
-    /// The MR's handle.
-    pub(crate) mr: u32,
 }
 
 /// A scatter/gather entry, as `ibv_sge`.
@@ -98,13 +84,6 @@ pub(crate) struct QueryMr {
     pub(crate) pages_mapped: u64,
 }
 
-/// The memory mode a user context asks for (`PFNIC_MEM_MODE`), as the verbs engine takes it.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct MemMode {
-    /// `PFNIC_MEM_MODE_*`.
-    pub(crate) mode: u32,
-}
-
 /// Argument of `ibv_create_cq`. Map `mmap_len` bytes at `mmap_offset` to get the
 /// ring (`entries` CQEs of 32 bytes) followed, at `record_offset`, by the CQ record.
 #[derive(Clone, Copy, Debug, Default)]
@@ -127,16 +106,6 @@ pub(crate) struct CreateCq {
     pub(crate) flags: u32,
     /// Out: bytes per CQE: 32, or 64 with `PFNIC_CQ_CREATE_TIMESTAMP`.
     pub(crate) cqe_size: u32,
-}
-
-/// Argument of `ibv_destroy_cq`, `ibv_destroy_qp` and
-/// `ibv_destroy_srq`.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct ObjectNumber {
-    /// In: the CQN, QPN or SRQN.
-    pub(crate) num: u32,
-    /// In: zero. Out: zero (the RDMA core counts the asynchronous events a process read).
-    pub(crate) events_reported: u32,
 }
 
 /// QP capabilities, as `ibv_qp_cap`.
@@ -314,13 +283,6 @@ pub(crate) struct AllocDm {
     pub(crate) mmap_offset: u64,
     /// Out: bytes to map (the length rounded up to pages).
     pub(crate) mmap_len: u64,
-}
-
-/// Argument of `ibv_free_dm` (input only).
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct DmHandle {
-    /// The handle `ibv_alloc_dm` returned.
-    pub(crate) dm: u32,
 }
 
 /// Argument of `ibv_reg_dm_mr`: an MR over `[dm_offset, dm_offset + length)` of a

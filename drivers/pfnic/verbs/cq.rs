@@ -106,33 +106,29 @@ impl VerbsFile {
         Ok(())
     }
 
-    /// `ibv_destroy_cq`: `EBUSY` while a QP uses it. Its ring memory goes once no mapping uses
-    /// it. (The RDMA core counts the events a process read; `events_reported` stays 0.)
-    pub(crate) fn destroy_cq(&self, arg: &mut args::ObjectNumber) -> Result {
+    /// `ibv_destroy_cq` of CQ `num`: `EBUSY` while a QP uses it. Its ring memory goes once no
+    /// mapping uses it.
+    pub(crate) fn destroy_cq(&self, num: u32) -> Result {
         let verbs = self.nic.verbs()?;
-        if arg.events_reported != 0 {
-            return Err(EINVAL);
-        }
         let mut o = self.objects.lock();
-        let cq = o.cqs.get(&arg.num).ok_or(EINVAL)?;
+        let cq = o.cqs.get(&num).ok_or(EINVAL)?;
         if cq.qps != 0 {
             return Err(EBUSY);
         }
         let ring = cq.ring;
         // One the device does not let go of is quarantined (its ring and CQN kept).
-        let cq = o.cqs.remove(&arg.num);
+        let cq = o.cqs.remove(&num);
         let released = verbs.destroy_queue(
             &self.nic,
             &mut o,
-            &cmd::CqDestroy { index: arg.num },
+            &cmd::CqDestroy { index: num },
             "CQ",
             ring,
         );
-        verbs.eq.set_route(arg.num, None);
+        verbs.eq.set_route(num, None);
         drop((o, cq));
-        arg.events_reported = 0;
         if released {
-            verbs.ids.lock().cqns.free(arg.num);
+            verbs.ids.lock().cqns.free(num);
         }
         Ok(())
     }

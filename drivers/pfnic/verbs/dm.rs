@@ -214,10 +214,10 @@ impl VerbsFile {
 
     /// `ibv_free_dm`: `EBUSY` while an MR uses it. Its pages stay the file's (see the
     /// module documentation).
-    pub(crate) fn free_dm(&self, arg: &args::DmHandle) -> Result {
+    pub(crate) fn free_dm(&self, handle: u32) -> Result {
         self.nic.verbs()?;
         let mut o = self.objects.lock();
-        let dm = o.dms.get(&arg.dm).ok_or(EINVAL)?;
+        let dm = o.dms.get(&handle).ok_or(EINVAL)?;
         if dm.mrs != 0 {
             return Err(EBUSY);
         }
@@ -225,7 +225,7 @@ impl VerbsFile {
         for p in run.first..run.first + run.pages {
             o.dm_spare.set_bit(p as usize);
         }
-        o.dms.remove(&arg.dm);
+        o.dms.remove(&handle);
         Ok(())
     }
 

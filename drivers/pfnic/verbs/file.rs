@@ -302,9 +302,9 @@ impl VerbsFile {
     }
 
     /// The memory mode the user context asks for (`PFNIC_MEM_MODE`): only before the first MR registration (`EBUSY` after).
-    pub(crate) fn set_mem_mode(&self, arg: &args::MemMode) -> Result {
+    pub(crate) fn set_mem_mode(&self, mode: u32) -> Result {
         self.nic.verbs()?;
-        let supported = match arg.mode {
+        let supported = match mode {
             uapi::PFNIC_MEM_MODE_SVA => self.sva,
             uapi::PFNIC_MEM_MODE_PINNED => self.nic.info.caps & uapi::PFNIC_CAP_TABLES != 0,
             uapi::PFNIC_MEM_MODE_ODP => self.nic.info.caps & uapi::PFNIC_CAP_FAULTS != 0,
@@ -317,7 +317,7 @@ impl VerbsFile {
         if o.mem_mode_fixed {
             return Err(EBUSY);
         }
-        o.mem_mode = arg.mode;
+        o.mem_mode = mode;
         Ok(())
     }
 
@@ -342,8 +342,8 @@ impl VerbsFile {
         Ok(q)
     }
 
-    /// `ibv_alloc_pd`.
-    pub(crate) fn alloc_pd(&self) -> Result<args::PdHandle> {
+    /// `ibv_alloc_pd`: the new PD's handle.
+    pub(crate) fn alloc_pd(&self) -> Result<u32> {
         self.nic.verbs()?;
         let mut o = self.objects.lock();
         if o.pds.iter().count() >= MAX_PDS as usize {
@@ -359,18 +359,18 @@ impl VerbsFile {
             },
             GFP_KERNEL,
         )?;
-        Ok(args::PdHandle { pd })
+        Ok(pd)
     }
 
     /// `ibv_dealloc_pd`: `EBUSY` while MRs, SRQs or QPs use it.
-    pub(crate) fn dealloc_pd(&self, arg: &args::PdHandle) -> Result {
+    pub(crate) fn dealloc_pd(&self, handle: u32) -> Result {
         self.nic.verbs()?;
         let mut o = self.objects.lock();
-        let pd = o.pds.get(&arg.pd).ok_or(EINVAL)?;
+        let pd = o.pds.get(&handle).ok_or(EINVAL)?;
         if pd.mrs != 0 || pd.qps != 0 || pd.srqs != 0 {
             return Err(EBUSY);
         }
-        o.pds.remove(&arg.pd);
+        o.pds.remove(&handle);
         Ok(())
     }
 

@@ -306,16 +306,16 @@ impl VerbsFile {
     }
 
     /// `ibv_dereg_mr`.
-    pub(crate) fn dereg_mr(&self, arg: &args::MrHandle) -> Result {
+    pub(crate) fn dereg_mr(&self, handle: u32) -> Result {
         let verbs = self.nic.verbs()?;
         let mut o = self.objects.lock();
-        let mr = o.mrs.get(&arg.mr).ok_or(EINVAL)?;
+        let mr = o.mrs.get(&handle).ok_or(EINVAL)?;
         // One the device does not let go of is quarantined, with its pages and key index.
         let refused = refused(&self.nic, &mr.clear(&self.nic));
         let index = mr.index;
         let pd = mr.pd;
         let dm = mr.dm;
-        let mut mr = o.mrs.remove(&arg.mr);
+        let mut mr = o.mrs.remove(&handle);
         if let Some(pd) = o.pds.get_mut(&pd) {
             pd.mrs -= 1;
         }

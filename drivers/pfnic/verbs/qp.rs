@@ -7,7 +7,7 @@
 //! transition, with an RC QP's address vector resolved to a destination IPv4 address
 //! (docs/wire.md); a UD QP has a Q_Key instead, its work requests' address handles the rest.
 
-use super::args::{CreateQp, ModifyQp, ObjectNumber, QpAttr, QpCap, QpStats, QueryQp};
+use super::args::{CreateQp, ModifyQp, QpAttr, QpCap, QpStats, QueryQp};
 use super::{
     cmd,
     eq::OwnerRoute,
@@ -587,23 +587,18 @@ impl VerbsFile {
         Ok(())
     }
 
-    /// `ibv_destroy_qp`. Its ring memory goes once no mapping uses it. (The RDMA core counts
-    /// the events a process read; `events_reported` stays 0.)
-    pub(crate) fn destroy_qp(&self, arg: &mut ObjectNumber) -> Result {
+    /// `ibv_destroy_qp` of QP `num`. Its ring memory goes once no mapping uses it.
+    pub(crate) fn destroy_qp(&self, num: u32) -> Result {
         let verbs = self.nic.verbs()?;
-        if arg.events_reported != 0 {
-            return Err(EINVAL);
-        }
         let mut o = self.objects.lock();
-        o.qps.get(&arg.num).ok_or(EINVAL)?;
         // One the device does not let go of is quarantined (its ring and QPN kept).
-        let Some(qp) = o.qps.remove(&arg.num) else {
+        let Some(qp) = o.qps.remove(&num) else {
             return Err(EINVAL);
         };
         let released = verbs.destroy_queue(
             &self.nic,
             &mut o,
-            &cmd::QpDestroy { index: arg.num },
+            &cmd::QpDestroy { index: num },
             "QP",
             qp.ring,
         );
@@ -618,12 +613,11 @@ impl VerbsFile {
         if let Some(srq) = qp.srq.and_then(|srqn| o.srqs.get_mut(&srqn)) {
             srq.qps -= 1;
         }
-        verbs.eq.set_qp_owner(arg.num, None);
+        verbs.eq.set_qp_owner(num, None);
         // Without the object lock, the QPN still taken: see `destroy_cq`.
         drop(o);
-        arg.events_reported = 0;
         if released {
-            verbs.ids.lock().qpns.free(arg.num);
+            verbs.ids.lock().qpns.free(num);
         }
         Ok(())
     }

@@ -150,38 +150,34 @@ impl VerbsFile {
         Ok(())
     }
 
-    /// `ibv_destroy_srq`: `EBUSY` while a QP uses it. Its ring memory goes once no mapping
-    /// uses it. (The RDMA core counts the events a process read; `events_reported` stays 0.)
-    pub(crate) fn destroy_srq(&self, arg: &mut args::ObjectNumber) -> Result {
+    /// `ibv_destroy_srq` of SRQ `num`: `EBUSY` while a QP uses it. Its ring memory goes once no
+    /// mapping uses it.
+    pub(crate) fn destroy_srq(&self, num: u32) -> Result {
         let verbs = self.nic.verbs()?;
-        if arg.events_reported != 0 {
-            return Err(EINVAL);
-        }
         let mut o = self.objects.lock();
-        let srq = o.srqs.get(&arg.num).ok_or(EINVAL)?;
+        let srq = o.srqs.get(&num).ok_or(EINVAL)?;
         if srq.qps != 0 {
             return Err(EBUSY);
         }
         // One the device does not let go of is quarantined (its ring and SRQN kept).
-        let Some(srq) = o.srqs.remove(&arg.num) else {
+        let Some(srq) = o.srqs.remove(&num) else {
             return Err(EINVAL);
         };
         let released = verbs.destroy_queue(
             &self.nic,
             &mut o,
-            &cmd::SrqDestroy { index: arg.num },
+            &cmd::SrqDestroy { index: num },
             "SRQ",
             srq.ring,
         );
         if let Some(pd) = o.pds.get_mut(&srq.pd) {
             pd.srqs -= 1;
         }
-        verbs.eq.set_srq_owner(arg.num, None);
+        verbs.eq.set_srq_owner(num, None);
         // Without the object lock, the SRQN still taken: see `destroy_cq`.
         drop(o);
-        arg.events_reported = 0;
         if released {
-            verbs.ids.lock().srqns.free(arg.num);
+            verbs.ids.lock().srqns.free(num);
         }
         Ok(())
     }
