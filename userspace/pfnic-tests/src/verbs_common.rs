@@ -260,9 +260,10 @@ pub fn gid_sysfs(gid: &[u8; 16]) -> String {
 /// reads and `ibv_modify_qp` checks a source GID index against) is `addr`'s, or empty without
 /// one. The device's table changes at once; the core reads it again in a work item after the
 /// port event, so a QP connected from GID 1 right after the change could be refused (seen:
-/// `EINVAL` from `test_verbs_qp_av_own_gid_loopback`'s connect). A RoCE port's GIDs are its
+/// `EINVAL` from `test_verbs_qp_av_own_gid_loopback`'s connect, and the old GID from
+/// `test_verbs_port_set_ipv4`'s `ibv_query_gid`). A RoCE port's GIDs are its
 /// netdev's, which this knob does not change: nothing to wait for there.
-fn core_gid1_is(addr: Option<Ipv4Addr>) -> Result<(), Failure> {
+pub fn core_gid1_is(addr: Option<Ipv4Addr>) -> Result<(), Failure> {
     if port_attr()?.has_wire() {
         return Ok(());
     }

@@ -115,6 +115,8 @@ fn test_verbs_port_set_ipv4() -> TestResult {
     let gid0 = ctx.query_gid(1, 0)?;
     for addr in [TEST_ADDR, Ipv4Addr::new(10, 0, 0, 1)] {
         dev.set_port_ipv4(Some(addr))?;
+        // The RDMA core's copy of the table follows in a work item, as after any port event.
+        core_gid1_is(Some(addr))?;
         let p = port_attr()?;
         check_eq!(p.ipv4(), Some(addr));
         check_eq!(p.0.ipv4, u32::from(addr));
@@ -135,6 +137,7 @@ fn test_verbs_port_set_ipv4() -> TestResult {
         }
     }
     dev.set_port_ipv4(None)?;
+    core_gid1_is(None)?;
     let p = port_attr()?;
     check_eq!(p.ipv4(), None);
     check_eq!(ctx.query_gid(1, 1)?, [0u8; 16]);
