@@ -1,7 +1,8 @@
 /*
  * QTest for pfnic: translation tables the driver fills (ABI 1.8): MR_SET
  * with a table, MTT_WRITE and MTT_INVALIDATE, the table space, work
- * through tables, invalid entries, tables beside PASIDs.
+ * through tables, invalid entries, tables beside PASIDs; DMA MRs (ABI
+ * 1.20).
  *
  * Copyright (c) 2026 The pfnic authors
  *
@@ -468,6 +469,115 @@ static void test_verbs_table_pasid(void *obj, void *data,
     pfnic_qos_end();
 }
 
+/*
+ * DMA MRs (ABI 1.20): a key over the device's own DMA addresses, for a
+ * context without a PASID (the driver's kernel memory). MR_SET refuses it
+ * with other flags, on demand, or for a context with a PASID or stopped;
+ * work through it moves the bytes at the addresses the WQEs name, and a
+ * range check still holds.
+ */
+static void test_verbs_dma_mr(void *obj, void *data, QGuestAllocator *alloc)
+{
+    static uint8_t src[0x1800], got[0x1800];
+    uint32_t lkey, rkey, key;
+    PfnicCqe c;
+
+    pfnic_qos_start(obj, alloc);
+    map_bars();
+    table_counts_reset();
+    /* Context 3 is not started: no DMA MR for it. */
+    g_assert_cmpint(mr_set_flags(5, 3, 7, ALL_ACCESS, 0, UINT64_MAX,
+                                 PFNIC_MR_FLAG_DMA, NULL), ==,
+                    PFNIC_CMD_BAD_ARG);
+    table_pair_start();
+    g_assert_cmpint(mr_set_flags(5, 3, 7, ALL_ACCESS, 0, UINT64_MAX,
+                                 PFNIC_MR_FLAG_DMA, NULL), ==,
+                    PFNIC_CMD_BAD_ARG);
+    /* Alone, and never on demand */
+    g_assert_cmpint(mr_set_flags(1, 1, 7, ALL_ACCESS, 0, UINT64_MAX,
+                                 PFNIC_MR_FLAG_DMA | PFNIC_MR_FLAG_TABLE,
+                                 NULL), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mr_set_flags(1, 1, 7, ALL_ACCESS, 0, 0x1000,
+                                 PFNIC_MR_FLAG_DMA | PFNIC_MR_FLAG_DM,
+                                 NULL), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(mr_set_flags(1, 1, 7, PFNIC_ACCESS_ON_DEMAND, 0,
+                                 UINT64_MAX, PFNIC_MR_FLAG_DMA, NULL), ==,
+                    PFNIC_CMD_BAD_ARG);
+    /* The whole DMA space for context 1, two pages for context 2 */
+    g_assert_cmpint(mr_set_flags(1, 1, 7, PFNIC_ACCESS_LOCAL_WRITE, 0,
+                                 UINT64_MAX, PFNIC_MR_FLAG_DMA, &lkey), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(mr_set_flags(2, 2, 7, ALL_ACCESS, DATA_PAGE(30),
+                                 0x2000, PFNIC_MR_FLAG_DMA, &rkey), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmphex(lkey, !=, rkey);
+    table_pair_connect();
+
+    /* RDMA WRITE from one guest address to another, across a page */
+    pattern(src, sizeof(src), 9);
+    memwrite(DATA_PAGE(40) + 0x10, src, sizeof(src));
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x71, DATA_PAGE(40) + 0x10,
+               sizeof(src), lkey, DATA_PAGE(30) + 0x700, rkey, 0);
+    c = table_cqe(1, 0x71, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.byte_len, ==, sizeof(src));
+    memread(DATA_PAGE(30) + 0x700, got, sizeof(got));
+    g_assert_cmpmem(got, sizeof(got), src, sizeof(src));
+
+    /* SEND into a receive buffer through the two DMA keys */
+    pattern(src, 0x300, 10);
+    memwrite(DATA_PAGE(41), src, 0x300);
+    table_recv(2, 3, 0x72, DATA_PAGE(31), 0x400, rkey);
+    table_post(1, 2, PFNIC_WR_SEND, 0x73, DATA_PAGE(41), 0x300, lkey, 0, 0,
+               0);
+    table_cqe(1, 0x73, PFNIC_WC_SUCCESS);
+    c = table_cqe(2, 0x72, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.byte_len, ==, 0x300);
+    memread(DATA_PAGE(31), got, 0x300);
+    g_assert_cmpmem(got, 0x300, src, 0x300);
+
+    /* Past the end of context 2's range: refused, nothing written */
+    memset(got, 0x5a, 0x100);
+    memwrite(DATA_PAGE(32), got, 0x100);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x74, DATA_PAGE(40), 0x100, lkey,
+               DATA_PAGE(32) - 0x80, rkey, 0);
+    table_cqe(1, 0x74, PFNIC_WC_REM_ACCESS_ERR);
+    memread(DATA_PAGE(32), src, 0x100);
+    g_assert_cmpmem(src, 0x100, got, 0x100);
+    qp_reconnect(2, 3);
+    /* An RDMA READ into a DMA key without LOCAL_WRITE: nothing lands */
+    g_assert_cmpint(mr_set_flags(3, 1, 7, 0, 0, UINT64_MAX,
+                                 PFNIC_MR_FLAG_DMA, &key), ==, PFNIC_CMD_OK);
+    memwrite(DATA_PAGE(42), got, 0x100);
+    table_post(1, 2, PFNIC_WR_RDMA_READ, 0x75, DATA_PAGE(42), 0x100, key,
+               DATA_PAGE(30), rkey, 0);
+    table_cqe(1, 0x75, PFNIC_WC_LOC_PROT_ERR);
+    memread(DATA_PAGE(42), src, 0x100);
+    g_assert_cmpmem(src, 0x100, got, 0x100);
+
+    /* Never through ATS or PRI */
+    assert_no_ats_pri();
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    pfnic_qos_end();
+}
+
+/*
+ * A DMA MR needs a context without a PASID: one with a PASID gets
+ * BAD_ARG.
+ */
+static void test_verbs_dma_mr_pasid(void *obj, void *data,
+                                    QGuestAllocator *alloc)
+{
+    pfnic_qos_start(obj, alloc);
+    map_bars();
+    enable_sva_caps();
+    start_ctx(1, RING_ADDR);
+    g_assert_cmpint(mr_set_flags(1, 1, 7, ALL_ACCESS, 0, UINT64_MAX,
+                                 PFNIC_MR_FLAG_DMA, NULL), ==,
+                    PFNIC_CMD_BAD_ARG);
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    pfnic_qos_end();
+}
+
 static void register_pfnic_tables_tests(void)
 {
     pfnic_add_test("verbs/table-commands", test_verbs_table_commands,
@@ -479,6 +589,10 @@ static void register_pfnic_tables_tests(void)
     pfnic_add_test("verbs/table-faults", test_verbs_table_faults,
                    "contexts=4,ats=off,pasid=off,pri=off", NULL);
     pfnic_add_test("verbs/table-pasid", test_verbs_table_pasid,
+                   "contexts=4", NULL);
+    pfnic_add_test("verbs/dma-mr", test_verbs_dma_mr,
+                   "contexts=4,ats=off,pasid=off,pri=off", NULL);
+    pfnic_add_test("verbs/dma-mr-pasid", test_verbs_dma_mr_pasid,
                    "contexts=4", NULL);
 }
 

@@ -234,6 +234,12 @@ typedef struct PfnicMr {
      */
     bool dm;
     uint64_t dm_start;
+    /*
+     * MR_SET with DMA (ABI 1.20): addresses are the device's own DMA
+     * addresses, untranslated (the driver's kernel memory, as the IOMMU
+     * maps it for the device's domain)
+     */
+    bool dma;
 } PfnicMr;
 
 typedef struct PfnicCq {
@@ -672,11 +678,12 @@ static inline bool pfnic_mr_table(const PfnicMr *mr)
 
 /*
  * Whether @mr is translated through its context's PASID (ATC, ATS, page
- * requests): neither a table MR nor (ABI 1.13) a DM MR
+ * requests): neither a table MR nor (ABI 1.13) a DM MR nor (ABI 1.20) a
+ * DMA MR
  */
 static inline bool pfnic_mr_pasid(const PfnicMr *mr)
 {
-    return !pfnic_mr_table(mr) && !mr->dm;
+    return !pfnic_mr_table(mr) && !mr->dm && !mr->dma;
 }
 
 /* Entry @i (below mtt_entries) of table MR @mr: 0 when not written valid */

@@ -1,5 +1,5 @@
 /*
- * pfnic register layout (device ABI 1.19)
+ * pfnic register layout (device ABI 1.20)
  *
  * Mirrors docs/registers.md, docs/verbs.md and docs/wire.md, which are the
  * definition;
@@ -186,9 +186,9 @@ typedef enum PfnicCounter {
 /* Register values and fields */
 #define PFNIC_ID_VALUE              0x434e4650 /* "PFNC" in memory order */
 #define PFNIC_ABI_MAJOR             1
-#define PFNIC_ABI_MINOR             19
+#define PFNIC_ABI_MINOR             20
 #define PFNIC_VERSION_VALUE         ((PFNIC_ABI_MAJOR << 16) | PFNIC_ABI_MINOR)
-#define PFNIC_FW_VERSION_VALUE      0x01130000 /* model 1.19.0 */
+#define PFNIC_FW_VERSION_VALUE      0x01140000 /* model 1.20.0 */
 
 #define PFNIC_CAPS_ATS              (1u << 0)
 #define PFNIC_CAPS_PASID            (1u << 1)
@@ -310,7 +310,8 @@ typedef struct PfnicDesc {
 #define PFNIC_MR_FLAG_TABLE         (1u << 0)
 #define PFNIC_MR_FLAG_FAULT         (1u << 1)   /* ABI 1.9, with TABLE */
 #define PFNIC_MR_FLAG_DM            (1u << 2)   /* ABI 1.13, alone */
-#define PFNIC_MR_FLAGS_MASK         0x7u
+#define PFNIC_MR_FLAG_DMA           (1u << 3)   /* ABI 1.20, alone */
+#define PFNIC_MR_FLAGS_MASK         0xfu
 #define PFNIC_MTT_VALID             (1ull << 0)
 #define PFNIC_MTT_READ              (1ull << 1)
 #define PFNIC_MTT_WRITE             (1ull << 2)

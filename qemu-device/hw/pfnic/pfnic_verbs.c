@@ -149,6 +149,15 @@ PfnicXlate pfnic_mr_translate(PfnicContext *ctx, PfnicMr *mr, uint64_t va,
         *as = &ctx->s->dm_as;
         return PFNIC_XLATE_OK;
     }
+    if (mr->dma) {
+        /*
+         * ABI 1.20: the address is already one of the device's DMA address
+         * space; the key check kept [va, va + len) inside the MR.
+         */
+        *pa = va;
+        *as = pci_get_address_space(PCI_DEVICE(ctx->s));
+        return PFNIC_XLATE_OK;
+    }
     if (pfnic_mr_table(mr)) {
         return pfnic_mtt_translate(ctx->s, mr, va, write, pa, as);
     }
@@ -246,6 +255,7 @@ static uint32_t pfnic_cmd_mr_set(PfnicState *s)
     bool table = flags & PFNIC_MR_FLAG_TABLE;
     bool fault = flags & PFNIC_MR_FLAG_FAULT;
     bool dm = flags & PFNIC_MR_FLAG_DM;
+    bool dma = flags & PFNIC_MR_FLAG_DMA;
     PfnicContext *c;
     uint64_t *mtt = NULL, entries = 0;
     GHashTable *sparse = NULL;
@@ -274,6 +284,16 @@ static uint32_t pfnic_cmd_mr_set(PfnicState *s)
         if (flags != PFNIC_MR_FLAG_DM || !s->dm_size || implicit ||
             access & PFNIC_ACCESS_ON_DEMAND || addr >= s->dm_size ||
             len > s->dm_size - addr) {
+            return PFNIC_CMD_BAD_ARG;
+        }
+    } else if (dma) {
+        /*
+         * ABI 1.20: the device's own DMA addresses, alone, never on demand,
+         * and only for a context running without a PASID (the driver's:
+         * its addresses are the device's, not a process's).
+         */
+        if (flags != PFNIC_MR_FLAG_DMA || access & PFNIC_ACCESS_ON_DEMAND ||
+            !c->enabled || !c->no_pasid) {
             return PFNIC_CMD_BAD_ARG;
         }
     } else if (flags & ~PFNIC_MR_FLAGS_MASK ||
@@ -311,6 +331,7 @@ static uint32_t pfnic_cmd_mr_set(PfnicState *s)
         .sparse = sparse,
         .mtt_entries = entries,
         .fault = fault,
+        .dma = dma,
     };
     if (dm) {
         /* Zero-based: its addresses are offsets from addr in the memory. */
