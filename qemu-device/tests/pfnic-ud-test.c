@@ -13,6 +13,7 @@
 
 #define QKEY_A          0x11111111
 #define QKEY_B          0x22222222
+#define GSI_QKEY        0x80010000
 
 /* A UD QP @qpn (queues of 16) of @ctx on CQ @cq, in RTS with @qkey */
 static void ud_qp(uint32_t qpn, uint32_t ctx, uint32_t cq, uint32_t qkey)
@@ -332,9 +333,68 @@ static void test_ud_wire(void *obj, void *data, QGuestAllocator *alloc)
     pfnic_qos_end();
 }
 
+/*
+ * The special QPs (ABI 1.20): QPNs 0 and 1 are UD QPs only. QP 1 (the
+ * GSI's, Q_Key 0x80010000) takes datagrams to QPN 1 and names itself as
+ * their source when it sends.
+ */
+static void test_ud_special_qps(void *obj, void *data,
+                                QGuestAllocator *alloc)
+{
+    uint32_t lkey, rkey;
+    PfnicCqe c;
+
+    pfnic_qos_start(obj, alloc);
+    map_bars();
+    table_pair_start();
+    lkey = table_mr(1, 1, TL_VA, TL_LEN, tl_pages, 4);
+    rkey = table_mr(2, 2, TR_VA, TR_LEN, tr_pages, 4);
+    g_assert_cmpint(cq_create(1, 1, 4), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(cq_create(2, 2, 4), ==, PFNIC_CMD_OK);
+    /* RC QPs cannot have the special numbers. */
+    g_assert_cmpint(qp_create(0, 1, 7, 1, 1, 4, 0), ==, PFNIC_CMD_BAD_INDEX);
+    g_assert_cmpint(qp_create(1, 1, 7, 1, 1, 4, 0), ==, PFNIC_CMD_BAD_INDEX);
+    /*
+     * Both with the GSI's Q_Key, as two ports' QP1s: a Q_Key with bit 31
+     * set in a work request means the sender's own.
+     */
+    ud_qp(1, 2, 2, GSI_QKEY);
+    ud_qp(3, 1, 1, GSI_QKEY);
+
+    /* To QPN 1 with its Q_Key: received, from QP 3 */
+    table_recv(2, 1, 0x400, TR_VA, 0x200, rkey);
+    ud_post(1, 3, PFNIC_WR_SEND, 0x401, TL_VA, 0x100, lkey, 1, GSI_QKEY, 0,
+            0, NULL);
+    table_cqe(1, 0x401, PFNIC_WC_SUCCESS);
+    c = table_cqe(2, 0x400, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.qp_num, ==, 1);
+    g_assert_cmpint(c.src_qp, ==, 3);
+    g_assert_cmpint(c.byte_len, ==, PFNIC_GRH_LEN + 0x100);
+
+    /* From QP 1 back to QP 3: its source is QPN 1. */
+    table_recv(1, 3, 0x402, TL_VA + 0x1000, 0x200, lkey);
+    ud_post(2, 1, PFNIC_WR_SEND, 0x403, TR_VA + 0x1000, 0x20, rkey, 3,
+            GSI_QKEY, 0, 0, NULL);
+    table_cqe(2, 0x403, PFNIC_WC_SUCCESS);
+    c = table_cqe(1, 0x402, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.qp_num, ==, 3);
+    g_assert_cmpint(c.src_qp, ==, 1);
+
+    /* Another Q_Key for QP 1: lost */
+    table_recv(2, 1, 0x404, TR_VA, 0x200, rkey);
+    ud_post(1, 3, PFNIC_WR_SEND, 0x405, TL_VA, 0x10, lkey, 1, QKEY_B, 0, 0,
+            NULL);
+    table_cqe(1, 0x405, PFNIC_WC_SUCCESS);
+    assert_no_recv(2);
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    pfnic_qos_end();
+}
+
 static void register_pfnic_ud_tests(void)
 {
     pfnic_add_test("ud/loopback", test_ud_loopback,
+                   "contexts=4,ats=off,pasid=off,pri=off", NULL);
+    pfnic_add_test("ud/special-qps", test_ud_special_qps,
                    "contexts=4,ats=off,pasid=off,pri=off", NULL);
     pfnic_add_wire_test("ud/wire", test_ud_wire, "ats=off,pasid=off,pri=off",
                         "ats=off,pasid=off,pri=off", NULL);

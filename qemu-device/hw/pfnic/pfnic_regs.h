@@ -257,7 +257,7 @@ typedef struct PfnicDesc {
 #define PFNIC_MAX_CQES              4096
 #define PFNIC_MAX_SGE               4
 #define PFNIC_MAX_LOG2              12      /* log2 of MAX_WQES and MAX_CQES */
-#define PFNIC_FIRST_QPN             2       /* QPNs 0 and 1 are never used */
+#define PFNIC_FIRST_QPN             2       /* 0 and 1: UD only (ABI 1.20) */
 #define PFNIC_MAX_SRQS              64      /* ABI 1.11 */
 #define PFNIC_SRQ_RECORD_SIZE       16
 

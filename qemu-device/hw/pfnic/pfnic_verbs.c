@@ -1360,7 +1360,9 @@ static uint32_t pfnic_cmd_qp_create(PfnicState *s)
     bool srq = flags & PFNIC_QP_FLAG_SRQ;
     PfnicQp *qp;
 
-    if (qpn >= PFNIC_MAX_QPS || qpn < PFNIC_FIRST_QPN ||
+    /* ABI 1.20: QPNs 0 and 1, the special QPs (SMI, GSI), are UD QPs. */
+    if (qpn >= PFNIC_MAX_QPS ||
+        (qpn < PFNIC_FIRST_QPN && !(flags & PFNIC_QP_FLAG_UD)) ||
         ctx >= s->num_contexts || scqn >= PFNIC_MAX_CQS ||
         rcqn >= PFNIC_MAX_CQS) {
         return PFNIC_CMD_BAD_INDEX;
