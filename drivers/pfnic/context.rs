@@ -39,8 +39,9 @@ pub(crate) struct Context {
     pasid: Option<u32>,
     /// The owner's address space. Only compared, never entered: the IOMMU reaches it through
     /// the bond. The reference keeps the `mm_struct` (not its mappings) alive, so the comparison
-    /// cannot be fooled by a new address space at the same address.
-    mm: ARef<Mm>,
+    /// cannot be fooled by a new address space at the same address. `None` for the RDMA
+    /// core's kernel clients' context, which has no process.
+    mm: Option<ARef<Mm>>,
     /// Stops the hardware context when the address space is torn down. `None` only while
     /// dropping: it is unregistered before the context's slot is freed.
     exit_stop: Option<Pin<KBox<mmu_notifier::Registration<ExitStop>>>>,
@@ -179,8 +180,32 @@ impl Context {
             nic: nic.clone(),
             index,
             pasid,
-            mm: ARef::from(&**mm),
+            mm: Some(ARef::from(&**mm)),
             exit_stop: Some(exit_stop),
+        })
+    }
+
+    /// The context of the RDMA core's kernel clients (ib_mad's QP1, the connection manager):
+    /// no process, no PASID; their memory is reached through DMA MRs and tables. `EOPNOTSUPP`
+    /// on a device without DMA MRs.
+    pub(crate) fn new_kernel(nic: &Arc<Nic>) -> Result<Self> {
+        if nic.info.caps & uapi::PFNIC_CAP_TABLES == 0 || !nic.has_dma_mrs() {
+            return Err(EOPNOTSUPP);
+        }
+        let index = nic.start_context(None)?;
+        nic.counters.contexts_created.fetch_add(1, Relaxed);
+        dev_dbg!(
+            nic.device(),
+            "pfnic{}: context {} for the RDMA core's kernel clients\n",
+            nic.info.index,
+            index
+        );
+        Ok(Self {
+            nic: nic.clone(),
+            index,
+            pasid: None,
+            mm: None,
+            exit_stop: None,
         })
     }
 
@@ -194,7 +219,10 @@ impl Context {
     /// A child that inherited the file across fork has another address space and must not use
     /// the parent's context (its DMA would land in the parent's memory).
     pub(crate) fn owned_by(&self, mm: Option<&MmWithUser>) -> bool {
-        mm.is_some_and(|mm| core::ptr::eq(mm.as_raw(), self.mm.as_raw()))
+        match (mm, &self.mm) {
+            (Some(mm), Some(own)) => core::ptr::eq(mm.as_raw(), own.as_raw()),
+            _ => false,
+        }
     }
 
     /// Whether the context works in the owner's address space through a PASID (SVA).
@@ -269,7 +297,7 @@ impl Drop for Context {
         // or, if it is already dying, wait until its release callbacks (ours and the IOMMU's
         // run in one pass) are done: ours completes `released`, and unregistering ours then
         // waits for the rest of that pass.
-        let users = self.mm.mmget_not_zero();
+        let users = self.mm.as_ref().and_then(|mm| mm.mmget_not_zero());
         if let Some(exit_stop) = &self.exit_stop {
             if users.is_none() {
                 exit_stop.data().released.wait_for_completion();

@@ -377,6 +377,44 @@ impl rdma::Operations for PfnicIbDevice {
         uctx.destroy_qp(qp)
     }
 
+    /// The kernel clients' context: with it (and the data path below) the core offers pfnic
+    /// to ib_mad, the connection manager and the other kernel consumers.
+    fn alloc_kernel_context(_dev: &rdma::Device<Self>, nic: &Arc<Nic>) -> Result<Self::UContext> {
+        UContext::new_kernel(nic)
+    }
+
+    fn get_dma_mr(uctx: &Self::UContext, pd: &Self::Pd, access: u32) -> Result<(Self::Mr, MrKeys)> {
+        uctx.get_dma_mr(pd, access)
+    }
+
+    fn post_send(
+        uctx: &Self::UContext,
+        qp: &Self::Qp,
+        wrs: &mut rdma::kverbs::SendWrs<'_, Self::Ah>,
+    ) -> Result {
+        uctx.post_send(qp, wrs)
+    }
+
+    fn post_recv(
+        uctx: &Self::UContext,
+        qp: &Self::Qp,
+        wrs: &mut rdma::kverbs::RecvWrs<'_>,
+    ) -> Result {
+        uctx.post_recv(qp, wrs)
+    }
+
+    fn poll_cq(uctx: &Self::UContext, cq: &Self::Cq, out: &mut rdma::kverbs::WcSink<'_>) -> Result {
+        uctx.poll_cq(cq, out)
+    }
+
+    fn req_notify_cq(
+        uctx: &Self::UContext,
+        cq: &Self::Cq,
+        how: rdma::kverbs::CqNotify,
+    ) -> Result<bool> {
+        uctx.req_notify_cq(cq, how)
+    }
+
     fn query_device(_dev: &rdma::Device<Self>, nic: &Arc<Nic>) -> Result<DeviceAttr> {
         let v = nic.query_verbs()?;
         let odp = odp_caps(nic, &v);

@@ -11,6 +11,7 @@
 
 use crate::{
     context::Context,
+    kverbs::{KernelCq, KernelQp, KernelQps},
     nic::{stats::translation_named, Nic},
     uapi,
     verbs::{args, file::VerbsFile, port::gid_ipv4, PORT_LID},
@@ -18,17 +19,18 @@ use crate::{
 use kernel::{
     fs::file::FileMappings,
     mm::virt::VmaNew,
-    new_mutex,
+    new_mutex, new_spinlock_irq,
     prelude::*,
     rdma::{
         dm::{DmAllocAttr, DmMrAttr},
+        kverbs::{CqNotify, RecvWrs, SendWrs, WcSink},
         qp::{qp_type, AhAttr, GlobalRoute, QpAttr, QpCap, QpInitAttr, QpQuery, SrqAttr},
         rereg,
         restrack::{Counters, DriverDetails},
         udata::UData,
         CqInitAttr, CqNotifier, MrKeys, ObjectEvents, Sge, UserMr,
     },
-    sync::{Arc, Mutex},
+    sync::{Arc, Mutex, SpinLockIrq},
 };
 use zerocopy::{FromZeros, IntoBytes};
 
@@ -57,22 +59,35 @@ pub(crate) struct UContext {
     /// the context is disassociated.
     #[pin]
     mappings: Mutex<Option<FileMappings>>,
+    /// The context of the RDMA core's kernel clients ([`UContext::new_kernel`]), not a
+    /// process's: the driver runs its queues ([`crate::kverbs`]).
+    kernel: bool,
+    /// The kernel clients' QPs by number, for their completions (empty for a process's).
+    #[pin]
+    kernel_qps: SpinLockIrq<KernelQps>,
 }
 
 /// A protection domain: its handle in the context's objects.
 pub(crate) struct Pd(u32);
-/// A completion queue: its CQN.
-pub(crate) struct Cq(u32);
+/// A completion queue: its CQN, and, for a kernel client's, the driver's view of its ring.
+pub(crate) struct Cq {
+    num: u32,
+    kernel: Option<Pin<KBox<KernelCq>>>,
+}
 /// A memory region: its handle in the context's objects.
 pub(crate) struct Mr(u32);
-/// A queue pair: its QPN.
-pub(crate) struct Qp(u32);
+/// A queue pair: its QPN, and, for a kernel client's, the driver's view of its queues.
+pub(crate) struct Qp {
+    num: u32,
+    kernel: Option<Pin<KBox<KernelQp>>>,
+}
 /// A shared receive queue: its SRQN.
 pub(crate) struct Srq(u32);
 /// A device memory allocation: its handle in the context's objects.
 pub(crate) struct Dm(u32);
-/// An address handle: nothing of the device's (its address vector is the provider's copy).
-pub(crate) struct Ah;
+/// An address handle: the address vector a UD work queue entry carries (the provider keeps its
+/// own copy for a process; the driver writes it for a kernel client).
+pub(crate) struct Ah(pub(crate) uapi::IbCreateAhResp);
 
 impl UContext {
     /// A user context for the calling process on `nic`: a hardware context in its address
@@ -94,6 +109,27 @@ impl UContext {
                 verbs,
                 ctx,
                 mappings <- new_mutex!(None),
+                kernel: false,
+                kernel_qps <- new_spinlock_irq!(KernelQps::new(0)?),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// The context of the RDMA core's kernel clients: a hardware context without a PASID and
+    /// their verbs objects, whose queues the driver runs.
+    pub(crate) fn new_kernel(nic: &Arc<Nic>) -> Result<Pin<KBox<Self>>> {
+        let ctx = Context::new_kernel(nic)?;
+        let verbs = VerbsFile::new_kernel(nic, ctx.index())?;
+        let max_qps = nic.verbs()?.limits.max_qps;
+        KBox::try_pin_init(
+            try_pin_init!(Self {
+                nic: nic.clone(),
+                verbs,
+                ctx,
+                mappings <- new_mutex!(None),
+                kernel: true,
+                kernel_qps <- new_spinlock_irq!(KernelQps::new(max_qps)?),
             }),
             GFP_KERNEL,
         )
@@ -133,6 +169,10 @@ impl UContext {
     /// Device memory is the exception ([`Self::alloc_dm`]): it is in no address space.
     fn owner_only(&self) -> Result {
         self.nic.with_bar(|_| ())?;
+        if self.kernel {
+            // The core's own clients, from any thread.
+            return Ok(());
+        }
         let task = kernel::current!();
         if self.ctx.owned_by(task.mm()) {
             Ok(())
@@ -206,8 +246,35 @@ impl UContext {
             flags,
             ..Default::default()
         };
-        self.verbs.create_cq_for(&mut arg, Some(notifier))?;
-        let cq = Cq(arg.cqn);
+        if self.kernel && flags != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        let ring = self.verbs.create_cq_for(&mut arg, Some(notifier))?;
+        let mut cq = Cq {
+            num: arg.cqn,
+            kernel: None,
+        };
+        if self.kernel {
+            let made = KBox::pin_init(
+                KernelCq::new(
+                    &self.nic,
+                    self.ctx.index(),
+                    arg.cqn,
+                    ring,
+                    arg.entries,
+                    arg.cqe_size as usize,
+                    arg.record_offset as usize,
+                ),
+                GFP_KERNEL,
+            );
+            match made {
+                Ok(k) => cq.kernel = Some(k),
+                Err(e) => {
+                    let _ = self.destroy_cq(&cq);
+                    return Err(e);
+                }
+            }
+        }
         let resp = arg.layout();
         if let Err(e) = udata.write(resp.as_bytes()) {
             let _ = self.destroy_cq(&cq);
@@ -217,7 +284,7 @@ impl UContext {
     }
 
     pub(crate) fn destroy_cq(&self, cq: &Cq) -> Result {
-        self.verbs.destroy_cq(cq.0)
+        self.verbs.destroy_cq(cq.num)
     }
 
     pub(crate) fn reg_user_mr(
@@ -410,16 +477,19 @@ impl UContext {
         if req.reserved != 0 || attr.create_flags != 0 {
             return Err(EINVAL);
         }
-        let qp_type = match attr.qp_type {
-            qp_type::RC => uapi::PFNIC_QPT_RC,
-            qp_type::UD => uapi::PFNIC_QPT_UD,
+        // The special QPs, ib_mad's, are UD QPs of numbers 0 and 1.
+        let (qp_type, special_qpn) = match attr.qp_type {
+            qp_type::RC => (uapi::PFNIC_QPT_RC, None),
+            qp_type::UD => (uapi::PFNIC_QPT_UD, None),
+            qp_type::SMI if self.kernel => (uapi::PFNIC_QPT_UD, Some(0)),
+            qp_type::GSI if self.kernel => (uapi::PFNIC_QPT_UD, Some(1)),
             _ => return Err(EOPNOTSUPP),
         };
         let c = attr.cap;
         let mut arg = args::CreateQp {
             pd: pd.0,
-            send_cq: attr.send_cq.0,
-            recv_cq: attr.recv_cq.0,
+            send_cq: attr.send_cq.num,
+            recv_cq: attr.recv_cq.num,
             qp_type,
             sq_sig_all: u32::from(attr.sq_sig_all),
             flags: req.flags & uapi::PFNIC_QP_CREATE_RECV_FAULT_BACKUP,
@@ -430,17 +500,50 @@ impl UContext {
                 max_recv_sge: c.max_recv_sge,
                 max_inline_data: c.max_inline_data,
             },
+            special_qpn,
             ..Default::default()
         };
         if req.flags != arg.flags {
             return Err(EINVAL);
         }
         if let Some(srq) = attr.srq {
+            // A kernel client's receives come from its QP's own queue (no `post_srq_recv`).
+            if self.kernel {
+                return Err(EOPNOTSUPP);
+            }
             arg.flags |= uapi::PFNIC_QP_CREATE_SRQ;
             arg.srq = srq.0;
         }
-        self.verbs.create_qp_for(&mut arg, Some(events))?;
-        let qp = Qp(arg.qpn);
+        let qref = events.qp();
+        let ring = self.verbs.create_qp_for(&mut arg, Some(events))?;
+        let mut qp = Qp {
+            num: arg.qpn,
+            kernel: None,
+        };
+        if self.kernel {
+            let made = KBox::pin_init(
+                KernelQp::new(
+                    &self.nic,
+                    self.ctx.index(),
+                    arg.qpn,
+                    ring,
+                    qp_type == uapi::PFNIC_QPT_UD,
+                    arg.sq_entries,
+                    arg.rq_entries,
+                    arg.rq_offset as usize,
+                    arg.record_offset as usize,
+                ),
+                GFP_KERNEL,
+            );
+            match made {
+                Ok(k) => qp.kernel = Some(k),
+                Err(e) => {
+                    let _ = self.destroy_qp(&qp);
+                    return Err(e);
+                }
+            }
+            self.kernel_qps.lock().set(arg.qpn, qref);
+        }
         let resp = arg.layout();
         if let Err(e) = udata.write(resp.as_bytes()) {
             let _ = self.destroy_qp(&qp);
@@ -465,7 +568,7 @@ impl UContext {
         udata.read(&mut [])?;
         let grh = a.ah.grh.unwrap_or_default();
         let arg = args::ModifyQp {
-            qpn: qp.0,
+            qpn: qp.num,
             attr_mask: mask,
             attr: args::QpAttr {
                 qp_state: a.qp_state,
@@ -530,7 +633,7 @@ impl UContext {
             return Err(EINVAL);
         }
         udata.write(resp.as_bytes())?;
-        Ok(Ah)
+        Ok(Ah(resp))
     }
 
     pub(crate) fn destroy_ah(&self, _ah: &Ah) -> Result {
@@ -605,7 +708,7 @@ impl UContext {
     /// context's owner.
     pub(crate) fn query_qp(&self, qp: &Qp) -> Result<QpQuery> {
         let mut q = args::QueryQp {
-            qpn: qp.0,
+            qpn: qp.num,
             ..Default::default()
         };
         self.verbs.query_qp(&mut q)?;
@@ -617,7 +720,7 @@ impl UContext {
                 qp_state: a.qp_state,
                 cur_qp_state: a.cur_qp_state,
                 path_mtu: a.path_mtu,
-                qkey: self.verbs.qp_qkey(qp.0)?,
+                qkey: self.verbs.qp_qkey(qp.num)?,
                 rq_psn: a.rq_psn,
                 sq_psn: a.sq_psn,
                 dest_qp_num: a.dest_qp_num,
@@ -658,7 +761,7 @@ impl UContext {
     /// The QP's counters, for `rdma resource show qp -dd`, as [`UContext::query_qp`].
     pub(crate) fn qp_details(&self, qp: &Qp, out: &mut DriverDetails<'_>) -> Result {
         let mut q = args::QueryQp {
-            qpn: qp.0,
+            qpn: qp.num,
             ..Default::default()
         };
         self.verbs.query_qp(&mut q)?;
@@ -677,7 +780,51 @@ impl UContext {
         out.put_u64(c"duplicates", s.duplicates)
     }
 
+    /// A kernel client's PD's local DMA key: a DMA MR over every address the device can
+    /// reach, local access only.
+    pub(crate) fn get_dma_mr(&self, pd: &Pd, access: u32) -> Result<(Mr, MrKeys)> {
+        let (handle, key) = self.verbs.reg_dma_mr(pd.0, access)?;
+        Ok((
+            Mr(handle),
+            MrKeys {
+                lkey: key,
+                rkey: key,
+            },
+        ))
+    }
+
+    /// A kernel client's QP's queues (`EINVAL` for a process's QP, which its provider runs).
+    fn kernel_qp(qp: &Qp) -> Result<&KernelQp> {
+        qp.kernel.as_deref().ok_or(EINVAL)
+    }
+
+    /// A kernel client's CQ's ring.
+    fn kernel_cq(cq: &Cq) -> Result<&KernelCq> {
+        cq.kernel.as_deref().ok_or(EINVAL)
+    }
+
+    pub(crate) fn post_send(&self, qp: &Qp, wrs: &mut SendWrs<'_, Ah>) -> Result {
+        Self::kernel_qp(qp)?.post_send(wrs)
+    }
+
+    pub(crate) fn post_recv(&self, qp: &Qp, wrs: &mut RecvWrs<'_>) -> Result {
+        Self::kernel_qp(qp)?.post_recv(wrs)
+    }
+
+    pub(crate) fn poll_cq(&self, cq: &Cq, out: &mut WcSink<'_>) -> Result {
+        Self::kernel_cq(cq)?.poll(&self.kernel_qps, out);
+        Ok(())
+    }
+
+    pub(crate) fn req_notify_cq(&self, cq: &Cq, how: CqNotify) -> Result<bool> {
+        Self::kernel_cq(cq)?.arm(how)
+    }
+
     pub(crate) fn destroy_qp(&self, qp: &Qp) -> Result {
-        self.verbs.destroy_qp(qp.0)
+        if self.kernel {
+            // Out of the table first: no completion names the QP once it is destroyed.
+            self.kernel_qps.lock().set(qp.num, None);
+        }
+        self.verbs.destroy_qp(qp.num)
     }
 }

@@ -74,8 +74,8 @@ impl NicInfo {
 #[pin_data]
 pub(crate) struct Nic {
     bar: pci::DevresBar<{ regs::BAR0_SIZE }>,
-    /// BAR2: one doorbell page per context. The driver never writes it (processes map their
-    /// page); holding the mapping keeps the region claimed while the device is bound.
+    /// BAR2: one doorbell page per context. Processes map their page; the driver writes only
+    /// its kernel clients' context's ([`Nic::ring_doorbell`]).
     doorbells: pci::DevresBar,
     rings: Rings,
     dev: ARef<device::Device>,
@@ -205,6 +205,16 @@ impl Nic {
     /// process). `ENODEV` once the device is unbound.
     pub(crate) fn alloc_coherent(&self, bytes: usize) -> Result<Coherent<[u8]>> {
         self.with_bound(|dev| Coherent::zeroed_slice(dev, bytes, GFP_KERNEL))
+    }
+
+    /// Writes `value` to the doorbell at `offset` of context `ctx`'s page in BAR2: the driver
+    /// rings its kernel clients' queues itself (docs/verbs.md, "User doorbells"). Never
+    /// sleeps; `ENODEV` once the device is unbound.
+    pub(crate) fn ring_doorbell(&self, ctx: u32, offset: usize, value: u32) -> Result {
+        let at = ctx as usize * regs::DB_PAGE_SIZE + offset;
+        self.doorbells
+            .try_access_with(|bar| bar.try_write32(value, at))
+            .ok_or(ENODEV)?
     }
 
     /// Runs `f` on the control registers, or fails with `ENODEV` once the device is unbound.

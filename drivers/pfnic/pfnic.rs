@@ -51,6 +51,7 @@ mod eth;
 mod ib_device;
 mod ib_uverbs;
 mod irq;
+mod kverbs;
 mod nic;
 mod pci_caps;
 mod regs;

@@ -68,6 +68,9 @@ pub(crate) const ABI_MINOR_MR_MODIFY: u32 = 18;
 /// The minor version that added UD QPs: `QP_CREATE`'s `UD` flag, address vectors in the send
 /// work queue entries, GRHs in the receives.
 pub(crate) const ABI_MINOR_UD: u32 = 19;
+/// The minor version that added DMA MRs (`MR_SET`'s `DMA`) and UD QPs numbered 0 and 1 (the
+/// special QPs): what the RDMA core's kernel clients need.
+pub(crate) const ABI_MINOR_KERNEL_VERBS: u32 = 20;
 
 /// Port counters (`PORT_COUNTERS`, docs/wire.md), in the order of
 /// [`uapi::QueryPort::counters`](crate::uapi::QueryPort::counters).

@@ -158,6 +158,9 @@ pub(crate) struct CreateQp {
     /// In: with `PFNIC_QP_CREATE_SRQ`, the SRQ (of the context) the QP takes its receive work
     /// requests from; else zero. The QP then has no receive queue (`rq_entries` 0).
     pub(crate) srq: u32,
+    /// In: the number of a special QP (0 the SMI's, 1 the GSI's), a UD QP of the RDMA core's
+    /// kernel clients; `None` for any other QP.
+    pub(crate) special_qpn: Option<u32>,
 }
 
 /// QP attributes, as the fields of `ibv_qp_attr` an RC QP uses.

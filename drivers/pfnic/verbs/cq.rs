@@ -8,12 +8,10 @@
 use super::{
     args, cmd,
     eq::Route,
-    file::{ring_bytes, Cq, VerbsFile},
+    file::{ring_bytes, Cq, Ring, VerbsFile},
 };
 use crate::uapi;
-use kernel::{
-    dma::SharedCoherent, page::PAGE_SIZE, prelude::*, rdma::CqNotifier, types::ScopeGuard,
-};
+use kernel::{page::PAGE_SIZE, prelude::*, rdma::CqNotifier, types::ScopeGuard};
 
 /// Bytes of a CQE, and of one with a timestamp (docs/verbs.md, "Completion queue entry").
 const CQE_SIZE: usize = 32;
@@ -30,7 +28,7 @@ impl VerbsFile {
         &self,
         arg: &mut args::CreateCq,
         core: Option<CqNotifier>,
-    ) -> Result {
+    ) -> Result<Ring> {
         let verbs = self.nic.verbs()?;
         if arg.cqe == 0
             || arg.cqe > verbs.limits.max_cqes
@@ -52,7 +50,8 @@ impl VerbsFile {
         let log2 = entries.trailing_zeros();
         let record_offset = entries as usize * cqe_size;
         let bytes = ring_bytes(record_offset + RECORD_SIZE)?;
-        let mem = SharedCoherent::new(self.nic.alloc_coherent(bytes)?)?;
+        let view = Ring::new(&self.nic, bytes)?;
+        let mem = view.mem.clone();
 
         let mut o = self.objects.lock();
         if arg.channel != -1 {
@@ -103,7 +102,7 @@ impl VerbsFile {
         arg.mmap_len = bytes as u64;
         arg.record_offset = record_offset as u64;
         arg.cqe_size = cqe_size as u32;
-        Ok(())
+        Ok(view)
     }
 
     /// `ibv_destroy_cq` of CQ `num`: `EBUSY` while a QP uses it. Its ring memory goes once no

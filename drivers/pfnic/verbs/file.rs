@@ -23,6 +23,7 @@ use super::{
     MAX_PDS,
 };
 use crate::{nic::Nic, regs, uapi};
+use core::ptr::NonNull;
 use kernel::{
     bitmap::BitmapVec,
     dma::SharedCoherent,
@@ -246,6 +247,9 @@ pub(crate) struct VerbsFile {
     pub(crate) sva: bool,
     /// The context's objects, which disassociating it frees ([`Objects::revoke`]).
     pub(crate) objects: Arc<Mutex<Objects>>,
+    /// The objects are the RDMA core's kernel clients': the context has no process, and its
+    /// MRs may be DMA MRs ([`VerbsFile::reg_dma_mr`]).
+    pub(crate) kernel: bool,
 }
 
 /// The memory mode (`uapi::PFNIC_MEM_MODE_*`) of a context that asks for none: `sva` where it
@@ -262,6 +266,109 @@ pub(crate) fn default_mem_mode(nic: &Nic, sva: bool) -> u32 {
 
 /// The ring memory of a CQ or QP: device memory the process maps.
 pub(crate) type RingMem = Arc<SharedCoherent<[u8]>>;
+
+/// A new ring's memory with the CPU's address of its bytes: the driver reads and writes the
+/// rings of its kernel clients' CQs and QPs itself.
+///
+/// # Invariants
+///
+/// `cpu` is the CPU address of the `len` bytes of `mem`, valid while `mem` is not revoked.
+#[derive(Clone)]
+pub(crate) struct Ring {
+    pub(crate) mem: RingMem,
+    cpu: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: `cpu` points into DMA memory that `mem` owns; only volatile accesses go through it.
+unsafe impl Send for Ring {}
+// SAFETY: As above.
+unsafe impl Sync for Ring {}
+
+impl Ring {
+    /// `bytes` of zeroed ring memory for the device `nic`.
+    pub(crate) fn new(nic: &Nic, bytes: usize) -> Result<Self> {
+        let mem = nic.alloc_coherent(bytes)?;
+        let len = mem.size();
+        let cpu = NonNull::new(mem.as_mut_ptr().cast::<u8>()).ok_or(ENOMEM)?;
+        // INVARIANT: `cpu` and `len` are the allocation's, which `SharedCoherent` takes over
+        // without moving its bytes.
+        Ok(Self {
+            mem: SharedCoherent::new(mem)?,
+            cpu,
+            len,
+        })
+    }
+
+    /// The CPU address of `N` bytes at `offset`, `N`-aligned, inside the ring.
+    fn at<const N: usize>(&self, offset: usize) -> Option<*mut u8> {
+        (offset.checked_add(N)? <= self.len && offset % N == 0)
+            // SAFETY: Inside the allocation, checked above.
+            .then(|| unsafe { self.cpu.as_ptr().add(offset) })
+    }
+
+    /// Reads the byte at `offset` (0 outside the ring), which the device may write.
+    ///
+    /// # Safety
+    ///
+    /// The ring's memory is not revoked: its context is not disassociated.
+    pub(crate) unsafe fn read_u8(&self, offset: usize) -> u8 {
+        // SAFETY: Inside the live allocation (the caller guarantees it is not revoked);
+        // volatile, as the device writes it.
+        self.at::<1>(offset)
+            .map_or(0, |p| unsafe { p.read_volatile() })
+    }
+
+    /// Reads the little-endian `u32` at `offset` (0 outside the ring or unaligned).
+    ///
+    /// # Safety
+    ///
+    /// As for [`Ring::read_u8`].
+    pub(crate) unsafe fn read_u32(&self, offset: usize) -> u32 {
+        self.at::<4>(offset).map_or(0, |p| {
+            // SAFETY: As in `read_u8`, aligned.
+            let v = unsafe { p.cast::<u32>().read_volatile() };
+            u32::from_le(v)
+        })
+    }
+
+    /// Reads the little-endian `u64` at `offset` (0 outside the ring or unaligned).
+    ///
+    /// # Safety
+    ///
+    /// As for [`Ring::read_u8`].
+    pub(crate) unsafe fn read_u64(&self, offset: usize) -> u64 {
+        self.at::<8>(offset).map_or(0, |p| {
+            // SAFETY: As in `read_u8`, aligned.
+            let v = unsafe { p.cast::<u64>().read_volatile() };
+            u64::from_le(v)
+        })
+    }
+
+    /// Writes the little-endian `u32` at `offset` (nothing outside the ring or unaligned).
+    ///
+    /// # Safety
+    ///
+    /// As for [`Ring::read_u8`].
+    pub(crate) unsafe fn write_u32(&self, offset: usize, v: u32) {
+        if let Some(p) = self.at::<4>(offset) {
+            // SAFETY: As in `read_u8`, aligned.
+            unsafe { p.cast::<u32>().write_volatile(v.to_le()) };
+        }
+    }
+
+    /// Writes the little-endian `u64` at `offset` (nothing outside the ring or unaligned).
+    ///
+    /// # Safety
+    ///
+    /// As for [`Ring::read_u8`].
+    pub(crate) unsafe fn write_u64(&self, offset: usize, v: u64) {
+        if let Some(p) = self.at::<8>(offset) {
+            // SAFETY: As in `read_u8`, aligned.
+            unsafe { p.cast::<u64>().write_volatile(v.to_le()) };
+        }
+    }
+}
 
 /// Rounds a ring allocation up to whole pages (it is mapped into the process).
 pub(crate) fn ring_bytes(bytes: usize) -> Result<usize> {
@@ -297,7 +404,16 @@ impl VerbsFile {
             ctx,
             sva,
             objects: Arc::pin_init(new_mutex!(objects), GFP_KERNEL)?,
+            kernel: false,
         };
+        Ok(file)
+    }
+
+    /// The objects of the RDMA core's kernel clients, in hardware context `ctx` (one without a
+    /// PASID: their memory is the kernel's, at DMA addresses).
+    pub(crate) fn new_kernel(nic: &Arc<Nic>, ctx: u32) -> Result<Self> {
+        let mut file = Self::new(nic, ctx, false)?;
+        file.kernel = true;
         Ok(file)
     }
 
@@ -432,7 +548,7 @@ impl VerbsFile {
                 "QP",
                 ring,
             ) {
-                verbs.ids.lock().qpns.free(qpn);
+                verbs.ids.lock().free_qpn(qpn);
             }
         }
         while let Some((srqn, ring)) = o.srqs.iter().next().map(|(n, s)| (*n, s.ring)) {

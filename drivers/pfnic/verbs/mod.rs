@@ -129,6 +129,31 @@ pub(crate) struct Ids {
     pub(crate) srqns: IndexAllocator,
     /// Bit `i`: page `i` of device memory belongs to a file (empty without device memory).
     pub(crate) dm_pages: BitmapVec,
+    /// Bit `n`: special QP `n` (0 the SMI's, 1 the GSI's) exists.
+    pub(crate) special_qps: u8,
+}
+
+impl Ids {
+    /// Takes QPN `qpn`, a special QP's (0 or 1): `EBUSY` if it exists.
+    pub(crate) fn take_special_qpn(&mut self, qpn: u32) -> Result<u32> {
+        let bit = match qpn {
+            0 | 1 => 1u8 << qpn,
+            _ => return Err(EINVAL),
+        };
+        if self.special_qps & bit != 0 {
+            return Err(EBUSY);
+        }
+        self.special_qps |= bit;
+        Ok(qpn)
+    }
+
+    /// Lets go of QPN `qpn`, a special QP's or an allocated one.
+    pub(crate) fn free_qpn(&mut self, qpn: u32) {
+        match qpn {
+            0 | 1 => self.special_qps &= !(1u8 << qpn),
+            _ => self.qpns.free(qpn),
+        }
+    }
 }
 
 /// The verbs engine of one device.
@@ -175,12 +200,13 @@ impl Verbs {
         dm: Option<dm::DeviceMemory>,
     ) -> Result<impl PinInit<Self, Error> + use<>> {
         let ids = Ids {
-            // QPNs 0 and 1 are never used (docs/verbs.md).
+            // QPNs 0 and 1 are the special QPs' (docs/verbs.md), taken by name.
             qpns: IndexAllocator::new(2, limits.max_qps)?,
             cqns: IndexAllocator::new(0, limits.max_cqs)?,
             mrs: IndexAllocator::new(0, limits.max_mrs)?,
             srqns: IndexAllocator::new(0, limits.max_srqs)?,
             dm_pages: BitmapVec::new(dm.as_ref().map_or(0, |d| d.pages() as usize), GFP_KERNEL)?,
+            special_qps: 0,
         };
         let eq_init = EventQueue::new(dev, &limits, num_contexts)?;
         let (backup, backup_base) = if wire {
@@ -208,7 +234,8 @@ impl Verbs {
 
     /// Whether QP `qpn` exists, in any file.
     pub(crate) fn qp_exists(&self, qpn: u32) -> bool {
-        self.ids.lock().qpns.is_used(qpn)
+        let ids = self.ids.lock();
+        ids.qpns.is_used(qpn) || (qpn < 2 && ids.special_qps & (1 << qpn) != 0)
     }
 }
 

@@ -45,6 +45,8 @@ const WRITE_ACCESS: u32 = uapi::PFNIC_ACCESS_LOCAL_WRITE
 const MR_FLAG_TABLE: u32 = 1 << 0;
 /// `MR_SET` flag, with `TABLE`: a miss waits for the driver instead of failing the work.
 const MR_FLAG_FAULT: u32 = 1 << 1;
+/// `MR_SET` flag, alone (ABI 1.20): the MR's addresses are the device's own DMA addresses.
+const MR_FLAG_DMA: u32 = 1 << 3;
 
 /// One `PREFETCH` descriptor covers at most this much.
 const PREFETCH_CHUNK: u64 = ring::MAX_LEN;
@@ -306,6 +308,50 @@ impl VerbsFile {
     }
 
     /// `ibv_dereg_mr`.
+    /// A DMA MR in `pd` (device ABI 1.20): a key over every DMA address of the device, for
+    /// the RDMA core's kernel clients (the local DMA key of their PDs), local access only (a
+    /// remote key to all of the device's memory is refused, `EOPNOTSUPP`). Returns its handle
+    /// and key.
+    pub(crate) fn reg_dma_mr(&self, pd: u32, access: u32) -> Result<(u32, u32)> {
+        let verbs = self.nic.verbs()?;
+        if !self.kernel {
+            return Err(EPERM);
+        }
+        if !self.nic.has_dma_mrs() {
+            return Err(EOPNOTSUPP);
+        }
+        if access & !uapi::PFNIC_ACCESS_LOCAL_WRITE != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+        let mut o = self.objects.lock();
+        o.pds.get(&pd).ok_or(EINVAL)?;
+        let index = verbs.ids.lock().mrs.alloc()?;
+        let free_index = ScopeGuard::new(|| verbs.ids.lock().mrs.free(index));
+        let key = self.mr_set(index, pd, access, 0, u64::MAX, MR_FLAG_DMA)?;
+        let handle = o.new_handle();
+        let mr = Mr {
+            index,
+            key,
+            pd,
+            access,
+            addr: 0,
+            length: u64::MAX,
+            pinned: None,
+            odp: None,
+            dm: None,
+        };
+        if o.insert_mr(handle, mr, node).is_err() {
+            let _ = self.nic.command(&cmd::MrClear { index });
+            return Err(EEXIST);
+        }
+        free_index.dismiss();
+        if let Some(pd) = o.pds.get_mut(&pd) {
+            pd.mrs += 1;
+        }
+        Ok((handle, key))
+    }
+
     pub(crate) fn dereg_mr(&self, handle: u32) -> Result {
         let verbs = self.nic.verbs()?;
         let mut o = self.objects.lock();

@@ -145,6 +145,12 @@ impl Nic {
         self.info.device_abi & 0xffff >= regs::ABI_MINOR_UD
     }
 
+    /// Whether the device has DMA MRs and the special QPs (ABI 1.20), which the RDMA core's
+    /// kernel clients need.
+    pub(crate) fn has_dma_mrs(&self) -> bool {
+        self.info.device_abi & 0xffff >= regs::ABI_MINOR_KERNEL_VERBS
+    }
+
     /// Reads the port registers (all zero on a device without them).
     pub(crate) fn port_state(&self) -> Result<PortState> {
         if !self.has_port_registers() {

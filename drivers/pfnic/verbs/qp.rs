@@ -11,14 +11,12 @@ use super::args::{CreateQp, ModifyQp, QpAttr, QpCap, QpStats, QueryQp};
 use super::{
     cmd,
     eq::OwnerRoute,
-    file::{ring_bytes, Qp, VerbsFile},
+    file::{ring_bytes, Qp, Ring, VerbsFile},
     port::PORT_MAX_MTU,
     MAX_QP_RD_ATOM,
 };
 use crate::uapi::*;
-use kernel::{
-    dma::SharedCoherent, page::PAGE_SIZE, prelude::*, rdma::ObjectEvents, types::ScopeGuard,
-};
+use kernel::{page::PAGE_SIZE, prelude::*, rdma::ObjectEvents, types::ScopeGuard};
 
 /// Bytes of a work queue entry.
 const WQE_SIZE: usize = 128;
@@ -104,6 +102,17 @@ fn transition(cur: u32, next: u32) -> Option<(u32, u32)> {
         (QPS_RTR, QPS_RTS) => Some((rts_required, rts_optional)),
         (QPS_RTS, QPS_RTS) => Some((0, rts_optional)),
         _ => None,
+    }
+}
+
+/// [`transition`] for a special QP (the SMI's or GSI's, QPN 0 or 1; the kernel's table):
+/// a UD QP whose port is its creation's, so RESET to INIT takes no port.
+fn transition_special(cur: u32, next: u32) -> Option<(u32, u32)> {
+    let init_attrs = PFNIC_QP_PKEY_INDEX | QP_ATTR_QKEY;
+    match (cur, next) {
+        (QPS_RESET, QPS_INIT) => Some((init_attrs, 0)),
+        (QPS_INIT, QPS_INIT) => Some((0, init_attrs)),
+        _ => transition_ud(cur, next),
     }
 }
 
@@ -229,7 +238,11 @@ fn queue_entries(wr: u32, max: u32) -> Result<u32> {
 impl VerbsFile {
     /// `ibv_create_qp`, with the asynchronous events of the QP going to `core`, the RDMA
     /// core's.
-    pub(crate) fn create_qp_for(&self, arg: &mut CreateQp, core: Option<ObjectEvents>) -> Result {
+    pub(crate) fn create_qp_for(
+        &self,
+        arg: &mut CreateQp,
+        core: Option<ObjectEvents>,
+    ) -> Result<Ring> {
         let verbs = self.nic.verbs()?;
         let l = verbs.limits;
         let known = PFNIC_QP_CREATE_RECV_FAULT_BACKUP | PFNIC_QP_CREATE_SRQ;
@@ -241,6 +254,10 @@ impl VerbsFile {
         }
         if ud && !self.nic.has_ud() {
             return Err(EOPNOTSUPP);
+        }
+        // The special QPs are the kernel clients' (ib_mad's), UD.
+        if arg.special_qpn.is_some() && (!ud || !self.kernel) {
+            return Err(EINVAL);
         }
         if ud && arg.flags & PFNIC_QP_CREATE_RECV_FAULT_BACKUP != 0 {
             // The backup buffer serves RC's responder; a datagram that faults is lost.
@@ -285,15 +302,19 @@ impl VerbsFile {
         if !objects_exist(&self.objects.lock()) {
             return Err(EINVAL);
         }
-        let mem = SharedCoherent::new(self.nic.alloc_coherent(bytes)?)?;
+        let ring = Ring::new(&self.nic, bytes)?;
+        let mem = ring.mem.clone();
 
         let mut o = self.objects.lock();
         // Checked again: the lock was dropped for the allocation.
         if !objects_exist(&o) {
             return Err(EINVAL);
         }
-        let qpn = verbs.ids.lock().qpns.alloc()?;
-        let free_qpn = ScopeGuard::new(|| verbs.ids.lock().qpns.free(qpn));
+        let qpn = match arg.special_qpn {
+            Some(n) => verbs.ids.lock().take_special_qpn(n)?,
+            None => verbs.ids.lock().qpns.alloc()?,
+        };
+        let free_qpn = ScopeGuard::new(|| verbs.ids.lock().free_qpn(qpn));
         // Route events before the QP exists, so none is lost.
         verbs.eq.set_qp_owner(qpn, Some(OwnerRoute { core }));
         let unroute = ScopeGuard::new(|| verbs.eq.set_qp_owner(qpn, None));
@@ -384,7 +405,7 @@ impl VerbsFile {
         arg.mmap_len = bytes as u64;
         arg.rq_offset = rq_offset as u64;
         arg.record_offset = record_offset as u64;
-        Ok(())
+        Ok(ring)
     }
 
     /// The QP's state as the device has it (the device moves QPs to ERR by itself).
@@ -525,7 +546,12 @@ impl VerbsFile {
             | PFNIC_QP_PORT
             | QP_ATTR_QKEY
             | PFNIC_QP_SQ_PSN;
-        let next = self.next_state(arg, known, transition_ud)?;
+        let table = if arg.qpn < 2 {
+            transition_special
+        } else {
+            transition_ud
+        };
+        let next = self.next_state(arg, known, table)?;
         check_values(mask, a)?;
         let mut attr = qp.attr;
         merge(mask, a, &mut attr);
@@ -617,7 +643,7 @@ impl VerbsFile {
         // Without the object lock, the QPN still taken: see `destroy_cq`.
         drop(o);
         if released {
-            verbs.ids.lock().qpns.free(num);
+            verbs.ids.lock().free_qpn(num);
         }
         Ok(())
     }

@@ -67,6 +67,24 @@ pub fn sva_nic() -> Result<Nic, Failure> {
     Ok(n)
 }
 
+/// Hardware contexts the driver holds itself for the pfnic at `bdf`: one for the RDMA core's
+/// kernel clients (ib_mad's QP1, rdma_cm) while its RDMA device is registered, none otherwise.
+pub fn driver_contexts(bdf: &str) -> Result<u32, Failure> {
+    let mut n = 0;
+    for entry in std::fs::read_dir("/sys/class/infiniband")? {
+        let entry = entry?;
+        if !entry.file_name().to_string_lossy().starts_with("pfnic") {
+            continue;
+        }
+        // The RDMA device's parent is the auxiliary device, a child of the PCI function.
+        let dev = std::fs::canonicalize(entry.path().join("device"))?;
+        if dev.components().any(|c| c.as_os_str() == bdf) {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
 /// The guest kernel's log.
 pub fn dmesg() -> Result<String, Failure> {
     let out = std::process::Command::new("dmesg").output()?;

@@ -1,0 +1,434 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The data path of the RDMA core's kernel clients (ib_mad's QP1, the connection manager):
+//! their CQs and QPs live in the driver's own hardware context, without a PASID, and the driver
+//! writes their work queue entries, reads their completions and rings their doorbells itself,
+//! as a provider does for a process (docs/verbs.md, "Queue formats", "User doorbells").
+//!
+//! Posting, polling and arming may come in any context (ib_mad posts under a spinlock with
+//! interrupts off): nothing here sleeps or allocates. A queue's tail and a CQ's consumer index
+//! are each under an interrupt-safe spinlock.
+
+use crate::{nic::Nic, uapi, verbs::file::Ring};
+use kernel::{
+    new_spinlock_irq,
+    prelude::*,
+    rdma::kverbs::{send_flags, CqNotify, QpRef, RecvWrs, SendOp, SendWr, SendWrs, Wc, WcSink},
+    sync::{
+        barrier::{dma_mb, Read, Write},
+        Arc, SpinLockIrq,
+    },
+};
+
+/// Bytes of a work queue entry, and the SGEs it holds.
+pub(crate) const WQE_SIZE: usize = 128;
+const WQE_MAX_SGE: usize = 4;
+
+/// Doorbells of a context's page (docs/verbs.md, "User doorbells").
+const DB_SQ: usize = 0x008;
+const DB_RQ: usize = 0x00c;
+const DB_CQ_ARM: usize = 0x010;
+
+/// Work queue entry opcodes (`IBV_WR_*`, docs/verbs.md, "Work queue entry").
+const WR_RDMA_WRITE: u8 = 0;
+const WR_RDMA_WRITE_WITH_IMM: u8 = 1;
+const WR_SEND: u8 = 2;
+const WR_SEND_WITH_IMM: u8 = 3;
+const WR_RDMA_READ: u8 = 4;
+const WR_ATOMIC_CMP_AND_SWP: u8 = 5;
+const WR_ATOMIC_FETCH_AND_ADD: u8 = 6;
+
+/// The send flags a work queue entry carries (`IBV_SEND_*`, the same bits as the core's).
+const WQE_FLAGS: u32 = send_flags::FENCE | send_flags::SIGNALED | send_flags::SOLICITED;
+
+/// Completion queue entry fields (docs/verbs.md, "Completion queue entry").
+const CQE_WR_ID: usize = 0x00;
+const CQE_BYTE_LEN: usize = 0x08;
+const CQE_IMM: usize = 0x0c;
+const CQE_QP_NUM: usize = 0x10;
+const CQE_SRC_QP: usize = 0x14;
+const CQE_STATUS: usize = 0x18;
+const CQE_OPCODE: usize = 0x19;
+const CQE_FLAGS: usize = 0x1a;
+const CQE_OWNER: usize = 0x1b;
+const CQE_VENDOR_ERR: usize = 0x1c;
+/// `wc_flags` of a CQE.
+const CQE_FLAG_GRH: u8 = 1;
+const CQE_FLAG_WITH_IMM: u8 = 2;
+
+/// The QPs of the kernel clients' context by number, for naming them in completions. A QP is
+/// in it from its creation until its destruction.
+pub(crate) struct KernelQps {
+    by_qpn: KVec<Option<QpRef>>,
+}
+
+impl KernelQps {
+    /// Room for QPNs below `max_qps`.
+    pub(crate) fn new(max_qps: u32) -> Result<Self> {
+        let mut by_qpn = KVec::with_capacity(max_qps as usize, GFP_KERNEL)?;
+        for _ in 0..max_qps {
+            by_qpn.push(None, GFP_KERNEL)?;
+        }
+        Ok(Self { by_qpn })
+    }
+
+    /// Sets QP `qpn`'s entry (`None`: removed).
+    pub(crate) fn set(&mut self, qpn: u32, qp: Option<QpRef>) {
+        if let Some(slot) = self.by_qpn.get_mut(qpn as usize) {
+            *slot = qp;
+        }
+    }
+
+    fn get(&self, qpn: u32) -> Option<QpRef> {
+        self.by_qpn.get(qpn as usize).copied().flatten()
+    }
+}
+
+/// A kernel client's completion queue.
+#[pin_data]
+pub(crate) struct KernelCq {
+    nic: Arc<Nic>,
+    /// The hardware context (whose doorbell page arms the CQ).
+    ctx: u32,
+    cqn: u32,
+    ring: Ring,
+    /// CQEs in the ring (a power of two), and their size.
+    entries: u32,
+    cqe_size: usize,
+    /// Where the record (the consumer index the device reads) is.
+    record: usize,
+    /// CQEs consumed, free-running.
+    #[pin]
+    ci: SpinLockIrq<u32>,
+}
+
+impl KernelCq {
+    pub(crate) fn new(
+        nic: &Arc<Nic>,
+        ctx: u32,
+        cqn: u32,
+        ring: Ring,
+        entries: u32,
+        cqe_size: usize,
+        record: usize,
+    ) -> impl PinInit<Self> + use<> {
+        let nic = nic.clone();
+        pin_init!(Self {
+            nic,
+            ctx,
+            cqn,
+            ring,
+            entries,
+            cqe_size,
+            record,
+            ci <- new_spinlock_irq!(0),
+        })
+    }
+
+    /// Whether the CQE the consumer index `ci` names is written (its owner bit has the
+    /// parity of the pass over the ring).
+    fn ready(&self, ci: u32) -> bool {
+        let slot = self.slot(ci);
+        // `entries` is a power of two.
+        let parity = (ci.checked_shr(self.entries.trailing_zeros()).unwrap_or(0) & 1) ^ 1;
+        // SAFETY: The kernel clients' context is never disassociated: its rings are not
+        // revoked.
+        u32::from(unsafe { self.ring.read_u8(slot + CQE_OWNER) } & 1) == parity
+    }
+
+    /// The byte offset of the CQE the consumer index `ci` names.
+    fn slot(&self, ci: u32) -> usize {
+        (ci & self.entries.wrapping_sub(1)) as usize * self.cqe_size
+    }
+
+    /// Moves completions into `out`, naming their QPs from `qps`; those of a QP that is gone
+    /// are dropped.
+    pub(crate) fn poll(&self, qps: &SpinLockIrq<KernelQps>, out: &mut WcSink<'_>) {
+        let mut ci = self.ci.lock();
+        let start = *ci;
+        while out.has_room() && self.ready(*ci) {
+            // The rest of the CQE was written before its owner byte.
+            dma_mb(Read);
+            let at = self.slot(*ci);
+            // SAFETY: As in `ready`.
+            let (wc, qpn) = unsafe { self.decode(at) };
+            *ci = ci.wrapping_add(1);
+            if let Some(qp) = qps.lock().get(qpn) {
+                // SAFETY: The QP is in the table, so its `destroy_qp` has not returned: it
+                // removes the QP from the table first.
+                unsafe { out.push(&wc, qp) };
+            }
+        }
+        if *ci != start {
+            // The CQEs were read before the slots are handed back.
+            dma_mb(Write);
+            // SAFETY: As in `ready`.
+            unsafe { self.ring.write_u32(self.record, *ci) };
+        }
+    }
+
+    /// The completion at byte `at` of the ring, and its QP's number.
+    ///
+    /// # Safety
+    ///
+    /// The ring is not revoked.
+    unsafe fn decode(&self, at: usize) -> (Wc, u32) {
+        let r = &self.ring;
+        // SAFETY: The caller guarantees the ring.
+        unsafe {
+            let flags = r.read_u8(at + CQE_FLAGS);
+            let wc = Wc {
+                wr_id: r.read_u64(at + CQE_WR_ID),
+                status: u32::from(r.read_u8(at + CQE_STATUS)),
+                opcode: u32::from(r.read_u8(at + CQE_OPCODE)),
+                vendor_err: r.read_u32(at + CQE_VENDOR_ERR),
+                byte_len: r.read_u32(at + CQE_BYTE_LEN),
+                // As the sender posted it: the bytes, not a number.
+                imm: (flags & CQE_FLAG_WITH_IMM != 0)
+                    .then(|| u32::from_ne_bytes(r.read_u32(at + CQE_IMM).to_le_bytes())),
+                src_qp: r.read_u32(at + CQE_SRC_QP),
+                grh: flags & CQE_FLAG_GRH != 0,
+                ..Wc::default()
+            };
+            (wc, r.read_u32(at + CQE_QP_NUM))
+        }
+    }
+
+    /// Arms the CQ for its next completion (or next solicited one) event; with
+    /// `report_missed`, whether a completion is already waiting (the device raises no event
+    /// for one written before the arm).
+    pub(crate) fn arm(&self, how: CqNotify) -> Result<bool> {
+        let ci = self.ci.lock();
+        self.nic.ring_doorbell(
+            self.ctx,
+            DB_CQ_ARM,
+            self.cqn << 16 | u32::from(how.solicited_only),
+        )?;
+        Ok(how.report_missed && self.ready(*ci))
+    }
+}
+
+/// A kernel client's queue pair.
+#[pin_data]
+pub(crate) struct KernelQp {
+    nic: Arc<Nic>,
+    ctx: u32,
+    qpn: u32,
+    ring: Ring,
+    /// A UD QP (QP1 among them): its send requests name their destination.
+    ud: bool,
+    sq_entries: u32,
+    rq_entries: u32,
+    rq_offset: usize,
+    /// Where the record (the heads the device writes) is.
+    record: usize,
+    /// Work requests posted, free-running (the doorbells carry their low 16 bits).
+    #[pin]
+    sq_tail: SpinLockIrq<u32>,
+    #[pin]
+    rq_tail: SpinLockIrq<u32>,
+}
+
+/// A work queue entry as 16 little-endian words.
+type Wqe = [u64; WQE_SIZE / 8];
+
+/// Puts `sges` in words 8..16 of `wqe`; `EINVAL` beyond the WQE's four.
+fn put_sges(wqe: &mut Wqe, sges: &[kernel::rdma::Sge]) -> Result {
+    if sges.len() > WQE_MAX_SGE {
+        return Err(EINVAL);
+    }
+    for (i, s) in sges.iter().enumerate() {
+        wqe[8 + 2 * i] = s.addr;
+        wqe[8 + 2 * i + 1] = u64::from(s.length) | u64::from(s.lkey) << 32;
+    }
+    Ok(())
+}
+
+/// Word 0 of a WQE: opcode, flags, SGEs and immediate data (its bytes as posted).
+fn word0(opcode: u8, flags: u32, sges: usize, imm: u32) -> u64 {
+    let imm = u32::from_le_bytes(imm.to_ne_bytes());
+    u64::from(opcode) | u64::from(flags as u8) << 8 | (sges as u64) << 16 | u64::from(imm) << 32
+}
+
+/// The WQE of send request `wr`, on a UD QP if `ud`.
+fn send_wqe(wr: &SendWr<'_, crate::ib_uverbs::Ah>, ud: bool) -> Result<Wqe> {
+    if wr.flags & !WQE_FLAGS != 0 {
+        // Inline data: the device has none.
+        return Err(EINVAL);
+    }
+    let mut w: Wqe = [0; WQE_SIZE / 8];
+    let (opcode, imm) = match wr.op {
+        SendOp::Send { imm: None } => (WR_SEND, 0),
+        SendOp::Send { imm: Some(imm) } => (WR_SEND_WITH_IMM, imm),
+        SendOp::RdmaWrite {
+            remote_addr,
+            rkey,
+            imm,
+        } => {
+            w[2] = remote_addr;
+            w[3] = u64::from(rkey);
+            match imm {
+                None => (WR_RDMA_WRITE, 0),
+                Some(imm) => (WR_RDMA_WRITE_WITH_IMM, imm),
+            }
+        }
+        SendOp::RdmaRead { remote_addr, rkey } => {
+            w[2] = remote_addr;
+            w[3] = u64::from(rkey);
+            (WR_RDMA_READ, 0)
+        }
+        SendOp::CmpSwap {
+            remote_addr,
+            rkey,
+            compare,
+            swap,
+        } => {
+            w[2] = remote_addr;
+            w[3] = u64::from(rkey);
+            w[4] = compare;
+            w[5] = swap;
+            (WR_ATOMIC_CMP_AND_SWP, 0)
+        }
+        SendOp::FetchAdd {
+            remote_addr,
+            rkey,
+            add,
+        } => {
+            w[2] = remote_addr;
+            w[3] = u64::from(rkey);
+            w[4] = add;
+            (WR_ATOMIC_FETCH_AND_ADD, 0)
+        }
+        // Invalidation: the device has no memory windows or fast registration yet.
+        SendOp::SendWithInv { .. } | SendOp::LocalInv { .. } => return Err(EINVAL),
+    };
+    match (&wr.ud, ud) {
+        (Some(d), true) => {
+            // The address vector at 0x18..0x40, as `create_ah` resolved it.
+            let av = &d.ah.0;
+            w[2] = u64::from(d.remote_qpn & 0xff_ffff) | u64::from(d.remote_qkey) << 32;
+            w[3] = u64::from(av.dest_ip)
+                | u64::from(av.traffic_class) << 32
+                | u64::from(av.hop_limit) << 40
+                | u64::from(av.ah_flags) << 48;
+            let mut mac = [0u8; 8];
+            mac[..6].copy_from_slice(&av.dmac);
+            w[4] = u64::from_le_bytes(mac);
+            w[5] = 0;
+            let (lo, hi) = av.dgid.split_at(8);
+            w[6] = u64::from_le_bytes(lo.try_into().map_err(|_| EINVAL)?);
+            w[7] = u64::from_le_bytes(hi.try_into().map_err(|_| EINVAL)?);
+        }
+        (None, false) => {}
+        _ => return Err(EINVAL),
+    }
+    w[0] = word0(opcode, wr.flags, wr.sges.len(), imm);
+    w[1] = wr.wr_id;
+    put_sges(&mut w, wr.sges)?;
+    Ok(w)
+}
+
+impl KernelQp {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        nic: &Arc<Nic>,
+        ctx: u32,
+        qpn: u32,
+        ring: Ring,
+        ud: bool,
+        sq_entries: u32,
+        rq_entries: u32,
+        rq_offset: usize,
+        record: usize,
+    ) -> impl PinInit<Self> + use<> {
+        let nic = nic.clone();
+        pin_init!(Self {
+            nic,
+            ctx,
+            qpn,
+            ring,
+            ud,
+            sq_entries,
+            rq_entries,
+            rq_offset,
+            record,
+            sq_tail <- new_spinlock_irq!(0),
+            rq_tail <- new_spinlock_irq!(0),
+        })
+    }
+
+    /// Writes `wqe` in slot `tail` of the queue at `base` of `entries` entries, if the device's
+    /// `head` (at `head_at` of the record) leaves room; `ENOMEM` if full.
+    fn put(&self, base: usize, entries: u32, head_at: usize, tail: u32, wqe: &Wqe) -> Result {
+        // SAFETY: The kernel clients' context is never disassociated: its rings are not
+        // revoked.
+        let head = unsafe { self.ring.read_u32(self.record + head_at) };
+        if tail.wrapping_sub(head) & 0xffff >= entries {
+            return Err(ENOMEM);
+        }
+        let at = base + (tail & entries.wrapping_sub(1)) as usize * WQE_SIZE;
+        for (i, word) in wqe.iter().enumerate() {
+            // SAFETY: As above; a slot the device does not read before the doorbell.
+            unsafe { self.ring.write_u64(at + 8 * i, *word) };
+        }
+        Ok(())
+    }
+
+    /// Posts send requests; rings the doorbell once for those posted, even if one fails.
+    pub(crate) fn post_send(&self, wrs: &mut SendWrs<'_, crate::ib_uverbs::Ah>) -> Result {
+        let mut tail = self.sq_tail.lock();
+        let start = *tail;
+        let mut r = Ok(());
+        for wr in wrs {
+            let posted = wr
+                .and_then(|wr| send_wqe(&wr, self.ud))
+                .and_then(|w| self.put(0, self.sq_entries, 0, *tail, &w));
+            if let Err(e) = posted {
+                r = Err(e);
+                break;
+            }
+            *tail = tail.wrapping_add(1);
+        }
+        if *tail != start {
+            // The entries are written before the device reads them.
+            dma_mb(Write);
+            self.nic
+                .ring_doorbell(self.ctx, DB_SQ, self.qpn << 16 | (*tail & 0xffff))?;
+        }
+        r
+    }
+
+    /// Posts receive requests, as [`KernelQp::post_send`].
+    pub(crate) fn post_recv(&self, wrs: &mut RecvWrs<'_>) -> Result {
+        if self.rq_entries == 0 {
+            // Receives come from an SRQ, which kernel clients do not have here.
+            return Err(EINVAL);
+        }
+        let mut tail = self.rq_tail.lock();
+        let start = *tail;
+        let mut r = Ok(());
+        for wr in wrs {
+            let posted = wr.and_then(|wr| {
+                let mut w: Wqe = [0; WQE_SIZE / 8];
+                put_sges(&mut w, wr.sges)?;
+                w[0] = (wr.sges.len() as u64) << 16;
+                w[1] = wr.wr_id;
+                self.put(self.rq_offset, self.rq_entries, 4, *tail, &w)
+            });
+            if let Err(e) = posted {
+                r = Err(e);
+                break;
+            }
+            *tail = tail.wrapping_add(1);
+        }
+        if *tail != start {
+            dma_mb(Write);
+            self.nic
+                .ring_doorbell(self.ctx, DB_RQ, self.qpn << 16 | (*tail & 0xffff))?;
+        }
+        r
+    }
+}
+
+// The UD address vector of a WQE is `IbCreateAhResp`'s 40 bytes at 0x18.
+const _: () = assert!(core::mem::size_of::<uapi::IbCreateAhResp>() == 0x40 - 0x18);
