@@ -25,7 +25,7 @@ need readelf "Run scripts/setup-host.sh (package binutils, in build-essential)."
 # The packages: the tools, then the libraries their binaries link (checked
 # below: a missing one is named). Versions are bookworm's.
 DEBIAN_PACKAGES=(
-	ibverbs-utils ibverbs-providers libibverbs1 librdmacm1 perftest iproute2
+	ibverbs-utils ibverbs-providers libibverbs1 librdmacm1 rdmacm-utils perftest iproute2
 	libc6 libnl-3-200 libnl-route-3-200 libmnl0 libbsd0 libmd0
 	libcap2 libelf1 libbpf1 zlib1g libpci3 libudev1 libibumad3
 	libucx0 ucx-utils libnuma1 libgomp1
@@ -46,6 +46,7 @@ DEBIAN_TOOLS=(
 	usr/bin/ib_write_bw usr/bin/ib_read_bw usr/bin/ib_send_bw usr/bin/ib_atomic_bw
 	usr/bin/ib_write_lat usr/bin/ib_read_lat usr/bin/ib_send_lat usr/bin/ib_atomic_lat
 	bin/ip usr/bin/rdma
+	usr/bin/rping usr/bin/ucmatose usr/bin/udaddy usr/bin/rdma_server usr/bin/rdma_client
 	usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
 	etc/libibverbs.d/rxe.driver
 	usr/bin/tcpdump

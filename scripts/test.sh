@@ -398,8 +398,9 @@ pair_suite() {
 # (on pfnic through pfnic's rdma-core provider under Debian's libibverbs.so.1);
 # in debian_srq_pingpong, Debian's ibv_srq_pingpong on both sides (SRQs on the
 # wire); in debian_ud_pingpong, Debian's ibv_ud_pingpong (UD QPs and address
-# handles on the wire).
-pair_tests=device,ping,debian_lib_rc_pingpong,rc_pingpong,rc_pingpong_events,rc_pingpong_odp,debian_rc_pingpong,debian_rc_pingpong_odp,debian_srq_pingpong,debian_ud_pingpong
+# handles on the wire); in rping, librdmacm's rping (the kernel's rdma_cm,
+# its CM messages MADs on QP1, each side's kernel's own UD QP).
+pair_tests=device,ping,debian_lib_rc_pingpong,rc_pingpong,rc_pingpong_events,rc_pingpong_odp,debian_rc_pingpong,debian_rc_pingpong_odp,debian_srq_pingpong,debian_ud_pingpong,rping
 perf_tests=write_bw,read_bw,send_bw,write_lat,read_lat,send_lat
 # With a pfnic guest, Debian's perftest too (pfnic's provider, through the
 # RDMA core); rxe-rxe runs them already as perf_tests.
