@@ -403,8 +403,10 @@ pair_suite() {
 pair_tests=device,ping,debian_lib_rc_pingpong,rc_pingpong,rc_pingpong_events,rc_pingpong_odp,debian_rc_pingpong,debian_rc_pingpong_odp,debian_srq_pingpong,debian_ud_pingpong,rping
 perf_tests=write_bw,read_bw,send_bw,write_lat,read_lat,send_lat
 # With a pfnic guest, Debian's perftest too (pfnic's provider, through the
-# RDMA core); rxe-rxe runs them already as perf_tests.
-core_perf_tests=debian_lib_write_bw,debian_lib_read_bw,debian_lib_send_bw,debian_lib_write_lat
+# RDMA core); rxe-rxe runs them already as perf_tests. And the rest of
+# rdmacm-utils beside rping, and perftest connected by rdma_cm (-R): the
+# kernel's rdma_cm on pfnic's QP1, against pfnic and rxe.
+core_perf_tests=debian_lib_write_bw,debian_lib_read_bw,debian_lib_send_bw,debian_lib_write_lat,ucmatose,udaddy,rdma_server_client,cm_write_bw
 # Between two pfnic guests, Debian's UCX too: its perftest at the transport
 # layer sends the client's device name to the server, so it cannot pair two
 # kinds of device.
