@@ -367,7 +367,10 @@ fn test_unbind_bind_cycles() -> TestResult {
     let n = nic()?;
     let st = n.dev.query_stats()?;
     // This file's context and the driver's own (the RDMA core's kernel clients').
-    check_eq!(st.contexts_active, 1 + crate::common::driver_contexts(&n.bdf)?);
+    check_eq!(
+        st.contexts_active,
+        1 + crate::common::driver_contexts(&n.bdf)?
+    );
     check_working()
 }
 

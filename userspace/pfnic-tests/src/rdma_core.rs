@@ -44,6 +44,10 @@ pub const TESTS: &[&Test] = &[
         name: "test_rdma_core_object_counters",
         run: test_rdma_core_object_counters,
     },
+    &Test {
+        name: "test_rdma_core_kernel_clients",
+        run: test_rdma_core_kernel_clients,
+    },
 ];
 
 /// A C program built against rdma-core's `<infiniband/verbs.h>` that drives pfnic's verbs
@@ -369,8 +373,8 @@ fn test_rdma_core_uverbs_objects() -> TestResult {
 
 /// The cases `pfnic-uverbs-test` has: objects, qp_states, refused, fork_child, limits,
 /// srq_limit_event, inline, mem_modes, recv_fault_env, cq_ex, advise_mr, rdma_cgroup,
-/// cross_process_keys, dm, rereg_mr.
-const UVERBS_TEST_CASES: usize = 16;
+/// cross_process_keys, dm, rereg_mr, ud, kernel_paths.
+const UVERBS_TEST_CASES: usize = 17;
 
 /// What the rdma tool shows of a user's objects, from another process than their owner: a QP's
 /// counters in its driver details (`rdma resource show qp -dd`) and an on-demand MR's page
@@ -405,5 +409,52 @@ fn test_rdma_core_object_counters() -> TestResult {
     let sge = [q.a.sge(0, PAGE)];
     q.a.post_ok(q.a.rdma_wr(2, ibv::WrOpcode::RdmaWrite, &sge, &q.b, 0))?;
     check_eq!(mr_counter(&q.b.ctx, &q.b.mr, "page_faults")?, 0);
+    Ok(())
+}
+
+/// pfnic is a kernel verbs provider: the RDMA core's MAD layer (ib_mad, a kernel client) has
+/// opened QP1 on its port, and QP0 too on a port without a wire (InfiniBand-style), UD QPs of
+/// the driver's own context, in RTS, which `rdma resource show qp` lists as the kernel's
+/// (`comm` ib_core) with the driver's details; and their PD's local DMA key is the driver's.
+fn test_rdma_core_kernel_clients() -> TestResult {
+    let name = ib_name()?;
+    let out = rdma(&["-j", "-dd", "resource", "show", "qp"])?;
+    let v: serde_json::Value = serde_json::from_str(out.trim())
+        .map_err(|e| Failure::Fail(format!("rdma -j resource show qp: {e}: {out}")))?;
+    let entry = |qpn: u64| {
+        v.as_array().into_iter().flatten().find(|e| {
+            e.get("ifname").and_then(|n| n.as_str()) == Some(name.as_str())
+                && e.get("lqpn").and_then(|n| n.as_u64()) == Some(qpn)
+        })
+    };
+    let ethernet = port_attr()?.0.link_layer == LINK_LAYER_ETHERNET;
+    let mut want = vec![(1, "GSI")];
+    if !ethernet {
+        want.push((0, "SMI"));
+    }
+    for (qpn, kind) in want {
+        let e = entry(qpn)
+            .ok_or_else(|| Failure::Fail(format!("no QP {qpn} ({kind}) on {name}: {out}")))?;
+        let field = |k: &str| e.get(k).and_then(|v| v.as_str()).unwrap_or("");
+        check!(
+            field("type") == kind && field("state") == "RTS" && field("comm") == "ib_core",
+            "QP {qpn}: {e}"
+        );
+        check!(
+            e.get("drv_wqes").is_some(),
+            "QP {qpn} has no driver details: {e}"
+        );
+        outln!("# QP {qpn}: {kind}, RTS, ib_core's");
+    }
+    if ethernet {
+        check!(entry(0).is_none(), "a RoCE port has no QP0: {out}");
+    }
+    let pds = rdma(&["resource", "show", "pd"])?;
+    check!(
+        pds.lines().any(|l| l.contains(&format!("dev {name} "))
+            && l.contains("local_dma_lkey 0x")
+            && l.contains("comm [ib_core]")),
+        "no kernel PD with a local DMA key on {name}: {pds}"
+    );
     Ok(())
 }

@@ -38,6 +38,8 @@
 #include <linux/capability.h>
 
 #include <infiniband/verbs.h>
+/* libibverbs' write() commands (its private interface, as providers use it). */
+#include <infiniband/driver.h>
 
 
 static int tests;
@@ -383,6 +385,60 @@ static int test_inline(const char *dev)
  * AH has a global route), one with another Q_Key lost, and the work
  * request builder's SEND with immediate to the AH (none without it).
  */
+/*
+ * The kernel verbs' data path serves the RDMA core's kernel clients only:
+ * uverbs' write() commands that post, poll and arm (what providers that run
+ * no data path in userspace use) reach the same driver operations, and are
+ * refused on a process's QP and CQ, which post nothing; the provider's own
+ * data path goes on.
+ */
+static int test_kernel_paths(const char *dev)
+{
+	struct ibv_recv_wr rwr = {}, *bad_r = NULL;
+	struct ibv_send_wr swr = {}, *bad_s = NULL;
+	struct ibv_qp_attr attr = {};
+	struct ibv_sge sge;
+	struct ibv_wc wc;
+	struct objs o;
+	int ret;
+
+	if (make_objs(&o, dev))
+		return 1;
+	sge = (struct ibv_sge){ (uintptr_t)o.buf, 64, o.mr->lkey };
+	swr.wr_id = 7;
+	swr.sg_list = &sge;
+	swr.num_sge = 1;
+	swr.opcode = IBV_WR_SEND;
+	swr.send_flags = IBV_SEND_SIGNALED;
+	ret = ibv_cmd_post_send(o.qp, &swr, &bad_s);
+	CHECK(ret == EOPNOTSUPP && bad_s == &swr,
+	      "post_send by write(): %d (%s), bad %p", ret, strerror(ret),
+	      (void *)bad_s);
+	rwr.wr_id = 8;
+	rwr.sg_list = &sge;
+	rwr.num_sge = 1;
+	ret = ibv_cmd_post_recv(o.qp, &rwr, &bad_r);
+	CHECK(ret == EOPNOTSUPP && bad_r == &rwr,
+	      "post_recv by write(): %d (%s)", ret, strerror(ret));
+	errno = 0;
+	ret = ibv_cmd_poll_cq(o.cq, 1, &wc);
+	CHECK(ret < 0 && errno == EOPNOTSUPP, "poll_cq by write(): %d, errno %d",
+	      ret, errno);
+	ret = ibv_cmd_req_notify_cq(o.cq, 0);
+	CHECK(ret == EOPNOTSUPP, "req_notify_cq by write(): %d (%s)", ret,
+	      strerror(ret));
+	/* Nothing was posted: the provider's data path finds the queues empty. */
+	CHECK(ibv_poll_cq(o.cq, 1, &wc) == 0, "a completion after refused posts");
+	attr.qp_state = IBV_QPS_INIT;
+	attr.port_num = 1;
+	CHECK(!ibv_modify_qp(o.qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			     IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), "INIT");
+	ret = ibv_post_recv(o.qp, &rwr, &bad_r);
+	CHECK(!ret, "ibv_post_recv: %s", strerror(ret));
+	free_objs(&o);
+	return 0;
+}
+
 static int test_ud(const char *dev)
 {
 	struct ibv_qp_init_attr init = {
@@ -1928,7 +1984,7 @@ int main(int argc, char **argv)
 			argv[0]);
 		return 2;
 	}
-	printf("TAP version 13\n1..16\n");
+	printf("TAP version 13\n1..17\n");
 	report("objects", test_objects(argv[1]));
 	report("qp_states", test_qp_states(argv[1]));
 	report("refused", test_refused(argv[1]));
@@ -1945,5 +2001,6 @@ int main(int argc, char **argv)
 	report("dm", test_dm(argv[1]));
 	report("rereg_mr", test_rereg_mr(argv[1]));
 	report("ud", test_ud(argv[1]));
+	report("kernel_paths", test_kernel_paths(argv[1]));
 	return failed ? 1 : 0;
 }
