@@ -374,16 +374,20 @@ impl KernelQp {
         Ok(())
     }
 
-    /// Posts send requests; rings the doorbell once for those posted, even if one fails.
-    pub(crate) fn post_send(&self, wrs: &mut SendWrs<'_, crate::ib_uverbs::Ah>) -> Result {
-        let mut tail = self.sq_tail.lock();
+    /// Writes the entries `wqes` makes into the send queue (`send`) or the receive queue, in
+    /// order, and rings the queue's doorbell once for those written; stops at the first that
+    /// fails (a request it cannot make, or a full queue: `ENOMEM`).
+    fn post(&self, send: bool, wqes: impl Iterator<Item = Result<Wqe>>) -> Result {
+        let (tail, base, entries, head_at, doorbell) = if send {
+            (&self.sq_tail, 0, self.sq_entries, 0, DB_SQ)
+        } else {
+            (&self.rq_tail, self.rq_offset, self.rq_entries, 4, DB_RQ)
+        };
+        let mut tail = tail.lock();
         let start = *tail;
         let mut r = Ok(());
-        for wr in wrs {
-            let posted = wr
-                .and_then(|wr| send_wqe(&wr, self.ud))
-                .and_then(|w| self.put(0, self.sq_entries, 0, *tail, &w));
-            if let Err(e) = posted {
+        for wqe in wqes {
+            if let Err(e) = wqe.and_then(|w| self.put(base, entries, head_at, *tail, &w)) {
                 r = Err(e);
                 break;
             }
@@ -393,9 +397,15 @@ impl KernelQp {
             // The entries are written before the device reads them.
             dma_mb(Write);
             self.nic
-                .ring_doorbell(self.ctx, DB_SQ, self.qpn << 16 | (*tail & 0xffff))?;
+                .ring_doorbell(self.ctx, doorbell, self.qpn << 16 | (*tail & 0xffff))?;
         }
         r
+    }
+
+    /// Posts send requests; rings the doorbell once for those posted, even if one fails.
+    pub(crate) fn post_send(&self, wrs: &mut SendWrs<'_, crate::ib_uverbs::Ah>) -> Result {
+        let ud = self.ud;
+        self.post(true, wrs.map(|wr| wr.and_then(|wr| send_wqe(&wr, ud))))
     }
 
     /// Posts receive requests, as [`KernelQp::post_send`].
@@ -404,29 +414,18 @@ impl KernelQp {
             // Receives come from an SRQ, which kernel clients do not have here.
             return Err(EINVAL);
         }
-        let mut tail = self.rq_tail.lock();
-        let start = *tail;
-        let mut r = Ok(());
-        for wr in wrs {
-            let posted = wr.and_then(|wr| {
-                let mut w: Wqe = [0; WQE_SIZE / 8];
-                put_sges(&mut w, wr.sges)?;
-                w[0] = (wr.sges.len() as u64) << 16;
-                w[1] = wr.wr_id;
-                self.put(self.rq_offset, self.rq_entries, 4, *tail, &w)
-            });
-            if let Err(e) = posted {
-                r = Err(e);
-                break;
-            }
-            *tail = tail.wrapping_add(1);
-        }
-        if *tail != start {
-            dma_mb(Write);
-            self.nic
-                .ring_doorbell(self.ctx, DB_RQ, self.qpn << 16 | (*tail & 0xffff))?;
-        }
-        r
+        self.post(
+            false,
+            wrs.map(|wr| {
+                wr.and_then(|wr| {
+                    let mut w: Wqe = [0; WQE_SIZE / 8];
+                    put_sges(&mut w, wr.sges)?;
+                    w[0] = (wr.sges.len() as u64) << 16;
+                    w[1] = wr.wr_id;
+                    Ok(w)
+                })
+            }),
+        )
     }
 }
 
