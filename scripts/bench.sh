@@ -13,7 +13,8 @@
 # RDMA core's path in the sva and odp memory modes side by side (scripts/bench-core.py):
 # one C program, pfnic-cold-bench (warm and cold RDMA WRITEs on on-demand memory, and the
 # CPU's own first touch) on Debian's libibverbs.so.1 with pfnic's provider, once per mode,
-# with odp / sva; core.json and core.svg.
+# with odp / sva; core.json and core.svg. Last, two guests on a wire: the rxe-rxe baseline
+# and pfnic-pfnic side by side (scripts/test.sh's pairings; pairs/<time>/pairs.svg).
 #
 # usage: scripts/bench.sh [--no-build] [--perftest] [PFNIC-PERF-OPTIONS...]
 #   --perftest           the older form instead: 'pfnic-perf' twice, warm then --cold, two
@@ -21,7 +22,8 @@
 #   PFNIC-PERF-OPTIONS   added to the run; see 'pfnic-perf --help', e.g.
 #                        '-s 65536 -n 10 --reps 3 write' (--compare) or '-s 65536 write_bw'
 #                        (--perftest)
-# Environment: PFNIC_BENCH_TIMEOUT (guest time limit, s; default 3600)
+# Environment: PFNIC_BENCH_TIMEOUT (guest time limit, s; default 3600),
+# PFNIC_BENCH_PAIRS (the pairings compared; default "rxe-rxe pfnic-pfnic")
 source "$(dirname "$0")/lib.sh"
 
 build=1
@@ -78,6 +80,18 @@ if python3 "$PFNIC_ROOT/scripts/bench-core.py" "$run_dir/console.log" "$run_dir/
 	"$run_dir/core.svg"; then
 	log "the RDMA core's path: $run_dir/core.json; plot: $run_dir/core.svg"
 else
+	((rc)) || rc=1
+fi
+# Last, two guests on a wire: the rxe-rxe baseline (Linux's soft-RoCE and Debian's tools on
+# both sides, no pfnic code) and pfnic-pfnic, the same tests, side by side (the pair suites
+# of scripts/test.sh; pairs.txt, pairs.json, pairs.svg under pairs/).
+log "two guests on a wire: rxe-rxe and pfnic-pfnic side by side (scripts/test.sh's pairings)"
+if PFNIC_PAIRS="${PFNIC_BENCH_PAIRS:-rxe-rxe pfnic-pfnic}" PFNIC_LOG_DIR="$run_dir/pairs" \
+	"$PFNIC_ROOT/scripts/test.sh" --no-build --filter pair_ >"$run_dir/pairs.log" 2>&1; then
+	cat "$run_dir/pairs/"*/pairs.txt 2>/dev/null || true
+	log "the pairings: $(ls "$run_dir/pairs/"*/pairs.svg 2>/dev/null)"
+else
+	log "the pairings failed: $run_dir/pairs.log"
 	((rc)) || rc=1
 fi
 exit "$rc"
