@@ -8,7 +8,8 @@
 //! devices of the PCI function, each with a driver of its own ([`auxdev`]). Every open file
 //! owns a hardware context bound to the opener's address space through the IOMMU (SVA), with
 //! the PASID programmed into the device, and the RDMA verbs objects (PDs, MRs, CQs, RC QPs)
-//! it creates, whose rings it maps (`verbs/`).
+//! it creates, whose rings it maps (`verbs/`). The RDMA core's kernel clients (ib_mad's QP1,
+//! rdma_cm) get one more context, without a PASID, whose queues the driver runs (`kverbs`).
 //!
 //! # Lock order
 //!
@@ -29,7 +30,11 @@
 //!    (`verbs::odp::Mirror`), then `Verbs::cmd_lock`; the MR's interval notifier takes the
 //!    table lock inside the kernel's invalidation (with `mmap_lock` held, possibly in
 //!    reclaim), so nothing allocates memory or takes `mmap_lock` while holding it, and
-//!    `hmm_range_fault()` runs with neither held.
+//!    `hmm_range_fault()` runs with neither held;
+//! 7. (the RDMA core's kernel clients, `kverbs`) a kernel CQ's consumer index, then the kernel
+//!    context's QP table (`UContext::kernel_qps`), both interrupt-safe spinlocks; a kernel QP's
+//!    send or receive tail alone. Posting, polling and arming take nothing else (a doorbell
+//!    write is an RCU section), since kernel clients call them with interrupts off.
 //!
 //! The event queue's pending access alerts are a bitmap changed with atomic bit operations
 //! only, from the interrupt handler and under `cmd_lock`.
