@@ -154,8 +154,10 @@ impl KernelCq {
             let (wc, qpn) = unsafe { self.decode(at) };
             *ci = ci.wrapping_add(1);
             if let Some(qp) = qps.lock().get(qpn) {
-                // SAFETY: The QP is in the table, so its `destroy_qp` has not returned: it
-                // removes the QP from the table first.
+                // SAFETY: The QP was in the table, so its `destroy_qp` had not returned (it
+                // removes the QP from the table first); and a kernel client does not destroy a
+                // QP while it polls the QP's CQ for it (it drains the QP first, as the core's
+                // `ib_drain_qp()` does), so the QP outlives the completion's use.
                 unsafe { out.push(&wc, qp) };
             }
         }
