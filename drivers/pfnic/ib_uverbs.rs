@@ -254,29 +254,15 @@ impl UContext {
             num: arg.cqn,
             kernel: None,
         };
-        if self.kernel {
-            let made = KBox::pin_init(
-                KernelCq::new(
-                    &self.nic,
-                    self.ctx.index(),
-                    arg.cqn,
-                    ring,
-                    arg.entries,
-                    arg.cqe_size as usize,
-                    arg.record_offset as usize,
-                ),
-                GFP_KERNEL,
-            );
-            match made {
-                Ok(k) => cq.kernel = Some(k),
-                Err(e) => {
-                    let _ = self.destroy_cq(&cq);
-                    return Err(e);
-                }
+        // A kernel client's CQ gets the driver's view of its ring; a process's, the layout.
+        let finished = (|| {
+            if self.kernel {
+                let view = KernelCq::new(&self.nic, self.ctx.index(), ring, &arg);
+                cq.kernel = Some(KBox::pin_init(view, GFP_KERNEL)?);
             }
-        }
-        let resp = arg.layout();
-        if let Err(e) = udata.write(resp.as_bytes()) {
+            udata.write(arg.layout().as_bytes())
+        })();
+        if let Err(e) = finished {
             let _ = self.destroy_cq(&cq);
             return Err(e);
         }
@@ -520,32 +506,18 @@ impl UContext {
             num: arg.qpn,
             kernel: None,
         };
-        if self.kernel {
-            let made = KBox::pin_init(
-                KernelQp::new(
-                    &self.nic,
-                    self.ctx.index(),
-                    arg.qpn,
-                    ring,
-                    qp_type == uapi::PFNIC_QPT_UD,
-                    arg.sq_entries,
-                    arg.rq_entries,
-                    arg.rq_offset as usize,
-                    arg.record_offset as usize,
-                ),
-                GFP_KERNEL,
-            );
-            match made {
-                Ok(k) => qp.kernel = Some(k),
-                Err(e) => {
-                    let _ = self.destroy_qp(&qp);
-                    return Err(e);
-                }
+        // A kernel client's QP gets the driver's view of its queues, and completions can name
+        // it; a process's, the layout.
+        let finished = (|| {
+            if self.kernel {
+                let ud = qp_type == uapi::PFNIC_QPT_UD;
+                let view = KernelQp::new(&self.nic, self.ctx.index(), ring, ud, &arg);
+                qp.kernel = Some(KBox::pin_init(view, GFP_KERNEL)?);
+                self.kernel_qps.lock().set(arg.qpn, qref);
             }
-            self.kernel_qps.lock().set(arg.qpn, qref);
-        }
-        let resp = arg.layout();
-        if let Err(e) = udata.write(resp.as_bytes()) {
+            udata.write(arg.layout().as_bytes())
+        })();
+        if let Err(e) = finished {
             let _ = self.destroy_qp(&qp);
             return Err(e);
         }

@@ -9,7 +9,11 @@
 //! interrupts off): nothing here sleeps or allocates. A queue's tail and a CQ's consumer index
 //! are each under an interrupt-safe spinlock.
 
-use crate::{nic::Nic, uapi, verbs::file::Ring};
+use crate::{
+    nic::Nic,
+    uapi,
+    verbs::{args, file::Ring},
+};
 use kernel::{
     new_spinlock_irq,
     prelude::*,
@@ -103,16 +107,17 @@ pub(crate) struct KernelCq {
 }
 
 impl KernelCq {
+    /// The driver's view of CQ `cq`, which the verbs engine just made in hardware context
+    /// `ctx` with `ring`.
     pub(crate) fn new(
         nic: &Arc<Nic>,
         ctx: u32,
-        cqn: u32,
         ring: Ring,
-        entries: u32,
-        cqe_size: usize,
-        record: usize,
+        cq: &args::CreateCq,
     ) -> impl PinInit<Self> + use<> {
-        let nic = nic.clone();
+        // Read now: the initialiser runs later, without the borrows.
+        let (nic, cqn, entries) = (nic.clone(), cq.cqn, cq.entries);
+        let (cqe_size, record) = (cq.cqe_size as usize, cq.record_offset as usize);
         pin_init!(Self {
             nic,
             ctx,
@@ -331,19 +336,19 @@ fn send_wqe(wr: &SendWr<'_, crate::ib_uverbs::Ah>, ud: bool) -> Result<Wqe> {
 }
 
 impl KernelQp {
-    #[allow(clippy::too_many_arguments)]
+    /// The driver's view of QP `qp` (UD if `ud`), which the verbs engine just made in hardware
+    /// context `ctx` with `ring`.
     pub(crate) fn new(
         nic: &Arc<Nic>,
         ctx: u32,
-        qpn: u32,
         ring: Ring,
         ud: bool,
-        sq_entries: u32,
-        rq_entries: u32,
-        rq_offset: usize,
-        record: usize,
+        qp: &args::CreateQp,
     ) -> impl PinInit<Self> + use<> {
-        let nic = nic.clone();
+        // Read now: the initialiser runs later, without the borrows.
+        let (nic, qpn, sq_entries, rq_entries) =
+            (nic.clone(), qp.qpn, qp.sq_entries, qp.rq_entries);
+        let (rq_offset, record) = (qp.rq_offset as usize, qp.record_offset as usize);
         pin_init!(Self {
             nic,
             ctx,
