@@ -578,6 +578,43 @@ static void test_verbs_dma_mr_pasid(void *obj, void *data,
     pfnic_qos_end();
 }
 
+/*
+ * Rounds of a full MR table: with 4096 random keys, two share their upper
+ * 24 bits about four times in ten, so a device that drew keys without
+ * looking at their bases fails here almost surely.
+ */
+#define KEY_BASE_ROUNDS 10
+
+/*
+ * Key bases: the upper 24 bits of a key (key >> 8) are never 0 and never
+ * those of another valid MR's key, so a FAST MR (ABI 1.21) may change
+ * its key's low byte without meeting another MR's key.
+ */
+static void test_verbs_key_bases(void *obj, void *data,
+                                 QGuestAllocator *alloc)
+{
+    pfnic_qos_start(obj, alloc);
+    map_bars();
+    for (int round = 0; round < KEY_BASE_ROUNDS; round++) {
+        g_autoptr(GHashTable) bases = g_hash_table_new(NULL, NULL);
+
+        for (uint32_t i = 0; i < PFNIC_MAX_MRS; i++) {
+            uint32_t key;
+
+            g_assert_cmpint(mr_set(i, i % 4, 7, 0, 0x10000000, 0x1000,
+                                   &key), ==, PFNIC_CMD_OK);
+            g_assert_cmphex(key >> 8, !=, 0);
+            g_assert_false(g_hash_table_contains(bases,
+                                                 GUINT_TO_POINTER(key >> 8)));
+            g_hash_table_add(bases, GUINT_TO_POINTER(key >> 8));
+        }
+        /* Every entry is in use: the next round starts from a reset. */
+        reg_write(PFNIC_REG_CONTROL, PFNIC_CONTROL_RESET);
+    }
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    pfnic_qos_end();
+}
+
 static void register_pfnic_tables_tests(void)
 {
     pfnic_add_test("verbs/table-commands", test_verbs_table_commands,
@@ -594,6 +631,8 @@ static void register_pfnic_tables_tests(void)
                    "contexts=4,ats=off,pasid=off,pri=off", NULL);
     pfnic_add_test("verbs/dma-mr-pasid", test_verbs_dma_mr_pasid,
                    "contexts=4", NULL);
+    pfnic_add_test("verbs/key-bases", test_verbs_key_bases, "contexts=4",
+                   NULL);
 }
 
 libqos_init(register_pfnic_tables_tests);

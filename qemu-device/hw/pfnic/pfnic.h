@@ -563,7 +563,7 @@ struct PfnicState {
     uint32_t eq_overflow;
     PfnicMr *mrs;               /* PFNIC_MAX_MRS entries */
     uint64_t table_used;        /* of table_entries, by valid MRs' tables */
-    GHashTable *keys;           /* key of each valid MR -> its index + 1 */
+    GHashTable *keys;           /* key base of each valid MR -> index + 1 */
     PfnicMrFault mr_faults[PFNIC_MR_FAULTS];
     uint64_t mr_fault_seq;
     PfnicCq *cqs;               /* PFNIC_MAX_CQS entries */
@@ -669,6 +669,15 @@ void pfnic_mr_fault(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
 void pfnic_mr_fault_leave(PfnicState *s, PfnicPageWait *w);
 void pfnic_mr_faults_ctx_stop(PfnicState *s, uint32_t ctx);
 void pfnic_cq_arm(PfnicContext *ctx, uint32_t val);
+
+/*
+ * A key's base, its upper 24 bits: no two valid MRs' keys share one, so a
+ * key's low byte may change (docs/verbs.md, "Memory keys")
+ */
+static inline uint32_t pfnic_key_base(uint32_t key)
+{
+    return key >> 8;
+}
 
 /* Whether @mr is translated by a table (MR_SET with TABLE) */
 static inline bool pfnic_mr_table(const PfnicMr *mr)

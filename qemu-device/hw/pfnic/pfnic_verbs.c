@@ -40,6 +40,15 @@ static void pfnic_mr_fault_flush(PfnicState *s);
 
 /* --- memory keys ------------------------------------------------------- */
 
+/* The valid MR whose key has @key's base (its low byte may differ), if any */
+static PfnicMr *pfnic_mr_by_base(PfnicState *s, uint32_t key)
+{
+    uintptr_t slot = GPOINTER_TO_UINT(g_hash_table_lookup(s->keys,
+                                      GUINT_TO_POINTER(pfnic_key_base(key))));
+
+    return slot ? &s->mrs[slot - 1] : NULL;
+}
+
 /*
  * The MR that @key names, if it belongs to context @ctx and protection
  * domain @pd (UINT32_MAX: any), covers [addr, addr + len) and allows
@@ -49,15 +58,10 @@ PfnicMr *pfnic_mr_lookup(PfnicState *s, uint32_t key, uint32_t ctx,
                          uint32_t pd, uint64_t addr, uint64_t len,
                          uint32_t access)
 {
-    gpointer found = g_hash_table_lookup(s->keys, GUINT_TO_POINTER(key));
-    uintptr_t slot = GPOINTER_TO_UINT(found);
-    PfnicMr *mr;
+    PfnicMr *mr = pfnic_mr_by_base(s, key);
 
-    if (!slot) {
-        return NULL;
-    }
-    mr = &s->mrs[slot - 1];
-    if (!mr->valid || mr->key != key || mr->ctx != ctx ||
+    /* The whole key names it, not its base alone. */
+    if (!mr || !mr->valid || mr->key != key || mr->ctx != ctx ||
         (pd != UINT32_MAX && mr->pd != pd) ||
         (mr->access & access) != access) {
         return NULL;
@@ -81,7 +85,6 @@ PfnicMr *pfnic_mr_remote(PfnicState *s, uint32_t key, PfnicQp *dest,
 {
     PfnicContext *ctx = &s->contexts[dest->ctx];
     PfnicMr *mr = NULL;
-    uintptr_t slot;
 
     if ((dest->access & access) == access) {
         mr = pfnic_mr_lookup(s, key, dest->ctx, dest->pd, addr, len, access);
@@ -89,10 +92,9 @@ PfnicMr *pfnic_mr_remote(PfnicState *s, uint32_t key, PfnicQp *dest,
     if (mr) {
         return mr;
     }
-    slot = GPOINTER_TO_UINT(g_hash_table_lookup(s->keys,
-                                                GUINT_TO_POINTER(key)));
-    if (slot && s->mrs[slot - 1].ctx == dest->ctx) {
-        s->mrs[slot - 1].count[PFNIC_MR_REMOTE_ACCESS_ERRORS]++;
+    mr = pfnic_mr_by_base(s, key);
+    if (mr && mr->key == key && mr->ctx == dest->ctx) {
+        mr->count[PFNIC_MR_REMOTE_ACCESS_ERRORS]++;
     }
     ctx->remote_access_errors++;
     trace_pfnic_remote_access_refused(dest->qpn, key, addr, len, access);
@@ -315,10 +317,13 @@ static uint32_t pfnic_cmd_mr_set(PfnicState *s)
         }
         trace_pfnic_mr_table(index, entries, s->table_used, s->table_entries);
     }
-    /* 32 random bits, nonzero and unused: nothing in a key is predictable. */
+    /*
+     * 32 random bits, nothing in them predictable; the base (never 0, so
+     * no key is) unused, so that no low byte of ours meets another's key.
+     */
     do {
         qemu_guest_getrandom_nofail(&v, sizeof(v));
-    } while (!v || g_hash_table_contains(s->keys, GUINT_TO_POINTER(v)));
+    } while (!pfnic_key_base(v) || pfnic_mr_by_base(s, v));
     *mr = (PfnicMr) {
         .valid = true,
         .key = v,
@@ -339,7 +344,7 @@ static uint32_t pfnic_cmd_mr_set(PfnicState *s)
         mr->dm = true;
         mr->dm_start = addr;
     }
-    g_hash_table_insert(s->keys, GUINT_TO_POINTER(v),
+    g_hash_table_insert(s->keys, GUINT_TO_POINTER(pfnic_key_base(v)),
                         GUINT_TO_POINTER(index + 1));
     c->mrs++;
     s->cmd.mr_set_reply.key = mr->key;
@@ -399,7 +404,8 @@ static uint32_t pfnic_cmd_mr_clear(PfnicState *s)
         pfnic_mr_faults_drop(s, index, UINT32_MAX);
     }
     s->contexts[s->mrs[index].ctx].mrs--;
-    g_hash_table_remove(s->keys, GUINT_TO_POINTER(s->mrs[index].key));
+    g_hash_table_remove(s->keys,
+                        GUINT_TO_POINTER(pfnic_key_base(s->mrs[index].key)));
     pfnic_mtt_free(s, &s->mrs[index]);
     s->mrs[index] = (PfnicMr) { };
     trace_pfnic_mr_clear(index);
