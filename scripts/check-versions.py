@@ -33,7 +33,7 @@ UAPI_COPIES = [("fuzz/syzkaller/include/pfnic_uapi.h", r"#define PFNIC_UAPI_VERS
 
 ABI = re.compile(r"\bABI (\d+)\.(\d+)\b(?:/(\d+)\.(\d+)\b)?")
 UAPI = re.compile(r"\buAPI (?:version )?(\d+)\b(?:\s*-\s*(\d+)\b)?")
-# pfnic-info's line: "versions:      device ABI 1.20, firmware 1.20.0, uAPI 21".
+# pfnic-info's line: "versions:      device ABI 1.21, firmware 1.21.0, uAPI 21".
 INFO_LINE = re.compile(r"versions:\s+device ABI (\d+)\.(\d+), firmware (\d+)\.(\d+)\.(\d+), uAPI (\d+)")
 # Parentheses (one level of nested ones inside, as in a Markdown link), with the word before.
 PARENS = re.compile(r"(\S*)[ \t]*\(((?:[^()]|\([^()]*\))*)\)")

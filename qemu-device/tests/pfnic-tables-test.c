@@ -2,7 +2,7 @@
  * QTest for pfnic: translation tables the driver fills (ABI 1.8): MR_SET
  * with a table, MTT_WRITE and MTT_INVALIDATE, the table space, work
  * through tables, invalid entries, tables beside PASIDs; DMA MRs (ABI
- * 1.20).
+ * 1.20); key bases and fast registration (ABI 1.21).
  *
  * Copyright (c) 2026 The pfnic authors
  *
@@ -561,8 +561,8 @@ static void test_verbs_dma_mr(void *obj, void *data, QGuestAllocator *alloc)
 }
 
 /*
- * A DMA MR needs a context without a PASID: one with a PASID gets
- * BAD_ARG.
+ * A DMA MR, or a FAST MR (ABI 1.21), needs a context without a PASID: one
+ * with a PASID gets BAD_ARG.
  */
 static void test_verbs_dma_mr_pasid(void *obj, void *data,
                                     QGuestAllocator *alloc)
@@ -574,6 +574,313 @@ static void test_verbs_dma_mr_pasid(void *obj, void *data,
     g_assert_cmpint(mr_set_flags(1, 1, 7, ALL_ACCESS, 0, UINT64_MAX,
                                  PFNIC_MR_FLAG_DMA, NULL), ==,
                     PFNIC_CMD_BAD_ARG);
+    g_assert_cmpint(fast_mr(1, 1, 7, 1, NULL), ==, PFNIC_CMD_BAD_ARG);
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    pfnic_qos_end();
+}
+
+/*
+ * Fast registration (ABI 1.21): QP 2 (context 1) and QP 3 (context 2) of
+ * table_pair_start(), each context with a DMA MR over everything, and
+ * context 1 with FAST MRs.
+ */
+#define FAST_ACCESS     (PFNIC_ACCESS_LOCAL_WRITE | \
+                         PFNIC_ACCESS_REMOTE_WRITE | \
+                         PFNIC_ACCESS_REMOTE_READ)
+
+/* QP @qpn (2 or 3) failed a WQE: it is in ERR; connect it again. */
+static void fast_reconnect(uint32_t qpn)
+{
+    g_assert_cmpint(qp_state(qpn), ==, PFNIC_QPS_ERR);
+    qp_reconnect(qpn, qpn ^ 1);
+}
+
+/*
+ * Post @w on QP 2: its CQE has @status and the opcode the WQE's makes;
+ * a failed QP 2 is connected again.
+ */
+static PfnicCqe fast_expect(PfnicWqe w, uint8_t status)
+{
+    PfnicCqe c;
+
+    table_post_wqe(1, 2, &w);
+    c = table_cqe(1, le64_to_cpu(w.wr_id), status);
+    g_assert_cmpint(c.opcode, ==, w.opcode == PFNIC_WR_REG_MR ?
+                    PFNIC_WC_REG_MR : PFNIC_WC_LOCAL_INV);
+    g_assert_cmpint(c.byte_len, ==, 0);
+    if (status != PFNIC_WC_SUCCESS) {
+        fast_reconnect(2);
+    }
+    return c;
+}
+
+/* An RDMA WRITE of @len bytes from QP 3 to @raddr with @rkey: @status */
+static void fast_write_in(uint64_t wr_id, uint64_t laddr, uint32_t len,
+                          uint32_t lkey, uint64_t raddr, uint32_t rkey,
+                          uint8_t status)
+{
+    table_post(2, 3, PFNIC_WR_RDMA_WRITE, wr_id, laddr, len, lkey, raddr,
+               rkey, 0);
+    table_cqe(2, wr_id, status);
+    if (status != PFNIC_WC_SUCCESS) {
+        fast_reconnect(3);
+    }
+}
+
+/*
+ * MR_SET with FAST: alone, access 0, address 0, whole pages up to 512,
+ * for a started context without a PASID; its table counts against
+ * table-entries (8 here); MR_QUERY as for any MR, not the table commands
+ * nor MR_MODIFY. MR 3 (PD 7) and MR 4 (PD 8) of context 1, four pages
+ * each, use up the entries.
+ */
+static void fast_mr_set_checks(uint32_t *fkey, uint32_t *other)
+{
+    uint32_t a[PFNIC_CMD_ARGS] = { 3, 7, FAST_ACCESS };
+    static const struct {
+        uint32_t ctx, access, flags;
+        uint64_t addr, len;
+    } bad[] = {
+        { 3, 0, PFNIC_MR_FLAG_FAST, 0, 0x1000 },     /* not started */
+        { 1, 0, PFNIC_MR_FLAG_FAST | PFNIC_MR_FLAG_TABLE, 0, 0x1000 },
+        { 1, 0, PFNIC_MR_FLAG_FAST | PFNIC_MR_FLAG_DMA, 0, 0x1000 },
+        { 1, 0, PFNIC_MR_FLAG_FAST | PFNIC_MR_FLAG_DM, 0, 0x1000 },
+        { 1, 0, PFNIC_MR_FLAG_FAST | PFNIC_MR_FLAG_FAULT, 0, 0x1000 },
+        { 1, 0, PFNIC_MR_FLAG_FAST | 1u << 5, 0, 0x1000 },
+        { 1, PFNIC_ACCESS_LOCAL_WRITE, PFNIC_MR_FLAG_FAST, 0, 0x1000 },
+        { 1, 0, PFNIC_MR_FLAG_FAST, 0x1000, 0x1000 },
+        { 1, 0, PFNIC_MR_FLAG_FAST, 0, 0 },
+        { 1, 0, PFNIC_MR_FLAG_FAST, 0, 0x1800 },
+        { 1, 0, PFNIC_MR_FLAG_FAST, 0, (PFNIC_FAST_MAX_PAGES + 1) * 4096ULL },
+        { 1, 0, PFNIC_MR_FLAG_FAST, 0, UINT64_MAX },
+    };
+
+    for (int i = 0; i < ARRAY_SIZE(bad); i++) {
+        g_assert_cmpint(mr_set_flags(3, bad[i].ctx, 7, bad[i].access,
+                                     bad[i].addr, bad[i].len, bad[i].flags,
+                                     NULL), ==, PFNIC_CMD_BAD_ARG);
+    }
+    g_assert_cmpint(fast_mr(3, 1, 7, 4, fkey), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(fast_mr(4, 1, 8, PFNIC_FAST_MAX_PAGES, NULL), ==,
+                    PFNIC_CMD_NO_SPACE);
+    g_assert_cmpint(fast_mr(4, 1, 8, 4, other), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(fast_mr(5, 1, 7, 1, NULL), ==, PFNIC_CMD_NO_SPACE);
+    g_assert_cmpint(cmd(PFNIC_CMD_MR_MODIFY, a, 3), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(cmd(PFNIC_CMD_MR_QUERY, a, 1), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(mtt_write(3, 0, 1, MTT_SRC), ==, PFNIC_CMD_BAD_STATE);
+    g_assert_cmpint(mtt_invalidate(3, 0, 1), ==, PFNIC_CMD_BAD_STATE);
+}
+
+/*
+ * REG_MRs of the FAST MR of @fkey (free, a table of 4 pages) that are
+ * wrong in themselves (LOC_QP_OP_ERR: each field, a page list entry with
+ * low bits set) or name no MR the QP may register (LOC_PROT_ERR: not a
+ * FAST MR, @other of another PD, a list the device cannot read): none
+ * registers it. Returns the one that does.
+ */
+static PfnicWqe fast_reg_refusals(uint32_t fkey, uint32_t other,
+                                  uint32_t lkey, uint32_t rkey)
+{
+    const uint64_t two[2] = { DATA_PAGE(3), DATA_PAGE(4) };
+    const struct {
+        size_t off;
+        uint64_t val;
+        int size;
+    } malformed[] = {
+        { offsetof(PfnicWqe, num_sge), 1, 1 },
+        { offsetof(PfnicWqe, reg.access), PFNIC_ACCESS_ON_DEMAND, 4 },
+        { offsetof(PfnicWqe, reg.access), 0x10, 4 },
+        { offsetof(PfnicWqe, reg.length), 0, 8 },
+        { offsetof(PfnicWqe, reg.iova), UINT64_MAX - 0xf, 8 },  /* wraps */
+        { offsetof(PfnicWqe, reg.pages), 1, 4 },                /* < span */
+        { offsetof(PfnicWqe, reg.pages), 0, 4 },
+        { offsetof(PfnicWqe, reg.pages), 5, 4 },                /* > table */
+        { offsetof(PfnicWqe, reg.pages), PFNIC_FAST_MAX_PAGES + 1, 4 },
+        { offsetof(PfnicWqe, reg.reserved0), 1, 4 },
+        { offsetof(PfnicWqe, reg.reserved1), 1ULL << 63, 8 },
+        { offsetof(PfnicWqe, reg.pbl), FAST_PBL + 4, 8 },   /* unaligned */
+    };
+    uint32_t key = key_next(fkey, 7);
+    PfnicWqe ok = reg_mr_wqe(0x90, key, 0x5000000ff0ULL, 0x20, FAST_ACCESS,
+                             FAST_PBL, 2), w;
+    uint64_t bad = cpu_to_le64(DATA_PAGE(6) | 0x800);
+
+    /* Five valid entries: only the WQE's fields are wrong. */
+    for (int i = 0; i < 5; i++) {
+        fast_pbl(FAST_PBL + i * 16, two, 2);
+    }
+    for (int i = 0; i < ARRAY_SIZE(malformed); i++) {
+        uint64_t v = cpu_to_le64(malformed[i].val);
+
+        w = ok;
+        w.wr_id = cpu_to_le64(0x91 + i);
+        memcpy((uint8_t *)&w + malformed[i].off, &v, malformed[i].size);
+        fast_expect(w, PFNIC_WC_LOC_QP_OP_ERR);
+    }
+    memwrite(FAST_PBL + 8, &bad, sizeof(bad));
+    w = ok;
+    w.wr_id = cpu_to_le64(0xa0);
+    fast_expect(w, PFNIC_WC_LOC_QP_OP_ERR);
+    fast_pbl(FAST_PBL, two, 2);
+
+    fast_expect(reg_mr_wqe(0xa1, lkey, 0x5000000ff0ULL, 0x20, FAST_ACCESS,
+                           FAST_PBL, 2), PFNIC_WC_LOC_PROT_ERR);
+    fast_expect(reg_mr_wqe(0xa2, key_next(other, 1), 0x5000000ff0ULL, 0x20,
+                           FAST_ACCESS, FAST_PBL, 2), PFNIC_WC_LOC_PROT_ERR);
+    w = ok;
+    w.wr_id = cpu_to_le64(0xa3);
+    w.reg.pbl = cpu_to_le64(0xfffff0000000ULL);
+    fast_expect(w, PFNIC_WC_LOC_PROT_ERR);
+    /* None of them registered it: the key names nothing. */
+    fast_write_in(0xa4, DATA_PAGE(22), 0x10, rkey, 0x5000000ff0ULL, key,
+                  PFNIC_WC_REM_ACCESS_ERR);
+    return ok;
+}
+
+/*
+ * Fast registration (ABI 1.21) in loopback: a FAST MR's key names nothing
+ * until a REG_MR registers it over a page list (three pages out of order,
+ * from an unaligned iova); then SEND from it, RDMA WRITE into it and RDMA
+ * READ into and from it move the bytes of those pages, and its range
+ * bounds it. LOCAL_INV frees it; a REG_MR of a registered MR, the key
+ * with its old low byte after a registration with a new one, and
+ * malformed WQEs are refused; MR_CLEAR takes it and its table.
+ */
+static void test_verbs_fast_reg(void *obj, void *data, QGuestAllocator *alloc)
+{
+    static uint8_t src[0x2000], got[0x2000];
+    const uint64_t iova = 0x7000000234ULL, iova2 = 0x9000000ff0ULL;
+    uint32_t lkey, rkey, fkey, other, k1, k2;
+    uint64_t fp[3], fp2[2];
+    PfnicWqe w;
+    PfnicCqe c;
+
+    pfnic_qos_start(obj, alloc);
+    map_bars();
+    /* Pages out of order, in the test's guest memory */
+    fp[0] = DATA_PAGE(5);
+    fp[1] = DATA_PAGE(2);
+    fp[2] = DATA_PAGE(9);
+    fp2[0] = DATA_PAGE(12);
+    fp2[1] = DATA_PAGE(7);
+    table_pair_start();
+    g_assert_cmpint(mr_set_flags(1, 1, 7, PFNIC_ACCESS_LOCAL_WRITE, 0,
+                                 UINT64_MAX, PFNIC_MR_FLAG_DMA, &lkey), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(mr_set_flags(2, 2, 7, ALL_ACCESS, 0, UINT64_MAX,
+                                 PFNIC_MR_FLAG_DMA, &rkey), ==,
+                    PFNIC_CMD_OK);
+    fast_mr_set_checks(&fkey, &other);
+    table_pair_connect();
+
+    /* Free: its key names nothing. */
+    fast_write_in(0x80, DATA_PAGE(22), 0x10, rkey, iova, fkey,
+                  PFNIC_WC_REM_ACCESS_ERR);
+
+    /* REG_MR, and right behind it a SEND from the new key (0x1e00 bytes) */
+    k1 = key_next(fkey, 1);
+    fast_pbl(FAST_PBL, fp, 3);
+    pattern(src, sizeof(src), 21);
+    table_rw(fp, iova, iova + 0x100, src, 0x1e00, true);
+    table_recv(2, 3, 0x300, DATA_PAGE(20), 0x2000, rkey);
+    w = reg_mr_wqe(0x81, k1, iova, 0x2000, FAST_ACCESS, FAST_PBL, 3);
+    table_post_wqe(1, 2, &w);
+    table_post(1, 2, PFNIC_WR_SEND, 0x82, iova + 0x100, 0x1e00, k1, 0, 0, 0);
+    c = table_cqe(1, 0x81, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.opcode, ==, PFNIC_WC_REG_MR);
+    c = table_cqe(1, 0x82, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.opcode, ==, PFNIC_WC_SEND);
+    c = table_cqe(2, 0x300, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.byte_len, ==, 0x1e00);
+    memread(DATA_PAGE(20), got, 0x1e00);
+    g_assert_cmpmem(got, 0x1e00, src, 0x1e00);
+
+    /* RDMA WRITE into it from QP 3, across its three pages */
+    pattern(src, sizeof(src), 22);
+    memwrite(DATA_PAGE(22), src, 0x1800);
+    fast_write_in(0x83, DATA_PAGE(22), 0x1800, rkey, iova + 0x700, k1,
+                  PFNIC_WC_SUCCESS);
+    table_rw(fp, iova, iova + 0x700, got, 0x1800, false);
+    g_assert_cmpmem(got, 0x1800, src, 0x1800);
+    /* RDMA READ into it by QP 2, then out of it by QP 3 */
+    pattern(src, sizeof(src), 23);
+    memwrite(DATA_PAGE(24), src, 0x1000);
+    table_post(1, 2, PFNIC_WR_RDMA_READ, 0x84, iova + 0x10, 0x1000, k1,
+               DATA_PAGE(24), rkey, 0);
+    table_cqe(1, 0x84, PFNIC_WC_SUCCESS);
+    table_rw(fp, iova, iova + 0x10, got, 0x1000, false);
+    g_assert_cmpmem(got, 0x1000, src, 0x1000);
+    table_post(2, 3, PFNIC_WR_RDMA_READ, 0x85, DATA_PAGE(26), 0x1000, rkey,
+               iova + 0x10, k1, 0);
+    table_cqe(2, 0x85, PFNIC_WC_SUCCESS);
+    memread(DATA_PAGE(26), got, 0x1000);
+    g_assert_cmpmem(got, 0x1000, src, 0x1000);
+    /* Its range: past the end, refused */
+    fast_write_in(0x86, DATA_PAGE(22), 0x20, rkey, iova + 0x1ff0, k1,
+                  PFNIC_WC_REM_ACCESS_ERR);
+
+    /* Registered: no REG_MR until LOCAL_INV, which needs no SGE */
+    k2 = key_next(fkey, 2);
+    fast_pbl(FAST_PBL, fp2, 2);
+    fast_expect(reg_mr_wqe(0x87, k2, iova2, 0x20, FAST_ACCESS, FAST_PBL, 2),
+                PFNIC_WC_LOC_PROT_ERR);
+    w = local_inv_wqe(0x88, k1);
+    w.num_sge = 1;
+    fast_expect(w, PFNIC_WC_LOC_QP_OP_ERR);
+    fast_expect(local_inv_wqe(0x89, k1), PFNIC_WC_SUCCESS);
+    fast_write_in(0x8a, DATA_PAGE(22), 0x10, rkey, iova + 0x700, k1,
+                  PFNIC_WC_REM_ACCESS_ERR);
+    /* Again, with the next low byte: the old one names nothing. */
+    fast_expect(reg_mr_wqe(0x8b, k2, iova2, 0x20, FAST_ACCESS, FAST_PBL, 2),
+                PFNIC_WC_SUCCESS);
+    memread(DATA_PAGE(22), src, 0x20);
+    fast_write_in(0x8c, DATA_PAGE(22), 0x20, rkey, iova2, k2,
+                  PFNIC_WC_SUCCESS);
+    memread(DATA_PAGE(12) + 0xff0, got, 0x10);
+    memread(DATA_PAGE(7), got + 0x10, 0x10);
+    g_assert_cmpmem(got, 0x20, src, 0x20);
+    fast_write_in(0x8d, DATA_PAGE(22), 0x20, rkey, iova2, k1,
+                  PFNIC_WC_REM_ACCESS_ERR);
+    fast_write_in(0x8e, DATA_PAGE(22), 0x20, rkey, iova + 0x700, k1,
+                  PFNIC_WC_REM_ACCESS_ERR);
+    /* LOCAL_INV: the key exactly, of a FAST MR of the QP's PD */
+    fast_expect(local_inv_wqe(0x8f, k1), PFNIC_WC_LOC_PROT_ERR);
+    fast_expect(local_inv_wqe(0x90, lkey), PFNIC_WC_LOC_PROT_ERR);
+    fast_expect(local_inv_wqe(0x91, other), PFNIC_WC_LOC_PROT_ERR);
+    /* Freed (twice: a free one is fine), work through it fails. */
+    fast_expect(local_inv_wqe(0x92, k2), PFNIC_WC_SUCCESS);
+    fast_expect(local_inv_wqe(0x93, k2), PFNIC_WC_SUCCESS);
+    memset(src, 0x5a, 0x20);
+    memwrite(DATA_PAGE(12) + 0xff0, src, 0x10);
+    memwrite(DATA_PAGE(7), src + 0x10, 0x10);
+    fast_write_in(0x94, DATA_PAGE(22), 0x20, rkey, iova2, k2,
+                  PFNIC_WC_REM_ACCESS_ERR);
+    memread(DATA_PAGE(12) + 0xff0, got, 0x10);
+    memread(DATA_PAGE(7), got + 0x10, 0x10);
+    g_assert_cmpmem(got, 0x20, src, 0x20);
+    /* And LOCAL_INV right before a SEND through the key: in order */
+    fast_pbl(FAST_PBL, fp, 3);
+    fast_expect(reg_mr_wqe(0x95, k1, iova, 0x2000, FAST_ACCESS, FAST_PBL,
+                           3), PFNIC_WC_SUCCESS);
+    w = local_inv_wqe(0x96, k1);
+    table_post_wqe(1, 2, &w);
+    table_post(1, 2, PFNIC_WR_SEND, 0x97, iova, 0x10, k1, 0, 0, 0);
+    table_cqe(1, 0x96, PFNIC_WC_SUCCESS);
+    table_cqe(1, 0x97, PFNIC_WC_LOC_PROT_ERR);
+    fast_reconnect(2);
+
+    /* Malformed REG_MRs register nothing; then a good one does. */
+    w = fast_reg_refusals(fkey, other, lkey, rkey);
+    w.wr_id = cpu_to_le64(0xaf);
+    fast_expect(w, PFNIC_WC_SUCCESS);
+    fast_write_in(0xb0, DATA_PAGE(22), 0x20, rkey, 0x5000000ff0ULL,
+                  le32_to_cpu(w.reg.key), PFNIC_WC_SUCCESS);
+    /* MR_CLEAR while registered: the key goes, the table's entries too */
+    g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 3), ==, PFNIC_CMD_OK);
+    fast_write_in(0xb1, DATA_PAGE(22), 0x20, rkey, 0x5000000ff0ULL,
+                  le32_to_cpu(w.reg.key), PFNIC_WC_REM_ACCESS_ERR);
+    g_assert_cmpint(fast_mr(3, 1, 7, 4, NULL), ==, PFNIC_CMD_OK);
+    assert_no_ats_pri();
     g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
     pfnic_qos_end();
 }
@@ -629,9 +936,12 @@ static void register_pfnic_tables_tests(void)
                    "contexts=4", NULL);
     pfnic_add_test("verbs/dma-mr", test_verbs_dma_mr,
                    "contexts=4,ats=off,pasid=off,pri=off", NULL);
-    pfnic_add_test("verbs/dma-mr-pasid", test_verbs_dma_mr_pasid,
+    pfnic_add_test("verbs/dma-fast-mr-pasid", test_verbs_dma_mr_pasid,
                    "contexts=4", NULL);
     pfnic_add_test("verbs/key-bases", test_verbs_key_bases, "contexts=4",
+                   NULL);
+    pfnic_add_test("verbs/fast-reg", test_verbs_fast_reg,
+                   "contexts=4,ats=off,pasid=off,pri=off,table-entries=8",
                    NULL);
 }
 

@@ -675,11 +675,19 @@ void table_counts_reset(void)
     memset(cq_seen, 0, sizeof(cq_seen));
 }
 
+void table_post_wqe(uint32_t ctx, uint32_t qpn, const PfnicWqe *w)
+{
+    uint16_t slot = sq_next[qpn]++;
+
+    memwrite(SQ_ADDR + qpn * 0x10000 + (slot % 16) * PFNIC_WQE_SIZE, w,
+             sizeof(*w));
+    verbs_db(ctx, PFNIC_DB_SQ, qpn << 16 | (uint16_t)(slot + 1));
+}
+
 void table_post(uint32_t ctx, uint32_t qpn, uint8_t op, uint64_t wr_id,
                        uint64_t laddr, uint32_t len, uint32_t lkey,
                        uint64_t raddr, uint32_t rkey, uint64_t add)
 {
-    uint16_t slot = sq_next[qpn]++;
     PfnicWqe w = {
         .opcode = op, .flags = PFNIC_SEND_SIGNALED, .num_sge = 1,
         .wr_id = cpu_to_le64(wr_id), .remote_addr = cpu_to_le64(raddr),
@@ -690,9 +698,7 @@ void table_post(uint32_t ctx, uint32_t qpn, uint8_t op, uint64_t wr_id,
         },
     };
 
-    memwrite(SQ_ADDR + qpn * 0x10000 + (slot % 16) * PFNIC_WQE_SIZE, &w,
-             sizeof(w));
-    verbs_db(ctx, PFNIC_DB_SQ, qpn << 16 | (uint16_t)(slot + 1));
+    table_post_wqe(ctx, qpn, &w);
 }
 
 void table_recv(uint32_t ctx, uint32_t qpn, uint64_t wr_id,
@@ -745,6 +751,45 @@ void tables_setup(uint32_t *lkey, uint32_t *rkey)
     *lkey = table_mr(1, 1, TL_VA, TL_LEN, tl_pages, 4);
     *rkey = table_mr(2, 2, TR_VA, TR_LEN, tr_pages, 4);
     table_pair_connect();
+}
+
+uint32_t fast_mr(uint32_t index, uint32_t ctx, uint32_t pd, uint32_t pages,
+                 uint32_t *key)
+{
+    return mr_set_flags(index, ctx, pd, 0, 0, pages * 4096ULL,
+                        PFNIC_MR_FLAG_FAST, key);
+}
+
+PfnicWqe reg_mr_wqe(uint64_t wr_id, uint32_t key, uint64_t iova,
+                    uint64_t len, uint32_t access, uint64_t pbl,
+                    uint32_t pages)
+{
+    return (PfnicWqe) {
+        .opcode = PFNIC_WR_REG_MR, .flags = PFNIC_SEND_SIGNALED,
+        .wr_id = cpu_to_le64(wr_id),
+        .reg = {
+            .iova = cpu_to_le64(iova), .key = cpu_to_le32(key),
+            .access = cpu_to_le32(access), .length = cpu_to_le64(len),
+            .pbl = cpu_to_le64(pbl), .pages = cpu_to_le32(pages),
+        },
+    };
+}
+
+PfnicWqe local_inv_wqe(uint64_t wr_id, uint32_t key)
+{
+    return (PfnicWqe) {
+        .opcode = PFNIC_WR_LOCAL_INV, .flags = PFNIC_SEND_SIGNALED,
+        .imm_data = cpu_to_le32(key), .wr_id = cpu_to_le64(wr_id),
+    };
+}
+
+void fast_pbl(uint64_t pbl, const uint64_t *pages, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t e = cpu_to_le64(pages[i]);
+
+        memwrite(pbl + i * sizeof(e), &e, sizeof(e));
+    }
 }
 
 void pattern(uint8_t *p, size_t len, uint8_t seed)

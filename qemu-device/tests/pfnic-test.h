@@ -319,6 +319,9 @@ extern uint32_t cq_seen[8];
 
 void table_counts_reset(void);
 
+/* Post @w as it is (little endian) on QP @qpn of context @ctx, and ring. */
+void table_post_wqe(uint32_t ctx, uint32_t qpn, const PfnicWqe *w);
+
 /* Post a signaled send WQE of one SGE on QP @qpn of context @ctx. */
 void table_post(uint32_t ctx, uint32_t qpn, uint8_t op, uint64_t wr_id,
                 uint64_t laddr, uint32_t len, uint32_t lkey,
@@ -362,6 +365,30 @@ void tables_setup(uint32_t *lkey, uint32_t *rkey);
 
 /* Bytes of @len from @seed, different at every offset */
 void pattern(uint8_t *p, size_t len, uint8_t seed);
+
+/* --- fast registration (ABI 1.21) ---------------------------------------- */
+#define FAST_PBL        PFNIC_GPA(0x840000ULL)  /* REG_MR page lists */
+
+/* MR_SET of FAST MR @index of @ctx and @pd, a table of @pages */
+uint32_t fast_mr(uint32_t index, uint32_t ctx, uint32_t pd, uint32_t pages,
+                 uint32_t *key);
+
+/* A signaled REG_MR of @pages at @pbl to @key, [@iova, + @len), @access */
+PfnicWqe reg_mr_wqe(uint64_t wr_id, uint32_t key, uint64_t iova,
+                    uint64_t len, uint32_t access, uint64_t pbl,
+                    uint32_t pages);
+
+/* A signaled LOCAL_INV of @key */
+PfnicWqe local_inv_wqe(uint64_t wr_id, uint32_t key);
+
+/* The page list of @n @pages at @pbl */
+void fast_pbl(uint64_t pbl, const uint64_t *pages, uint32_t n);
+
+/* @key with its low byte moved on by @n (ib_inc_rkey), its base kept */
+static inline uint32_t key_next(uint32_t key, uint32_t n)
+{
+    return (key & ~0xffu) | ((key + n) & 0xff);
+}
 
 /* --- driver-managed faults (ABI 1.9) ------------------------------------- */
 #define FAULT_TABLE     (PFNIC_MR_FLAG_TABLE | PFNIC_MR_FLAG_FAULT)

@@ -115,6 +115,7 @@ static void test_ud_loopback(void *obj, void *data, QGuestAllocator *alloc)
     uint32_t lkey, rkey, a[PFNIC_CMD_ARGS];
     static uint8_t src[0x1000], got[0x1000];
     uint8_t grh[PFNIC_GRH_LEN];
+    PfnicWqe w;
     PfnicCqe c;
 
     pfnic_qos_start(obj, alloc);
@@ -219,6 +220,19 @@ static void test_ud_loopback(void *obj, void *data, QGuestAllocator *alloc)
     ud_post(1, 2, PFNIC_WR_SEND, 0x209, TL_VA, 0x10, lkey, 3, QKEY_B, 0x4,
             0, NULL);
     table_cqe(1, 0x209, PFNIC_WC_LOC_QP_OP_ERR);
+    /*
+     * ABI 1.21: LOCAL_INV and REG_MR are RC's, where these (of a key
+     * that names no FAST MR) would be LOC_PROT_ERR.
+     */
+    ud_qp_again(2, 1, 1, QKEY_A);
+    w = local_inv_wqe(0x210, lkey);
+    table_post_wqe(1, 2, &w);
+    table_cqe(1, 0x210, PFNIC_WC_LOC_QP_OP_ERR);
+    ud_qp_again(2, 1, 1, QKEY_A);
+    fast_pbl(FAST_PBL, tl_pages, 1);
+    w = reg_mr_wqe(0x211, lkey, TL_VA, 0x10, 0, FAST_PBL, 1);
+    table_post_wqe(1, 2, &w);
+    table_cqe(1, 0x211, PFNIC_WC_LOC_QP_OP_ERR);
 
     /* A receive buffer too short for GRH and payload: the receiver fails. */
     ud_qp_again(2, 1, 1, QKEY_A);

@@ -19,14 +19,19 @@ static void test_verbs_limits(void *obj, void *data,
     g_assert_cmphex(reg_read(PFNIC_REG_VERSION), ==, PFNIC_VERSION_VALUE);
     g_assert_cmphex(reg_read(PFNIC_REG_FW_VERSION), ==, PFNIC_FW_VERSION_VALUE);
     /*
-     * ABI 1.20 (DMA MRs), model 1.20.0; 1.19's UD QPs, 1.18's
-     * MR_MODIFY, 1.17's
-     * QP_SET_DMAC, 1.16's
+     * ABI 1.21 (fast registration), model 1.21.0; 1.20's DMA MRs, 1.19's
+     * UD QPs, 1.18's MR_MODIFY, 1.17's QP_SET_DMAC, 1.16's
      * Ethernet queues (CAPS bit 11 ETH), 1.14's PORT_CHANGE events, 1.13's
      * CAPS bit 10 DM
      */
-    g_assert_cmphex(reg_read(PFNIC_REG_VERSION), ==, 0x00010014);
-    g_assert_cmphex(reg_read(PFNIC_REG_FW_VERSION), ==, 0x01140000);
+    g_assert_cmphex(reg_read(PFNIC_REG_VERSION), ==, 0x00010015);
+    g_assert_cmphex(reg_read(PFNIC_REG_FW_VERSION), ==, 0x01150000);
+    g_assert_cmphex(PFNIC_MR_FLAG_FAST, ==, 1u << 4);
+    g_assert_cmpint(PFNIC_FAST_MAX_PAGES, ==, 512);
+    g_assert_cmpint(PFNIC_WR_LOCAL_INV, ==, 7);
+    g_assert_cmphex(PFNIC_WR_REG_MR, ==, 0x20);
+    g_assert_cmpint(PFNIC_WC_LOCAL_INV, ==, 6);
+    g_assert_cmpint(PFNIC_WC_REG_MR, ==, 10);
     g_assert_cmphex(PFNIC_MR_FLAG_DMA, ==, 1u << 3);
     g_assert_cmphex(PFNIC_QP_FLAG_UD, ==, 1u << 2);
     g_assert_cmphex(PFNIC_WC_GRH, ==, 1);

@@ -240,6 +240,13 @@ typedef struct PfnicMr {
      * maps it for the device's domain)
      */
     bool dma;
+    /*
+     * MR_SET with FAST (ABI 1.21): a table of mtt_entries pages that REG_MR
+     * work requests fill. Its key names nothing until one registers it
+     * (fast_reg), nor after an invalidation frees it again.
+     */
+    bool fast;
+    bool fast_reg;
 } PfnicMr;
 
 typedef struct PfnicCq {
@@ -669,6 +676,9 @@ void pfnic_mr_fault(PfnicState *s, PfnicPageWait *w, PfnicContext *ctx,
 void pfnic_mr_fault_leave(PfnicState *s, PfnicPageWait *w);
 void pfnic_mr_faults_ctx_stop(PfnicState *s, uint32_t ctx);
 void pfnic_cq_arm(PfnicContext *ctx, uint32_t val);
+/* ABI 1.21: fast registration */
+bool pfnic_mr_fast_inv(PfnicState *s, uint32_t ctx, uint32_t pd, uint32_t key);
+uint8_t pfnic_wqe_local(PfnicState *s, const PfnicQp *qp, const PfnicWqe *w);
 
 /*
  * A key's base, its upper 24 bits: no two valid MRs' keys share one, so a
@@ -781,6 +791,18 @@ static inline bool pfnic_op_send(uint8_t op)
 static inline bool pfnic_op_imm(uint8_t op)
 {
     return op == PFNIC_WR_SEND_WITH_IMM || op == PFNIC_WR_RDMA_WRITE_WITH_IMM;
+}
+
+/* ABI 1.21: LOCAL_INV and REG_MR act on our own MR table, nothing moves. */
+static inline bool pfnic_op_local(uint8_t op)
+{
+    return op == PFNIC_WR_LOCAL_INV || op == PFNIC_WR_REG_MR;
+}
+
+/* The key a WQE invalidates: imm_data as a little-endian u32 (ABI 1.21) */
+static inline uint32_t pfnic_wqe_inv_key(const PfnicWqe *w)
+{
+    return le32_to_cpu(w->imm_data);
 }
 
 /* pfnic_net.c: the Ethernet port */

@@ -93,6 +93,10 @@ uint8_t pfnic_wc_opcode(uint8_t op)
         return PFNIC_WC_COMP_SWAP;
     case PFNIC_WR_ATOMIC_FETCH_AND_ADD:
         return PFNIC_WC_FETCH_ADD;
+    case PFNIC_WR_LOCAL_INV:
+        return PFNIC_WC_LOCAL_INV;
+    case PFNIC_WR_REG_MR:
+        return PFNIC_WC_REG_MR;
     }
     return PFNIC_WC_SEND;
 }
@@ -157,6 +161,11 @@ bool pfnic_wqe_read(PfnicState *s, uint64_t base, uint32_t entries,
         w->sge[i].addr = le64_to_cpu(w->sge[i].addr);
         w->sge[i].length = le32_to_cpu(w->sge[i].length);
         w->sge[i].lkey = le32_to_cpu(w->sge[i].lkey);
+    }
+    if (w->opcode == PFNIC_WR_REG_MR) {
+        /* ABI 1.21: its two 32-bit fields the RC layout leaves unconverted */
+        w->reg.access = le32_to_cpu(w->reg.access);
+        w->reg.pages = le32_to_cpu(w->reg.pages);
     }
     return true;
 }
@@ -797,10 +806,11 @@ uint8_t pfnic_wqe_check(PfnicState *s, PfnicQp *qp, const PfnicWqe *w,
     uint8_t op = w->opcode;
     bool lwrite = op == PFNIC_WR_RDMA_READ || pfnic_op_atomic(op);
 
-    if (op > PFNIC_WR_ATOMIC_FETCH_AND_ADD ||
+    if ((op > PFNIC_WR_ATOMIC_FETCH_AND_ADD && !pfnic_op_local(op)) ||
         w->flags & ~PFNIC_SEND_FLAGS_MASK || w->num_sge > PFNIC_MAX_SGE ||
         (pfnic_op_atomic(op) &&
-         (w->num_sge != 1 || w->sge[0].length != 8 || w->remote_addr % 8))) {
+         (w->num_sge != 1 || w->sge[0].length != 8 || w->remote_addr % 8)) ||
+        (pfnic_op_local(op) && w->num_sge)) {
         return PFNIC_WC_LOC_QP_OP_ERR;
     }
     *len = 0;
@@ -962,6 +972,10 @@ static PfnicQpStep pfnic_qp_start(PfnicState *s, PfnicQp *qp)
     st = pfnic_wqe_check(s, qp, w, &qp->len);
     if (st != PFNIC_WC_SUCCESS) {
         return pfnic_qp_fail(s, qp, st);
+    }
+    if (pfnic_op_local(op)) {
+        /* ABI 1.21: no destination; everything before it has completed. */
+        return pfnic_qp_fail(s, qp, pfnic_wqe_local(s, qp, w));
     }
 
     qp->dest = qp->dest_qpn;
@@ -1518,7 +1532,7 @@ static void pfnic_qp_look_ahead(PfnicState *s, PfnicQp *qp)
             !pfnic_wqe_read(s, qp->sq, qp->sq_entries, qp->sq_head + i, &w)) {
             return;
         }
-        if (pfnic_op_atomic(w.opcode)) {
+        if (pfnic_op_atomic(w.opcode) || pfnic_op_local(w.opcode)) {
             qp->ahead_next = qp->sq_head + i + 1;
             continue;
         }

@@ -1,5 +1,5 @@
 /*
- * pfnic register layout (device ABI 1.20)
+ * pfnic register layout (device ABI 1.21)
  *
  * Mirrors docs/registers.md, docs/verbs.md and docs/wire.md, which are the
  * definition;
@@ -186,9 +186,9 @@ typedef enum PfnicCounter {
 /* Register values and fields */
 #define PFNIC_ID_VALUE              0x434e4650 /* "PFNC" in memory order */
 #define PFNIC_ABI_MAJOR             1
-#define PFNIC_ABI_MINOR             20
+#define PFNIC_ABI_MINOR             21
 #define PFNIC_VERSION_VALUE         ((PFNIC_ABI_MAJOR << 16) | PFNIC_ABI_MINOR)
-#define PFNIC_FW_VERSION_VALUE      0x01140000 /* model 1.20.0 */
+#define PFNIC_FW_VERSION_VALUE      0x01150000 /* model 1.21.0 */
 
 #define PFNIC_CAPS_ATS              (1u << 0)
 #define PFNIC_CAPS_PASID            (1u << 1)
@@ -311,7 +311,8 @@ typedef struct PfnicDesc {
 #define PFNIC_MR_FLAG_FAULT         (1u << 1)   /* ABI 1.9, with TABLE */
 #define PFNIC_MR_FLAG_DM            (1u << 2)   /* ABI 1.13, alone */
 #define PFNIC_MR_FLAG_DMA           (1u << 3)   /* ABI 1.20, alone */
-#define PFNIC_MR_FLAGS_MASK         0xfu
+#define PFNIC_MR_FLAG_FAST          (1u << 4)   /* ABI 1.21, alone */
+#define PFNIC_MR_FLAGS_MASK         0x1fu
 #define PFNIC_MTT_VALID             (1ull << 0)
 #define PFNIC_MTT_READ              (1ull << 1)
 #define PFNIC_MTT_WRITE             (1ull << 2)
@@ -319,6 +320,7 @@ typedef struct PfnicDesc {
 #define PFNIC_MTT_WRITE_MAX         512     /* entries one MTT_WRITE takes */
 #define PFNIC_TABLE_ENTRIES         2097152 /* property table-entries */
 #define PFNIC_TABLE_ENTRIES_MAX     (1u << 27)
+#define PFNIC_FAST_MAX_PAGES        512     /* ABI 1.21: a FAST MR's table */
 
 /*
  * Driver-managed faults (docs/verbs.md, ABI 1.9): FAULT_RESUME a3, and the
@@ -379,6 +381,8 @@ typedef enum PfnicMrCounter {
 #define PFNIC_WR_RDMA_READ          4
 #define PFNIC_WR_ATOMIC_CMP_AND_SWP 5
 #define PFNIC_WR_ATOMIC_FETCH_AND_ADD 6
+#define PFNIC_WR_LOCAL_INV          7       /* ABI 1.21 */
+#define PFNIC_WR_REG_MR             0x20    /* ABI 1.21: IB_WR_REG_MR */
 #define PFNIC_SEND_FENCE            (1u << 0)
 #define PFNIC_SEND_SIGNALED         (1u << 1)
 #define PFNIC_SEND_SOLICITED        (1u << 2)
@@ -414,6 +418,22 @@ typedef struct PfnicWqeUd {
     uint8_t dgid[16];           /* the destination GID (a GRH's) */
 } PfnicWqeUd;
 
+/*
+ * ABI 1.21: a REG_MR WQE's fields at bytes 0x10..0x3f: the FAST MR whose
+ * key has the base of key gets that key, [iova, iova + length), access and
+ * the pages of the list at pbl (u64 DMA addresses, no PASID)
+ */
+typedef struct PfnicWqeReg {
+    uint64_t iova;
+    uint32_t key;
+    uint32_t access;            /* IBV_ACCESS_*, ON_DEMAND refused */
+    uint64_t length;
+    uint64_t pbl;               /* 8-byte aligned */
+    uint32_t pages;
+    uint32_t reserved0;
+    uint64_t reserved1;
+} PfnicWqeReg;
+
 typedef struct PfnicWqe {
     uint8_t opcode;
     uint8_t flags;
@@ -431,6 +451,7 @@ typedef struct PfnicWqe {
             uint8_t reserved2[16];
         };
         PfnicWqeUd ud;
+        PfnicWqeReg reg;
     };
     PfnicWqeSge sge[PFNIC_MAX_SGE];
 } PfnicWqe;
@@ -455,6 +476,8 @@ typedef struct PfnicWqe {
 #define PFNIC_WC_RDMA_READ          2
 #define PFNIC_WC_COMP_SWAP          3
 #define PFNIC_WC_FETCH_ADD          4
+#define PFNIC_WC_LOCAL_INV          6   /* ABI 1.21 */
+#define PFNIC_WC_REG_MR             10  /* ABI 1.21: IB_WC_REG_MR */
 #define PFNIC_WC_RECV               128
 #define PFNIC_WC_RECV_RDMA_WITH_IMM 129
 #define PFNIC_WC_GRH                1   /* ABI 1.19: UD receives */

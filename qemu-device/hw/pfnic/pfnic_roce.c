@@ -524,37 +524,67 @@ static uint32_t pfnic_req_una(PfnicQp *qp)
     return e->psn + (e->wqe.opcode == PFNIC_WR_RDMA_READ ? e->got : e->acked);
 }
 
+/*
+ * The next posted WQE that goes on the wire, checked, in @w (@len its
+ * bytes); false if none can go yet. A bad WQE, and (ABI 1.21) a local
+ * one, LOCAL_INV or REG_MR, completes here instead, in order: once
+ * everything before it has completed; after a local one the next goes.
+ */
+static bool pfnic_req_next(PfnicState *s, PfnicQp *qp, PfnicWqe *w,
+                           uint64_t *len)
+{
+    PfnicRoceReq *rq = &qp->req;
+
+    for (;;) {
+        uint16_t index = qp->sq_head + rq->fl_count;
+        uint8_t st;
+
+        if (qp->state != PFNIC_QPS_RTS || index == qp->sq_tail ||
+            rq->fl_count == PFNIC_ROCE_MAX_INFLIGHT) {
+            return false;
+        }
+        if (!pfnic_wqe_read(s, qp->sq, qp->sq_entries, index, w)) {
+            pfnic_guest_error(s, "send queue unreadable");
+            pfnic_qp_enter_err(s, qp, true);
+            return false;
+        }
+        st = pfnic_wqe_check(s, qp, w, len);
+        if (st == PFNIC_WC_SUCCESS && !pfnic_op_atomic(w->opcode) &&
+            *len > UINT32_MAX) {
+            st = PFNIC_WC_LOC_LEN_ERR;
+        }
+        if (st == PFNIC_WC_SUCCESS && !pfnic_op_local(w->opcode)) {
+            return true;
+        }
+        if (rq->fl_count) {
+            return false;
+        }
+        if (st == PFNIC_WC_SUCCESS) {
+            trace_pfnic_qp_wqe_start(qp->qpn, index, w->opcode, w->flags,
+                                     w->num_sge, qp->dest_qpn);
+            st = pfnic_wqe_local(s, qp, w);
+        }
+        pfnic_qp_complete_wqe(s, qp, w, 0, 0, st);
+        if (st != PFNIC_WC_SUCCESS) {
+            return false;
+        }
+    }
+}
+
 /* Take the next posted WQE onto the wire; false if it cannot go yet. */
 static bool pfnic_req_load(PfnicState *s, PfnicQp *qp)
 {
     PfnicRoceReq *rq = &qp->req;
-    uint16_t index = qp->sq_head + rq->fl_count;
     uint32_t rd = 0, mtu = qp->mtu;
     PfnicRoceSend *e;
+    uint16_t index;
     PfnicWqe w;
     uint64_t len;
-    uint8_t st;
 
-    if (index == qp->sq_tail || rq->fl_count == PFNIC_ROCE_MAX_INFLIGHT) {
+    if (!pfnic_req_next(s, qp, &w, &len)) {
         return false;
     }
-    if (!pfnic_wqe_read(s, qp->sq, qp->sq_entries, index, &w)) {
-        pfnic_guest_error(s, "send queue unreadable");
-        pfnic_qp_enter_err(s, qp, true);
-        return false;
-    }
-    st = pfnic_wqe_check(s, qp, &w, &len);
-    if (st == PFNIC_WC_SUCCESS && !pfnic_op_atomic(w.opcode) &&
-        len > UINT32_MAX) {
-        st = PFNIC_WC_LOC_LEN_ERR;
-    }
-    if (st != PFNIC_WC_SUCCESS) {
-        /* In order: once everything before it has completed. */
-        if (rq->fl_count == 0) {
-            pfnic_qp_complete_wqe(s, qp, &w, 0, 0, st);
-        }
-        return false;
-    }
+    index = qp->sq_head + rq->fl_count;
     if (pfnic_wqe_rd_atomic(&w)) {
         for (uint32_t i = 0; i < rq->fl_count; i++) {
             rd += pfnic_wqe_rd_atomic(&pfnic_req_at(qp, i)->wqe);

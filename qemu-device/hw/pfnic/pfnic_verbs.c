@@ -31,6 +31,10 @@ QEMU_BUILD_BUG_ON(sizeof(PfnicWqe) != PFNIC_WQE_SIZE);
 QEMU_BUILD_BUG_ON(offsetof(PfnicWqe, ud.dest_ip) != 0x18);
 QEMU_BUILD_BUG_ON(offsetof(PfnicWqe, ud.dmac) != 0x20);
 QEMU_BUILD_BUG_ON(offsetof(PfnicWqe, ud.dgid) != 0x30);
+/* ABI 1.21: a REG_MR WQE's fields */
+QEMU_BUILD_BUG_ON(offsetof(PfnicWqe, reg.access) != 0x1c);
+QEMU_BUILD_BUG_ON(offsetof(PfnicWqe, reg.pbl) != 0x28);
+QEMU_BUILD_BUG_ON(offsetof(PfnicWqe, reg.reserved1) != 0x38);
 QEMU_BUILD_BUG_ON(sizeof(PfnicCqe) != PFNIC_CQE_SIZE);
 QEMU_BUILD_BUG_ON(sizeof(PfnicCqeTs) != PFNIC_CQE_TS_SIZE);
 QEMU_BUILD_BUG_ON(sizeof(PfnicDesc) != PFNIC_DESC_SIZE);
@@ -60,9 +64,9 @@ PfnicMr *pfnic_mr_lookup(PfnicState *s, uint32_t key, uint32_t ctx,
 {
     PfnicMr *mr = pfnic_mr_by_base(s, key);
 
-    /* The whole key names it, not its base alone. */
-    if (!mr || !mr->valid || mr->key != key || mr->ctx != ctx ||
-        (pd != UINT32_MAX && mr->pd != pd) ||
+    /* The whole key names it, not its base alone; a free FAST MR nothing. */
+    if (!mr || !mr->valid || mr->key != key || (mr->fast && !mr->fast_reg) ||
+        mr->ctx != ctx || (pd != UINT32_MAX && mr->pd != pd) ||
         (mr->access & access) != access) {
         return NULL;
     }
@@ -258,6 +262,7 @@ static uint32_t pfnic_cmd_mr_set(PfnicState *s)
     bool fault = flags & PFNIC_MR_FLAG_FAULT;
     bool dm = flags & PFNIC_MR_FLAG_DM;
     bool dma = flags & PFNIC_MR_FLAG_DMA;
+    bool fast = flags & PFNIC_MR_FLAG_FAST;
     PfnicContext *c;
     uint64_t *mtt = NULL, entries = 0;
     GHashTable *sparse = NULL;
@@ -298,6 +303,18 @@ static uint32_t pfnic_cmd_mr_set(PfnicState *s)
             !c->enabled || !c->no_pasid) {
             return PFNIC_CMD_BAD_ARG;
         }
+    } else if (fast) {
+        /*
+         * ABI 1.21: a table of len / 4096 pages for REG_MR to fill, alone,
+         * and for the driver's context, as DMA MRs: its work requests
+         * register it, with the driver's DMA addresses.
+         */
+        if (flags != PFNIC_MR_FLAG_FAST || access || addr ||
+            len % PFNIC_PAGE_SIZE ||
+            len / PFNIC_PAGE_SIZE > PFNIC_FAST_MAX_PAGES ||
+            !c->enabled || !c->no_pasid) {
+            return PFNIC_CMD_BAD_ARG;
+        }
     } else if (flags & ~PFNIC_MR_FLAGS_MASK ||
                (table && implicit && !fault) ||
                (!table && c->enabled && c->no_pasid) || (fault && !table)) {
@@ -310,7 +327,7 @@ static uint32_t pfnic_cmd_mr_set(PfnicState *s)
     if (table && implicit) {
         sparse = pfnic_sparse_new();
         entries = PFNIC_IMPLICIT_ENTRIES;
-    } else if (table) {
+    } else if (table || fast) {
         mtt = pfnic_mtt_alloc(s, addr, len, &entries);
         if (!mtt) {
             return PFNIC_CMD_NO_SPACE;
@@ -337,6 +354,7 @@ static uint32_t pfnic_cmd_mr_set(PfnicState *s)
         .mtt_entries = entries,
         .fault = fault,
         .dma = dma,
+        .fast = fast,
     };
     if (dm) {
         /* Zero-based: its addresses are offsets from addr in the memory. */
@@ -372,7 +390,8 @@ static uint32_t pfnic_cmd_mr_modify(PfnicState *s)
         return PFNIC_CMD_BAD_INDEX;
     }
     mr = &s->mrs[index];
-    if (!mr->valid) {
+    /* A FAST MR's access is its registration's (ABI 1.21). */
+    if (!mr->valid || mr->fast) {
         return PFNIC_CMD_BAD_STATE;
     }
     if (access & ~PFNIC_MR_ACCESS_MASK ||
@@ -445,7 +464,8 @@ static uint32_t pfnic_mtt_range(PfnicState *s, uint32_t index, uint64_t first,
         return PFNIC_CMD_BAD_INDEX;
     }
     mr = &s->mrs[index];
-    if (!mr->valid || !pfnic_mr_table(mr)) {
+    /* A FAST MR's table is its registration's (ABI 1.21). */
+    if (!mr->valid || !pfnic_mr_table(mr) || mr->fast) {
         return PFNIC_CMD_BAD_STATE;
     }
     if (!count || count > max || first >= mr->mtt_entries ||
@@ -577,6 +597,116 @@ static uint32_t pfnic_cmd_mtt_invalidate(PfnicState *s)
     }
     trace_pfnic_mtt_invalidate(a->index, first, count);
     return PFNIC_CMD_OK;
+}
+
+/* --- fast registration (ABI 1.21) --------------------------------------- */
+
+/*
+ * The FAST MR of context @ctx and PD @pd whose key has @key's base; with
+ * @exact, only if @key is its key, low byte and all
+ */
+static PfnicMr *pfnic_mr_fast(PfnicState *s, uint32_t ctx, uint32_t pd,
+                              uint32_t key, bool exact)
+{
+    PfnicMr *mr = pfnic_mr_by_base(s, key);
+
+    if (!mr || !mr->valid || !mr->fast || mr->ctx != ctx || mr->pd != pd ||
+        (exact && mr->key != key)) {
+        return NULL;
+    }
+    return mr;
+}
+
+/*
+ * LOCAL_INV, or a SEND_WITH_INV at its responder: the FAST MR that @key
+ * names exactly, registered or not, becomes free. Work in flight holds
+ * index and key only: its next key check fails. Its table goes too, so
+ * that nothing reaches the pages through it.
+ */
+bool pfnic_mr_fast_inv(PfnicState *s, uint32_t ctx, uint32_t pd, uint32_t key)
+{
+    PfnicMr *mr = pfnic_mr_fast(s, ctx, pd, key, true);
+
+    if (!mr) {
+        return false;
+    }
+    mr->fast_reg = false;
+    memset(mr->mtt, 0, mr->mtt_entries * sizeof(mr->mtt[0]));
+    trace_pfnic_mr_fast_inv(mr - s->mrs, key);
+    return true;
+}
+
+/*
+ * REG_MR: the free FAST MR of the QP's context and PD whose key has the
+ * base of the WQE's key takes that key, the range, the access and the
+ * pages of the list at pbl (the driver's DMA addresses, read without
+ * PASID). Returns the WQE's completion status.
+ */
+static uint8_t pfnic_mr_fast_reg(PfnicState *s, const PfnicQp *qp,
+                                 const PfnicWqe *w)
+{
+    const PfnicWqeReg *r = &w->reg;
+    uint64_t e[PFNIC_FAST_MAX_PAGES], span;
+    PfnicMr *mr;
+
+    /* What the WQE alone says is wrong */
+    if (r->access & ~PFNIC_QP_ACCESS_MASK || !r->length ||
+        r->iova + (r->length - 1) < r->iova || r->reserved0 ||
+        r->reserved1 || r->pbl % sizeof(e[0]) || !r->pages ||
+        r->pages > PFNIC_FAST_MAX_PAGES) {
+        return PFNIC_WC_LOC_QP_OP_ERR;
+    }
+    span = (r->iova + (r->length - 1)) / PFNIC_PAGE_SIZE -
+           r->iova / PFNIC_PAGE_SIZE + 1;
+    if (r->pages < span) {
+        return PFNIC_WC_LOC_QP_OP_ERR;
+    }
+    mr = pfnic_mr_fast(s, qp->ctx, qp->pd, r->key, false);
+    if (!mr || mr->fast_reg) {
+        return PFNIC_WC_LOC_PROT_ERR;
+    }
+    if (r->pages > mr->mtt_entries) {
+        return PFNIC_WC_LOC_QP_OP_ERR;
+    }
+    if (r->pbl + (r->pages * sizeof(e[0]) - 1) < r->pbl ||
+        pci_dma_read(PCI_DEVICE(s), r->pbl, e, r->pages * sizeof(e[0])) !=
+        MEMTX_OK) {
+        /* The WQE's status says it: the device itself is fine. */
+        qemu_log_mask(LOG_GUEST_ERROR, "pfnic: QP %u: REG_MR page list at "
+                      "0x%" PRIx64 " unreadable\n", qp->qpn, r->pbl);
+        return PFNIC_WC_LOC_PROT_ERR;
+    }
+    for (uint32_t i = 0; i < r->pages; i++) {
+        e[i] = le64_to_cpu(e[i]);
+        if (e[i] & ~PFNIC_PAGE_MASK) {
+            return PFNIC_WC_LOC_QP_OP_ERR;
+        }
+    }
+    for (uint64_t i = 0; i < mr->mtt_entries; i++) {
+        mr->mtt[i] = i < r->pages ? e[i] | PFNIC_MTT_VALID | PFNIC_MTT_READ |
+                                    PFNIC_MTT_WRITE : 0;
+    }
+    mr->key = r->key;
+    mr->addr = r->iova;
+    mr->len = r->length;
+    mr->access = r->access;
+    mr->fast_reg = true;
+    trace_pfnic_mr_fast_reg(qp->qpn, mr - s->mrs, r->key, r->iova, r->length,
+                            r->access, r->pages);
+    return PFNIC_WC_SUCCESS;
+}
+
+/*
+ * A local WQE (LOCAL_INV or REG_MR) of @qp, which pfnic_wqe_check() took:
+ * what it does to the MR table, and its completion status
+ */
+uint8_t pfnic_wqe_local(PfnicState *s, const PfnicQp *qp, const PfnicWqe *w)
+{
+    if (w->opcode == PFNIC_WR_REG_MR) {
+        return pfnic_mr_fast_reg(s, qp, w);
+    }
+    return pfnic_mr_fast_inv(s, qp->ctx, qp->pd, pfnic_wqe_inv_key(w)) ?
+           PFNIC_WC_SUCCESS : PFNIC_WC_LOC_PROT_ERR;
 }
 
 /* Refused remote accesses to a context; re-arms its ACCESS_ERROR event. */

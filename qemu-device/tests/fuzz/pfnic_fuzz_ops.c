@@ -672,7 +672,8 @@ static bool wc_status_known(uint8_t st)
 
 static bool wc_opcode_known(uint8_t op)
 {
-    return op <= PFNIC_WC_FETCH_ADD || op == PFNIC_WC_RECV ||
+    return op <= PFNIC_WC_FETCH_ADD || op == PFNIC_WC_LOCAL_INV ||
+           op == PFNIC_WC_REG_MR || op == PFNIC_WC_RECV ||
            op == PFNIC_WC_RECV_RDMA_WITH_IMM;
 }
 
@@ -1059,12 +1060,22 @@ static void fill_sges(PfnicFuzz *f, PfnicWqe *w, int n, int side)
     }
 }
 
+/*
+ * The send opcodes a work request takes, and one that is none (8); LOCAL_INV
+ * and REG_MR (ABI 1.21) of keys that name no FAST MR here
+ */
+static const uint8_t wqe_opcodes[] = {
+    PFNIC_WR_RDMA_WRITE, PFNIC_WR_RDMA_WRITE_WITH_IMM, PFNIC_WR_SEND,
+    PFNIC_WR_SEND_WITH_IMM, PFNIC_WR_RDMA_READ, PFNIC_WR_ATOMIC_CMP_AND_SWP,
+    PFNIC_WR_ATOMIC_FETCH_AND_ADD, PFNIC_WR_LOCAL_INV, 8, PFNIC_WR_REG_MR,
+};
+
 static void op_wqe(PfnicFuzz *f)
 {
     uint8_t sel = U8(f), opc = U8(f), flags = U8(f), nsge = U8(f);
     int q = sel & 3, side = qp_side(q);
     PfnicWqe w = {
-        .opcode = opc % 8,
+        .opcode = wqe_opcodes[opc % ARRAY_SIZE(wqe_opcodes)],
         .flags = (flags & 0x80) ? flags : (flags & PFNIC_SEND_FLAGS_MASK) |
                                           PFNIC_SEND_SIGNALED,
         .num_sge = (nsge & 0x80) ? nsge : nsge % (PFNIC_MAX_SGE + 1),
@@ -1078,12 +1089,19 @@ static void op_wqe(PfnicFuzz *f)
     w.compare_add = cpu_to_le64(U8(f));
     w.swap = cpu_to_le64(U8(f));
     fill_sges(f, &w, w.num_sge, side);
-    if (w.opcode >= PFNIC_WR_ATOMIC_CMP_AND_SWP && (sel & 0x40)) {
+    if ((w.opcode == PFNIC_WR_ATOMIC_CMP_AND_SWP ||
+         w.opcode == PFNIC_WR_ATOMIC_FETCH_AND_ADD) && (sel & 0x40)) {
         /* What a well-formed atomic looks like, so that some succeed. */
         w.num_sge = 1;
         w.sge[0].length = cpu_to_le32(8);
         w.sge[0].addr = cpu_to_le64(le64_to_cpu(w.sge[0].addr) & ~7ULL);
         w.remote_addr = cpu_to_le64(le64_to_cpu(w.remote_addr) & ~7ULL);
+    }
+    if ((w.opcode == PFNIC_WR_LOCAL_INV || w.opcode == PFNIC_WR_REG_MR) &&
+        (sel & 0x40)) {
+        /* As a driver posts them: no SGE, and a key (LOCAL_INV's here) */
+        w.num_sge = 0;
+        w.imm_data = w.rkey;
     }
     qp_post(f, q, false, &w);
 }
