@@ -387,10 +387,26 @@ impl rdma::Operations for PfnicIbDevice {
         uctx.get_dma_mr(pd, access)
     }
 
+    fn alloc_mr(
+        uctx: &Self::UContext,
+        pd: &Self::Pd,
+        max_pages: u32,
+    ) -> Result<(Self::Mr, MrKeys)> {
+        uctx.alloc_mr(pd, max_pages)
+    }
+
+    fn map_mr_start(mr: &Self::Mr, page_size: u32) -> Result {
+        UContext::fast_pages(mr)?.start(page_size)
+    }
+
+    fn map_mr_page(mr: &Self::Mr, addr: u64) -> Result {
+        UContext::fast_pages(mr)?.add(addr)
+    }
+
     fn post_send(
         uctx: &Self::UContext,
         qp: &Self::Qp,
-        wrs: &mut rdma::kverbs::SendWrs<'_, Self::Ah>,
+        wrs: &mut rdma::kverbs::SendWrs<'_, Self::Ah, Self::Mr>,
     ) -> Result {
         uctx.post_send(qp, wrs)
     }
@@ -431,7 +447,17 @@ impl rdma::Operations for PfnicIbDevice {
             vendor_id: u32::from(i.vendor_id),
             vendor_part_id: u32::from(i.device_id),
             hw_ver: u32::from(i.revision),
-            device_cap_flags: DEVICE_CAP_FLAGS,
+            // Fast registration, for the kernel clients that need it (NVMe over RDMA).
+            device_cap_flags: if nic.has_fast_reg() {
+                DEVICE_CAP_FLAGS | device_caps::MEM_MGT_EXTENSIONS
+            } else {
+                DEVICE_CAP_FLAGS
+            },
+            max_fast_reg_page_list_len: if nic.has_fast_reg() {
+                crate::verbs::mr::FAST_MAX_PAGES
+            } else {
+                0
+            },
             // `IBV_ATOMIC_HCA` in the device's answer.
             atomic_cap: if v.atomic_cap == 1 {
                 AtomicCap::Hca

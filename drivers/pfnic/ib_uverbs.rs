@@ -11,7 +11,7 @@
 
 use crate::{
     context::Context,
-    kverbs::{KernelCq, KernelQp, KernelQps},
+    kverbs::{FastPages, KernelCq, KernelQp, KernelQps},
     nic::{stats::translation_named, Nic},
     uapi,
     verbs::{args, file::VerbsFile, port::gid_ipv4, PORT_LID},
@@ -74,8 +74,9 @@ pub(crate) struct Cq {
     num: u32,
     kernel: Option<Pin<KBox<KernelCq>>>,
 }
-/// A memory region: its handle in the context's objects.
-pub(crate) struct Mr(u32);
+/// A memory region: its handle in the context's objects, and a kernel client's
+/// fast-registration MR's page list.
+pub(crate) struct Mr(u32, Option<FastPages>);
 /// A queue pair: its QPN, and, for a kernel client's, the driver's view of its queues.
 pub(crate) struct Qp {
     num: u32,
@@ -303,7 +304,7 @@ impl UContext {
     fn register(&self, mut arg: args::RegMr, udata: &UData<'_>) -> Result<(Mr, MrKeys)> {
         self.verbs.reg_mr(&mut arg, udata)?;
         Ok((
-            Mr(arg.mr),
+            Mr(arg.mr, None),
             MrKeys {
                 lkey: arg.lkey,
                 rkey: arg.rkey,
@@ -442,7 +443,7 @@ impl UContext {
         };
         self.verbs.reg_dm_mr(&mut arg)?;
         Ok((
-            Mr(arg.mr),
+            Mr(arg.mr, None),
             MrKeys {
                 lkey: arg.lkey,
                 rkey: arg.rkey,
@@ -757,12 +758,30 @@ impl UContext {
     pub(crate) fn get_dma_mr(&self, pd: &Pd, access: u32) -> Result<(Mr, MrKeys)> {
         let (handle, key) = self.verbs.reg_dma_mr(pd.0, access)?;
         Ok((
-            Mr(handle),
+            Mr(handle, None),
             MrKeys {
                 lkey: key,
                 rkey: key,
             },
         ))
+    }
+
+    /// A kernel client's fast-registration MR for up to `max_pages` pages (`ib_alloc_mr`).
+    pub(crate) fn alloc_mr(&self, pd: &Pd, max_pages: u32) -> Result<(Mr, MrKeys)> {
+        let pages = FastPages::new(&self.nic, max_pages)?;
+        let (handle, key) = self.verbs.reg_fast_mr(pd.0, max_pages)?;
+        Ok((
+            Mr(handle, Some(pages)),
+            MrKeys {
+                lkey: key,
+                rkey: key,
+            },
+        ))
+    }
+
+    /// The page list of a kernel client's fast-registration MR (`EINVAL` for another MR).
+    pub(crate) fn fast_pages(mr: &Mr) -> Result<&FastPages> {
+        mr.1.as_ref().ok_or(EINVAL)
     }
 
     /// A kernel client's QP's queues (`EINVAL` for a process's QP, which its provider runs).
@@ -775,7 +794,7 @@ impl UContext {
         cq.kernel.as_deref().ok_or(EINVAL)
     }
 
-    pub(crate) fn post_send(&self, qp: &Qp, wrs: &mut SendWrs<'_, Ah>) -> Result {
+    pub(crate) fn post_send(&self, qp: &Qp, wrs: &mut SendWrs<'_, Ah, Mr>) -> Result {
         Self::kernel_qp(qp)?.post_send(wrs)
     }
 

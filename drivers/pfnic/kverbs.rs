@@ -8,17 +8,27 @@
 //! Posting, polling and arming may come in any context (ib_mad posts under a spinlock with
 //! interrupts off): nothing here sleeps or allocates. A queue's tail and a CQ's consumer index
 //! are each under an interrupt-safe spinlock.
+//!
+//! Fast registration (NVMe over RDMA's, docs/verbs.md "Fast registration"): an MR of
+//! `ib_alloc_mr()` has a page list in DMA memory ([`FastPages`]), which `ib_map_mr_sg()` fills
+//! and a `REG_MR` work queue entry hands the device, which copies it when it runs the entry.
 
 use crate::{
+    ib_uverbs::{Ah, Mr, UContext},
     nic::Nic,
     uapi,
-    verbs::{args, file::Ring},
+    verbs::{
+        args,
+        file::Ring,
+        mr::{FAST_MAX_PAGES, FAST_PAGE_SIZE},
+    },
 };
 use kernel::{
     new_spinlock_irq,
     prelude::*,
     rdma::kverbs::{send_flags, CqNotify, QpRef, RecvWrs, SendOp, SendWr, SendWrs, Wc, WcSink},
     sync::{
+        atomic::{Atomic, Relaxed},
         barrier::{dma_mb, Read, Write},
         Arc, SpinLockIrq,
     },
@@ -41,6 +51,15 @@ const WR_SEND_WITH_IMM: u8 = 3;
 const WR_RDMA_READ: u8 = 4;
 const WR_ATOMIC_CMP_AND_SWP: u8 = 5;
 const WR_ATOMIC_FETCH_AND_ADD: u8 = 6;
+const WR_LOCAL_INV: u8 = 7;
+const WR_SEND_WITH_INV: u8 = 9;
+const WR_REG_MR: u8 = 0x20;
+
+/// The access bits a `REG_MR` entry carries (`IB_ACCESS_*` local write, remote write, remote
+/// read, remote atomic); the core's optional bits (`IB_ACCESS_OPTIONAL`, hints such as relaxed
+/// ordering) are dropped, any other is refused.
+const REG_MR_ACCESS: u32 = 0xf;
+const ACCESS_OPTIONAL: u32 = 0x3ff0_0000;
 
 /// The send flags a work queue entry carries (`IBV_SEND_*`, the same bits as the core's).
 const WQE_FLAGS: u32 = send_flags::FENCE | send_flags::SIGNALED | send_flags::SOLICITED;
@@ -59,6 +78,7 @@ const CQE_VENDOR_ERR: usize = 0x1c;
 /// `wc_flags` of a CQE.
 const CQE_FLAG_GRH: u8 = 1;
 const CQE_FLAG_WITH_IMM: u8 = 2;
+const CQE_FLAG_WITH_INV: u8 = 8;
 
 /// The QPs of the kernel clients' context by number, for naming them in completions. A QP is
 /// in it from its creation until its destruction.
@@ -193,6 +213,9 @@ impl KernelCq {
                 // As the sender posted it: the bytes, not a number.
                 imm: (flags & CQE_FLAG_WITH_IMM != 0)
                     .then(|| u32::from_ne_bytes(r.read_u32(at + CQE_IMM).to_le_bytes())),
+                // A number: the key the device invalidated.
+                invalidated_rkey: (flags & CQE_FLAG_WITH_INV != 0)
+                    .then(|| r.read_u32(at + CQE_IMM)),
                 src_qp: r.read_u32(at + CQE_SRC_QP),
                 grh: flags & CQE_FLAG_GRH != 0,
                 ..Wc::default()
@@ -251,22 +274,97 @@ fn put_sges(wqe: &mut Wqe, sges: &[kernel::rdma::Sge]) -> Result {
     Ok(())
 }
 
-/// Word 0 of a WQE: opcode, flags, SGEs and immediate data (its bytes as posted).
-fn word0(opcode: u8, flags: u32, sges: usize, imm: u32) -> u64 {
-    let imm = u32::from_le_bytes(imm.to_ne_bytes());
-    u64::from(opcode) | u64::from(flags as u8) << 8 | (sges as u64) << 16 | u64::from(imm) << 32
+/// Word 0 of a WQE: opcode, flags, SGEs and the 32-bit field at 0x04 (a number).
+fn word0(opcode: u8, flags: u32, sges: usize, field: u32) -> u64 {
+    u64::from(opcode) | u64::from(flags as u8) << 8 | (sges as u64) << 16 | u64::from(field) << 32
+}
+
+/// Immediate data as the field at 0x04 holds it: its bytes as posted.
+fn imm_field(imm: u32) -> u32 {
+    u32::from_le_bytes(imm.to_ne_bytes())
+}
+
+/// The page list of a kernel client's fast-registration MR (docs/verbs.md, "Fast
+/// registration"): DMA addresses of its pages, which `ib_map_mr_sg()` writes and the device
+/// reads when it runs the `REG_MR` entry. A client maps and registers an MR one time after
+/// another, never two at once (the MR is busy until its registration completes).
+pub(crate) struct FastPages {
+    list: Ring,
+    max: u32,
+    /// Pages listed since the last [`FastPages::start`].
+    count: Atomic<u32>,
+}
+
+impl FastPages {
+    /// A list of up to `max` pages, in DMA memory of `nic`.
+    pub(crate) fn new(nic: &Nic, max: u32) -> Result<Self> {
+        if max == 0 || max > FAST_MAX_PAGES {
+            return Err(EINVAL);
+        }
+        Ok(Self {
+            list: Ring::new(nic, max as usize * 8)?,
+            max,
+            count: Atomic::new(0),
+        })
+    }
+
+    /// Starts a new list of pages of `page_size` bytes (only 4 KiB ones: `EINVAL`).
+    pub(crate) fn start(&self, page_size: u32) -> Result {
+        if page_size != FAST_PAGE_SIZE {
+            return Err(EINVAL);
+        }
+        self.count.store(0, Relaxed);
+        Ok(())
+    }
+
+    /// Adds the page at DMA address `addr`; `ENOMEM` when the list is full.
+    pub(crate) fn add(&self, addr: u64) -> Result {
+        let n = self.count.load(Relaxed);
+        if n >= self.max {
+            return Err(ENOMEM);
+        }
+        // SAFETY: The list is the driver's own memory, never revoked.
+        unsafe { self.list.write_u64(n as usize * 8, addr) };
+        self.count.store(n + 1, Relaxed);
+        Ok(())
+    }
+}
+
+/// Words 2..7 of a `REG_MR` entry for `mr`'s current page list.
+fn reg_mr_words(w: &mut Wqe, mr: Option<&Mr>, op: &SendOp) -> Result {
+    let SendOp::RegMr {
+        key,
+        access,
+        iova,
+        length,
+        page_size,
+    } = *op
+    else {
+        return Err(EINVAL);
+    };
+    let pages = UContext::fast_pages(mr.ok_or(EINVAL)?)?;
+    if page_size != FAST_PAGE_SIZE || access & !(REG_MR_ACCESS | ACCESS_OPTIONAL) != 0 {
+        return Err(EINVAL);
+    }
+    w[2] = iova;
+    w[3] = u64::from(key) | u64::from(access & REG_MR_ACCESS) << 32;
+    w[4] = length;
+    w[5] = pages.list.mem.dma_address();
+    w[6] = u64::from(pages.count.load(Relaxed));
+    Ok(())
 }
 
 /// The WQE of send request `wr`, on a UD QP if `ud`.
-fn send_wqe(wr: &SendWr<'_, crate::ib_uverbs::Ah>, ud: bool) -> Result<Wqe> {
+fn send_wqe(wr: &SendWr<'_, Ah, Mr>, ud: bool) -> Result<Wqe> {
     if wr.flags & !WQE_FLAGS != 0 {
         // Inline data: the device has none.
         return Err(EINVAL);
     }
     let mut w: Wqe = [0; WQE_SIZE / 8];
-    let (opcode, imm) = match wr.op {
+    let (opcode, field) = match wr.op {
         SendOp::Send { imm: None } => (WR_SEND, 0),
-        SendOp::Send { imm: Some(imm) } => (WR_SEND_WITH_IMM, imm),
+        SendOp::Send { imm: Some(imm) } => (WR_SEND_WITH_IMM, imm_field(imm)),
+        SendOp::SendWithInv { rkey } => (WR_SEND_WITH_INV, rkey),
         SendOp::RdmaWrite {
             remote_addr,
             rkey,
@@ -276,7 +374,7 @@ fn send_wqe(wr: &SendWr<'_, crate::ib_uverbs::Ah>, ud: bool) -> Result<Wqe> {
             w[3] = u64::from(rkey);
             match imm {
                 None => (WR_RDMA_WRITE, 0),
-                Some(imm) => (WR_RDMA_WRITE_WITH_IMM, imm),
+                Some(imm) => (WR_RDMA_WRITE_WITH_IMM, imm_field(imm)),
             }
         }
         SendOp::RdmaRead { remote_addr, rkey } => {
@@ -306,8 +404,12 @@ fn send_wqe(wr: &SendWr<'_, crate::ib_uverbs::Ah>, ud: bool) -> Result<Wqe> {
             w[4] = add;
             (WR_ATOMIC_FETCH_AND_ADD, 0)
         }
-        // Invalidation: the device has no memory windows or fast registration yet.
-        SendOp::SendWithInv { .. } | SendOp::LocalInv { .. } => return Err(EINVAL),
+        SendOp::LocalInv { rkey } if wr.sges.is_empty() => (WR_LOCAL_INV, rkey),
+        SendOp::RegMr { .. } if wr.sges.is_empty() => {
+            reg_mr_words(&mut w, wr.mr, &wr.op)?;
+            (WR_REG_MR, 0)
+        }
+        SendOp::LocalInv { .. } | SendOp::RegMr { .. } => return Err(EINVAL),
     };
     match (&wr.ud, ud) {
         (Some(d), true) => {
@@ -329,7 +431,7 @@ fn send_wqe(wr: &SendWr<'_, crate::ib_uverbs::Ah>, ud: bool) -> Result<Wqe> {
         (None, false) => {}
         _ => return Err(EINVAL),
     }
-    w[0] = word0(opcode, wr.flags, wr.sges.len(), imm);
+    w[0] = word0(opcode, wr.flags, wr.sges.len(), field);
     w[1] = wr.wr_id;
     put_sges(&mut w, wr.sges)?;
     Ok(w)
@@ -410,7 +512,7 @@ impl KernelQp {
     }
 
     /// Posts send requests; rings the doorbell once for those posted, even if one fails.
-    pub(crate) fn post_send(&self, wrs: &mut SendWrs<'_, crate::ib_uverbs::Ah>) -> Result {
+    pub(crate) fn post_send(&self, wrs: &mut SendWrs<'_, Ah, Mr>) -> Result {
         let ud = self.ud;
         self.post(true, wrs.map(|wr| wr.and_then(|wr| send_wqe(&wr, ud))))
     }

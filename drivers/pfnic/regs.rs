@@ -71,6 +71,9 @@ pub(crate) const ABI_MINOR_UD: u32 = 19;
 /// The minor version that added DMA MRs (`MR_SET`'s `DMA`) and UD QPs numbered 0 and 1 (the
 /// special QPs): what the RDMA core's kernel clients need.
 pub(crate) const ABI_MINOR_KERNEL_VERBS: u32 = 20;
+/// The minor version that added fast registration: `MR_SET`'s `FAST` flag, the `REG_MR`,
+/// `LOCAL_INV` and `SEND_WITH_INV` work requests (what NVMe over RDMA needs).
+pub(crate) const ABI_MINOR_FAST_REG: u32 = 21;
 
 /// Port counters (`PORT_COUNTERS`, docs/wire.md), in the order of
 /// [`uapi::QueryPort::counters`](crate::uapi::QueryPort::counters).

@@ -47,6 +47,12 @@ const MR_FLAG_TABLE: u32 = 1 << 0;
 const MR_FLAG_FAULT: u32 = 1 << 1;
 /// `MR_SET` flag, alone (ABI 1.20): the MR's addresses are the device's own DMA addresses.
 const MR_FLAG_DMA: u32 = 1 << 3;
+/// `MR_SET` flag, alone (ABI 1.21): a fast-registration MR, free until a `REG_MR` work request.
+const MR_FLAG_FAST: u32 = 1 << 4;
+/// The pages of a fast-registration MR's list, at most (docs/verbs.md, "Fast registration").
+pub(crate) const FAST_MAX_PAGES: u32 = 512;
+/// The only page size of a fast-registration MR's list.
+pub(crate) const FAST_PAGE_SIZE: u32 = 4096;
 
 /// One `PREFETCH` descriptor covers at most this much.
 const PREFETCH_CHUNK: u64 = ring::MAX_LEN;
@@ -307,36 +313,61 @@ impl VerbsFile {
         Ok(())
     }
 
-    /// `ibv_dereg_mr`.
     /// A DMA MR in `pd` (device ABI 1.20): a key over every DMA address of the device, for
     /// the RDMA core's kernel clients (the local DMA key of their PDs), local access only (a
     /// remote key to all of the device's memory is refused, `EOPNOTSUPP`). Returns its handle
     /// and key.
     pub(crate) fn reg_dma_mr(&self, pd: u32, access: u32) -> Result<(u32, u32)> {
-        let verbs = self.nic.verbs()?;
-        if !self.kernel {
-            return Err(EPERM);
-        }
         if !self.nic.has_dma_mrs() {
             return Err(EOPNOTSUPP);
         }
         if access & !uapi::PFNIC_ACCESS_LOCAL_WRITE != 0 {
             return Err(EOPNOTSUPP);
         }
+        self.reg_kernel_mr(pd, access, 0, u64::MAX, MR_FLAG_DMA)
+    }
+
+    /// A fast-registration MR in `pd` (device ABI 1.21) for up to `pages` pages of a kernel
+    /// client: its key names nothing until a `REG_MR` work request registers a page list.
+    /// Returns its handle and key.
+    pub(crate) fn reg_fast_mr(&self, pd: u32, pages: u32) -> Result<(u32, u32)> {
+        if !self.nic.has_fast_reg() {
+            return Err(EOPNOTSUPP);
+        }
+        if pages == 0 || pages > FAST_MAX_PAGES {
+            return Err(EINVAL);
+        }
+        let len = u64::from(pages) * u64::from(FAST_PAGE_SIZE);
+        self.reg_kernel_mr(pd, 0, 0, len, MR_FLAG_FAST)
+    }
+
+    /// An MR of the kernel clients' context (`flags` its kind) in `pd`.
+    fn reg_kernel_mr(
+        &self,
+        pd: u32,
+        access: u32,
+        addr: u64,
+        length: u64,
+        flags: u32,
+    ) -> Result<(u32, u32)> {
+        let verbs = self.nic.verbs()?;
+        if !self.kernel {
+            return Err(EPERM);
+        }
         let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
         let mut o = self.objects.lock();
         o.pds.get(&pd).ok_or(EINVAL)?;
         let index = verbs.ids.lock().mrs.alloc()?;
         let free_index = ScopeGuard::new(|| verbs.ids.lock().mrs.free(index));
-        let key = self.mr_set(index, pd, access, 0, u64::MAX, MR_FLAG_DMA)?;
+        let key = self.mr_set(index, pd, access, addr, length, flags)?;
         let handle = o.new_handle();
         let mr = Mr {
             index,
             key,
             pd,
             access,
-            addr: 0,
-            length: u64::MAX,
+            addr,
+            length,
             pinned: None,
             odp: None,
             dm: None,
@@ -352,6 +383,7 @@ impl VerbsFile {
         Ok((handle, key))
     }
 
+    /// `ibv_dereg_mr`.
     pub(crate) fn dereg_mr(&self, handle: u32) -> Result {
         let verbs = self.nic.verbs()?;
         let mut o = self.objects.lock();

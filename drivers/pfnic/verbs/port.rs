@@ -151,6 +151,12 @@ impl Nic {
         self.info.device_abi & 0xffff >= regs::ABI_MINOR_KERNEL_VERBS
     }
 
+    /// Whether the device has fast registration (ABI 1.21): `FAST` MRs, `REG_MR`, `LOCAL_INV`
+    /// and `SEND_WITH_INV`.
+    pub(crate) fn has_fast_reg(&self) -> bool {
+        self.info.device_abi & 0xffff >= regs::ABI_MINOR_FAST_REG
+    }
+
     /// Reads the port registers (all zero on a device without them).
     pub(crate) fn port_state(&self) -> Result<PortState> {
         if !self.has_port_registers() {
