@@ -27,8 +27,8 @@ static void test_verbs_errors(void *obj, void *data,
     map_bars();
     key = verbs_setup(0);
 
-    /* Bad opcode: LOC_QP_OP_ERR */
-    post_wqe(SQ_ADDR + 2 * 0x10000, 0, 9, 0, 1, 1, 0x10000000, 8, key);
+    /* Bad opcode (8: none, 9 is SEND_WITH_INV since ABI 1.21) */
+    post_wqe(SQ_ADDR + 2 * 0x10000, 0, 8, 0, 1, 1, 0x10000000, 8, key);
     verbs_db(1, PFNIC_DB_SQ, 2 << 16 | 1);
     c = wait_cqe(1, 0, 1);
     g_assert_cmpint(c.status, ==, PFNIC_WC_LOC_QP_OP_ERR);
@@ -493,7 +493,7 @@ static void test_verbs_cq_overflow(void *obj, void *data,
                     PFNIC_CMD_OK);
     qp_connect(4, 4, 7);
     for (int i = 0; i < 4; i++) {
-        post_wqe(SQ_ADDR + 4 * 0x10000, i, 9, 0, 0x500 + i, 0, 0, 0, key);
+        post_wqe(SQ_ADDR + 4 * 0x10000, i, 8, 0, 0x500 + i, 0, 0, 0, key);
     }
     verbs_db(1, PFNIC_DB_SQ, 4 << 16 | 4);
     wait_cqe(3, 1, 1);

@@ -2,7 +2,7 @@
  * QTest for pfnic: translation tables the driver fills (ABI 1.8): MR_SET
  * with a table, MTT_WRITE and MTT_INVALIDATE, the table space, work
  * through tables, invalid entries, tables beside PASIDs; DMA MRs (ABI
- * 1.20); key bases and fast registration (ABI 1.21).
+ * 1.20); key bases, fast registration and SEND_WITH_INV (ABI 1.21).
  *
  * Copyright (c) 2026 The pfnic authors
  *
@@ -588,6 +588,22 @@ static void test_verbs_dma_mr_pasid(void *obj, void *data,
                          PFNIC_ACCESS_REMOTE_WRITE | \
                          PFNIC_ACCESS_REMOTE_READ)
 
+/*
+ * table_pair_start(), and a DMA MR over everything in each context: MR 1
+ * of context 1 (LOCAL_WRITE, @lkey) and MR 2 of context 2 (every access,
+ * @rkey)
+ */
+static void fast_pair_start(uint32_t *lkey, uint32_t *rkey)
+{
+    table_pair_start();
+    g_assert_cmpint(mr_set_flags(1, 1, 7, PFNIC_ACCESS_LOCAL_WRITE, 0,
+                                 UINT64_MAX, PFNIC_MR_FLAG_DMA, lkey), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(mr_set_flags(2, 2, 7, ALL_ACCESS, 0, UINT64_MAX,
+                                 PFNIC_MR_FLAG_DMA, rkey), ==,
+                    PFNIC_CMD_OK);
+}
+
 /* QP @qpn (2 or 3) failed a WQE: it is in ERR; connect it again. */
 static void fast_reconnect(uint32_t qpn)
 {
@@ -596,22 +612,27 @@ static void fast_reconnect(uint32_t qpn)
 }
 
 /*
- * Post @w on QP 2: its CQE has @status and the opcode the WQE's makes;
- * a failed QP 2 is connected again.
+ * Post local WQE @w on QP @qpn (2: context and CQ 1; 3: 2): its CQE has
+ * @status and the opcode the WQE's makes; a failed QP is connected again.
  */
-static PfnicCqe fast_expect(PfnicWqe w, uint8_t status)
+static PfnicCqe fast_expect_on(uint32_t qpn, PfnicWqe w, uint8_t status)
 {
     PfnicCqe c;
 
-    table_post_wqe(1, 2, &w);
-    c = table_cqe(1, le64_to_cpu(w.wr_id), status);
+    table_post_wqe(qpn - 1, qpn, &w);
+    c = table_cqe(qpn - 1, le64_to_cpu(w.wr_id), status);
     g_assert_cmpint(c.opcode, ==, w.opcode == PFNIC_WR_REG_MR ?
                     PFNIC_WC_REG_MR : PFNIC_WC_LOCAL_INV);
     g_assert_cmpint(c.byte_len, ==, 0);
     if (status != PFNIC_WC_SUCCESS) {
-        fast_reconnect(2);
+        fast_reconnect(qpn);
     }
     return c;
+}
+
+static PfnicCqe fast_expect(PfnicWqe w, uint8_t status)
+{
+    return fast_expect_on(2, w, status);
 }
 
 /* An RDMA WRITE of @len bytes from QP 3 to @raddr with @rkey: @status */
@@ -763,13 +784,7 @@ static void test_verbs_fast_reg(void *obj, void *data, QGuestAllocator *alloc)
     fp[2] = DATA_PAGE(9);
     fp2[0] = DATA_PAGE(12);
     fp2[1] = DATA_PAGE(7);
-    table_pair_start();
-    g_assert_cmpint(mr_set_flags(1, 1, 7, PFNIC_ACCESS_LOCAL_WRITE, 0,
-                                 UINT64_MAX, PFNIC_MR_FLAG_DMA, &lkey), ==,
-                    PFNIC_CMD_OK);
-    g_assert_cmpint(mr_set_flags(2, 2, 7, ALL_ACCESS, 0, UINT64_MAX,
-                                 PFNIC_MR_FLAG_DMA, &rkey), ==,
-                    PFNIC_CMD_OK);
+    fast_pair_start(&lkey, &rkey);
     fast_mr_set_checks(&fkey, &other);
     table_pair_connect();
 
@@ -886,6 +901,105 @@ static void test_verbs_fast_reg(void *obj, void *data, QGuestAllocator *alloc)
 }
 
 /*
+ * A SEND_WITH_INV of [@laddr, + @len) from QP 2 asking QP 3 to invalidate
+ * @key, into a receive buffer at DATA_PAGE(24) under @rkey: QP 2 completes
+ * @status; QP 3's receive, on success, says it invalidated @key.
+ */
+static void send_inv(uint64_t wr_id, uint64_t laddr, uint32_t len,
+                     uint32_t lkey, uint32_t key, uint32_t rkey,
+                     uint8_t status)
+{
+    PfnicWqe w = send_inv_wqe(wr_id, laddr, len, lkey, key);
+    PfnicCqe c;
+
+    table_recv(2, 3, wr_id + 0x100, DATA_PAGE(24), 0x2000, rkey);
+    table_post_wqe(1, 2, &w);
+    c = table_cqe(1, wr_id, status);
+    g_assert_cmpint(c.opcode, ==, PFNIC_WC_SEND);
+    if (status != PFNIC_WC_SUCCESS) {
+        /* The receiver failed it: LOC_PROT_ERR there, both in ERR */
+        c = table_cqe(2, wr_id + 0x100, PFNIC_WC_LOC_PROT_ERR);
+        g_assert_cmpint(c.wc_flags & PFNIC_WC_WITH_INV, ==, 0);
+        fast_reconnect(3);
+        fast_reconnect(2);
+        return;
+    }
+    c = table_cqe(2, wr_id + 0x100, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.opcode, ==, PFNIC_WC_RECV);
+    g_assert_cmpint(c.byte_len, ==, len);
+    g_assert_cmphex(c.wc_flags, ==, PFNIC_WC_WITH_INV);
+    g_assert_cmphex(le32_to_cpu(c.imm_data), ==, key);
+}
+
+/*
+ * SEND_WITH_INV (ABI 1.21) in loopback: QP 2 (context 1) asks QP 3
+ * (context 2) to invalidate the key of QP 3's FAST MR, which QP 3
+ * registered: the receive has the bytes, WITH_INV and the key, and the
+ * MR is free (a WRITE through the key fails; invalidating it again is
+ * fine). A key that does not name exactly a FAST MR of QP 3's context
+ * and PD fails the receive (LOC_PROT_ERR) and the send (REM_INV_REQ_ERR).
+ */
+static void test_verbs_send_inv(void *obj, void *data, QGuestAllocator *alloc)
+{
+    static uint8_t src[0x1800], got[0x1800];
+    uint32_t lkey, rkey, fkey, other, k1;
+    uint64_t fp[2];
+
+    pfnic_qos_start(obj, alloc);
+    map_bars();
+    fp[0] = DATA_PAGE(6);
+    fp[1] = DATA_PAGE(3);
+    fast_pair_start(&lkey, &rkey);
+    g_assert_cmpint(fast_mr(3, 2, 7, 2, &fkey), ==, PFNIC_CMD_OK);
+    g_assert_cmpint(fast_mr(4, 2, 8, 1, &other), ==, PFNIC_CMD_OK);
+    table_pair_connect();
+
+    /* QP 3 registers its MR; QP 2 writes through the key. */
+    k1 = key_next(fkey, 0x80);
+    fast_pbl(FAST_PBL, fp, 2);
+    fast_expect_on(3, reg_mr_wqe(0x60, k1, 0x4000000100ULL, 0x1000,
+                                 FAST_ACCESS, FAST_PBL, 2),
+                   PFNIC_WC_SUCCESS);
+    pattern(src, sizeof(src), 31);
+    memwrite(DATA_PAGE(20), src, sizeof(src));
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x61, DATA_PAGE(20), 0x100, lkey,
+               0x4000000f80ULL, k1, 0);
+    table_cqe(1, 0x61, PFNIC_WC_SUCCESS);
+    table_rw(fp, 0x4000000100ULL, 0x4000000f80ULL, got, 0x100, false);
+    g_assert_cmpmem(got, 0x100, src, 0x100);
+
+    /* SEND_WITH_INV of its key: the bytes land, the MR is free. */
+    send_inv(0x62, DATA_PAGE(20), sizeof(src), lkey, k1, rkey,
+             PFNIC_WC_SUCCESS);
+    memread(DATA_PAGE(24), got, sizeof(got));
+    g_assert_cmpmem(got, sizeof(got), src, sizeof(src));
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x63, DATA_PAGE(20), 0x100, lkey,
+               0x4000000f80ULL, k1, 0);
+    table_cqe(1, 0x63, PFNIC_WC_REM_ACCESS_ERR);
+    fast_reconnect(2);
+    send_inv(0x64, 0, 0, lkey, k1, rkey, PFNIC_WC_SUCCESS);
+
+    /* Not exactly a FAST MR of QP 3's context and PD: both fail. */
+    send_inv(0x65, DATA_PAGE(20), 0x10, lkey, key_next(k1, 1), rkey,
+             PFNIC_WC_REM_INV_REQ_ERR);
+    send_inv(0x66, DATA_PAGE(20), 0x10, lkey, rkey, rkey,
+             PFNIC_WC_REM_INV_REQ_ERR);
+    send_inv(0x67, DATA_PAGE(20), 0x10, lkey, other, rkey,
+             PFNIC_WC_REM_INV_REQ_ERR);
+    send_inv(0x68, DATA_PAGE(20), 0x10, lkey, lkey, rkey,
+             PFNIC_WC_REM_INV_REQ_ERR);
+    /* Registered again, and invalidated again */
+    fast_expect_on(3, reg_mr_wqe(0x69, key_next(k1, 1), 0x4000000100ULL,
+                                 0x1000, FAST_ACCESS, FAST_PBL, 2),
+                   PFNIC_WC_SUCCESS);
+    send_inv(0x6a, DATA_PAGE(20), 0x10, lkey, key_next(k1, 1), rkey,
+             PFNIC_WC_SUCCESS);
+    assert_no_ats_pri();
+    g_assert_cmphex(reg_read(PFNIC_REG_STATUS), ==, PFNIC_STATUS_READY);
+    pfnic_qos_end();
+}
+
+/*
  * Rounds of a full MR table. With 4096 random keys two share their upper
  * 24 bits about four times in ten; with the seed below, a device that
  * draws keys without looking at their bases does so in the first round.
@@ -949,6 +1063,8 @@ static void register_pfnic_tables_tests(void)
     pfnic_add_test("verbs/fast-reg", test_verbs_fast_reg,
                    "contexts=4,ats=off,pasid=off,pri=off,table-entries=8",
                    NULL);
+    pfnic_add_test("verbs/send-inv", test_verbs_send_inv,
+                   "contexts=4,ats=off,pasid=off,pri=off", NULL);
 }
 
 libqos_init(register_pfnic_tables_tests);

@@ -783,6 +783,20 @@ PfnicWqe local_inv_wqe(uint64_t wr_id, uint32_t key)
     };
 }
 
+PfnicWqe send_inv_wqe(uint64_t wr_id, uint64_t laddr, uint32_t len,
+                      uint32_t lkey, uint32_t key)
+{
+    return (PfnicWqe) {
+        .opcode = PFNIC_WR_SEND_WITH_INV, .flags = PFNIC_SEND_SIGNALED,
+        .num_sge = len ? 1 : 0, .imm_data = cpu_to_le32(key),
+        .wr_id = cpu_to_le64(wr_id),
+        .sge[0] = {
+            .addr = cpu_to_le64(laddr), .length = cpu_to_le32(len),
+            .lkey = cpu_to_le32(lkey),
+        },
+    };
+}
+
 void fast_pbl(uint64_t pbl, const uint64_t *pages, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) {

@@ -381,6 +381,10 @@ PfnicWqe reg_mr_wqe(uint64_t wr_id, uint32_t key, uint64_t iova,
 /* A signaled LOCAL_INV of @key */
 PfnicWqe local_inv_wqe(uint64_t wr_id, uint32_t key);
 
+/* A signaled SEND_WITH_INV of [@laddr, + @len) (0: no SGE) asking @key's */
+PfnicWqe send_inv_wqe(uint64_t wr_id, uint64_t laddr, uint32_t len,
+                      uint32_t lkey, uint32_t key);
+
 /* The page list of @n @pages at @pbl */
 void fast_pbl(uint64_t pbl, const uint64_t *pages, uint32_t n);
 

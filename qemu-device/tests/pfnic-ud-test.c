@@ -221,8 +221,9 @@ static void test_ud_loopback(void *obj, void *data, QGuestAllocator *alloc)
             0, NULL);
     table_cqe(1, 0x209, PFNIC_WC_LOC_QP_OP_ERR);
     /*
-     * ABI 1.21: LOCAL_INV and REG_MR are RC's, where these (of a key
-     * that names no FAST MR) would be LOC_PROT_ERR.
+     * ABI 1.21: LOCAL_INV, REG_MR and SEND_WITH_INV are RC's, where these
+     * (of a key that names no FAST MR) would be LOC_PROT_ERR, or a
+     * datagram to QP 0 that is lost.
      */
     ud_qp_again(2, 1, 1, QKEY_A);
     w = local_inv_wqe(0x210, lkey);
@@ -233,6 +234,10 @@ static void test_ud_loopback(void *obj, void *data, QGuestAllocator *alloc)
     w = reg_mr_wqe(0x211, lkey, TL_VA, 0x10, 0, FAST_PBL, 1);
     table_post_wqe(1, 2, &w);
     table_cqe(1, 0x211, PFNIC_WC_LOC_QP_OP_ERR);
+    ud_qp_again(2, 1, 1, QKEY_A);
+    w = send_inv_wqe(0x212, TL_VA, 0x10, lkey, rkey);
+    table_post_wqe(1, 2, &w);
+    table_cqe(1, 0x212, PFNIC_WC_LOC_QP_OP_ERR);
 
     /* A receive buffer too short for GRH and payload: the receiver fails. */
     ud_qp_again(2, 1, 1, QKEY_A);

@@ -29,6 +29,8 @@ static void test_verbs_limits(void *obj, void *data,
     g_assert_cmphex(PFNIC_MR_FLAG_FAST, ==, 1u << 4);
     g_assert_cmpint(PFNIC_FAST_MAX_PAGES, ==, 512);
     g_assert_cmpint(PFNIC_WR_LOCAL_INV, ==, 7);
+    g_assert_cmpint(PFNIC_WR_SEND_WITH_INV, ==, 9);
+    g_assert_cmphex(PFNIC_WC_WITH_INV, ==, 8);
     g_assert_cmphex(PFNIC_WR_REG_MR, ==, 0x20);
     g_assert_cmpint(PFNIC_WC_LOCAL_INV, ==, 6);
     g_assert_cmpint(PFNIC_WC_REG_MR, ==, 10);

@@ -4,7 +4,8 @@
  * field by field and against a second ICRC implementation, replays, bad
  * ICRCs, forged sources, unknown QPs, PSNs far ahead, truncated and
  * oversized frames, and random frames, after which the QPs still work;
- * and the MAC a QP sends to, as the driver sets it (QP_SET_DMAC).
+ * SEND ONLY with invalidate (ABI 1.21); and the MAC a QP sends to, as the
+ * driver sets it (QP_SET_DMAC).
  *
  * Copyright (c) 2026 The pfnic authors
  *
@@ -66,6 +67,8 @@ static void test_wire_frames(void *obj, void *data,
     Stranger st = *(Stranger *)data;
     ssize_t n, len;
     GRand *rnd = g_rand_new_with_seed(4791);
+    PfnicWqe w;
+    PfnicCqe c;
 
     g_free(data);
     wire_qos_start(obj, alloc);
@@ -207,6 +210,33 @@ static void test_wire_frames(void *obj, void *data,
     post_send0(3, 0, 0x310, key_b);
     g_assert_cmpint(wait_cqe_ms(3, 0, 1000).status, ==, PFNIC_WC_SUCCESS);
     g_assert_cmpint(port_counter(PFNIC_PORT_TIMEOUTS), ==, timeouts);
+
+    /*
+     * ABI 1.21: SEND ONLY with invalidate (0x17), the key in an IETH after
+     * the BTH, big endian. B has no FAST MR: its receive fails, and its
+     * NAK (invalid request) fails A's send.
+     */
+    post_recv0(3, 2, 0x302, key_b);
+    use_nic(0);
+    w = send_inv_wqe(0x202, 0, 0, 0, 0x12345678);
+    memwrite(SQ_ADDR + 2 * 0x10000 + 2 * PFNIC_WQE_SIZE, &w, sizeof(w));
+    verbs_db(1, PFNIC_DB_SQ, 2 << 16 | 3);
+    c = wait_cqe_ms(1, 2, 100);
+    g_assert_cmphex(c.wr_id, ==, 0x202);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_REM_INV_REQ_ERR);
+    do {
+        len = stranger_recv(&st, 0x0800, f, sizeof(f));
+        g_assert_cmpint(len, >, 0);
+    } while (f[42] != 0x17);
+    g_assert_cmpint(len, ==, 14 + 20 + 8 + 12 + 4 + 4);
+    g_assert_cmphex(f[42 + 1], ==, 0);          /* no SE, pad 0 */
+    g_assert_cmphex((uint32_t)ldl_be_p(f + 42 + 12), ==, 0x12345678);
+    g_assert_cmphex((uint32_t)ldl_le_p(f + len - 4), ==, frame_icrc(f, len));
+    use_nic(1);
+    c = wait_cqe_ms(4, 2, 10);
+    g_assert_cmphex(c.wr_id, ==, 0x302);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_LOC_PROT_ERR);
+    g_assert_cmpint(c.wc_flags, ==, 0);
     pfnic_qos_end();
     stranger_close(&st);
     g_rand_free(rnd);

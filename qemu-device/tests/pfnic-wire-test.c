@@ -820,6 +820,136 @@ static void test_wire_timestamps(void *obj, void *data,
     pfnic_qos_end();
 }
 
+/* The FAST MR of B in wire/fast-reg: its pages are wire_tables_start()'s. */
+#define WIRE_FAST_VA    0x30000000ULL
+#define WIRE_FAST_IOVA  (WIRE_FAST_VA + 0x7c0)
+#define WIRE_FAST_LEN   0x2800ULL
+
+/*
+ * A SEND_WITH_INV of @len bytes from A's DATA_PAGE(60) asking B to
+ * invalidate @key, into B's receive WQE at DATA_PAGE(70), in send queue
+ * slot and receive CQE @n of each; A completes @status, and B's receive
+ * on success says it invalidated @key, else LOC_PROT_ERR.
+ */
+static void wire_send_inv(uint32_t n, uint32_t len, uint32_t key_a,
+                          uint32_t key_b, uint32_t key, uint8_t status)
+{
+    PfnicWqe w = send_inv_wqe(0x220 + n, DATA_PAGE(60), len, key_a, key);
+    PfnicCqe c;
+
+    use_nic(1);
+    table_recv(1, 3, 0x320 + n, DATA_PAGE(70), 0x1000, key_b);
+    use_nic(0);
+    table_post_wqe(1, 2, &w);
+    c = wait_cqe_ms(1, sq_next[2] - 1, 100);
+    g_assert_cmphex(c.wr_id, ==, 0x220 + n);
+    g_assert_cmpint(c.status, ==, status);
+    g_assert_cmpint(c.opcode, ==, PFNIC_WC_SEND);
+    use_nic(1);
+    c = wait_cqe_ms(4, n, 100);
+    g_assert_cmphex(c.wr_id, ==, 0x320 + n);
+    if (status != PFNIC_WC_SUCCESS) {
+        g_assert_cmpint(c.status, ==, PFNIC_WC_LOC_PROT_ERR);
+        g_assert_cmpint(qp_state(3), ==, PFNIC_QPS_ERR);
+    } else {
+        g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+        g_assert_cmpint(c.byte_len, ==, len);
+        g_assert_cmphex(c.wc_flags, ==, PFNIC_WC_WITH_INV);
+        g_assert_cmphex(le32_to_cpu(c.imm_data), ==, key);
+    }
+    use_nic(0);
+}
+
+/*
+ * Fast registration on the wire (ABI 1.21), contexts without a PASID and
+ * DMA MRs over everything: B's REG_MR waits behind a READ in flight (its
+ * CQE comes second); A writes and reads B's FAST MR (three scattered pages
+ * from an unaligned iova) through the key; A's SEND_WITH_INV (SEND FIRST,
+ * MIDDLE, then LAST with invalidate; then ONLY with invalidate) frees it,
+ * so that B registers it again; a key that names no FAST MR of B's fails
+ * B's receive (LOC_PROT_ERR) and A's send (NAK invalid request:
+ * REM_INV_REQ_ERR).
+ */
+static void test_wire_fast_reg(void *obj, void *data,
+                               QGuestAllocator *alloc)
+{
+    static uint8_t src[0x3000], got[0x3000];
+    uint32_t key_a, key_b, fkey, k1, k2;
+    uint64_t pa[3], pb[3];
+    PfnicWqe w;
+    PfnicCqe c;
+
+    wire_tables_start(obj, alloc, pa, pb);
+    wire_ctx_no_pasid(1, IP_B);
+    g_assert_cmpint(mr_set_flags(1, 1, 7, ALL_ACCESS, 0, UINT64_MAX,
+                                 PFNIC_MR_FLAG_DMA, &key_b), ==,
+                    PFNIC_CMD_OK);
+    g_assert_cmpint(fast_mr(2, 1, 7, 4, &fkey), ==, PFNIC_CMD_OK);
+    wire_qp(3, 3, 2, IP_A, WIRE_SQ_PSN_B, WIRE_SQ_PSN_A, 10);
+    wire_ctx_no_pasid(0, IP_A);
+    g_assert_cmpint(mr_set_flags(1, 1, 7, ALL_ACCESS, 0, UINT64_MAX,
+                                 PFNIC_MR_FLAG_DMA, &key_a), ==,
+                    PFNIC_CMD_OK);
+    wire_qp(1, 2, 3, IP_B, WIRE_SQ_PSN_A, WIRE_SQ_PSN_B, 10);
+
+    /* B: a READ of 12 packets from A, then a REG_MR that waits for it */
+    pattern(src, sizeof(src), 41);
+    memwrite(DATA_PAGE(50), src, sizeof(src));
+    use_nic(1);
+    table_post(1, 3, PFNIC_WR_RDMA_READ, 0x301, DATA_PAGE(54), sizeof(src),
+               key_b, DATA_PAGE(50), key_a, 0);
+    k1 = key_next(fkey, 1);
+    fast_pbl(FAST_PBL, pb, 3);
+    w = reg_mr_wqe(0x302, k1, WIRE_FAST_IOVA, WIRE_FAST_LEN,
+                   PFNIC_ACCESS_LOCAL_WRITE | PFNIC_ACCESS_REMOTE_WRITE |
+                   PFNIC_ACCESS_REMOTE_READ, FAST_PBL, 3);
+    table_post_wqe(1, 3, &w);
+    c = wait_cqe_ms(3, 0, 100);
+    g_assert_cmphex(c.wr_id, ==, 0x301);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+    c = wait_cqe_ms(3, 1, 100);
+    g_assert_cmphex(c.wr_id, ==, 0x302);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+    g_assert_cmpint(c.opcode, ==, PFNIC_WC_REG_MR);
+    memread(DATA_PAGE(54), got, sizeof(got));
+    g_assert_cmpmem(got, sizeof(got), src, sizeof(src));
+
+    /* A: WRITE through the key into B's three pages, READ back */
+    use_nic(0);
+    table_post(1, 2, PFNIC_WR_RDMA_WRITE, 0x201, DATA_PAGE(50), 0x2000,
+               key_a, WIRE_FAST_IOVA + 0x300, k1, 0);
+    g_assert_cmpint(wait_cqe_ms(1, 0, 100).status, ==, PFNIC_WC_SUCCESS);
+    table_rw(pb, WIRE_FAST_IOVA, WIRE_FAST_IOVA + 0x300, got, 0x2000, false);
+    g_assert_cmpmem(got, 0x2000, src, 0x2000);
+    table_post(1, 2, PFNIC_WR_RDMA_READ, 0x202, DATA_PAGE(58), 0x1000,
+               key_a, WIRE_FAST_IOVA + 0x1300, k1, 0);
+    g_assert_cmpint(wait_cqe_ms(1, 1, 100).status, ==, PFNIC_WC_SUCCESS);
+    memread(DATA_PAGE(58), got, 0x1000);
+    g_assert_cmpmem(got, 0x1000, src + 0x1000, 0x1000);
+
+    /* SEND_WITH_INV in three packets: the bytes land, the key is freed. */
+    memwrite(DATA_PAGE(60), src, 0xa00);
+    wire_send_inv(0, 0xa00, key_a, key_b, k1, PFNIC_WC_SUCCESS);
+    use_nic(1);
+    memread(DATA_PAGE(70), got, 0xa00);
+    g_assert_cmpmem(got, 0xa00, src, 0xa00);
+    /* Free: B registers it again, under the next low byte. */
+    k2 = key_next(fkey, 2);
+    w = reg_mr_wqe(0x303, k2, WIRE_FAST_IOVA, WIRE_FAST_LEN,
+                   PFNIC_ACCESS_REMOTE_WRITE, FAST_PBL, 3);
+    table_post_wqe(1, 3, &w);
+    c = wait_cqe_ms(3, 2, 100);
+    g_assert_cmphex(c.wr_id, ==, 0x303);
+    g_assert_cmpint(c.status, ==, PFNIC_WC_SUCCESS);
+    use_nic(0);
+    /* SEND ONLY with invalidate; then one of a key B has no FAST MR for */
+    wire_send_inv(1, 0x10, key_a, key_b, k2, PFNIC_WC_SUCCESS);
+    wire_send_inv(2, 0x10, key_a, key_b, key_b, PFNIC_WC_REM_INV_REQ_ERR);
+    g_assert_cmpint(qp_state(2), ==, PFNIC_QPS_ERR);
+    assert_no_bad_frames();
+    pfnic_qos_end();
+}
+
 static void register_pfnic_wire_tests(void)
 {
     pfnic_add_wire_test("wire/basic", test_wire_basic, NULL, NULL, NULL);
@@ -845,6 +975,10 @@ static void register_pfnic_wire_tests(void)
     pfnic_add_wire_test("wire/timestamps", test_wire_timestamps,
                         NULL, NULL, NULL);
     pfnic_add_wire_test("wire/dm", test_wire_dm, NULL, NULL, NULL);
+    pfnic_add_wire_test("wire/fast-reg", test_wire_fast_reg,
+                        "ats=off,pasid=off,pri=off",
+                        "ats=off,pasid=off,pri=off",
+                        NULL);
 }
 
 libqos_init(register_pfnic_wire_tests);

@@ -776,16 +776,20 @@ static inline bool pfnic_op_atomic(uint8_t op)
            op == PFNIC_WR_ATOMIC_FETCH_AND_ADD;
 }
 
-/* SEND, SEND_WITH_IMM and RDMA_WRITE_WITH_IMM consume a receive WQE. */
+/*
+ * SEND, SEND_WITH_IMM, SEND_WITH_INV (ABI 1.21) and RDMA_WRITE_WITH_IMM
+ * consume a receive WQE.
+ */
 static inline bool pfnic_op_recv(uint8_t op)
 {
     return op == PFNIC_WR_SEND || op == PFNIC_WR_SEND_WITH_IMM ||
-           op == PFNIC_WR_RDMA_WRITE_WITH_IMM;
+           op == PFNIC_WR_SEND_WITH_INV || op == PFNIC_WR_RDMA_WRITE_WITH_IMM;
 }
 
 static inline bool pfnic_op_send(uint8_t op)
 {
-    return op == PFNIC_WR_SEND || op == PFNIC_WR_SEND_WITH_IMM;
+    return op == PFNIC_WR_SEND || op == PFNIC_WR_SEND_WITH_IMM ||
+           op == PFNIC_WR_SEND_WITH_INV;
 }
 
 static inline bool pfnic_op_imm(uint8_t op)
@@ -799,7 +803,10 @@ static inline bool pfnic_op_local(uint8_t op)
     return op == PFNIC_WR_LOCAL_INV || op == PFNIC_WR_REG_MR;
 }
 
-/* The key a WQE invalidates: imm_data as a little-endian u32 (ABI 1.21) */
+/*
+ * The key a LOCAL_INV or SEND_WITH_INV invalidates: imm_data as a
+ * little-endian u32 (ABI 1.21)
+ */
 static inline uint32_t pfnic_wqe_inv_key(const PfnicWqe *w)
 {
     return le32_to_cpu(w->imm_data);

@@ -610,16 +610,19 @@ static void pfnic_qp_recv_complete(PfnicState *s, PfnicQp *qp, PfnicQp *dest,
     uint8_t op = qp->wqe.opcode;
     /* UD: the first 40 bytes of the receive buffer are the GRH's. */
     uint32_t grh = qp->ud ? PFNIC_GRH_LEN : 0;
+    /* ABI 1.21: the key it invalidated, as posted (little endian) */
+    bool inv = op == PFNIC_WR_SEND_WITH_INV && status == PFNIC_WC_SUCCESS;
     PfnicCqe cqe = {
         .wr_id = qp->rwqe.wr_id,
         .byte_len = status == PFNIC_WC_SUCCESS ? grh + qp->len : 0,
-        .imm_data = pfnic_op_imm(op) ? qp->wqe.imm_data : 0,
+        .imm_data = pfnic_op_imm(op) || inv ? qp->wqe.imm_data : 0,
         .qp_num = dest->qpn,
         .src_qp = qp->qpn,
         .status = status,
         .opcode = op == PFNIC_WR_RDMA_WRITE_WITH_IMM ?
                   PFNIC_WC_RECV_RDMA_WITH_IMM : PFNIC_WC_RECV,
         .wc_flags = (pfnic_op_imm(op) ? PFNIC_WC_WITH_IMM : 0) |
+                    (inv ? PFNIC_WC_WITH_INV : 0) |
                     (qp->ud && qp->wqe.ud.ah_flags & PFNIC_UD_AH_GRH ?
                      PFNIC_WC_GRH : 0),
         .vendor_err = qp->rwqe_requests,
@@ -806,7 +809,8 @@ uint8_t pfnic_wqe_check(PfnicState *s, PfnicQp *qp, const PfnicWqe *w,
     uint8_t op = w->opcode;
     bool lwrite = op == PFNIC_WR_RDMA_READ || pfnic_op_atomic(op);
 
-    if ((op > PFNIC_WR_ATOMIC_FETCH_AND_ADD && !pfnic_op_local(op)) ||
+    if ((op > PFNIC_WR_ATOMIC_FETCH_AND_ADD && !pfnic_op_local(op) &&
+         op != PFNIC_WR_SEND_WITH_INV) ||
         w->flags & ~PFNIC_SEND_FLAGS_MASK || w->num_sge > PFNIC_MAX_SGE ||
         (pfnic_op_atomic(op) &&
          (w->num_sge != 1 || w->sge[0].length != 8 || w->remote_addr % 8)) ||
@@ -845,7 +849,9 @@ static PfnicQpStep pfnic_qp_ud_start(PfnicState *s, PfnicQp *qp)
     uint64_t rlen = 0;
     uint8_t st;
 
-    if (!pfnic_op_send(w->opcode) || w->ud.ah_flags & ~PFNIC_UD_AH_MASK) {
+    /* SEND and SEND_WITH_IMM only: an invalidation needs a connection. */
+    if ((w->opcode != PFNIC_WR_SEND && w->opcode != PFNIC_WR_SEND_WITH_IMM) ||
+        w->ud.ah_flags & ~PFNIC_UD_AH_MASK) {
         return pfnic_qp_fail(s, qp, PFNIC_WC_LOC_QP_OP_ERR);
     }
     st = pfnic_wqe_check(s, qp, w, &qp->len);
@@ -1261,6 +1267,15 @@ static PfnicQpStep pfnic_qp_step(PfnicState *s, PfnicQp *qp)
         return pfnic_qp_atomic_step(s, qp, dest);
     }
     if (qp->done == qp->len) {
+        /*
+         * ABI 1.21: the message is complete; its key must name a FAST MR
+         * of the responder exactly, which becomes free.
+         */
+        if (op == PFNIC_WR_SEND_WITH_INV &&
+            !pfnic_mr_fast_inv(s, dest->ctx, dest->pd, pfnic_wqe_inv_key(w))) {
+            return pfnic_qp_recv_fail(s, qp, dest, PFNIC_WC_LOC_PROT_ERR,
+                                      PFNIC_WC_REM_INV_REQ_ERR);
+        }
         if (pfnic_op_recv(op)) {
             pfnic_qp_recv_complete(s, qp, dest, PFNIC_WC_SUCCESS);
             qp->started = false;

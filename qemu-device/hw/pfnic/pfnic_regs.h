@@ -382,6 +382,7 @@ typedef enum PfnicMrCounter {
 #define PFNIC_WR_ATOMIC_CMP_AND_SWP 5
 #define PFNIC_WR_ATOMIC_FETCH_AND_ADD 6
 #define PFNIC_WR_LOCAL_INV          7       /* ABI 1.21 */
+#define PFNIC_WR_SEND_WITH_INV      9       /* ABI 1.21 */
 #define PFNIC_WR_REG_MR             0x20    /* ABI 1.21: IB_WR_REG_MR */
 #define PFNIC_SEND_FENCE            (1u << 0)
 #define PFNIC_SEND_SIGNALED         (1u << 1)
@@ -482,6 +483,7 @@ typedef struct PfnicWqe {
 #define PFNIC_WC_RECV_RDMA_WITH_IMM 129
 #define PFNIC_WC_GRH                1   /* ABI 1.19: UD receives */
 #define PFNIC_WC_WITH_IMM           2
+#define PFNIC_WC_WITH_INV           8   /* ABI 1.21: imm_data the rkey */
 
 typedef struct PfnicCqe {
     uint64_t wr_id;

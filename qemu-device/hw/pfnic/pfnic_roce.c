@@ -52,6 +52,8 @@ enum {
     OP_READ_RESP_FIRST = 0x0d, OP_READ_RESP_MIDDLE, OP_READ_RESP_LAST,
     OP_READ_RESP_ONLY,
     OP_ACK = 0x11, OP_ATOMIC_ACK, OP_CMP_SWAP, OP_FETCH_ADD,
+    /* 0x15 is reserved; ABI 1.21: SEND_WITH_INV's */
+    OP_SEND_LAST_INV = 0x16, OP_SEND_ONLY_INV,
     OP_NR
 };
 
@@ -64,8 +66,10 @@ enum {
 #define H_PAYLOAD   (1u << 5)
 #define H_FIRST     (1u << 6)
 #define H_LAST      (1u << 7)
+#define H_IETH      (1u << 8)   /* the rkey the responder invalidates */
 
-static const uint8_t pfnic_roce_hdrs[OP_NR] = {
+/* 0: not an opcode of ours (the reserved ones) */
+static const uint16_t pfnic_roce_hdrs[OP_NR] = {
     [OP_SEND_FIRST] = H_PAYLOAD | H_FIRST,
     [OP_SEND_MIDDLE] = H_PAYLOAD,
     [OP_SEND_LAST] = H_PAYLOAD | H_LAST,
@@ -87,6 +91,8 @@ static const uint8_t pfnic_roce_hdrs[OP_NR] = {
     [OP_ATOMIC_ACK] = H_FIRST | H_LAST | H_AETH | H_ATOMICACK,
     [OP_CMP_SWAP] = H_FIRST | H_LAST | H_ATOMIC,
     [OP_FETCH_ADD] = H_FIRST | H_LAST | H_ATOMIC,
+    [OP_SEND_LAST_INV] = H_PAYLOAD | H_LAST | H_IETH,
+    [OP_SEND_ONLY_INV] = H_PAYLOAD | H_FIRST | H_LAST | H_IETH,
 };
 
 /* The message a responder is in the middle of (PfnicRoceResp.cur) */
@@ -106,6 +112,7 @@ enum {
 #define AETH_TYPE(syn)      ((syn) & 0xe0)
 
 #define RETH_LEN            16
+#define IETH_LEN            4
 #define AETH_LEN            4
 #define ATOMIC_LEN          28
 #define ATOMICACK_LEN       8
@@ -114,7 +121,7 @@ enum {
 /* A received packet, its headers parsed and checked */
 typedef struct PfnicRocePkt {
     uint8_t op;
-    uint8_t hdrs;
+    uint16_t hdrs;
     bool se;
     bool ackreq;
     uint32_t psn;
@@ -124,6 +131,7 @@ typedef struct PfnicRocePkt {
     uint64_t swap_add;          /* AtomicETH */
     uint64_t compare;
     uint32_t imm;               /* ImmDt, as on the wire */
+    uint32_t ieth;              /* IETH: the rkey to invalidate */
     uint8_t syndrome;           /* AETH */
     uint64_t orig;              /* AtomicAckETH */
     const uint8_t *payload;
@@ -613,13 +621,16 @@ static uint8_t pfnic_req_opcode(const PfnicRoceSend *e, uint32_t k)
 {
     bool first = k == 0, last = k + 1 == e->npsn;
     bool imm = pfnic_op_imm(e->wqe.opcode);
+    bool inv = e->wqe.opcode == PFNIC_WR_SEND_WITH_INV;
 
     if (pfnic_op_send(e->wqe.opcode)) {
         if (first && last) {
-            return imm ? OP_SEND_ONLY_IMM : OP_SEND_ONLY;
+            return imm ? OP_SEND_ONLY_IMM : inv ? OP_SEND_ONLY_INV :
+                   OP_SEND_ONLY;
         }
         return first ? OP_SEND_FIRST : !last ? OP_SEND_MIDDLE :
-               imm ? OP_SEND_LAST_IMM : OP_SEND_LAST;
+               imm ? OP_SEND_LAST_IMM : inv ? OP_SEND_LAST_INV :
+               OP_SEND_LAST;
     }
     if (first && last) {
         return imm ? OP_WRITE_ONLY_IMM : OP_WRITE_ONLY;
@@ -663,7 +674,7 @@ static PfnicTx pfnic_req_send(PfnicState *s, PfnicQp *qp, PfnicRoceSend *e)
         p += ATOMIC_LEN;
         ackreq = true;
     } else {
-        uint8_t hdrs;
+        uint16_t hdrs;
         PfnicCopy r;
 
         op = pfnic_req_opcode(e, k);
@@ -680,6 +691,10 @@ static PfnicTx pfnic_req_send(PfnicState *s, PfnicQp *qp, PfnicRoceSend *e)
         if (hdrs & H_IMM) {
             memcpy(p, &w->imm_data, IMM_LEN);   /* as posted: big endian */
             p += IMM_LEN;
+        }
+        if (hdrs & H_IETH) {
+            stl_be_p(p, pfnic_wqe_inv_key(w));
+            p += IETH_LEN;
         }
         r = pfnic_roce_sge_copy(s, qp, &qp->pw, qp->pd, w, off, p, plen,
                                 false);
@@ -931,6 +946,7 @@ static void pfnic_resp_recv_done(PfnicState *s, PfnicQp *qp,
                                  uint8_t status)
 {
     bool write = pk->op == OP_WRITE_LAST_IMM || pk->op == OP_WRITE_ONLY_IMM;
+    bool inv = pk->hdrs & H_IETH && status == PFNIC_WC_SUCCESS;
     PfnicCqe cqe = {
         .wr_id = qp->resp.rwqe.wr_id,
         .byte_len = status == PFNIC_WC_SUCCESS ? len : 0,
@@ -938,12 +954,17 @@ static void pfnic_resp_recv_done(PfnicState *s, PfnicQp *qp,
         .src_qp = qp->dest_qpn,
         .status = status,
         .opcode = write ? PFNIC_WC_RECV_RDMA_WITH_IMM : PFNIC_WC_RECV,
-        .wc_flags = pfnic_roce_hdrs[pk->op] & H_IMM ? PFNIC_WC_WITH_IMM : 0,
+        .wc_flags = (pk->hdrs & H_IMM ? PFNIC_WC_WITH_IMM : 0) |
+                    (inv ? PFNIC_WC_WITH_INV : 0),
         .vendor_err = qp->rpw.requests,
     };
 
-    if (pfnic_roce_hdrs[pk->op] & H_IMM) {
+    if (pk->hdrs & H_IMM) {
         memcpy(&cqe.imm_data, &pk->imm, IMM_LEN);
+    }
+    if (inv) {
+        /* ABI 1.21: the key it invalidated, little endian */
+        cqe.imm_data = cpu_to_le32(pk->ieth);
     }
     trace_pfnic_qp_recv_done(qp->qpn, qp->rq_head, status, qp->dest_qpn);
     qp->resp.have_rwqe = false;
@@ -1181,6 +1202,16 @@ static void pfnic_resp_send(PfnicState *s, PfnicQp *qp,
     }
     if (c != PFNIC_COPY_OK) {
         pfnic_resp_copy_failed(s, qp, c, AETH_NAK_REM_OP);
+        return;
+    }
+    /*
+     * ABI 1.21: the message is complete; the key must name a FAST MR of
+     * ours exactly, which becomes free.
+     */
+    if (pk->hdrs & H_IETH &&
+        !pfnic_mr_fast_inv(s, qp->ctx, qp->pd, pk->ieth)) {
+        pfnic_roce_ack(s, qp, AETH_NAK_INV_REQ, pk->psn);
+        pfnic_resp_recv_done(s, qp, pk, 0, PFNIC_WC_LOC_PROT_ERR);
         return;
     }
     rs->cur = PFNIC_MSG_SEND;
@@ -1444,6 +1475,8 @@ static void pfnic_resp_rx(PfnicState *s, PfnicQp *qp, const PfnicRocePkt *pk)
     rs->nak_sent = false;
     switch (pk->op) {
     case OP_SEND_FIRST ... OP_SEND_ONLY_IMM:
+    case OP_SEND_LAST_INV:
+    case OP_SEND_ONLY_INV:
         pfnic_resp_send(s, qp, pk);
         break;
     case OP_WRITE_FIRST ... OP_WRITE_ONLY_IMM:
@@ -1534,9 +1567,9 @@ static bool pfnic_roce_parse(const uint8_t *pkt, size_t len,
         return false;
     }
     pk->op = pkt[0];
-    if (pk->op >= OP_NR || (pkt[1] & 0x0f) != 0 ||
+    if (pk->op >= OP_NR || !pfnic_roce_hdrs[pk->op] || (pkt[1] & 0x0f) != 0 ||
         lduw_be_p(pkt + 2) != 0xffff) {
-        /* Not RC, a TVer other than 0, or another partition. */
+        /* Not RC (or reserved), a TVer other than 0, or another partition. */
         return false;
     }
     pk->hdrs = pfnic_roce_hdrs[pk->op];
@@ -1546,6 +1579,7 @@ static bool pfnic_roce_parse(const uint8_t *pkt, size_t len,
     pk->psn = ldl_be_p(pkt + 8) & PSN_MASK;
     hlen += (pk->hdrs & H_RETH ? RETH_LEN : 0) +
             (pk->hdrs & H_IMM ? IMM_LEN : 0) +
+            (pk->hdrs & H_IETH ? IETH_LEN : 0) +
             (pk->hdrs & H_AETH ? AETH_LEN : 0) +
             (pk->hdrs & H_ATOMIC ? ATOMIC_LEN : 0) +
             (pk->hdrs & H_ATOMICACK ? ATOMICACK_LEN : 0);
@@ -1578,6 +1612,10 @@ static bool pfnic_roce_parse(const uint8_t *pkt, size_t len,
     if (pk->hdrs & H_IMM) {
         memcpy(&pk->imm, p, IMM_LEN);
         p += IMM_LEN;
+    }
+    if (pk->hdrs & H_IETH) {
+        pk->ieth = ldl_be_p(p);
+        p += IETH_LEN;
     }
     pk->payload = p;
     pk->plen = len - hlen - pad;

@@ -723,7 +723,8 @@ static void check_cqs(PfnicFuzz *f)
                       side + 1, c.status);
             PFZ_CHECK(f, wc_opcode_known(c.opcode), "CQ %d: opcode %u",
                       side + 1, c.opcode);
-            PFZ_CHECK(f, !(c.wc_flags & ~PFNIC_WC_WITH_IMM),
+            PFZ_CHECK(f, !(c.wc_flags & ~(PFNIC_WC_WITH_IMM |
+                                          PFNIC_WC_WITH_INV)),
                       "CQ %d: wc_flags %x", side + 1, c.wc_flags);
             if (!f->disturbed) {
                 uint32_t q = le32_to_cpu(c.qp_num) - 2;
@@ -1061,13 +1062,15 @@ static void fill_sges(PfnicFuzz *f, PfnicWqe *w, int n, int side)
 }
 
 /*
- * The send opcodes a work request takes, and one that is none (8); LOCAL_INV
- * and REG_MR (ABI 1.21) of keys that name no FAST MR here
+ * The send opcodes a work request takes, and one that is none (8);
+ * LOCAL_INV, SEND_WITH_INV and REG_MR (ABI 1.21) of keys that name no
+ * FAST MR here
  */
 static const uint8_t wqe_opcodes[] = {
     PFNIC_WR_RDMA_WRITE, PFNIC_WR_RDMA_WRITE_WITH_IMM, PFNIC_WR_SEND,
     PFNIC_WR_SEND_WITH_IMM, PFNIC_WR_RDMA_READ, PFNIC_WR_ATOMIC_CMP_AND_SWP,
     PFNIC_WR_ATOMIC_FETCH_AND_ADD, PFNIC_WR_LOCAL_INV, 8, PFNIC_WR_REG_MR,
+    PFNIC_WR_SEND_WITH_INV,
 };
 
 static void op_wqe(PfnicFuzz *f)
@@ -1097,10 +1100,10 @@ static void op_wqe(PfnicFuzz *f)
         w.sge[0].addr = cpu_to_le64(le64_to_cpu(w.sge[0].addr) & ~7ULL);
         w.remote_addr = cpu_to_le64(le64_to_cpu(w.remote_addr) & ~7ULL);
     }
-    if ((w.opcode == PFNIC_WR_LOCAL_INV || w.opcode == PFNIC_WR_REG_MR) &&
-        (sel & 0x40)) {
-        /* As a driver posts them: no SGE, and a key (LOCAL_INV's here) */
-        w.num_sge = 0;
+    if ((w.opcode == PFNIC_WR_LOCAL_INV || w.opcode == PFNIC_WR_REG_MR ||
+         w.opcode == PFNIC_WR_SEND_WITH_INV) && (sel & 0x40)) {
+        /* As a driver posts them: a key to invalidate, local ones no SGE */
+        w.num_sge = w.opcode == PFNIC_WR_SEND_WITH_INV ? w.num_sge : 0;
         w.imm_data = w.rkey;
     }
     qp_post(f, q, false, &w);
@@ -1555,7 +1558,8 @@ enum {
     W_SEND_ONLY_IMM, W_WRITE_FIRST, W_WRITE_MIDDLE, W_WRITE_LAST,
     W_WRITE_LAST_IMM, W_WRITE_ONLY, W_WRITE_ONLY_IMM, W_READ_REQUEST,
     W_READ_RESP_FIRST, W_READ_RESP_MIDDLE, W_READ_RESP_LAST,
-    W_READ_RESP_ONLY, W_ACK, W_ATOMIC_ACK, W_CMP_SWAP, W_FETCH_ADD, W_OP_NR
+    W_READ_RESP_ONLY, W_ACK, W_ATOMIC_ACK, W_CMP_SWAP, W_FETCH_ADD,
+    W_RESERVED, W_SEND_LAST_INV, W_SEND_ONLY_INV, W_OP_NR
 };
 
 #define WH_RETH         (1u << 0)       /* 16 bytes */
@@ -1564,6 +1568,7 @@ enum {
 #define WH_ATOMIC       (1u << 3)       /* 28 */
 #define WH_ATOMICACK    (1u << 4)       /* 8 */
 #define WH_PAYLOAD      (1u << 5)
+#define WH_IETH         (1u << 6)       /* 4, ABI 1.21 */
 
 static const uint8_t wire_hdrs[W_OP_NR] = {
     [W_SEND_FIRST] = WH_PAYLOAD, [W_SEND_MIDDLE] = WH_PAYLOAD,
@@ -1580,6 +1585,8 @@ static const uint8_t wire_hdrs[W_OP_NR] = {
     [W_READ_RESP_ONLY] = WH_PAYLOAD | WH_AETH,
     [W_ACK] = WH_AETH, [W_ATOMIC_ACK] = WH_AETH | WH_ATOMICACK,
     [W_CMP_SWAP] = WH_ATOMIC, [W_FETCH_ADD] = WH_ATOMIC,
+    [W_SEND_LAST_INV] = WH_PAYLOAD | WH_IETH,
+    [W_SEND_ONLY_INV] = WH_PAYLOAD | WH_IETH,
 };
 
 static bool wire_is_response(uint8_t op)
@@ -1594,7 +1601,7 @@ static size_t wire_ext_len(uint8_t op)
 
     return (h & WH_RETH ? 16 : 0) + (h & WH_IMM ? 4 : 0) +
            (h & WH_AETH ? 4 : 0) + (h & WH_ATOMIC ? 28 : 0) +
-           (h & WH_ATOMICACK ? 8 : 0);
+           (h & WH_ATOMICACK ? 8 : 0) + (h & WH_IETH ? 4 : 0);
 }
 
 /* CRC-32 (IEEE, reflected), as zlib's crc32() computes it */
@@ -1788,7 +1795,7 @@ static void wire_seen(PfnicFuzz *f, const uint8_t *fr, size_t n)
               "wire: the port sent a bad IPv4/UDP header (%zu bytes)", n);
     PFZ_CHECK(f, ldl_le_p(fr + n - 4) == wire_icrc(fr, n),
               "wire: the port sent a bad ICRC");
-    PFZ_CHECK(f, bth[0] < W_OP_NR && !(bth[1] & 0x0f) &&
+    PFZ_CHECK(f, bth[0] < W_OP_NR && wire_hdrs[bth[0]] && !(bth[1] & 0x0f) &&
                  lduw_be_p(bth + 2) == 0xffff,
               "wire: the port sent BTH %02x %02x %04x", bth[0], bth[1],
               lduw_be_p(bth + 2));
@@ -2006,6 +2013,11 @@ static size_t wire_shape(PfnicFuzz *f, uint8_t sel, uint8_t *fr)
     }
     if (h & WH_IMM) {
         stl_be_p(e, 0x1234abcd);
+        e += 4;
+    }
+    if (h & WH_IETH) {
+        wire_va_key(f, hsel >> 2, &va, &key);
+        stl_be_p(e, key);
         e += 4;
     }
     pad = (4 - plen % 4) % 4;
