@@ -3,7 +3,7 @@
 # The host's packages come first; then meson and bindgen-cli build while the
 # sources download; then four independent chains run side by side: the
 # kernel and the module, QEMU, the userspace programs and what is built
-# against them, the Debian layer. Each compile has serial stretches (rustc
+# against them, fio and the Debian layer. Each compile has serial stretches (rustc
 # on the kernel crate, the links, QEMU's configure, downloads) in which one
 # of the two cores would idle; side by side they keep both busy. The guest's
 # initramfs comes last. Each step says how long it took.
@@ -50,6 +50,6 @@ start=$SECONDS
 step setup-host:packages
 side_by_side "setup-host:tools" "fetch-sources"
 side_by_side "build-kernel build-module" "build-qemu" \
-	"build-userspace build-rdma-examples build-provider" "build-debian-layer"
+	"build-userspace build-rdma-examples build-provider" "build-fio build-debian-layer"
 step build-rootfs
 log "built in $((SECONDS - start)) s"

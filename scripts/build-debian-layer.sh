@@ -37,6 +37,7 @@ DEBIAN_PACKAGES=(
 	openmpi-bin libopenmpi3 openmpi-common libopenmpi-dev libpmix2 libhwloc15
 	libevent-core-2.1-7 libevent-pthreads-2.1-7 libstdc++6 libgcc-s1
 	dropbear-bin libtomcrypt1 libtommath1 libgmp10 libmunge2
+	nvme-cli libnvme1 libjson-c5
 )
 # What the guest gets (paths as Debian installs them), and rxe's provider.
 DEBIAN_TOOLS=(
@@ -56,6 +57,7 @@ DEBIAN_TOOLS=(
 	usr/bin/mpirun.openmpi usr/bin/orterun usr/bin/orted usr/bin/ompi_info
 	usr/sbin/dropbear usr/bin/dbclient usr/bin/dropbearkey
 	usr/bin/pfnic-mpi-pingpong
+	usr/sbin/nvme usr/bin/fio
 )
 # Whole trees the guest gets too: Python's standard library, pyverbs (rdma-core's Python
 # bindings) and rdma-core's own test suite, which Debian ships with them
@@ -100,7 +102,9 @@ gen=$out/gen_init_cpio
 if [[ ! -x $gen || $KERNEL_SRC/usr/gen_init_cpio.c -nt $gen ]]; then
 	cc -O2 -o "$gen" "$KERNEL_SRC/usr/gen_init_cpio.c" || die "cannot build gen_init_cpio"
 fi
-if stamp_fresh "$DEBIAN_LAYER" "$debs" "$0" "$PFNIC_ROOT/userspace/examples/mpi_pingpong.c"; then
+[[ -e $FIO_BUILD/.built ]] || die "no fio in $FIO_BUILD; run scripts/build-fio.sh"
+if stamp_fresh "$DEBIAN_LAYER" "$debs" "$0" "$PFNIC_ROOT/userspace/examples/mpi_pingpong.c" \
+	"$FIO_BUILD/.built"; then
 	log "Debian layer up to date: $DEBIAN_LAYER"
 	exit 0
 fi
@@ -119,6 +123,8 @@ cc -std=gnu11 -O2 -Wall -Wextra -Werror -I "$mpi/include" \
 	-o "$root/usr/bin/pfnic-mpi-pingpong" "$PFNIC_ROOT/userspace/examples/mpi_pingpong.c" \
 	"$root/usr/lib/x86_64-linux-gnu/libmpi.so.40" -Wl,--allow-shlib-undefined ||
 	die "userspace/examples/mpi_pingpong.c does not build"
+# fio, built static from bookworm's source (scripts/build-fio.sh).
+cp "$FIO_BUILD/fio" "$root/usr/bin/fio"
 
 # The closure: every file to pack (relative to $root), symlinks followed
 # (both the link and its target go in), ELF NEEDED entries resolved in the

@@ -5,6 +5,7 @@
 #   - QEMU 10.2.2 (source package, sid) with Debian's patches applied
 #   - rdma-core 56.1 (source package, trixie): the tree pfnic's provider is
 #     built in, and its libibverbs examples
+#   - fio 3.33 (source package, bookworm): the guests' fio, built static
 # Uses a private apt configuration so the host's sources stay bookworm-only.
 # Idempotent: a source already unpacked is left alone.
 # usage: scripts/fetch-sources.sh
@@ -20,6 +21,7 @@ cat >"$APT_DIR/sources.list" <<EOS
 deb [signed-by=$keyring] http://deb.debian.org/debian trixie-backports main
 deb-src [signed-by=$keyring] http://deb.debian.org/debian sid main
 deb-src [signed-by=$keyring] http://deb.debian.org/debian trixie main
+deb-src [signed-by=$keyring] http://deb.debian.org/debian bookworm main
 EOS
 
 apt_updated=
@@ -120,5 +122,9 @@ fetch_source() {
 # --- rdma-core ------------------------------------------------------------------
 [[ -e $RDMA_CORE_SRC/libibverbs/examples/rc_pingpong.c ]] ||
 	fetch_source rdma-core "$RDMA_CORE_DEB_VERSION" "$RDMA_CORE_SRC"
+
+# --- fio --------------------------------------------------------------------------
+[[ -e $FIO_SRC/fio.c ]] ||
+	fetch_source fio "$FIO_DEB_VERSION" "$FIO_SRC"
 
 log "sources ready in $SRC_DIR"

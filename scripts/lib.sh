@@ -15,6 +15,8 @@ QEMU_DEB_VERSION=1:10.2.2+ds-1
 # (scripts/build-provider.sh) and its libibverbs examples
 # (scripts/build-rdma-examples.sh): trixie's rdma-core.
 RDMA_CORE_DEB_VERSION=56.1-1
+# fio's source (bookworm's), built static for the guests (scripts/build-fio.sh).
+FIO_DEB_VERSION=3.33-3
 QEMU_VERSION=10.2.2
 BINDGEN_VERSION=0.71.1
 MESON_VERSION=1.9.0
@@ -48,6 +50,8 @@ QEMU_BUILD=$BUILD_DIR/qemu
 QEMU_BIN=$QEMU_BUILD/qemu-system-x86_64
 RDMA_CORE_SRC=$SRC_DIR/rdma-core-${RDMA_CORE_DEB_VERSION%-*}
 RDMA_EXAMPLES_BUILD=$BUILD_DIR/rdma-core-examples
+FIO_SRC=$SRC_DIR/fio-${FIO_DEB_VERSION%-*}
+FIO_BUILD=$BUILD_DIR/fio
 # The qtests make test runs: the device's, and intel-iommu's (our svm patch).
 QTESTS=(pfnic-test intel-iommu-test)
 # Firmware: Debian's +ds QEMU source ships no ROMs; these packages do.
