@@ -24,7 +24,12 @@
 #                  commands exited 0. A guest that ends makes the other's
 #                  time limit at most --grace seconds more (default 300).
 #   --results      cmd mode: each guest's /dev/ttyS1 goes to
-#                  DIR/LABEL-guestN.ktap (the two-guest suites' KTAP)
+#                  DIR/LABEL-guestN.ktap (the two-guest suites' KTAP); a
+#                  guest may pull its own wire out and plug it in by asking
+#                  there ("# pfnic-host: set_link wire down|up", served by
+#                  scripts/link-control.py through its QEMU's monitor, log
+#                  DIR/LABEL-guestN-link-control.log; the guest's kernel
+#                  command line says pfnic_link_control=wire)
 #   --log-dir DIR  where DIR/LABEL-guestN-serial.log (each console) go
 #                  (default: $PFNIC_LOG_DIR/pair-<time>)
 #   --label NAME   file name prefix in --log-dir (default: the pair)
@@ -129,19 +134,29 @@ fi
 
 # Command mode: both guests in the background, their consoles here.
 start_guest() {
-	local n=$1 cmd=$2 extra=()
+	local n=$1 cmd=$2 extra=() qemu_args=${PFNIC_QEMU_ARGS:-} append=${PFNIC_APPEND:-}
 	guest_args "$n"
-	((results)) && extra=(--results "$log_dir/$label-guest$n.ktap")
+	if ((results)); then
+		extra=(--results "$log_dir/$label-guest$n.ktap")
+		# The guest's own wire link, at its request in its results.
+		qemu_args+=" -qmp unix:$sock/qmp$n,server=on,wait=off"
+		append+=" pfnic_link_control=wire"
+		python3 "$PFNIC_ROOT/scripts/link-control.py" "$sock/qmp$n" "$log_dir/$label-guest$n.ktap" \
+			>"$log_dir/$label-guest$n-link-control.log" 2>&1 &
+		controls+=($!)
+	fi
 	extra+=(--stall-report "$log_dir/$label-guest$n-stall.txt")
 	# timeout's own process group: the whole guest stops with it.
 	(
-		"$PFNIC_ROOT/scripts/run-guest.sh" "${args[@]}" "${extra[@]}" --timeout "$limit" \
+		PFNIC_QEMU_ARGS=$qemu_args PFNIC_APPEND=$append \
+			"$PFNIC_ROOT/scripts/run-guest.sh" "${args[@]}" "${extra[@]}" --timeout "$limit" \
 			--log "$log_dir/$label-guest$n-serial.log" --cmd "$cmd" 2>&1 |
 			sed -u "s/^/[$n] /"
 		exit "${PIPESTATUS[0]}"
 	) &
 	pids+=($!)
 }
+controls=()
 start_guest 1 "$cmd1"
 start_guest 2 "$cmd2"
 declare -A status=()
@@ -159,5 +174,14 @@ rc=0
 wait "${pids[other]}" || rc=$?
 status[$other]=$rc
 pids=()
+# The link controls end with their QEMU's monitor; one that never connected is stopped.
+control_rc=0
+for c in "${controls[@]}"; do
+	kill "$c" 2>/dev/null || true
+	rc=0
+	wait "$c" || rc=$?
+	((rc == 0 || rc == 143)) || control_rc=$rc
+done
+((control_rc == 0)) || log "scripts/link-control.py failed (status $control_rc; see $log_dir/$label-guest*-link-control.log)"
 log "guest 1 exit status ${status[0]}, guest 2 exit status ${status[1]} (logs: $log_dir)"
-((status[0] == 0 && status[1] == 0))
+((status[0] == 0 && status[1] == 0 && control_rc == 0))
