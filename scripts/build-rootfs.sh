@@ -35,6 +35,7 @@ list=$ROOTFS_BUILD/initramfs.list
 	echo "file /init $PFNIC_ROOT/rootfs/init 0755 0 0"
 	echo "file /usr/bin/pfnic-pair-test $PFNIC_ROOT/rootfs/pair-test 0755 0 0"
 	echo "file /usr/bin/pfnic-pair-mpi $PFNIC_ROOT/rootfs/pair-mpi 0755 0 0"
+	echo "file /usr/bin/pfnic-pair-nvme $PFNIC_ROOT/rootfs/pair-nvme 0755 0 0"
 	echo "file /lib/modules/pfnic.ko $module 0644 0 0"
 	# The static program (Rust); the guest suite, pfnic-perf and the C programs need
 	# Debian's libraries (below).

@@ -30,6 +30,8 @@ METRICS = {
     "write_lat": ("t_typical_us", "us", False),
     "read_lat": ("t_typical_us", "us", False),
     "send_lat": ("t_typical_us", "us", False),
+    "nvme_rdma": ("write_MB_s", "MB/s", True),
+    "nvme_tcp": ("write_MB_s", "MB/s", True),
 }
 ORDER = ["rxe-rxe", "pfnic-pfnic", "pfnic-rxe", "rxe-pfnic"]
 
@@ -39,6 +41,9 @@ def load(run_dir):
     for path in sorted(glob.glob(os.path.join(run_dir, "pair-*.json"))):
         with open(path) as f:
             doc = json.load(f)
+        if os.path.basename(path) != f"pair-{doc['pair']}.json":
+            # Another suite of the pairing (its link-pull run): not the compared one.
+            continue
         values = {}
         for test, (field, _, _) in METRICS.items():
             v = doc.get("tests", {}).get(test, {}).get("client", {}).get(field)

@@ -92,6 +92,17 @@ def numbers(test, lines):
         m = re.search(r"^mpi-pingpong: ok, ([0-9]+) messages checked", text, re.M)
         if m:
             out["messages_checked"] = int(m.group(1))
+    elif test.startswith("nvme_"):
+        # fio's summary: "READ: bw=11.5MiB/s (12.1MB/s), ..." (decimal units in
+        # the parentheses), the write phase and the verifying read phase.
+        scale = {"B": 1e-6, "kB": 1e-3, "MB": 1.0, "GB": 1e3}
+        for line in lines:
+            m = re.match(r"^\s*(READ|WRITE): bw=\S+ \(" + NUM + r"(B|kB|MB|GB)/s\)", line)
+            if m:
+                out[m.group(1).lower() + "_MB_s"] = round(num(m.group(2)) * scale[m.group(3)], 3)
+        m = re.search(r"Successfully reconnected \(([0-9]+) attempts?\)", text)
+        if m:
+            out["reconnect_attempts"] = int(m.group(1))
     elif test == "counters":
         for line in lines:
             f = line.split()
@@ -194,6 +205,18 @@ def mpi_side_by_side(tests):
     return out
 
 
+def nvme_side_by_side(tests):
+    """fio's numbers over NVMe/RDMA and NVMe/TCP on the same wire, and RDMA's over TCP's
+    (above 1: RDMA faster)."""
+    nvme = {t[5:]: tests[t]["client"] for t in ("nvme_rdma", "nvme_tcp")
+            if tests.get(t, {}).get("client", {}).get("write_MB_s")}
+    if len(nvme) < 2:
+        return None
+    return {"transports": nvme, "rdma_over_tcp": {
+        k: nvme["rdma"][k] / nvme["tcp"][k] for k in ("write_MB_s", "read_MB_s")
+        if nvme["rdma"].get(k) and nvme["tcp"].get(k)}}
+
+
 def mpi_svg(pair, tests, path):
     """Two panels, latency and bandwidth against message size, a line a fabric."""
     lines = {}
@@ -265,6 +288,9 @@ def main():
     mpi = mpi_side_by_side(doc["tests"])
     if mpi:
         doc["mpi"] = mpi
+    nvme = nvme_side_by_side(doc["tests"])
+    if nvme:
+        doc["nvme"] = nvme
     with open(dest, "w") as f:
         json.dump(doc, f, indent=2, sort_keys=True)
         f.write("\n")
@@ -276,6 +302,12 @@ def main():
             print(f"# {pair} {test}: {c['bw_avg_MB_s']} MB/s average, {c['bytes']}-byte messages")
         elif "t_typical_us" in c:
             print(f"# {pair} {test}: {c['t_typical_us']} us typical, {c['bytes']}-byte messages")
+        elif "write_MB_s" in c:
+            print(f"# {pair} {test}: fio {c['write_MB_s']} MB/s writing, "
+                  f"{c.get('read_MB_s')} MB/s reading back (every block checked)")
+    if nvme:
+        print(f"# {pair} NVMe over RDMA against NVMe over TCP on the same wire: "
+              + ", ".join(f"{k} x{v:.2f}" for k, v in nvme["rdma_over_tcp"].items()))
     if mpi:
         for fabric, v in mpi["fabrics"].items():
             print(f"# {pair} MPI ping-pong over {fabric}: {v['lat_us']} us ({mpi['lat_bytes']} B), "

@@ -331,7 +331,11 @@ fi
 pair_suite() {
 	# Each guest's limit, boot included: pfnic-pfnic's suite takes 200-220 s
 	# with its MPI jobs on this machine kind, twice that on a slow one.
-	local pair=$1 tests=$2 label=pair-$1 rc=0 n bad try limit=600 env= t0=$SECONDS
+	local pair=$1 tests=$2 label=pair-$1${3:+-$3} rc=0 n bad try limit=600 env= t0=$SECONDS
+	# The wire is recorded (and checked: nothing lost) unless the suite pulls
+	# a link out, which loses frames by design.
+	local pcap=(--pcap --pcap-snaplen 96) pcaps=()
+	[[ -z ${3:-} ]] || pcap=()
 	if [[ ${PFNIC_FLAVOR:-} == debug ]]; then
 		limit=900 env="PAIR_TEST_LIMIT=240 "
 	fi
@@ -339,7 +343,7 @@ pair_suite() {
 	for try in 1 2 3; do
 		rc=0
 		"$PFNIC_ROOT/scripts/run-pair.sh" --pair "$pair" --label "$label" --log-dir "$run_dir" \
-			--results --timeout "$limit" --pcap --pcap-snaplen 96 \
+			--results --timeout "$limit" "${pcap[@]}" \
 			--cmd1 "${env}pfnic-pair-test server 192.168.100.2 $tests" \
 			--cmd2 "${env}pfnic-pair-test client 192.168.100.1 $tests" >"$run_dir/$label-console.log" 2>&1 || rc=$?
 		((rc != 77)) || break # skipped (the device has no netdev=)
@@ -384,9 +388,10 @@ pair_suite() {
 	# netdev sent reached the other's (both recorded, headers only; the
 	# recordings are kept only when they show a loss).
 	rc=0
+	((${#pcap[@]} == 0)) || pcaps=("$run_dir/$label-wire-guest1.pcap" "$run_dir/$label-wire-guest2.pcap")
 	python3 "$PFNIC_ROOT/scripts/pair-results.py" "$pair" "$run_dir/$label-guest1.ktap" \
 		"$run_dir/$label-guest2.ktap" "$run_dir/$label.json" \
-		"$run_dir/$label-wire-guest1.pcap" "$run_dir/$label-wire-guest2.pcap" \
+		"${pcaps[@]}" \
 		>"$run_dir/$label-summary.txt" 2>"$run_dir/$label-results.err" || rc=$?
 	expect "$label-wire" "$(tr '\n' ' ' <"$run_dir/$label-results.err")" test "$rc" -eq 0
 	((rc != 0)) || rm -f "$run_dir/$label-wire-guest"[12].pcap
@@ -410,6 +415,17 @@ perf_tests=write_bw,read_bw,send_bw,write_lat,read_lat,send_lat
 # rdmacm-utils beside rping, and perftest connected by rdma_cm (-R): the
 # kernel's rdma_cm on pfnic's QP1, against pfnic and rxe.
 core_perf_tests=debian_lib_write_bw,debian_lib_read_bw,debian_lib_send_bw,debian_lib_write_lat,ucmatose,udaddy,rdma_server_client,cm_write_bw
+# NVMe over RDMA in every pairing (rootfs/pair-nvme): the kernel's
+# nvmet-rdma target on guest 1, its NVMe host (nvme-cli) and fio with
+# verification on guest 2: kernel verbs with fast registration, local
+# invalidation and send with invalidate, against pfnic and rxe. Between two
+# pfnic guests (and in rxe-rxe, the baseline) NVMe over TCP on the same wire
+# too, to compare.
+nvme_tests=nvme_rdma
+nvme_tcp_tests=nvme_tcp
+# pfnic-pfnic once more, unrecorded: NVMe over RDMA with the client's wire
+# pulled out and plugged in again mid-I/O (rootfs/pair-nvme's pull).
+link_tests=nvme_link
 # Between two pfnic guests, Debian's UCX too: its perftest at the transport
 # layer sends the client's device name to the server, so it cannot pair two
 # kinds of device.
@@ -434,12 +450,17 @@ mpi_tests=mpi_pfnic,mpi_rxe,mpi_tcp
 pair_suites() {
 	for pair in ${PFNIC_PAIRS:-pfnic-pfnic pfnic-rxe rxe-pfnic}; do
 		[[ -z $filter || pair_${pair/-/_} == *"$filter"* ]] || continue
-		tests=$pair_tests,$perf_tests
+		tests=$pair_tests,$perf_tests,$nvme_tests
 		[[ $pair != *pfnic* ]] || tests=$tests,$core_perf_tests
+		[[ $pair != pfnic-pfnic && $pair != rxe-rxe ]] || tests=$tests,$nvme_tcp_tests
 		[[ $pair != pfnic-pfnic ]] || tests=$tests,$backup_tests,$ucx_tests,$two_device_tests,$mpi_tests
 		tests=$tests,counters
 		log "booting two guests joined by a wire, $pair (guest 1 the servers, guest 2 the clients): $tests"
 		pair_suite "$pair" "$tests"
+		if [[ $pair == pfnic-pfnic ]]; then
+			log "booting two pfnic guests again, the client's wire pulled out mid-I/O: $link_tests"
+			pair_suite "$pair" "$link_tests" link
+		fi
 	done
 }
 if ((${PFNIC_TEST_LANES:-3} >= 3)); then
