@@ -332,8 +332,8 @@ pair_suite() {
 	# Each guest's limit, boot included: pfnic-pfnic's suite takes 200-220 s
 	# with its MPI jobs on this machine kind, twice that on a slow one.
 	local pair=$1 tests=$2 label=pair-$1${3:+-$3} rc=0 n bad try limit=600 env= t0=$SECONDS
-	# The wire is recorded (and checked: nothing lost) unless the suite pulls
-	# a link out, which loses frames by design.
+	# The wire is recorded (and checked: nothing lost) unless the suite loses
+	# frames by design (a lossy wire, a link pulled out).
 	local pcap=(--pcap --pcap-snaplen 96) pcaps=()
 	[[ -z ${3:-} ]] || pcap=()
 	if [[ ${PFNIC_FLAVOR:-} == debug ]]; then
@@ -423,9 +423,12 @@ core_perf_tests=debian_lib_write_bw,debian_lib_read_bw,debian_lib_send_bw,debian
 # too, to compare.
 nvme_tests=nvme_rdma
 nvme_tcp_tests=nvme_tcp
-# pfnic-pfnic once more, unrecorded: NVMe over RDMA with the client's wire
-# pulled out and plugged in again mid-I/O (rootfs/pair-nvme's pull).
-link_tests=nvme_link
+# pfnic-pfnic once more, unrecorded, each pfnic losing 1% of the frames it
+# sends (x-wire-loss): rdma_cm's connections (its CM messages are MADs on
+# QP1, UD: the CM sends them again), and NVMe over RDMA with the client's
+# wire pulled out and plugged in again mid-I/O (rootfs/pair-nvme's pull).
+lossy_tests=rping,ucmatose,rdma_server_client,nvme_link
+lossy_props=,x-wire-loss=10000
 # Between two pfnic guests, Debian's UCX too: its perftest at the transport
 # layer sends the client's device name to the server, so it cannot pair two
 # kinds of device.
@@ -458,8 +461,8 @@ pair_suites() {
 		log "booting two guests joined by a wire, $pair (guest 1 the servers, guest 2 the clients): $tests"
 		pair_suite "$pair" "$tests"
 		if [[ $pair == pfnic-pfnic ]]; then
-			log "booting two pfnic guests again, the client's wire pulled out mid-I/O: $link_tests"
-			pair_suite "$pair" "$link_tests" link
+			log "booting two pfnic guests again, 1% of the frames lost, the client's wire pulled out mid-I/O: $lossy_tests"
+			PFNIC_DEVICE_PROPS=$lossy_props pair_suite "$pair" "$lossy_tests" lossy
 		fi
 	done
 }
