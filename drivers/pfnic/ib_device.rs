@@ -454,7 +454,7 @@ impl rdma::Operations for PfnicIbDevice {
                 DEVICE_CAP_FLAGS
             },
             max_fast_reg_page_list_len: if nic.has_fast_reg() {
-                crate::verbs::mr::FAST_MAX_PAGES
+                crate::queue_abi::FAST_MAX_PAGES
             } else {
                 0
             },

@@ -16,13 +16,11 @@
 use crate::{
     ib_uverbs::{Ah, Mr, UContext},
     nic::Nic,
-    uapi,
-    verbs::{
-        args,
-        file::Ring,
-        mr::{FAST_MAX_PAGES, FAST_PAGE_SIZE},
-    },
+    queue_abi::*,
+    uapi::IbCreateAhResp,
+    verbs::{args, file::Ring, mr::FAST_PAGE_SIZE},
 };
+use core::mem::offset_of;
 use kernel::{
     new_spinlock_irq,
     prelude::*,
@@ -34,27 +32,6 @@ use kernel::{
     },
 };
 
-/// Bytes of a work queue entry, and the SGEs it holds.
-pub(crate) const WQE_SIZE: usize = 128;
-const WQE_MAX_SGE: usize = 4;
-
-/// Doorbells of a context's page (docs/verbs.md, "User doorbells").
-const DB_SQ: usize = 0x008;
-const DB_RQ: usize = 0x00c;
-const DB_CQ_ARM: usize = 0x010;
-
-/// Work queue entry opcodes (`IBV_WR_*`, docs/verbs.md, "Work queue entry").
-const WR_RDMA_WRITE: u8 = 0;
-const WR_RDMA_WRITE_WITH_IMM: u8 = 1;
-const WR_SEND: u8 = 2;
-const WR_SEND_WITH_IMM: u8 = 3;
-const WR_RDMA_READ: u8 = 4;
-const WR_ATOMIC_CMP_AND_SWP: u8 = 5;
-const WR_ATOMIC_FETCH_AND_ADD: u8 = 6;
-const WR_LOCAL_INV: u8 = 7;
-const WR_SEND_WITH_INV: u8 = 9;
-const WR_REG_MR: u8 = 0x20;
-
 /// The access bits a `REG_MR` entry carries (`IB_ACCESS_*` local write, remote write, remote
 /// read, remote atomic); the core's optional bits (`IB_ACCESS_OPTIONAL`, hints such as relaxed
 /// ordering) are dropped, any other is refused.
@@ -62,23 +39,7 @@ const REG_MR_ACCESS: u32 = 0xf;
 const ACCESS_OPTIONAL: u32 = 0x3ff0_0000;
 
 /// The send flags a work queue entry carries (`IBV_SEND_*`, the same bits as the core's).
-const WQE_FLAGS: u32 = send_flags::FENCE | send_flags::SIGNALED | send_flags::SOLICITED;
-
-/// Completion queue entry fields (docs/verbs.md, "Completion queue entry").
-const CQE_WR_ID: usize = 0x00;
-const CQE_BYTE_LEN: usize = 0x08;
-const CQE_IMM: usize = 0x0c;
-const CQE_QP_NUM: usize = 0x10;
-const CQE_SRC_QP: usize = 0x14;
-const CQE_STATUS: usize = 0x18;
-const CQE_OPCODE: usize = 0x19;
-const CQE_FLAGS: usize = 0x1a;
-const CQE_OWNER: usize = 0x1b;
-const CQE_VENDOR_ERR: usize = 0x1c;
-/// `wc_flags` of a CQE.
-const CQE_FLAG_GRH: u8 = 1;
-const CQE_FLAG_WITH_IMM: u8 = 2;
-const CQE_FLAG_WITH_INV: u8 = 8;
+const SEND_FLAGS: u32 = send_flags::FENCE | send_flags::SIGNALED | send_flags::SOLICITED;
 
 /// The QPs of the kernel clients' context by number, for naming them in completions. A QP is
 /// in it from its creation until its destruction.
@@ -259,29 +220,78 @@ pub(crate) struct KernelQp {
     rq_tail: SpinLockIrq<u32>,
 }
 
-/// A work queue entry as 16 little-endian words.
-type Wqe = [u64; WQE_SIZE / 8];
+/// A work queue entry's bytes, its fields little-endian at `queue_abi`'s offsets.
+struct Wqe([u8; WQE_SIZE]);
 
-/// Puts `sges` in words 8..16 of `wqe`; `EINVAL` beyond the WQE's four.
-fn put_sges(wqe: &mut Wqe, sges: &[kernel::rdma::Sge]) -> Result {
-    if sges.len() > WQE_MAX_SGE {
-        return Err(EINVAL);
+impl Wqe {
+    fn new() -> Self {
+        Self([0; WQE_SIZE])
     }
-    for (i, s) in sges.iter().enumerate() {
-        wqe[8 + 2 * i] = s.addr;
-        wqe[8 + 2 * i + 1] = u64::from(s.length) | u64::from(s.lkey) << 32;
+
+    fn put_bytes(&mut self, at: usize, bytes: &[u8]) {
+        self.0[at..at + bytes.len()].copy_from_slice(bytes);
     }
-    Ok(())
-}
 
-/// Word 0 of a WQE: opcode, flags, SGEs and the 32-bit field at 0x04 (a number).
-fn word0(opcode: u8, flags: u32, sges: usize, field: u32) -> u64 {
-    u64::from(opcode) | u64::from(flags as u8) << 8 | (sges as u64) << 16 | u64::from(field) << 32
-}
+    fn put_u32(&mut self, at: usize, v: u32) {
+        self.put_bytes(at, &v.to_le_bytes());
+    }
 
-/// Immediate data as the field at 0x04 holds it: its bytes as posted.
-fn imm_field(imm: u32) -> u32 {
-    u32::from_le_bytes(imm.to_ne_bytes())
+    fn put_u64(&mut self, at: usize, v: u64) {
+        self.put_bytes(at, &v.to_le_bytes());
+    }
+
+    /// Immediate data: its bytes as posted (network order), not a number.
+    fn put_imm(&mut self, imm: u32) {
+        self.put_bytes(WQE_IMM, &imm.to_ne_bytes());
+    }
+
+    /// The opcode, flags and SGE count, the identifier and the SGEs; `EINVAL` beyond the
+    /// entry's four SGEs.
+    fn put_common(
+        &mut self,
+        opcode: u8,
+        flags: u32,
+        wr_id: u64,
+        sges: &[kernel::rdma::Sge],
+    ) -> Result {
+        if sges.len() > WQE_MAX_SGE {
+            return Err(EINVAL);
+        }
+        self.put_bytes(WQE_OPCODE, &[opcode]);
+        self.put_bytes(WQE_FLAGS, &[flags as u8]);
+        self.put_bytes(WQE_NUM_SGE, &[sges.len() as u8]);
+        self.put_u64(WQE_WR_ID, wr_id);
+        for (i, sge) in sges.iter().enumerate() {
+            let at = WQE_SGE + i * WQE_SGE_SIZE;
+            self.put_u64(at, sge.addr);
+            self.put_u32(at + 8, sge.length);
+            self.put_u32(at + 12, sge.lkey);
+        }
+        Ok(())
+    }
+
+    /// A UD entry's address vector, as `create_ah` resolved it.
+    fn put_av(&mut self, av: &IbCreateAhResp) {
+        let at = |field| WQE_UD_AV + field;
+        self.put_u32(at(offset_of!(IbCreateAhResp, dest_ip)), av.dest_ip);
+        self.put_bytes(
+            at(offset_of!(IbCreateAhResp, traffic_class)),
+            &[av.traffic_class],
+        );
+        self.put_bytes(at(offset_of!(IbCreateAhResp, hop_limit)), &[av.hop_limit]);
+        self.put_bytes(at(offset_of!(IbCreateAhResp, ah_flags)), &[av.ah_flags]);
+        self.put_bytes(at(offset_of!(IbCreateAhResp, dmac)), &av.dmac);
+        self.put_bytes(at(offset_of!(IbCreateAhResp, dgid)), &av.dgid);
+    }
+
+    /// The entry as the little-endian 64-bit words the ring takes.
+    fn words(&self) -> impl Iterator<Item = u64> + '_ {
+        self.0.chunks_exact(8).map(|c| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(c);
+            u64::from_le_bytes(b)
+        })
+    }
 }
 
 /// The page list of a kernel client's fast-registration MR (docs/verbs.md, "Fast
@@ -330,8 +340,8 @@ impl FastPages {
     }
 }
 
-/// Words 2..7 of a `REG_MR` entry for `mr`'s current page list.
-fn reg_mr_words(w: &mut Wqe, mr: Option<&Mr>, op: &SendOp) -> Result {
+/// The fields of a `REG_MR` entry for `mr`'s current page list.
+fn put_reg_mr(w: &mut Wqe, mr: Option<&Mr>, op: &SendOp) -> Result {
     let SendOp::RegMr {
         key,
         access,
@@ -346,41 +356,53 @@ fn reg_mr_words(w: &mut Wqe, mr: Option<&Mr>, op: &SendOp) -> Result {
     if page_size != FAST_PAGE_SIZE || access & !(REG_MR_ACCESS | ACCESS_OPTIONAL) != 0 {
         return Err(EINVAL);
     }
-    w[2] = iova;
-    w[3] = u64::from(key) | u64::from(access & REG_MR_ACCESS) << 32;
-    w[4] = length;
-    w[5] = pages.list.mem.dma_address();
-    w[6] = u64::from(pages.count.load(Relaxed));
+    w.put_u64(WQE_REG_IOVA, iova);
+    w.put_u32(WQE_REG_KEY, key);
+    w.put_u32(WQE_REG_ACCESS, access & REG_MR_ACCESS);
+    w.put_u64(WQE_REG_LENGTH, length);
+    w.put_u64(WQE_REG_PBL, pages.list.mem.dma_address());
+    w.put_u32(WQE_REG_PAGES, pages.count.load(Relaxed));
     Ok(())
 }
 
 /// The WQE of send request `wr`, on a UD QP if `ud`.
 fn send_wqe(wr: &SendWr<'_, Ah, Mr>, ud: bool) -> Result<Wqe> {
-    if wr.flags & !WQE_FLAGS != 0 {
+    if wr.flags & !SEND_FLAGS != 0 {
         // Inline data: the device has none.
         return Err(EINVAL);
     }
-    let mut w: Wqe = [0; WQE_SIZE / 8];
-    let (opcode, field) = match wr.op {
-        SendOp::Send { imm: None } => (WR_SEND, 0),
-        SendOp::Send { imm: Some(imm) } => (WR_SEND_WITH_IMM, imm_field(imm)),
-        SendOp::SendWithInv { rkey } => (WR_SEND_WITH_INV, rkey),
+    let mut w = Wqe::new();
+    let remote = |w: &mut Wqe, addr, rkey| {
+        w.put_u64(WQE_REMOTE_ADDR, addr);
+        w.put_u32(WQE_RKEY, rkey);
+    };
+    let opcode = match wr.op {
+        SendOp::Send { imm: None } => WR_SEND,
+        SendOp::Send { imm: Some(imm) } => {
+            w.put_imm(imm);
+            WR_SEND_WITH_IMM
+        }
+        SendOp::SendWithInv { rkey } => {
+            w.put_u32(WQE_IMM, rkey);
+            WR_SEND_WITH_INV
+        }
         SendOp::RdmaWrite {
             remote_addr,
             rkey,
             imm,
         } => {
-            w[2] = remote_addr;
-            w[3] = u64::from(rkey);
+            remote(&mut w, remote_addr, rkey);
             match imm {
-                None => (WR_RDMA_WRITE, 0),
-                Some(imm) => (WR_RDMA_WRITE_WITH_IMM, imm_field(imm)),
+                None => WR_RDMA_WRITE,
+                Some(imm) => {
+                    w.put_imm(imm);
+                    WR_RDMA_WRITE_WITH_IMM
+                }
             }
         }
         SendOp::RdmaRead { remote_addr, rkey } => {
-            w[2] = remote_addr;
-            w[3] = u64::from(rkey);
-            (WR_RDMA_READ, 0)
+            remote(&mut w, remote_addr, rkey);
+            WR_RDMA_READ
         }
         SendOp::CmpSwap {
             remote_addr,
@@ -388,52 +410,40 @@ fn send_wqe(wr: &SendWr<'_, Ah, Mr>, ud: bool) -> Result<Wqe> {
             compare,
             swap,
         } => {
-            w[2] = remote_addr;
-            w[3] = u64::from(rkey);
-            w[4] = compare;
-            w[5] = swap;
-            (WR_ATOMIC_CMP_AND_SWP, 0)
+            remote(&mut w, remote_addr, rkey);
+            w.put_u64(WQE_COMPARE_ADD, compare);
+            w.put_u64(WQE_SWAP, swap);
+            WR_ATOMIC_CMP_AND_SWP
         }
         SendOp::FetchAdd {
             remote_addr,
             rkey,
             add,
         } => {
-            w[2] = remote_addr;
-            w[3] = u64::from(rkey);
-            w[4] = add;
-            (WR_ATOMIC_FETCH_AND_ADD, 0)
+            remote(&mut w, remote_addr, rkey);
+            w.put_u64(WQE_COMPARE_ADD, add);
+            WR_ATOMIC_FETCH_AND_ADD
         }
-        SendOp::LocalInv { rkey } if wr.sges.is_empty() => (WR_LOCAL_INV, rkey),
+        SendOp::LocalInv { rkey } if wr.sges.is_empty() => {
+            w.put_u32(WQE_IMM, rkey);
+            WR_LOCAL_INV
+        }
         SendOp::RegMr { .. } if wr.sges.is_empty() => {
-            reg_mr_words(&mut w, wr.mr, &wr.op)?;
-            (WR_REG_MR, 0)
+            put_reg_mr(&mut w, wr.mr, &wr.op)?;
+            WR_REG_MR
         }
         SendOp::LocalInv { .. } | SendOp::RegMr { .. } => return Err(EINVAL),
     };
     match (&wr.ud, ud) {
         (Some(d), true) => {
-            // The address vector at 0x18..0x40, as `create_ah` resolved it.
-            let av = &d.ah.0;
-            w[2] = u64::from(d.remote_qpn & 0xff_ffff) | u64::from(d.remote_qkey) << 32;
-            w[3] = u64::from(av.dest_ip)
-                | u64::from(av.traffic_class) << 32
-                | u64::from(av.hop_limit) << 40
-                | u64::from(av.ah_flags) << 48;
-            let mut mac = [0u8; 8];
-            mac[..6].copy_from_slice(&av.dmac);
-            w[4] = u64::from_le_bytes(mac);
-            w[5] = 0;
-            let (lo, hi) = av.dgid.split_at(8);
-            w[6] = u64::from_le_bytes(lo.try_into().map_err(|_| EINVAL)?);
-            w[7] = u64::from_le_bytes(hi.try_into().map_err(|_| EINVAL)?);
+            w.put_u32(WQE_UD_REMOTE_QPN, d.remote_qpn & 0xff_ffff);
+            w.put_u32(WQE_UD_REMOTE_QKEY, d.remote_qkey);
+            w.put_av(&d.ah.0);
         }
         (None, false) => {}
         _ => return Err(EINVAL),
     }
-    w[0] = word0(opcode, wr.flags, wr.sges.len(), field);
-    w[1] = wr.wr_id;
-    put_sges(&mut w, wr.sges)?;
+    w.put_common(opcode, wr.flags, wr.wr_id, wr.sges)?;
     Ok(w)
 }
 
@@ -476,9 +486,9 @@ impl KernelQp {
             return Err(ENOMEM);
         }
         let at = base + (tail & entries.wrapping_sub(1)) as usize * WQE_SIZE;
-        for (i, word) in wqe.iter().enumerate() {
+        for (i, word) in wqe.words().enumerate() {
             // SAFETY: As above; a slot the device does not read before the doorbell.
-            unsafe { self.ring.write_u64(at + 8 * i, *word) };
+            unsafe { self.ring.write_u64(at + 8 * i, word) };
         }
         Ok(())
     }
@@ -527,10 +537,8 @@ impl KernelQp {
             false,
             wrs.map(|wr| {
                 wr.and_then(|wr| {
-                    let mut w: Wqe = [0; WQE_SIZE / 8];
-                    put_sges(&mut w, wr.sges)?;
-                    w[0] = (wr.sges.len() as u64) << 16;
-                    w[1] = wr.wr_id;
+                    let mut w = Wqe::new();
+                    w.put_common(0, 0, wr.wr_id, wr.sges)?;
                     Ok(w)
                 })
             }),
@@ -538,5 +546,5 @@ impl KernelQp {
     }
 }
 
-// The UD address vector of a WQE is `IbCreateAhResp`'s 40 bytes at 0x18.
-const _: () = assert!(core::mem::size_of::<uapi::IbCreateAhResp>() == 0x40 - 0x18);
+// The UD address vector of a WQE is `IbCreateAhResp`, up to the SGEs.
+const _: () = assert!(WQE_UD_AV + core::mem::size_of::<IbCreateAhResp>() == WQE_SGE);

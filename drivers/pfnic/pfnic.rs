@@ -59,6 +59,7 @@ mod irq;
 mod kverbs;
 mod nic;
 mod pci_caps;
+pub mod queue_abi;
 mod regs;
 mod ring;
 pub mod uapi;

@@ -19,20 +19,10 @@ pub(crate) const COUNTERS_NR: usize = 13;
 /// Arguments of the admin command mailbox ([`CMD_ARG`]).
 pub(crate) const CMD_ARGS_NR: usize = 16;
 
-/// Offsets in a context's BAR2 doorbell page (docs/verbs.md, "User doorbells"). Only user space
-/// writes them, through its mapping of the page; the driver rings its descriptor rings through
-/// [`RING_DB`] in BAR0, which no process can reach.
-///
-/// `QPN << 16 | send tail`.
-#[expect(dead_code, reason = "documents the page user space maps")]
-pub(crate) const DB_SQ: usize = 0x008;
-/// `QPN << 16 | receive tail`.
-#[expect(dead_code, reason = "documents the page user space maps")]
-pub(crate) const DB_RQ: usize = 0x00c;
-/// `CQN << 16 | flags` (bit 0: solicited only).
-#[expect(dead_code, reason = "documents the page user space maps")]
-pub(crate) const DB_CQ_ARM: usize = 0x010;
-/// Size of one context's doorbell page.
+/// Size of one context's BAR2 doorbell page (docs/verbs.md, "User doorbells"; its offsets are
+/// `queue_abi`'s). A process writes its page through its mapping, the driver its kernel
+/// clients' context's; the driver rings its descriptor rings through [`RING_DB`] in BAR0,
+/// which no process can reach.
 pub(crate) const DB_PAGE_SIZE: usize = 0x1000;
 
 /// The device ABI major version this driver implements.

@@ -22,6 +22,7 @@ use super::{
 };
 use crate::{
     nic::Nic,
+    queue_abi::FAST_MAX_PAGES,
     ring::{self, Desc},
     uapi,
 };
@@ -49,8 +50,6 @@ const MR_FLAG_FAULT: u32 = 1 << 1;
 const MR_FLAG_DMA: u32 = 1 << 3;
 /// `MR_SET` flag, alone (ABI 1.21): a fast-registration MR, free until a `REG_MR` work request.
 const MR_FLAG_FAST: u32 = 1 << 4;
-/// The pages of a fast-registration MR's list, at most (docs/verbs.md, "Fast registration").
-pub(crate) const FAST_MAX_PAGES: u32 = 512;
 /// The only page size of a fast-registration MR's list.
 pub(crate) const FAST_PAGE_SIZE: u32 = 4096;
 

@@ -15,11 +15,9 @@ use super::{
     port::PORT_MAX_MTU,
     MAX_QP_RD_ATOM,
 };
-use crate::uapi::*;
+use crate::{queue_abi::WQE_SIZE, uapi::*};
 use kernel::{page::PAGE_SIZE, prelude::*, rdma::ObjectEvents, types::ScopeGuard};
 
-/// Bytes of a work queue entry.
-const WQE_SIZE: usize = 128;
 /// Bytes of the QP record.
 const RECORD_SIZE: usize = 16;
 

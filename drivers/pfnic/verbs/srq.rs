@@ -10,13 +10,11 @@ use super::{
     eq::OwnerRoute,
     file::{ring_bytes, Srq, VerbsFile},
 };
-use crate::uapi;
+use crate::{queue_abi::WQE_SIZE, uapi};
 use kernel::{
     dma::SharedCoherent, page::PAGE_SIZE, prelude::*, rdma::ObjectEvents, types::ScopeGuard,
 };
 
-/// Bytes of a receive WQE.
-const WQE_SIZE: usize = 128;
 /// Bytes of the SRQ record.
 const RECORD_SIZE: usize = 16;
 

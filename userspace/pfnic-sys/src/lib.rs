@@ -20,6 +20,8 @@ pub mod pci;
 #[cfg(test)]
 mod cmd_abi_check;
 #[cfg(test)]
+mod queue_abi_check;
+#[cfg(test)]
 mod rdma_abi_check;
 
 pub use uapi::{
