@@ -22,6 +22,7 @@ use std::io;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+mod ah;
 mod cq;
 mod dm;
 mod events;
@@ -30,6 +31,7 @@ mod qp;
 mod srq;
 pub mod sys;
 
+pub use ah::{Ah, UdPeer};
 pub use cq::{CompChannel, Cq, CqEvent};
 pub use dm::Dm;
 pub use events::{event_type, AsyncEvent, Element};

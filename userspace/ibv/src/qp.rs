@@ -310,18 +310,27 @@ impl Qp {
         )
     }
 
-    /// `ibv_post_send` of `wrs`, as one list. UD work requests are not supported here
-    /// (`EINVAL`: they need an `ibv_ah`).
+    /// `ibv_post_send` of `wrs`, as one list. UD work requests go through
+    /// [`Qp::post_send_ud`] (`EINVAL` here: they need an `ibv_ah`).
     pub fn post_send(&self, wrs: &[SendWr<'_>]) -> Result<(), PostError> {
+        if let Some(i) = wrs.iter().position(|wr| wr.ud.is_some()) {
+            return Err(PostError {
+                bad_wr: i,
+                error: io::Error::from_raw_os_error(libc::EINVAL),
+            });
+        }
+        self.post_send_list(wrs, |_| {})
+    }
+
+    /// `ibv_post_send` of `wrs` as one list, `ud` filling in each one's destination.
+    pub(crate) fn post_send_list(
+        &self,
+        wrs: &[SendWr<'_>],
+        ud: impl Fn(&mut sys::ibv_send_wr),
+    ) -> Result<(), PostError> {
         let sges: Vec<Vec<sys::ibv_sge>> = wrs.iter().map(|wr| ibv_sges(wr.sg_list)).collect();
         let mut list = Vec::with_capacity(wrs.len());
         for (i, wr) in wrs.iter().enumerate() {
-            if wr.ud.is_some() {
-                return Err(PostError {
-                    bad_wr: i,
-                    error: io::Error::from_raw_os_error(libc::EINVAL),
-                });
-            }
             // SAFETY: all-zero bytes are a valid `ibv_send_wr` (integers, unions of integers,
             // null pointers).
             let mut w: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
@@ -343,6 +352,7 @@ impl Qp {
                     w.wr.rdma.rkey = wr.rkey;
                 }
             }
+            ud(&mut w);
             list.push(w);
         }
         let base = list.as_mut_ptr();
