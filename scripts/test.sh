@@ -281,11 +281,12 @@ wire_guests() {
 	wire_guest guest-wire "" test_wire
 	# The same link losing and reordering frames: retransmission is tested, not
 	# assumed (x-wire-loss/x-wire-reorder, per million frames each port sends;
-	# the tests read the loss from pfnic_wire_loss= on the command line).
+	# the tests read the loss from pfnic_wire_loss= on the command line). UD
+	# datagrams too: lost ones are not sent again, the others arrive whole.
 	for loss in 10000 100000; do
 		log "the wire guest again, $((loss / 10000))% of the frames lost and 5% reordered"
 		wire_guest "guest-wire-loss$((loss / 10000))" ",x-wire-loss=$loss,x-wire-reorder=50000" \
-			"test_wire_rc_ops|test_wire_large|test_wire_cold" " pfnic_wire_loss=$loss"
+			"test_wire_rc_ops|test_wire_large|test_wire_cold|test_wire_ud" " pfnic_wire_loss=$loss"
 	done
 }
 
