@@ -179,7 +179,9 @@ cat "${layers[@]}" "$work/extra.cpio" >"$initrd"
 # perftest's calibration of rdtsc against it (a regression that fails under
 # load against the HPET: "Correlation coefficient", its results 0 or inf)
 # holds.
-append="console=ttyS0 intel_iommu=on,sm_on panic=-1 no_timer_check tsc=reliable pfnic_guest.mode=$mode"
+# IPv6 sockets but no IPv6 address on any interface (kernel/pfnic.config):
+# pfnic's RoCE is IPv4 only, and the wires carry no neighbour discovery.
+append="console=ttyS0 intel_iommu=on,sm_on panic=-1 no_timer_check tsc=reliable ipv6.disable_ipv6=1 pfnic_guest.mode=$mode"
 [[ -n $filter ]] && append+=" pfnic_guest.filter=$filter"
 [[ ${PFNIC_SOAK:-0} == 1 ]] && append+=" pfnic_guest.soak=1"
 if [[ -n ${PFNIC_MEM_MODE:-} ]]; then
