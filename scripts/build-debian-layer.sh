@@ -38,6 +38,7 @@ DEBIAN_PACKAGES=(
 	libevent-core-2.1-7 libevent-pthreads-2.1-7 libstdc++6 libgcc-s1
 	dropbear-bin libtomcrypt1 libtommath1 libgmp10 libmunge2
 	nvme-cli libnvme1 libjson-c5
+	qperf
 )
 # What the guest gets (paths as Debian installs them), and rxe's provider.
 DEBIAN_TOOLS=(
@@ -58,6 +59,7 @@ DEBIAN_TOOLS=(
 	usr/sbin/dropbear usr/bin/dbclient usr/bin/dropbearkey
 	usr/bin/pfnic-mpi-pingpong
 	usr/sbin/nvme usr/bin/fio
+	usr/bin/qperf
 )
 # Whole trees the guest gets too: Python's standard library, pyverbs (rdma-core's Python
 # bindings) and rdma-core's own test suite, which Debian ships with them

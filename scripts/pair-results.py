@@ -103,6 +103,14 @@ def numbers(test, lines):
         m = re.search(r"Successfully reconnected \(([0-9]+) attempts?\)", text)
         if m:
             out["reconnect_attempts"] = int(m.group(1))
+    elif test == "qperf":
+        # "rc_bw:" then "    bw  =  1.2 MB/sec"; "rc_lat:" then "    latency  =  310 us".
+        units = {"B/sec": 1e-6, "KB/sec": 1e-3, "MB/sec": 1.0, "GB/sec": 1e3,
+                 "ns": 1e-3, "us": 1.0, "ms": 1e3, "sec": 1e6}
+        for m in re.finditer(r"^(\w+):\n\s*(bw|latency)\s+=\s+" + NUM + r" (\S+)$", text, re.M):
+            if m.group(4) in units:
+                key = m.group(1) + ("_MB_s" if m.group(2) == "bw" else "_us")
+                out[key] = round(num(m.group(3)) * units[m.group(4)], 3)
     elif test == "counters":
         for line in lines:
             f = line.split()
@@ -302,6 +310,8 @@ def main():
             print(f"# {pair} {test}: {c['bw_avg_MB_s']} MB/s average, {c['bytes']}-byte messages")
         elif "t_typical_us" in c:
             print(f"# {pair} {test}: {c['t_typical_us']} us typical, {c['bytes']}-byte messages")
+        elif "rc_bw_MB_s" in c or "rc_lat_us" in c:
+            print(f"# {pair} {test}: rc_bw {c.get('rc_bw_MB_s')} MB/s, rc_lat {c.get('rc_lat_us')} us")
         elif "write_MB_s" in c:
             print(f"# {pair} {test}: fio {c['write_MB_s']} MB/s writing, "
                   f"{c.get('read_MB_s')} MB/s reading back (every block checked)")

@@ -403,9 +403,10 @@ pair_tests=device,ping,debian_lib_rc_pingpong,rc_pingpong,rc_pingpong_events,rc_
 perf_tests=write_bw,read_bw,send_bw,write_lat,read_lat,send_lat
 # With a pfnic guest, Debian's perftest too (pfnic's provider, through the
 # RDMA core); rxe-rxe runs them already as perf_tests. And the rest of
-# rdmacm-utils beside rping, and perftest connected by rdma_cm (-R): the
-# kernel's rdma_cm on pfnic's QP1, against pfnic and rxe.
-core_perf_tests=debian_lib_write_bw,debian_lib_read_bw,debian_lib_send_bw,debian_lib_write_lat,ucmatose,udaddy,rdma_server_client,cm_write_bw
+# rdmacm-utils beside rping, perftest connected by rdma_cm (-R) and qperf's
+# rc_bw and rc_lat (connected by rdma_cm too): the kernel's rdma_cm on
+# pfnic's QP1, against pfnic and rxe.
+core_perf_tests=debian_lib_write_bw,debian_lib_read_bw,debian_lib_send_bw,debian_lib_write_lat,ucmatose,udaddy,rdma_server_client,cm_write_bw,qperf
 # NVMe over RDMA in every pairing (rootfs/pair-nvme): the kernel's
 # nvmet-rdma target on guest 1, its NVMe host (nvme-cli) and fio with
 # verification on guest 2: kernel verbs with fast registration, local
