@@ -2,7 +2,8 @@
 # Build the guest kernel: apply kernel/patches/ to the Linux source (a git
 # tree in the cache, reset to pristine whenever the series changes), merge
 # kernel/pfnic.config (and kernel/debug.config or kernel/trace.config with
-# PFNIC_FLAVOR=debug or trace) onto tinyconfig, and build bzImage out of tree.
+# PFNIC_FLAVOR=debug or trace) onto tinyconfig, and build bzImage out of tree,
+# its C with GCC (the debug flavor's with clang: KERNEL_CC in scripts/lib.sh).
 # Incremental: make only rebuilds what changed.
 # usage: scripts/build-kernel.sh
 source "$(dirname "$0")/lib.sh"
@@ -11,15 +12,18 @@ take_lock kernel
 [[ -e $KERNEL_SRC/Makefile ]] || die "no kernel source in $KERNEL_SRC; run scripts/fetch-sources.sh"
 [[ -d $(rust_lib_src) ]] || die "no rust-src for rustc $(rustc_version); run scripts/fetch-sources.sh"
 need bindgen "Run scripts/setup-host.sh (it builds bindgen-cli $BINDGEN_VERSION)."
-need clang$LLVM_SUFFIX "Run scripts/setup-host.sh (package clang$LLVM_SUFFIX)."
+need "$KERNEL_CC" "Run scripts/setup-host.sh (it installs gcc and clang$LLVM_SUFFIX)."
 
 source "$PFNIC_ROOT/scripts/patch-tree.sh"
 apply_series "$KERNEL_SRC" "$PFNIC_ROOT/kernel/patches" kernel
 
 mkdir -p "$KERNEL_BUILD"
 names=$(printf '%s + ' "${KERNEL_FRAGMENTS[@]#"$PFNIC_ROOT"/}")
+# A tree configured for the other compiler is configured again (and rebuilt).
+[[ $(cat "$KERNEL_BUILD/.pfnic-compiler" 2>/dev/null) == "$KERNEL_CC" ]] ||
+	rm -f "$KERNEL_BUILD/.pfnic-config.stamp"
 if ! stamp_fresh "$KERNEL_BUILD/.pfnic-config.stamp" "${KERNEL_FRAGMENTS[@]}" "$KERNEL_SRC/.pfnic-series"; then
-	log "configuring the kernel (tinyconfig + ${names% + })"
+	log "configuring the kernel for $KERNEL_CC (tinyconfig + ${names% + })"
 	kmake -s rustavailable >/dev/null ||
 		{ kmake rustavailable; die "the kernel cannot use this Rust toolchain (see above)"; }
 	cat "$KERNEL_SRC/kernel/configs/tiny.config" "$KERNEL_SRC/arch/x86/configs/tiny.config" \
@@ -39,10 +43,11 @@ if ! stamp_fresh "$KERNEL_BUILD/.pfnic-config.stamp" "${KERNEL_FRAGMENTS[@]}" "$
 		bad=1
 	done < <(cat "${KERNEL_FRAGMENTS[@]}")
 	((bad == 0)) || die "${names% + } has symbols Kconfig rejected; fix their dependencies"
+	echo "$KERNEL_CC" >"$KERNEL_BUILD/.pfnic-compiler"
 	touch "$KERNEL_BUILD/.pfnic-config.stamp"
 fi
 
-log "building the kernel (make -j$PFNIC_JOBS; 8-22 minutes cold)"
+log "building the kernel (make -j$PFNIC_JOBS; 6-15 minutes cold)"
 # The kernel crate's doctests have mangled names longer than kallsyms keeps;
 # kallsyms skips them with a two-line notice per symbol, which is noise here.
 kmake -s -j"$PFNIC_JOBS" bzImage modules \
