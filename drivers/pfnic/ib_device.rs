@@ -419,6 +419,14 @@ impl rdma::Operations for PfnicIbDevice {
         uctx.post_recv(qp, wrs)
     }
 
+    fn post_srq_recv(
+        uctx: &Self::UContext,
+        srq: &Self::Srq,
+        wrs: &mut rdma::kverbs::RecvWrs<'_>,
+    ) -> Result {
+        uctx.post_srq_recv(srq, wrs)
+    }
+
     fn poll_cq(uctx: &Self::UContext, cq: &Self::Cq, out: &mut rdma::kverbs::WcSink<'_>) -> Result {
         uctx.poll_cq(cq, out)
     }

@@ -11,7 +11,7 @@
 
 use crate::{
     context::Context,
-    kverbs::{FastPages, KernelCq, KernelQp, KernelQps},
+    kverbs::{FastPages, KernelCq, KernelQp, KernelQps, KernelSrq},
     nic::{stats::translation_named, Nic},
     uapi,
     verbs::{args, file::VerbsFile, port::gid_ipv4, PORT_LID},
@@ -82,8 +82,11 @@ pub(crate) struct Qp {
     num: u32,
     kernel: Option<Pin<KBox<KernelQp>>>,
 }
-/// A shared receive queue: its SRQN.
-pub(crate) struct Srq(u32);
+/// A shared receive queue: its SRQN, and for a kernel client's the driver's view of its ring.
+pub(crate) struct Srq {
+    num: u32,
+    kernel: Option<Pin<KBox<KernelSrq>>>,
+}
 /// A device memory allocation: its handle in the context's objects.
 pub(crate) struct Dm(u32);
 /// An address handle: the address vector a UD work queue entry carries (the provider keeps its
@@ -494,12 +497,8 @@ impl UContext {
             return Err(EINVAL);
         }
         if let Some(srq) = attr.srq {
-            // A kernel client's receives come from its QP's own queue (no `post_srq_recv`).
-            if self.kernel {
-                return Err(EOPNOTSUPP);
-            }
             arg.flags |= uapi::PFNIC_QP_CREATE_SRQ;
-            arg.srq = srq.0;
+            arg.srq = srq.num;
         }
         let qref = events.qp();
         let ring = self.verbs.create_qp_for(&mut arg, Some(events))?;
@@ -629,10 +628,20 @@ impl UContext {
             srq_limit: attr.srq_limit,
             ..Default::default()
         };
-        self.verbs.create_srq_for(&mut arg, Some(events))?;
-        let srq = Srq(arg.srqn);
-        let resp = arg.layout();
-        if let Err(e) = udata.write(resp.as_bytes()) {
+        let ring = self.verbs.create_srq_for(&mut arg, Some(events))?;
+        let mut srq = Srq {
+            num: arg.srqn,
+            kernel: None,
+        };
+        // A kernel client's SRQ gets the driver's view of its ring; a process's, the layout.
+        let finished = (|| {
+            if self.kernel {
+                let view = KernelSrq::new(&self.nic, self.ctx.index(), ring, &arg);
+                srq.kernel = Some(KBox::pin_init(view, GFP_KERNEL)?);
+            }
+            udata.write(arg.layout().as_bytes())
+        })();
+        if let Err(e) = finished {
             let _ = self.destroy_srq(&srq);
             return Err(e);
         }
@@ -651,7 +660,7 @@ impl UContext {
         self.owner_only()?;
         udata.read(&mut [])?;
         self.verbs.modify_srq(&args::ModifySrq {
-            srqn: srq.0,
+            srqn: srq.num,
             attr_mask: mask,
             srq_limit: attr.srq_limit,
         })
@@ -660,7 +669,7 @@ impl UContext {
     pub(crate) fn query_srq(&self, srq: &Srq) -> Result<SrqAttr> {
         self.owner_only()?;
         let mut q = args::QuerySrq {
-            srqn: srq.0,
+            srqn: srq.num,
             ..Default::default()
         };
         self.verbs.query_srq(&mut q)?;
@@ -672,7 +681,7 @@ impl UContext {
     }
 
     pub(crate) fn destroy_srq(&self, srq: &Srq) -> Result {
-        self.verbs.destroy_srq(srq.0)
+        self.verbs.destroy_srq(srq.num)
     }
 
     /// The QP's attributes as last set, in the device's current state, and its capabilities.
@@ -800,6 +809,11 @@ impl UContext {
 
     pub(crate) fn post_recv(&self, qp: &Qp, wrs: &mut RecvWrs<'_>) -> Result {
         Self::kernel_qp(qp)?.post_recv(wrs)
+    }
+
+    pub(crate) fn post_srq_recv(&self, srq: &Srq, wrs: &mut RecvWrs<'_>) -> Result {
+        // Only a kernel client's SRQ has the driver's view (a process posts its own).
+        srq.kernel.as_deref().ok_or(EINVAL)?.post(wrs)
     }
 
     pub(crate) fn poll_cq(&self, cq: &Cq, out: &mut WcSink<'_>) -> Result {

@@ -476,16 +476,135 @@ impl KernelQp {
         })
     }
 
-    /// Writes `wqe` in slot `tail` of the queue at `base` of `entries` entries, if the device's
-    /// `head` (at `head_at` of the record) leaves room; `ENOMEM` if full.
-    fn put(&self, base: usize, entries: u32, head_at: usize, tail: u32, wqe: &Wqe) -> Result {
+    /// The send queue (`send`) or the receive queue.
+    fn queue(&self, send: bool) -> Queue<'_> {
+        Queue {
+            nic: &self.nic,
+            ctx: self.ctx,
+            ring: &self.ring,
+            base: if send { 0 } else { self.rq_offset },
+            entries: if send {
+                self.sq_entries
+            } else {
+                self.rq_entries
+            },
+            head_at: self.record + if send { 0 } else { 4 },
+            doorbell: if send { DB_SQ } else { DB_RQ },
+            num: self.qpn,
+        }
+    }
+
+    /// Posts send requests; rings the doorbell once for those posted, even if one fails.
+    pub(crate) fn post_send(&self, wrs: &mut SendWrs<'_, Ah, Mr>) -> Result {
+        let ud = self.ud;
+        let mut tail = self.sq_tail.lock();
+        self.queue(true)
+            .post(&mut tail, wrs.map(|wr| wr.and_then(|wr| send_wqe(&wr, ud))))
+    }
+
+    /// Posts receive requests, as [`KernelQp::post_send`].
+    pub(crate) fn post_recv(&self, wrs: &mut RecvWrs<'_>) -> Result {
+        if self.rq_entries == 0 {
+            // Receives come from the QP's SRQ ([`KernelSrq::post`]).
+            return Err(EINVAL);
+        }
+        let mut tail = self.rq_tail.lock();
+        self.queue(false)
+            .post(&mut tail, wrs.map(|wr| wr.and_then(recv_wqe)))
+    }
+}
+
+/// A kernel client's shared receive queue: its ring of receive entries, followed by the record
+/// the device writes its head to (docs/verbs.md, "Shared receive queues").
+#[pin_data]
+pub(crate) struct KernelSrq {
+    nic: Arc<Nic>,
+    ctx: u32,
+    srqn: u32,
+    ring: Ring,
+    entries: u32,
+    record: usize,
+    /// Work requests posted, free-running (the doorbells carry their low 16 bits).
+    #[pin]
+    tail: SpinLockIrq<u32>,
+}
+
+impl KernelSrq {
+    /// The driver's view of SRQ `srq`, which the verbs engine just made in hardware context
+    /// `ctx` with `ring`.
+    pub(crate) fn new(
+        nic: &Arc<Nic>,
+        ctx: u32,
+        ring: Ring,
+        srq: &args::CreateSrq,
+    ) -> impl PinInit<Self> + use<> {
+        let (nic, srqn, entries, record) = (
+            nic.clone(),
+            srq.srqn,
+            srq.entries,
+            srq.record_offset as usize,
+        );
+        pin_init!(Self {
+            nic,
+            ctx,
+            srqn,
+            ring,
+            entries,
+            record,
+            tail <- new_spinlock_irq!(0),
+        })
+    }
+
+    /// Posts receive requests, as [`KernelQp::post_send`].
+    pub(crate) fn post(&self, wrs: &mut RecvWrs<'_>) -> Result {
+        let mut tail = self.tail.lock();
+        Queue {
+            nic: &self.nic,
+            ctx: self.ctx,
+            ring: &self.ring,
+            base: 0,
+            entries: self.entries,
+            head_at: self.record,
+            doorbell: DB_SRQ,
+            num: self.srqn,
+        }
+        .post(&mut tail, wrs.map(|wr| wr.and_then(recv_wqe)))
+    }
+}
+
+/// The entry of receive request `wr`.
+fn recv_wqe(wr: kernel::rdma::kverbs::RecvWr<'_>) -> Result<Wqe> {
+    let mut w = Wqe::new();
+    w.put_common(0, 0, wr.wr_id, wr.sges)?;
+    Ok(w)
+}
+
+/// A work queue in a ring: a QP's send or receive queue, or an SRQ.
+struct Queue<'a> {
+    nic: &'a Nic,
+    ctx: u32,
+    ring: &'a Ring,
+    /// Where its entries start in the ring.
+    base: usize,
+    /// Its entries, a power of two.
+    entries: u32,
+    /// Where in the ring the device writes its head.
+    head_at: usize,
+    /// Its doorbell, and the QPN or SRQN the doorbell names.
+    doorbell: usize,
+    num: u32,
+}
+
+impl Queue<'_> {
+    /// Writes `wqe` in slot `tail` if the device's head leaves room; `ENOMEM` if full.
+    fn put(&self, tail: u32, wqe: &Wqe) -> Result {
         // SAFETY: The kernel clients' context is never disassociated: its rings are not
         // revoked.
-        let head = unsafe { self.ring.read_u32(self.record + head_at) };
-        if tail.wrapping_sub(head) & 0xffff >= entries {
+        let head = unsafe { self.ring.read_u32(self.head_at) };
+        if tail.wrapping_sub(head) & 0xffff >= self.entries {
             return Err(ENOMEM);
         }
-        let at = base + (tail & entries.wrapping_sub(1)) as usize * WQE_SIZE;
+        let at = self.base + (tail & self.entries.wrapping_sub(1)) as usize * WQE_SIZE;
         for (i, word) in wqe.words().enumerate() {
             // SAFETY: As above; a slot the device does not read before the doorbell.
             unsafe { self.ring.write_u64(at + 8 * i, word) };
@@ -493,20 +612,14 @@ impl KernelQp {
         Ok(())
     }
 
-    /// Writes the entries `wqes` makes into the send queue (`send`) or the receive queue, in
-    /// order, and rings the queue's doorbell once for those written; stops at the first that
-    /// fails (a request it cannot make, or a full queue: `ENOMEM`).
-    fn post(&self, send: bool, wqes: impl Iterator<Item = Result<Wqe>>) -> Result {
-        let (tail, base, entries, head_at, doorbell) = if send {
-            (&self.sq_tail, 0, self.sq_entries, 0, DB_SQ)
-        } else {
-            (&self.rq_tail, self.rq_offset, self.rq_entries, 4, DB_RQ)
-        };
-        let mut tail = tail.lock();
+    /// Writes the entries `wqes` makes, in order, from `tail` (the caller holds the queue's
+    /// lock), and rings the doorbell once for those written; stops at the first that fails (a
+    /// request it cannot make, or a full queue: `ENOMEM`).
+    fn post(&self, tail: &mut u32, wqes: impl Iterator<Item = Result<Wqe>>) -> Result {
         let start = *tail;
         let mut r = Ok(());
         for wqe in wqes {
-            if let Err(e) = wqe.and_then(|w| self.put(base, entries, head_at, *tail, &w)) {
+            if let Err(e) = wqe.and_then(|w| self.put(*tail, &w)) {
                 r = Err(e);
                 break;
             }
@@ -516,33 +629,9 @@ impl KernelQp {
             // The entries are written before the device reads them.
             dma_mb(Write);
             self.nic
-                .ring_doorbell(self.ctx, doorbell, self.qpn << 16 | (*tail & 0xffff))?;
+                .ring_doorbell(self.ctx, self.doorbell, self.num << 16 | (*tail & 0xffff))?;
         }
         r
-    }
-
-    /// Posts send requests; rings the doorbell once for those posted, even if one fails.
-    pub(crate) fn post_send(&self, wrs: &mut SendWrs<'_, Ah, Mr>) -> Result {
-        let ud = self.ud;
-        self.post(true, wrs.map(|wr| wr.and_then(|wr| send_wqe(&wr, ud))))
-    }
-
-    /// Posts receive requests, as [`KernelQp::post_send`].
-    pub(crate) fn post_recv(&self, wrs: &mut RecvWrs<'_>) -> Result {
-        if self.rq_entries == 0 {
-            // Receives come from an SRQ, which kernel clients do not have here.
-            return Err(EINVAL);
-        }
-        self.post(
-            false,
-            wrs.map(|wr| {
-                wr.and_then(|wr| {
-                    let mut w = Wqe::new();
-                    w.put_common(0, 0, wr.wr_id, wr.sges)?;
-                    Ok(w)
-                })
-            }),
-        )
     }
 }
 

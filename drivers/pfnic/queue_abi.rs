@@ -114,3 +114,5 @@ pub const DB_SQ: usize = 0x008;
 pub const DB_RQ: usize = 0x00c;
 /// `CQN << 16 | flags` (bit 0: solicited only).
 pub const DB_CQ_ARM: usize = 0x010;
+/// `SRQN << 16 | tail` (ABI 1.11).
+pub const DB_SRQ: usize = 0x014;

@@ -1,31 +1,29 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Shared receive queues (docs/verbs.md, "Shared receive queues"): a ring of receive WQEs
-//! followed by a 16-byte record, in one coherent allocation the process maps; QPs of the same
-//! user context take their receives from it. Its `SRQ_LIMIT` events go to the RDMA core's
-//! SRQ.
+//! followed by a 16-byte record, in one coherent allocation the process maps (or, for the
+//! kernel clients, the driver writes: `kverbs::KernelSrq`); QPs of the same context take their
+//! receives from it. Its `SRQ_LIMIT` events go to the RDMA core's SRQ.
 
 use super::{
     args, cmd,
     eq::OwnerRoute,
-    file::{ring_bytes, Srq, VerbsFile},
+    file::{ring_bytes, Ring, Srq, VerbsFile},
 };
 use crate::{queue_abi::WQE_SIZE, uapi};
-use kernel::{
-    dma::SharedCoherent, page::PAGE_SIZE, prelude::*, rdma::ObjectEvents, types::ScopeGuard,
-};
+use kernel::{page::PAGE_SIZE, prelude::*, rdma::ObjectEvents, types::ScopeGuard};
 
 /// Bytes of the SRQ record.
 const RECORD_SIZE: usize = 16;
 
 impl VerbsFile {
     /// `ibv_create_srq`, with the asynchronous events of the SRQ going to `core`, the RDMA
-    /// core's.
+    /// core's; the SRQ's ring, which the driver writes itself for a kernel client.
     pub(crate) fn create_srq_for(
         &self,
         arg: &mut args::CreateSrq,
         core: Option<ObjectEvents>,
-    ) -> Result {
+    ) -> Result<Ring> {
         let verbs = self.nic.verbs()?;
         let l = verbs.limits;
         if l.max_srqs == 0 {
@@ -44,7 +42,8 @@ impl VerbsFile {
         if self.objects.lock().pds.get(&arg.pd).is_none() {
             return Err(EINVAL);
         }
-        let mem = SharedCoherent::new(self.nic.alloc_coherent(bytes)?)?;
+        let ring = Ring::new(&self.nic, bytes)?;
+        let mem = ring.mem.clone();
 
         let mut o = self.objects.lock();
         // Checked again: the lock was dropped for the allocation.
@@ -56,9 +55,9 @@ impl VerbsFile {
         // Route events before the SRQ exists, so none is lost.
         verbs.eq.set_srq_owner(srqn, Some(OwnerRoute { core }));
         let unroute = ScopeGuard::new(|| verbs.eq.set_srq_owner(srqn, None));
-        let ring = mem.dma_address();
-        let [ring_lo, ring_hi] = cmd::split(ring);
-        let [rec_lo, rec_hi] = cmd::split(ring + record_offset as u64);
+        let base = mem.dma_address();
+        let [ring_lo, ring_hi] = cmd::split(base);
+        let [rec_lo, rec_hi] = cmd::split(base + record_offset as u64);
         self.nic.command(&cmd::SrqCreate {
             srqn,
             ctx: self.ctx,
@@ -105,7 +104,7 @@ impl VerbsFile {
         arg.mmap_offset = token * PAGE_SIZE as u64;
         arg.mmap_len = bytes as u64;
         arg.record_offset = record_offset as u64;
-        Ok(())
+        Ok(ring)
     }
 
     /// `ibv_modify_srq`: arms or disarms the limit; resizing is `EOPNOTSUPP`.

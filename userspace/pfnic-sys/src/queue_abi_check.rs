@@ -104,6 +104,7 @@ fn assertions() -> String {
     check("PFNIC_DB_SQ", DB_SQ);
     check("PFNIC_DB_RQ", DB_RQ);
     check("PFNIC_DB_CQ_ARM", DB_CQ_ARM);
+    check("PFNIC_DB_SRQ", DB_SRQ);
     c
 }
 
