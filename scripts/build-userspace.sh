@@ -19,7 +19,14 @@ need cc "Install gcc (package build-essential)."
 rdma_core=$BUILD_DIR/rdma-core
 rdma_core_debs=(libibverbs-dev libibverbs1 libnl-3-200 libnl-route-3-200)
 debian_download "$DEBIAN_DEBS" "${rdma_core_debs[@]}"
-if ! stamp_fresh "$rdma_core/.unpacked" "$DEBIAN_DEBS" "$0"; then
+# Unpacked again when one of these packages changes; not when the cache's
+# directory does (the Debian layer's downloads beside this build would
+# regenerate the bindings and rebuild the ibv crate in the next build).
+debs=()
+for p in "${rdma_core_debs[@]}"; do
+	debs+=("$DEBIAN_DEBS/${p}"_*.deb)
+done
+if ! stamp_fresh "$rdma_core/.unpacked" "${debs[@]}" "$0"; then
 	rm -rf "$rdma_core"
 	debian_unpack "$DEBIAN_DEBS" "$rdma_core" "${rdma_core_debs[@]}"
 	touch "$rdma_core/.unpacked"
