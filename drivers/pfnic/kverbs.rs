@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The data path of the RDMA core's kernel clients (ib_mad's QP1, the connection manager):
-//! their CQs and QPs live in the driver's own hardware context, without a PASID, and the driver
-//! writes their work queue entries, reads their completions and rings their doorbells itself,
-//! as a provider does for a process (docs/verbs.md, "Queue formats", "User doorbells").
+//! The data path of the RDMA core's kernel clients (ib_mad's QP1, the connection manager,
+//! NVMe over RDMA): their CQs, QPs and SRQs live in the driver's own hardware context, without
+//! a PASID, and the driver writes their work queue entries, reads their completions and rings
+//! their doorbells itself, as a provider does for a process (docs/verbs.md, "Queue formats",
+//! "User doorbells").
 //!
 //! Posting, polling and arming may come in any context (ib_mad posts under a spinlock with
 //! interrupts off): nothing here sleeps or allocates. A queue's tail and a CQ's consumer index
