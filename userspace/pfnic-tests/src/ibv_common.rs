@@ -11,8 +11,8 @@ use std::sync::Arc;
 use crate::ktap::Failure;
 use crate::verbs_common::{fail, MrKind, ACCESS_ALL, PAGE, WC_TIMEOUT};
 use ibv::{
-    Buffer, ConnectAttr, Context, Cq, Mr, Pd, Qp, QpInitAttr, RecvWr, SendWr, Sge, Wc, WcOpcode,
-    WcStatus, WrOpcode, ACCESS_ON_DEMAND,
+    Buffer, ConnectAttr, Context, Cq, Mr, Pd, Qp, QpInitAttr, QpType, RecvWr, SendWr, Sge, Wc,
+    WcOpcode, WcStatus, WrOpcode, ACCESS_ON_DEMAND,
 };
 
 pub use crate::verbs_common::{
@@ -383,6 +383,8 @@ pub struct PairOpts {
     pub cqe: u32,
     pub max_wr: u32,
     pub connect: ConnectAttr,
+    /// RC (the default), or UD (`connect` then unused).
+    pub qp_type: QpType,
 }
 
 impl Default for PairOpts {
@@ -394,21 +396,22 @@ impl Default for PairOpts {
             cqe: 64,
             max_wr: 32,
             connect: ConnectAttr::default(),
+            qp_type: QpType::Rc,
         }
     }
 }
 
 impl Side {
-    /// A side in `ctx` as `o` describes it: a new PD, a CQ, an RC QP of up to 4 SGEs per work
-    /// request, and a buffer registered with `o.access`.
+    /// A side in `ctx` as `o` describes it: a new PD, a CQ, a QP (RC unless `o.qp_type`) of up
+    /// to 4 SGEs per work request, and a buffer registered with `o.access`.
     pub fn from_opts(ctx: &Context, o: &PairOpts) -> Result<Self, Failure> {
         let pd = ctx.alloc_pd().map_err(|e| fail("ibv_alloc_pd", e))?;
         let cq = ctx
             .create_cq(o.cqe, None, 0)
             .map_err(|e| fail("ibv_create_cq", e))?;
-        let qp = pd
-            .create_qp(&QpInitAttr::new(&cq, &cq, o.max_wr, 4))
-            .map_err(|e| fail("ibv_create_qp", e))?;
+        let mut attr = QpInitAttr::new(&cq, &cq, o.max_wr, 4);
+        attr.qp_type = o.qp_type;
+        let qp = pd.create_qp(&attr).map_err(|e| fail("ibv_create_qp", e))?;
         let buf = Arc::new(Buffer::new(o.len)?);
         let access = match o.kind {
             MrKind::Plain => {

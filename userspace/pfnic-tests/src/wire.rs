@@ -7,7 +7,6 @@
 
 use pfnic_cli::outln;
 use std::net::Ipv4Addr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::common::sh;
@@ -689,44 +688,6 @@ fn test_wire_port_events() -> TestResult {
     Ok(())
 }
 
-/// One end of [`test_wire_ud`]: a UD QP in RTS with its CQ and a registered buffer.
-struct UdEnd {
-    qp: ibv::Qp,
-    cq: ibv::Cq,
-    mr: ibv::Mr,
-    buf: Arc<ibv::Buffer>,
-    pd: ibv::Pd,
-}
-
-impl UdEnd {
-    fn new(ctx: &Context, wrs: u32, len: usize, qkey: u32) -> Result<Self, Failure> {
-        let pd = ctx.alloc_pd().map_err(|e| fail("ibv_alloc_pd", e))?;
-        let cq = ctx
-            .create_cq(2 * wrs, None, 0)
-            .map_err(|e| fail("ibv_create_cq", e))?;
-        let mut attr = ibv::QpInitAttr::new(&cq, &cq, wrs, 1);
-        attr.qp_type = ibv::QpType::Ud;
-        attr.sq_sig_all = true;
-        let qp = pd
-            .create_qp(&attr)
-            .map_err(|e| fail("ibv_create_qp(UD)", e))?;
-        qp.ready_ud(qkey, 0x77_7700)
-            .map_err(|e| fail("ibv_modify_qp(UD) to RTS", e))?;
-        let buf = Arc::new(ibv::Buffer::new(len)?);
-        buf.fill(0);
-        let mr = pd
-            .reg_mr(&buf, ibv::ACCESS_LOCAL_WRITE)
-            .map_err(|e| fail("ibv_reg_mr", e))?;
-        Ok(Self {
-            qp,
-            cq,
-            mr,
-            buf,
-            pd,
-        })
-    }
-}
-
 /// UD datagrams across the wire, from the first pfnic to the second: `ibv_ud_pingpong`'s
 /// path without its TCP exchange, every size from 4 bytes to the port's MTU. Each datagram
 /// that arrives arrives once and whole, after its GRH (20 zero bytes, then the IPv4 header of
@@ -741,18 +702,29 @@ fn test_wire_ud() -> TestResult {
     let w = Wire::new()?;
     let mtu = 128usize << w.ctx[1].query_port(1)?.active_mtu;
     let slot = 40 + mtu;
-    let a = UdEnd::new(&w.ctx[0], N as u32, N * mtu, QKEY)?;
-    let b = UdEnd::new(&w.ctx[1], N as u32 + 1, (N + 1) * slot, QKEY)?;
+    let end = |i: usize, wrs: u32, len: usize| -> Result<Side, Failure> {
+        let s = Side::from_opts(
+            &w.ctx[i],
+            &PairOpts {
+                len,
+                access: ibv::ACCESS_LOCAL_WRITE,
+                cqe: 2 * wrs,
+                max_wr: wrs,
+                qp_type: ibv::QpType::Ud,
+                ..Default::default()
+            },
+        )?;
+        s.qp.ready_ud(QKEY, 0x77_7700)
+            .map_err(|e| fail("ibv_modify_qp(UD) to RTS", e))?;
+        Ok(s)
+    };
+    let a = end(0, N as u32, N * mtu)?;
+    let b = end(1, N as u32 + 1, (N + 1) * slot)?;
     let ah =
         a.pd.create_ah(&w.route(0))
             .map_err(|e| fail("ibv_create_ah", e))?;
     for k in 0..=N {
-        let sge = [b.mr.sge((k * slot) as u64, slot as u32)];
-        b.qp.post_recv(&[ibv::RecvWr {
-            wr_id: k as u64,
-            sg_list: &sge,
-        }])
-        .map_err(|e| fail("ibv_post_recv", e))?;
+        b.post_recv(k as u64, k * slot, slot)?;
     }
     let size = |k: usize| [4, 17, 256, mtu - 1, mtu][k % 5];
     let payload = |k: usize| {
@@ -767,7 +739,7 @@ fn test_wire_ud() -> TestResult {
     };
     // First a datagram with the wrong Q_Key, then the others, a send queue's worth at a time.
     a.buf.write(0, &payload(N)[..4]);
-    let sge = [a.mr.sge(0, 4)];
+    let sge = [a.sge(0, 4)];
     a.qp.post_send_ud(
         &[SendWr::new(u64::MAX, WrOpcode::Send, &sge)],
         &to(QKEY ^ 1),
@@ -779,7 +751,7 @@ fn test_wire_ud() -> TestResult {
             .iter()
             .map(|&k| {
                 a.buf.write(k * mtu, &payload(k));
-                [a.mr.sge((k * mtu) as u64, size(k) as u32)]
+                [a.sge(k * mtu, size(k))]
             })
             .collect();
         let wrs: Vec<SendWr<'_>> = batch
