@@ -36,6 +36,7 @@ list=$ROOTFS_BUILD/initramfs.list
 	echo "file /usr/bin/pfnic-pair-test $PFNIC_ROOT/rootfs/pair-test 0755 0 0"
 	echo "file /usr/bin/pfnic-pair-mpi $PFNIC_ROOT/rootfs/pair-mpi 0755 0 0"
 	echo "file /usr/bin/pfnic-pair-nvme $PFNIC_ROOT/rootfs/pair-nvme 0755 0 0"
+	echo "file /usr/bin/pfnic-pair-qperf $PFNIC_ROOT/rootfs/pair-qperf 0755 0 0"
 	echo "file /usr/bin/pfnic-pair-word $PFNIC_ROOT/rootfs/pair-word 0755 0 0"
 	echo "file /lib/modules/pfnic.ko $module 0644 0 0"
 	# The static program (Rust); the guest suite, pfnic-perf and the C programs need
