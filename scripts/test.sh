@@ -333,14 +333,9 @@ pair_suite() {
 		limit=1500 env="PAIR_TEST_LIMIT=240 "
 	fi
 	limit=${PFNIC_PAIR_TIMEOUT:-$limit}
-	# Between two pfnic guests NVMe's target takes its receives from shared
-	# receive queues (the kernel verbs' SRQs; rootfs/pair-nvme checks it made
-	# some); pfnic-rxe's pfnic target keeps one receive queue per QP.
-	local append=${PFNIC_APPEND:-}
-	[[ $label != pair-pfnic-pfnic ]] || append+=" nvmet_rdma.use_srq=1"
 	for try in 1 2 3; do
 		rc=0
-		PFNIC_APPEND=$append "$PFNIC_ROOT/scripts/run-pair.sh" --pair "$pair" --label "$label" --log-dir "$run_dir" \
+		"$PFNIC_ROOT/scripts/run-pair.sh" --pair "$pair" --label "$label" --log-dir "$run_dir" \
 			--results --timeout "$limit" "${pcap[@]}" \
 			--cmd1 "${env}pfnic-pair-test server 192.168.100.2 $tests" \
 			--cmd2 "${env}pfnic-pair-test client 192.168.100.1 $tests" >"$run_dir/$label-console.log" 2>&1 || rc=$?
@@ -463,8 +458,14 @@ pair_suites() {
 		[[ $pair != pfnic-pfnic && $pair != rxe-rxe ]] || tests=$tests,$nvme_tcp_tests
 		[[ $pair != pfnic-pfnic ]] || tests=$tests,$backup_tests,$ucx_tests,$two_device_tests,$mpi_tests
 		tests=$tests,counters
+		# Between two pfnic guests NVMe's target takes its receives from
+		# shared receive queues (the kernel verbs' SRQs; rootfs/pair-nvme
+		# checks it made some); pfnic-rxe's pfnic target keeps one receive
+		# queue per QP.
+		append=
+		[[ $pair != pfnic-pfnic ]] || append=" nvmet_rdma.use_srq=1"
 		log "booting two guests joined by a wire, $pair (guest 1 the servers, guest 2 the clients): $tests"
-		pair_suite "$pair" "$tests"
+		PFNIC_APPEND="${PFNIC_APPEND:-}$append" pair_suite "$pair" "$tests"
 	done
 }
 # pair_lossy: the lossy pfnic-pfnic boot (lossy_tests), with the pfnic-pfnic
