@@ -15,8 +15,8 @@ all | packages | tools) ;;
 esac
 
 HOST_PACKAGES=(
-	# kernel + Rust
-	build-essential flex bison bc libelf-dev libssl-dev cpio kmod
+	# kernel + Rust (lz4 compresses the bzImage)
+	build-essential flex bison bc libelf-dev libssl-dev cpio kmod lz4
 	clang-19 lld-19 llvm-19 libclang-19-dev
 	# QEMU
 	ninja-build pkg-config libglib2.0-dev libpixman-1-dev libslirp-dev
