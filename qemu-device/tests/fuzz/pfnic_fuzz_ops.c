@@ -77,6 +77,15 @@
 #define SRQ_REC(n)      (0x23e000ULL + (n) * 0x100)
 #define SRQS            4               /* SRQNs the shaped commands use */
 #define SCRATCH_END     0x240000ULL
+/* pfnic-wire: the Ethernet queues (ABI 1.16), DMA without a PASID */
+#define ETH_RING_N      16              /* descriptors a ring */
+#define ETH_TX_RING     0x240000ULL
+#define ETH_RX_RING     0x240100ULL
+#define ETH_TX_BUF(n)   (0x241000ULL + (n) * 0x800ULL)
+#define ETH_RX_SLOT     4096            /* a receive buffer and its edge */
+#define ETH_RX_BUF(n)   (0x24a000ULL + (n) * (uint64_t)ETH_RX_SLOT)
+#define ETH_END         0x25a000ULL
+#define ETH_SENT_N      64              /* frames to the port remembered */
 #define POOL            0x2000000ULL    /* data pages the tables map */
 #define POOL_PAGES      128
 #define LARGE_PAGE      0x4000000ULL    /* a 2 MiB page */
@@ -159,6 +168,19 @@ static int qp_side(int q)
 
 static const uint32_t pasids[SIDES] = { 5, 9 };
 
+/* A frame the harness put on the Ethernet transmit ring */
+typedef struct PfnicFuzzEthFrame {
+    uint32_t desc;                      /* the descriptor's number */
+    uint16_t len;
+    uint8_t data[PFNIC_ETH_FRAME_MAX];
+} PfnicFuzzEthFrame;
+
+/* A frame the harness gave the port (its first bytes) */
+typedef struct PfnicFuzzSent {
+    size_t len;
+    uint8_t data[ETH_RX_SLOT];
+} PfnicFuzzSent;
+
 struct PfnicFuzz {
     QTestState *qts;
     QPCIBusPC bus;
@@ -196,6 +218,22 @@ struct PfnicFuzz {
     size_t last_req_len[WIRE_QPS];  /* request sent to PEER_QPN(w) */
     uint32_t peer_msn[WIRE_QPS];
     bool arp_answered;          /* the port answered the peer's ARP */
+    /*
+     * The Ethernet queues: the harness is their driver. A transmit
+     * descriptor's code is predicted; its frame, if it goes, must come
+     * out of the port (tx_frame, in order). Every frame the harness gave
+     * the port is remembered (sent), and a received one must be one of
+     * them, in order, within its buffer.
+     */
+    bool eth_on;
+    bool eth_wild;      /* the input misprogrammed the queues: any frame */
+    uint32_t eth_tx_tail, eth_tx_cons, eth_rx_tail, eth_rx_cons;
+    uint8_t eth_tx_code[ETH_RING_N];    /* predicted completion */
+    uint16_t eth_rx_room[ETH_RING_N];   /* the buffer's length posted */
+    PfnicFuzzEthFrame eth_tx_frame[ETH_RING_N];
+    uint32_t eth_tx_first, eth_tx_last; /* frames expected on the wire */
+    PfnicFuzzSent sent[ETH_SENT_N];
+    uint32_t sent_first, sent_last;     /* frames a buffer may hold */
 };
 
 static void wire_setup(PfnicFuzz *f);
@@ -1723,6 +1761,13 @@ static void wire_send(PfnicFuzz *f, const uint8_t *fr, size_t len)
         }
     }
     PFZ_CHECK(f, n == len, "wire: sent %zd of %zu bytes", n, len);
+    /* What a receive buffer may hold from now on */
+    f->sent[f->sent_last % ETH_SENT_N].len = len;
+    memcpy(f->sent[f->sent_last % ETH_SENT_N].data, fr,
+           MIN(len, ETH_RX_SLOT));
+    if (++f->sent_last - f->sent_first > ETH_SENT_N) {
+        f->sent_first++;
+    }
     for (int i = 0; i < 20000; i++) {
         flush(f);
         if (wire_counter(f, PFNIC_PORT_RX_FRAMES) != before) {
@@ -1768,15 +1813,30 @@ static void wire_seen(PfnicFuzz *f, const uint8_t *fr, size_t n)
 {
     const uint8_t *ip = fr + 14, *bth = fr + ETH_IP_UDP;
     uint32_t qpn;
+    bool arp;
 
+    if (f->eth_tx_first != f->eth_tx_last) {
+        /* The transmit ring's next frame, as the driver wrote it */
+        PfnicFuzzEthFrame *t;
+
+        t = &f->eth_tx_frame[f->eth_tx_first % ETH_RING_N];
+        if (n == t->len && !memcmp(fr, t->data, n)) {
+            f->eth_tx_first++;
+            return;
+        }
+    }
+    arp = n >= ETH_IP_UDP && !memcmp(fr + 6, wire_mac, 6) &&
+          lduw_be_p(fr + 12) == 0x0806 && lduw_be_p(fr + 14) == 1 &&
+          lduw_be_p(fr + 16) == 0x0800 &&
+          (lduw_be_p(fr + 20) == 1 || lduw_be_p(fr + 20) == 2) &&
+          (f->disturbed || ldl_be_p(fr + 28) == WIRE_IP);
+    if (f->eth_wild && !arp) {
+        return;         /* a transmit ring the input wrote: any bytes */
+    }
     PFZ_CHECK(f, n >= 14 && !memcmp(fr + 6, wire_mac, 6),
               "wire: a frame of %zu bytes not from the port's MAC", n);
     if (lduw_be_p(fr + 12) == 0x0806) {
-        PFZ_CHECK(f, n >= ETH_IP_UDP && lduw_be_p(fr + 14) == 1 &&
-                     lduw_be_p(fr + 16) == 0x0800 &&
-                     (lduw_be_p(fr + 20) == 1 || lduw_be_p(fr + 20) == 2) &&
-                     (f->disturbed || ldl_be_p(fr + 28) == WIRE_IP),
-                  "wire: the port sent a bad ARP frame");
+        PFZ_CHECK(f, arp, "wire: the port sent a bad ARP frame");
         if (lduw_be_p(fr + 20) == 1 && ldl_be_p(fr + 38) == PEER_IP) {
             wire_arp(f, 2, fr + 6, PEER_IP, ldl_be_p(fr + 28));
         } else if (lduw_be_p(fr + 20) == 2 && ldl_be_p(fr + 38) == PEER_IP) {
@@ -2069,7 +2129,8 @@ static void op_frame(PfnicFuzz *f)
         /* Up to 255 bytes from the input, repeated to the length */
         size_t n = U8(f);
 
-        len = U16(f) % WIRE_JUMBO + 1;
+        /* Half of them fit an Ethernet receive buffer. */
+        len = U16(f) % (sel & 0x40 ? PFNIC_ETH_FRAME_MAX : WIRE_JUMBO) + 1;
         memset(fr, 0, len);
         n = MIN(n, f->len - f->pos);
         for (size_t i = 0; i < len && n; i++) {
@@ -2231,6 +2292,295 @@ static void op_answer(PfnicFuzz *f)
     wire_drain(f);
 }
 
+/* --- pfnic-wire: the Ethernet queues ------------------------------------- */
+
+static uint64_t eth_desc_addr(bool rx, uint32_t n)
+{
+    return (rx ? ETH_RX_RING : ETH_TX_RING) +
+           n % ETH_RING_N * PFNIC_ETH_DESC_SIZE;
+}
+
+static void eth_desc_write(PfnicFuzz *f, bool rx, uint32_t n, uint64_t addr,
+                           uint16_t len, uint16_t flags)
+{
+    PfnicEthDesc d = {
+        .addr = cpu_to_le64(addr),
+        .len = cpu_to_le16(len),
+        .flags = cpu_to_le16(flags),
+    };
+
+    qtest_memwrite(f->qts, eth_desc_addr(rx, n), &d, sizeof(d));
+}
+
+static uint32_t eth_status(PfnicFuzz *f, bool rx, uint32_t n)
+{
+    return qtest_readl(f->qts, eth_desc_addr(rx, n) +
+                       offsetof(PfnicEthDesc, status));
+}
+
+/* The rings programmed, the queues stopped, nothing expected. */
+static void eth_setup(PfnicFuzz *f)
+{
+    mem_zero(f, ETH_TX_RING, ETH_END - ETH_TX_RING);
+    reg_write(f, PFNIC_REG_ETH_TX_LO, ETH_TX_RING);
+    reg_write(f, PFNIC_REG_ETH_TX_HI, 0);
+    reg_write(f, PFNIC_REG_ETH_TX_SIZE, ETH_RING_N);
+    reg_write(f, PFNIC_REG_ETH_RX_LO, ETH_RX_RING);
+    reg_write(f, PFNIC_REG_ETH_RX_HI, 0);
+    reg_write(f, PFNIC_REG_ETH_RX_SIZE, ETH_RING_N);
+    f->eth_on = f->eth_wild = false;
+    f->eth_tx_tail = f->eth_tx_cons = f->eth_rx_tail = f->eth_rx_cons = 0;
+    f->eth_tx_first = f->eth_tx_last = 0;
+    f->sent_first = f->sent_last;
+}
+
+/*
+ * A received frame of @len bytes in buffer @slot: one the harness gave the
+ * port since the last one received (the queues take those that are not
+ * RoCE for the port, in order), and not a byte past it in the buffer.
+ */
+static void eth_rx_seen(PfnicFuzz *f, uint32_t slot, uint32_t len)
+{
+    static uint8_t got[ETH_RX_SLOT];
+    uint32_t i;
+
+    qtest_memread(f->qts, ETH_RX_BUF(slot), got, ETH_RX_SLOT);
+    for (i = f->sent_first; i != f->sent_last; i++) {
+        if (f->sent[i % ETH_SENT_N].len == len &&
+            !memcmp(f->sent[i % ETH_SENT_N].data, got, len)) {
+            break;
+        }
+    }
+    PFZ_CHECK(f, i != f->sent_last, "Ethernet: received %u bytes in "
+              "buffer %u that no peer sent", len, slot);
+    f->sent_first = i + 1;
+    for (uint32_t k = len; k < ETH_RX_SLOT; k++) {
+        PFZ_CHECK(f, got[k] == SENTINEL_BYTE, "Ethernet: a frame of %u "
+                  "bytes wrote byte %u of receive buffer %u", len, k, slot);
+    }
+}
+
+/*
+ * The queues' state after an operation, unless the input misprogrammed
+ * the device: heads within what was posted; every descriptor the device
+ * passed done, with the code predicted (transmit) or a frame a peer sent
+ * (receive); none beyond it done.
+ */
+static void eth_check(PfnicFuzz *f)
+{
+    uint32_t head[2], tail[2] = { f->eth_tx_tail, f->eth_rx_tail };
+    uint32_t *cons[2] = { &f->eth_tx_cons, &f->eth_rx_cons };
+
+    if (f->disturbed) {
+        return;
+    }
+    head[0] = reg_read(f, PFNIC_REG_ETH_TX_HEAD);
+    head[1] = reg_read(f, PFNIC_REG_ETH_RX_HEAD);
+    for (int rx = 0; rx < 2; rx++) {
+        uint32_t done = (head[rx] - *cons[rx]) % ETH_RING_N;
+
+        PFZ_CHECK(f, head[rx] < ETH_RING_N &&
+                     done <= (tail[rx] - *cons[rx]) % ETH_RING_N,
+                  "Ethernet %s head %u: consumed %u, tail %u",
+                  rx ? "receive" : "transmit", head[rx], *cons[rx], tail[rx]);
+        for (; *cons[rx] != head[rx];
+             *cons[rx] = (*cons[rx] + 1) % ETH_RING_N) {
+            uint32_t n = *cons[rx], st = eth_status(f, rx, n);
+            uint32_t code = (st >> PFNIC_ETH_CODE_SHIFT) & 0xff;
+            uint32_t len = st & PFNIC_ETH_LEN_MASK;
+
+            PFZ_CHECK(f, (st & PFNIC_ETH_DONE) && !(st & 0x7f000000),
+                      "Ethernet %s descriptor %u passed, status %08x",
+                      rx ? "receive" : "transmit", n, st);
+            if (!rx) {
+                PFZ_CHECK(f, code == f->eth_tx_code[n] && !len,
+                          "Ethernet transmit descriptor %u: status %08x, "
+                          "code %u expected", n, st, f->eth_tx_code[n]);
+                continue;
+            }
+            PFZ_CHECK(f, code == PFNIC_ETH_OK && len >= PFNIC_ETH_FRAME_MIN &&
+                         len <= f->eth_rx_room[n],
+                      "Ethernet receive descriptor %u of %u bytes: status "
+                      "%08x", n, f->eth_rx_room[n], st);
+            eth_rx_seen(f, n, len);
+        }
+        for (uint32_t n = head[rx]; n != tail[rx]; n = (n + 1) % ETH_RING_N) {
+            uint8_t edge[16];
+
+            PFZ_CHECK(f, !eth_status(f, rx, n), "Ethernet %s descriptor %u "
+                      "done before the head reached it",
+                      rx ? "receive" : "transmit", n);
+            if (rx) {
+                qtest_memread(f->qts, ETH_RX_BUF(n), edge, sizeof(edge));
+                for (int k = 0; k < sizeof(edge); k++) {
+                    PFZ_CHECK(f, edge[k] == SENTINEL_BYTE, "Ethernet "
+                              "receive buffer %u written, its descriptor "
+                              "not done", n);
+                }
+            }
+        }
+    }
+}
+
+/*
+ * A frame on the transmit ring: @len bytes (any: 14 to 1518 go, others
+ * complete BAD), the port's MAC as the source (as Linux's stack writes
+ * it), the rest up to 255 bytes from the input repeated; flags rarely
+ * not 0 (BAD). Posted only into a free slot of running queues.
+ */
+static void eth_tx(PfnicFuzz *f, uint8_t sel)
+{
+    PfnicFuzzEthFrame *t;
+    uint32_t n = f->eth_tx_tail, len = U16(f), k = U8(f);
+    uint16_t flags = (sel & 0xe0) == 0xe0 ? U8(f) | 1 : 0;
+    bool good;
+
+    if (!f->eth_on || (n + 1) % ETH_RING_N == f->eth_tx_cons) {
+        return;                 /* stopped (a tail write is an error), full */
+    }
+    len = sel & 0x10 ? len % (PFNIC_ETH_FRAME_MAX + 64) :
+          PFNIC_ETH_FRAME_MIN + len % (PFNIC_ETH_FRAME_MAX - 13);
+    good = !flags && len >= PFNIC_ETH_FRAME_MIN && len <= PFNIC_ETH_FRAME_MAX;
+    t = &f->eth_tx_frame[f->eth_tx_last % ETH_RING_N];
+    memset(t->data, 0, sizeof(t->data));
+    k = MIN(k, f->len - f->pos);
+    for (uint32_t i = 0; i < MIN(len, sizeof(t->data)) && k; i++) {
+        t->data[i] = f->data[f->pos + i % k];
+    }
+    f->pos += k;
+    if (len >= 12) {
+        memcpy(t->data + 6, wire_mac, 6);
+    }
+    qtest_memwrite(f->qts, ETH_TX_BUF(n), t->data,
+                   MIN(len, sizeof(t->data)));
+    eth_desc_write(f, false, n, ETH_TX_BUF(n), len, flags);
+    f->eth_tx_code[n] = good ? PFNIC_ETH_OK : PFNIC_ETH_BAD;
+    if (good) {
+        t->desc = n;
+        t->len = len;
+        f->eth_tx_last++;
+    }
+    f->eth_tx_tail = (n + 1) % ETH_RING_N;
+    reg_write(f, PFNIC_REG_ETH_TX_TAIL, f->eth_tx_tail);
+}
+
+/* A receive buffer of any length up to its slot, the slot's bytes 0xa5. */
+static void eth_rx_post(PfnicFuzz *f)
+{
+    static uint8_t pat[ETH_RX_SLOT];
+    uint32_t n = f->eth_rx_tail;
+    uint16_t room = U16(f) % (ETH_RX_SLOT + 1);
+
+    if (!f->eth_on || (n + 1) % ETH_RING_N == f->eth_rx_cons) {
+        return;                 /* stopped, full */
+    }
+    memset(pat, SENTINEL_BYTE, sizeof(pat));
+    qtest_memwrite(f->qts, ETH_RX_BUF(n), pat, sizeof(pat));
+    eth_desc_write(f, true, n, ETH_RX_BUF(n), room, 0);
+    f->eth_rx_room[n] = room;
+    f->eth_rx_tail = (n + 1) % ETH_RING_N;
+    reg_write(f, PFNIC_REG_ETH_RX_TAIL, f->eth_rx_tail);
+}
+
+/*
+ * Stop the queues: what was posted and not done stays not done, and the
+ * frames of transmit descriptors the device did not reach never go; the
+ * others went before their descriptors completed.
+ */
+static void eth_stop(PfnicFuzz *f)
+{
+    reg_write(f, PFNIC_REG_ETH_CTRL, 0);
+    f->eth_on = false;
+    wire_drain(f);
+    if (f->disturbed) {
+        return;
+    }
+    eth_check(f);
+    for (uint32_t n = f->eth_tx_cons; n != f->eth_tx_tail;
+         n = (n + 1) % ETH_RING_N) {
+        if (f->eth_tx_code[n] == PFNIC_ETH_OK) {
+            f->eth_tx_last--;
+        }
+    }
+    PFZ_CHECK(f, f->eth_tx_first == f->eth_tx_last, "Ethernet: %u frames of "
+              "completed transmit descriptors never came out",
+              f->eth_tx_last - f->eth_tx_first);
+}
+
+/*
+ * The harness as the port's Ethernet driver: start the queues (with or
+ * without PROMISC and IRQ_ENABLE; starting resets both rings), stop them,
+ * post transmit frames or receive buffers; or (misprogramming) a raw
+ * write to the block's registers or a descriptor pointing anywhere.
+ */
+static void op_eth(PfnicFuzz *f)
+{
+    uint8_t sel = U8(f);
+
+    if (f->well_formed && (sel & 7) == 7) {
+        sel ^= 5;               /* no misprogramming: a transmit */
+    }
+    if (f->trace) {
+        fprintf(stderr, "pfnic-fuzz: Ethernet %d\n", sel & 7);
+    }
+    switch (sel & 7) {
+    case 0: {
+        uint32_t ctrl = PFNIC_ETH_CTRL_ENABLE |
+                        (sel & 0x08 ? PFNIC_ETH_CTRL_PROMISC : 0) |
+                        (sel & 0x10 ? PFNIC_ETH_CTRL_IRQ_ENABLE : 0);
+
+        if (!f->eth_on) {
+            mem_zero(f, ETH_TX_RING, 2 * ETH_RING_N * PFNIC_ETH_DESC_SIZE);
+            f->eth_tx_tail = f->eth_tx_cons = 0;
+            f->eth_rx_tail = f->eth_rx_cons = 0;
+            f->eth_tx_first = f->eth_tx_last;
+            f->sent_first = f->sent_last;
+        }
+        reg_write(f, PFNIC_REG_ETH_CTRL, ctrl);
+        f->eth_on = true;
+        break;
+    }
+    case 1:
+        if (f->eth_on) {
+            eth_stop(f);
+        }
+        break;
+    case 2:
+    case 3:
+    case 4:
+        for (int i = 0; i <= (sel >> 3) % 4; i++) {
+            eth_tx(f, sel);
+        }
+        break;
+    case 5:
+    case 6:
+        for (int i = 0; i <= (sel >> 3) % 8; i++) {
+            eth_rx_post(f);
+        }
+        break;
+    default: {
+        uint32_t val = U32(f);
+
+        f->disturbed = f->eth_wild = true;
+        if (sel & 0x08) {
+            /* A descriptor at the tail pointing anywhere, then the tail */
+            bool rx = sel & 0x10;
+            uint32_t n = rx ? f->eth_rx_tail : f->eth_tx_tail;
+
+            eth_desc_write(f, rx, n, (uint64_t)val << (sel >> 5),
+                           U16(f), 0);
+            reg_write(f, rx ? PFNIC_REG_ETH_RX_TAIL : PFNIC_REG_ETH_TX_TAIL,
+                      (n + 1) % ETH_RING_N);
+        } else {
+            reg_write(f, PFNIC_REG_ETH_CTRL +
+                         4 * ((sel >> 4) % 12), val);
+        }
+        break;
+    }
+    }
+    wire_drain(f);
+}
+
 /* The sentinel ranges: guest pages around the harness's data pages */
 static const uint64_t wire_sentinels[] = {
     POOL - 4096, POOL + POOL_PAGES * 4096ULL,
@@ -2259,6 +2609,7 @@ static void wire_setup(PfnicFuzz *f)
     memset(f->last_req_len, 0, sizeof(f->last_req_len));
     memset(f->peer_msn, 0, sizeof(f->peer_msn));
     wire_sentinels_fill(f);
+    eth_setup(f);
     reg_write(f, PFNIC_REG_PORT_IPV4, WIRE_IP);
     f->arp_answered = false;
     wire_arp(f, 1, bcast_mac, PEER_IP, WIRE_IP);
@@ -2307,6 +2658,7 @@ static void wire_check(PfnicFuzz *f, bool full)
     }
     PFZ_CHECK(f, reg_read(f, PFNIC_REG_PORT_IPV4) == WIRE_IP,
               "PORT_IPV4 %x", reg_read(f, PFNIC_REG_PORT_IPV4));
+    eth_check(f);
     memset(pat, SENTINEL_BYTE, sizeof(pat));
     for (int i = 0; i < ARRAY_SIZE(wire_sentinels) + 1; i++) {
         uint64_t at = i < ARRAY_SIZE(wire_sentinels) ? wire_sentinels[i]
@@ -2347,6 +2699,19 @@ static void wire_settle(PfnicFuzz *f)
         clock_step(f, 100 * SCALE_MS);
     }
     wire_drain(f);
+    /*
+     * The transmit ring has sent all it was given; then the queues stop
+     * (and the port answers ARP again, for wire_alive()).
+     */
+    if (f->eth_on && !f->disturbed) {
+        eth_check(f);
+        PFZ_CHECK(f, f->eth_tx_cons == f->eth_tx_tail &&
+                     f->eth_tx_first == f->eth_tx_last,
+                  "Ethernet: the transmit ring stopped at %u of %u, %u "
+                  "frames not out", f->eth_tx_cons, f->eth_tx_tail,
+                  f->eth_tx_last - f->eth_tx_first);
+    }
+    eth_stop(f);
 }
 
 static void wire_alive(PfnicFuzz *f)
@@ -2422,10 +2787,13 @@ static void run_op(PfnicFuzz *f, uint8_t op)
          */
         if (f->trace) {
             fprintf(stderr, "pfnic-fuzz: op %d: %s at byte %zu\n", f->op,
-                    op % 4 == 3 ? "answer" : "frame", f->pos - 1);
+                    op % 4 == 3 ? "answer" : op % 8 == 2 ? "Ethernet" :
+                    "frame", f->pos - 1);
         }
         if (op % 4 == 3) {
             op_answer(f);
+        } else if (op % 8 == 2) {
+            op_eth(f);
         } else {
             op_frame(f);
         }
@@ -2474,6 +2842,9 @@ static void run_op(PfnicFuzz *f, uint8_t op)
         uint32_t val = U32(f);
 
         f->disturbed = true;
+        /* The Ethernet queues may then send what memory holds. */
+        f->eth_wild |= off >= PFNIC_REG_ETH_CTRL &&
+                       off <= PFNIC_REG_ETH_RX_HEAD + 3;
         if (off & 3) {
             qtest_writeb(f->qts, BAR0 + off, val);
         } else {
