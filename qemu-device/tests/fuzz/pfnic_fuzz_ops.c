@@ -86,6 +86,16 @@
 #define ETH_RX_BUF(n)   (0x24a000ULL + (n) * (uint64_t)ETH_RX_SLOT)
 #define ETH_END         0x25a000ULL
 #define ETH_SENT_N      64              /* frames to the port remembered */
+/* pfnic-wire: a UD QP of context 1 (ABI 1.19) */
+#define UD_QPN          6
+#define UD_QKEY         0x1234abcdu
+#define UD_SQ           0x25a000ULL
+#define UD_RQ           0x25b000ULL
+#define UD_REC          0x25c000ULL
+#define UD_END          0x25c100ULL
+#define UD_RECV_PAGE    20              /* VA pages 20..23: its receives */
+#define OP_UD_SEND      0x64            /* BTH opcodes: UD SEND ONLY */
+#define OP_UD_SEND_IMM  0x65            /* ... with immediate */
 #define POOL            0x2000000ULL    /* data pages the tables map */
 #define POOL_PAGES      128
 #define LARGE_PAGE      0x4000000ULL    /* a 2 MiB page */
@@ -234,6 +244,7 @@ struct PfnicFuzz {
     uint32_t eth_tx_first, eth_tx_last; /* frames expected on the wire */
     PfnicFuzzSent sent[ETH_SENT_N];
     uint32_t sent_first, sent_last;     /* frames a buffer may hold */
+    uint32_t ud_sq_tail, ud_rq_tail;    /* the UD QP's */
 };
 
 static void wire_setup(PfnicFuzz *f);
@@ -744,6 +755,7 @@ static void check_cqs(PfnicFuzz *f)
             uint32_t n = f->cq_seen[side];
             PfnicCqeTs t;
             PfnicCqe c;
+            bool ud;
 
             qtest_memread(f->qts, cqe_addr(f, side, n), &t,
                           f->cqe_size[side]);
@@ -761,13 +773,17 @@ static void check_cqs(PfnicFuzz *f)
                       side + 1, c.status);
             PFZ_CHECK(f, wc_opcode_known(c.opcode), "CQ %d: opcode %u",
                       side + 1, c.opcode);
+            /* ABI 1.19: a UD receive has a GRH */
+            ud = f->wire && le32_to_cpu(c.qp_num) == UD_QPN;
             PFZ_CHECK(f, !(c.wc_flags & ~(PFNIC_WC_WITH_IMM |
-                                          PFNIC_WC_WITH_INV)),
+                                          PFNIC_WC_WITH_INV |
+                                          (ud ? PFNIC_WC_GRH : 0))),
                       "CQ %d: wc_flags %x", side + 1, c.wc_flags);
             if (!f->disturbed) {
                 uint32_t q = le32_to_cpu(c.qp_num) - 2;
 
-                PFZ_CHECK(f, q < QPS && qp_side(q) == side,
+                PFZ_CHECK(f, (q < QPS && qp_side(q) == side) ||
+                             (ud && side == 0),
                           "CQ %d: CQE of QP %u", side + 1,
                           le32_to_cpu(c.qp_num));
                 PFZ_CHECK(f, (le64_to_cpu(c.wr_id) & ~0xffffffffULL) ==
@@ -1855,11 +1871,24 @@ static void wire_seen(PfnicFuzz *f, const uint8_t *fr, size_t n)
               "wire: the port sent a bad IPv4/UDP header (%zu bytes)", n);
     PFZ_CHECK(f, ldl_le_p(fr + n - 4) == wire_icrc(fr, n),
               "wire: the port sent a bad ICRC");
+    qpn = ldl_be_p(bth + 4) & 0xffffff;
+    if (bth[0] == OP_UD_SEND || bth[0] == OP_UD_SEND_IMM) {
+        /* A datagram of the UD QP: DETH with its QPN, to the AH's peer */
+        PFZ_CHECK(f, n >= ETH_IP_UDP + 12 + 8 + 4 && !(bth[1] & 0x0f) &&
+                     lduw_be_p(bth + 2) == 0xffff && !bth[16] &&
+                     (f->disturbed ||
+                      ((ldl_be_p(bth + 16) & 0xffffff) == UD_QPN &&
+                       ldl_be_p(ip + 16) == PEER_IP &&
+                       ldl_be_p(ip + 12) == WIRE_IP)),
+                  "wire: the port sent a bad datagram (BTH %02x %02x, "
+                  "DETH %08x %08x, to %08x)", bth[0], bth[1],
+                  ldl_be_p(bth + 12), ldl_be_p(bth + 16), ldl_be_p(ip + 16));
+        return;
+    }
     PFZ_CHECK(f, bth[0] < W_OP_NR && wire_hdrs[bth[0]] && !(bth[1] & 0x0f) &&
                  lduw_be_p(bth + 2) == 0xffff,
               "wire: the port sent BTH %02x %02x %04x", bth[0], bth[1],
               lduw_be_p(bth + 2));
-    qpn = ldl_be_p(bth + 4) & 0xffffff;
     PFZ_CHECK(f, f->disturbed || (ldl_be_p(ip + 16) == PEER_IP &&
                                   ldl_be_p(ip + 12) == WIRE_IP &&
                                   qpn - PEER_QPN(0) < WIRE_QPS),
@@ -2292,6 +2321,150 @@ static void op_answer(PfnicFuzz *f)
     wire_drain(f);
 }
 
+/* --- pfnic-wire: a UD QP ------------------------------------------------- */
+
+/* Post @w on the UD QP's receive (@rq) or send queue, if a driver would. */
+static void ud_post(PfnicFuzz *f, bool rq, const PfnicWqe *w)
+{
+    uint32_t *tail = rq ? &f->ud_rq_tail : &f->ud_sq_tail;
+
+    if (!room(f, *tail, qtest_readl(f->qts, UD_REC + (rq ? 4 : 0)),
+              QUEUE_SIZE)) {
+        return;
+    }
+    qtest_memwrite(f->qts, (rq ? UD_RQ : UD_SQ) +
+                   (*tail % QUEUE_SIZE) * PFNIC_WQE_SIZE, w, sizeof(*w));
+    (*tail)++;
+    qtest_writel(f->qts, BAR2 + PFNIC_DOORBELL_PAGE_SIZE +
+                 (rq ? PFNIC_DB_RQ : PFNIC_DB_SQ),
+                 UD_QPN << 16 | (*tail & 0xffff));
+}
+
+/* A receive of @len bytes at @off into UD receive page @page */
+static void ud_recv(PfnicFuzz *f, int page, uint32_t off, uint32_t len)
+{
+    PfnicWqe r = {
+        .num_sge = 1,
+        .wr_id = cpu_to_le64(WR_MAGIC | f->wr_seq++),
+        .sge[0] = {
+            .addr = cpu_to_le64(va_of(UD_RECV_PAGE + page % 4) + off),
+            .length = cpu_to_le32(len),
+            .lkey = cpu_to_le32(f->key[0]),
+        },
+    };
+
+    ud_post(f, true, &r);
+}
+
+/*
+ * The UD QP in RTS with Q_Key UD_QKEY, on context 1's CQ, four receives
+ * of a page posted (their pages not present: the first datagrams fault).
+ */
+static void ud_setup(PfnicFuzz *f)
+{
+    uint32_t a[PFNIC_CMD_ARGS] = {
+        UD_QPN, 1, 7, 1, 1, UD_SQ, 0, QUEUE_LOG2, UD_RQ, 0, QUEUE_LOG2,
+        UD_REC, 0, PFNIC_QP_FLAG_UD, 0,
+    };
+
+    mem_zero(f, UD_SQ, UD_END - UD_SQ);
+    setup_ok(f, cmd(f, PFNIC_CMD_QP_CREATE, a, PFNIC_CMD_ARGS),
+             "QP_CREATE UD");
+    for (uint32_t state = PFNIC_QPS_INIT; state <= PFNIC_QPS_RTS; state++) {
+        uint32_t m[PFNIC_CMD_ARGS] = {
+            UD_QPN, state, 0, UD_QKEY, [8] = 0x5000,
+        };
+
+        setup_ok(f, cmd(f, PFNIC_CMD_QP_MODIFY, m, PFNIC_CMD_ARGS),
+                 "QP_MODIFY UD");
+    }
+    f->ud_sq_tail = f->ud_rq_tail = 0;
+    for (int i = 0; i < 4; i++) {
+        ud_recv(f, i, 0, 4096);
+    }
+}
+
+/*
+ * The UD QP, from the peer's side or its driver's: a datagram to it (UD
+ * SEND ONLY, with or without immediate; its Q_Key, another or any; any
+ * source QP; a payload up to the largest MTU or past it; the pad count
+ * right or not; rarely to any QPN or with a reserved DETH byte), a receive
+ * (any room and offset in its pages), or a datagram from it (to the peer
+ * or to a QP of this device, any QPN and Q_Key, its own Q_Key by the
+ * high bit, the peer's MAC or the neighbour cache's, a GRH or not; up
+ * to the largest MTU or past it).
+ */
+static void op_ud(PfnicFuzz *f)
+{
+    static uint8_t fr[WIRE_BUF];
+    uint8_t sel = U8(f), ext[12];
+    uint32_t len = U16(f), x = U32(f);
+
+    if (f->trace) {
+        fprintf(stderr, "pfnic-fuzz: UD %d, %u bytes\n", sel & 3, len);
+    }
+    switch (sel & 3) {
+    case 0:
+    case 1: {
+        bool imm = sel & 4;
+        uint32_t qkey = (sel >> 3) % 4 < 2 ? UD_QKEY :
+                        (sel >> 3) % 4 == 2 ? UD_QKEY ^ 1 : x;
+        uint32_t plen = len % (PFNIC_UD_MAX_MSG + 65);
+        uint32_t pad = (4 - plen % 4) % 4;
+
+        stl_be_p(ext, qkey);
+        stl_be_p(ext + 4, x & 0xffffff);
+        ext[4] = sel & 0x80 ? x >> 24 : 0;      /* reserved */
+        stl_be_p(ext + 8, x);
+        if ((sel & 0x60) == 0x60) {
+            pad = x % 4;
+        }
+        wire_send(f, fr, wire_frame(fr, sel & 0x80 ? x : UD_QPN,
+                                    imm ? OP_UD_SEND_IMM : OP_UD_SEND,
+                                    pad << 4 | (sel & 0x40 ? 0x80 : 0), false,
+                                    x >> 8, ext, imm ? 12 : 8, plen, pad,
+                                    sel));
+        break;
+    }
+    case 2:
+        ud_recv(f, sel >> 2, x % 4096, len % 4097);
+        break;
+    default: {
+        PfnicWqe w = {
+            .opcode = sel & 4 ? PFNIC_WR_SEND_WITH_IMM : PFNIC_WR_SEND,
+            .flags = PFNIC_SEND_SIGNALED | (sel & 8 ? PFNIC_SEND_SOLICITED
+                                                     : 0),
+            .num_sge = 1,
+            .imm_data = cpu_to_le32(x),
+            .wr_id = cpu_to_le64(WR_MAGIC | f->wr_seq++),
+            .ud = {
+                .remote_qpn = cpu_to_le32(sel & 0x10 ? x & 0xffffff :
+                                          PEER_QPN(0)),
+                .remote_qkey = cpu_to_le32(sel & 0x20 ? x : UD_QKEY),
+                .dest_ip = cpu_to_le32(sel & 0x40 ? 0 : PEER_IP),
+                .ah_flags = (sel >> 6) & PFNIC_UD_AH_MASK,
+            },
+            .sge[0] = {
+                .addr = cpu_to_le64(va_of(WIRE_MAPPED) + x % 4096),
+                .length = cpu_to_le32(len % (PFNIC_UD_MAX_MSG + 65)),
+                .lkey = cpu_to_le32(f->key[0]),
+            },
+        };
+
+        if (sel & 0x80) {
+            memcpy(w.ud.dmac, peer_mac, 6);
+        }
+        if (sel & 0x40) {
+            /* This device: the UD QP itself, or any QPN */
+            w.ud.remote_qpn = cpu_to_le32(sel & 0x10 ? x & 0xffffff : UD_QPN);
+        }
+        ud_post(f, false, &w);
+        break;
+    }
+    }
+    wire_drain(f);
+}
+
 /* --- pfnic-wire: the Ethernet queues ------------------------------------- */
 
 static uint64_t eth_desc_addr(bool rx, uint32_t n)
@@ -2610,6 +2783,7 @@ static void wire_setup(PfnicFuzz *f)
     memset(f->peer_msn, 0, sizeof(f->peer_msn));
     wire_sentinels_fill(f);
     eth_setup(f);
+    ud_setup(f);
     reg_write(f, PFNIC_REG_PORT_IPV4, WIRE_IP);
     f->arp_answered = false;
     wire_arp(f, 1, bcast_mac, PEER_IP, WIRE_IP);
@@ -2722,6 +2896,14 @@ static void wire_alive(PfnicFuzz *f)
             fprintf(stderr, " %u", wire_counter(f, c));
         }
         fprintf(stderr, "\n");
+        if (!f->disturbed) {
+            uint32_t a[PFNIC_CMD_ARGS] = { UD_QPN };
+
+            cmd(f, PFNIC_CMD_QP_QUERY, a, 1);
+            fprintf(stderr, "pfnic-fuzz: UD QP state %u, send head %u, "
+                    "receive head %u, %u refused, %u lost\n", a[0], a[1],
+                    a[2], a[8], a[12]);
+        }
     }
     if (reg_read(f, PFNIC_REG_PORT_IPV4) != WIRE_IP) {
         return;
@@ -2788,12 +2970,14 @@ static void run_op(PfnicFuzz *f, uint8_t op)
         if (f->trace) {
             fprintf(stderr, "pfnic-fuzz: op %d: %s at byte %zu\n", f->op,
                     op % 4 == 3 ? "answer" : op % 8 == 2 ? "Ethernet" :
-                    "frame", f->pos - 1);
+                    op % 8 == 6 ? "UD" : "frame", f->pos - 1);
         }
         if (op % 4 == 3) {
             op_answer(f);
         } else if (op % 8 == 2) {
             op_eth(f);
+        } else if (op % 8 == 6) {
+            op_ud(f);
         } else {
             op_frame(f);
         }
@@ -2946,6 +3130,15 @@ static void quiesce(PfnicFuzz *f)
         PFZ_CHECK(f, a[1] == (f->sq_tail[q] & 0xffff),
                   "QP %d: send head %u, tail %u after serving every fault",
                   q + 2, a[1], f->sq_tail[q]);
+    }
+    if (f->wire) {
+        uint32_t a[PFNIC_CMD_ARGS] = { UD_QPN };
+
+        PFZ_CHECK(f, cmd(f, PFNIC_CMD_QP_QUERY, a, 1) == PFNIC_CMD_OK,
+                  "the UD QP gone");
+        PFZ_CHECK(f, a[1] == (f->ud_sq_tail & 0xffff), "the UD QP: send "
+                  "head %u, tail %u after serving every fault", a[1],
+                  f->ud_sq_tail);
     }
 }
 
