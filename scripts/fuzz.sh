@@ -11,9 +11,11 @@
 #   pfnic-wire   the same machine with the device's port on a netdev the
 #                interpreter holds the other end of: beside pfnic-iommu's
 #                operations, frames from the link (raw, or shaped RoCEv2
-#                frames to its wire QPs) and answers to the device's own
-#                requests; also checks the frames it sends, sentinel pages
-#                around its memory, and that the port still answers;
+#                frames to its wire QPs and datagrams to its UD QP),
+#                answers to the device's own requests, and the port's
+#                Ethernet queues driven as its driver would; also checks
+#                the frames it sends, sentinel pages around its memory and
+#                receive buffers, and that the port still answers;
 #   generic      QEMU's generic-fuzz on the device on the root bus, no IOMMU:
 #                random MMIO to its registers and doorbell pages, and random
 #                data for every DMA read it makes.
