@@ -2406,7 +2406,7 @@ static void op_ud(PfnicFuzz *f)
     switch (sel & 3) {
     case 0:
     case 1: {
-        bool imm = sel & 4;
+        bool imm = sel & 4, stray = (sel & 0xe0) == 0xe0;
         uint32_t qkey = (sel >> 3) % 4 < 2 ? UD_QKEY :
                         (sel >> 3) % 4 == 2 ? UD_QKEY ^ 1 : x;
         uint32_t plen = len % (PFNIC_UD_MAX_MSG + 65);
@@ -2414,12 +2414,12 @@ static void op_ud(PfnicFuzz *f)
 
         stl_be_p(ext, qkey);
         stl_be_p(ext + 4, x & 0xffffff);
-        ext[4] = sel & 0x80 ? x >> 24 : 0;      /* reserved */
+        ext[4] = stray ? x >> 24 : 0;           /* reserved */
         stl_be_p(ext + 8, x);
         if ((sel & 0x60) == 0x60) {
             pad = x % 4;
         }
-        wire_send(f, fr, wire_frame(fr, sel & 0x80 ? x : UD_QPN,
+        wire_send(f, fr, wire_frame(fr, stray ? x : UD_QPN,
                                     imm ? OP_UD_SEND_IMM : OP_UD_SEND,
                                     pad << 4 | (sel & 0x40 ? 0x80 : 0), false,
                                     x >> 8, ext, imm ? 12 : 8, plen, pad,
