@@ -1035,31 +1035,31 @@ static bool room(PfnicFuzz *f, uint32_t tail, uint32_t head, uint32_t size)
     return true;
 }
 
-/* The QP's send (@rq false) or receive head, from the record it writes. */
-static uint32_t qp_head(PfnicFuzz *f, int q, bool rq)
+/*
+ * Post @w on a work queue, if a driver would: its ring at @ring, its head
+ * (the send head, or with @rq the receive head) in the record at @rec, its
+ * tail in *@tail; the doorbell of QP @qpn on context @ctx's page.
+ */
+static void wq_post(PfnicFuzz *f, uint32_t *tail, uint64_t ring, uint64_t rec,
+                    uint32_t ctx, uint32_t qpn, bool rq, const PfnicWqe *w)
 {
-    return qtest_readl(f->qts, QP_REC(q) + (rq ? 4 : 0));
-}
-
-/* Ring QP @q's doorbell @db (PFNIC_DB_SQ or PFNIC_DB_RQ) up to @tail. */
-static void qp_doorbell(PfnicFuzz *f, int q, uint32_t db, uint32_t tail)
-{
-    qtest_writel(f->qts, BAR2 + (qp_side(q) + 1) * PFNIC_DOORBELL_PAGE_SIZE +
-                 db, (q + 2) << 16 | (tail & 0xffff));
+    if (!room(f, *tail, qtest_readl(f->qts, rec + (rq ? 4 : 0)),
+              QUEUE_SIZE)) {
+        return;
+    }
+    qtest_memwrite(f->qts, ring + (*tail % QUEUE_SIZE) * PFNIC_WQE_SIZE, w,
+                   sizeof(*w));
+    (*tail)++;
+    qtest_writel(f->qts, BAR2 + ctx * PFNIC_DOORBELL_PAGE_SIZE +
+                 (rq ? PFNIC_DB_RQ : PFNIC_DB_SQ), qpn << 16 |
+                 (*tail & 0xffff));
 }
 
 /* Post @w on QP @q's receive (@rq) or send queue, if a driver would. */
 static void qp_post(PfnicFuzz *f, int q, bool rq, const PfnicWqe *w)
 {
-    uint32_t *tail = rq ? &f->rq_tail[q] : &f->sq_tail[q];
-
-    if (!room(f, *tail, qp_head(f, q, rq), QUEUE_SIZE)) {
-        return;
-    }
-    qtest_memwrite(f->qts, (rq ? RQ(q) : SQ(q)) +
-                   (*tail % QUEUE_SIZE) * PFNIC_WQE_SIZE, w, sizeof(*w));
-    (*tail)++;
-    qp_doorbell(f, q, rq ? PFNIC_DB_RQ : PFNIC_DB_SQ, *tail);
+    wq_post(f, rq ? &f->rq_tail[q] : &f->sq_tail[q], rq ? RQ(q) : SQ(q),
+            QP_REC(q), qp_side(q) + 1, q + 2, rq, w);
 }
 
 static uint32_t pick_key(PfnicFuzz *f, int side, uint8_t sel)
@@ -1777,12 +1777,14 @@ static void wire_send(PfnicFuzz *f, const uint8_t *fr, size_t len)
         }
     }
     PFZ_CHECK(f, n == len, "wire: sent %zd of %zu bytes", n, len);
-    /* What a receive buffer may hold from now on */
-    f->sent[f->sent_last % ETH_SENT_N].len = len;
-    memcpy(f->sent[f->sent_last % ETH_SENT_N].data, fr,
-           MIN(len, ETH_RX_SLOT));
-    if (++f->sent_last - f->sent_first > ETH_SENT_N) {
-        f->sent_first++;
+    if (f->eth_on) {
+        /* What a receive buffer may hold from now on */
+        f->sent[f->sent_last % ETH_SENT_N].len = len;
+        memcpy(f->sent[f->sent_last % ETH_SENT_N].data, fr,
+               MIN(len, ETH_RX_SLOT));
+        if (++f->sent_last - f->sent_first > ETH_SENT_N) {
+            f->sent_first++;
+        }
     }
     for (int i = 0; i < 20000; i++) {
         flush(f);
@@ -2326,18 +2328,8 @@ static void op_answer(PfnicFuzz *f)
 /* Post @w on the UD QP's receive (@rq) or send queue, if a driver would. */
 static void ud_post(PfnicFuzz *f, bool rq, const PfnicWqe *w)
 {
-    uint32_t *tail = rq ? &f->ud_rq_tail : &f->ud_sq_tail;
-
-    if (!room(f, *tail, qtest_readl(f->qts, UD_REC + (rq ? 4 : 0)),
-              QUEUE_SIZE)) {
-        return;
-    }
-    qtest_memwrite(f->qts, (rq ? UD_RQ : UD_SQ) +
-                   (*tail % QUEUE_SIZE) * PFNIC_WQE_SIZE, w, sizeof(*w));
-    (*tail)++;
-    qtest_writel(f->qts, BAR2 + PFNIC_DOORBELL_PAGE_SIZE +
-                 (rq ? PFNIC_DB_RQ : PFNIC_DB_SQ),
-                 UD_QPN << 16 | (*tail & 0xffff));
+    wq_post(f, rq ? &f->ud_rq_tail : &f->ud_sq_tail, rq ? UD_RQ : UD_SQ,
+            UD_REC, 1, UD_QPN, rq, w);
 }
 
 /* A receive of @len bytes at @off into UD receive page @page */
