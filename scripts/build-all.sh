@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Everything from a fresh machine to a bootable guest, each step incremental.
 # The host's packages come first; then meson and bindgen-cli build while the
-# sources download; then four independent chains run side by side: the
-# kernel and the module, QEMU, the userspace programs and what is built
-# against them, fio and the Debian layer. Each compile has serial stretches (rustc
-# on the kernel crate, the links, QEMU's configure, downloads) in which one
-# of the two cores would idle; side by side they keep both busy. The guest's
-# initramfs comes last. Each step says how long it took.
+# sources download and the kernel's patch series applies (the kernel is the
+# longest chain, and its import into git and the series take 40-50 s); then
+# four independent chains run side by side: the kernel and the module, QEMU,
+# the userspace programs and what is built against them, fio and the Debian
+# layer. Each compile has serial stretches (rustc on the kernel crate, the
+# links, QEMU's configure, downloads) in which one of the two cores would
+# idle; side by side they keep both busy. The guest's initramfs comes last.
+# Each step says how long it took.
 #
 # usage: scripts/build-all.sh
 # Environment: PFNIC_BUILD_SERIAL=1 runs the steps one after another (a
@@ -48,7 +50,7 @@ side_by_side() {
 
 start=$SECONDS
 step setup-host:packages
-side_by_side "setup-host:tools" "fetch-sources"
+side_by_side "setup-host:tools" "fetch-sources build-kernel:--tree"
 side_by_side "build-kernel build-module" "build-qemu" \
 	"build-userspace build-rdma-examples build-provider" "build-fio build-debian-layer"
 step build-rootfs

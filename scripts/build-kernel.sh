@@ -5,16 +5,23 @@
 # PFNIC_FLAVOR=debug or trace) onto tinyconfig, and build bzImage out of tree,
 # its C with GCC (the debug flavor's with clang: KERNEL_CC in scripts/lib.sh).
 # Incremental: make only rebuilds what changed.
-# usage: scripts/build-kernel.sh
+# usage: scripts/build-kernel.sh [--tree]
+#   --tree  only apply the series (no bindgen needed: build-all.sh does this
+#           while bindgen-cli builds, taking it off the kernel's path)
 source "$(dirname "$0")/lib.sh"
 take_lock kernel
 
 [[ -e $KERNEL_SRC/Makefile ]] || die "no kernel source in $KERNEL_SRC; run scripts/fetch-sources.sh"
+source "$PFNIC_ROOT/scripts/patch-tree.sh"
+if [[ ${1-} == --tree ]]; then
+	apply_series "$KERNEL_SRC" "$PFNIC_ROOT/kernel/patches" kernel
+	exit 0
+fi
+[[ $# == 0 ]] || die "usage: scripts/build-kernel.sh [--tree]"
 [[ -d $(rust_lib_src) ]] || die "no rust-src for rustc $(rustc_version); run scripts/fetch-sources.sh"
 need bindgen "Run scripts/setup-host.sh (it builds bindgen-cli $BINDGEN_VERSION)."
 need "$KERNEL_CC" "Run scripts/setup-host.sh (it installs gcc and clang$LLVM_SUFFIX)."
 
-source "$PFNIC_ROOT/scripts/patch-tree.sh"
 apply_series "$KERNEL_SRC" "$PFNIC_ROOT/kernel/patches" kernel
 
 mkdir -p "$KERNEL_BUILD"
