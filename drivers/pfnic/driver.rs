@@ -18,6 +18,7 @@ use crate::{
 use kernel::{
     debugfs,
     device::Core,
+    dma::{Device as _, DmaMask},
     io::Io,
     miscdevice::MiscDeviceRegistration,
     new_mutex, pci,
@@ -72,6 +73,13 @@ impl pci::Driver for PfnicDriver {
         pin_init::pin_init_scope(move || {
             pdev.enable_device_mem()?;
             pdev.set_master();
+            // The device takes 64-bit DMA addresses everywhere (`_LO`/`_HI` registers, 64-bit
+            // queue fields: docs/registers.md, docs/verbs.md). Setting the mask also tells the
+            // DMA core whether the device needs syncs (it does not, being coherent), which the
+            // core's ODP umems ask before they map user pages.
+            // SAFETY: Nothing allocates or maps DMA memory for the device before this: probe has
+            // only enabled it.
+            unsafe { pdev.dma_set_mask_and_coherent(DmaMask::new::<64>())? };
 
             let bar = pdev.iomap_region_sized::<{ regs::BAR0_SIZE }>(0, c"pfnic/bar0")?;
             let (device_abi, fw_version, hw_caps) = nic::identify(pdev, &bar)?;
