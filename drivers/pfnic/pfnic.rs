@@ -26,11 +26,12 @@
 //! 3. `Nic::contexts`, then the address space's `i_mmap_rwsem` (revoking mappings at unbind);
 //! 4. `CompletionEvents::readers` (a completion channel's), then its `queue` spinlock;
 //! 5. the event queue's `routes` spinlock, then a channel's `queue` spinlock;
-//! 6. (the `odp` memory mode) `VerbsFile::objects`, then an ODP MR's table lock
-//!    (`verbs::odp::Mirror`), then `Verbs::cmd_lock`; the MR's interval notifier takes the
-//!    table lock inside the kernel's invalidation (with `mmap_lock` held, possibly in
-//!    reclaim), so nothing allocates memory or takes `mmap_lock` while holding it, and
-//!    `hmm_range_fault()` runs with neither held;
+//! 6. (the `odp` memory mode) `VerbsFile::objects`, then an ODP MR's umem lock (the core's
+//!    `ib_umem_odp`), then the MR's `alive` lock (`verbs::odp::Mirror`), then
+//!    `Verbs::cmd_lock`; the umem's interval notifier takes the umem lock inside the kernel's
+//!    invalidation (with `mmap_lock` held, possibly in reclaim), so nothing allocates memory
+//!    or takes `mmap_lock` while holding it, and the core's `hmm_range_fault()` runs before
+//!    it is taken;
 //! 7. (the RDMA core's kernel clients, `kverbs`) a kernel CQ's consumer index, then the kernel
 //!    context's QP table (`UContext::kernel_qps`), both interrupt-safe spinlocks; a kernel QP's
 //!    send or receive tail alone. Posting, polling and arming take nothing else (a doorbell

@@ -519,9 +519,10 @@ pub const PFNIC_MEM_MODE_SVA: u32 = 1;
 /// (the default where neither SVA nor `ODP` works).
 pub const PFNIC_MEM_MODE_PINNED: u32 = 2;
 /// `ODP`: the driver fills the device's translation table on demand, as mlx5's on-demand
-/// paging does: the device reports a missing page to the driver, which faults it in
-/// (`hmm_range_fault()`), maps it for DMA and writes its entry; an `mmu_interval_notifier`
-/// removes entries before the kernel changes the mappings behind them. ODP MRs pin nothing
+/// paging does, through the RDMA core's ODP umems (`ib_umem_odp`): the device reports a
+/// missing page to the driver, which has the core fault it in (`hmm_range_fault()`), maps it
+/// for DMA and writes its entry; the umem's `mmu_interval_notifier` has the driver remove
+/// entries before the kernel changes the mappings behind them. ODP MRs pin nothing
 /// and are filled only by faults and prefetches; other MRs are pinned, as in `PINNED` (as
 /// every RDMA device pins them). The implicit ODP MR needs device ABI
 /// 1.10 (a sparse table; `EOPNOTSUPP` before). Needs [`PFNIC_CAP_FAULTS`], not PRI (the default

@@ -175,11 +175,7 @@ impl VerbsFile {
         let free_index = ScopeGuard::new(|| verbs.ids.lock().mrs.free(index));
         // Watching the range before the device can use it: no invalidation is missed.
         let odp = if mode == uapi::PFNIC_MEM_MODE_ODP && pinned.is_none() {
-            let task = kernel::current!();
-            let mm = task.mm().ok_or(EINVAL)?;
-            Some(odp::new(
-                &self.nic, mm, index, arg.addr, arg.length, implicit, write,
-            )?)
+            Some(odp::new(&self.nic, udata, index, arg, implicit, write)?)
         } else {
             None
         };

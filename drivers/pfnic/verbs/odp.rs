@@ -1,61 +1,65 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! MRs of the `odp` memory mode (`PFNIC_MEM_MODE_ODP`): on-demand paging that the driver
-//! manages, as mlx5's does, with neither PRI nor a PASID.
+//! manages through the core's ODP umems (`ib_umem_odp`), as mlx5's does, with neither PRI nor a
+//! PASID.
 //!
 //! The device translates such an MR through a table (docs/verbs.md, "Translation tables") set
 //! with `FAULT`: a work that misses an entry waits, and the device queues a `PAGE_FAULT` event
 //! ("Driver-managed faults"). The event queue's interrupt thread serves it
-//! ([`Nic::serve_fault`]): it faults the pages in (`hmm_range_fault()`), maps them for DMA
-//! and, under the MR's table lock and only if the process's mappings did not change since the
-//! fault (the interval notifier's sequence), writes their entries (`MTT_WRITE`) and wakes the
-//! work (`FAULT_RESUME`). Prefetches take the same path without waking anything.
+//! ([`Nic::serve_fault`]): the core faults the pages in and returns with the umem's lock held
+//! and the pages current ([`Odp::map_and_lock`]); the driver maps them for DMA, writes their
+//! entries (`MTT_WRITE`) and wakes the work (`FAULT_RESUME`) before the lock goes. Prefetches
+//! take the same path without waking anything.
 //!
-//! The MR's interval notifier takes the same lock, has the device drop the entries of the
-//! changing range (`MTT_INVALIDATE`, which returns once no DMA can use them) and unmaps the
-//! pages, all before the kernel changes the mappings. Nothing is pinned: the entries are the
-//! only reference the device has, and they go first.
+//! The umem's interval notifier takes the same lock and calls [`Mirror::invalidate`], which
+//! has the device drop the entries of the changing range (`MTT_INVALIDATE`, which returns once
+//! no DMA can use them); the core then unmaps the pages, all before the kernel changes the
+//! mappings. Nothing is pinned: the entries are the only reference the device has, and they go
+//! first.
 //!
-//! The implicit MR (device ABI 1.10) works the same way over the whole user address space: its
-//! notifier covers it all, and its table, like every MR's here, holds chunks only where the
-//! device faulted.
+//! An MR's umem is the core's implicit umem with children of [`CHILD_BYTES`], made where the
+//! device faults, each with its notifier (clipped to the MR's range; the implicit MR, device ABI
+//! 1.10, covers the whole user address space): registering costs the same whatever the MR's
+//! size, and the core's per-page entries, like the device's table, exist only where the device
+//! faulted.
 //!
-//! Lock order: the table lock, then the command lock. Nothing allocates memory under the table
-//! lock, since reclaim may invalidate, which takes it.
+//! Lock order: the umem's lock, then the MR's `alive` lock, then the command lock. Nothing
+//! allocates memory under the umem's lock, since reclaim may invalidate, which takes it.
 
-use super::{cmd, eq::PageFault, table};
+use super::{args, cmd, eq::PageFault, table};
 use crate::nic::Nic;
 use kernel::{
-    dma::{DataDirection, PageMapping},
-    mm::{
-        hmm::{self, Access, MirroredPage},
-        mmu_notifier::{
-            interval::{IntervalNotifier, Registration, SetSeq},
-            Range,
-        },
-        MmWithUser,
-    },
     new_mutex,
     page::PAGE_SIZE,
     prelude::*,
-    rbtree::{RBTree, RBTreeNodeReservation},
+    rdma::{
+        udata::UData,
+        umem_odp::{Invalidate, Locked, UmemOdp},
+    },
     sync::{
         atomic::{Atomic, Relaxed},
         Arc, Mutex,
     },
 };
 
-/// Pages per chunk of an MR's mappings; a chunk is allocated at the first fault into it, so a
-/// large MR costs little until it is used.
-const CHUNK_PAGES: usize = 512;
-/// Pages one step of a prefetch fills (one `MTT_WRITE`).
+/// Bytes of each child of an MR's umem: a child (its notifier, and the core's array of its
+/// pages) is made at the first fault into it, so memory costs little until it is used.
+const CHILD_BYTES: u64 = 2 << 20;
+/// Pages one step of a prefetch or fault fills (one `MTT_WRITE`).
 const STEP_PAGES: usize = table::STAGE_ENTRIES;
-/// Times a fault is tried again when the mappings changed between the fault and the table
-/// write, before the work is left to fault anew.
-const FAULT_TRIES: u32 = 16;
+/// Bytes an implicit MR covers from 0: the user address space (at most `2^57` bytes, x86-64
+/// with 5-level paging); the device's implicit table has more entries.
+const IMPLICIT_BYTES: usize = 1 << 57;
 
-/// An MR of the `odp` mode: its interval notifier, with the mirror of its table.
-pub(crate) type OdpMr = Registration<Mirror>;
+/// An MR of the `odp` mode: its umems, with what the driver knows of its table.
+pub(crate) struct OdpMr(Pin<KBox<UmemOdp<Mirror>>>);
+
+impl OdpMr {
+    fn data(&self) -> &Mirror {
+        self.0.data()
+    }
+}
 
 /// What the driver knows of an ODP MR's table.
 #[pin_data]
@@ -64,214 +68,95 @@ pub(crate) struct Mirror {
     /// The MR's index in the device's key table.
     index: u32,
     /// The address of the page of entry 0.
-    base: usize,
+    base: u64,
     /// Entries in the table: pages the MR touches.
-    pages: usize,
+    pages: u64,
     /// The MR lets the device write.
     write: bool,
+    /// Whether the device still has the MR (cleared, its index may name another MR by now):
+    /// held while its table is written or its work woken, so that nothing does either after
+    /// it is cleared.
     #[pin]
-    table: Mutex<Table>,
+    alive: Mutex<bool>,
     /// Pages made present by prefetches.
     prefetched: Atomic<u64>,
     /// Entries invalidated because the process's mappings changed.
     invalidated: Atomic<u64>,
 }
 
-/// A valid entry of the device's table: the page, and its DMA mapping.
-struct Entry {
-    mapping: PageMapping,
-    page: MirroredPage,
-    /// The device may write the page.
-    write: bool,
-}
-
-impl Entry {
-    /// Drops the entry, which the device no longer uses, marking the page dirty if the device
-    /// could write it (its writes left no dirty bit in the process's page tables).
-    ///
-    /// # Safety
-    ///
-    /// The entry is current (published after its fault's sequence held, and not dropped by an
-    /// invalidation since), and the caller holds the table lock.
-    unsafe fn retire(self) {
-        if self.write {
-            // SAFETY: The entry is current and the caller holds the lock that the notifier's
-            // callback takes, as the function's safety requirements say.
-            unsafe { self.page.set_dirty() };
-        }
-        drop(self.mapping);
-    }
-}
-
-/// The DMA mappings behind the device's valid entries.
-struct Table {
-    /// Chunk `c` holds the entries `c * CHUNK_PAGES..`, allocated at the first fault into
-    /// them (sparse: an implicit MR's table spans the address space): `Some` where the
-    /// device's entry is valid. Every `Some` is current: the notifier's callback removes them
-    /// under the table's lock before the kernel changes the mappings behind them.
-    chunks: RBTree<usize, KVVec<Option<Entry>>>,
-    /// Entries mapped.
-    mapped: usize,
-    /// The device forgot the MR (its index may name another MR by now): nothing writes its
-    /// table or answers for it any more.
-    dead: bool,
-}
-
-impl Table {
-    fn slot(&mut self, page: usize) -> Option<&mut Option<Entry>> {
-        self.chunks
-            .get_mut(&(page / CHUNK_PAGES))?
-            .get_mut(page % CHUNK_PAGES)
-    }
-
-    /// For each chunk that holds entries of `first..last`: `f` with the entries' range in the
-    /// table and their slots.
-    fn for_each_chunk(
-        &mut self,
-        first: usize,
-        last: usize,
-        mut f: impl FnMut(usize, &mut [Option<Entry>]),
-    ) {
-        let mut cursor = self.chunks.cursor_lower_bound_mut(&(first / CHUNK_PAGES));
-        while let Some(mut c) = cursor {
-            let (&chunk, slots) = c.current_mut();
-            let base = chunk * CHUNK_PAGES;
-            if base >= last {
-                break;
-            }
-            let lo = first.max(base) - base;
-            let hi = last.min(base + slots.len()) - base;
-            if lo < hi {
-                f(base + lo, &mut slots[lo..hi]);
-            }
-            cursor = c.move_next();
-        }
-    }
-
-    /// Has the device drop the mapped entries of `first..last` (with `MTT_INVALIDATE`, per
-    /// chunk, over the span of its mapped ones, unless `dead`), then unmaps them; returns how
-    /// many were mapped. The caller holds the table lock (this is `&mut`).
-    fn invalidate(&mut self, mr: &Mirror, first: usize, last: usize) -> usize {
-        let dead = self.dead;
-        let mut n = 0;
-        self.for_each_chunk(first, last, |at, slots| {
-            let Some(lo) = slots.iter().position(Option::is_some) else {
-                return;
-            };
-            let hi = slots
-                .iter()
-                .rposition(Option::is_some)
-                .map_or(lo, |i| i + 1);
-            if !dead {
-                let [lo32, hi32] = cmd::split((at + lo) as u64);
-                // Fails only once the device is gone, reset: it uses no entry any more.
-                let _ = mr.nic.command(&cmd::MttInvalidate {
-                    index: mr.index,
-                    first: lo32,
-                    count: (hi - lo) as u32,
-                    first_hi: hi32,
-                });
-            }
-            for entry in slots[lo..hi].iter_mut().filter_map(Option::take) {
-                // SAFETY: Entries in the table are current (see `chunks`), and the table lock
-                // is held.
-                unsafe { entry.retire() };
-                n += 1;
-            }
-        });
-        self.mapped -= n;
-        n
-    }
-}
-
-/// Bytes an implicit MR's notifier covers from 0: the user address space (at most `2^57`
-/// bytes, x86-64 with 5-level paging); the device's implicit table has more entries.
-const IMPLICIT_BYTES: usize = 1 << 57;
-
-/// Watches the pages of `[addr, addr + len)` in `mm` (the calling process's; the whole user
-/// address space for the implicit MR, `implicit`) for the table of MR `index` on `nic`, with
-/// no entry yet; the device may write them if `write`.
+/// Watches the pages `reg` names in the calling process (the whole user address space for the
+/// implicit MR, `implicit`) for the table of MR `index` on `nic`, with no entry yet; the device
+/// may write them if `write`. `udata` is the registration's.
 pub(crate) fn new(
     nic: &Arc<Nic>,
-    mm: &MmWithUser,
+    udata: &UData<'_>,
     index: u32,
-    addr: u64,
-    len: u64,
+    reg: &args::RegMr,
     implicit: bool,
     write: bool,
 ) -> Result<Arc<OdpMr>> {
     let (base, bytes) = if implicit {
-        (0, IMPLICIT_BYTES)
+        (0, IMPLICIT_BYTES as u64)
     } else {
-        let (start, end) = table::page_span(addr, len)?;
-        (usize::try_from(start)?, usize::try_from(end - start)?)
+        let (start, end) = table::page_span(reg.addr, reg.length)?;
+        (start, end - start)
     };
-    let table = Table {
-        chunks: RBTree::new(),
-        mapped: 0,
-        dead: false,
+    let mirror = pin_init!(Mirror {
+        nic: nic.clone(),
+        index,
+        base,
+        pages: bytes / PAGE_SIZE as u64,
+        write,
+        alive <- new_mutex!(true),
+        prefetched: Atomic::new(0),
+        invalidated: Atomic::new(0),
+    });
+    let umem = if implicit {
+        UmemOdp::<Mirror>::implicit(udata, reg.access, CHILD_BYTES, mirror)?
+    } else {
+        UmemOdp::<Mirror>::range(udata, reg.addr, reg.length, reg.access, CHILD_BYTES, mirror)?
     };
-    Arc::pin_init(
-        Registration::insert(
-            mm,
-            base,
-            bytes,
-            pin_init!(Mirror {
-                nic: nic.clone(),
-                index,
-                base,
-                pages: bytes / PAGE_SIZE,
-                write,
-                table <- new_mutex!(table),
-                prefetched: Atomic::new(0),
-                invalidated: Atomic::new(0),
-            }),
-        ),
-        GFP_KERNEL,
-    )
+    Ok(Arc::new(OdpMr(umem), GFP_KERNEL)?)
 }
 
-impl IntervalNotifier for Mirror {
-    fn invalidate(&self, range: &Range, seq: SetSeq<'_>) -> bool {
-        let mut t = if range.blockable() {
-            self.table.lock()
-        } else if let Some(t) = self.table.try_lock() {
-            t
-        } else {
-            return false;
+impl Mirror {
+    /// The table entry of the page at `addr`.
+    fn entry_of(&self, addr: u64) -> u64 {
+        (addr - self.base) / PAGE_SIZE as u64
+    }
+}
+
+impl Invalidate for Mirror {
+    fn invalidate(&self, umem: &Locked<'_>, start: u64, end: u64) {
+        let first = umem.index(start);
+        let last = umem.index(end - 1) + 1;
+        let Some(lo) = (first..last).find(|&i| umem.is_mapped(i)) else {
+            return;
         };
-        let start = range.start().max(self.base);
-        let end = range.end().min(self.base + self.pages * PAGE_SIZE);
-        let (first, last) = if start < end {
-            (
-                (start - self.base) / PAGE_SIZE,
-                (end - self.base).div_ceil(PAGE_SIZE),
-            )
-        } else {
-            (0, 0)
-        };
-        if !range.blockable() {
-            // Telling the device takes a command, which sleeps (as mlx5's does): only a range
-            // with nothing mapped can be let go.
-            let mut mapped = false;
-            t.for_each_chunk(first, last, |_, slots| {
-                mapped |= slots.iter().any(Option::is_some);
+        let hi = (lo..last)
+            .rev()
+            .find(|&i| umem.is_mapped(i))
+            .map_or(lo, |i| i + 1);
+        let n = (lo..hi).filter(|&i| umem.is_mapped(i)).count();
+        let page = PAGE_SIZE as u64;
+        let at = self.entry_of(umem.start() + lo as u64 * page);
+        let alive = self.alive.lock();
+        if *alive {
+            let [lo32, hi32] = cmd::split(at);
+            // Fails only once the device is gone, reset: it uses no entry any more.
+            let _ = self.nic.command(&cmd::MttInvalidate {
+                index: self.index,
+                first: lo32,
+                count: (hi - lo) as u32,
+                first_hi: hi32,
             });
-            if mapped {
-                return false;
-            }
         }
-        seq.set();
-        let n = t.invalidate(self, first, last);
-        if n == 0 {
-            return true;
-        }
+        drop(alive);
         self.invalidated.add(n as u64, Relaxed);
         if let Ok(verbs) = self.nic.verbs() {
             verbs.odp_stats.invalidations.add(1, Relaxed);
             verbs.odp_stats.invalidated_pages.add(n as u64, Relaxed);
         }
-        true
     }
 }
 
@@ -289,10 +174,14 @@ const RESUME_RETRY: u32 = 0;
 const RESUME_FAIL: u32 = 1;
 
 impl Mirror {
-    /// Answers the work waiting for entries `first..first + count` with `status`. The caller
-    /// holds the table lock and saw the MR alive.
-    fn resume(&self, first: usize, count: usize, status: u32) -> Result {
-        let [lo, hi] = cmd::split(first as u64);
+    /// Answers the work waiting for entries `first..first + count` with `status`, unless the
+    /// MR is gone.
+    fn answer(&self, first: u64, count: u64, status: u32) -> Result {
+        let alive = self.alive.lock();
+        if !*alive {
+            return Ok(());
+        }
+        let [lo, hi] = cmd::split(first);
         self.nic.command(&cmd::FaultResume {
             index: self.index,
             first: lo,
@@ -300,155 +189,100 @@ impl Mirror {
             status,
             first_hi: hi,
         })?;
-        Ok(())
-    }
-
-    /// Allocates the chunks that entries `first..first + count` fall in (before the table lock
-    /// is taken: nothing allocates under it).
-    fn ensure_chunks(&self, first: usize, count: usize) -> Result {
-        for c in first / CHUNK_PAGES..=(first + count - 1) / CHUNK_PAGES {
-            if self.table.lock().chunks.get(&c).is_some() {
-                continue;
-            }
-            let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
-            let mut chunk = KVVec::with_capacity(CHUNK_PAGES, GFP_KERNEL)?;
-            for _ in 0..CHUNK_PAGES {
-                chunk.push(None, GFP_KERNEL)?;
-            }
-            let mut t = self.table.lock();
-            if t.chunks.get(&c).is_none() {
-                t.chunks.insert(node.into_node(c, chunk));
-            }
-        }
+        drop(alive);
         Ok(())
     }
 }
 
-/// Faults entries `first..first + count` of `mr` in for `access`, maps them for DMA and, if the
-/// process's mappings did not change in the meantime, writes them into the device's table;
-/// then, if `resume`, wakes the work waiting for them.
-fn fill(mr: &OdpMr, first: usize, count: usize, access: Access, resume: bool) -> Result<Filled> {
+/// Faults entries `first..first + count` of `mr` in (for writing if `write`), maps them for DMA
+/// and writes them into the device's table, a step at a time; then, if `resume`, wakes the work
+/// waiting for them.
+fn fill(mr: &OdpMr, first: u64, count: u64, write: bool, resume: bool) -> Result<Filled> {
     let m = mr.data();
-    m.ensure_chunks(first, count)?;
-    let start = m.base + first * PAGE_SIZE;
-    let end = start + count * PAGE_SIZE;
-    let verbs = m.nic.verbs()?;
-    for _ in 0..FAULT_TRIES {
-        // `EBUSY`: the range kept being invalidated for a second (`hmm::fault` retried).
-        let faulted = hmm::fault(mr, start, end, access)?;
-        let mut maps = KVVec::with_capacity(count, GFP_KERNEL)?;
-        m.nic.with_bound(|dev| {
-            for page in faulted.pages() {
-                let write = m.write && page.writable();
-                let dir = if write {
-                    DataDirection::Bidirectional
-                } else {
-                    DataDirection::ToDevice
-                };
-                let entry = Entry {
-                    mapping: page.dma_map(dev, dir)?,
-                    page: page.mirrored(),
-                    write,
-                };
-                maps.push(entry, GFP_KERNEL)?;
-            }
-            Ok(())
-        })?;
-        let mut t = m.table.lock();
-        if t.dead {
+    let page = PAGE_SIZE as u64;
+    let end = m.base + (first + count) * page;
+    let mut at = m.base + first * page;
+    // Taken before the umem's lock, under which nothing allocates.
+    let mut dmas = KVVec::with_capacity(STEP_PAGES, GFP_KERNEL)?;
+    while at < end {
+        let umem = mr.0.child(at)?;
+        let step = (end.min(umem.end()) - at).min(STEP_PAGES as u64 * page);
+        // `EBUSY`: the range kept being invalidated for a second.
+        let (mut locked, n) = umem.map_and_lock(at, step, write, true)?;
+        if n as u64 != step / page {
+            return Err(EFAULT);
+        }
+        dmas.clear();
+        let from = locked.index(at);
+        for i in from..from + n {
+            let entry = table::entry(locked.dma_map(i)?, m.write && locked.writable(i));
+            dmas.push_within_capacity(entry).map_err(|_| ENOMEM)?;
+        }
+        let alive = m.alive.lock();
+        if !*alive {
             return Ok(Filled::Dead);
         }
-        if mr.read_retry(faulted.seq()) {
-            // An invalidation ran since the fault: the pages may be gone. `maps` unmaps them.
-            verbs.odp_stats.fault_retries.add(1, Relaxed);
-            continue;
-        }
-        let entries = maps
-            .iter()
-            .map(|e| table::entry(e.mapping.dma_address(), e.write));
-        if m.nic.write_table(m.index, first as u64, entries)? != count as u64 {
+        if m.nic
+            .write_table(m.index, m.entry_of(at), dmas.iter().copied())?
+            != n as u64
+        {
             return Err(EIO);
         }
-        // The device has the new entries: those they replace (of the same pages) go.
-        let mut added = 0;
-        for (page, entry) in (first..).zip(maps) {
-            let slot = t.slot(page).ok_or(EINVAL)?;
-            match slot.replace(entry) {
-                // SAFETY: Entries in the table are current, and the table lock is held.
-                Some(old) => unsafe { old.retire() },
-                None => added += 1,
-            }
-        }
-        t.mapped += added;
-        if resume {
-            m.resume(first, count, RESUME_RETRY)?;
-        }
-        return Ok(Filled::Done);
+        drop(alive);
+        drop(locked);
+        at += step;
     }
-    Err(EBUSY)
-}
-
-/// Answers the work waiting for entries `first..first + count` of `mr` with `status`, unless
-/// the MR is gone.
-fn answer(mr: &OdpMr, first: usize, count: usize, status: u32) {
-    let m = mr.data();
-    let t = m.table.lock();
-    if !t.dead {
-        let _ = m.resume(first, count, status);
+    if resume {
+        m.answer(first, count, RESUME_RETRY)?;
     }
+    Ok(Filled::Done)
 }
 
 /// Fails the work waiting for entries `first..first + count` of `mr`.
-fn fail(mr: &OdpMr, first: usize, count: usize) {
-    answer(mr, first, count, RESUME_FAIL);
+fn fail(mr: &OdpMr, first: u64, count: u64) {
+    let _ = mr.data().answer(first, count, RESUME_FAIL);
 }
 
 /// Makes the pages of `[addr, addr + len)` (within `mr`) present in the device's table, for
-/// writing if `write`, in steps of [`STEP_PAGES`]. `EFAULT` if the process has not mapped them
-/// so (as pinning them would fail).
+/// writing if `write`. `EFAULT` if the process has not mapped them so (as pinning them would
+/// fail).
 pub(crate) fn prefetch(mr: &OdpMr, addr: u64, len: u64, write: bool) -> Result {
     let m = mr.data();
     let page = PAGE_SIZE as u64;
     let end = addr.checked_add(len).ok_or(EINVAL)?;
-    let base = m.base as u64;
     if len == 0 {
         return Ok(());
     }
-    if addr < base || end > base + (m.pages as u64) * page {
+    if addr < m.base || end > m.base + m.pages * page {
         return Err(EINVAL);
     }
-    let first = usize::try_from((addr - base) / page)?;
-    let last = usize::try_from((end - base).div_ceil(page))?;
-    let access = if write { Access::Write } else { Access::Read };
-    let mut at = first;
-    while at < last {
-        let count = (last - at).min(STEP_PAGES);
-        let filled =
-            fill(mr, at, count, access, false).map_err(|e| if e == EPERM { EFAULT } else { e })?;
-        if filled == Filled::Dead {
-            return Err(EINVAL);
-        }
-        m.prefetched.add(count as u64, Relaxed);
-        at += count;
+    let first = m.entry_of(addr);
+    let last = (end - m.base).div_ceil(page);
+    let filled =
+        fill(mr, first, last - first, write, false)
+            .map_err(|e| if e == EPERM { EFAULT } else { e })?;
+    if filled == Filled::Dead {
+        return Err(EINVAL);
     }
+    m.prefetched.add(last - first, Relaxed);
     Ok(())
 }
 
-/// Clears `mr` in the device, under the table lock so that no fault writes its table or wakes
-/// work for its index afterwards (the index may be reused), and unmaps its pages.
+/// Clears `mr` in the device, under its `alive` lock so that no fault writes its table or
+/// wakes work for its index afterwards (the index may be reused). Its pages are unmapped when
+/// the last reference to it goes.
 pub(crate) fn retire(mr: &OdpMr) -> Result {
     let m = mr.data();
-    let mut t = m.table.lock();
-    if !t.dead {
+    let mut alive = m.alive.lock();
+    if *alive {
         match m.nic.command(&cmd::MrClear { index: m.index }) {
             // Gone with the device's reset.
             Ok(()) => {}
             Err(e) if e == ENODEV => {}
             Err(e) => return Err(e),
         }
-        t.dead = true;
+        *alive = false;
     }
-    t.invalidate(m, 0, m.pages);
     Ok(())
 }
 
@@ -462,7 +296,8 @@ pub(crate) struct OdpMrCounters {
 /// `mr`'s counters.
 pub(crate) fn counters(mr: &OdpMr) -> OdpMrCounters {
     let m = mr.data();
-    let mapped = m.table.lock().mapped as u64;
+    let mut mapped = 0;
+    mr.0.for_each_child(|u| mapped += u.lock().mapped_pages() as u64);
     OdpMrCounters {
         prefetched: m.prefetched.load(Relaxed),
         invalidated: m.invalidated.load(Relaxed),
@@ -479,7 +314,8 @@ pub(crate) struct OdpStats {
     pub(crate) faults_failed: Atomic<u64>,
     /// Page-fault events for an MR the driver no longer has (the work is gone with it).
     pub(crate) faults_stale: Atomic<u64>,
-    /// Faults done again because the mappings changed before the table write.
+    /// Faults the core gave up on because the mappings kept changing under them for a second
+    /// (the work faults anew).
     pub(crate) fault_retries: Atomic<u64>,
     /// Invalidations that dropped entries, and the entries dropped.
     pub(crate) invalidations: Atomic<u64>,
@@ -528,7 +364,7 @@ impl Nic {
             return;
         };
         let pages = mr.data().pages;
-        let first = fault.first as usize;
+        let first = fault.first;
         if fault.count == 0 {
             return;
         }
@@ -536,32 +372,27 @@ impl Nic {
             // Beyond any user address (an implicit MR's table is larger than the address
             // space): no page there, and the work must not wait for one forever.
             verbs.odp_stats.faults_failed.add(1, Relaxed);
-            fail(&mr, first, fault.count as usize);
+            fail(&mr, first, u64::from(fault.count));
             return;
         }
-        let count = (fault.count as usize).min(pages - first);
-        let access = if fault.write {
-            Access::Write
-        } else {
-            Access::Read
-        };
-        let served = match fill(&mr, first, count, access, true) {
+        let count = u64::from(fault.count).min(pages - first);
+        let served = match fill(&mr, first, count, fault.write, true) {
             Ok(_) => Ok(count),
             Err(e) if e == EBUSY => Err(e),
-            Err(_) if count > 1 => fill(&mr, first, 1, access, true).map(|_| 1),
+            Err(_) if count > 1 => fill(&mr, first, 1, fault.write, true).map(|_| 1),
             Err(e) => Err(e),
         };
         match served {
             Ok(n) => {
                 verbs.odp_stats.faults_served.add(1, Relaxed);
-                verbs.odp_stats.fault_pages.add(n as u64, Relaxed);
+                verbs.odp_stats.fault_pages.add(n, Relaxed);
             }
             // The mappings kept changing under the fault (an invalidation racing it, again
             // and again): that fails nothing, as it fails no CPU access. The work translates
             // again and faults anew, as mlx5's does after such a race.
             Err(e) if e == EBUSY => {
                 verbs.odp_stats.fault_retries.add(1, Relaxed);
-                answer(&mr, first, count, RESUME_RETRY);
+                let _ = mr.data().answer(first, count, RESUME_RETRY);
             }
             Err(_) => {
                 verbs.odp_stats.faults_failed.add(1, Relaxed);

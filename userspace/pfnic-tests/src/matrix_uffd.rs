@@ -12,6 +12,13 @@
 //! made the pages present, or writable, the same transfer succeeds. The tests check all of that
 //! end to end, with a handler thread that answers every event it gets, and a CPU access that
 //! shows the handler works.
+//!
+//! The `odp` mode differs, as mlx5's ODP does: the driver's faults go through the RDMA core's
+//! `ib_umem_odp_map_dma_and_lock()`, whose `hmm_range_fault_unlocked_timeout()` lets
+//! `handle_mm_fault()` drop the mmap lock and so lets `handle_userfault()` wait for the
+//! handler. The device's access to a missing or write-protected page reaches the handler as a
+//! CPU access would, and once the handler answered, the transfer completes with the right
+//! bytes. In that mode the tests check that instead.
 
 use pfnic_cli::outln;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -343,6 +350,24 @@ fn post_expect(p: &Pair, wr: SendWr<'_>, status: WcStatus) -> TestResult {
     Ok(())
 }
 
+/// The device's RDMA WRITEs of every edge span into `p.b`'s buffer, now that its pages are
+/// present: each lands whole, the sentinels around it untouched.
+fn writes_land(p: &Pair, what: &str) -> TestResult {
+    for (i, _) in EDGES.iter().enumerate() {
+        let (off, len) = span(i);
+        reset_sentinels(&p.b.buf);
+        let want = pattern(0x40 + i as u8, len);
+        p.a.buf.write(0, &want);
+        p.a.post_ok(
+            SendWr::new(20 + i as u64, WrOpcode::RdmaWrite, &[p.a.sge(0, len)])
+                .remote(p.b.buf.addr() + off as u64, p.b.mr.rkey()),
+        )?;
+        check_bytes(&format!("write {i} {what}"), &p.b.buf, off, &want)?;
+        check_sentinels(&format!("write {i} {what}"), &p.b.buf, off, len)?;
+    }
+    Ok(())
+}
+
 /// Missing mode. The target's interior pages are registered with a userfaultfd before anything
 /// touched them. The device's RDMA WRITE into them and RDMA READ from them complete with
 /// `REM_ACCESS_ERR`, its WRITE from a missing local source with `LOC_PROT_ERR`, the
@@ -359,6 +384,9 @@ fn test_matrix_uffd_missing() -> TestResult {
     let uffd = Uffd::new()?;
     uffd.register(addr, ilen, UFFDIO_REGISTER_MODE_MISSING)?;
     let handler = Handler::start(uffd);
+    if mem_mode()? == pfnic_verbs::MemMode::Odp {
+        return uffd_missing_served(&p, handler, addr, ilen);
+    }
     let u = handler.uffd.clone();
 
     // The device's accesses to the missing pages.
@@ -441,18 +469,7 @@ fn test_matrix_uffd_missing() -> TestResult {
     p.b.pd
         .reg_mr_range(&p.b.buf, PAGE, ilen, ACCESS_ALL)
         .map_err(|e| fail("an ordinary MR over the resolved pages", e))?;
-    for (i, _) in EDGES.iter().enumerate() {
-        let (off, len) = span(i);
-        reset_sentinels(&p.b.buf);
-        let want = pattern(0x40 + i as u8, len);
-        p.a.buf.write(0, &want);
-        p.a.post_ok(
-            SendWr::new(20 + i as u64, WrOpcode::RdmaWrite, &[p.a.sge(0, len)])
-                .remote(p.b.buf.addr() + off as u64, p.b.mr.rkey()),
-        )?;
-        check_bytes(&format!("write {i} after resolving"), &p.b.buf, off, &want)?;
-        check_sentinels(&format!("write {i} after resolving"), &p.b.buf, off, len)?;
-    }
+    writes_land(&p, "after resolving")?;
 
     // The local side: a WRITE whose source pages are missing fails with LOC_PROT_ERR and
     // writes nothing; once copied in, it succeeds.
@@ -493,6 +510,83 @@ fn test_matrix_uffd_missing() -> TestResult {
     Ok(())
 }
 
+/// Fails unless `events` are one fault for each page of `[addr, addr + len)` (a fault may be
+/// reported again while the handler answers the first), each with exactly `flags` of
+/// `UFFD_PAGEFAULT_FLAG_WP | UFFD_PAGEFAULT_FLAG_WRITE`.
+fn check_served(events: &[Event], addr: usize, len: usize, flags: u64) -> TestResult {
+    let mut pages = std::collections::BTreeSet::new();
+    for &(f, at) in events {
+        check!(
+            (addr as u64..(addr + len) as u64).contains(&at),
+            "a userfaultfd event at {at:#x}, outside the registered {addr:#x}+{len:#x}"
+        );
+        check_eq!(
+            f & (UFFD_PAGEFAULT_FLAG_WP | UFFD_PAGEFAULT_FLAG_WRITE),
+            flags
+        );
+        pages.insert(at / PAGE as u64);
+    }
+    check_eq!(pages.len(), len / PAGE);
+    Ok(())
+}
+
+/// Missing mode in the `odp` mode: the device's RDMA READ of the missing pages reaches the
+/// handler (read faults), which fills them, and returns what it filled them with; its RDMA
+/// WRITEs over them then need nothing more; its WRITE from a missing local source reaches the
+/// handler too (the source's ODP MR) and moves what the handler put there.
+fn uffd_missing_served(p: &Pair, handler: Handler, addr: usize, ilen: usize) -> TestResult {
+    let u = handler.uffd.clone();
+    let (off, len) = span(1);
+    p.a.buf.fill(SENTINEL);
+    p.a.post_ok(
+        SendWr::new(10, WrOpcode::RdmaRead, &[p.a.sge(off, len)])
+            .remote(p.b.buf.addr() + off as u64, p.b.mr.rkey()),
+    )?;
+    let mut want = vec![SENTINEL; PAGE - off];
+    for pg in 0..ilen / PAGE {
+        want.extend_from_slice(&filler((addr + pg * PAGE) as u64));
+    }
+    want.resize(len, SENTINEL);
+    check_bytes("read of the missing pages", &p.a.buf, off, &want)?;
+    check_sentinels("read of the missing pages", &p.a.buf, off, len)?;
+    let events = handler.events();
+    outln!(
+        "# missing pages, odp mode: RDMA READ ok after {} userfaultfd events, {} of {} pages \
+         present",
+        events.len(),
+        present_pages(addr as u64, ilen)?,
+        ilen / PAGE
+    );
+    check_served(&events, addr, ilen, 0)?;
+    check_eq!(present_pages(addr as u64, ilen)?, ilen / PAGE);
+    writes_land(p, "over the served pages")?;
+    check_eq!(handler.events().len(), events.len());
+
+    // The local side: the source pages are missing; the device's read of them reaches the
+    // handler through the source's ODP MR, and the write moves what the handler put there.
+    let (src, slen) = (p.a.buf.addr() as usize + 8 * PAGE, 8 * PAGE);
+    // SAFETY: drops pages of the test's own buffer, which stays mapped.
+    unsafe { libc::madvise(src as *mut libc::c_void, slen, libc::MADV_DONTNEED) };
+    u.register(src, slen, UFFDIO_REGISTER_MODE_MISSING)?;
+    p.a.post_ok(
+        SendWr::new(31, WrOpcode::RdmaWrite, &[p.a.sge(8 * PAGE, slen)])
+            .remote(addr as u64, p.b.mr.rkey()),
+    )?;
+    let mut want = Vec::new();
+    for pg in 0..slen / PAGE {
+        want.extend_from_slice(&filler((src + pg * PAGE) as u64));
+    }
+    check_bytes("write from the missing source", &p.b.buf, PAGE, &want)?;
+    let all = handler.finish()?;
+    check_served(&all[events.len()..], src, slen, 0)?;
+    outln!(
+        "# local source missing, odp mode: the write moved what the handler filled in after {} \
+         events",
+        all.len() - events.len()
+    );
+    Ok(())
+}
+
 /// Write-protect mode. The target's interior pages, populated and already written by the
 /// device once (so its translations were writable), are write-protected through the
 /// userfaultfd: the device's RDMA WRITEs complete with `REM_ACCESS_ERR` and change none of
@@ -523,6 +617,18 @@ fn test_matrix_uffd_wp() -> TestResult {
             check_bytes(&what, &p.b.buf, PAGE, &before[PAGE..LEN - PAGE])
         }
     };
+    // An RDMA READ of protected pages needs no write access: it moves the bytes as they are.
+    let read_protected = || -> TestResult {
+        let (off, len) = span(2);
+        let want = p.b.buf.to_vec(off, len);
+        p.a.buf.fill(SENTINEL);
+        p.a.post_ok(
+            SendWr::new(0x30, WrOpcode::RdmaRead, &[p.a.sge(off, len)])
+                .remote(p.b.buf.addr() + off as u64, p.b.mr.rkey()),
+        )?;
+        check_bytes("read of protected pages", &p.a.buf, off, &want)?;
+        check_sentinels("read of protected pages", &p.a.buf, off, len)
+    };
     let wp_pages = || -> Result<usize, Failure> {
         let mut n = 0;
         for pg in 0..ilen / PAGE {
@@ -540,18 +646,35 @@ fn test_matrix_uffd_wp() -> TestResult {
     let handler = Handler::start(uffd);
     let u = handler.uffd.clone();
     check_eq!(wp_pages()?, ilen / PAGE);
+    if mem_mode()? == pfnic_verbs::MemMode::Odp {
+        // The device's write reaches the handler, page by page, which lifts the protection.
+        write(0x20, 0, WcStatus::SUCCESS)?;
+        let events = handler.events();
+        outln!(
+            "# protected pages, odp mode: RDMA WRITE ok after {} userfaultfd events; {} of {} \
+             pages still protected",
+            events.len(),
+            wp_pages()?,
+            ilen / PAGE
+        );
+        check_served(
+            &events,
+            addr,
+            ilen,
+            UFFD_PAGEFAULT_FLAG_WP | UFFD_PAGEFAULT_FLAG_WRITE,
+        )?;
+        check_eq!(wp_pages()?, 0);
+        // Protected again: a read reaches nothing.
+        u.write_protect(addr, ilen, true)
+            .map_err(|e| fail("UFFDIO_WRITEPROTECT on again", e))?;
+        read_protected()?;
+        check_eq!(handler.finish()?.len(), events.len());
+        return Ok(());
+    }
     for (i, _) in EDGES.iter().enumerate() {
         write(0x20 + i as u8, i, WcStatus::REM_ACCESS_ERR)?;
     }
-    let (off, len) = span(2);
-    let want = p.b.buf.to_vec(off, len);
-    p.a.buf.fill(SENTINEL);
-    p.a.post_ok(
-        SendWr::new(0x30, WrOpcode::RdmaRead, &[p.a.sge(off, len)])
-            .remote(p.b.buf.addr() + off as u64, p.b.mr.rkey()),
-    )?;
-    check_bytes("read of protected pages", &p.a.buf, off, &want)?;
-    check_sentinels("read of protected pages", &p.a.buf, off, len)?;
+    read_protected()?;
     let device_events = handler.events().len();
     let still = wp_pages()?;
     outln!(
