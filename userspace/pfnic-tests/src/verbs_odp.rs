@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::common::expect_errno;
 use crate::ibv_common::*;
 use crate::ktap::{Failure, Test, TestResult};
-use crate::verbs_common::{ACCESS_ALL, ODP_ATOMIC, ODP_SEND, PAGE};
+use crate::verbs_common::{fail, ACCESS_ALL, ODP_ATOMIC, ODP_SEND, PAGE};
 use ibv::{Buffer, Mr, RecvWr, SendWr, Sge, WrOpcode, ACCESS_ON_DEMAND};
 use pfnic_verbs::{
     ADVISE_FLAG_FLUSH, ADVISE_PREFETCH, ADVISE_PREFETCH_NO_FAULT, ADVISE_PREFETCH_WRITE,
@@ -44,6 +44,10 @@ pub const TESTS: &[&Test] = &[
     &Test {
         name: "test_verbs_odp_implicit_traffic",
         run: test_verbs_odp_implicit_traffic,
+    },
+    &Test {
+        name: "test_verbs_odp_across_2mib",
+        run: test_verbs_odp_across_2mib,
     },
     &Test {
         name: "test_verbs_odp_prefetch",
@@ -428,6 +432,113 @@ fn test_verbs_odp_implicit_traffic() -> TestResult {
         }
         check_bytes(&format!("implicit iteration {i}"), &dst, 0, &data)?;
     }
+    Ok(())
+}
+
+/// Where the `odp` mode's MRs change from one of the RDMA core's umems to the next: every
+/// 2 MiB of the address space (drivers/pfnic/verbs/odp.rs).
+const CHILD: usize = 2 << 20;
+
+/// The offset in `buf` (of at least `3 * CHILD` bytes) of a `len`-byte span centred on a
+/// 2 MiB boundary.
+fn straddling(buf: &Buffer, len: usize) -> usize {
+    let at = buf.addr() as usize;
+    (at + CHILD).next_multiple_of(CHILD) - len / 2 - at
+}
+
+/// Cold RDMA WRITEs and READs of 64 KiB straddling a 2 MiB boundary on both sides (through ODP
+/// MRs of 6 MiB, then the implicit MR), their pages dropped before each: every one faults in
+/// the pages on both sides of the boundary, moves the right bytes and nothing beside them.
+fn test_verbs_odp_across_2mib() -> TestResult {
+    const BIG: usize = 3 * CHILD;
+    const SPAN: usize = 64 << 10;
+    let ctx = ibv_ctx()?;
+    requires_odp(&ctx, ODP_WRITE | ODP_READ, true)?;
+    let p = Pair::odp(ODP_WRITE | ODP_READ, BIG)?;
+    // SAFETY: the implicit MRs let the device reach all of this process; the test only posts
+    // work requests into the `Buffer`s below, which are accessed atomically.
+    let (ia, ib) = unsafe {
+        (
+            p.a.pd.reg_implicit_mr(ACCESS_ALL)?,
+            p.b.pd.reg_implicit_mr(ACCESS_ALL)?,
+        )
+    };
+    let (src, dst) = (Buffer::new(BIG)?, Buffer::new(BIG)?);
+    // Every page of the span faulted in, in at most two groups (the device reports up to 64
+    // pages a fault): pages on both sides of the boundary are served together.
+    let together = |step: &str, before: &MrStats, after: &MrStats| -> TestResult {
+        check_faulted(step, before, after, (SPAN / PAGE) as u64)?;
+        let groups = after.page_fault_groups - before.page_fault_groups;
+        check!(
+            groups <= 2,
+            "{step}: {groups} fault groups for {} pages across the boundary",
+            SPAN / PAGE
+        );
+        Ok(())
+    };
+    let ways: [(&str, &Buffer, &Mr, &Buffer, &Mr); 2] = [
+        ("ODP MRs", &p.a.buf, &p.a.mr, &p.b.buf, &p.b.mr),
+        ("the implicit MRs", &src, &ia, &dst, &ib),
+    ];
+    for (what, a, amr, b, bmr) in ways {
+        // Small pages: a transparent huge page made present by a sentinel's write would bring
+        // half the span with it, and the device would find it present.
+        for buf in [a, b] {
+            buf.madvise(libc::MADV_NOHUGEPAGE)
+                .map_err(|e| fail("madvise(MADV_NOHUGEPAGE)", e))?;
+        }
+        let (oa, ob) = (straddling(a, SPAN), straddling(b, SPAN));
+        for i in 0..ITERS {
+            a.dontneed()?;
+            b.dontneed()?;
+            let data = pattern(0x51 + i as u8, SPAN);
+            a.write(oa, &data);
+            // Sentinels in the pages on each side of the span: the span's own stay absent.
+            b.write(ob - 8, &[0xa5; 8]);
+            b.write(ob + SPAN, &[0xa5; 8]);
+            let b0 = bmr.stats()?;
+            p.a.post_ok(
+                SendWr::new(
+                    i as u64,
+                    WrOpcode::RdmaWrite,
+                    &[Sge {
+                        addr: a.addr() + oa as u64,
+                        length: SPAN as u32,
+                        lkey: amr.lkey(),
+                    }],
+                )
+                .remote(b.addr() + ob as u64, bmr.rkey()),
+            )?;
+            let step = format!("{what}, write {i}");
+            together(&step, &b0, &bmr.stats()?)?;
+            check_bytes(&step, b, ob, &data)?;
+            check_bytes(&step, b, ob - 8, &[0xa5; 8])?;
+            check_bytes(&step, b, ob + SPAN, &[0xa5; 8])?;
+            // Back the other way, into `a`'s span dropped again.
+            a.dontneed()?;
+            a.write(oa - 8, &[0x5a; 8]);
+            a.write(oa + SPAN, &[0x5a; 8]);
+            let a0 = amr.stats()?;
+            p.a.post_ok(
+                SendWr::new(
+                    i as u64,
+                    WrOpcode::RdmaRead,
+                    &[Sge {
+                        addr: a.addr() + oa as u64,
+                        length: SPAN as u32,
+                        lkey: amr.lkey(),
+                    }],
+                )
+                .remote(b.addr() + ob as u64, bmr.rkey()),
+            )?;
+            let step = format!("{what}, read {i}");
+            together(&step, &a0, &amr.stats()?)?;
+            check_bytes(&step, a, oa, &data)?;
+            check_bytes(&step, a, oa - 8, &[0x5a; 8])?;
+            check_bytes(&step, a, oa + SPAN, &[0x5a; 8])?;
+        }
+    }
+    outln!("# {ITERS} cold writes and reads of {SPAN} bytes across a 2 MiB boundary, both ways");
     Ok(())
 }
 
