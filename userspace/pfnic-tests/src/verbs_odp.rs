@@ -493,49 +493,35 @@ fn test_verbs_odp_across_2mib() -> TestResult {
             b.dontneed()?;
             let data = pattern(0x51 + i as u8, SPAN);
             a.write(oa, &data);
-            // Sentinels in the pages on each side of the span: the span's own stay absent.
-            b.write(ob - 8, &[0xa5; 8]);
-            b.write(ob + SPAN, &[0xa5; 8]);
-            let b0 = bmr.stats()?;
-            p.a.post_ok(
-                SendWr::new(
-                    i as u64,
-                    WrOpcode::RdmaWrite,
-                    &[Sge {
-                        addr: a.addr() + oa as u64,
-                        length: SPAN as u32,
-                        lkey: amr.lkey(),
-                    }],
-                )
-                .remote(b.addr() + ob as u64, bmr.rkey()),
+            // Moves the span from `a` to `b` (a WRITE) or back (a READ) into `dst`'s span,
+            // whose pages are absent; sentinels in the pages on each side of it.
+            let moved = |step: String, op: WrOpcode, dst: &Buffer, off: usize, mr: &Mr| {
+                dst.write(off - 8, &[0xa5; 8]);
+                dst.write(off + SPAN, &[0xa5; 8]);
+                let before = mr.stats()?;
+                let local = Sge {
+                    addr: a.addr() + oa as u64,
+                    length: SPAN as u32,
+                    lkey: amr.lkey(),
+                };
+                p.a.post_ok(
+                    SendWr::new(i as u64, op, &[local]).remote(b.addr() + ob as u64, bmr.rkey()),
+                )?;
+                together(&step, &before, &mr.stats()?)?;
+                check_bytes(&step, dst, off, &data)?;
+                check_bytes(&step, dst, off - 8, &[0xa5; 8])?;
+                check_bytes(&step, dst, off + SPAN, &[0xa5; 8])
+            };
+            moved(
+                format!("{what}, write {i}"),
+                WrOpcode::RdmaWrite,
+                b,
+                ob,
+                bmr,
             )?;
-            let step = format!("{what}, write {i}");
-            together(&step, &b0, &bmr.stats()?)?;
-            check_bytes(&step, b, ob, &data)?;
-            check_bytes(&step, b, ob - 8, &[0xa5; 8])?;
-            check_bytes(&step, b, ob + SPAN, &[0xa5; 8])?;
             // Back the other way, into `a`'s span dropped again.
             a.dontneed()?;
-            a.write(oa - 8, &[0x5a; 8]);
-            a.write(oa + SPAN, &[0x5a; 8]);
-            let a0 = amr.stats()?;
-            p.a.post_ok(
-                SendWr::new(
-                    i as u64,
-                    WrOpcode::RdmaRead,
-                    &[Sge {
-                        addr: a.addr() + oa as u64,
-                        length: SPAN as u32,
-                        lkey: amr.lkey(),
-                    }],
-                )
-                .remote(b.addr() + ob as u64, bmr.rkey()),
-            )?;
-            let step = format!("{what}, read {i}");
-            together(&step, &a0, &amr.stats()?)?;
-            check_bytes(&step, a, oa, &data)?;
-            check_bytes(&step, a, oa - 8, &[0x5a; 8])?;
-            check_bytes(&step, a, oa + SPAN, &[0x5a; 8])?;
+            moved(format!("{what}, read {i}"), WrOpcode::RdmaRead, a, oa, amr)?;
         }
     }
     outln!("# {ITERS} cold writes and reads of {SPAN} bytes across a 2 MiB boundary, both ways");
