@@ -128,16 +128,16 @@ impl Mirror {
 
 impl Invalidate for Mirror {
     fn invalidate(&self, umem: &Locked<'_>, start: u64, end: u64) {
-        let first = umem.index(start);
-        let last = umem.index(end - 1) + 1;
-        let Some(lo) = (first..last).find(|&i| umem.is_mapped(i)) else {
+        // The span of the mapped entries, and how many there are, in one pass.
+        let (mut lo, mut hi, mut n) = (usize::MAX, 0, 0);
+        for i in (umem.index(start)..umem.index(end - 1) + 1).filter(|&i| umem.is_mapped(i)) {
+            lo = lo.min(i);
+            hi = i + 1;
+            n += 1;
+        }
+        if n == 0 {
             return;
-        };
-        let hi = (lo..last)
-            .rev()
-            .find(|&i| umem.is_mapped(i))
-            .map_or(lo, |i| i + 1);
-        let n = (lo..hi).filter(|&i| umem.is_mapped(i)).count();
+        }
         let page = PAGE_SIZE as u64;
         let at = self.entry_of(umem.start() + lo as u64 * page);
         let alive = self.alive.lock();
