@@ -10,6 +10,11 @@ apply_series() {
 	if [[ ! -d $tree/.git ]]; then
 		log "importing pristine $name source into git (once)"
 		git -C "$tree" init -q
+		# No automatic gc: the import leaves tens of thousands of loose
+		# objects, and the first `git am` would start a gc in the background
+		# that packs them all (minutes of both cores on the cold path) while
+		# holding this tree's build lock (its inherited descriptor).
+		git -C "$tree" config gc.auto 0
 		git -C "$tree" -c core.autocrlf=false add -A -f .
 		git -C "$tree" -c user.name=pfnic -c user.email=pfnic@localhost \
 			commit -q -m "pristine $name source"
