@@ -14,7 +14,8 @@
 # one C program, pfnic-cold-bench (warm and cold RDMA WRITEs on on-demand memory, and the
 # CPU's own first touch) on Debian's libibverbs.so.1 with pfnic's provider, once per mode,
 # with odp / sva; core.json and core.svg. Last, two guests on a wire: the rxe-rxe baseline
-# and pfnic-pfnic side by side (scripts/test.sh's pairings; pairs/<time>/pairs.svg).
+# and pfnic-pfnic side by side (scripts/test.sh's pairings; pairs/<time>/pairs.svg), with
+# pfnic-pfnic's MPI job on rxe and TCP too.
 #
 # usage: scripts/bench.sh [--no-build] [--perftest] [PFNIC-PERF-OPTIONS...]
 #   --perftest           the older form instead: 'pfnic-perf' twice, warm then --cold, two
@@ -84,9 +85,10 @@ else
 fi
 # Last, two guests on a wire: the rxe-rxe baseline (Linux's soft-RoCE and Debian's tools on
 # both sides, no pfnic code) and pfnic-pfnic, the same tests, side by side (the pair suites
-# of scripts/test.sh; pairs.txt, pairs.json, pairs.svg under pairs/).
+# of scripts/test.sh; pairs.txt, pairs.json, pairs.svg under pairs/), pfnic-pfnic's Open MPI
+# job on rxe and TCP beside pfnic's (PFNIC_PAIR_BASELINES).
 log "two guests on a wire: rxe-rxe and pfnic-pfnic side by side (scripts/test.sh's pairings)"
-if PFNIC_PAIRS="${PFNIC_BENCH_PAIRS:-rxe-rxe pfnic-pfnic}" PFNIC_LOG_DIR="$run_dir/pairs" \
+if PFNIC_PAIRS="${PFNIC_BENCH_PAIRS:-rxe-rxe pfnic-pfnic}" PFNIC_PAIR_BASELINES=1 PFNIC_LOG_DIR="$run_dir/pairs" \
 	"$PFNIC_ROOT/scripts/test.sh" --no-build --filter pair_ >"$run_dir/pairs.log" 2>&1; then
 	cat "$run_dir/pairs/"*/pairs.txt 2>/dev/null || true
 	log "the pairings: $(ls "$run_dir/pairs/"*/pairs.svg 2>/dev/null)"

@@ -20,7 +20,9 @@
 # PFNIC_FLAVOR=debug, where each command of a pairing also gets 240 s instead
 # of 60: rxe under KASAN needs more than 60 s for one ibv_rc_pingpong), PFNIC_PAIRS
 # (the two-guest pairings to run; default "pfnic-pfnic pfnic-rxe rxe-pfnic";
-# rxe-rxe, the baseline without pfnic, runs in make bench, or add it here).
+# rxe-rxe, the baseline without pfnic, runs in make bench, or add it here),
+# PFNIC_PAIR_BASELINES (1: pfnic-pfnic's MPI job on rxe and TCP too, as make
+# bench runs it).
 # --filter pair_... runs only two-guest suites.
 source "$(dirname "$0")/lib.sh"
 
@@ -445,10 +447,12 @@ backup_tests=rc_pingpong_backup
 # in one process (rootfs/pair-test's two_devices).
 two_device_tests=two_devices
 # Between two pfnic guests, an Open MPI job (pml ucx, launched by mpirun over
-# SSH) on pfnic, and for comparison in the same run on rxe over the side
-# channel's NIC and on TCP (rootfs/pair-mpi; the numbers side by side in
-# pair-pfnic-pfnic.json's "mpi").
-mpi_tests=mpi_pfnic,mpi_rxe,mpi_tcp
+# SSH) on pfnic (rootfs/pair-mpi). With PFNIC_PAIR_BASELINES=1 (make bench)
+# the same job on rxe over the side channel's NIC and on TCP over it too, in
+# the same boot, to compare (pair-pfnic-pfnic.json's "mpi"): neither runs
+# pfnic code, so make test leaves them out, as it leaves out rxe-rxe.
+mpi_tests=mpi_pfnic
+mpi_baseline_tests=mpi_rxe,mpi_tcp
 # pair_suites: every pairing, one after another.
 pair_suites() {
 	for pair in ${PFNIC_PAIRS:-pfnic-pfnic pfnic-rxe rxe-pfnic}; do
@@ -457,6 +461,7 @@ pair_suites() {
 		[[ $pair != *pfnic* ]] || tests=$tests,$core_perf_tests
 		[[ $pair != pfnic-pfnic && $pair != rxe-rxe ]] || tests=$tests,$nvme_tcp_tests
 		[[ $pair != pfnic-pfnic ]] || tests=$tests,$backup_tests,$ucx_tests,$two_device_tests,$mpi_tests
+		[[ $pair != pfnic-pfnic || ${PFNIC_PAIR_BASELINES:-0} != 1 ]] || tests=$tests,$mpi_baseline_tests
 		tests=$tests,counters
 		# Between two pfnic guests NVMe's target takes its receives from
 		# shared receive queues (the kernel verbs' SRQs; rootfs/pair-nvme
