@@ -51,15 +51,14 @@ sed -e 's/^#cmakedefine \([A-Z_0-9]*\).*/\/* #undef \1 *\//' \
 	-e 's/@[A-Z_]*@//g' \
 	"$RDMA_CORE_SRC/buildlib/config.h.in" >"$inc/config.h"
 
-# The data path, in Rust: a static library for a shared object (position independent, the
-# C library dynamic), in a target directory of its own, apart from the static build of
-# scripts/build-userspace.sh. Its layout check compiles against Debian's rdma-core headers.
+# The data path, in Rust: a static library for a shared object (position independent, as
+# the target's code is by default; the C library dynamic), built as the guest suite is
+# (cargo_dyn in scripts/lib.sh), so the two share their dependencies' builds. Its layout
+# check compiles against Debian's rdma-core headers.
 log "building the provider's data path (cargo, pfnic-provider)"
-cargo_checkout "$BUILD_DIR/rdma-provider-cargo"
-(cd "$PFNIC_ROOT/userspace" && CARGO_TARGET_DIR=$BUILD_DIR/rdma-provider-cargo \
-	RUSTFLAGS="-C relocation-model=pic" PFNIC_RDMA_CORE_INCLUDE=$rdma_core/usr/include \
-	cargo build --release --locked -q -p pfnic-provider) || die "cargo build of pfnic-provider failed"
-rslib=$BUILD_DIR/rdma-provider-cargo/x86_64-unknown-linux-gnu/release/libpfnic_provider.a
+cargo_checkout "$BUILD_DIR/userspace-dyn"
+cargo_dyn build --release --locked -q -p pfnic-provider || die "cargo build of pfnic-provider failed"
+rslib=$BUILD_DIR/userspace-dyn/x86_64-unknown-linux-gnu/release/libpfnic_provider.a
 [[ -e $rslib ]] || die "cargo built no $rslib"
 # Its C functions are pfnic_rs_*: one named as libibverbs' (ibv_*, _ibv_*, verbs_*) would
 # shadow Debian's inside the provider, whose C part calls them. (nm says "no symbols" of the
