@@ -27,13 +27,19 @@ apply_series() {
 	[[ $want == "$have" ]] && return 0
 	log "applying the $name patch series from ${dir#"$PFNIC_ROOT"/}"
 	git -C "$tree" am --abort >/dev/null 2>&1 || true
+	# The stamp goes first: a series that fails to apply leaves the tree pristine, and
+	# the old series must then apply again, not be taken as applied.
+	rm -f "$tree/.pfnic-series"
 	git -C "$tree" reset -q --hard pristine
-	local p
-	for p in "${patches[@]}"; do
-		git -C "$tree" -c user.name=pfnic -c user.email=pfnic@localhost \
-			am -q --keep-cr "$p" ||
-			{ git -C "$tree" am --abort >/dev/null 2>&1; die "patch ${p#"$PFNIC_ROOT"/} does not apply to $name"; }
-	done
+	# One `git am` for the whole series: one refresh of the tree's index instead of one a
+	# patch (the kernel's 53: 6 s instead of 16).
+	local next
+	if ((${#patches[@]})) && ! git -C "$tree" -c user.name=pfnic -c user.email=pfnic@localhost \
+		am -q --keep-cr "${patches[@]}"; then
+		next=$(cat "$tree/.git/rebase-apply/next" 2>/dev/null || echo 1)
+		git -C "$tree" am --abort >/dev/null 2>&1
+		die "patch ${patches[next - 1]#"$PFNIC_ROOT"/} does not apply to $name"
+	fi
 	echo "$want" >"$tree/.pfnic-series"
 }
 
