@@ -41,8 +41,9 @@ list=$ROOTFS_BUILD/initramfs.list
 	echo "file /lib/modules/pfnic.ko $module 0644 0 0"
 	# The static program (Rust); the guest suite, pfnic-perf and the C programs need
 	# Debian's libraries (below).
-	[[ -x $bins/pfnic-info ]] || die "no $bins/pfnic-info; run scripts/build-userspace.sh"
-	echo "file /usr/bin/pfnic-info $bins/pfnic-info 0755 0 0"
+	info=$BUILD_DIR/userspace-dyn/x86_64-unknown-linux-gnu/release/pfnic-info
+	[[ -x $info ]] || die "no $info; run scripts/build-userspace.sh"
+	echo "file /usr/bin/pfnic-info $info 0755 0 0"
 } >"$list.tmp"
 mv "$list.tmp" "$list"
 

@@ -41,26 +41,28 @@ export PFNIC_RDMA_CORE_INCLUDE=$rdma_core/usr/include
 ibv_sys_bindings "$rdma_core"
 export PFNIC_IBV_SYS=$IBV_SYS
 
-log "building userspace (cargo, static)"
-cargo_checkout "$BUILD_DIR/userspace"
-(cd "$PFNIC_ROOT/userspace" && CARGO_TARGET_DIR=$BUILD_DIR/userspace cargo build --release --locked -q \
-	--workspace --exclude pfnic-tests --exclude pfnic-perf) || die "cargo build of userspace/ failed"
 # The guest suite and pfnic-perf drive the device through rdma-core's libibverbs.so.1,
 # Debian's own in the guest (the Debian layer has it and the C library): dynamically linked
-# (cargo_dyn in scripts/lib.sh).
-log "building the guest suite and pfnic-perf (cargo, linked with libibverbs.so.1)"
+# (cargo_dyn in scripts/lib.sh). pfnic-info, the one program of the guests' base layer, which
+# has no C library, is built in the same target directory, its dependencies shared, and
+# linked static alone (cargo rustc, +crt-static for it only).
 cargo_checkout "$BUILD_DIR/userspace-dyn"
+log "building pfnic-info (cargo, static)"
+cargo_dyn rustc --release --locked -q -p pfnic-tools --bin pfnic-info -- -C target-feature=+crt-static ||
+	die "cargo build of pfnic-info failed"
+log "building the guest suite and pfnic-perf (cargo, linked with libibverbs.so.1)"
 cargo_dyn build --release --locked -q -p pfnic-tests -p pfnic-perf ||
 	die "cargo build of pfnic-tests and pfnic-perf failed"
-# The host-side unit tests (scripts/test.sh runs them): pfnic-perf's perftest exchange and
-# the RDMA netlink messages.
-cargo_dyn test --release --locked -q --no-run -p pfnic-perf -p rdma-nl ||
-	die "cargo test --no-run of pfnic-perf and rdma-nl failed"
+# The host-side unit tests (scripts/test.sh runs them): pfnic-perf's perftest exchange, the
+# RDMA netlink messages, the uAPI's layouts.
+cargo_dyn test --release --locked -q --no-run -p pfnic-perf -p rdma-nl -p pfnic-sys ||
+	die "cargo test --no-run of pfnic-perf, rdma-nl and pfnic-sys failed"
 
 # The C examples, with warnings as errors: against rdma-core's headers (with rdma-core's
 # inline verbs), linked with rdma-core's libibverbs.so.1 (so their symbol versions are
 # rdma-core's); its own libraries are the guest's.
 out=$BUILD_DIR/userspace/x86_64-unknown-linux-gnu/release
+mkdir -p "$out"
 for ex in rc_pingpong:pfnic-rc-pingpong verbs_api:pfnic-verbs-api-test cold_bench:pfnic-cold-bench; do
 	src=$PFNIC_ROOT/userspace/examples/${ex%%:*}.c bin=$out/${ex##*:}
 	stamp_fresh "$bin" "$src" "$rdma_core/.unpacked" "$0" && continue

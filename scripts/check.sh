@@ -80,6 +80,7 @@ step "clippy (userspace)"
 [[ -e $BUILD_DIR/rdma-core/.unpacked ]] && export PFNIC_RDMA_CORE_INCLUDE=$BUILD_DIR/rdma-core/usr/include
 # The ibv crate's bindings (scripts/build-userspace.sh makes them).
 [[ -e $IBV_SYS/.built ]] && export PFNIC_IBV_SYS=$IBV_SYS
+cargo_checkout "$BUILD_DIR/userspace"
 (cd "$PFNIC_ROOT/userspace" && CARGO_TARGET_DIR=$BUILD_DIR/userspace \
 	cargo clippy --release --locked -q --all-targets -- -D warnings) || bad "clippy in userspace/"
 
