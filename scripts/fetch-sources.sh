@@ -16,7 +16,7 @@ need apt-get "pfnic needs a Debian host."
 need dpkg-source "Run scripts/setup-host.sh (package dpkg-dev)."
 mkdir -p "$SRC_DIR" "$APT_DIR/lists/partial" "$APT_DIR/archives/partial"
 
-keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+keyring=$DEBIAN_KEYRING
 cat >"$APT_DIR/sources.list" <<EOS
 deb [signed-by=$keyring] http://deb.debian.org/debian trixie-backports main
 deb-src [signed-by=$keyring] http://deb.debian.org/debian sid main

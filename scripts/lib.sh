@@ -26,6 +26,9 @@ SRC_DIR=$PFNIC_CACHE/src
 BUILD_DIR=$PFNIC_CACHE/build
 TOOLS_DIR=$PFNIC_CACHE/tools
 APT_DIR=$PFNIC_CACHE/apt
+# The key the private apt indexes check Debian's archive against (fetch-sources.sh,
+# setup-host.sh's bindgen-cli).
+DEBIAN_KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 
 # PFNIC_FLAVOR=debug builds and boots the debug kernel (kernel/debug.config on
 # top of kernel/pfnic.config) with its own module and initramfs, beside the

@@ -56,7 +56,7 @@ bindgen_ok() {
 bindgen_from_debian() {
 	local apt=$TOOLS_DIR/apt dir=$TOOLS_DIR/bindgen tmp deb
 	mkdir -p "$apt/lists/partial" "$apt/archives/partial" "$TOOLS_DIR/bin"
-	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main" \
+	echo "deb [signed-by=$DEBIAN_KEYRING] http://deb.debian.org/debian trixie main" \
 		>"$apt/sources.list"
 	APT_DIR=$apt private_apt -q update >"$apt/update.log" 2>&1 || return 1
 	tmp=$(mktemp -d "$TOOLS_DIR/.bindgen.XXXXXX")
