@@ -164,6 +164,9 @@ layouts! {
         refused, next_psn, expected_psn, retransmits, rnr_naks_sent, rnr_naks_received,
         seq_naks_sent, duplicates,
     }
+    /// `QP_QUERY`'s first result, the state: read alone when that is all a caller needs
+    /// ([`PrefixOf`]).
+    QpStateReply as "PfnicCmdQpStateReply" { state }
     /// `QP_DESTROY`.
     QpDestroy as "PfnicCmdIndex" = 0x23 => () { index }
     /// `QP_SET_DMAC`: MAC bytes 0-3 in `mac_hi` (byte 0 in bits 31:24), 4-5 in `mac_lo`'s
@@ -188,6 +191,17 @@ layouts! {
     /// `SRQ_DESTROY`.
     SrqDestroy as "PfnicCmdIndex" = 0x43 => () { index }
 }
+
+/// `Self` is the first words of the results `R`: a caller that needs only those reads only
+/// those (each register read is a trap into the device model).
+pub trait PrefixOf<R> {}
+
+impl<T> PrefixOf<T> for T {}
+
+/// `QP_QUERY`'s state alone (`pfnic_cmd.h` asserts that it is the first word).
+impl PrefixOf<QpQueryReply> for QpStateReply {}
+
+const _: () = assert!(core::mem::size_of::<QpStateReply>() <= core::mem::size_of::<QpQueryReply>());
 
 /// A command that names one object by its number alone.
 pub trait Index {

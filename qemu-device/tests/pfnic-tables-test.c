@@ -1042,9 +1042,52 @@ static void test_verbs_key_bases(void *obj, void *data,
     pfnic_qos_end();
 }
 
+/* Every argument register holds 0xffffffff, whatever the last command left. */
+static void fill_cmd_args(void)
+{
+    for (int i = 0; i < PFNIC_CMD_ARGS; i++) {
+        reg_write(PFNIC_REG_CMD_ARG + 4 * i, UINT32_MAX);
+    }
+}
+
+/*
+ * A command reads its own structure's words and no more (docs/verbs.md): the
+ * driver writes only those, so the others hold anything.
+ */
+static void test_verbs_cmd_own_words(void *obj, void *data,
+                                     QGuestAllocator *alloc)
+{
+    uint32_t a[PFNIC_CMD_ARGS] = {
+        2, 1, 7, ALL_ACCESS, 0x10000000, 0, 0x2000, 0, PFNIC_MR_FLAG_TABLE,
+    };
+    uint32_t q[PFNIC_CMD_ARGS] = { 2 };
+
+    pfnic_qos_start(obj, alloc);
+    map_bars();
+    start_ctx_no_pasid(1, RING_ADDR);
+
+    fill_cmd_args();
+    g_assert_cmpint(cmd(PFNIC_CMD_MR_SET, a, 9), ==, PFNIC_CMD_OK);
+    g_assert_cmphex(a[0], !=, 0);
+    fill_cmd_args();
+    g_assert_cmpint(cmd(PFNIC_CMD_MR_QUERY, q, 1), ==, PFNIC_CMD_OK);
+    /* its results, a0..a13, are all written: a new MR's counters are zero */
+    for (int i = 0; i < 14; i++) {
+        g_assert_cmphex(q[i], ==, 0);
+    }
+    fill_cmd_args();
+    g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 2), ==, PFNIC_CMD_OK);
+    /* and the index alone decides: the MR is gone */
+    fill_cmd_args();
+    g_assert_cmpint(cmd1(PFNIC_CMD_MR_CLEAR, 2), ==, PFNIC_CMD_BAD_STATE);
+    pfnic_qos_end();
+}
+
 static void register_pfnic_tables_tests(void)
 {
     pfnic_add_test("verbs/table-commands", test_verbs_table_commands,
+                   "contexts=4,ats=off,pasid=off,pri=off", NULL);
+    pfnic_add_test("verbs/cmd-own-words", test_verbs_cmd_own_words,
                    "contexts=4,ats=off,pasid=off,pri=off", NULL);
     pfnic_add_test("verbs/table-space", test_verbs_table_space,
                    "contexts=4,table-entries=16", NULL);

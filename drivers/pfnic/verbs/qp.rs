@@ -514,7 +514,10 @@ impl VerbsFile {
         if mask & !known != 0 {
             return Err(EINVAL);
         }
-        let cur = self.device_qp_state(arg.qpn)?.state;
+        let cur = self
+            .nic
+            .command_part::<_, cmd::QpStateReply>(&cmd::QpQuery { index: arg.qpn })?
+            .state;
         if mask & PFNIC_QP_CUR_STATE != 0 && a.cur_qp_state != cur {
             return Err(EINVAL);
         }

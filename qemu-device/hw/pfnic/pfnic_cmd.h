@@ -105,6 +105,14 @@ typedef struct PfnicCmdQpQueryReply {
     uint32_t rnr_naks_received, seq_naks_sent, duplicates;
 } PfnicCmdQpQueryReply;
 
+/*
+ * QP_QUERY's first result alone, the state: what a driver reads when that is
+ * all it needs (each register read traps into the device model)
+ */
+typedef struct PfnicCmdQpStateReply {
+    uint32_t state;
+} PfnicCmdQpStateReply;
+
 /* QP_SET_DMAC (0x24) */
 typedef struct PfnicCmdQpSetDmac {
     uint32_t qpn, mac_hi, mac_lo;
@@ -152,6 +160,7 @@ typedef union PfnicCmdArgs {
     PfnicCmdQpCreate qp_create;
     PfnicCmdQpModify qp_modify;
     PfnicCmdQpQueryReply qp_query_reply;
+    PfnicCmdQpStateReply qp_state_reply;
     PfnicCmdQpSetDmac qp_set_dmac;
     PfnicCmdCtxQueryReply ctx_query_reply;
     PfnicCmdBackupSet backup_set;

@@ -1707,6 +1707,10 @@ static uint32_t pfnic_cmd_qp_modify(PfnicState *s)
     return PFNIC_CMD_OK;
 }
 
+/* A driver that reads the state alone reads QP_QUERY's first word. */
+QEMU_BUILD_BUG_ON(offsetof(PfnicCmdQpQueryReply, state) !=
+                  offsetof(PfnicCmdQpStateReply, state));
+
 static uint32_t pfnic_cmd_qp_query(PfnicState *s)
 {
     uint32_t qpn = s->cmd.index.index;
