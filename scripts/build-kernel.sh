@@ -33,8 +33,13 @@ if ! stamp_fresh "$KERNEL_BUILD/.pfnic-config.stamp" "${KERNEL_FRAGMENTS[@]}" "$
 	log "configuring the kernel for $KERNEL_CC (tinyconfig + ${names% + })"
 	kmake -s rustavailable >/dev/null ||
 		{ kmake rustavailable; die "the kernel cannot use this Rust toolchain (see above)"; }
-	cat "$KERNEL_SRC/kernel/configs/tiny.config" "$KERNEL_SRC/arch/x86/configs/tiny.config" \
-		"${KERNEL_FRAGMENTS[@]}" >"$KERNEL_BUILD/pfnic-allconfig"
+	# tiny.config's SLUB_TINY and guess unwinder need EXPERT, which ours turns on:
+	# they go (pfnic.config says SLUB and ORC) rather than be overridden with a warning.
+	{
+		grep -hvx -e CONFIG_SLUB_TINY=y -e CONFIG_UNWINDER_GUESS=y \
+			"$KERNEL_SRC/kernel/configs/tiny.config" "$KERNEL_SRC/arch/x86/configs/tiny.config"
+		cat "${KERNEL_FRAGMENTS[@]}"
+	} >"$KERNEL_BUILD/pfnic-allconfig"
 	KCONFIG_ALLCONFIG=$KERNEL_BUILD/pfnic-allconfig kmake -s allnoconfig
 	# Kconfig silently drops symbols with unmet dependencies: check every one.
 	bad=0
