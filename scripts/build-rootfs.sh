@@ -11,7 +11,6 @@ busybox=/bin/busybox
 	die "no static busybox at $busybox; run scripts/setup-host.sh (package busybox-static)"
 module=$MODULE_BUILD/drivers/pfnic/pfnic.ko
 [[ -e $module ]] || die "no $module; run scripts/build-module.sh"
-bins=$BUILD_DIR/userspace/x86_64-unknown-linux-gnu/release
 mkdir -p "$ROOTFS_BUILD"
 
 # gen_init_cpio is a single C file in the kernel tree; build our own copy.
@@ -76,8 +75,8 @@ dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./md5sums >"$md5sums" ||
 	echo "file /usr/lib/pfnic/pfnic-uverbs-test $provider/pfnic-uverbs-test 0755 0 0"
 	echo "file /usr/lib/pfnic/libibverbs1.md5sums $md5sums 0644 0 0"
 	for b in pfnic-rc-pingpong pfnic-verbs-api-test pfnic-cold-bench; do
-		[[ -x $bins/$b ]] || die "no $bins/$b; run scripts/build-userspace.sh"
-		echo "file /usr/bin/$b $bins/$b 0755 0 0"
+		[[ -x $C_EXAMPLES_BUILD/$b ]] || die "no $C_EXAMPLES_BUILD/$b; run scripts/build-userspace.sh"
+		echo "file /usr/bin/$b $C_EXAMPLES_BUILD/$b 0755 0 0"
 	done
 	for b in pfnic-test pfnic-perf; do
 		dyn=$BUILD_DIR/userspace-dyn/x86_64-unknown-linux-gnu/release/$b

@@ -76,13 +76,10 @@ elif grep -q "warning:" <<<"$out"; then
 fi
 
 step "clippy (userspace)"
-# rdma-core's headers, for the layout checks, once scripts/build-userspace.sh unpacked them.
-[[ -e $BUILD_DIR/rdma-core/.unpacked ]] && export PFNIC_RDMA_CORE_INCLUDE=$BUILD_DIR/rdma-core/usr/include
-# The ibv crate's bindings (scripts/build-userspace.sh makes them).
-[[ -e $IBV_SYS/.built ]] && export PFNIC_IBV_SYS=$IBV_SYS
-cargo_checkout "$BUILD_DIR/userspace"
-(cd "$PFNIC_ROOT/userspace" && CARGO_TARGET_DIR=$BUILD_DIR/userspace \
-	cargo clippy --release --locked -q --all-targets -- -D warnings) || bad "clippy in userspace/"
+# In the build's own target directory (make check follows make all): its build scripts'
+# outputs and proc macros serve clippy too.
+cargo_checkout "$BUILD_DIR/userspace-dyn"
+cargo_dyn clippy --release --locked -q --all-targets -- -D warnings || bad "clippy in userspace/"
 
 step "QEMU checkpatch (device sources and patches)"
 wait "$qemu_pid" || fail=1

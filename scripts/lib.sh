@@ -65,6 +65,8 @@ QEMU_BUILD=$BUILD_DIR/qemu
 QEMU_BIN=$QEMU_BUILD/qemu-system-x86_64
 RDMA_CORE_SRC=$SRC_DIR/rdma-core-${RDMA_CORE_DEB_VERSION%-*}
 RDMA_EXAMPLES_BUILD=$BUILD_DIR/rdma-core-examples
+# pfnic's C examples (userspace/examples), built against rdma-core's headers.
+C_EXAMPLES_BUILD=$BUILD_DIR/c-examples
 FIO_SRC=$SRC_DIR/fio-${FIO_DEB_VERSION%-*}
 FIO_BUILD=$BUILD_DIR/fio
 # The qtests make test runs: the device's, and intel-iommu's (our svm patch).
