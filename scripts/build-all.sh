@@ -49,6 +49,11 @@ side_by_side() {
 }
 
 start=$SECONDS
+# What older builds left in the cache and no build uses now: make check's own cargo
+# target directory and the C examples' old place, the provider's own cargo target
+# directory, the retired libibverbs' layer list, gzipped archives.
+rm -rf "$BUILD_DIR/userspace" "$BUILD_DIR/rdma-provider-cargo" "$ROOTFS_BUILD/libibverbs.list" \
+	"$ROOTFS_BUILD"/*.cpio.gz "$DEBIAN_LAYER.gz"
 step setup-host:packages
 side_by_side "setup-host:tools" "fetch-sources build-kernel:--tree"
 side_by_side "build-kernel build-module" "build-qemu" \

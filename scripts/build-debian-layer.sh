@@ -190,6 +190,5 @@ list=$out/debian.list
 } >"$list.tmp"
 mv "$list.tmp" "$list"
 "$gen" "$list" >"$DEBIAN_LAYER.tmp"
-rm -f "$DEBIAN_LAYER.gz" # what older builds left
 mv "$DEBIAN_LAYER.tmp" "$DEBIAN_LAYER"
 log "Debian layer ready: $DEBIAN_LAYER ($(grep -c '^file' "$list") files, $(du -h "$DEBIAN_LAYER" | cut -f1))"

@@ -89,6 +89,4 @@ dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./md5sums >"$md5sums" ||
 } >"$ROOTFS_BUILD/provider.list"
 "$gen" "$ROOTFS_BUILD/provider.list" >"$PROVIDER_LAYER.tmp"
 mv "$PROVIDER_LAYER.tmp" "$PROVIDER_LAYER"
-# What older builds left: the retired library's layer, gzipped archives.
-rm -f "$ROOTFS_BUILD/libibverbs.list" "$ROOTFS_BUILD"/*.cpio.gz
 log "provider layer ready: $PROVIDER_LAYER"

@@ -62,8 +62,6 @@ cargo_dyn test --release --locked -q --no-run -p pfnic-perf -p rdma-nl -p pfnic-
 # inline verbs), linked with rdma-core's libibverbs.so.1 (so their symbol versions are
 # rdma-core's); its own libraries are the guest's.
 out=$C_EXAMPLES_BUILD
-# Where they and make check's clippy were before (its own cargo target directory, 280 MB).
-rm -rf "$BUILD_DIR/userspace"
 mkdir -p "$out"
 for ex in rc_pingpong:pfnic-rc-pingpong verbs_api:pfnic-verbs-api-test cold_bench:pfnic-cold-bench; do
 	src=$PFNIC_ROOT/userspace/examples/${ex%%:*}.c bin=$out/${ex##*:}
