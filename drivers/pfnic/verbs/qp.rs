@@ -406,9 +406,11 @@ impl VerbsFile {
         Ok(ring)
     }
 
-    /// The QP's state as the device has it (the device moves QPs to ERR by itself).
-    fn device_qp_state(&self, qpn: u32) -> Result<cmd::QpQueryReply> {
-        self.nic.command(&cmd::QpQuery { index: qpn })
+    /// The QP's state as the device has it (the device moves QPs to ERR by itself): the first
+    /// word of `QP_QUERY`'s results, read alone.
+    fn device_qp_state(&self, qpn: u32) -> Result<u32> {
+        let r: cmd::QpStateReply = self.nic.command_part(&cmd::QpQuery { index: qpn })?;
+        Ok(r.state)
     }
 
     /// Sets the MAC the device sends the QP's packets to (all zeroes: its neighbour cache's).
@@ -514,10 +516,7 @@ impl VerbsFile {
         if mask & !known != 0 {
             return Err(EINVAL);
         }
-        let cur = self
-            .nic
-            .command_part::<_, cmd::QpStateReply>(&cmd::QpQuery { index: arg.qpn })?
-            .state;
+        let cur = self.device_qp_state(arg.qpn)?;
         if mask & PFNIC_QP_CUR_STATE != 0 && a.cur_qp_state != cur {
             return Err(EINVAL);
         }
@@ -587,7 +586,7 @@ impl VerbsFile {
         self.nic.verbs()?;
         let o = self.objects.lock();
         let qp = o.qps.get(&arg.qpn).ok_or(EINVAL)?;
-        let r = self.device_qp_state(arg.qpn)?;
+        let r = self.nic.command(&cmd::QpQuery { index: arg.qpn })?;
         arg.sq_sig_all = u32::from(qp.sq_sig_all);
         arg.attr = qp.attr;
         arg.attr.qp_state = r.state;
